@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Installs every Debian 12 package the project needs. Idempotent: when all are present it
+# only checks (≈1 s) and changes nothing.
+set -euo pipefail
+
+PACKAGES=(
+  bazel-bootstrap
+  g++
+  libtorch-dev
+  libopenblas0-openmp
+  libgrpc++-dev protobuf-compiler-grpc
+  libprotobuf-dev protobuf-compiler
+  libabsl-dev
+  catch2
+  dataset-fashion-mnist
+  python3-matplotlib
+  python3-torch python3-torchvision
+)
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed'; then
+    missing+=("$p")
+  fi
+done
+
+if ((${#missing[@]} == 0)); then
+  echo "install_deps: all ${#PACKAGES[@]} packages present"
+  exit 0
+fi
+
+echo "install_deps: installing ${missing[*]}"
+SUDO=""
+if [ "$(id -u)" != 0 ]; then SUDO=sudo; fi
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+echo "install_deps: done"
