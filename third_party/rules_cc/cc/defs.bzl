@@ -30,4 +30,8 @@ def objc_import(**kwargs):
 def objc_library(**kwargs):
     native.objc_library(**kwargs)
 
-cc_toolchain = native.cc_toolchain if hasattr(native, "cc_toolchain") else None
+def cc_toolchain(**kwargs):
+    native.cc_toolchain(**kwargs)
+
+def cc_toolchain_suite(**kwargs):
+    native.cc_toolchain_suite(**kwargs)
