@@ -1,0 +1,37 @@
+// The scheduling modes and what each one does. See docs/modes.md.
+#ifndef P3_P3_MODE_H_
+#define P3_P3_MODE_H_
+
+#include <string>
+#include "absl/strings/string_view.h"
+
+#include "absl/status/statusor.h"
+
+namespace p3 {
+
+enum class Mode {
+  kP3,            // slices, priority order, updated values returned on the push
+  kBaseline,      // MXNet's parameter server: whole tensors, FIFO, push/ack then pull
+  kSlicingOnly,   // baseline with P3's slices
+  kPriorityOnly,  // baseline with P3's priority order
+  kNoOverlap,     // P3's transfers, but all communication between backward and forward
+  kLocal,         // one process, no cluster: the plain libtorch training loop
+};
+
+// What a mode does, as independent switches.
+struct ModeTraits {
+  bool sliced = true;          // cut tensors into slices of slice_params (else whole tensors)
+  bool priority = true;        // send highest priority first (else in the order ready)
+  bool values_on_push = true;  // server returns updated values on the push (else ack + pull)
+  bool overlap = true;         // communicate during backward and forward (else between)
+};
+
+ModeTraits TraitsOf(Mode mode);
+
+// "p3", "baseline", "slicing_only", "priority_only", "no_overlap", "local".
+std::string ModeName(Mode mode);
+absl::StatusOr<Mode> ParseMode(absl::string_view name);
+
+}  // namespace p3
+
+#endif  // P3_P3_MODE_H_

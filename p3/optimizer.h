@@ -1,0 +1,74 @@
+// Optimizers applied by a server to one slice at a time, on plain float arrays.
+//
+// The arithmetic follows libtorch's torch::optim::SGD and torch::optim::Adam element by
+// element, so that a cluster trains the same model as the `local` mode within float
+// rounding.
+//
+// Example:
+//   OptimizerOptions options;            // SGD, lr 0.05, momentum 0.9
+//   SliceOptimizer opt(options);
+//   SliceOptimizerState state;           // one per slice
+//   opt.Apply(params, mean_grad, n, &state);
+//
+// SliceOptimizer is immutable after construction and safe to share; a state must not be
+// used by two threads at once.
+#ifndef P3_P3_OPTIMIZER_H_
+#define P3_P3_OPTIMIZER_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/status.h"
+
+namespace p3 {
+
+enum class OptimizerKind { kSgd, kAdam };
+
+struct OptimizerOptions {
+  // Default: SGD.
+  OptimizerKind kind = OptimizerKind::kSgd;
+  // Learning rate. Default: 0.05.
+  double lr = 0.05;
+  // SGD momentum; 0 disables the momentum buffer. Default: 0.9.
+  double momentum = 0.9;
+  // SGD dampening. Default: 0.
+  double dampening = 0.0;
+  // L2 penalty added to the gradient (both optimizers). Default: 0.
+  double weight_decay = 0.0;
+  // Nesterov momentum (SGD). Default: false.
+  bool nesterov = false;
+  // Adam. Defaults: 0.9, 0.999, 1e-8.
+  double beta1 = 0.9;
+  double beta2 = 0.999;
+  double eps = 1e-8;
+};
+
+// Checks ranges; errors name the field.
+absl::Status ValidateOptimizerOptions(const OptimizerOptions& options);
+
+// Per-slice optimizer state (momentum buffer; Adam's moments and step count).
+struct SliceOptimizerState {
+  std::vector<float> buf;      // SGD momentum buffer, or Adam's first moment
+  std::vector<float> buf_sq;   // Adam's second moment
+  int64_t steps = 0;
+};
+
+class SliceOptimizer {
+ public:
+  explicit SliceOptimizer(const OptimizerOptions& options) : options_(options) {}
+
+  // params[i] -= update(grad[i]) for i in [0, n), advancing `state`.
+  void Apply(float* params, const float* grad, int64_t n, SliceOptimizerState* state) const;
+
+  const OptimizerOptions& options() const { return options_; }
+
+ private:
+  void ApplySgd(float* params, const float* grad, int64_t n, SliceOptimizerState* state) const;
+  void ApplyAdam(float* params, const float* grad, int64_t n, SliceOptimizerState* state) const;
+
+  const OptimizerOptions options_;
+};
+
+}  // namespace p3
+
+#endif  // P3_P3_OPTIMIZER_H_

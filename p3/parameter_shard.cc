@@ -1,0 +1,362 @@
+#include "p3/parameter_shard.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+namespace p3 {
+namespace {
+
+std::string ShapeString(const std::vector<int64_t>& shape) {
+  return absl::StrCat("[", absl::StrJoin(shape, ", "), "]");
+}
+
+const char* GranularityName(Granularity g) {
+  return g == Granularity::kSliced ? "sliced" : "tensor";
+}
+
+}  // namespace
+
+std::string DescribeDifference(const ClusterSignature& got, const ClusterSignature& want) {
+  if (got.num_workers != want.num_workers) {
+    return absl::StrCat("cluster has ", got.num_workers, " workers, expected ", want.num_workers);
+  }
+  if (got.num_servers != want.num_servers) {
+    return absl::StrCat("cluster has ", got.num_servers, " servers, expected ", want.num_servers);
+  }
+  if (got.tensors.size() != want.tensors.size()) {
+    return absl::StrCat("model has ", got.tensors.size(), " tensors, expected ",
+                        want.tensors.size());
+  }
+  for (size_t i = 0; i < got.tensors.size(); ++i) {
+    const TensorSignature& a = got.tensors[i];
+    const TensorSignature& b = want.tensors[i];
+    if (a.name != b.name) {
+      return absl::StrCat("tensor ", i, " is named \"", a.name, "\", expected \"", b.name, "\"");
+    }
+    if (a.shape != b.shape) {
+      return absl::StrCat("tensor ", i, " \"", a.name, "\" has shape ", ShapeString(a.shape),
+                          ", expected ", ShapeString(b.shape));
+    }
+    if (a.dtype != b.dtype) {
+      return absl::StrCat("tensor ", i, " \"", a.name, "\" has dtype ", a.dtype, ", expected ",
+                          b.dtype);
+    }
+  }
+  if (got.plan.granularity != want.plan.granularity ||
+      got.plan.slice_params != want.plan.slice_params ||
+      got.plan.split_threshold != want.plan.split_threshold) {
+    return absl::StrCat("slice plan (", GranularityName(got.plan.granularity), ", ",
+                        got.plan.slice_params, ", ", got.plan.split_threshold, ") differs from (",
+                        GranularityName(want.plan.granularity), ", ", want.plan.slice_params,
+                        ", ", want.plan.split_threshold, ")");
+  }
+  if (got.values_on_push != want.values_on_push || got.priority != want.priority) {
+    return "scheduling mode differs from the other workers'";
+  }
+  return "";
+}
+
+ParameterShard::ParameterShard(const ShardOptions& options)
+    : options_(options), optimizer_(options.optimizer) {}
+
+absl::StatusOr<std::vector<Outgoing>> ParameterShard::Join(const ClusterSignature& sig,
+                                                           int rank) {
+  if (sig.num_workers != options_.num_workers) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "worker ", rank, " expects ", sig.num_workers, " workers; this server serves ",
+        options_.num_workers));
+  }
+  if (rank < 0 || rank >= sig.num_workers) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("rank ", rank, " is out of range for ", sig.num_workers, " workers"));
+  }
+  if (options_.server_index >= sig.num_servers) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("worker ", rank, " expects ", sig.num_servers,
+                     " servers; this is server ", options_.server_index));
+  }
+  for (const TensorSignature& t : sig.tensors) {
+    if (t.dtype != "float32") {
+      return absl::InvalidArgumentError(
+          absl::StrCat("tensor \"", t.name, "\" has dtype ", t.dtype, "; only float32 is supported"));
+    }
+  }
+  absl::MutexLock lock(&mu_);
+  if (!signature_.has_value()) {
+    std::vector<TensorEntry> entries;
+    for (const TensorSignature& t : sig.tensors) {
+      int64_t numel = 1;
+      for (int64_t d : t.shape) {
+        if (d < 0) return absl::InvalidArgumentError(absl::StrCat("tensor \"", t.name, "\" has a negative dimension"));
+        numel *= d;
+      }
+      entries.push_back({t.name, numel});
+    }
+    SlicePlanOptions plan_options = sig.plan;
+    plan_options.num_servers = sig.num_servers;
+    absl::StatusOr<SlicePlan> plan = SlicePlan::Create(entries, plan_options);
+    if (!plan.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("worker ", rank, "'s model cannot be planned: ", plan.status().message()));
+    }
+    signature_ = sig;
+    plan_ = *std::move(plan);
+    joined_.assign(sig.num_workers, false);
+    finished_.assign(sig.num_workers, false);
+    slices_.resize(plan_->slices().size());
+    for (int id : plan_->server_slices(options_.server_index)) {
+      const Slice& slice = plan_->slices()[id];
+      auto state = std::make_unique<SliceState>();
+      state->length = slice.length;
+      state->priority = slice.priority;
+      {
+        absl::MutexLock slice_lock(&state->mu);
+        state->grads.resize(sig.num_workers);
+        state->has.assign(sig.num_workers, false);
+      }
+      slices_[id] = std::move(state);
+      ++uninitialized_;
+    }
+    configured_ = true;
+  } else {
+    std::string diff = DescribeDifference(sig, *signature_);
+    if (!diff.empty()) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("worker ", rank, " refused: ", diff));
+    }
+  }
+  if (joined_[rank]) {
+    return absl::AlreadyExistsError(absl::StrCat("worker ", rank, " has already joined"));
+  }
+  joined_[rank] = true;
+  std::vector<Outgoing> out;
+  if (uninitialized_ == 0) {
+    for (int id : plan_->server_slices(options_.server_index)) {
+      SliceState& s = *slices_[id];
+      absl::MutexLock slice_lock(&s.mu);
+      std::vector<Outgoing> one = ParamsToRanks(id, s, {rank});
+      out.insert(out.end(), one.begin(), one.end());
+    }
+  }
+  return out;
+}
+
+absl::StatusOr<ParameterShard::SliceState*> ParameterShard::Lookup(int rank, int slice_id,
+                                                                   const char* what) const {
+  absl::MutexLock lock(&mu_);
+  if (!configured_) return absl::FailedPreconditionError(absl::StrCat(what, " before any Hello"));
+  if (rank < 0 || rank >= static_cast<int>(joined_.size()) || !joined_[rank]) {
+    return absl::FailedPreconditionError(absl::StrCat(what, " from worker ", rank, ", which has not joined"));
+  }
+  if (finished_[rank]) {
+    return absl::FailedPreconditionError(absl::StrCat(what, " from worker ", rank, " after its Done"));
+  }
+  if (slice_id < 0 || slice_id >= static_cast<int>(slices_.size())) {
+    return absl::InvalidArgumentError(absl::StrCat(what, " for unknown slice ", slice_id, "; the plan has ",
+                                                   slices_.size(), " slices"));
+  }
+  if (slices_[slice_id] == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat(what, " for slice ", slice_id, ", which belongs to server ",
+                                                   plan_->slices()[slice_id].server, ", not ",
+                                                   options_.server_index));
+  }
+  return slices_[slice_id].get();
+}
+
+std::vector<int> ParameterShard::JoinedRanks() const {
+  absl::MutexLock lock(&mu_);
+  std::vector<int> ranks;
+  for (int r = 0; r < static_cast<int>(joined_.size()); ++r) {
+    if (joined_[r]) ranks.push_back(r);
+  }
+  return ranks;
+}
+
+bool ParameterShard::signature_values_on_push() const {
+  absl::MutexLock lock(&mu_);
+  return signature_.has_value() && signature_->values_on_push;
+}
+
+std::vector<Outgoing> ParameterShard::ParamsToRanks(int slice_id, const SliceState& s,
+                                                    const std::vector<int>& ranks) const {
+  std::vector<Outgoing> out;
+  out.reserve(ranks.size());
+  for (int r : ranks) {
+    Outgoing o;
+    o.kind = Outgoing::Kind::kParams;
+    o.rank = r;
+    o.slice_id = slice_id;
+    o.iteration = s.version;
+    o.priority = s.priority;
+    o.values = s.snapshot;
+    out.push_back(std::move(o));
+  }
+  return out;
+}
+
+absl::StatusOr<std::vector<Outgoing>> ParameterShard::Init(int rank, int slice_id,
+                                                           const float* values, int64_t n) {
+  if (rank != 0) {
+    return absl::InvalidArgumentError(absl::StrCat("initial values from worker ", rank, "; only worker 0 sends them"));
+  }
+  absl::StatusOr<SliceState*> found = Lookup(rank, slice_id, "initial values");
+  if (!found.ok()) return found.status();
+  SliceState& s = **found;
+  bool last = false;
+  {
+    absl::MutexLock slice_lock(&s.mu);
+    if (s.initialized) {
+      return absl::AlreadyExistsError(absl::StrCat("slice ", slice_id, " already has initial values"));
+    }
+    if (n != s.length) {
+      return absl::InvalidArgumentError(absl::StrCat("initial values of slice ", slice_id, " have ", n,
+                                                     " parameters; the slice has ", s.length));
+    }
+    s.params.assign(values, values + n);
+    s.snapshot = std::make_shared<const std::vector<float>>(s.params);
+    s.initialized = true;
+  }
+  {
+    absl::MutexLock lock(&mu_);
+    last = --uninitialized_ == 0;
+  }
+  if (!last) return std::vector<Outgoing>{};
+  // Every slice is in: version 0 of all of them to every worker that has joined.
+  std::vector<int> ranks = JoinedRanks();
+  std::vector<int> owned;
+  {
+    absl::MutexLock lock(&mu_);
+    owned = plan_->server_slices(options_.server_index);
+  }
+  std::vector<Outgoing> out;
+  for (int id : owned) {
+    SliceState& t = *slices_[id];
+    absl::MutexLock slice_lock(&t.mu);
+    std::vector<Outgoing> one = ParamsToRanks(id, t, ranks);
+    out.insert(out.end(), one.begin(), one.end());
+  }
+  return out;
+}
+
+absl::StatusOr<std::vector<Outgoing>> ParameterShard::Gradient(int rank, int slice_id,
+                                                               uint64_t iteration,
+                                                               const float* values, int64_t n) {
+  absl::StatusOr<SliceState*> found = Lookup(rank, slice_id, "gradient");
+  if (!found.ok()) return found.status();
+  SliceState& s = **found;
+  const bool values_on_push = signature_values_on_push();
+  std::vector<Outgoing> out;
+  absl::MutexLock slice_lock(&s.mu);
+  if (!s.initialized) {
+    return absl::FailedPreconditionError(absl::StrCat("gradient for slice ", slice_id, " before its initial values"));
+  }
+  if (n != s.length) {
+    return absl::InvalidArgumentError(absl::StrCat("gradient of slice ", slice_id, " has ", n,
+                                                   " values; the slice has ", s.length));
+  }
+  if (iteration != s.version) {
+    return absl::InvalidArgumentError(absl::StrCat("gradient of slice ", slice_id, " for iteration ", iteration,
+                                                   " from worker ", rank, "; the slice is at iteration ",
+                                                   s.version));
+  }
+  if (s.has[rank]) {
+    return absl::AlreadyExistsError(absl::StrCat("duplicate gradient of slice ", slice_id, " for iteration ",
+                                                 iteration, " from worker ", rank));
+  }
+  s.grads[rank].assign(values, values + n);
+  s.has[rank] = true;
+  ++s.count;
+  if (!values_on_push) {
+    Outgoing ack;
+    ack.kind = Outgoing::Kind::kAck;
+    ack.rank = rank;
+    ack.slice_id = slice_id;
+    ack.iteration = iteration;
+    ack.priority = s.priority;
+    out.push_back(std::move(ack));
+  }
+  const int workers = static_cast<int>(s.has.size());
+  if (s.count < workers) return out;
+
+  // All gradients are in: their mean, summed in rank order so that the result does not
+  // depend on arrival order.
+  std::vector<float>& mean = s.grads[0];
+  for (int r = 1; r < workers; ++r) {
+    const float* g = s.grads[r].data();
+    for (int64_t i = 0; i < n; ++i) mean[i] += g[i];
+  }
+  if (workers > 1) {
+    const float w = static_cast<float>(workers);
+    for (int64_t i = 0; i < n; ++i) mean[i] /= w;
+  }
+  optimizer_.Apply(s.params.data(), mean.data(), n, &s.opt);
+  ++s.version;
+  s.has.assign(workers, false);
+  s.count = 0;
+  s.snapshot = std::make_shared<const std::vector<float>>(s.params);
+  std::vector<int> ranks;
+  if (values_on_push) {
+    for (int r = 0; r < workers; ++r) ranks.push_back(r);
+  } else {
+    ranks.swap(s.pending_pulls);
+  }
+  std::vector<Outgoing> params = ParamsToRanks(slice_id, s, ranks);
+  out.insert(out.end(), params.begin(), params.end());
+  return out;
+}
+
+absl::StatusOr<std::vector<Outgoing>> ParameterShard::Pull(int rank, int slice_id,
+                                                           uint64_t version) {
+  absl::StatusOr<SliceState*> found = Lookup(rank, slice_id, "pull");
+  if (!found.ok()) return found.status();
+  SliceState& s = **found;
+  absl::MutexLock slice_lock(&s.mu);
+  if (!s.initialized) {
+    return absl::FailedPreconditionError(absl::StrCat("pull of slice ", slice_id, " before its initial values"));
+  }
+  if (version == s.version) return ParamsToRanks(slice_id, s, {rank});
+  if (version == s.version + 1 && s.has[rank]) {
+    for (int r : s.pending_pulls) {
+      if (r == rank) {
+        return absl::AlreadyExistsError(absl::StrCat("duplicate pull of slice ", slice_id, " from worker ", rank));
+      }
+    }
+    s.pending_pulls.push_back(rank);
+    return std::vector<Outgoing>{};
+  }
+  return absl::InvalidArgumentError(absl::StrCat("pull of slice ", slice_id, " version ", version,
+                                                 " from worker ", rank, "; the slice is at version ",
+                                                 s.version));
+}
+
+bool ParameterShard::Finish(int rank) {
+  absl::MutexLock lock(&mu_);
+  if (rank >= 0 && rank < static_cast<int>(finished_.size())) finished_[rank] = true;
+  for (bool f : finished_) {
+    if (!f) return false;
+  }
+  return !finished_.empty();
+}
+
+std::optional<SlicePlan> ParameterShard::plan() const {
+  absl::MutexLock lock(&mu_);
+  return plan_;
+}
+
+absl::StatusOr<std::pair<std::vector<float>, uint64_t>> ParameterShard::SliceValues(
+    int slice_id) const {
+  {
+    absl::MutexLock lock(&mu_);
+    if (!configured_ || slice_id < 0 || slice_id >= static_cast<int>(slices_.size()) ||
+        slices_[slice_id] == nullptr) {
+      return absl::NotFoundError(absl::StrCat("slice ", slice_id, " is not on this server"));
+    }
+  }
+  const SliceState& s = *slices_[slice_id];
+  absl::MutexLock slice_lock(&s.mu);
+  return std::make_pair(s.params, s.version);
+}
+
+}  // namespace p3

@@ -1,0 +1,158 @@
+// The state of one parameter server, without any transport: its shard of the
+// parameters, their optimizer state, and the aggregation of the workers' gradients.
+//
+// The transport (server/) feeds it the workers' messages and sends what each call
+// returns. Every call validates its input and returns an error for a message that does
+// not fit (unknown slice, wrong length, wrong or duplicate iteration, ...) without
+// changing any state, so the server can refuse one worker and keep serving the others.
+//
+// Protocol, per slice s owned by this shard (see docs/protocol.md):
+//   Init(rank 0, s, values)        -> version 0 of s to every joined worker
+//   Gradient(r, s, t, g) for all r -> mean gradient applied, version t+1 of s to every
+//                                     worker (values_on_push), or to those that Pull
+//   Pull(r, s, v)                  -> version v of s to r, now or once it exists
+//
+// Example:
+//   ParameterShard shard({.server_index = 0, .num_workers = 2});
+//   absl::StatusOr<std::vector<Outgoing>> out = shard.Join(signature, /*rank=*/0);
+//   out = shard.Gradient(/*rank=*/1, /*slice_id=*/3, /*iteration=*/0, values, n);
+//   for (const Outgoing& o : *out) transport.Send(o);
+//
+// Thread-safe: calls for different workers may run concurrently.
+#ifndef P3_P3_PARAMETER_SHARD_H_
+#define P3_P3_PARAMETER_SHARD_H_
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "p3/optimizer.h"
+#include "p3/slice_plan.h"
+
+namespace p3 {
+
+struct TensorSignature {
+  std::string name;
+  std::vector<int64_t> shape;
+  std::string dtype = "float32";
+  bool operator==(const TensorSignature& o) const {
+    return name == o.name && shape == o.shape && dtype == o.dtype;
+  }
+};
+
+// What every worker of a run must agree on; sent in the handshake.
+struct ClusterSignature {
+  int num_workers = 1;
+  int num_servers = 1;
+  std::vector<TensorSignature> tensors;  // forward order
+  SlicePlanOptions plan;                 // num_servers is taken from the field above
+  bool values_on_push = true;
+  bool priority = true;
+};
+
+// Empty when equal, else a sentence saying the first difference ("tensor 3 \"fc2/0\": shape
+// [30, 40], expected [40, 30]").
+std::string DescribeDifference(const ClusterSignature& got, const ClusterSignature& want);
+
+// A message the transport must send to worker `rank`.
+struct Outgoing {
+  enum class Kind { kParams, kAck };
+  Kind kind = Kind::kParams;
+  int rank = 0;
+  int slice_id = 0;
+  uint64_t iteration = 0;  // kParams: the version; kAck: the acknowledged iteration
+  int priority = 0;        // the slice's priority (smaller is more urgent)
+  std::shared_ptr<const std::vector<float>> values;  // kParams only; shared between ranks
+};
+
+struct ShardOptions {
+  // This server's index, 0 .. num_servers-1. Default: 0.
+  int server_index = 0;
+  // Number of workers expected. Default: 1.
+  int num_workers = 1;
+  // The optimizer applied to the mean gradient. Default: SGD, see OptimizerOptions.
+  OptimizerOptions optimizer;
+};
+
+class ParameterShard {
+ public:
+  explicit ParameterShard(const ShardOptions& options);
+
+  ParameterShard(const ParameterShard&) = delete;
+  ParameterShard& operator=(const ParameterShard&) = delete;
+
+  // Admits worker `rank`. The first worker's signature fixes the model and plan; a worker
+  // whose rank, cluster size or signature does not fit is refused (FailedPrecondition or
+  // InvalidArgument) and nothing changes. Returns version 0 of every slice when the
+  // initial values are already in.
+  absl::StatusOr<std::vector<Outgoing>> Join(const ClusterSignature& signature, int rank);
+
+  // Initial values of one slice, from rank 0 only, once per slice.
+  absl::StatusOr<std::vector<Outgoing>> Init(int rank, int slice_id, const float* values,
+                                             int64_t n);
+
+  // Worker `rank`'s gradient of `slice_id` at `iteration`, which must be the slice's
+  // current version. When all workers' gradients are in, their mean is applied.
+  absl::StatusOr<std::vector<Outgoing>> Gradient(int rank, int slice_id, uint64_t iteration,
+                                                 const float* values, int64_t n);
+
+  // Worker `rank` asks for `version` of `slice_id` (modes without values on push).
+  absl::StatusOr<std::vector<Outgoing>> Pull(int rank, int slice_id, uint64_t version);
+
+  // Worker `rank` has finished. Returns true when every worker has.
+  bool Finish(int rank);
+
+  // The plan, once the first worker has joined.
+  std::optional<SlicePlan> plan() const;
+
+  // Current values and version of a slice this shard owns (for tests and checkpoints).
+  absl::StatusOr<std::pair<std::vector<float>, uint64_t>> SliceValues(int slice_id) const;
+
+ private:
+  struct SliceState {
+    mutable absl::Mutex mu;
+    int64_t length = 0;
+    int priority = 0;
+    bool initialized ABSL_GUARDED_BY(mu) = false;
+    uint64_t version ABSL_GUARDED_BY(mu) = 0;
+    std::vector<float> params ABSL_GUARDED_BY(mu);
+    SliceOptimizerState opt ABSL_GUARDED_BY(mu);
+    // grads[r] holds rank r's gradient of the current iteration when has[r].
+    std::vector<std::vector<float>> grads ABSL_GUARDED_BY(mu);
+    std::vector<bool> has ABSL_GUARDED_BY(mu);
+    int count ABSL_GUARDED_BY(mu) = 0;
+    std::vector<int> pending_pulls ABSL_GUARDED_BY(mu);  // ranks waiting for version+1
+    std::shared_ptr<const std::vector<float>> snapshot ABSL_GUARDED_BY(mu);
+  };
+
+  // Validates rank and slice ownership; returns the slice's state.
+  absl::StatusOr<SliceState*> Lookup(int rank, int slice_id, const char* what) const;
+  std::vector<Outgoing> ParamsToRanks(int slice_id, const SliceState& s,
+                                      const std::vector<int>& ranks) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(s.mu);
+  std::vector<int> JoinedRanks() const;
+  bool signature_values_on_push() const;
+
+  const ShardOptions options_;
+  const SliceOptimizer optimizer_;
+
+  mutable absl::Mutex mu_;
+  std::optional<ClusterSignature> signature_ ABSL_GUARDED_BY(mu_);
+  std::optional<SlicePlan> plan_ ABSL_GUARDED_BY(mu_);
+  std::vector<bool> joined_ ABSL_GUARDED_BY(mu_);
+  std::vector<bool> finished_ ABSL_GUARDED_BY(mu_);
+  int uninitialized_ ABSL_GUARDED_BY(mu_) = 0;
+  // Indexed by global slice id; null for slices of other servers. Set once under mu_ by
+  // the first Join and never resized afterwards.
+  std::vector<std::unique_ptr<SliceState>> slices_;
+  bool configured_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+}  // namespace p3
+
+#endif  // P3_P3_PARAMETER_SHARD_H_

@@ -1,0 +1,95 @@
+// Cuts a model's parameter tensors into the slices that travel between workers and
+// servers, and assigns each slice a server and a priority.
+//
+// Tensors are given in forward order (the order the forward pass uses them). The plan
+// is a pure function of the tensor sizes and the options, so every worker and server
+// computes the same plan.
+//
+// Example:
+//   SlicePlanOptions options;  // P3: slices of 40,000 parameters
+//   options.num_servers = 2;
+//   absl::StatusOr<SlicePlan> plan = SlicePlan::Create({{"fc1.w", 100000}, {"fc1.b", 10}},
+//                                                      options);
+//   // plan->slices(): fc1.w [0,40000) -> server 0, [40000,80000) -> server 1,
+//   //                 [80000,100000) -> server 0, fc1.b [0,10) -> server 1.
+//
+// A SlicePlan is immutable and safe to share between threads.
+#ifndef P3_P3_SLICE_PLAN_H_
+#define P3_P3_SLICE_PLAN_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace p3 {
+
+inline constexpr int64_t kDefaultSliceParams = 40000;        // the P3 paper's
+inline constexpr int64_t kDefaultSplitThreshold = 1000000;   // MXNet's bigarray bound
+
+enum class Granularity {
+  kSliced,  // every tensor cut into slices of `slice_params` (P3)
+  kTensor,  // whole tensors; a tensor above `split_threshold` split evenly over servers
+};
+
+struct SlicePlanOptions {
+  // Default: kSliced.
+  Granularity granularity = Granularity::kSliced;
+  // Parameters per slice (kSliced). Default: 40,000. Must be >= 1.
+  int64_t slice_params = kDefaultSliceParams;
+  // Tensors with more parameters are split over the servers (kTensor). Default: 1,000,000.
+  int64_t split_threshold = kDefaultSplitThreshold;
+  // Number of servers. Default: 1. Must be >= 1.
+  int num_servers = 1;
+};
+
+struct TensorEntry {
+  std::string name;
+  int64_t numel = 0;
+};
+
+struct Slice {
+  int id = 0;            // index in SlicePlan::slices()
+  int tensor = 0;        // index of the tensor, in forward order
+  int64_t offset = 0;    // first parameter, in the flat buffer of all parameters
+  int64_t length = 0;    // number of parameters
+  int server = 0;        // the server that owns it
+  int priority = 0;      // smaller is more urgent: the tensor's forward index
+};
+
+class SlicePlan {
+ public:
+  // Fails on an empty tensor list, a tensor with no parameters or bad options.
+  static absl::StatusOr<SlicePlan> Create(const std::vector<TensorEntry>& tensors,
+                                          const SlicePlanOptions& options);
+
+  // Slices in forward order: by tensor, then by offset. Slice i of this stream goes to
+  // server i mod S (round-robin continues across tensors).
+  const std::vector<Slice>& slices() const { return slices_; }
+  const std::vector<TensorEntry>& tensors() const { return tensors_; }
+  const SlicePlanOptions& options() const { return options_; }
+
+  // Offset of tensor `t` in the flat buffer of all parameters.
+  int64_t tensor_offset(int t) const { return tensor_offsets_[t]; }
+  // Slices of tensor `t` are slices()[first_slice(t)] .. slices()[first_slice(t+1) - 1].
+  int first_slice(int t) const { return first_slice_[t]; }
+  int64_t total_params() const { return total_params_; }
+  // Ids of the slices owned by `server`, in forward order.
+  const std::vector<int>& server_slices(int server) const { return server_slices_[server]; }
+
+ private:
+  SlicePlan() = default;
+
+  SlicePlanOptions options_;
+  std::vector<TensorEntry> tensors_;
+  std::vector<Slice> slices_;
+  std::vector<int64_t> tensor_offsets_;
+  std::vector<int> first_slice_;  // size tensors + 1
+  std::vector<std::vector<int>> server_slices_;
+  int64_t total_params_ = 0;
+};
+
+}  // namespace p3
+
+#endif  // P3_P3_SLICE_PLAN_H_

@@ -1,0 +1,46 @@
+#include "p3/version_tracker.h"
+
+#include "absl/strings/str_cat.h"
+
+namespace p3 {
+
+VersionTracker::VersionTracker(int num_slices) : versions_(num_slices, 0) {}
+
+void VersionTracker::MarkArrived(int slice_id, uint64_t version) {
+  absl::MutexLock lock(&mu_);
+  if (slice_id < 0 || slice_id >= static_cast<int>(versions_.size())) return;
+  if (versions_[slice_id] < version + 1) versions_[slice_id] = version + 1;
+}
+
+absl::Status VersionTracker::WaitFor(int first, int last, uint64_t version, absl::Time deadline) {
+  absl::MutexLock lock(&mu_);
+  // Slices before `cursor` are known to be ready; versions never go down.
+  int cursor = first;
+  auto ready = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (!abort_status_.ok()) return true;
+    while (cursor < last && versions_[cursor] >= version + 1) ++cursor;
+    return cursor >= last;
+  };
+  if (!mu_.AwaitWithDeadline(absl::Condition(&ready), deadline)) {
+    int missing = 0;
+    for (int i = first; i < last; ++i) missing += versions_[i] < version + 1;
+    return absl::DeadlineExceededError(absl::StrCat(
+        missing, " of ", last - first, " parameter slices (first missing: slice ", cursor,
+        ") did not reach version ", version, " in time"));
+  }
+  return abort_status_;
+}
+
+void VersionTracker::Abort(absl::Status status) {
+  absl::MutexLock lock(&mu_);
+  if (abort_status_.ok()) abort_status_ = std::move(status);
+}
+
+int VersionTracker::Missing(int first, int last, uint64_t version) const {
+  absl::MutexLock lock(&mu_);
+  int missing = 0;
+  for (int i = first; i < last; ++i) missing += versions_[i] < version + 1;
+  return missing;
+}
+
+}  // namespace p3

@@ -1,0 +1,174 @@
+// The server's state machine, driven directly: no transport.
+#include "p3/parameter_shard.h"
+
+#include <vector>
+
+#include <catch2/catch.hpp>
+
+namespace p3 {
+namespace {
+
+// Two tensors: "w" (5 params) and "b" (2), slices of 3 params, one server:
+// slices 0:[0,3) 1:[3,5) of w, 2:[5,7) b.
+ClusterSignature Signature(int workers, bool values_on_push = true) {
+  ClusterSignature sig;
+  sig.num_workers = workers;
+  sig.num_servers = 1;
+  sig.tensors = {{"w", {5}, "float32"}, {"b", {2}, "float32"}};
+  sig.plan.granularity = Granularity::kSliced;
+  sig.plan.slice_params = 3;
+  sig.values_on_push = values_on_push;
+  return sig;
+}
+
+ShardOptions Options(int workers, double lr = 1.0) {
+  ShardOptions o;
+  o.num_workers = workers;
+  o.optimizer.lr = lr;
+  o.optimizer.momentum = 0;
+  return o;
+}
+
+void InitAll(ParameterShard& shard) {
+  std::vector<float> w = {1, 2, 3, 4, 5}, b = {6, 7};
+  CATCH_REQUIRE(shard.Init(0, 0, w.data(), 3).ok());
+  CATCH_REQUIRE(shard.Init(0, 1, w.data() + 3, 2).ok());
+  CATCH_REQUIRE(shard.Init(0, 2, b.data(), 2).ok());
+}
+
+CATCH_TEST_CASE("initial values go to every worker once all slices are in") {
+  ParameterShard shard(Options(2));
+  CATCH_REQUIRE(shard.Join(Signature(2), 0).ok());
+  std::vector<float> w = {1, 2, 3, 4, 5}, b = {6, 7};
+  auto a = shard.Init(0, 0, w.data(), 3);
+  CATCH_REQUIRE(a.ok());
+  CATCH_CHECK(a->empty());
+  CATCH_REQUIRE(shard.Init(0, 1, w.data() + 3, 2).ok());
+  auto last = shard.Init(0, 2, b.data(), 2);
+  CATCH_REQUIRE(last.ok());
+  CATCH_CHECK(last->size() == 3);  // three slices to worker 0, the only one joined
+  // A worker joining later gets version 0 of every slice at once.
+  auto late = shard.Join(Signature(2), 1);
+  CATCH_REQUIRE(late.ok());
+  CATCH_REQUIRE(late->size() == 3);
+  CATCH_CHECK((*late)[0].rank == 1);
+  CATCH_CHECK((*late)[0].iteration == 0);
+  CATCH_CHECK(*(*late)[0].values == std::vector<float>{1, 2, 3});
+}
+
+CATCH_TEST_CASE("the mean of all workers' gradients is applied once the last one is in") {
+  ParameterShard shard(Options(3, 0.5));
+  for (int r = 0; r < 3; ++r) CATCH_REQUIRE(shard.Join(Signature(3), r).ok());
+  InitAll(shard);
+  std::vector<float> g0 = {1, 1, 1}, g1 = {2, 2, 2}, g2 = {6, 0, 3};
+  auto o0 = shard.Gradient(0, 0, 0, g0.data(), 3);
+  auto o2 = shard.Gradient(2, 0, 0, g2.data(), 3);
+  CATCH_REQUIRE(o0.ok());
+  CATCH_REQUIRE(o2.ok());
+  CATCH_CHECK(o0->empty());
+  CATCH_CHECK(o2->empty());
+  auto o1 = shard.Gradient(1, 0, 0, g1.data(), 3);
+  CATCH_REQUIRE(o1.ok());
+  CATCH_REQUIRE(o1->size() == 3);  // version 1 to every worker
+  // mean = {3, 1, 2}; p = {1,2,3} - 0.5*mean
+  std::vector<float> want = {-0.5f, 1.5f, 2.0f};
+  for (const Outgoing& o : *o1) {
+    CATCH_CHECK(o.kind == Outgoing::Kind::kParams);
+    CATCH_CHECK(o.iteration == 1);
+    CATCH_CHECK(*o.values == want);
+  }
+  auto values = shard.SliceValues(0);
+  CATCH_REQUIRE(values.ok());
+  CATCH_CHECK(values->second == 1);
+  // The other slices are untouched.
+  CATCH_CHECK(shard.SliceValues(1)->second == 0);
+}
+
+CATCH_TEST_CASE("the result does not depend on the order gradients arrive in") {
+  std::vector<float> g[3] = {{0.1f, 0.7f, 1e-8f}, {3e7f, -0.3f, 1.0f}, {-3e7f, 0.2f, 1.0f}};
+  std::vector<std::vector<float>> results;
+  for (auto order : {std::vector<int>{0, 1, 2}, {2, 1, 0}, {1, 2, 0}}) {
+    ParameterShard shard(Options(3));
+    for (int r = 0; r < 3; ++r) CATCH_REQUIRE(shard.Join(Signature(3), r).ok());
+    InitAll(shard);
+    for (int r : order) CATCH_REQUIRE(shard.Gradient(r, 0, 0, g[r].data(), 3).ok());
+    results.push_back(shard.SliceValues(0)->first);
+  }
+  CATCH_CHECK(results[0] == results[1]);
+  CATCH_CHECK(results[0] == results[2]);
+}
+
+CATCH_TEST_CASE("malformed gradients are refused and change nothing") {
+  ParameterShard shard(Options(2));
+  CATCH_REQUIRE(shard.Join(Signature(2), 0).ok());
+  CATCH_REQUIRE(shard.Join(Signature(2), 1).ok());
+  InitAll(shard);
+  std::vector<float> g = {1, 1, 1, 1};
+  CATCH_CHECK(absl::IsInvalidArgument(shard.Gradient(0, 9, 0, g.data(), 3).status()));  // unknown slice
+  CATCH_CHECK(absl::IsInvalidArgument(shard.Gradient(0, 0, 0, g.data(), 4).status()));  // wrong length
+  CATCH_CHECK(absl::IsInvalidArgument(shard.Gradient(0, 0, 1, g.data(), 3).status()));  // wrong iteration
+  CATCH_REQUIRE(shard.Gradient(0, 0, 0, g.data(), 3).ok());
+  CATCH_CHECK(absl::IsAlreadyExists(shard.Gradient(0, 0, 0, g.data(), 3).status()));  // duplicate
+  CATCH_CHECK(absl::IsFailedPrecondition(shard.Gradient(5, 0, 0, g.data(), 3).status()));  // no such worker
+  CATCH_CHECK(absl::IsInvalidArgument(shard.Init(1, 0, g.data(), 3).status()));  // init not from rank 0
+  CATCH_CHECK(absl::IsAlreadyExists(shard.Init(0, 0, g.data(), 3).status()));
+  // The slice still completes normally with worker 1's gradient.
+  auto done = shard.Gradient(1, 0, 0, g.data(), 3);
+  CATCH_REQUIRE(done.ok());
+  CATCH_CHECK(done->size() == 2);
+  CATCH_CHECK(shard.SliceValues(0)->second == 1);
+}
+
+CATCH_TEST_CASE("a handshake that does not fit is refused with a clear reason") {
+  ParameterShard shard(Options(2));
+  CATCH_REQUIRE(shard.Join(Signature(2), 0).ok());
+  ClusterSignature other = Signature(2);
+  other.tensors[0].shape = {6};
+  auto bad_shape = shard.Join(other, 1);
+  CATCH_REQUIRE(absl::IsFailedPrecondition(bad_shape.status()));
+  CATCH_CHECK(bad_shape.status().message().find("shape [6], expected [5]") != std::string::npos);
+  CATCH_CHECK(absl::IsFailedPrecondition(shard.Join(Signature(3), 1).status()));   // cluster size
+  CATCH_CHECK(absl::IsInvalidArgument(shard.Join(Signature(2), 2).status()));      // rank range
+  CATCH_CHECK(absl::IsAlreadyExists(shard.Join(Signature(2), 0).status()));        // twice
+  ClusterSignature sliced_differently = Signature(2);
+  sliced_differently.plan.slice_params = 4;
+  CATCH_CHECK(absl::IsFailedPrecondition(shard.Join(sliced_differently, 1).status()));
+  CATCH_CHECK(shard.Join(Signature(2), 1).ok());  // the right one is still admitted
+}
+
+CATCH_TEST_CASE("without values on push the server acks and answers pulls once updated") {
+  ParameterShard shard(Options(2));
+  CATCH_REQUIRE(shard.Join(Signature(2, false), 0).ok());
+  CATCH_REQUIRE(shard.Join(Signature(2, false), 1).ok());
+  InitAll(shard);
+  std::vector<float> g = {1, 1, 1};
+  auto a0 = shard.Gradient(0, 0, 0, g.data(), 3);
+  CATCH_REQUIRE(a0.ok());
+  CATCH_REQUIRE(a0->size() == 1);
+  CATCH_CHECK((*a0)[0].kind == Outgoing::Kind::kAck);
+  auto pull0 = shard.Pull(0, 0, 1);  // not updated yet: parked
+  CATCH_REQUIRE(pull0.ok());
+  CATCH_CHECK(pull0->empty());
+  auto a1 = shard.Gradient(1, 0, 0, g.data(), 3);
+  CATCH_REQUIRE(a1.ok());
+  CATCH_REQUIRE(a1->size() == 2);  // ack to 1, parked pull of 0 answered
+  CATCH_CHECK((*a1)[0].kind == Outgoing::Kind::kAck);
+  CATCH_CHECK((*a1)[1].kind == Outgoing::Kind::kParams);
+  CATCH_CHECK((*a1)[1].rank == 0);
+  auto pull1 = shard.Pull(1, 0, 1);  // already updated: answered at once
+  CATCH_REQUIRE(pull1.ok());
+  CATCH_REQUIRE(pull1->size() == 1);
+  CATCH_CHECK((*pull1)[0].iteration == 1);
+  CATCH_CHECK(absl::IsInvalidArgument(shard.Pull(1, 0, 7).status()));
+}
+
+CATCH_TEST_CASE("the server is finished when every worker is") {
+  ParameterShard shard(Options(2));
+  CATCH_REQUIRE(shard.Join(Signature(2), 0).ok());
+  CATCH_REQUIRE(shard.Join(Signature(2), 1).ok());
+  CATCH_CHECK_FALSE(shard.Finish(1));
+  CATCH_CHECK(shard.Finish(0));
+}
+
+}  // namespace
+}  // namespace p3

@@ -1,0 +1,102 @@
+#include "p3/slice_plan.h"
+
+#include <catch2/catch.hpp>
+
+namespace p3 {
+namespace {
+
+SlicePlanOptions Sliced(int64_t slice_params, int servers) {
+  SlicePlanOptions o;
+  o.granularity = Granularity::kSliced;
+  o.slice_params = slice_params;
+  o.num_servers = servers;
+  return o;
+}
+
+CATCH_TEST_CASE("a tensor that is an exact multiple of the slice size is cut into equal slices") {
+  auto plan = SlicePlan::Create({{"w", 120}}, Sliced(40, 1));
+  CATCH_REQUIRE(plan.ok());
+  CATCH_REQUIRE(plan->slices().size() == 3);
+  for (int i = 0; i < 3; ++i) {
+    CATCH_CHECK(plan->slices()[i].offset == 40 * i);
+    CATCH_CHECK(plan->slices()[i].length == 40);
+  }
+}
+
+CATCH_TEST_CASE("a tensor smaller than a slice is one slice of its own size") {
+  auto plan = SlicePlan::Create({{"b", 7}}, Sliced(40000, 2));
+  CATCH_REQUIRE(plan.ok());
+  CATCH_REQUIRE(plan->slices().size() == 1);
+  CATCH_CHECK(plan->slices()[0].length == 7);
+}
+
+CATCH_TEST_CASE("the last slice of a tensor is short and slices never span two tensors") {
+  auto plan = SlicePlan::Create({{"w", 100}, {"b", 10}}, Sliced(40, 1));
+  CATCH_REQUIRE(plan.ok());
+  const auto& s = plan->slices();
+  CATCH_REQUIRE(s.size() == 4);
+  CATCH_CHECK(s[2].offset == 80);
+  CATCH_CHECK(s[2].length == 20);
+  CATCH_CHECK(s[3].tensor == 1);
+  CATCH_CHECK(s[3].offset == 100);
+  CATCH_CHECK(s[3].length == 10);
+  CATCH_CHECK(plan->total_params() == 110);
+  CATCH_CHECK(plan->first_slice(1) == 3);
+  CATCH_CHECK(plan->first_slice(2) == 4);
+  CATCH_CHECK(plan->tensor_offset(1) == 100);
+}
+
+CATCH_TEST_CASE("slice i of the stream goes to server i mod S, continuing across tensors") {
+  auto plan = SlicePlan::Create({{"a", 100}, {"b", 10}, {"c", 50}}, Sliced(40, 3));
+  CATCH_REQUIRE(plan.ok());
+  const auto& s = plan->slices();
+  CATCH_REQUIRE(s.size() == 6);
+  for (int i = 0; i < 6; ++i) CATCH_CHECK(s[i].server == i % 3);
+  CATCH_CHECK(plan->server_slices(0) == std::vector<int>{0, 3});
+  CATCH_CHECK(plan->server_slices(1) == std::vector<int>{1, 4});
+}
+
+CATCH_TEST_CASE("priority is the tensor's forward index, so the first layer is most urgent") {
+  auto plan = SlicePlan::Create({{"a", 100}, {"b", 10}}, Sliced(40, 2));
+  CATCH_REQUIRE(plan.ok());
+  for (const Slice& s : plan->slices()) CATCH_CHECK(s.priority == s.tensor);
+}
+
+CATCH_TEST_CASE("tensor granularity keeps small tensors whole and splits large ones evenly") {
+  SlicePlanOptions o;
+  o.granularity = Granularity::kTensor;
+  o.split_threshold = 1000;
+  o.num_servers = 2;
+  auto plan = SlicePlan::Create({{"big", 2001}, {"small", 1000}, {"other", 5}}, o);
+  CATCH_REQUIRE(plan.ok());
+  const auto& s = plan->slices();
+  CATCH_REQUIRE(s.size() == 4);
+  CATCH_CHECK(s[0].length == 1000);
+  CATCH_CHECK(s[1].length == 1001);
+  CATCH_CHECK(s[0].server != s[1].server);
+  CATCH_CHECK(s[2].length == 1000);  // at the threshold: not split
+  CATCH_CHECK(s[3].length == 5);
+}
+
+CATCH_TEST_CASE("tensor granularity on one server never splits") {
+  SlicePlanOptions o;
+  o.granularity = Granularity::kTensor;
+  o.split_threshold = 10;
+  auto plan = SlicePlan::Create({{"big", 2001}}, o);
+  CATCH_REQUIRE(plan.ok());
+  CATCH_CHECK(plan->slices().size() == 1);
+}
+
+CATCH_TEST_CASE("bad plan options and empty tensors are refused with the field named") {
+  auto a = SlicePlan::Create({{"w", 10}}, Sliced(0, 1));
+  CATCH_REQUIRE_FALSE(a.ok());
+  CATCH_CHECK(a.status().message().find("slice_params") != std::string::npos);
+  auto b = SlicePlan::Create({{"w", 10}}, Sliced(10, 0));
+  CATCH_REQUIRE_FALSE(b.ok());
+  CATCH_CHECK(b.status().message().find("num_servers") != std::string::npos);
+  CATCH_CHECK_FALSE(SlicePlan::Create({}, Sliced(10, 1)).ok());
+  CATCH_CHECK_FALSE(SlicePlan::Create({{"w", 0}}, Sliced(10, 1)).ok());
+}
+
+}  // namespace
+}  // namespace p3
