@@ -1,0 +1,57 @@
+// Creates any model of the zoo by name, with deterministic initialisation.
+//
+// Names: "small_cnn" (models/small_cnn.h), "mlp" (models/mlp.h). Sizes, block lists and
+// measured costs of every model: docs/models.md.
+//
+// Example:
+//   p3::models::ModelOptions options;
+//   options.name = "mlp";
+//   options.seed = 7;
+//   absl::StatusOr<std::shared_ptr<p3::models::BlockModel>> model =
+//       p3::models::CreateModel(options);
+//   if (!model.ok()) return model.status();
+//   torch::Tensor logits = (*model)->forward(torch::randn({4, 12}));
+#ifndef P3_MODELS_ZOO_H_
+#define P3_MODELS_ZOO_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "models/model.h"
+
+namespace p3::models {
+
+struct ModelOptions {
+  // Default: "small_cnn". One of ModelNames().
+  std::string name = "small_cnn";
+  // Default: 10.
+  int64_t num_classes = 10;
+  // Input height and width. Default: 0, the model's own (small_cnn 28; mlp: no image, 12
+  // inputs). For "mlp", a non-zero image_size makes the input image_size^2 * in_channels
+  // features.
+  int64_t image_size = 0;
+  // Input channels. Default: 0, the model's own (small_cnn 1; mlp: see image_size).
+  // For "mlp" without image_size, in_channels > 0 is the number of input features.
+  int64_t in_channels = 0;
+  // Vocabulary size of sequence models. Default: 0, the model's own.
+  int64_t vocab_size = 0;
+  // Sequence length of sequence models. Default: 0, the model's own.
+  int64_t seq_len = 0;
+  // Seed of the parameter initialisation: same options, same parameters. Default: 1.
+  uint64_t seed = 1;
+};
+
+// The names CreateModel() accepts, in the order they are documented.
+std::vector<std::string> ModelNames();
+
+// A new model with freshly initialised parameters (torch::manual_seed(options.seed) is
+// called first, so this changes libtorch's global random state). InvalidArgumentError
+// for an unknown name (naming the allowed ones) or sizes the model cannot take.
+absl::StatusOr<std::shared_ptr<BlockModel>> CreateModel(const ModelOptions& options);
+
+}  // namespace p3::models
+
+#endif  // P3_MODELS_ZOO_H_

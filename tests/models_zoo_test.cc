@@ -1,0 +1,139 @@
+// The zoo's small models: block structure, parameter ownership, determinism, errors.
+#include <torch/torch.h>
+
+#include <catch2/catch.hpp>
+
+#include <set>
+#include <string>
+
+#include "models/zoo.h"
+
+namespace p3::models {
+namespace {
+
+std::shared_ptr<BlockModel> Create(const ModelOptions& options) {
+  absl::StatusOr<std::shared_ptr<BlockModel>> model = CreateModel(options);
+  CATCH_REQUIRE(model.ok());
+  return *model;
+}
+
+int64_t CountParameters(BlockModel& model) {
+  int64_t n = 0;
+  for (const torch::Tensor& p : model.parameters()) n += p.numel();
+  return n;
+}
+
+// Every parameter belongs to exactly one block, and blocks list them in parameters() order.
+void CheckBlocksPartitionParameters(BlockModel& model) {
+  std::vector<torch::Tensor> all = model.parameters();
+  std::vector<const void*> from_blocks;
+  for (int64_t i = 0; i < model.num_blocks(); ++i) {
+    for (const torch::Tensor& p : model.BlockParameters(i)) from_blocks.push_back(p.data_ptr());
+  }
+  CATCH_REQUIRE(from_blocks.size() == all.size());
+  for (size_t i = 0; i < all.size(); ++i) CATCH_CHECK(from_blocks[i] == all[i].data_ptr());
+  std::set<const void*> unique(from_blocks.begin(), from_blocks.end());
+  CATCH_CHECK(unique.size() == from_blocks.size());
+}
+
+std::vector<std::string> BlockNames(BlockModel& model) {
+  std::vector<std::string> names;
+  for (int64_t i = 0; i < model.num_blocks(); ++i) names.push_back(model.BlockName(i));
+  return names;
+}
+
+CATCH_TEST_CASE("unknown model name is InvalidArgument naming the allowed names") {
+  ModelOptions options;
+  options.name = "resnet-9000";
+  absl::StatusOr<std::shared_ptr<BlockModel>> model = CreateModel(options);
+  CATCH_REQUIRE(!model.ok());
+  CATCH_CHECK(model.status().code() == absl::StatusCode::kInvalidArgument);
+  const std::string message(model.status().message());
+  CATCH_CHECK(message.find("resnet-9000") != std::string::npos);
+  CATCH_CHECK(message.find("small_cnn") != std::string::npos);
+  CATCH_CHECK(message.find("mlp") != std::string::npos);
+}
+
+CATCH_TEST_CASE("bad sizes are InvalidArgument") {
+  ModelOptions options;
+  options.num_classes = 0;
+  CATCH_CHECK(CreateModel(options).status().code() == absl::StatusCode::kInvalidArgument);
+  options = ModelOptions();
+  options.image_size = 30;  // small_cnn pools twice by 2
+  CATCH_CHECK(CreateModel(options).status().code() == absl::StatusCode::kInvalidArgument);
+}
+
+CATCH_TEST_CASE("small_cnn has the default experiment's four blocks and sizes") {
+  std::shared_ptr<BlockModel> model = Create(ModelOptions());
+  CATCH_CHECK(BlockNames(*model) == std::vector<std::string>{"conv1", "conv2", "fc1", "fc2"});
+  CATCH_CHECK(CountParameters(*model) == 215370);
+  std::vector<torch::Tensor> fc1 = model->BlockParameters(2);
+  CATCH_REQUIRE(fc1.size() == 2);
+  CATCH_CHECK(fc1[0].numel() == 32 * 7 * 7 * 128);
+  CATCH_CHECK(fc1[1].numel() == 128);
+  CheckBlocksPartitionParameters(*model);
+}
+
+CATCH_TEST_CASE("small_cnn runs block by block like forward and trains every parameter") {
+  std::shared_ptr<BlockModel> model = Create(ModelOptions());
+  torch::Tensor x = torch::randn({3, 1, 28, 28});
+  torch::Tensor y = x;
+  for (int64_t i = 0; i < model->num_blocks(); ++i) y = model->ForwardBlock(i, y);
+  CATCH_CHECK(y.sizes() == torch::IntArrayRef({3, 10}));
+  CATCH_CHECK(torch::allclose(y, model->forward(x)));
+  model->Loss(y, torch::tensor({1, 2, 3}, torch::kInt64)).backward();
+  for (const torch::Tensor& p : model->parameters()) {
+    CATCH_REQUIRE(p.grad().defined());
+    CATCH_CHECK(p.grad().abs().sum().item<float>() > 0);
+  }
+}
+
+CATCH_TEST_CASE("mlp has three blocks, some tensors above and some below 100 parameters") {
+  ModelOptions options;
+  options.name = "mlp";
+  std::shared_ptr<BlockModel> model = Create(options);
+  CATCH_CHECK(BlockNames(*model) == std::vector<std::string>{"fc1", "fc2", "fc3"});
+  CATCH_CHECK(CountParameters(*model) == 12 * 40 + 40 + 40 * 30 + 30 + 30 * 10 + 10);
+  CheckBlocksPartitionParameters(*model);
+  CATCH_CHECK(model->forward(torch::randn({4, 12})).sizes() == torch::IntArrayRef({4, 10}));
+}
+
+CATCH_TEST_CASE("mlp flattens images when image_size is given") {
+  ModelOptions options;
+  options.name = "mlp";
+  options.image_size = 28;
+  options.in_channels = 1;
+  options.num_classes = 5;
+  std::shared_ptr<BlockModel> model = Create(options);
+  CATCH_CHECK(model->forward(torch::randn({2, 1, 28, 28})).sizes() ==
+              torch::IntArrayRef({2, 5}));
+  options.image_size = 0;
+  options.in_channels = 7;
+  CATCH_CHECK(Create(options)->forward(torch::randn({2, 7})).sizes() ==
+              torch::IntArrayRef({2, 5}));
+}
+
+CATCH_TEST_CASE("same seed gives identical parameters, another seed different ones") {
+  for (const std::string name : {"small_cnn", "mlp"}) {
+    ModelOptions options;
+    options.name = name;
+    options.seed = 42;
+    std::vector<torch::Tensor> a = Create(options)->parameters();
+    torch::manual_seed(12345);  // global state in between must not matter
+    std::vector<torch::Tensor> b = Create(options)->parameters();
+    options.seed = 43;
+    std::vector<torch::Tensor> c = Create(options)->parameters();
+    CATCH_REQUIRE(a.size() == b.size());
+    bool all_equal = true;
+    bool any_differs = false;
+    for (size_t i = 0; i < a.size(); ++i) {
+      all_equal = all_equal && torch::equal(a[i], b[i]);
+      any_differs = any_differs || !torch::equal(a[i], c[i]);
+    }
+    CATCH_CHECK(all_equal);
+    CATCH_CHECK(any_differs);
+  }
+}
+
+}  // namespace
+}  // namespace p3::models
