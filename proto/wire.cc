@@ -1,0 +1,87 @@
+#include "proto/wire.h"
+
+#include <grpc/grpc.h>
+
+#include "absl/strings/str_cat.h"
+
+namespace p3 {
+
+grpc::Status ToGrpcStatus(const absl::Status& s) {
+  if (s.ok()) return grpc::Status::OK;
+  return grpc::Status(static_cast<grpc::StatusCode>(s.code()), std::string(s.message()));
+}
+
+absl::Status FromGrpcStatus(const grpc::Status& s) {
+  if (s.ok()) return absl::OkStatus();
+  return absl::Status(static_cast<absl::StatusCode>(s.error_code()), s.error_message());
+}
+
+void SignatureToHello(const ClusterSignature& sig, wire::Hello* hello) {
+  hello->set_protocol_version(kProtocolVersion);
+  hello->set_num_workers(sig.num_workers);
+  hello->set_num_servers(sig.num_servers);
+  for (const TensorSignature& t : sig.tensors) {
+    wire::TensorSpec* spec = hello->add_tensors();
+    spec->set_name(t.name);
+    for (int64_t d : t.shape) spec->add_shape(d);
+    spec->set_dtype(t.dtype == "float32" ? wire::FLOAT32 : wire::DTYPE_UNSPECIFIED);
+  }
+  wire::SlicePlanSpec* plan = hello->mutable_plan();
+  plan->set_granularity(sig.plan.granularity == Granularity::kSliced ? "sliced" : "tensor");
+  plan->set_slice_params(sig.plan.slice_params);
+  plan->set_split_threshold(sig.plan.split_threshold);
+  hello->set_values_on_push(sig.values_on_push);
+  hello->set_priority(sig.priority);
+}
+
+absl::StatusOr<ClusterSignature> SignatureFromHello(const wire::Hello& hello) {
+  if (hello.protocol_version() != kProtocolVersion) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "hello.protocol_version: ", hello.protocol_version(), "; this server speaks ",
+        kProtocolVersion));
+  }
+  ClusterSignature sig;
+  sig.num_workers = static_cast<int>(hello.num_workers());
+  sig.num_servers = static_cast<int>(hello.num_servers());
+  if (sig.num_workers < 1) return absl::InvalidArgumentError("hello.num_workers: must be >= 1");
+  if (sig.num_servers < 1) return absl::InvalidArgumentError("hello.num_servers: must be >= 1");
+  for (const wire::TensorSpec& spec : hello.tensors()) {
+    TensorSignature t;
+    t.name = spec.name();
+    t.shape.assign(spec.shape().begin(), spec.shape().end());
+    if (spec.dtype() != wire::FLOAT32) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "hello.tensors[\"", spec.name(), "\"].dtype: only FLOAT32 is supported"));
+    }
+    sig.tensors.push_back(std::move(t));
+  }
+  const wire::SlicePlanSpec& plan = hello.plan();
+  if (plan.granularity() == "sliced") {
+    sig.plan.granularity = Granularity::kSliced;
+  } else if (plan.granularity() == "tensor") {
+    sig.plan.granularity = Granularity::kTensor;
+  } else {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "hello.plan.granularity: \"", plan.granularity(), "\"; allowed: sliced, tensor"));
+  }
+  sig.plan.slice_params = plan.slice_params();
+  sig.plan.split_threshold = plan.split_threshold();
+  sig.plan.num_servers = sig.num_servers;
+  sig.values_on_push = hello.values_on_push();
+  sig.priority = hello.priority();
+  return sig;
+}
+
+grpc::ChannelArguments ChannelArgs(absl::Duration peer_timeout) {
+  grpc::ChannelArguments args;
+  const int half_ms = static_cast<int>(std::max<int64_t>(1000, absl::ToInt64Milliseconds(peer_timeout) / 2));
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, half_ms);
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, half_ms);
+  args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+  args.SetInt(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
+  args.SetMaxReceiveMessageSize(kMaxMessageBytes);
+  args.SetMaxSendMessageSize(kMaxMessageBytes);
+  return args;
+}
+
+}  // namespace p3

@@ -1,0 +1,284 @@
+#include "server/parameter_server.h"
+
+#include <grpc/grpc.h>
+#include <grpcpp/grpcpp.h>
+
+#include <cstring>
+#include <limits>
+#include <map>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "p3/send_queue.h"
+#include "proto/p3.grpc.pb.h"
+#include "proto/wire.h"
+
+namespace p3 {
+namespace {
+
+using TrainStream = grpc::ServerReaderWriter<wire::ServerMessage, wire::WorkerMessage>;
+
+// One message waiting to go down a stream.
+struct Pending {
+  enum class Kind { kWelcome, kOutgoing, kAbort };
+  Kind kind = Kind::kOutgoing;
+  Outgoing out;
+  absl::Status abort;
+};
+
+// Raw float32 values of a slice message; refuses a byte count that is not whole floats.
+absl::StatusOr<int64_t> FloatCount(const std::string& bytes) {
+  if (bytes.size() % sizeof(float) != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("slice values have ", bytes.size(), " bytes, not a whole number of float32"));
+  }
+  return static_cast<int64_t>(bytes.size() / sizeof(float));
+}
+
+}  // namespace
+
+class ParameterServer::Impl final : public wire::ParameterServer::Service {
+ public:
+  explicit Impl(const ServerOptions& options) : options_(options), shard_(options.shard) {}
+
+  absl::Status Start() {
+    grpc::ServerBuilder builder;
+    builder.AddListeningPort(options_.address, grpc::InsecureServerCredentials(), &port_);
+    builder.RegisterService(this);
+    builder.SetMaxReceiveMessageSize(kMaxMessageBytes);
+    builder.SetMaxSendMessageSize(kMaxMessageBytes);
+    const int half_ms = static_cast<int>(
+        std::max<int64_t>(1000, absl::ToInt64Milliseconds(options_.peer_timeout) / 2));
+    builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, half_ms);
+    builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, half_ms);
+    builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+    builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 500);
+    builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PING_STRIKES, 0);
+    server_ = builder.BuildAndStart();
+    if (server_ == nullptr || port_ == 0) {
+      return absl::UnavailableError(absl::StrCat("cannot listen on ", options_.address));
+    }
+    return absl::OkStatus();
+  }
+
+  grpc::Status Train(grpc::ServerContext* context, TrainStream* stream) override {
+    return ToGrpcStatus(Serve(context, stream));
+  }
+
+  absl::Status Wait() {
+    absl::MutexLock lock(&mu_);
+    mu_.Await(absl::Condition(
+        +[](Impl* self) ABSL_EXCLUSIVE_LOCKS_REQUIRED(self->mu_) {
+          return self->all_done_ || !self->failure_.ok();
+        },
+        this));
+    return failure_;
+  }
+
+  void Shutdown() {
+    {
+      absl::MutexLock lock(&mu_);
+      if (shut_down_) return;
+      shut_down_ = true;
+      if (!all_done_ && failure_.ok()) failure_ = absl::CancelledError("server shut down");
+      for (auto& [rank, conn] : streams_) {
+        conn->queue.Close();
+        conn->context->TryCancel();
+      }
+    }
+    if (server_ != nullptr) server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+  }
+
+  int port() const { return port_; }
+  const ParameterShard& shard() const { return shard_; }
+
+ private:
+  struct Connection {
+    int rank = 0;
+    grpc::ServerContext* context = nullptr;
+    PrioritySendQueue<Pending> queue;
+    explicit Connection(bool priority) : queue(SendQueueOptions{.priority = priority}) {}
+  };
+
+  absl::Status Serve(grpc::ServerContext* context, TrainStream* stream) {
+    wire::WorkerMessage first;
+    if (!stream->Read(&first)) return absl::CancelledError("stream closed before the Hello");
+    if (!first.has_hello()) return absl::InvalidArgumentError("the first message must be a Hello");
+    const wire::Hello& hello = first.hello();
+    absl::StatusOr<ClusterSignature> sig = SignatureFromHello(hello);
+    if (!sig.ok()) return sig.status();
+    const int rank = static_cast<int>(hello.rank());
+    if (static_cast<int>(hello.server_index()) != options_.shard.server_index) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "worker ", rank, " addressed server ", hello.server_index(), ", but this is server ",
+          options_.shard.server_index));
+    }
+
+    Connection conn(sig->priority);
+    conn.rank = rank;
+    conn.context = context;
+    std::vector<Outgoing> initial;
+    {
+      absl::MutexLock lock(&mu_);
+      if (!failure_.ok()) return failure_;
+      absl::StatusOr<std::vector<Outgoing>> joined = shard_.Join(*sig, rank);
+      if (!joined.ok()) return joined.status();  // refused: only this stream ends
+      initial = *std::move(joined);
+      streams_[rank] = &conn;
+    }
+    conn.queue.Push(Pending{.kind = Pending::Kind::kWelcome}, std::numeric_limits<int64_t>::min(),
+                    0, 0);
+    Dispatch(initial);
+    std::thread writer([this, &conn, stream] { WriteLoop(&conn, stream); });
+
+    absl::Status status = ReadLoop(rank, stream);
+    if (!status.ok()) Fail(rank, status);
+    conn.queue.Close();
+    writer.join();
+    {
+      absl::MutexLock lock(&mu_);
+      streams_.erase(rank);
+    }
+    return status;
+  }
+
+  // Reads until the worker's Done (OK) or an error.
+  absl::Status ReadLoop(int rank, TrainStream* stream) {
+    wire::WorkerMessage msg;
+    while (stream->Read(&msg)) {
+      absl::StatusOr<std::vector<Outgoing>> out;
+      switch (msg.kind_case()) {
+        case wire::WorkerMessage::kInit:
+        case wire::WorkerMessage::kGradient: {
+          const wire::SliceData& d = msg.has_init() ? msg.init() : msg.gradient();
+          absl::StatusOr<int64_t> n = FloatCount(d.values());
+          if (!n.ok()) return n.status();
+          const float* values = reinterpret_cast<const float*>(d.values().data());
+          out = msg.has_init() ? shard_.Init(rank, static_cast<int>(d.slice_id()), values, *n)
+                               : shard_.Gradient(rank, static_cast<int>(d.slice_id()),
+                                                 d.iteration(), values, *n);
+          break;
+        }
+        case wire::WorkerMessage::kPull:
+          out = shard_.Pull(rank, static_cast<int>(msg.pull().slice_id()), msg.pull().version());
+          break;
+        case wire::WorkerMessage::kDone: {
+          const bool all = shard_.Finish(rank);
+          if (all) {
+            absl::MutexLock lock(&mu_);
+            all_done_ = true;
+          }
+          return absl::OkStatus();
+        }
+        case wire::WorkerMessage::kHello:
+          return absl::InvalidArgumentError("a second Hello on the same stream");
+        default:
+          return absl::InvalidArgumentError("an empty or unknown message");
+      }
+      if (!out.ok()) return out.status();
+      Dispatch(*out);
+    }
+    {
+      absl::MutexLock lock(&mu_);
+      if (!failure_.ok()) return failure_;
+    }
+    return absl::UnavailableError(absl::StrCat("worker ", rank, " disconnected before it was done"));
+  }
+
+  void WriteLoop(Connection* conn, TrainStream* stream) {
+    wire::ServerMessage msg;
+    while (std::optional<PrioritySendQueue<Pending>::Item> item = conn->queue.Pop()) {
+      msg.Clear();
+      const Pending& p = item->value;
+      switch (p.kind) {
+        case Pending::Kind::kWelcome: {
+          wire::Welcome* w = msg.mutable_welcome();
+          w->set_server_index(options_.shard.server_index);
+          break;
+        }
+        case Pending::Kind::kAbort:
+          msg.mutable_abort()->set_code(static_cast<int>(p.abort.code()));
+          msg.mutable_abort()->set_message(std::string(p.abort.message()));
+          break;
+        case Pending::Kind::kOutgoing:
+          if (p.out.kind == Outgoing::Kind::kAck) {
+            msg.mutable_ack()->set_slice_id(p.out.slice_id);
+            msg.mutable_ack()->set_iteration(p.out.iteration);
+          } else {
+            wire::SliceData* d = msg.mutable_params();
+            d->set_slice_id(p.out.slice_id);
+            d->set_iteration(p.out.iteration);
+            d->set_values(reinterpret_cast<const char*>(p.out.values->data()),
+                          p.out.values->size() * sizeof(float));
+          }
+          break;
+      }
+      const bool ok = stream->Write(msg);
+      conn->queue.Release(item->bytes);
+      if (p.kind == Pending::Kind::kAbort) conn->context->TryCancel();
+      if (!ok) break;
+    }
+  }
+
+  // Routes the shard's answers to the workers' queues.
+  void Dispatch(const std::vector<Outgoing>& out) {
+    if (out.empty()) return;
+    absl::MutexLock lock(&mu_);
+    for (const Outgoing& o : out) {
+      auto it = streams_.find(o.rank);
+      if (it == streams_.end()) continue;  // that worker's stream has ended
+      const int64_t bytes = o.values ? static_cast<int64_t>(o.values->size() * sizeof(float)) : 0;
+      it->second->queue.Push(Pending{.kind = Pending::Kind::kOutgoing, .out = o}, o.priority,
+                             o.slice_id, bytes);
+    }
+  }
+
+  // Worker `rank` broke the run: every other stream is told why and ended.
+  void Fail(int rank, const absl::Status& status) {
+    absl::MutexLock lock(&mu_);
+    if (!failure_.ok()) return;
+    failure_ = absl::Status(status.code(), absl::StrCat("worker ", rank, ": ", status.message()));
+    for (auto& [other, conn] : streams_) {
+      if (other == rank) continue;
+      conn->queue.Push(Pending{.kind = Pending::Kind::kAbort, .abort = failure_},
+                       std::numeric_limits<int64_t>::min(), 0, 0);
+    }
+  }
+
+  const ServerOptions options_;
+  ParameterShard shard_;
+  std::unique_ptr<grpc::Server> server_;
+  int port_ = 0;
+
+  absl::Mutex mu_;
+  std::map<int, Connection*> streams_ ABSL_GUARDED_BY(mu_);
+  absl::Status failure_ ABSL_GUARDED_BY(mu_);
+  bool all_done_ ABSL_GUARDED_BY(mu_) = false;
+  bool shut_down_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+absl::StatusOr<std::unique_ptr<ParameterServer>> ParameterServer::Start(
+    const ServerOptions& options) {
+  absl::Status valid = ValidateOptimizerOptions(options.shard.optimizer);
+  if (!valid.ok()) return valid;
+  if (options.shard.num_workers < 1) {
+    return absl::InvalidArgumentError("cluster.workers: must be >= 1");
+  }
+  auto impl = std::make_unique<Impl>(options);
+  absl::Status started = impl->Start();
+  if (!started.ok()) return started;
+  return std::unique_ptr<ParameterServer>(new ParameterServer(std::move(impl)));
+}
+
+ParameterServer::ParameterServer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+ParameterServer::~ParameterServer() { Shutdown(); }
+int ParameterServer::port() const { return impl_->port(); }
+absl::Status ParameterServer::Wait() { return impl_->Wait(); }
+const ParameterShard& ParameterServer::shard() const { return impl_->shard(); }
+void ParameterServer::Shutdown() { impl_->Shutdown(); }
+
+}  // namespace p3

@@ -1,0 +1,70 @@
+// A P3 parameter server: the gRPC edge around a ParameterShard.
+//
+// Each worker opens one bidirectional Train stream. The server reads the worker's
+// messages on the stream's handler thread and hands them to the shard; what the shard
+// answers goes into that worker's send queue, and one writer thread per stream keeps
+// exactly one Write in flight, highest priority first (or FIFO, per the handshake).
+//
+// Failure handling: a refused handshake ends only that stream, with a status saying
+// why. Once a worker has joined, synchronous training needs it: if its stream breaks or
+// it sends a malformed message, every stream is ended with an error naming that worker,
+// and Wait() returns that error. A dead worker's connection is detected by TCP or by
+// keepalive pings within `peer_timeout`.
+//
+// Example:
+//   ServerOptions options;
+//   options.shard.num_workers = 2;
+//   auto server = ParameterServer::Start(options);     // binds 127.0.0.1, any port
+//   if (!server.ok()) return server.status();
+//   std::cout << (*server)->port();
+//   absl::Status result = (*server)->Wait();           // until every worker is done
+//
+// Thread-safe.
+#ifndef P3_SERVER_PARAMETER_SERVER_H_
+#define P3_SERVER_PARAMETER_SERVER_H_
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "p3/parameter_shard.h"
+
+namespace p3 {
+
+struct ServerOptions {
+  // host:port to bind; port 0 picks a free port. Default: "127.0.0.1:0".
+  std::string address = "127.0.0.1:0";
+  // Shard settings: server index, number of workers, optimizer.
+  ShardOptions shard;
+  // A silent worker connection is declared dead after this long. Default: 60 s.
+  absl::Duration peer_timeout = absl::Seconds(60);
+};
+
+class ParameterServer {
+ public:
+  static absl::StatusOr<std::unique_ptr<ParameterServer>> Start(const ServerOptions& options);
+  ~ParameterServer();
+
+  // The bound port.
+  int port() const;
+
+  // Blocks until every worker has finished (OK), or the run failed (the error).
+  absl::Status Wait();
+
+  // The shard, for inspection in tests.
+  const ParameterShard& shard() const;
+
+  // Ends every stream and stops serving. Safe to call twice.
+  void Shutdown();
+
+  class Impl;
+
+ private:
+  explicit ParameterServer(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace p3
+
+#endif  // P3_SERVER_PARAMETER_SERVER_H_

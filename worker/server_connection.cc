@@ -1,0 +1,142 @@
+#include "worker/server_connection.h"
+
+#include <grpcpp/grpcpp.h>
+
+#include <limits>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "proto/wire.h"
+
+namespace p3 {
+
+ServerConnection::ServerConnection(const ConnectionOptions& options, Builder builder,
+                                   ConnectionListener* listener)
+    : options_(options),
+      builder_(std::move(builder)),
+      listener_(listener),
+      queue_(SendQueueOptions{.priority = options.priority}) {}
+
+absl::StatusOr<std::unique_ptr<ServerConnection>> ServerConnection::Open(
+    const ConnectionOptions& options, const wire::Hello& hello, Builder builder,
+    ConnectionListener* listener) {
+  std::unique_ptr<ServerConnection> conn(new ServerConnection(options, std::move(builder), listener));
+  std::shared_ptr<grpc::Channel> channel = grpc::CreateCustomChannel(
+      options.address, grpc::InsecureChannelCredentials(), ChannelArgs(options.peer_timeout));
+  const absl::Time deadline = absl::Now() + options.peer_timeout;
+  if (!channel->WaitForConnected(absl::ToChronoTime(deadline))) {
+    return absl::UnavailableError(absl::StrCat("server ", options.server_index, " at ",
+                                               options.address, " did not answer within ",
+                                               absl::FormatDuration(options.peer_timeout)));
+  }
+  conn->stub_ = wire::ParameterServer::NewStub(channel);
+  conn->stream_ = conn->stub_->Train(&conn->context_);
+  wire::WorkerMessage first;
+  *first.mutable_hello() = hello;
+  wire::ServerMessage reply;
+  if (!conn->stream_->Write(first) || !conn->stream_->Read(&reply)) {
+    absl::Status status = FromGrpcStatus(conn->stream_->Finish());
+    if (status.ok()) status = absl::UnavailableError("the server closed the stream during the handshake");
+    return absl::Status(status.code(), absl::StrCat("server ", options.server_index, " (",
+                                                    options.address, "): ", status.message()));
+  }
+  if (!reply.has_welcome()) {
+    conn->context_.TryCancel();
+    conn->stream_->Finish();
+    return absl::InternalError(
+        absl::StrCat("server ", options.server_index, " answered the Hello without a Welcome"));
+  }
+  conn->writer_ = std::thread([c = conn.get()] { c->WriteLoop(); });
+  conn->reader_ = std::thread([c = conn.get()] { c->ReadLoop(); });
+  return conn;
+}
+
+ServerConnection::~ServerConnection() { Shutdown(); }
+
+void ServerConnection::Send(const Upstream& up, int64_t priority, int64_t tiebreak, int64_t bytes) {
+  queue_.Push(up, priority, tiebreak, bytes);
+}
+
+void ServerConnection::WriteLoop() {
+  wire::WorkerMessage msg;
+  while (std::optional<PrioritySendQueue<Upstream>::Item> item = queue_.Pop()) {
+    msg.Clear();
+    builder_(item->value, &msg);
+    const bool ok = stream_->Write(msg);
+    bytes_sent_ += item->bytes;
+    queue_.Release(item->bytes);
+    if (!ok) break;
+    if (item->value.kind == Upstream::Kind::kDone) {
+      stream_->WritesDone();
+      break;
+    }
+  }
+  absl::MutexLock lock(&mu_);
+  writer_done_ = true;
+}
+
+void ServerConnection::ReadLoop() {
+  wire::ServerMessage msg;
+  absl::Status abort;
+  while (stream_->Read(&msg)) {
+    if (msg.has_params()) {
+      bytes_received_ += static_cast<int64_t>(msg.params().values().size());
+      listener_->OnParams(options_.server_index, msg.params());
+    } else if (msg.has_ack()) {
+      listener_->OnAck(options_.server_index, static_cast<int>(msg.ack().slice_id()),
+                       msg.ack().iteration());
+    } else if (msg.has_abort()) {
+      abort = absl::Status(static_cast<absl::StatusCode>(msg.abort().code()),
+                           absl::StrCat("server ", options_.server_index, " aborted the run: ",
+                                        msg.abort().message()));
+    }
+  }
+  // The stream is over: stop the writer before Finish().
+  queue_.Close();
+  {
+    absl::MutexLock lock(&mu_);
+    mu_.Await(absl::Condition(&writer_done_));
+  }
+  absl::Status status = FromGrpcStatus(stream_->Finish());
+  bool closing;
+  {
+    absl::MutexLock lock(&mu_);
+    closing = closing_;
+  }
+  if (!abort.ok()) {
+    status = abort;
+  } else if (!status.ok()) {
+    status = absl::Status(status.code(), absl::StrCat("server ", options_.server_index, " (",
+                                                      options_.address, "): ", status.message()));
+  } else if (!closing) {
+    status = absl::UnavailableError(absl::StrCat("server ", options_.server_index,
+                                                 " ended the stream before the worker was done"));
+  }
+  if (!status.ok()) listener_->OnFailure(options_.server_index, status);
+  absl::MutexLock lock(&mu_);
+  final_status_ = status;
+  reader_done_ = true;
+}
+
+absl::Status ServerConnection::Close(absl::Time deadline) {
+  {
+    absl::MutexLock lock(&mu_);
+    closing_ = true;
+  }
+  queue_.Push(Upstream{.kind = Upstream::Kind::kDone}, std::numeric_limits<int64_t>::max(), 0, 0);
+  absl::MutexLock lock(&mu_);
+  if (!mu_.AwaitWithDeadline(absl::Condition(&reader_done_), deadline)) {
+    return absl::DeadlineExceededError(
+        absl::StrCat("server ", options_.server_index, " did not close the stream in time"));
+  }
+  return final_status_;
+}
+
+void ServerConnection::Shutdown() {
+  queue_.Close();
+  context_.TryCancel();
+  if (writer_.joinable()) writer_.join();
+  if (reader_.joinable()) reader_.join();
+}
+
+}  // namespace p3

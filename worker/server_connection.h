@@ -1,0 +1,109 @@
+// A worker's connection to one parameter server: one bidirectional Train stream, a
+// priority send queue in front of it, a writer thread that keeps exactly one Write in
+// flight, and a reader thread that hands the server's messages to a listener.
+//
+// Messages are queued as small descriptors and turned into protobuf by the writer
+// thread right before they are written, so the values serialised are read from the
+// worker's buffers off the training thread.
+//
+// Thread-safe. The listener is called from the reader thread.
+#ifndef P3_WORKER_SERVER_CONNECTION_H_
+#define P3_WORKER_SERVER_CONNECTION_H_
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "p3/send_queue.h"
+#include "proto/p3.grpc.pb.h"
+
+namespace p3 {
+
+// What the worker wants sent; the writer thread turns it into a WorkerMessage.
+struct Upstream {
+  enum class Kind { kInit, kGradient, kPull, kDone };
+  Kind kind = Kind::kGradient;
+  int slice_id = 0;
+  uint64_t iteration = 0;  // kGradient: iteration; kPull: wanted version
+};
+
+class ConnectionListener {
+ public:
+  virtual ~ConnectionListener() = default;
+  virtual void OnParams(int server, const wire::SliceData& data) = 0;
+  virtual void OnAck(int server, int slice_id, uint64_t iteration) = 0;
+  // The stream ended before a clean close: the run cannot go on.
+  virtual void OnFailure(int server, const absl::Status& status) = 0;
+};
+
+struct ConnectionOptions {
+  // Index of the server (0 .. S-1) and its host:port.
+  int server_index = 0;
+  std::string address;
+  // Priority order (else FIFO). Default: true.
+  bool priority = true;
+  // How long to wait for the server to accept the connection; also the keepalive bound.
+  // Default: 60 s.
+  absl::Duration peer_timeout = absl::Seconds(60);
+};
+
+class ServerConnection {
+ public:
+  // Fills a message for an Upstream descriptor (called on the writer thread).
+  using Builder = std::function<void(const Upstream&, wire::WorkerMessage*)>;
+
+  // Connects, sends `hello` and waits for the Welcome. A refused handshake returns the
+  // server's status (e.g. FailedPrecondition: "worker 1 refused: tensor 3 ...").
+  static absl::StatusOr<std::unique_ptr<ServerConnection>> Open(const ConnectionOptions& options,
+                                                                const wire::Hello& hello,
+                                                                Builder builder,
+                                                                ConnectionListener* listener);
+  ~ServerConnection();
+
+  // Queues a message; smaller priority first (ties by `tiebreak`).
+  void Send(const Upstream& up, int64_t priority, int64_t tiebreak, int64_t bytes);
+
+  // Queues Done after everything else and waits until the server closes the stream.
+  absl::Status Close(absl::Time deadline);
+
+  // Ends the stream at once. Safe to call twice.
+  void Shutdown();
+
+  int64_t bytes_sent() const { return bytes_sent_.load(); }
+  int64_t bytes_received() const { return bytes_received_.load(); }
+
+ private:
+  ServerConnection(const ConnectionOptions& options, Builder builder, ConnectionListener* listener);
+  void WriteLoop();
+  void ReadLoop();
+
+  const ConnectionOptions options_;
+  const Builder builder_;
+  ConnectionListener* const listener_;
+  std::unique_ptr<wire::ParameterServer::Stub> stub_;
+  grpc::ClientContext context_;
+  std::unique_ptr<grpc::ClientReaderWriter<wire::WorkerMessage, wire::ServerMessage>> stream_;
+  PrioritySendQueue<Upstream> queue_;
+  std::thread writer_;
+  std::thread reader_;
+  std::atomic<int64_t> bytes_sent_{0};
+  std::atomic<int64_t> bytes_received_{0};
+
+  absl::Mutex mu_;
+  bool writer_done_ ABSL_GUARDED_BY(mu_) = false;
+  bool reader_done_ ABSL_GUARDED_BY(mu_) = false;
+  bool closing_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Status final_status_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace p3
+
+#endif  // P3_WORKER_SERVER_CONNECTION_H_

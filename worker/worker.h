@@ -1,0 +1,112 @@
+// The worker library: data-parallel training of a libtorch model on a P3 parameter-server
+// cluster. Link //worker:worker into your own trainer.
+//
+// The Worker owns the model's parameters as one flat buffer (each parameter is a view
+// into it), cuts gradients into slices as autograd produces them during Backward(),
+// and queues them to the servers, highest priority (earliest layer) first. Updated
+// slices are written straight into the parameters as they arrive, and Forward() runs
+// the model block by block, each block waiting only for its own slices.
+//
+// Example:
+//   p3::WorkerOptions options;
+//   options.servers = {"10.0.0.1:7070", "10.0.0.2:7070"};
+//   options.rank = rank;
+//   options.num_workers = 4;                       // mode: p3 by default
+//   auto model = p3::models::CreateModel({.name = "resnet50"});
+//   auto worker = p3::Worker::Create(options, *model);
+//   if (!worker.ok()) return worker.status();
+//   for (int64_t it = 0; it < iterations; ++it) {
+//     Batch batch = data->Get(sampler.Indices(it));
+//     absl::StatusOr<torch::Tensor> out = (*worker)->Forward(batch.input);
+//     if (!out.ok()) return out.status();
+//     torch::Tensor loss = (*model)->Loss(*out, batch.target);
+//     if (absl::Status s = (*worker)->Backward(loss); !s.ok()) return s;
+//   }
+//   return (*worker)->Finish();                     // final parameters are in the model
+//
+// Not thread-safe: one training thread calls Forward/Backward/Finish; the worker's own
+// threads talk to the servers.
+#ifndef P3_WORKER_WORKER_H_
+#define P3_WORKER_WORKER_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <torch/types.h>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "p3/mode.h"
+#include "p3/slice_plan.h"
+
+namespace p3 {
+namespace models {
+class BlockModel;
+}  // namespace models
+
+struct WorkerOptions {
+  // host:port of each server; server i owns slice i mod S. Must not be empty.
+  std::vector<std::string> servers;
+  // This worker's rank, 0 .. num_workers-1. Rank 0 provides the initial parameters.
+  int rank = 0;
+  // Default: 1.
+  int num_workers = 1;
+  // Default: p3. kLocal is refused (it needs no cluster).
+  Mode mode = Mode::kP3;
+  // Slice size in parameters, for modes that slice. Default: 40,000.
+  int64_t slice_params = kDefaultSliceParams;
+  // Tensors above this are split over the servers, for modes that do not. Default: 1,000,000.
+  int64_t split_threshold = kDefaultSplitThreshold;
+  // A server silent for this long (or a wait for parameters longer than this) ends the
+  // run with an error. Default: 60 s.
+  absl::Duration peer_timeout = absl::Seconds(60);
+};
+
+// Counters since Create().
+struct WorkerStats {
+  int64_t bytes_sent = 0;
+  int64_t bytes_received = 0;
+  // Time Forward() spent waiting for parameters.
+  absl::Duration forward_wait;
+};
+
+class Worker {
+ public:
+  // Connects to every server and takes part in the handshake; rank 0 sends the initial
+  // parameters. The model must outlive the Worker; its parameters become views into
+  // the Worker's flat buffer.
+  static absl::StatusOr<std::unique_ptr<Worker>> Create(const WorkerOptions& options,
+                                                        std::shared_ptr<models::BlockModel> model);
+  ~Worker();
+
+  // The forward pass of the current iteration; block i starts once its parameters of
+  // the current version have arrived.
+  absl::StatusOr<torch::Tensor> Forward(const torch::Tensor& input);
+
+  // The backward pass from `loss`: each gradient is sliced and queued to the servers as
+  // soon as autograd produces it. Ends the iteration.
+  absl::Status Backward(const torch::Tensor& loss);
+
+  // Waits until every parameter holds the current version (e.g. before evaluating).
+  absl::Status Sync();
+
+  // Waits for the final parameters, tells the servers this worker is done, closes.
+  absl::Status Finish();
+
+  // Iterations completed (Backward calls).
+  int64_t iteration() const;
+  WorkerStats stats() const;
+  const SlicePlan& plan() const;
+
+  class Impl;
+
+ private:
+  explicit Worker(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace p3
+
+#endif  // P3_WORKER_WORKER_H_
