@@ -1,0 +1,276 @@
+#include "tools/config.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <catch2/catch.hpp>
+
+#include "absl/status/status.h"
+#include "absl/strings/match.h"
+
+namespace p3::config {
+namespace {
+
+std::string ErrorOf(const std::string& text, const std::vector<std::string>& overrides = {}) {
+  absl::StatusOr<ExperimentConfig> config = ParseConfig(text, overrides);
+  if (config.ok()) return "(no error)";
+  CATCH_CHECK(config.status().code() == absl::StatusCode::kInvalidArgument);
+  return std::string(config.status().message());
+}
+
+CATCH_TEST_CASE("an empty config gets every default from config.proto") {
+  absl::StatusOr<ExperimentConfig> config = ParseConfig("", {});
+  CATCH_REQUIRE(config.ok());
+  CATCH_CHECK(config->name() == "experiment");
+  CATCH_CHECK(config->mode() == "p3");
+  CATCH_CHECK(config->output_dir() == "out/experiment");
+  CATCH_CHECK(config->cluster().workers() == 2);
+  CATCH_CHECK(config->cluster().servers() == 2);
+  CATCH_CHECK(config->cluster().host() == "127.0.0.1");
+  CATCH_CHECK(config->cluster().peer_timeout_s() == 60);
+  CATCH_CHECK(config->model().name() == "small_cnn");
+  CATCH_CHECK(config->model().num_classes() == 10);
+  CATCH_CHECK(config->model().image_size() == 0);
+  CATCH_CHECK(config->data().dataset() == "fashion_mnist");
+  CATCH_CHECK(config->data().path() == "/usr/share/datasets/fashion-mnist");
+  CATCH_CHECK(config->data().synthetic_size() == 4096);
+  CATCH_CHECK(config->optimizer().name() == "sgd");
+  CATCH_CHECK(config->optimizer().lr() == 0.05);
+  CATCH_CHECK(config->optimizer().momentum() == 0.9);
+  CATCH_CHECK(config->optimizer().weight_decay() == 1e-4);
+  CATCH_CHECK(config->optimizer().beta1() == 0.9);
+  CATCH_CHECK(config->optimizer().beta2() == 0.999);
+  CATCH_CHECK(config->optimizer().eps() == 1e-8);
+  CATCH_CHECK(config->training().batch_size() == 32);
+  CATCH_CHECK(config->training().epochs() == 1);
+  CATCH_CHECK(config->training().iterations() == 0);
+  CATCH_CHECK(config->training().seed() == 1);
+  CATCH_CHECK(config->training().warmup_iterations() == 5);
+  CATCH_CHECK(config->training().evaluate());
+  CATCH_CHECK(config->training().log_every() == 20);
+  CATCH_CHECK(config->training().threads() == 1);
+  CATCH_CHECK(config->scheduling().slice_params() == 40000);
+  CATCH_CHECK(config->scheduling().split_threshold() == 1000000);
+}
+
+CATCH_TEST_CASE("output_dir defaults to out/<name>") {
+  absl::StatusOr<ExperimentConfig> config = ParseConfig("name: \"run7\"", {});
+  CATCH_REQUIRE(config.ok());
+  CATCH_CHECK(config->output_dir() == "out/run7");
+}
+
+CATCH_TEST_CASE("adam gets adam's default learning rate, sgd keeps an explicit one") {
+  absl::StatusOr<ExperimentConfig> adam = ParseConfig("optimizer { name: \"adam\" }", {});
+  CATCH_REQUIRE(adam.ok());
+  CATCH_CHECK(adam->optimizer().lr() == 0.001);
+  absl::StatusOr<ExperimentConfig> sgd = ParseConfig("optimizer { lr: 0.2 }", {});
+  CATCH_REQUIRE(sgd.ok());
+  CATCH_CHECK(sgd->optimizer().lr() == 0.2);
+}
+
+CATCH_TEST_CASE("optional fields keep an explicit zero or false") {
+  absl::StatusOr<ExperimentConfig> config = ParseConfig(
+      "optimizer { momentum: 0 weight_decay: 0 }\n"
+      "training { evaluate: false threads: 0 }\n",
+      {});
+  CATCH_REQUIRE(config.ok());
+  CATCH_CHECK(config->optimizer().momentum() == 0);
+  CATCH_CHECK(config->optimizer().weight_decay() == 0);
+  CATCH_CHECK_FALSE(config->training().evaluate());
+  CATCH_CHECK(config->training().threads() == 0);
+}
+
+CATCH_TEST_CASE("the resolved text parses back to the same config") {
+  absl::StatusOr<ExperimentConfig> config = ParseConfig(
+      "name: \"x\" mode: \"baseline\" optimizer { momentum: 0 lr: 0.125 }\n"
+      "training { evaluate: false iterations: 7 }\n",
+      {});
+  CATCH_REQUIRE(config.ok());
+  const std::string text = ConfigToText(*config);
+  absl::StatusOr<ExperimentConfig> again = ParseConfig(text, {});
+  CATCH_REQUIRE(again.ok());
+  CATCH_CHECK(again->SerializeAsString() == config->SerializeAsString());
+  CATCH_CHECK(ConfigToText(*again) == text);
+}
+
+CATCH_TEST_CASE("an unknown field is named with its path, position and the allowed fields") {
+  const std::string error = ErrorOf("name: \"a\"\ntraining {\n  batch_sizee: 3\n}\n");
+  CATCH_INFO(error);
+  CATCH_CHECK(absl::StrContains(error, "training.batch_sizee"));
+  CATCH_CHECK(absl::StrContains(error, "unknown field"));
+  CATCH_CHECK(absl::StrContains(error, "3:"));
+  CATCH_CHECK(absl::StrContains(error, "batch_size, epochs, iterations"));
+}
+
+CATCH_TEST_CASE("an unknown top-level field lists the top-level fields") {
+  const std::string error = ErrorOf("trainng { batch_size: 3 }");
+  CATCH_INFO(error);
+  CATCH_CHECK(absl::StrContains(error, "trainng: unknown field"));
+  CATCH_CHECK(absl::StrContains(error, "name, mode, cluster, model"));
+}
+
+CATCH_TEST_CASE("a value of the wrong type names the field and its line") {
+  const std::string error = ErrorOf("mode: \"p3\"\ncluster {\n  workers: \"two\"\n}\n");
+  CATCH_INFO(error);
+  CATCH_CHECK(absl::StrContains(error, "cluster.workers"));
+  CATCH_CHECK(absl::StrContains(error, "3:"));
+  CATCH_CHECK(absl::StrContains(error, "integer"));
+}
+
+CATCH_TEST_CASE("an unquoted string value names the field") {
+  const std::string error = ErrorOf("optimizer { lr: 0.1 name: adam }");
+  CATCH_INFO(error);
+  CATCH_CHECK(absl::StrContains(error, "optimizer.name"));
+  CATCH_CHECK(absl::StrContains(error, "string"));
+}
+
+CATCH_TEST_CASE("a syntax error gives line and column") {
+  const std::string error = ErrorOf("cluster {\n  workers: 2\n");
+  CATCH_INFO(error);
+  CATCH_CHECK(absl::StrContains(error, "3:"));
+  CATCH_CHECK(error != "(no error)");
+}
+
+CATCH_TEST_CASE("out-of-range values name the field and the allowed range") {
+  CATCH_CHECK(ErrorOf("cluster { workers: -1 }") ==
+              "cluster.workers: -1 is out of range; allowed 1..64");
+  CATCH_CHECK(ErrorOf("cluster { servers: 65 }") ==
+              "cluster.servers: 65 is out of range; allowed 1..64");
+  CATCH_CHECK(absl::StrContains(ErrorOf("optimizer { momentum: 1 }"),
+                                "optimizer.momentum: 1 is out of range; allowed [0, 1)"));
+  CATCH_CHECK(absl::StrContains(ErrorOf("optimizer { lr: -0.5 }"),
+                                "optimizer.lr: -0.5 is out of range; allowed > 0"));
+  CATCH_CHECK(absl::StrContains(ErrorOf("optimizer { weight_decay: -1 }"),
+                                "optimizer.weight_decay: -1 is out of range; allowed >= 0"));
+  CATCH_CHECK(absl::StrContains(ErrorOf("training { batch_size: -4 }"),
+                                "training.batch_size: -4 is out of range; allowed >= 1"));
+  CATCH_CHECK(absl::StrContains(ErrorOf("scheduling { slice_params: -1 }"),
+                                "scheduling.slice_params: -1 is out of range; allowed >= 1"));
+  CATCH_CHECK(absl::StrContains(ErrorOf("cluster { peer_timeout_s: -1 }"),
+                                "cluster.peer_timeout_s: -1 is out of range; allowed > 0"));
+}
+
+CATCH_TEST_CASE("names outside their allowed set list the allowed values") {
+  CATCH_CHECK(absl::StrContains(
+      ErrorOf("mode: \"fast\""),
+      "mode: \"fast\" is not allowed; allowed: \"p3\", \"baseline\", \"slicing_only\", "
+      "\"priority_only\", \"no_overlap\", \"local\""));
+  CATCH_CHECK(absl::StrContains(ErrorOf("data { dataset: \"cifar\" }"),
+                                "data.dataset: \"cifar\" is not allowed; allowed: "
+                                "\"fashion_mnist\", \"synthetic\""));
+  CATCH_CHECK(absl::StrContains(ErrorOf("optimizer { name: \"rmsprop\" }"),
+                                "optimizer.name: \"rmsprop\" is not allowed; allowed: "
+                                "\"sgd\", \"adam\""));
+}
+
+CATCH_TEST_CASE("every invalid field is reported, one per line") {
+  const std::string error = ErrorOf("cluster { workers: 100 servers: 100 }");
+  CATCH_CHECK(error ==
+              "cluster.workers: 100 is out of range; allowed 1..64\n"
+              "cluster.servers: 100 is out of range; allowed 1..64");
+}
+
+CATCH_TEST_CASE("local mode accepts several workers and multiplies the batch") {
+  absl::StatusOr<ExperimentConfig> config =
+      ParseConfig("mode: \"local\" cluster { workers: 4 } training { batch_size: 16 }", {});
+  CATCH_REQUIRE(config.ok());
+  CATCH_CHECK(GlobalBatchSize(*config) == 64);
+  CATCH_CHECK(WorkerProcessCount(*config) == 1);
+  CATCH_CHECK(ServerProcessCount(*config) == 0);
+}
+
+CATCH_TEST_CASE("overrides set int, double, string and bool fields") {
+  absl::StatusOr<ExperimentConfig> config = ParseConfig(
+      "training { batch_size: 8 }",
+      {"training.batch_size=64", "optimizer.lr=0.01", "mode=baseline", "name=\"quoted\"",
+       "training.evaluate=false", "cluster.host = ::1", "training.seed=18446744073709551615"});
+  CATCH_REQUIRE(config.ok());
+  CATCH_CHECK(config->training().batch_size() == 64);
+  CATCH_CHECK(config->optimizer().lr() == 0.01);
+  CATCH_CHECK(config->mode() == "baseline");
+  CATCH_CHECK(config->name() == "quoted");
+  CATCH_CHECK_FALSE(config->training().evaluate());
+  CATCH_CHECK(config->cluster().host() == "::1");
+  CATCH_CHECK(config->training().seed() == 18446744073709551615ull);
+}
+
+CATCH_TEST_CASE("later overrides win and defaults follow the overrides") {
+  absl::StatusOr<ExperimentConfig> config = ParseConfig(
+      "", {"cluster.workers=3", "cluster.workers=5", "optimizer.name=adam"});
+  CATCH_REQUIRE(config.ok());
+  CATCH_CHECK(config->cluster().workers() == 5);
+  CATCH_CHECK(config->optimizer().lr() == 0.001);
+}
+
+CATCH_TEST_CASE("an override with an unknown path names it and lists the allowed fields") {
+  const std::string nested = ErrorOf("", {"training.batchsize=64"});
+  CATCH_INFO(nested);
+  CATCH_CHECK(absl::StrContains(nested, "training.batchsize: unknown field; allowed in training: "
+                                        "batch_size, epochs, iterations"));
+  const std::string top = ErrorOf("", {"trainig.batch_size=64"});
+  CATCH_CHECK(absl::StrContains(top, "trainig: unknown field; allowed: name, mode, cluster"));
+}
+
+CATCH_TEST_CASE("an override of a message, through a scalar, or without '=' is rejected") {
+  CATCH_CHECK(absl::StrContains(ErrorOf("", {"training=3"}),
+                                "training is a message; set one of its fields"));
+  CATCH_CHECK(absl::StrContains(ErrorOf("", {"mode.x=3"}),
+                                "mode is a string, not a message"));
+  CATCH_CHECK(absl::StrContains(ErrorOf("", {"training.batch_size"}),
+                                "expected field.path=value"));
+}
+
+CATCH_TEST_CASE("an override value of the wrong type names the field and its type") {
+  const std::string error = ErrorOf("", {"training.batch_size=big"});
+  CATCH_INFO(error);
+  CATCH_CHECK(absl::StrContains(error, "override 'training.batch_size=big'"));
+  CATCH_CHECK(absl::StrContains(error, "training.batch_size (int32)"));
+  CATCH_CHECK(absl::StrContains(ErrorOf("", {"training.evaluate=maybe"}),
+                                "training.evaluate (bool)"));
+  CATCH_CHECK(absl::StrContains(ErrorOf("", {"training.batch_size=3 4"}),
+                                "training.batch_size (int32)"));
+}
+
+CATCH_TEST_CASE("an override value is validated like the file") {
+  CATCH_CHECK(ErrorOf("", {"cluster.workers=-3"}) ==
+              "cluster.workers: -3 is out of range; allowed 1..64");
+}
+
+CATCH_TEST_CASE("a zero non-optional field means its default, in the file and in overrides") {
+  absl::StatusOr<ExperimentConfig> config =
+      ParseConfig("cluster { workers: 0 }", {"training.batch_size=0"});
+  CATCH_REQUIRE(config.ok());
+  CATCH_CHECK(config->cluster().workers() == 2);
+  CATCH_CHECK(config->training().batch_size() == 32);
+}
+
+CATCH_TEST_CASE("LoadConfig names the file in errors and reads valid files") {
+  const std::string dir = std::getenv("TEST_TMPDIR") != nullptr ? std::getenv("TEST_TMPDIR") : "/tmp";
+  const std::string path = dir + "/config_test.textproto";
+  {
+    std::ofstream file(path);
+    file << "cluster {\n  workerz: 3\n}\n";
+  }
+  absl::StatusOr<ExperimentConfig> bad = LoadConfig(path, {});
+  CATCH_REQUIRE_FALSE(bad.ok());
+  CATCH_CHECK(absl::StartsWith(bad.status().message(), path + ":2:"));
+  CATCH_CHECK(absl::StrContains(bad.status().message(), "cluster.workerz"));
+  {
+    std::ofstream file(path);
+    file << "cluster {\n  workers: 3\n}\n";
+  }
+  absl::StatusOr<ExperimentConfig> good = LoadConfig(path, {"cluster.servers=1"});
+  CATCH_REQUIRE(good.ok());
+  CATCH_CHECK(good->cluster().workers() == 3);
+  CATCH_CHECK(good->cluster().servers() == 1);
+  std::remove(path.c_str());
+
+  absl::StatusOr<ExperimentConfig> missing = LoadConfig(dir + "/does_not_exist.textproto", {});
+  CATCH_CHECK(missing.status().code() == absl::StatusCode::kNotFound);
+}
+
+}  // namespace
+}  // namespace p3::config

@@ -1,0 +1,139 @@
+// A stand-in for //server:p3_server implementing its command-line contract
+// (docs/launcher.md), for testing //tools:launch_cluster without training anything.
+//
+//   fake_p3_server --config=<config> --server_index=<i> --port_file=<path>
+//
+// Binds cluster.host on an OS-chosen port, publishes it atomically in port_file, then
+// accepts worker connections; each worker sends "done <rank>\n" when finished. When
+// cluster.workers workers have said done, it closes their connections (releasing them)
+// and exits 0. A worker that disconnects without "done" is ignored: the launcher is the
+// one that notices the worker's failure and stops this process.
+//
+// Fault injection through the environment (test code only):
+//   FAKE_P3_SERVER_MODE=fail     exit 1 with a message before binding;
+//   FAKE_P3_SERVER_MODE=no_port  bind but never write the port file; wait to be killed.
+//   FAKE_P3_SERVER_IGNORE_SIGTERM=1  ignore SIGTERM (only SIGKILL stops it).
+#include <netdb.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "tools/config.h"
+
+namespace {
+
+std::string FlagValue(int argc, char** argv, const std::string& name) {
+  const std::string prefix = "--" + name + "=";
+  for (int i = 1; i < argc; ++i) {
+    if (absl::StartsWith(argv[i], prefix)) return argv[i] + prefix.size();
+  }
+  return "";
+}
+
+int Fail(const std::string& message) {
+  std::cerr << "fake_p3_server: " << message << std::endl;
+  return 1;
+}
+
+int Run(int argc, char** argv) {
+  const std::string config_path = FlagValue(argc, argv, "config");
+  const std::string port_file = FlagValue(argc, argv, "port_file");
+  int index = -1;
+  if (!absl::SimpleAtoi(FlagValue(argc, argv, "server_index"), &index) || index < 0 ||
+      port_file.empty()) {
+    return Fail("usage: --config=... --server_index=<i> --port_file=<path>");
+  }
+  absl::StatusOr<p3::config::ExperimentConfig> config = p3::config::LoadConfig(config_path, {});
+  if (!config.ok()) return Fail(std::string(config.status().message()));
+  if (index >= config->cluster().servers()) return Fail("--server_index out of range");
+
+  if (std::getenv("FAKE_P3_SERVER_IGNORE_SIGTERM") != nullptr) signal(SIGTERM, SIG_IGN);
+  const char* mode_env = std::getenv("FAKE_P3_SERVER_MODE");
+  const std::string mode = mode_env != nullptr ? mode_env : "ok";
+  if (mode == "fail") return Fail("injected failure (FAKE_P3_SERVER_MODE=fail)");
+
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+  addrinfo* address = nullptr;
+  if (getaddrinfo(config->cluster().host().c_str(), "0", &hints, &address) != 0) {
+    return Fail("cannot resolve cluster.host " + config->cluster().host());
+  }
+  const int listener = socket(address->ai_family, SOCK_STREAM, 0);
+  if (listener < 0 || bind(listener, address->ai_addr, address->ai_addrlen) != 0 ||
+      listen(listener, 64) != 0) {
+    return Fail(absl::StrCat("cannot listen on ", config->cluster().host(), ": ",
+                             std::strerror(errno)));
+  }
+  freeaddrinfo(address);
+  sockaddr_storage bound{};
+  socklen_t bound_size = sizeof(bound);
+  getsockname(listener, reinterpret_cast<sockaddr*>(&bound), &bound_size);
+  char port_text[NI_MAXSERV];
+  getnameinfo(reinterpret_cast<sockaddr*>(&bound), bound_size, nullptr, 0, port_text,
+              sizeof(port_text), NI_NUMERICSERV);
+  std::cout << "fake_p3_server " << index << " listening on port " << port_text << std::endl;
+
+  if (mode == "no_port") {
+    std::cout << "not writing the port file (FAKE_P3_SERVER_MODE=no_port)" << std::endl;
+    while (true) pause();
+  }
+  {
+    std::ofstream tmp(port_file + ".tmp");
+    tmp << port_text << "\n";
+    if (!tmp.flush()) return Fail("cannot write " + port_file + ".tmp");
+  }
+  if (std::rename((port_file + ".tmp").c_str(), port_file.c_str()) != 0) {
+    return Fail("cannot rename the port file: " + std::string(std::strerror(errno)));
+  }
+
+  std::vector<pollfd> fds = {{listener, POLLIN, 0}};
+  std::map<int, std::string> received;  // Per connection.
+  int done = 0;
+  while (done < config->cluster().workers()) {
+    if (poll(fds.data(), fds.size(), -1) < 0) return Fail("poll failed");
+    for (size_t i = 1; i < fds.size(); ++i) {
+      if (fds[i].revents == 0) continue;
+      char buffer[256];
+      const ssize_t n = read(fds[i].fd, buffer, sizeof(buffer));
+      if (n > 0) {
+        received[fds[i].fd].append(buffer, n);
+        if (absl::StrContains(received[fds[i].fd], "\n")) {
+          std::cout << "worker said: " << received[fds[i].fd] << std::flush;
+          if (absl::StartsWith(received[fds[i].fd], "done ")) ++done;
+          fds[i].events = 0;  // Keep the connection open until everyone is done.
+        }
+      } else {
+        std::cout << "a worker disconnected without saying done" << std::endl;
+        close(fds[i].fd);
+        fds.erase(fds.begin() + i);
+        --i;
+      }
+    }
+    if (fds[0].revents & POLLIN) {
+      const int connection = accept(listener, nullptr, nullptr);
+      if (connection >= 0) fds.push_back({connection, POLLIN, 0});
+    }
+  }
+  for (size_t i = 1; i < fds.size(); ++i) close(fds[i].fd);
+  std::cout << "all " << done << " workers done; exiting" << std::endl;
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) { return Run(argc, argv); }

@@ -1,0 +1,172 @@
+// A stand-in for //worker:p3_worker implementing its command-line contract
+// (docs/launcher.md), for testing //tools:launch_cluster without training anything.
+//
+//   fake_p3_worker --config=<config> --rank=<r> --servers=<host:port,...>
+//                  --result_file=<path> --records_file=<csv path>
+//
+// Connects to every server, "trains" training.iterations iterations (10 when 0) printing
+// the contract's PROGRESS lines every training.log_every iterations, writes the records
+// CSV and the result JSON, tells every server "done <rank>", waits until the servers
+// close the connection (all workers done), and exits 0.
+//
+// Fault injection through the environment (test code only):
+//   FAKE_P3_WORKER_FAIL_RANK=<r>  that rank prints a few lines, then exits 3;
+//   FAKE_P3_WORKER_MODE=hang      every rank waits to be killed after connecting;
+//   FAKE_P3_WORKER_ITERATION_MS=<ms>  sleep this long per iteration (to watch progress);
+#include <netdb.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "tools/config.h"
+
+namespace {
+
+std::string FlagValue(int argc, char** argv, const std::string& name) {
+  const std::string prefix = "--" + name + "=";
+  for (int i = 1; i < argc; ++i) {
+    if (absl::StartsWith(argv[i], prefix)) return argv[i] + prefix.size();
+  }
+  return "";
+}
+
+int Fail(const std::string& message) {
+  std::cerr << "fake_p3_worker: " << message << std::endl;
+  return 1;
+}
+
+// Connects to "host:port" or "[v6 host]:port"; returns the socket or -1.
+int Connect(const std::string& address) {
+  const size_t colon = address.rfind(':');
+  if (colon == std::string::npos) return -1;
+  std::string host = address.substr(0, colon);
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);
+  }
+  const std::string port = address.substr(colon + 1);
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* result = nullptr;
+  if (getaddrinfo(host.c_str(), port.c_str(), &hints, &result) != 0) return -1;
+  const int fd = socket(result->ai_family, SOCK_STREAM, 0);
+  const bool ok = fd >= 0 && connect(fd, result->ai_addr, result->ai_addrlen) == 0;
+  freeaddrinfo(result);
+  if (!ok && fd >= 0) close(fd);
+  return ok ? fd : -1;
+}
+
+bool WriteAtomically(const std::string& path, const std::string& contents) {
+  {
+    std::ofstream file(path + ".tmp");
+    file << contents;
+    if (!file.flush()) return false;
+  }
+  return std::rename((path + ".tmp").c_str(), path.c_str()) == 0;
+}
+
+int Run(int argc, char** argv) {
+  const std::string config_path = FlagValue(argc, argv, "config");
+  const std::string servers_flag = FlagValue(argc, argv, "servers");
+  const std::string result_file = FlagValue(argc, argv, "result_file");
+  const std::string records_file = FlagValue(argc, argv, "records_file");
+  int rank = -1;
+  if (!absl::SimpleAtoi(FlagValue(argc, argv, "rank"), &rank) || rank < 0 ||
+      result_file.empty() || records_file.empty()) {
+    return Fail("usage: --config=... --rank=<r> --servers=... --result_file=... "
+                "--records_file=...");
+  }
+  absl::StatusOr<p3::config::ExperimentConfig> config = p3::config::LoadConfig(config_path, {});
+  if (!config.ok()) return Fail(std::string(config.status().message()));
+  if (rank >= p3::config::WorkerProcessCount(*config)) return Fail("--rank out of range");
+
+  std::vector<std::string> servers;
+  if (!servers_flag.empty()) servers = absl::StrSplit(servers_flag, ',');
+  if (static_cast<int>(servers.size()) != p3::config::ServerProcessCount(*config)) {
+    return Fail(absl::StrCat("expected ", p3::config::ServerProcessCount(*config),
+                             " servers, got --servers=", servers_flag));
+  }
+  std::vector<int> connections;
+  for (const std::string& server : servers) {
+    const int fd = Connect(server);
+    if (fd < 0) return Fail("cannot connect to server " + server);
+    connections.push_back(fd);
+  }
+  std::cout << "fake_p3_worker " << rank << " connected to " << servers.size() << " servers"
+            << std::endl;
+
+  const char* mode = std::getenv("FAKE_P3_WORKER_MODE");
+  if (mode != nullptr && std::string(mode) == "hang") {
+    while (true) pause();
+  }
+  int fail_rank = -1;
+  const char* fail_env = std::getenv("FAKE_P3_WORKER_FAIL_RANK");
+  if (fail_env != nullptr && absl::SimpleAtoi(fail_env, &fail_rank) && fail_rank == rank) {
+    std::cout << "PROGRESS iteration=1 total=10 loss=2.3 samples_per_second=100" << std::endl;
+    std::cerr << "fake_p3_worker: injected failure on rank " << rank << std::endl;
+    return 3;
+  }
+
+  const int64_t total =
+      config->training().iterations() > 0 ? config->training().iterations() : 10;
+  const int64_t global_batch = p3::config::GlobalBatchSize(*config);
+  const double iteration_seconds = 0.01;
+  const double samples_per_second = global_batch / iteration_seconds;
+  std::string records = "iteration,loss,iteration_seconds,samples_per_second\n";
+  double loss = 0;
+  const char* iteration_ms_env = std::getenv("FAKE_P3_WORKER_ITERATION_MS");
+  int iteration_ms = 0;
+  if (iteration_ms_env != nullptr) absl::SimpleAtoi(iteration_ms_env, &iteration_ms);
+  for (int64_t i = 1; i <= total; ++i) {
+    if (iteration_ms > 0) usleep(iteration_ms * 1000);
+    loss = 2.3 * std::exp(-static_cast<double>(i) / total);
+    absl::StrAppendFormat(&records, "%d,%.6f,%.6f,%.3f\n", i, loss, iteration_seconds,
+                          samples_per_second);
+    if (i % config->training().log_every() == 0 || i == total) {
+      std::cout << absl::StrFormat("PROGRESS iteration=%d total=%d loss=%.6f "
+                                   "samples_per_second=%.3f",
+                                   i, total, loss, samples_per_second)
+                << std::endl;
+    }
+  }
+  if (!WriteAtomically(records_file, records)) return Fail("cannot write " + records_file);
+  const std::string result = absl::StrFormat(
+      "{\"rank\": %d, \"iterations\": %d, \"samples_per_second\": %.3f, \"final_loss\": %.6f, "
+      "\"test_accuracy\": %s, \"param_l2\": 12.5, \"wall_seconds\": %.3f}\n",
+      rank, total, samples_per_second, loss,
+      config->training().evaluate() ? "0.75" : "null", total * iteration_seconds);
+  if (!WriteAtomically(result_file, result)) return Fail("cannot write " + result_file);
+
+  // Tell the servers, then wait until they release everyone.
+  const std::string done = absl::StrCat("done ", rank, "\n");
+  for (int fd : connections) {
+    if (write(fd, done.data(), done.size()) != static_cast<ssize_t>(done.size())) {
+      return Fail("cannot reach a server");
+    }
+  }
+  for (int fd : connections) {
+    char buffer[64];
+    while (read(fd, buffer, sizeof(buffer)) > 0) {
+    }
+    close(fd);
+  }
+  std::cout << "fake_p3_worker " << rank << " finished" << std::endl;
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) { return Run(argc, argv); }

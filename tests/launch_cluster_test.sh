@@ -1,0 +1,231 @@
+#!/usr/bin/env bash
+# End-to-end tests of //tools:launch_cluster with the fake server and worker
+# (tests/fake_p3_server.cc, tests/fake_p3_worker.cc). Each case checks the exit status,
+# the files written, the messages printed, and that no process was left behind.
+# Runs from the runfiles tree (bazel test), where the paths below are relative.
+set -uo pipefail
+
+LAUNCHER=tools/launch_cluster
+TMP="${TEST_TMPDIR:-$(mktemp -d)}"
+passed=0
+failed=0
+
+fail() {
+  echo "FAIL [$case_name]: $*"
+  [[ -f "${output:-/dev/null}" ]] && sed 's/^/    | /' "$output"
+  failed=$((failed + 1))
+}
+ok() {
+  echo "ok   [$case_name]"
+  passed=$((passed + 1))
+}
+
+# Runs the launcher with the fakes; output (stdout + stderr) goes to $output, the exit
+# status to $rc.
+launch() {
+  output="$TMP/$case_name.out"
+  "$LAUNCHER" --server_binary=tests/fake_p3_server --worker_binary=tests/fake_p3_worker \
+    --kill_grace_s=2 "$@" >"$output" 2>&1
+  rc=$?
+}
+
+# Every process in the launcher's final table ($output) no longer exists. Prints how
+# many processes the table lists as started.
+started_count=0
+no_process_left() {
+  local name pid
+  started_count=0
+  while read -r name pid; do
+    started_count=$((started_count + 1))
+    # (A child the launcher forgot would still get SIGKILL when the launcher exited,
+    # through PR_SET_PDEATHSIG; this checks the launcher's own stopping.)
+    if ((pid > 1)) && kill -0 "$pid" 2>/dev/null; then
+      echo "process $pid ($name) is still running"
+      return 1
+    fi
+  done < <(sed -n 's/^\(\(server\|worker\)_[0-9][0-9]*\)  *\([1-9][0-9]*\) .*/\1 \3/p' "$output")
+}
+
+json_check() {  # json_check FILE PYTHON_EXPRESSION_ON_s
+  /usr/bin/python3 -c "import json, sys; s = json.load(open(sys.argv[1])); assert $2, sys.argv[2]" \
+    "$1" "$2"
+}
+
+# --- everything succeeds: outputs, summary.json, progress lines -----------------------
+case_name=success
+out_dir="$TMP/success"
+launch --config=configs/default.textproto \
+  --set=output_dir="$out_dir" --set=training.iterations=12 --set training.log_every=4 \
+  --set=name=ok_run
+if [[ $rc -ne 0 ]]; then
+  fail "exit status $rc, expected 0"
+elif ! json_check "$out_dir/summary.json" \
+    's["name"] == "ok_run" and s["mode"] == "p3" and s["model"] == "small_cnn" and s["workers"] == 2 and s["servers"] == 2 and s["batch_size_per_worker"] == 32 and s["iterations"] == 12 and s["samples_per_second"] == 6400 and s["test_accuracy"] == 0.75 and s["param_l2"] == 12.5 and "final_loss" in s and "wall_seconds" in s and s["config"].endswith("/config.textproto") and [r["rank"] for r in s["workers_results"]] == [0, 1]'; then
+  fail "summary.json lacks the expected fields"
+elif ! grep -q '^training {' "$out_dir/config.textproto" ||
+     ! grep -q 'iterations: 12' "$out_dir/config.textproto"; then
+  fail "config.textproto is not the resolved config"
+elif [[ ! -s "$out_dir/logs/server_0.log" || ! -s "$out_dir/logs/server_1.log" ||
+        ! -s "$out_dir/logs/worker_1.log" ]]; then
+  fail "a process log is missing"
+elif ! grep -q '^PROGRESS iteration=12 total=12 ' "$out_dir/logs/worker_0.log"; then
+  fail "rank 0's stdout did not go to its log"
+elif ! head -1 "$out_dir/records/worker_0.csv" | grep -qx 'iteration,loss,iteration_seconds,samples_per_second'; then
+  fail "records file missing"
+elif ! grep -q '^\[p3\] iter 4/12  loss' "$output" || ! grep -q '^\[p3\] iter 12/12  loss' "$output"; then
+  fail "progress lines missing"
+elif ! grep -q '^worker_1 .* exit 0 .* 12 ' "$output"; then
+  fail "final table missing"
+elif ! no_process_left || [[ $started_count -ne 4 ]]; then
+  fail "a process was left behind, or the table lists $started_count processes, not 4"
+else
+  ok
+fi
+
+# --- local mode: one worker, no servers, --servers empty -------------------------------
+case_name=local
+out_dir="$TMP/local"
+launch --config=configs/local.textproto --set=output_dir="$out_dir" \
+  --set=training.iterations=3 --set=training.evaluate=false
+if [[ $rc -ne 0 ]]; then
+  fail "exit status $rc, expected 0"
+elif ! json_check "$out_dir/summary.json" \
+    's["mode"] == "local" and s["worker_processes"] == 1 and s["server_processes"] == 0 and s["global_batch_size"] == 64 and s["test_accuracy"] is None and len(s["workers_results"]) == 1'; then
+  fail "summary.json of the local run is wrong"
+elif ls "$out_dir/logs" | grep -q server; then
+  fail "a server was started in mode local"
+else
+  ok
+fi
+
+# --- a worker fails: the others are stopped, the failure and its log are shown --------
+case_name=worker_fails
+out_dir="$TMP/worker_fails"
+FAKE_P3_WORKER_FAIL_RANK=1 launch --config=configs/default.textproto --set=output_dir="$out_dir" \
+  --set=training.iterations=5
+if [[ $rc -ne 1 ]]; then
+  fail "exit status $rc, expected 1"
+elif ! grep -q 'FAILED: worker 1 (pid [0-9]*) exited with status 3' "$output"; then
+  fail "the failed process is not named"
+elif ! grep -q 'injected failure on rank 1' "$output"; then
+  fail "the tail of the failed process's log is not shown"
+elif ! grep -q 'stopping server_0, server_1, worker_0 (SIGTERM)' "$output"; then
+  fail "the other processes were not stopped"
+elif [[ $(grep -c '^\(server_[01]\|worker_0\) .* signal 15 (Terminated)' "$output") -ne 3 ]]; then
+  fail "the table does not show the three others stopped by SIGTERM"
+elif [[ -e "$out_dir/summary.json" ]]; then
+  fail "summary.json written for a failed run"
+elif ! no_process_left; then
+  fail "a process was left behind"
+elif [[ $started_count -ne 4 ]]; then
+  fail "the table lists $started_count started processes, not 4"
+else
+  ok
+fi
+
+# --- a server never publishes its port: clear error after cluster.peer_timeout_s -------
+case_name=server_no_port
+out_dir="$TMP/server_no_port"
+FAKE_P3_SERVER_MODE=no_port FAKE_P3_SERVER_IGNORE_SIGTERM=1 \
+  launch --config=configs/default.textproto --set=output_dir="$out_dir" \
+  --set=cluster.peer_timeout_s=0.5 --kill_grace_s=0.5
+if [[ $rc -ne 1 ]]; then
+  fail "exit status $rc, expected 1"
+elif ! grep -q 'server 0 (pid [0-9]*) did not write its port file .*server_0.port within cluster.peer_timeout_s = 500ms' "$output"; then
+  fail "the missing server is not named"
+elif ls "$out_dir/logs" | grep -q worker; then
+  fail "workers were started without servers"
+elif ! grep -q 'server_0 did not stop; sending SIGKILL' "$output" ||
+     [[ $(grep -c '^server_[01] .* signal 9 (Killed)' "$output") -ne 2 ]]; then
+  fail "servers ignoring SIGTERM were not killed with SIGKILL"
+elif ! no_process_left || [[ $started_count -ne 2 ]]; then
+  fail "a process was left behind, or the table lists $started_count processes, not 2"
+else
+  ok
+fi
+
+# --- a server fails at start --------------------------------------------------------------
+case_name=server_fails
+out_dir="$TMP/server_fails"
+FAKE_P3_SERVER_MODE=fail launch --config=configs/default.textproto --set=output_dir="$out_dir"
+if [[ $rc -ne 1 ]]; then
+  fail "exit status $rc, expected 1"
+elif ! grep -q 'FAILED: server [01] (pid [0-9]*) exited with status 1' "$output" ||
+     ! grep -q 'injected failure (FAKE_P3_SERVER_MODE=fail)' "$output"; then
+  fail "the failed server is not named with its log"
+else
+  ok
+fi
+
+# --- SIGTERM to the launcher stops every child ------------------------------------------
+case_name=sigterm
+out_dir="$TMP/sigterm"
+output="$TMP/$case_name.out"
+FAKE_P3_WORKER_MODE=hang "$LAUNCHER" --server_binary=tests/fake_p3_server --worker_binary=tests/fake_p3_worker \
+  --config=configs/default.textproto --set=output_dir="$out_dir" >"$output" 2>&1 &
+launcher_pid=$!
+# Wait (bounded) until all four processes run and both workers have connected.
+for _ in $(seq 1 300); do
+  [[ $(grep -l 'connected to 2 servers' "$out_dir"/logs/worker_*.log 2>/dev/null | wc -l) -eq 2 ]] && break
+  sleep 0.1
+done
+kill -TERM "$launcher_pid"
+wait "$launcher_pid"
+rc=$?
+if [[ $rc -ne 143 ]]; then
+  fail "exit status $rc, expected 143 (128 + SIGTERM)"
+elif ! grep -q 'interrupted by SIGTERM' "$output"; then
+  fail "the interruption is not reported"
+elif [[ $(grep -c '^\(server\|worker\)_[01] .* signal 15 (Terminated)' "$output") -ne 4 ]]; then
+  fail "the table does not show the four processes stopped by SIGTERM"
+elif ! no_process_left; then
+  fail "a process was left behind"
+elif [[ $started_count -ne 4 ]]; then
+  fail "the table lists $started_count started processes, not 4"
+else
+  ok
+fi
+
+# --- config errors stop everything before any process starts ----------------------------
+case_name=bad_config
+out_dir="$TMP/bad_config"
+launch --config=configs/default.textproto --set=output_dir="$out_dir" --set=cluster.workers=65
+if [[ $rc -ne 2 ]]; then
+  fail "exit status $rc, expected 2"
+elif ! grep -q 'cluster.workers: 65 is out of range; allowed 1..64' "$output"; then
+  fail "the bad field is not named"
+elif [[ -e "$out_dir" ]]; then
+  fail "the output folder was created"
+else
+  ok
+fi
+
+case_name=bad_override_path
+launch --config=configs/default.textproto --set=training.batchsize=3
+if [[ $rc -ne 2 ]] || ! grep -q 'training.batchsize: unknown field; allowed in training: batch_size' "$output"; then
+  fail "exit status $rc; the unknown override path is not named"
+else
+  ok
+fi
+
+case_name=missing_config
+launch --config=configs/does_not_exist.textproto
+if [[ $rc -ne 2 ]] || ! grep -q 'does_not_exist.textproto: cannot open the config file' "$output"; then
+  fail "exit status $rc; the missing file is not named"
+else
+  ok
+fi
+
+case_name=missing_binary
+"$LAUNCHER" --worker_binary=tests/no_such_worker --server_binary=tests/fake_p3_server \
+  --set=output_dir="$TMP/missing_binary" >"$TMP/$case_name.out" 2>&1
+rc=$?
+output="$TMP/$case_name.out"
+if [[ $rc -ne 2 ]] || ! grep -q -- '--worker_binary: .*no_such_worker is not an executable file' "$output"; then
+  fail "exit status $rc; the missing binary is not named"
+else
+  ok
+fi
+
+echo "$passed passed, $failed failed"
+[[ $failed -eq 0 ]]

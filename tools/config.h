@@ -1,0 +1,92 @@
+// Loading, overriding, defaulting and validating experiment configs
+// (proto/config.proto, Protocol Buffers text format).
+//
+// LoadConfig() is the one way a tool, the server or a worker should read a config: it
+// parses the text, applies command-line overrides, fills the defaults stated in
+// config.proto and validates every field. Every error is an absl::Status
+// (InvalidArgument for bad input, NotFound / PermissionDenied for an unreadable file)
+// whose message names the field by its dotted path and says what is allowed, e.g.
+//   cluster.workers: 0 is out of range; allowed 1..64
+//
+// Defaults: a zero or empty field means "use the default" (proto3 cannot tell an unset
+// scalar from a zero one); fields declared `optional` in config.proto (momentum,
+// weight_decay, evaluate, threads) use presence instead, so an explicit 0 / false is kept.
+// The defaults are applied after the overrides, so `--set=optimizer.name=adam` also
+// selects Adam's default learning rate. Filling defaults is idempotent: loading the
+// resolved config that ConfigToText() writes gives back the same config.
+//
+// Overrides are "dotted.path=value" strings, e.g.
+//   training.batch_size=64   optimizer.lr=0.01   mode=baseline   name="my run"
+//   training.evaluate=false  model.name=mlp      cluster.host=::1
+// String values may be quoted or not; other values use text-format syntax.
+//
+// Example:
+//   absl::StatusOr<p3::config::ExperimentConfig> config =
+//       p3::config::LoadConfig("configs/default.textproto", {"training.batch_size=64"});
+//   if (!config.ok()) {
+//     std::cerr << config.status().message() << "\n";
+//     return 2;
+//   }
+//   int64_t batch = p3::config::GlobalBatchSize(*config);   // 64 * cluster.workers
+//
+// All functions are thread-compatible and hold no state.
+#ifndef P3_TOOLS_CONFIG_H_
+#define P3_TOOLS_CONFIG_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "proto/config.pb.h"
+
+namespace p3::config {
+
+// The values `mode` may take.
+// "local" trains in one process without servers: it ignores the cluster but uses
+// training.batch_size * cluster.workers as its batch, so that a local run sees the same
+// total batch per iteration as the distributed run it is compared with.
+inline constexpr const char* kModes[] = {"p3",           "baseline",   "slicing_only",
+                                         "priority_only", "no_overlap", "local"};
+inline constexpr const char* kDatasets[] = {"fashion_mnist", "synthetic"};
+inline constexpr const char* kOptimizers[] = {"sgd", "adam"};
+inline constexpr int kMaxProcesses = 64;
+
+// Reads `path` and returns ParseConfig(contents, overrides); error messages start with
+// `path`.
+absl::StatusOr<ExperimentConfig> LoadConfig(const std::string& path,
+                                            const std::vector<std::string>& overrides);
+
+// Parses text-format `text`, applies `overrides` in order, fills defaults and validates.
+// Errors name the line and column (1-based) and the field, e.g.
+//   3:3: training.batch_sizee: unknown field; allowed: batch_size, epochs, ...
+//   5:15: cluster.workers: Expected integer, got: "two"
+absl::StatusOr<ExperimentConfig> ParseConfig(const std::string& text,
+                                             const std::vector<std::string>& overrides);
+
+// Applies one "dotted.path=value" override to `config`. An unknown path names the
+// field and lists the allowed names at that level.
+absl::Status ApplyOverride(const std::string& override_text, ExperimentConfig* config);
+
+// Replaces zero / empty / absent fields by the defaults documented in config.proto.
+void FillDefaults(ExperimentConfig* config);
+
+// Checks every field of a config whose defaults are filled.
+absl::Status ValidateConfig(const ExperimentConfig& config);
+
+// Text format of `config`, parseable by ParseConfig().
+std::string ConfigToText(const ExperimentConfig& config);
+
+// Samples per iteration over the whole cluster: training.batch_size * cluster.workers.
+// In mode "local" this is also the batch of the single process.
+int64_t GlobalBatchSize(const ExperimentConfig& config);
+
+// Number of server and worker processes the launcher starts: none and one in mode
+// "local", else cluster.servers and cluster.workers.
+int ServerProcessCount(const ExperimentConfig& config);
+int WorkerProcessCount(const ExperimentConfig& config);
+
+}  // namespace p3::config
+
+#endif  // P3_TOOLS_CONFIG_H_
