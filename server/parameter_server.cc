@@ -84,13 +84,18 @@ class ParameterServer::Impl final : public wire::ParameterServer::Service {
       absl::MutexLock lock(&mu_);
       if (shut_down_) return;
       shut_down_ = true;
-      if (!all_done_ && failure_.ok()) failure_ = absl::CancelledError("server shut down");
-      for (auto& [rank, conn] : streams_) {
-        conn->queue.Close();
-        conn->context->TryCancel();
+      // After a clean finish the handlers are returning OK on their own; cancelling them
+      // now would turn a worker's clean close into CANCELLED.
+      if (!all_done_) {
+        if (failure_.ok()) failure_ = absl::CancelledError("server shut down");
+        for (auto& [rank, conn] : streams_) {
+          conn->queue.Close();
+          conn->context->TryCancel();
+        }
       }
     }
-    if (server_ != nullptr) server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+    // Waits for the handlers still running, and cancels them after the grace period.
+    if (server_ != nullptr) server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
   }
 
   int port() const { return port_; }

@@ -1,0 +1,73 @@
+// p3_server: one parameter server of a P3 cluster, driven by a config.
+//
+//   p3_server --config=out/x/config.textproto --server_index=0 --port_file=out/x/server_0.port
+//
+// Binds cluster.host on a free port (or --port), writes the port to --port_file, serves
+// until every worker is done, and exits 0; non-zero with the reason on stderr.
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/strings/str_cat.h"
+#include "server/optimizer_config.h"
+#include "server/parameter_server.h"
+#include "tools/config.h"
+
+ABSL_FLAG(std::string, config, "", "experiment config (text format)");
+ABSL_FLAG(std::vector<std::string>, set, {}, "config overrides, field.path=value");
+ABSL_FLAG(int, server_index, 0, "this server's index");
+ABSL_FLAG(int, port, 0, "port to bind; 0 picks a free one");
+ABSL_FLAG(std::string, port_file, "", "where to write the bound port");
+
+int main(int argc, char** argv) {
+  absl::ParseCommandLine(argc, argv);
+  absl::StatusOr<p3::config::ExperimentConfig> config =
+      p3::config::LoadConfig(absl::GetFlag(FLAGS_config), absl::GetFlag(FLAGS_set));
+  if (!config.ok()) {
+    std::cerr << "p3_server: " << config.status().message() << "\n";
+    return 2;
+  }
+  const int index = absl::GetFlag(FLAGS_server_index);
+  if (index < 0 || index >= config->cluster().servers()) {
+    std::cerr << "p3_server: --server_index " << index << " is out of range for "
+              << config->cluster().servers() << " servers\n";
+    return 2;
+  }
+  p3::ServerOptions options;
+  const std::string& host = config->cluster().host();
+  const bool ipv6 = host.find(':') != std::string::npos;
+  options.address = absl::StrCat(ipv6 ? "[" : "", host, ipv6 ? "]" : "", ":",
+                                 absl::GetFlag(FLAGS_port));
+  options.shard.server_index = index;
+  options.shard.num_workers = config->cluster().workers();
+  options.shard.optimizer = p3::OptimizerFromConfig(*config);
+  options.peer_timeout = absl::Seconds(config->cluster().peer_timeout_s());
+  absl::StatusOr<std::unique_ptr<p3::ParameterServer>> server = p3::ParameterServer::Start(options);
+  if (!server.ok()) {
+    std::cerr << "p3_server " << index << ": " << server.status() << "\n";
+    return 1;
+  }
+  const std::string port_file = absl::GetFlag(FLAGS_port_file);
+  if (!port_file.empty()) {
+    const std::string tmp = port_file + ".tmp";
+    {
+      std::ofstream out(tmp);
+      out << (*server)->port() << "\n";
+    }
+    if (std::rename(tmp.c_str(), port_file.c_str()) != 0) {
+      std::cerr << "p3_server " << index << ": cannot write " << port_file << "\n";
+      return 1;
+    }
+  }
+  std::cout << "p3_server " << index << " listening on port " << (*server)->port() << std::endl;
+  absl::Status status = (*server)->Wait();
+  (*server)->Shutdown();
+  if (!status.ok()) {
+    std::cerr << "p3_server " << index << ": " << status << "\n";
+    return 1;
+  }
+  std::cout << "p3_server " << index << ": all workers done" << std::endl;
+  return 0;
+}

@@ -1,0 +1,69 @@
+// p3_worker: one worker of a P3 cluster (or the whole `local` run), driven by a config.
+//
+//   p3_worker --config=out/x/config.textproto --rank=0 --servers=127.0.0.1:4001,127.0.0.1:4002
+//             --result_file=out/x/worker_0.json --records_file=out/x/worker_0.csv
+//
+// Prints PROGRESS lines on stdout; exits non-zero with the reason on stderr.
+#include <fstream>
+#include <iostream>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/strings/str_split.h"
+#include "tools/config.h"
+#include "worker/trainer.h"
+
+ABSL_FLAG(std::string, config, "", "experiment config (text format)");
+ABSL_FLAG(std::vector<std::string>, set, {}, "config overrides, field.path=value");
+ABSL_FLAG(int, rank, 0, "this worker's rank");
+ABSL_FLAG(std::string, servers, "", "comma-separated host:port of the servers, in order");
+ABSL_FLAG(std::string, result_file, "", "where to write the result JSON");
+ABSL_FLAG(std::string, records_file, "", "where to write per-iteration records (CSV)");
+
+namespace {
+
+bool WriteFile(const std::string& path, const std::string& text) {
+  if (path.empty()) return true;
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp);
+    out << text;
+    if (!out.good()) return false;
+  }
+  return std::rename(tmp.c_str(), path.c_str()) == 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  absl::ParseCommandLine(argc, argv);
+  absl::StatusOr<p3::config::ExperimentConfig> config =
+      p3::config::LoadConfig(absl::GetFlag(FLAGS_config), absl::GetFlag(FLAGS_set));
+  if (!config.ok()) {
+    std::cerr << "p3_worker: " << config.status().message() << "\n";
+    return 2;
+  }
+  p3::TrainerOptions options;
+  options.rank = absl::GetFlag(FLAGS_rank);
+  const std::string servers = absl::GetFlag(FLAGS_servers);
+  if (!servers.empty()) options.servers = absl::StrSplit(servers, ',');
+  options.progress = &std::cout;
+  if (config->mode() != "local" &&
+      static_cast<int>(options.servers.size()) != config->cluster().servers()) {
+    std::cerr << "p3_worker: --servers lists " << options.servers.size()
+              << " servers; cluster.servers is " << config->cluster().servers() << "\n";
+    return 2;
+  }
+  absl::StatusOr<p3::TrainResult> result = p3::RunTraining(*config, options);
+  if (!result.ok()) {
+    std::cerr << "p3_worker " << options.rank << ": " << result.status() << "\n";
+    return 1;
+  }
+  if (!WriteFile(absl::GetFlag(FLAGS_result_file), result->ToJson() + "\n") ||
+      !WriteFile(absl::GetFlag(FLAGS_records_file), result->RecordsCsv())) {
+    std::cerr << "p3_worker " << options.rank << ": cannot write the result files\n";
+    return 1;
+  }
+  std::cout << "RESULT " << result->ToJson() << std::endl;
+  return 0;
+}

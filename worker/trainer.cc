@@ -1,0 +1,221 @@
+#include "worker/trainer.h"
+
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <cmath>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
+#include "models/data.h"
+#include "models/model.h"
+#include "models/sampler.h"
+#include "models/zoo.h"
+#include "p3/mode.h"
+#include "p3/status_macros.h"
+#include "server/optimizer_config.h"
+#include "worker/worker.h"
+
+namespace p3 {
+namespace {
+
+double Median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+double ParamL2(models::BlockModel& model) {
+  double sum = 0;
+  for (const torch::Tensor& p : model.parameters()) {
+    sum += p.detach().to(torch::kFloat64).pow(2).sum().item<double>();
+  }
+  return std::sqrt(sum);
+}
+
+double Accuracy(models::BlockModel& model, const models::Dataset& test) {
+  torch::NoGradGuard no_grad;
+  model.eval();
+  int64_t correct = 0;
+  constexpr int64_t kChunk = 1000;
+  for (int64_t start = 0; start < test.size(); start += kChunk) {
+    std::vector<int64_t> idx;
+    for (int64_t i = start; i < std::min(test.size(), start + kChunk); ++i) idx.push_back(i);
+    models::Batch b = test.Get(idx);
+    torch::Tensor pred = model.forward(b.input).argmax(-1);
+    correct += pred.eq(b.target).sum().item<int64_t>();
+  }
+  model.train();
+  return static_cast<double>(correct) / static_cast<double>(test.size());
+}
+
+std::unique_ptr<torch::optim::Optimizer> LocalOptimizer(const OptimizerOptions& o,
+                                                        std::vector<torch::Tensor> params) {
+  if (o.kind == OptimizerKind::kAdam) {
+    return std::make_unique<torch::optim::Adam>(
+        params, torch::optim::AdamOptions(o.lr)
+                    .betas({o.beta1, o.beta2})
+                    .eps(o.eps)
+                    .weight_decay(o.weight_decay));
+  }
+  return std::make_unique<torch::optim::SGD>(params, torch::optim::SGDOptions(o.lr)
+                                                         .momentum(o.momentum)
+                                                         .dampening(o.dampening)
+                                                         .weight_decay(o.weight_decay)
+                                                         .nesterov(o.nesterov));
+}
+
+}  // namespace
+
+std::string TrainResult::ToJson() const {
+  std::ostringstream out;
+  out << absl::StrFormat(
+      "{\"rank\": %d, \"iterations\": %d, \"samples_per_second\": %.3f, \"final_loss\": %.6f, "
+      "\"test_accuracy\": %s, \"param_l2\": %.6f, \"wall_seconds\": %.3f, \"bytes_sent\": %d, "
+      "\"bytes_received\": %d, \"forward_wait_seconds\": %.3f}",
+      rank, iterations, samples_per_second, final_loss,
+      test_accuracy ? absl::StrFormat("%.4f", *test_accuracy) : "null", param_l2, wall_seconds,
+      bytes_sent, bytes_received, forward_wait_seconds);
+  return out.str();
+}
+
+std::string TrainResult::RecordsCsv() const {
+  std::string csv = "iteration,loss,iteration_seconds,samples_per_second\n";
+  for (const IterationRecord& r : records) {
+    absl::StrAppendFormat(&csv, "%d,%.6f,%.6f,%.3f\n", r.iteration, r.loss, r.seconds,
+                          r.samples_per_second);
+  }
+  return csv;
+}
+
+absl::StatusOr<TrainResult> RunTraining(const config::ExperimentConfig& config,
+                                        const TrainerOptions& options) {
+  const absl::Time start = absl::Now();
+  P3_ASSIGN_OR_RETURN(const Mode mode, ParseMode(config.mode()));
+  const bool local = mode == Mode::kLocal;
+  const int workers = config.cluster().workers();
+  const int64_t global_batch = static_cast<int64_t>(config.training().batch_size()) * workers;
+  if (config.training().threads() > 0) torch::set_num_threads(config.training().threads());
+
+  models::ModelOptions mo;
+  mo.name = config.model().name();
+  mo.num_classes = config.model().num_classes();
+  mo.image_size = config.model().image_size();
+  mo.in_channels = config.model().in_channels();
+  mo.vocab_size = config.model().vocab_size();
+  mo.seq_len = config.model().seq_len();
+  mo.seed = config.training().seed();
+  P3_ASSIGN_OR_RETURN(std::shared_ptr<models::BlockModel> model, models::CreateModel(mo));
+
+  models::DatasetOptions dopt;
+  dopt.name = config.data().dataset();
+  dopt.dir = config.data().path();
+  dopt.size = config.data().synthetic_size();
+  dopt.num_classes = config.model().num_classes();
+  if (config.model().image_size() > 0) dopt.image_size = config.model().image_size();
+  if (config.model().in_channels() > 0) dopt.channels = config.model().in_channels();
+  if (config.model().seq_len() > 0) dopt.seq_len = config.model().seq_len();
+  if (config.model().vocab_size() > 0) dopt.vocab_size = config.model().vocab_size();
+  dopt.seed = config.training().seed();
+  dopt.train = true;
+  P3_ASSIGN_OR_RETURN(std::shared_ptr<models::Dataset> train, models::CreateDataset(dopt));
+  std::shared_ptr<models::Dataset> test;
+  const bool evaluate = config.training().evaluate() && options.rank == 0;
+  if (evaluate) {
+    dopt.train = false;
+    if (dopt.size > 0) dopt.size = std::max<int64_t>(1, dopt.size / 6);
+    P3_ASSIGN_OR_RETURN(test, models::CreateDataset(dopt));
+  }
+
+  models::ShardedSamplerOptions so;
+  so.dataset_size = train->size();
+  so.batch_size = local ? global_batch : config.training().batch_size();
+  so.num_workers = local ? 1 : workers;
+  so.rank = local ? 0 : options.rank;
+  so.seed = config.training().seed();
+  P3_ASSIGN_OR_RETURN(models::ShardedSampler sampler, models::ShardedSampler::Create(so));
+  const int64_t iterations = config.training().iterations() > 0
+                                 ? config.training().iterations()
+                                 : config.training().epochs() * sampler.iterations_per_epoch();
+
+  const OptimizerOptions opt_options = OptimizerFromConfig(config);
+  std::unique_ptr<Worker> worker;
+  std::unique_ptr<torch::optim::Optimizer> local_opt;
+  if (local) {
+    local_opt = LocalOptimizer(opt_options, model->parameters());
+  } else {
+    WorkerOptions wo;
+    wo.servers = options.servers;
+    wo.rank = options.rank;
+    wo.num_workers = workers;
+    wo.mode = mode;
+    wo.slice_params = config.scheduling().slice_params();
+    wo.split_threshold = config.scheduling().split_threshold();
+    wo.peer_timeout = absl::Seconds(config.cluster().peer_timeout_s());
+    P3_ASSIGN_OR_RETURN(worker, Worker::Create(wo, model));
+  }
+
+  TrainResult result;
+  result.rank = options.rank;
+  result.iterations = iterations;
+  const int log_every = std::max(1, config.training().log_every());
+  for (int64_t it = 0; it < iterations; ++it) {
+    models::Batch batch = train->Get(sampler.Indices(it));
+    const absl::Time t0 = absl::Now();
+    torch::Tensor loss;
+    try {
+      if (local) {
+        local_opt->zero_grad();
+        loss = model->Loss(model->forward(batch.input), batch.target);
+        loss.backward();
+        local_opt->step();
+      } else {
+        P3_ASSIGN_OR_RETURN(torch::Tensor out, worker->Forward(batch.input));
+        loss = model->Loss(out, batch.target);
+        P3_RETURN_IF_ERROR(worker->Backward(loss));
+      }
+    } catch (const c10::Error& e) {
+      return absl::InternalError(absl::StrCat("iteration ", it, ": ", e.what_without_backtrace()));
+    }
+    const double seconds = absl::ToDoubleSeconds(absl::Now() - t0);
+    IterationRecord rec;
+    rec.iteration = it;
+    rec.loss = loss.item<double>();
+    rec.seconds = seconds;
+    rec.samples_per_second = seconds > 0 ? global_batch / seconds : 0;
+    result.records.push_back(rec);
+    if (options.progress != nullptr && ((it + 1) % log_every == 0 || it + 1 == iterations)) {
+      *options.progress << absl::StrFormat(
+                               "PROGRESS iteration=%d total=%d loss=%.4f samples_per_second=%.1f",
+                               it + 1, iterations, rec.loss, rec.samples_per_second)
+                        << std::endl;
+    }
+  }
+  if (worker != nullptr) {
+    P3_RETURN_IF_ERROR(worker->Finish());
+    const WorkerStats stats = worker->stats();
+    result.bytes_sent = stats.bytes_sent;
+    result.bytes_received = stats.bytes_received;
+    result.forward_wait_seconds = absl::ToDoubleSeconds(stats.forward_wait);
+  }
+  std::vector<double> rates;
+  const int64_t warmup = std::min<int64_t>(config.training().warmup_iterations(), iterations - 1);
+  for (int64_t it = std::max<int64_t>(0, warmup); it < iterations; ++it) {
+    rates.push_back(result.records[it].samples_per_second);
+  }
+  result.samples_per_second = Median(rates);
+  // Mean of the last (up to) 20 iterations: one batch's loss is too noisy to compare.
+  const size_t tail = std::min<size_t>(20, result.records.size());
+  for (size_t i = result.records.size() - tail; i < result.records.size(); ++i) {
+    result.final_loss += result.records[i].loss / static_cast<double>(tail);
+  }
+  result.param_l2 = ParamL2(*model);
+  if (evaluate) result.test_accuracy = Accuracy(*model, *test);
+  result.wall_seconds = absl::ToDoubleSeconds(absl::Now() - start);
+  return result;
+}
+
+}  // namespace p3

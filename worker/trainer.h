@@ -1,0 +1,67 @@
+// A complete training run from an experiment config: the loop the `p3_worker` binary
+// runs, for one worker of a cluster or for the `local` reference.
+//
+// Example:
+//   auto config = p3::config::LoadConfig("configs/default.textproto", {});
+//   p3::TrainerOptions options;
+//   options.rank = 1;
+//   options.servers = {"127.0.0.1:40001", "127.0.0.1:40002"};
+//   absl::StatusOr<p3::TrainResult> result = p3::RunTraining(*config, options);
+#ifndef P3_WORKER_TRAINER_H_
+#define P3_WORKER_TRAINER_H_
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "p3/optimizer.h"
+#include "proto/config.pb.h"
+
+namespace p3 {
+
+struct TrainerOptions {
+  // This worker's rank. Default: 0.
+  int rank = 0;
+  // host:port of every server, in server order; empty in mode "local".
+  std::vector<std::string> servers;
+  // Where PROGRESS lines go (every training.log_every iterations); null for none.
+  std::ostream* progress = nullptr;
+};
+
+struct IterationRecord {
+  int64_t iteration = 0;
+  double loss = 0;
+  double seconds = 0;
+  double samples_per_second = 0;  // the whole cluster's samples / this iteration's time
+};
+
+struct TrainResult {
+  int rank = 0;
+  int64_t iterations = 0;
+  // Median over the iterations after warm-up.
+  double samples_per_second = 0;
+  // Mean training loss of the last 20 iterations (this worker's batches).
+  double final_loss = 0;
+  std::optional<double> test_accuracy;  // rank 0 only, when training.evaluate
+  double param_l2 = 0;
+  double wall_seconds = 0;
+  int64_t bytes_sent = 0;
+  int64_t bytes_received = 0;
+  double forward_wait_seconds = 0;
+  std::vector<IterationRecord> records;
+
+  std::string ToJson() const;
+  std::string RecordsCsv() const;
+};
+
+// Trains per `config` (defaults filled, validated) and returns the figures.
+absl::StatusOr<TrainResult> RunTraining(const config::ExperimentConfig& config,
+                                        const TrainerOptions& options);
+
+}  // namespace p3
+
+#endif  // P3_WORKER_TRAINER_H_
