@@ -7,6 +7,8 @@
 #include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <string>
+#include <vector>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
@@ -16,15 +18,26 @@
 #include "tools/config.h"
 
 ABSL_FLAG(std::string, config, "", "experiment config (text format)");
-ABSL_FLAG(std::vector<std::string>, set, {}, "config overrides, field.path=value");
 ABSL_FLAG(int, server_index, 0, "this server's index");
 ABSL_FLAG(int, port, 0, "port to bind; 0 picks a free one");
 ABSL_FLAG(std::string, port_file, "", "where to write the bound port");
 
 int main(int argc, char** argv) {
-  absl::ParseCommandLine(argc, argv);
+  // --set=field.path=value may repeat (absl's list flags keep only the last): take them
+  // out before absl parses the rest.
+  std::vector<std::string> overrides;
+  std::vector<char*> rest;
+  for (int i = 0; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (i > 0 && arg.rfind("--set=", 0) == 0) {
+      overrides.push_back(arg.substr(6));
+    } else {
+      rest.push_back(argv[i]);
+    }
+  }
+  absl::ParseCommandLine(static_cast<int>(rest.size()), rest.data());
   absl::StatusOr<p3::config::ExperimentConfig> config =
-      p3::config::LoadConfig(absl::GetFlag(FLAGS_config), absl::GetFlag(FLAGS_set));
+      p3::config::LoadConfig(absl::GetFlag(FLAGS_config), overrides);
   if (!config.ok()) {
     std::cerr << "p3_server: " << config.status().message() << "\n";
     return 2;

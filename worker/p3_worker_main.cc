@@ -6,6 +6,8 @@
 // Prints PROGRESS lines on stdout; exits non-zero with the reason on stderr.
 #include <fstream>
 #include <iostream>
+#include <string>
+#include <vector>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
@@ -14,7 +16,6 @@
 #include "worker/trainer.h"
 
 ABSL_FLAG(std::string, config, "", "experiment config (text format)");
-ABSL_FLAG(std::vector<std::string>, set, {}, "config overrides, field.path=value");
 ABSL_FLAG(int, rank, 0, "this worker's rank");
 ABSL_FLAG(std::string, servers, "", "comma-separated host:port of the servers, in order");
 ABSL_FLAG(std::string, result_file, "", "where to write the result JSON");
@@ -36,9 +37,21 @@ bool WriteFile(const std::string& path, const std::string& text) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  absl::ParseCommandLine(argc, argv);
+  // --set=field.path=value may repeat (absl's list flags keep only the last): take them
+  // out before absl parses the rest.
+  std::vector<std::string> overrides;
+  std::vector<char*> rest;
+  for (int i = 0; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (i > 0 && arg.rfind("--set=", 0) == 0) {
+      overrides.push_back(arg.substr(6));
+    } else {
+      rest.push_back(argv[i]);
+    }
+  }
+  absl::ParseCommandLine(static_cast<int>(rest.size()), rest.data());
   absl::StatusOr<p3::config::ExperimentConfig> config =
-      p3::config::LoadConfig(absl::GetFlag(FLAGS_config), absl::GetFlag(FLAGS_set));
+      p3::config::LoadConfig(absl::GetFlag(FLAGS_config), overrides);
   if (!config.ok()) {
     std::cerr << "p3_worker: " << config.status().message() << "\n";
     return 2;
