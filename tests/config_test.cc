@@ -99,25 +99,20 @@ CATCH_TEST_CASE("the resolved text parses back to the same config") {
 CATCH_TEST_CASE("an unknown field is named with its path, position and the allowed fields") {
   const std::string error = ErrorOf("name: \"a\"\ntraining {\n  batch_sizee: 3\n}\n");
   CATCH_INFO(error);
-  CATCH_CHECK(absl::StrContains(error, "training.batch_sizee"));
-  CATCH_CHECK(absl::StrContains(error, "unknown field"));
-  CATCH_CHECK(absl::StrContains(error, "3:"));
+  CATCH_CHECK(absl::StartsWith(error, "3:3: training.batch_sizee: unknown field"));
   CATCH_CHECK(absl::StrContains(error, "batch_size, epochs, iterations"));
 }
 
 CATCH_TEST_CASE("an unknown top-level field lists the top-level fields") {
   const std::string error = ErrorOf("trainng { batch_size: 3 }");
   CATCH_INFO(error);
-  CATCH_CHECK(absl::StrContains(error, "trainng: unknown field"));
+  CATCH_CHECK(absl::StartsWith(error, "1:1: trainng: unknown field"));
   CATCH_CHECK(absl::StrContains(error, "name, mode, cluster, model"));
 }
 
 CATCH_TEST_CASE("a value of the wrong type names the field and its line") {
   const std::string error = ErrorOf("mode: \"p3\"\ncluster {\n  workers: \"two\"\n}\n");
-  CATCH_INFO(error);
-  CATCH_CHECK(absl::StrContains(error, "cluster.workers"));
-  CATCH_CHECK(absl::StrContains(error, "3:"));
-  CATCH_CHECK(absl::StrContains(error, "integer"));
+  CATCH_CHECK(error == "3:12: cluster.workers: Expected integer, got: \"two\"");
 }
 
 CATCH_TEST_CASE("an unquoted string value names the field") {
@@ -130,8 +125,8 @@ CATCH_TEST_CASE("an unquoted string value names the field") {
 CATCH_TEST_CASE("a syntax error gives line and column") {
   const std::string error = ErrorOf("cluster {\n  workers: 2\n");
   CATCH_INFO(error);
-  CATCH_CHECK(absl::StrContains(error, "3:"));
-  CATCH_CHECK(error != "(no error)");
+  CATCH_CHECK(absl::StartsWith(error, "3:1: "));
+  CATCH_CHECK(absl::StrContains(error, "got: end of input"));
 }
 
 CATCH_TEST_CASE("out-of-range values name the field and the allowed range") {
@@ -182,11 +177,18 @@ CATCH_TEST_CASE("local mode accepts several workers and multiplies the batch") {
   CATCH_CHECK(ServerProcessCount(*config) == 0);
 }
 
+CATCH_TEST_CASE("a field after a nested message is named with its own path") {
+  const std::string error =
+      ErrorOf("cluster { workers: 2 }\ntraining { batch_size: 4 }\nmode: 3\n");
+  CATCH_CHECK(absl::StartsWith(error, "3:7: mode: Expected string"));
+}
+
 CATCH_TEST_CASE("overrides set int, double, string and bool fields") {
-  absl::StatusOr<ExperimentConfig> config = ParseConfig(
-      "training { batch_size: 8 }",
-      {"training.batch_size=64", "optimizer.lr=0.01", "mode=baseline", "name=\"quoted\"",
-       "training.evaluate=false", "cluster.host = ::1", "training.seed=18446744073709551615"});
+  absl::StatusOr<ExperimentConfig> config =
+      ParseConfig("training { batch_size: 8 }",
+                  {"training.batch_size=64", "optimizer.lr=0.01", "mode=baseline",
+                   "name=\"quoted\"", "training.evaluate=f", "training.evaluate=false",
+                   "cluster.host = ::1", "training.seed=18446744073709551615"});
   CATCH_REQUIRE(config.ok());
   CATCH_CHECK(config->training().batch_size() == 64);
   CATCH_CHECK(config->optimizer().lr() == 0.01);
@@ -198,8 +200,8 @@ CATCH_TEST_CASE("overrides set int, double, string and bool fields") {
 }
 
 CATCH_TEST_CASE("later overrides win and defaults follow the overrides") {
-  absl::StatusOr<ExperimentConfig> config = ParseConfig(
-      "", {"cluster.workers=3", "cluster.workers=5", "optimizer.name=adam"});
+  absl::StatusOr<ExperimentConfig> config =
+      ParseConfig("", {"cluster.workers=3", "cluster.workers=5", "optimizer.name=adam"});
   CATCH_REQUIRE(config.ok());
   CATCH_CHECK(config->cluster().workers() == 5);
   CATCH_CHECK(config->optimizer().lr() == 0.001);
@@ -208,8 +210,9 @@ CATCH_TEST_CASE("later overrides win and defaults follow the overrides") {
 CATCH_TEST_CASE("an override with an unknown path names it and lists the allowed fields") {
   const std::string nested = ErrorOf("", {"training.batchsize=64"});
   CATCH_INFO(nested);
-  CATCH_CHECK(absl::StrContains(nested, "training.batchsize: unknown field; allowed in training: "
-                                        "batch_size, epochs, iterations"));
+  CATCH_CHECK(absl::StrContains(nested,
+                                "training.batchsize: unknown field; allowed in training: "
+                                "batch_size, epochs, iterations"));
   const std::string top = ErrorOf("", {"trainig.batch_size=64"});
   CATCH_CHECK(absl::StrContains(top, "trainig: unknown field; allowed: name, mode, cluster"));
 }
@@ -217,10 +220,8 @@ CATCH_TEST_CASE("an override with an unknown path names it and lists the allowed
 CATCH_TEST_CASE("an override of a message, through a scalar, or without '=' is rejected") {
   CATCH_CHECK(absl::StrContains(ErrorOf("", {"training=3"}),
                                 "training is a message; set one of its fields"));
-  CATCH_CHECK(absl::StrContains(ErrorOf("", {"mode.x=3"}),
-                                "mode is a string, not a message"));
-  CATCH_CHECK(absl::StrContains(ErrorOf("", {"training.batch_size"}),
-                                "expected field.path=value"));
+  CATCH_CHECK(absl::StrContains(ErrorOf("", {"mode.x=3"}), "mode is a string, not a message"));
+  CATCH_CHECK(absl::StrContains(ErrorOf("", {"training.batch_size"}), "expected field.path=value"));
 }
 
 CATCH_TEST_CASE("an override value of the wrong type names the field and its type") {
@@ -228,10 +229,10 @@ CATCH_TEST_CASE("an override value of the wrong type names the field and its typ
   CATCH_INFO(error);
   CATCH_CHECK(absl::StrContains(error, "override 'training.batch_size=big'"));
   CATCH_CHECK(absl::StrContains(error, "training.batch_size (int32)"));
-  CATCH_CHECK(absl::StrContains(ErrorOf("", {"training.evaluate=maybe"}),
-                                "training.evaluate (bool)"));
-  CATCH_CHECK(absl::StrContains(ErrorOf("", {"training.batch_size=3 4"}),
-                                "training.batch_size (int32)"));
+  CATCH_CHECK(
+      absl::StrContains(ErrorOf("", {"training.evaluate=maybe"}), "training.evaluate (bool)"));
+  CATCH_CHECK(
+      absl::StrContains(ErrorOf("", {"training.batch_size=3 4"}), "training.batch_size (int32)"));
 }
 
 CATCH_TEST_CASE("an override value is validated like the file") {
@@ -248,7 +249,8 @@ CATCH_TEST_CASE("a zero non-optional field means its default, in the file and in
 }
 
 CATCH_TEST_CASE("LoadConfig names the file in errors and reads valid files") {
-  const std::string dir = std::getenv("TEST_TMPDIR") != nullptr ? std::getenv("TEST_TMPDIR") : "/tmp";
+  const std::string dir =
+      std::getenv("TEST_TMPDIR") != nullptr ? std::getenv("TEST_TMPDIR") : "/tmp";
   const std::string path = dir + "/config_test.textproto";
   {
     std::ofstream file(path);

@@ -76,8 +76,8 @@ int Run(int argc, char** argv) {
   const int listener = socket(address->ai_family, SOCK_STREAM, 0);
   if (listener < 0 || bind(listener, address->ai_addr, address->ai_addrlen) != 0 ||
       listen(listener, 64) != 0) {
-    return Fail(absl::StrCat("cannot listen on ", config->cluster().host(), ": ",
-                             std::strerror(errno)));
+    return Fail(
+        absl::StrCat("cannot listen on ", config->cluster().host(), ": ", std::strerror(errno)));
   }
   freeaddrinfo(address);
   sockaddr_storage bound{};

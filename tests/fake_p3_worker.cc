@@ -84,10 +84,11 @@ int Run(int argc, char** argv) {
   const std::string result_file = FlagValue(argc, argv, "result_file");
   const std::string records_file = FlagValue(argc, argv, "records_file");
   int rank = -1;
-  if (!absl::SimpleAtoi(FlagValue(argc, argv, "rank"), &rank) || rank < 0 ||
-      result_file.empty() || records_file.empty()) {
-    return Fail("usage: --config=... --rank=<r> --servers=... --result_file=... "
-                "--records_file=...");
+  if (!absl::SimpleAtoi(FlagValue(argc, argv, "rank"), &rank) || rank < 0 || result_file.empty() ||
+      records_file.empty()) {
+    return Fail(
+        "usage: --config=... --rank=<r> --servers=... --result_file=... "
+        "--records_file=...");
   }
   absl::StatusOr<p3::config::ExperimentConfig> config = p3::config::LoadConfig(config_path, {});
   if (!config.ok()) return Fail(std::string(config.status().message()));
@@ -120,8 +121,7 @@ int Run(int argc, char** argv) {
     return 3;
   }
 
-  const int64_t total =
-      config->training().iterations() > 0 ? config->training().iterations() : 10;
+  const int64_t total = config->training().iterations() > 0 ? config->training().iterations() : 10;
   const int64_t global_batch = p3::config::GlobalBatchSize(*config);
   const double iteration_seconds = 0.01;
   const double samples_per_second = global_batch / iteration_seconds;
@@ -136,9 +136,10 @@ int Run(int argc, char** argv) {
     absl::StrAppendFormat(&records, "%d,%.6f,%.6f,%.3f\n", i, loss, iteration_seconds,
                           samples_per_second);
     if (i % config->training().log_every() == 0 || i == total) {
-      std::cout << absl::StrFormat("PROGRESS iteration=%d total=%d loss=%.6f "
-                                   "samples_per_second=%.3f",
-                                   i, total, loss, samples_per_second)
+      std::cout << absl::StrFormat(
+                       "PROGRESS iteration=%d total=%d loss=%.6f "
+                       "samples_per_second=%.3f",
+                       i, total, loss, samples_per_second)
                 << std::endl;
     }
   }
@@ -146,8 +147,8 @@ int Run(int argc, char** argv) {
   const std::string result = absl::StrFormat(
       "{\"rank\": %d, \"iterations\": %d, \"samples_per_second\": %.3f, \"final_loss\": %.6f, "
       "\"test_accuracy\": %s, \"param_l2\": 12.5, \"wall_seconds\": %.3f}\n",
-      rank, total, samples_per_second, loss,
-      config->training().evaluate() ? "0.75" : "null", total * iteration_seconds);
+      rank, total, samples_per_second, loss, config->training().evaluate() ? "0.75" : "null",
+      total * iteration_seconds);
   if (!WriteAtomically(result_file, result)) return Fail("cannot write " + result_file);
 
   // Tell the servers, then wait until they release everyone.

@@ -7,6 +7,7 @@
 #include <iterator>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <google/protobuf/descriptor.h>
@@ -110,11 +111,17 @@ const Descriptor* DescriptorAt(const Descriptor* root, const std::vector<std::st
   return descriptor;
 }
 
+struct FieldAtPosition {
+  std::vector<std::string> path;  // Field names from the root.
+  int name_line = -1;             // Where the last name of `path` starts, 0-based.
+  int name_column = -1;
+};
+
 // The dotted path of the field that the text-format parser was reading when it stopped
 // at (line, column), 0-based: the enclosing message fields plus the name of the field
 // whose name or value was being read. Best effort: it follows the token structure of
 // text format, which is all that is needed to name the field in an error message.
-std::vector<std::string> FieldPathAt(const std::string& text, int line, int column) {
+FieldAtPosition FieldPathAt(const std::string& text, int line, int column) {
   google::protobuf::io::ArrayInputStream input(text.data(), static_cast<int>(text.size()));
   SilentErrorCollector silent;
   google::protobuf::io::Tokenizer tokenizer(&input, &silent);
@@ -122,6 +129,8 @@ std::vector<std::string> FieldPathAt(const std::string& text, int line, int colu
 
   std::vector<std::string> stack;
   std::string name;
+  int name_line = -1;
+  int name_column = -1;
   bool expecting_name = true;
   int list_depth = 0;
   while (tokenizer.Next()) {
@@ -131,6 +140,8 @@ std::vector<std::string> FieldPathAt(const std::string& text, int line, int colu
       case Tokenizer::TYPE_IDENTIFIER:
         if (expecting_name && list_depth == 0) {
           name = token.text;
+          name_line = token.line;
+          name_column = token.column;
           expecting_name = false;
         } else if (list_depth == 0) {
           expecting_name = true;  // An identifier value: true, an enum, inf.
@@ -163,29 +174,42 @@ std::vector<std::string> FieldPathAt(const std::string& text, int line, int colu
         break;
     }
   }
-  if (!name.empty() && !expecting_name) stack.push_back(name);
-  return stack;
+  FieldAtPosition result;
+  result.path = std::move(stack);
+  if (!name.empty() && !expecting_name) {
+    result.path.push_back(name);
+    result.name_line = name_line;
+    result.name_column = name_column;
+  }
+  return result;
 }
 
 // Rewrites one parser error into "<line>:<column>: <field path>: <what is wrong>".
 std::string DescribeParseError(const std::string& text,
                                const CollectingErrorCollector::Error& error) {
-  std::vector<std::string> path = FieldPathAt(text, error.line, error.column);
-  const std::string location = absl::StrCat(error.line + 1, ":", error.column + 1, ": ");
+  const FieldAtPosition field = FieldPathAt(text, error.line, error.column);
+  const std::vector<std::string>& path = field.path;
   const std::string dotted = absl::StrJoin(path, ".");
 
-  // "Message type "p3.config.TrainingConfig" has no field named "batch_sizee"."
+  // "Message type "p3.config.TrainingConfig" has no field named "batch_sizee"." The
+  // parser reports it at the token after the name; point at the name instead.
   if (absl::StrContains(error.message, "has no field named")) {
+    const bool at_name = field.name_line >= 0;
+    const std::string location =
+        absl::StrCat((at_name ? field.name_line : error.line) + 1, ":",
+                     (at_name ? field.name_column : error.column) + 1, ": ");
     std::vector<std::string> parent(path.begin(), path.empty() ? path.end() : path.end() - 1);
     const Descriptor* descriptor = DescriptorAt(ExperimentConfig::descriptor(), parent);
     if (descriptor != nullptr) {
-      return absl::StrCat(location, dotted.empty() ? "" : dotted + ": ",
-                          "unknown field; allowed",
+      return absl::StrCat(location, dotted.empty() ? "" : dotted + ": ", "unknown field; allowed",
                           parent.empty() ? "" : absl::StrCat(" in ", absl::StrJoin(parent, ".")),
                           ": ", FieldNames(*descriptor));
     }
   }
-  return absl::StrCat(location, dotted.empty() ? "" : dotted + ": ", error.message);
+  const std::string location = absl::StrCat(error.line + 1, ":", error.column + 1, ": ");
+  std::string message = error.message;
+  if (absl::EndsWith(message, "got: ")) message += "end of input";
+  return absl::StrCat(location, dotted.empty() ? "" : dotted + ": ", message);
 }
 
 // Parses `text` into `config` (merging), turning parser errors into a Status.
@@ -206,7 +230,8 @@ absl::Status ParseText(const std::string& text, ExperimentConfig* config) {
 
 std::string QuotedList(const char* const* begin, const char* const* end) {
   std::vector<std::string> quoted;
-  for (const char* const* it = begin; it != end; ++it) quoted.push_back(absl::StrCat("\"", *it, "\""));
+  for (const char* const* it = begin; it != end; ++it)
+    quoted.push_back(absl::StrCat("\"", *it, "\""));
   return absl::StrJoin(quoted, ", ");
 }
 
@@ -222,8 +247,7 @@ bool IsOneOf(const std::string& value, const char* const (&allowed)[N]) {
 class Checker {
  public:
   template <size_t N>
-  void OneOf(const std::string& field, const std::string& value,
-             const char* const (&allowed)[N]) {
+  void OneOf(const std::string& field, const std::string& value, const char* const (&allowed)[N]) {
     if (!IsOneOf(value, allowed)) {
       Add(field, absl::StrCat("\"", absl::CEscape(value), "\" is not allowed; allowed: ",
                               QuotedList(std::begin(allowed), std::end(allowed))));
@@ -270,8 +294,8 @@ class Checker {
       }
     }
     if (!ok) {
-      Add(field, absl::StrCat("\"", absl::CEscape(value), "\" is not allowed; allowed: ",
-                              description));
+      Add(field,
+          absl::StrCat("\"", absl::CEscape(value), "\" is not allowed; allowed: ", description));
     }
   }
 
@@ -295,8 +319,8 @@ absl::StatusOr<ExperimentConfig> LoadConfig(const std::string& path,
   std::ifstream file(path, std::ios::binary);
   if (!file) {
     const int error = errno;
-    const std::string message = absl::StrCat(path, ": cannot open the config file: ",
-                                              std::strerror(error));
+    const std::string message =
+        absl::StrCat(path, ": cannot open the config file: ", std::strerror(error));
     if (error == EACCES) return absl::PermissionDeniedError(message);
     return absl::NotFoundError(message);
   }
@@ -308,7 +332,8 @@ absl::StatusOr<ExperimentConfig> LoadConfig(const std::string& path,
     // "path:3:5: ..." for syntax errors (as compilers print them), "path: field: ..." else.
     std::vector<std::string> lines;
     for (absl::string_view line : absl::StrSplit(config.status().message(), '\n')) {
-      const bool located = !line.empty() && absl::ascii_isdigit(static_cast<unsigned char>(line[0]));
+      const bool located =
+          !line.empty() && absl::ascii_isdigit(static_cast<unsigned char>(line[0]));
       lines.push_back(absl::StrCat(path, located ? ":" : ": ", line));
     }
     return absl::Status(config.status().code(), absl::StrJoin(lines, "\n"));
@@ -351,9 +376,9 @@ absl::Status ApplyOverride(const std::string& override_text, ExperimentConfig* c
     const std::string field_path = walked.empty() ? names[i] : walked + "." + names[i];
     const FieldDescriptor* field = descriptor->FindFieldByName(names[i]);
     if (field == nullptr) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          context, ": ", field_path, ": unknown field; allowed",
-          walked.empty() ? "" : " in " + walked, ": ", FieldNames(*descriptor)));
+      return absl::InvalidArgumentError(
+          absl::StrCat(context, ": ", field_path, ": unknown field; allowed",
+                       walked.empty() ? "" : " in " + walked, ": ", FieldNames(*descriptor)));
     }
     if (field->is_repeated()) {
       return absl::InvalidArgumentError(absl::StrCat(
@@ -363,8 +388,8 @@ absl::Status ApplyOverride(const std::string& override_text, ExperimentConfig* c
     if (field->cpp_type() == FieldDescriptor::CPPTYPE_MESSAGE) {
       if (last) {
         return absl::InvalidArgumentError(absl::StrCat(
-            context, ": ", field_path, " is a message; set one of its fields (",
-            field_path, ".<field>=value); allowed: ", FieldNames(*field->message_type())));
+            context, ": ", field_path, " is a message; set one of its fields (", field_path,
+            ".<field>=value); allowed: ", FieldNames(*field->message_type())));
       }
       message = message->GetReflection()->MutableMessage(message, field);
       walked = field_path;
@@ -386,8 +411,8 @@ absl::Status ApplyOverride(const std::string& override_text, ExperimentConfig* c
     if (!parser.ParseFieldValueFromString(value, field, message)) {
       const std::string reason =
           errors.errors().empty() ? "cannot parse the value" : errors.errors().front().message;
-      return absl::InvalidArgumentError(absl::StrCat(context, ": ", field_path, " (",
-                                                     field->type_name(), "): ", reason));
+      return absl::InvalidArgumentError(
+          absl::StrCat(context, ": ", field_path, " (", field->type_name(), "): ", reason));
     }
   }
   return absl::OkStatus();

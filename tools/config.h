@@ -47,8 +47,8 @@ namespace p3::config {
 // "local" trains in one process without servers: it ignores the cluster but uses
 // training.batch_size * cluster.workers as its batch, so that a local run sees the same
 // total batch per iteration as the distributed run it is compared with.
-inline constexpr const char* kModes[] = {"p3",           "baseline",   "slicing_only",
-                                         "priority_only", "no_overlap", "local"};
+inline constexpr const char* kModes[] = {"p3",         "baseline", "slicing_only", "priority_only",
+                                         "no_overlap", "local"};
 inline constexpr const char* kDatasets[] = {"fashion_mnist", "synthetic"};
 inline constexpr const char* kOptimizers[] = {"sgd", "adam"};
 inline constexpr int kMaxProcesses = 64;

@@ -57,8 +57,8 @@
 #include "absl/flags/usage.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "absl/strings/match.h"
 #include "absl/strings/escaping.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -79,8 +79,7 @@ ABSL_FLAG(std::string, server_binary, "server/p3_server",
           "Server executable; relative paths resolve like --config.");
 ABSL_FLAG(std::string, worker_binary, "worker/p3_worker",
           "Worker executable; relative paths resolve like --config.");
-ABSL_FLAG(double, kill_grace_s, 5,
-          "Seconds between SIGTERM and SIGKILL when stopping processes.");
+ABSL_FLAG(double, kill_grace_s, 5, "Seconds between SIGTERM and SIGKILL when stopping processes.");
 ABSL_FLAG(int, log_tail_lines, 20, "Lines of a failed process's log to print.");
 
 namespace p3::tools {
@@ -129,9 +128,9 @@ struct Child {
   int wait_status = 0;
   absl::Time start_time;
   absl::Time end_time;
-  std::optional<int> port;           // Servers, once published.
-  google::protobuf::Struct result;   // Workers, once read.
-  std::string result_text;           // Workers: the result file as written.
+  std::optional<int> port;          // Servers, once published.
+  google::protobuf::Struct result;  // Workers, once read.
+  std::string result_text;          // Workers: the result file as written.
 
   std::string name() const { return absl::StrCat(role, "_", index); }
   std::string label() const { return absl::StrCat(role, " ", index); }
@@ -193,11 +192,21 @@ std::string JsonString(const std::string& text) {
   std::string out = "\"";
   for (unsigned char c : text) {
     switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
       default:
         if (c < 0x20) {
           out += absl::StrFormat("\\u%04x", c);
@@ -338,8 +347,8 @@ absl::Status Launcher::PrepareOutputDir() {
   for (const char* sub : {"", "logs", "ports", "results", "records"}) {
     fs::create_directories(out / sub, error);
     if (error) {
-      return absl::PermissionDeniedError(absl::StrCat(
-          "output_dir: cannot create ", (out / sub).string(), ": ", error.message()));
+      return absl::PermissionDeniedError(
+          absl::StrCat("output_dir: cannot create ", (out / sub).string(), ": ", error.message()));
     }
   }
   config_out_ = (out / "config.textproto").string();
@@ -369,7 +378,8 @@ absl::Status Launcher::PrepareOutputDir() {
 
   std::string text = absl::StrCat(
       "# Resolved experiment config written by launch_cluster: defaults filled, overrides\n"
-      "# applied. Source: ", options_.config_path, "\n");
+      "# applied. Source: ",
+      options_.config_path, "\n");
   for (const std::string& override_text : options_.overrides) {
     absl::StrAppend(&text, "# --set=", override_text, "\n");
   }
@@ -385,8 +395,7 @@ absl::Status Launcher::StartProcess(Child& child, const std::string& binary,
   for (std::string& arg : argv) argv_ptrs.push_back(arg.data());
   argv_ptrs.push_back(nullptr);
 
-  const int log_fd =
-      open(child.log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  const int log_fd = open(child.log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (log_fd < 0) {
     return absl::PermissionDeniedError(
         absl::StrCat("cannot create ", child.log_path, ": ", std::strerror(errno)));
@@ -440,8 +449,8 @@ void Launcher::Reap() {
 
 void Launcher::WaitForEvent(absl::Duration timeout) {
   pollfd fds[2] = {{signal_fd_, POLLIN, 0}, {inotify_fd_, POLLIN, 0}};
-  const int timeout_ms = static_cast<int>(
-      std::clamp<int64_t>(absl::ToInt64Milliseconds(timeout), 0, 1000 * 1000));
+  const int timeout_ms =
+      static_cast<int>(std::clamp<int64_t>(absl::ToInt64Milliseconds(timeout), 0, 1000 * 1000));
   const int ready = poll(fds, inotify_fd_ >= 0 ? 2 : 1, timeout_ms);
   if (ready > 0 && (fds[0].revents & POLLIN)) {
     signalfd_siginfo info;
@@ -504,8 +513,8 @@ absl::Status Launcher::WaitForPorts() {
       int port = 0;
       if (!absl::SimpleAtoi(absl::StripAsciiWhitespace(*text), &port) || port <= 0 ||
           port > 65535) {
-        return FailureOf(child, absl::StrCat("wrote an invalid port file ", child.port_file,
-                                             ": \"", absl::CEscape(*text), "\""));
+        return FailureOf(child, absl::StrCat("wrote an invalid port file ", child.port_file, ": \"",
+                                             absl::CEscape(*text), "\""));
       }
       child.port = port;
       Say(absl::StrCat(child.label(), " listening on ", config_.cluster().host(), ":", port));
@@ -568,9 +577,9 @@ absl::Status Launcher::WaitForServers() {
     if (running == nullptr) return absl::OkStatus();
     const absl::Time now = absl::Now();
     if (now >= deadline) {
-      return FailureOf(*running, absl::StrCat("did not exit within cluster.peer_timeout_s = ",
-                                              absl::FormatDuration(timeout),
-                                              " after all workers had finished"));
+      return FailureOf(
+          *running, absl::StrCat("did not exit within cluster.peer_timeout_s = ",
+                                 absl::FormatDuration(timeout), " after all workers had finished"));
     }
     WaitForEvent(deadline - now);
   }
@@ -602,8 +611,7 @@ void Launcher::UpdateProgress() {
   auto format = [this, now](const Progress& progress) {
     return absl::StrFormat("[p3] iter %d/%d  loss %.4g  %.0f samples/s  elapsed %ds",
                            progress.iteration, progress.total, progress.loss,
-                           progress.samples_per_second,
-                           absl::ToInt64Seconds(now - start_time_));
+                           progress.samples_per_second, absl::ToInt64Seconds(now - start_time_));
   };
   if (!options_.live_progress) {
     // Plain lines for logs and pipes: one per PROGRESS line of rank 0.
@@ -635,8 +643,8 @@ absl::Status Launcher::ReadResults() {
     if (child.role != "worker") continue;
     absl::StatusOr<std::string> text = ReadFile(child.result_file);
     if (!text.ok()) {
-      return FailureOf(child, absl::StrCat("exited with status 0 but wrote no result file ",
-                                           child.result_file));
+      return FailureOf(
+          child, absl::StrCat("exited with status 0 but wrote no result file ", child.result_file));
     }
     child.result_text = std::string(absl::StripAsciiWhitespace(*text));
     google::protobuf::util::Status parsed =
@@ -648,8 +656,8 @@ absl::Status Launcher::ReadResults() {
     for (const char* key : {"rank", "iterations", "samples_per_second", "final_loss",
                             "test_accuracy", "param_l2", "wall_seconds"}) {
       if (child.result.fields().count(key) == 0) {
-        return FailureOf(child, absl::StrCat("wrote a result file without \"", key,
-                                             "\": ", child.result_file));
+        return FailureOf(
+            child, absl::StrCat("wrote a result file without \"", key, "\": ", child.result_file));
       }
     }
   }
@@ -664,9 +672,7 @@ absl::Status Launcher::WriteSummary() {
     if (child.index == 0) rank0 = &child;
     results.push_back(child.result_text);
   }
-  auto rank0_value = [&](const char* key) {
-    return JsonValue(rank0->result.fields().at(key));
-  };
+  auto rank0_value = [&](const char* key) { return JsonValue(rank0->result.fields().at(key)); };
   std::string json = "{\n";
   auto add = [&json](const std::string& key, const std::string& value) {
     absl::StrAppend(&json, "  ", JsonString(key), ": ", value, ",\n");
@@ -821,8 +827,8 @@ int Launcher::Run(const sigset_t& original_mask, int signal_fd) {
     }
   }
   if (status.ok()) {
-    Say(absl::StrCat("started ", workers, " worker(s); rank 0's log: ",
-                     children_[servers].log_path));
+    Say(absl::StrCat("started ", workers,
+                     " worker(s); rank 0's log: ", children_[servers].log_path));
     status = WaitForWorkers();
   }
   if (status.ok() && servers > 0) status = WaitForServers();
@@ -846,9 +852,7 @@ int Launcher::Run(const sigset_t& original_mask, int signal_fd) {
   std::cout << "\n";
   PrintTable();
   const Child& rank0 = children_[servers];
-  auto number = [&rank0](const char* key) {
-    return JsonValue(rank0.result.fields().at(key));
-  };
+  auto number = [&rank0](const char* key) { return JsonValue(rank0.result.fields().at(key)); };
   Say(absl::StrCat("done in ",
                    absl::StrFormat("%.1f s", absl::ToDoubleSeconds(absl::Now() - start_time_)),
                    ": ", number("iterations"), " iterations, ", number("samples_per_second"),
@@ -917,8 +921,7 @@ int Main(int argc, char** argv) {
   options.config_path = ResolveInputPath(absl::GetFlag(FLAGS_config), invocation_dir);
   options.server_binary = ResolveInputPath(absl::GetFlag(FLAGS_server_binary), invocation_dir);
   options.worker_binary = ResolveInputPath(absl::GetFlag(FLAGS_worker_binary), invocation_dir);
-  options.working_dir =
-      !invocation_dir.empty() ? invocation_dir : fs::current_path(error).string();
+  options.working_dir = !invocation_dir.empty() ? invocation_dir : fs::current_path(error).string();
   options.kill_grace = absl::Seconds(std::max(0.0, absl::GetFlag(FLAGS_kill_grace_s)));
   options.log_tail_lines = std::max(1, absl::GetFlag(FLAGS_log_tail_lines));
   options.live_progress = isatty(STDOUT_FILENO) == 1;
@@ -934,8 +937,9 @@ int Main(int argc, char** argv) {
                         config::ServerProcessCount(*config) > 0),
         std::make_tuple("--worker_binary", options.worker_binary, true)}) {
     if (needed && access(path.c_str(), X_OK) != 0) {
-      std::cerr << "launch_cluster: " << flag << ": " << path
-                << " is not an executable file (" << std::strerror(errno) << ")\n";
+      std::cerr << "launch_cluster: " << flag << ": " << path << " is not an executable file ("
+                << std::strerror(errno) << "); build it (and list it in the launcher's data to "
+                << "find it under bazel run) or pass " << flag << "=PATH\n";
       return 2;
     }
   }
