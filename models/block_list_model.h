@@ -63,6 +63,20 @@ class BlockListModel : public BlockModel {
     blocks_.push_back({std::move(name), std::move(modules), std::move(fn)});
   }
 
+  // A block running children [begin, end) of a registered Sequential in order; it owns
+  // their parameters. Names such as "features.0" keep the reference's parameter names.
+  void AddSequentialRange(std::string name, std::shared_ptr<torch::nn::SequentialImpl> seq,
+                          size_t begin,
+                          size_t end) {
+    std::vector<std::shared_ptr<torch::nn::Module>> modules;
+    for (size_t i = begin; i < end; ++i) modules.push_back(seq->ptr(i));
+    AddBlock(std::move(name), std::move(modules), [seq, begin, end](const torch::Tensor& x) {
+      torch::Tensor y = x;
+      for (auto it = seq->begin() + begin; it != seq->begin() + end; ++it) y = it->forward(y);
+      return y;
+    });
+  }
+
   // Shorthand for a block that is one registered module with forward(Tensor) -> Tensor,
   // as register_module() returns it.
   template <typename Impl>

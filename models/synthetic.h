@@ -16,12 +16,9 @@
 
 #include "absl/status/statusor.h"
 #include "models/dataset.h"
+#include "models/sequence.h"  // kPadToken, kBosToken
 
 namespace p3::models {
-
-// Token ids with a fixed meaning in SyntheticTokens() (and the sequence models).
-inline constexpr int64_t kPadToken = 0;
-inline constexpr int64_t kBosToken = 1;
 
 // `size` labelled images, input float [size, channels, image_size, image_size] and target
 // int64 [size] uniform in [0, num_classes). Each class has a fixed random mean image
@@ -34,7 +31,7 @@ absl::StatusOr<std::shared_ptr<Dataset>> SyntheticImages(int64_t size, int64_t c
                                                          int64_t num_classes, uint64_t seed,
                                                          uint64_t stream = 0);
 
-// `size` sequence pairs for the sequence models (see docs/models.md, "Sequence models"):
+// `size` sequence pairs for the sequence models, laid out as models/sequence.h describes:
 // input int64 [size, 2, seq_len], row 0 the source tokens, row 1 the decoder's input
 // (kBosToken then the target shifted right by one); target int64 [size, seq_len], the
 // next tokens to predict. Source tokens are uniform in [2, vocab); the target is the

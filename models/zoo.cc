@@ -7,8 +7,13 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "models/inception.h"
 #include "models/mlp.h"
+#include "models/resnet.h"
+#include "models/seq2seq_lstm.h"
 #include "models/small_cnn.h"
+#include "models/transformer.h"
+#include "models/vgg.h"
 
 namespace p3::models {
 namespace {
@@ -39,10 +44,78 @@ absl::StatusOr<std::shared_ptr<BlockModel>> MakeMlp(const ModelOptions& o) {
   return std::make_shared<Mlp>(options);
 }
 
+// Image classifiers with adaptive pooling take any input of at least `min_size`.
+absl::Status CheckImageSize(const ModelOptions& o, int64_t min_size) {
+  if (o.image_size != 0 && o.image_size < min_size) {
+    return absl::InvalidArgumentError(absl::StrCat(o.name, " needs image_size >= ", min_size,
+                                                   ", got ", o.image_size));
+  }
+  return absl::OkStatus();
+}
+
+int64_t InChannels(const ModelOptions& o) { return o.in_channels > 0 ? o.in_channels : 3; }
+
+absl::StatusOr<std::shared_ptr<BlockModel>> MakeResNet50(const ModelOptions& o) {
+  if (absl::Status s = CheckImageSize(o, 32); !s.ok()) return s;
+  ResNetOptions options;
+  options.num_classes = o.num_classes;
+  options.in_channels = InChannels(o);
+  return std::make_shared<ResNet>(options);
+}
+
+Factory MakeVgg(int64_t depth) {
+  return [depth](const ModelOptions& o) -> absl::StatusOr<std::shared_ptr<BlockModel>> {
+    if (absl::Status s = CheckImageSize(o, 32); !s.ok()) return s;
+    VggOptions options;
+    options.depth = depth;
+    options.num_classes = o.num_classes;
+    options.in_channels = InChannels(o);
+    return std::make_shared<Vgg>(options);
+  };
+}
+
+absl::StatusOr<std::shared_ptr<BlockModel>> MakeInceptionV3(const ModelOptions& o) {
+  if (absl::Status s = CheckImageSize(o, 75); !s.ok()) return s;
+  InceptionV3Options options;
+  options.num_classes = o.num_classes;
+  options.in_channels = InChannels(o);
+  return std::make_shared<InceptionV3>(options);
+}
+
+constexpr int64_t kDefaultVocab = 32000;
+
+absl::Status CheckVocab(const ModelOptions& o) {
+  if (o.vocab_size != 0 && o.vocab_size < 3) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        o.name, " needs vocab_size >= 3 (0 and 1 are padding and BOS), got ", o.vocab_size));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::shared_ptr<BlockModel>> MakeSeq2SeqLstm(const ModelOptions& o) {
+  if (absl::Status s = CheckVocab(o); !s.ok()) return s;
+  Seq2SeqLstmOptions options;
+  options.vocab_size = o.vocab_size > 0 ? o.vocab_size : kDefaultVocab;
+  return std::make_shared<Seq2SeqLstm>(options);
+}
+
+absl::StatusOr<std::shared_ptr<BlockModel>> MakeTransformer(const ModelOptions& o) {
+  if (absl::Status s = CheckVocab(o); !s.ok()) return s;
+  TransformerOptions options;
+  options.vocab_size = o.vocab_size > 0 ? o.vocab_size : kDefaultVocab;
+  return std::make_shared<Transformer>(options);
+}
+
 const std::vector<std::pair<std::string, Factory>>& Factories() {
   static const auto* factories = new std::vector<std::pair<std::string, Factory>>{
       {"small_cnn", MakeSmallCnn},
       {"mlp", MakeMlp},
+      {"resnet50", MakeResNet50},
+      {"vgg16", MakeVgg(16)},
+      {"vgg19", MakeVgg(19)},
+      {"inception_v3", MakeInceptionV3},
+      {"seq2seq_lstm", MakeSeq2SeqLstm},
+      {"transformer", MakeTransformer},
   };
   return *factories;
 }

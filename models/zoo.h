@@ -1,7 +1,10 @@
 // Creates any model of the zoo by name, with deterministic initialisation.
 //
-// Names: "small_cnn" (models/small_cnn.h), "mlp" (models/mlp.h). Sizes, block lists and
-// measured costs of every model: docs/models.md.
+// Names: "small_cnn" (models/small_cnn.h), "mlp" (models/mlp.h), "resnet50"
+// (models/resnet.h), "vgg16", "vgg19" (models/vgg.h), "inception_v3" (models/inception.h),
+// "seq2seq_lstm" (models/seq2seq_lstm.h), "transformer" (models/transformer.h). The
+// sequence models' token layout: models/sequence.h. Sizes, block lists and measured costs
+// of every model: docs/models.md.
 //
 // Example:
 //   p3::models::ModelOptions options;
@@ -30,15 +33,18 @@ struct ModelOptions {
   // Default: 10.
   int64_t num_classes = 10;
   // Input height and width. Default: 0, the model's own (small_cnn 28; mlp: no image, 12
-  // inputs). For "mlp", a non-zero image_size makes the input image_size^2 * in_channels
-  // features.
+  // inputs). small_cnn is built for it (a multiple of 4); for "mlp", a non-zero
+  // image_size makes the input image_size^2 * in_channels features. The other image models
+  // pool adaptively and take any size from their minimum (resnet50, vgg16, vgg19: 32;
+  // inception_v3: 75); a smaller image_size is rejected.
   int64_t image_size = 0;
-  // Input channels. Default: 0, the model's own (small_cnn 1; mlp: see image_size).
-  // For "mlp" without image_size, in_channels > 0 is the number of input features.
+  // Input channels. Default: 0, the model's own (small_cnn 1, the others 3; mlp: see
+  // image_size). For "mlp" without image_size, in_channels > 0 is the number of inputs.
   int64_t in_channels = 0;
-  // Vocabulary size of sequence models. Default: 0, the model's own.
+  // Vocabulary size of the sequence models (>= 3). Default: 0, meaning 32,000.
   int64_t vocab_size = 0;
-  // Sequence length of sequence models. Default: 0, the model's own.
+  // Sequence length of the sequence models. They take any length, so this is only
+  // recorded for data and benchmarks. Default: 0.
   int64_t seq_len = 0;
   // Seed of the parameter initialisation: same options, same parameters. Default: 1.
   uint64_t seed = 1;

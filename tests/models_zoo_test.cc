@@ -3,44 +3,18 @@
 
 #include <catch2/catch.hpp>
 
-#include <set>
 #include <string>
 
 #include "models/zoo.h"
+#include "tests/models_test_util.h"
 
 namespace p3::models {
 namespace {
 
-std::shared_ptr<BlockModel> Create(const ModelOptions& options) {
-  absl::StatusOr<std::shared_ptr<BlockModel>> model = CreateModel(options);
-  CATCH_REQUIRE(model.ok());
-  return *model;
-}
-
-int64_t CountParameters(BlockModel& model) {
-  int64_t n = 0;
-  for (const torch::Tensor& p : model.parameters()) n += p.numel();
-  return n;
-}
-
-// Every parameter belongs to exactly one block, and blocks list them in parameters() order.
-void CheckBlocksPartitionParameters(BlockModel& model) {
-  std::vector<torch::Tensor> all = model.parameters();
-  std::vector<const void*> from_blocks;
-  for (int64_t i = 0; i < model.num_blocks(); ++i) {
-    for (const torch::Tensor& p : model.BlockParameters(i)) from_blocks.push_back(p.data_ptr());
-  }
-  CATCH_REQUIRE(from_blocks.size() == all.size());
-  for (size_t i = 0; i < all.size(); ++i) CATCH_CHECK(from_blocks[i] == all[i].data_ptr());
-  std::set<const void*> unique(from_blocks.begin(), from_blocks.end());
-  CATCH_CHECK(unique.size() == from_blocks.size());
-}
-
-std::vector<std::string> BlockNames(BlockModel& model) {
-  std::vector<std::string> names;
-  for (int64_t i = 0; i < model.num_blocks(); ++i) names.push_back(model.BlockName(i));
-  return names;
-}
+using testing::BlockNames;
+using testing::CheckBlocksPartitionParameters;
+using testing::CountParameters;
+using testing::Create;
 
 CATCH_TEST_CASE("unknown model name is InvalidArgument naming the allowed names") {
   ModelOptions options;
@@ -51,7 +25,10 @@ CATCH_TEST_CASE("unknown model name is InvalidArgument naming the allowed names"
   const std::string message(model.status().message());
   CATCH_CHECK(message.find("resnet-9000") != std::string::npos);
   CATCH_CHECK(message.find("small_cnn") != std::string::npos);
-  CATCH_CHECK(message.find("mlp") != std::string::npos);
+  for (const std::string& name : ModelNames()) {
+    CATCH_CHECK(message.find(name) != std::string::npos);
+  }
+  CATCH_CHECK(ModelNames().size() == 8);
 }
 
 CATCH_TEST_CASE("bad sizes are InvalidArgument") {

@@ -1,0 +1,150 @@
+// Measures forward + backward time per batch of each zoo model on this machine and prints
+// a Markdown table (docs/models.md). --dump=<model> instead prints every parameter's name,
+// shape and sum (to compare with a reference implementation).
+//
+//   bazel run -c opt //models:model_bench -- --batch=16 --runs=5
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include <torch/torch.h>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "models/zoo.h"
+
+ABSL_FLAG(std::string, models, "", "comma-separated model names; empty: all");
+ABSL_FLAG(int64_t, batch, 16, "batch size");
+ABSL_FLAG(int64_t, runs, 5, "timed runs per model (after one untimed warm-up run)");
+ABSL_FLAG(int64_t, num_classes, 1000, "classes of the image models");
+ABSL_FLAG(int64_t, vocab_size, 0, "vocabulary of the sequence models; 0: model default");
+ABSL_FLAG(int64_t, seq_len, 16, "source and target length of the sequence models");
+ABSL_FLAG(int64_t, threads, 0, "libtorch intra-op threads; 0: libtorch's default");
+ABSL_FLAG(std::string, dump, "", "print the parameters of this model and exit");
+
+namespace p3::models {
+namespace {
+
+// Reduced input sizes that keep every parameter in use (see docs/models.md).
+int64_t BenchImageSize(const std::string& name) {
+  if (name == "small_cnn") return 28;
+  if (name == "inception_v3") return 75;
+  if (name == "resnet50") return 64;
+  return 32;
+}
+
+bool IsSequenceModel(const std::string& name) {
+  return name == "seq2seq_lstm" || name == "transformer";
+}
+
+struct Input {
+  torch::Tensor x;
+  torch::Tensor target;
+};
+
+Input MakeInput(const std::string& name, int64_t batch, int64_t classes, int64_t vocab,
+                int64_t seq_len) {
+  if (IsSequenceModel(name)) {
+    return {torch::randint(2, vocab, {batch, 2, seq_len}, torch::kInt64),
+            torch::randint(2, vocab, {batch, seq_len}, torch::kInt64)};
+  }
+  const int64_t classes_used = name == "small_cnn" || name == "mlp" ? 10 : classes;
+  torch::Tensor target = torch::randint(classes_used, {batch}, torch::kInt64);
+  if (name == "mlp") return {torch::randn({batch, 12}), target};
+  const int64_t channels = name == "small_cnn" ? 1 : 3;
+  const int64_t s = BenchImageSize(name);
+  return {torch::randn({batch, channels, s, s}), target};
+}
+
+int Dump(const std::string& name, int64_t classes, int64_t vocab) {
+  ModelOptions options;
+  options.name = name;
+  options.num_classes = classes;
+  options.vocab_size = vocab;
+  absl::StatusOr<std::shared_ptr<BlockModel>> model = CreateModel(options);
+  if (!model.ok()) {
+    std::fprintf(stderr, "%s\n", std::string(model.status().message()).c_str());
+    return 1;
+  }
+  for (const auto& item : (*model)->named_parameters()) {
+    const torch::Tensor& p = item.value();
+    std::printf("%s %s %.6f\n", item.key().c_str(), absl::StrJoin(p.sizes(), "x").c_str(),
+                p.sum().item<double>());
+  }
+  if (!IsSequenceModel(name)) {
+    // An eval-mode output on a seeded input, to compare the forward pass too.
+    (*model)->eval();
+    torch::manual_seed(2);
+    Input input = MakeInput(name, 2, classes, 0, 0);
+    torch::NoGradGuard no_grad;
+    torch::Tensor y = (*model)->forward(input.x);
+    std::printf("output %s %.6f %.6f\n", absl::StrJoin(y.sizes(), "x").c_str(),
+                y.sum().item<double>(), y.abs().sum().item<double>());
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace p3::models
+
+int main(int argc, char** argv) {
+  using namespace p3::models;  // NOLINT: a main()
+  absl::ParseCommandLine(argc, argv);
+  if (absl::GetFlag(FLAGS_threads) > 0) torch::set_num_threads(absl::GetFlag(FLAGS_threads));
+  const int64_t classes = absl::GetFlag(FLAGS_num_classes);
+  const int64_t vocab_flag = absl::GetFlag(FLAGS_vocab_size);
+  if (!absl::GetFlag(FLAGS_dump).empty()) {
+    return Dump(absl::GetFlag(FLAGS_dump), classes, vocab_flag);
+  }
+  std::vector<std::string> names = ModelNames();
+  if (!absl::GetFlag(FLAGS_models).empty()) {
+    names = absl::StrSplit(absl::GetFlag(FLAGS_models), ',');
+  }
+  const int64_t batch = absl::GetFlag(FLAGS_batch);
+  const int64_t runs = absl::GetFlag(FLAGS_runs);
+  const int64_t seq_len = absl::GetFlag(FLAGS_seq_len);
+  std::printf("libtorch threads: %d; batch %ld; median of %ld runs after 1 warm-up\n\n",
+              torch::get_num_threads(), batch, runs);
+  std::printf("| model | parameters | blocks | input | forward+backward ms (median) | min | max |\n");
+  std::printf("|---|---:|---:|---|---:|---:|---:|\n");
+  for (const std::string& name : names) {
+    ModelOptions options;
+    options.name = name;
+    options.num_classes = (name == "small_cnn" || name == "mlp") ? 10 : classes;
+    options.vocab_size = vocab_flag;
+    absl::StatusOr<std::shared_ptr<BlockModel>> model = CreateModel(options);
+    if (!model.ok()) {
+      std::fprintf(stderr, "%s: %s\n", name.c_str(), std::string(model.status().message()).c_str());
+      return 1;
+    }
+    BlockModel& m = **model;
+    m.train();
+    int64_t num_params = 0;
+    int64_t vocab = 0;
+    for (const torch::Tensor& p : m.parameters()) num_params += p.numel();
+    if (IsSequenceModel(name)) {
+      // The output layer's bias has one entry per token.
+      vocab = m.BlockParameters(m.num_blocks() - 1).back().size(0);
+    }
+    Input input = MakeInput(name, batch, options.num_classes, vocab, seq_len);
+    std::vector<double> ms;
+    for (int64_t r = 0; r <= runs; ++r) {
+      auto start = std::chrono::steady_clock::now();
+      m.zero_grad();
+      m.Loss(m.forward(input.x), input.target).backward();
+      auto end = std::chrono::steady_clock::now();
+      if (r > 0) ms.push_back(std::chrono::duration<double, std::milli>(end - start).count());
+    }
+    std::sort(ms.begin(), ms.end());
+    const std::string shape = absl::StrJoin(input.x.sizes(), "x") +
+                              (vocab > 0 ? " (vocab " + std::to_string(vocab) + ")" : "");
+    std::printf("| %s | %ld | %ld | %s | %.1f | %.1f | %.1f |\n", name.c_str(), num_params,
+                m.num_blocks(), shape.c_str(), ms[ms.size() / 2], ms.front(), ms.back());
+    std::fflush(stdout);
+  }
+  return 0;
+}
