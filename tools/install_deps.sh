@@ -13,6 +13,7 @@ PACKAGES=(
   libabsl-dev
   catch2
   dataset-fashion-mnist
+  zlib1g-dev  # models/fashion_mnist.cc reads the gzip IDX files with zlib
   python3-matplotlib
   python3-torch python3-torchvision
 )
