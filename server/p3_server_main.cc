@@ -21,6 +21,7 @@ ABSL_FLAG(std::string, config, "", "experiment config (text format)");
 ABSL_FLAG(int, server_index, 0, "this server's index");
 ABSL_FLAG(int, port, 0, "port to bind; 0 picks a free one");
 ABSL_FLAG(std::string, port_file, "", "where to write the bound port");
+ABSL_FLAG(std::string, trace_file, "", "where to write this server's timeline (Chrome trace JSON)");
 
 int main(int argc, char** argv) {
   // --set=field.path=value may repeat (absl's list flags keep only the last): take them
@@ -57,6 +58,11 @@ int main(int argc, char** argv) {
   options.shard.num_workers = config->cluster().workers();
   options.shard.optimizer = p3::OptimizerFromConfig(*config);
   options.peer_timeout = absl::Seconds(config->cluster().peer_timeout_s());
+  const std::string trace_file = absl::GetFlag(FLAGS_trace_file);
+  p3::TraceRecorder trace({.enabled = !trace_file.empty(),
+                           .process_name = absl::StrCat("server ", index),
+                           .pid = 200 + index});
+  options.trace = &trace;
   absl::StatusOr<std::unique_ptr<p3::ParameterServer>> server = p3::ParameterServer::Start(options);
   if (!server.ok()) {
     std::cerr << "p3_server " << index << ": " << server.status() << "\n";
@@ -77,6 +83,10 @@ int main(int argc, char** argv) {
   std::cout << "p3_server " << index << " listening on port " << (*server)->port() << std::endl;
   absl::Status status = (*server)->Wait();
   (*server)->Shutdown();
+  if (trace.enabled()) {
+    absl::Status written = trace.WriteJson(trace_file);
+    if (!written.ok()) std::cerr << "p3_server " << index << ": " << written << "\n";
+  }
   if (!status.ok()) {
     std::cerr << "p3_server " << index << ": " << status << "\n";
     return 1;

@@ -3,6 +3,7 @@
 #include <grpc/grpc.h>
 #include <grpcpp/grpcpp.h>
 
+#include <algorithm>
 #include <cstring>
 #include <limits>
 #include <map>
@@ -106,6 +107,8 @@ class ParameterServer::Impl final : public wire::ParameterServer::Service {
     int rank = 0;
     grpc::ServerContext* context = nullptr;
     PrioritySendQueue<Pending> queue;
+    int receive_track = 0;
+    int send_track = 0;
     explicit Connection(bool priority) : queue(SendQueueOptions{.priority = priority}) {}
   };
 
@@ -138,9 +141,13 @@ class ParameterServer::Impl final : public wire::ParameterServer::Service {
     conn.queue.Push(Pending{.kind = Pending::Kind::kWelcome}, std::numeric_limits<int64_t>::min(),
                     0, 0);
     Dispatch(initial);
+    if (tracing()) {
+      conn.receive_track = options_.trace->Track(absl::StrCat("from worker ", rank));
+      conn.send_track = options_.trace->Track(absl::StrCat("to worker ", rank));
+    }
     std::thread writer([this, &conn, stream] { WriteLoop(&conn, stream); });
 
-    absl::Status status = ReadLoop(rank, stream);
+    absl::Status status = ReadLoop(rank, conn.receive_track, stream);
     if (!status.ok()) Fail(rank, status);
     conn.queue.Close();
     writer.join();
@@ -152,9 +159,10 @@ class ParameterServer::Impl final : public wire::ParameterServer::Service {
   }
 
   // Reads until the worker's Done (OK) or an error.
-  absl::Status ReadLoop(int rank, TrainStream* stream) {
+  absl::Status ReadLoop(int rank, int track, TrainStream* stream) {
     wire::WorkerMessage msg;
     while (stream->Read(&msg)) {
+      const absl::Time start = absl::Now();
       absl::StatusOr<std::vector<Outgoing>> out;
       switch (msg.kind_case()) {
         case wire::WorkerMessage::kInit:
@@ -185,6 +193,7 @@ class ParameterServer::Impl final : public wire::ParameterServer::Service {
           return absl::InvalidArgumentError("an empty or unknown message");
       }
       if (!out.ok()) return out.status();
+      if (tracing()) Trace(track, msg, *out, start);
       Dispatch(*out);
     }
     {
@@ -194,9 +203,38 @@ class ParameterServer::Impl final : public wire::ParameterServer::Service {
     return absl::UnavailableError(absl::StrCat("worker ", rank, " disconnected before it was done"));
   }
 
+  bool tracing() const { return options_.trace != nullptr && options_.trace->enabled(); }
+
+  // One event per message handled; "update" when it completed a slice's aggregation.
+  void Trace(int track, const wire::WorkerMessage& msg, const std::vector<Outgoing>& out,
+             absl::Time start) {
+    const bool updated = std::any_of(out.begin(), out.end(), [](const Outgoing& o) {
+      return o.kind == Outgoing::Kind::kParams;
+    });
+    uint32_t slice = 0;
+    uint64_t iteration = 0;
+    const char* what = "message";
+    if (msg.has_gradient()) {
+      slice = msg.gradient().slice_id();
+      iteration = msg.gradient().iteration();
+      what = updated ? "aggregate+update" : "aggregate";
+    } else if (msg.has_init()) {
+      slice = msg.init().slice_id();
+      what = "init";
+    } else if (msg.has_pull()) {
+      slice = msg.pull().slice_id();
+      iteration = msg.pull().version();
+      what = "pull";
+    }
+    options_.trace->Complete(track, absl::StrCat(what, " ", slice), updated ? "update" : "aggregate",
+                             start, absl::Now(),
+                             absl::StrCat("\"slice\": ", slice, ", \"iteration\": ", iteration));
+  }
+
   void WriteLoop(Connection* conn, TrainStream* stream) {
     wire::ServerMessage msg;
     while (std::optional<PrioritySendQueue<Pending>::Item> item = conn->queue.Pop()) {
+      const absl::Time start = absl::Now();
       msg.Clear();
       const Pending& p = item->value;
       switch (p.kind) {
@@ -224,6 +262,14 @@ class ParameterServer::Impl final : public wire::ParameterServer::Service {
       }
       const bool ok = stream->Write(msg);
       conn->queue.Release(item->bytes);
+      if (tracing() && p.kind == Pending::Kind::kOutgoing) {
+        options_.trace->Complete(
+            conn->send_track,
+            absl::StrCat(p.out.kind == Outgoing::Kind::kAck ? "ack " : "params ", p.out.slice_id),
+            "send", start, absl::Now(),
+            absl::StrCat("\"slice\": ", p.out.slice_id, ", \"version\": ", p.out.iteration,
+                         ", \"bytes\": ", item->bytes));
+      }
       if (p.kind == Pending::Kind::kAbort) conn->context->TryCancel();
       if (!ok) break;
     }

@@ -29,6 +29,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "p3/parameter_shard.h"
+#include "p3/trace.h"
 
 namespace p3 {
 
@@ -39,6 +40,9 @@ struct ServerOptions {
   ShardOptions shard;
   // A silent worker connection is declared dead after this long. Default: 60 s.
   absl::Duration peer_timeout = absl::Seconds(60);
+  // Records, per worker stream, each message handled (aggregation and update) and each
+  // write; not owned, may be null. Default: none.
+  TraceRecorder* trace = nullptr;
 };
 
 class ParameterServer {

@@ -20,6 +20,7 @@ ABSL_FLAG(int, rank, 0, "this worker's rank");
 ABSL_FLAG(std::string, servers, "", "comma-separated host:port of the servers, in order");
 ABSL_FLAG(std::string, result_file, "", "where to write the result JSON");
 ABSL_FLAG(std::string, records_file, "", "where to write per-iteration records (CSV)");
+ABSL_FLAG(std::string, trace_file, "", "where to write this worker's timeline (Chrome trace JSON)");
 
 namespace {
 
@@ -61,6 +62,11 @@ int main(int argc, char** argv) {
   const std::string servers = absl::GetFlag(FLAGS_servers);
   if (!servers.empty()) options.servers = absl::StrSplit(servers, ',');
   options.progress = &std::cout;
+  const std::string trace_file = absl::GetFlag(FLAGS_trace_file);
+  p3::TraceRecorder trace({.enabled = !trace_file.empty(),
+                           .process_name = "worker " + std::to_string(options.rank),
+                           .pid = 100 + options.rank});
+  options.trace = &trace;
   if (config->mode() != "local" &&
       static_cast<int>(options.servers.size()) != config->cluster().servers()) {
     std::cerr << "p3_worker: --servers lists " << options.servers.size()
@@ -68,6 +74,11 @@ int main(int argc, char** argv) {
     return 2;
   }
   absl::StatusOr<p3::TrainResult> result = p3::RunTraining(*config, options);
+  if (trace.enabled()) {
+    // Written on failure too: the timeline up to the failure is what one wants to see.
+    absl::Status written = trace.WriteJson(trace_file);
+    if (!written.ok()) std::cerr << "p3_worker " << options.rank << ": " << written << "\n";
+  }
   if (!result.ok()) {
     std::cerr << "p3_worker " << options.rank << ": " << result.status() << "\n";
     return 1;

@@ -46,6 +46,11 @@ absl::StatusOr<std::unique_ptr<ServerConnection>> ServerConnection::Open(
     return absl::InternalError(
         absl::StrCat("server ", options.server_index, " answered the Hello without a Welcome"));
   }
+  if (options.trace != nullptr) {
+    conn->send_track_ = options.trace->Track(absl::StrCat("send to server ", options.server_index));
+    conn->receive_track_ =
+        options.trace->Track(absl::StrCat("receive from server ", options.server_index));
+  }
   conn->writer_ = std::thread([c = conn.get()] { c->WriteLoop(); });
   conn->reader_ = std::thread([c = conn.get()] { c->ReadLoop(); });
   return conn;
@@ -61,8 +66,18 @@ void ServerConnection::WriteLoop() {
   wire::WorkerMessage msg;
   while (std::optional<PrioritySendQueue<Upstream>::Item> item = queue_.Pop()) {
     msg.Clear();
+    const absl::Time start = absl::Now();
     builder_(item->value, &msg);
     const bool ok = stream_->Write(msg);
+    if (options_.trace != nullptr && options_.trace->enabled()) {
+      const Upstream& up = item->value;
+      static constexpr const char* kNames[] = {"init", "gradient", "pull", "done"};
+      options_.trace->Complete(
+          send_track_, absl::StrCat(kNames[static_cast<int>(up.kind)], " ", up.slice_id), "send",
+          start, absl::Now(),
+          absl::StrCat("\"slice\": ", up.slice_id, ", \"iteration\": ", up.iteration,
+                       ", \"bytes\": ", item->bytes));
+    }
     bytes_sent_ += item->bytes;
     queue_.Release(item->bytes);
     if (!ok) break;
@@ -80,8 +95,16 @@ void ServerConnection::ReadLoop() {
   absl::Status abort;
   while (stream_->Read(&msg)) {
     if (msg.has_params()) {
+      const absl::Time start = absl::Now();
       bytes_received_ += static_cast<int64_t>(msg.params().values().size());
       listener_->OnParams(options_.server_index, msg.params());
+      if (options_.trace != nullptr && options_.trace->enabled()) {
+        options_.trace->Complete(
+            receive_track_, absl::StrCat("params ", msg.params().slice_id()), "receive", start,
+            absl::Now(),
+            absl::StrCat("\"slice\": ", msg.params().slice_id(), ", \"version\": ",
+                         msg.params().iteration(), ", \"bytes\": ", msg.params().values().size()));
+      }
     } else if (msg.has_ack()) {
       listener_->OnAck(options_.server_index, static_cast<int>(msg.ack().slice_id()),
                        msg.ack().iteration());

@@ -23,6 +23,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "p3/send_queue.h"
+#include "p3/trace.h"
 #include "proto/p3.grpc.pb.h"
 
 namespace p3 {
@@ -53,6 +54,8 @@ struct ConnectionOptions {
   // How long to wait for the server to accept the connection; also the keepalive bound.
   // Default: 60 s.
   absl::Duration peer_timeout = absl::Seconds(60);
+  // Timeline of writes and receives; not owned, may be null. Default: none.
+  TraceRecorder* trace = nullptr;
 };
 
 class ServerConnection {
@@ -96,6 +99,8 @@ class ServerConnection {
   std::thread reader_;
   std::atomic<int64_t> bytes_sent_{0};
   std::atomic<int64_t> bytes_received_{0};
+  int send_track_ = 0;
+  int receive_track_ = 0;
 
   absl::Mutex mu_;
   bool writer_done_ ABSL_GUARDED_BY(mu_) = false;

@@ -155,6 +155,7 @@ absl::StatusOr<TrainResult> RunTraining(const config::ExperimentConfig& config,
     wo.slice_params = config.scheduling().slice_params();
     wo.split_threshold = config.scheduling().split_threshold();
     wo.peer_timeout = absl::Seconds(config.cluster().peer_timeout_s());
+    wo.trace = options.trace;
     P3_ASSIGN_OR_RETURN(worker, Worker::Create(wo, model));
   }
 
@@ -162,6 +163,9 @@ absl::StatusOr<TrainResult> RunTraining(const config::ExperimentConfig& config,
   result.rank = options.rank;
   result.iterations = iterations;
   const int log_every = std::max(1, config.training().log_every());
+  // For the traffic rates of the progress lines.
+  absl::Time last_log = absl::Now();
+  WorkerStats last_stats;
   for (int64_t it = 0; it < iterations; ++it) {
     models::Batch batch = train->Get(sampler.Indices(it));
     const absl::Time t0 = absl::Now();
@@ -188,10 +192,18 @@ absl::StatusOr<TrainResult> RunTraining(const config::ExperimentConfig& config,
     rec.samples_per_second = seconds > 0 ? global_batch / seconds : 0;
     result.records.push_back(rec);
     if (options.progress != nullptr && ((it + 1) % log_every == 0 || it + 1 == iterations)) {
+      const absl::Time now = absl::Now();
+      const WorkerStats stats = worker != nullptr ? worker->stats() : WorkerStats();
+      const double interval = std::max(1e-9, absl::ToDoubleSeconds(now - last_log));
       *options.progress << absl::StrFormat(
-                               "PROGRESS iteration=%d total=%d loss=%.4f samples_per_second=%.1f",
-                               it + 1, iterations, rec.loss, rec.samples_per_second)
+                               "PROGRESS iteration=%d total=%d loss=%.4f samples_per_second=%.1f "
+                               "sent_mbps=%.1f received_mbps=%.1f",
+                               it + 1, iterations, rec.loss, rec.samples_per_second,
+                               (stats.bytes_sent - last_stats.bytes_sent) * 8e-6 / interval,
+                               (stats.bytes_received - last_stats.bytes_received) * 8e-6 / interval)
                         << std::endl;
+      last_log = now;
+      last_stats = stats;
     }
   }
   if (worker != nullptr) {

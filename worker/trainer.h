@@ -19,6 +19,7 @@
 
 #include "absl/status/statusor.h"
 #include "p3/optimizer.h"
+#include "p3/trace.h"
 #include "proto/config.pb.h"
 
 namespace p3 {
@@ -30,6 +31,8 @@ struct TrainerOptions {
   std::vector<std::string> servers;
   // Where PROGRESS lines go (every training.log_every iterations); null for none.
   std::ostream* progress = nullptr;
+  // Timeline of the run (cluster modes); not owned, may be null. Default: none.
+  TraceRecorder* trace = nullptr;
 };
 
 struct IterationRecord {

@@ -54,6 +54,11 @@ class Worker::Impl : public ConnectionListener {
       const int first_tensor = t;
       t += static_cast<int>(model_->BlockParameters(b).size());
       block_slices_.emplace_back(plan_.first_slice(first_tensor), plan_.first_slice(t));
+      for (int i = first_tensor; i < t; ++i) tensor_block_.push_back(static_cast<int>(b));
+    }
+    if (tracing()) {
+      compute_track_ = options_.trace->Track("compute");
+      wait_track_ = options_.trace->Track("wait for parameters");
     }
 
     for (int s = 0; s < static_cast<int>(options_.servers.size()); ++s) {
@@ -66,6 +71,7 @@ class Worker::Impl : public ConnectionListener {
       copts.address = options_.servers[s];
       copts.priority = traits_.priority;
       copts.peer_timeout = options_.peer_timeout;
+      copts.trace = options_.trace;
       absl::StatusOr<std::unique_ptr<ServerConnection>> conn = ServerConnection::Open(
           copts, hello, [this](const Upstream& up, wire::WorkerMessage* msg) { Build(up, msg); },
           this);
@@ -90,7 +96,13 @@ class Worker::Impl : public ConnectionListener {
         if (traits_.overlap) {
           P3_RETURN_IF_ERROR(WaitFor(block_slices_[b].first, block_slices_[b].second, version));
         }
+        const absl::Time start = tracing() ? absl::Now() : absl::Time();
         x = model_->ForwardBlock(b, x);
+        if (tracing()) {
+          options_.trace->Complete(compute_track_, "forward " + model_->BlockName(b), "forward",
+                                   start, absl::Now(),
+                                   absl::StrCat("\"iteration\": ", iteration_));
+        }
       }
     } catch (const c10::Error& e) {
       return absl::InternalError(absl::StrCat("forward pass failed: ", e.what_without_backtrace()));
@@ -102,6 +114,8 @@ class Worker::Impl : public ConnectionListener {
     P3_RETURN_IF_ERROR(failure());
     try {
       collecting_ = true;
+      last_gradient_time_ = absl::Now();
+      last_traced_block_ = -1;
       loss.backward();
       collecting_ = false;
     } catch (const c10::Error& e) {
@@ -186,7 +200,12 @@ class Worker::Impl : public ConnectionListener {
   absl::Status WaitFor(int first, int last, uint64_t version) {
     const absl::Time start = absl::Now();
     absl::Status s = tracker_.WaitFor(first, last, version, start + options_.peer_timeout);
-    forward_wait_ += absl::Now() - start;
+    const absl::Time end = absl::Now();
+    forward_wait_ += end - start;
+    if (tracing() && end - start > absl::Microseconds(20)) {
+      options_.trace->Complete(wait_track_, absl::StrCat("wait v", version), "wait", start, end,
+                               absl::StrCat("\"first_slice\": ", first, ", \"last_slice\": ", last));
+    }
     if (absl::IsDeadlineExceeded(s)) {
       return absl::DeadlineExceededError(absl::StrCat(
           "worker ", options_.rank, ": waited ", absl::FormatDuration(options_.peer_timeout),
@@ -198,6 +217,18 @@ class Worker::Impl : public ConnectionListener {
   // Autograd hook: runs on the training thread as soon as tensor `t`'s gradient exists.
   void OnGradient(int t, const torch::Tensor& grad) {
     if (!collecting_) return;
+    if (tracing()) {
+      // Backward of a block: from the previous gradient to this block's first one.
+      const int block = tensor_block_[t];
+      if (block != last_traced_block_) {
+        const absl::Time now = absl::Now();
+        options_.trace->Complete(compute_track_, "backward " + model_->BlockName(block),
+                                 "backward", last_gradient_time_, now,
+                                 absl::StrCat("\"iteration\": ", iteration_));
+        last_gradient_time_ = now;
+        last_traced_block_ = block;
+      }
+    }
     torch::NoGradGuard no_grad;
     flat_grads_.narrow(0, plan_.tensor_offset(t), grad.numel()).view(grad.sizes()).copy_(grad);
     if (!traits_.overlap) return;
@@ -240,6 +271,8 @@ class Worker::Impl : public ConnectionListener {
     }
   }
 
+  bool tracing() const { return options_.trace != nullptr && options_.trace->enabled(); }
+
   void Fail(const absl::Status& status) {
     {
       absl::MutexLock lock(&mu_);
@@ -263,6 +296,11 @@ class Worker::Impl : public ConnectionListener {
   torch::Tensor flat_grads_;
   std::vector<unsigned> hooks_;
   std::vector<std::pair<int, int>> block_slices_;  // [first, last) slice ids per block
+  std::vector<int> tensor_block_;                  // block of each tensor
+  int compute_track_ = 0;
+  int wait_track_ = 0;
+  absl::Time last_gradient_time_;
+  int last_traced_block_ = -1;
   std::vector<std::unique_ptr<ServerConnection>> conns_;
   int64_t iteration_ = 0;
   bool collecting_ = false;

@@ -40,6 +40,7 @@
 #include "absl/time/time.h"
 #include "p3/mode.h"
 #include "p3/slice_plan.h"
+#include "p3/trace.h"
 
 namespace p3 {
 namespace models {
@@ -62,6 +63,9 @@ struct WorkerOptions {
   // A server silent for this long (or a wait for parameters longer than this) ends the
   // run with an error. Default: 60 s.
   absl::Duration peer_timeout = absl::Seconds(60);
+  // Records forward/backward per block, waits, and every slice sent and received; not
+  // owned, may be null. Default: none.
+  TraceRecorder* trace = nullptr;
 };
 
 // Counters since Create().

@@ -1,0 +1,98 @@
+#include "p3/trace.h"
+
+#include <cstdio>
+#include <fstream>
+
+#include "absl/strings/str_cat.h"
+
+namespace p3 {
+namespace {
+
+std::string JsonEscape(absl::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  for (char c : s) {
+    switch (c) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      default:
+        if (static_cast<unsigned char>(c) < 0x20) {
+          absl::StrAppend(&out, "\\u00", absl::Hex(static_cast<unsigned char>(c), absl::kZeroPad2));
+        } else {
+          out += c;
+        }
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+TraceRecorder::TraceRecorder(const TraceOptions& options) : options_(options) {}
+
+int TraceRecorder::Track(absl::string_view name) {
+  absl::MutexLock lock(&mu_);
+  for (size_t i = 0; i < tracks_.size(); ++i) {
+    if (tracks_[i] == name) return static_cast<int>(i);
+  }
+  tracks_.emplace_back(name);
+  return static_cast<int>(tracks_.size() - 1);
+}
+
+void TraceRecorder::Complete(int track, absl::string_view name, absl::string_view category,
+                             absl::Time start, absl::Time end, absl::string_view args) {
+  if (!options_.enabled) return;
+  Event e{track,
+          std::string(name),
+          std::string(category),
+          absl::ToUnixMicros(start),
+          std::max<int64_t>(0, absl::ToInt64Microseconds(end - start)),
+          std::string(args)};
+  absl::MutexLock lock(&mu_);
+  if (static_cast<int64_t>(events_.size()) >= options_.max_events) {
+    ++dropped_;
+    return;
+  }
+  events_.push_back(std::move(e));
+}
+
+int64_t TraceRecorder::size() const {
+  absl::MutexLock lock(&mu_);
+  return static_cast<int64_t>(events_.size());
+}
+
+absl::Status TraceRecorder::WriteJson(const std::string& path) const {
+  absl::MutexLock lock(&mu_);
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp);
+    if (!out) return absl::PermissionDeniedError(absl::StrCat("cannot write ", tmp));
+    out << "{\"displayTimeUnit\": \"ms\", \"otherData\": {\"dropped_events\": " << dropped_
+        << "}, \"traceEvents\": [\n";
+    out << "{\"ph\": \"M\", \"name\": \"process_name\", \"pid\": " << options_.pid
+        << ", \"tid\": 0, \"args\": {\"name\": \"" << JsonEscape(options_.process_name) << "\"}}";
+    for (size_t t = 0; t < tracks_.size(); ++t) {
+      out << ",\n{\"ph\": \"M\", \"name\": \"thread_name\", \"pid\": " << options_.pid
+          << ", \"tid\": " << t << ", \"args\": {\"name\": \"" << JsonEscape(tracks_[t])
+          << "\"}}";
+      out << ",\n{\"ph\": \"M\", \"name\": \"thread_sort_index\", \"pid\": " << options_.pid
+          << ", \"tid\": " << t << ", \"args\": {\"sort_index\": " << t << "}}";
+    }
+    for (const Event& e : events_) {
+      out << ",\n{\"ph\": \"X\", \"pid\": " << options_.pid << ", \"tid\": " << e.track
+          << ", \"ts\": " << e.start_us << ", \"dur\": " << e.duration_us << ", \"name\": \""
+          << JsonEscape(e.name) << "\", \"cat\": \"" << JsonEscape(e.category) << "\"";
+      if (!e.args.empty()) out << ", \"args\": {" << e.args << "}";
+      out << "}";
+    }
+    out << "\n]}\n";
+    if (!out.good()) return absl::DataLossError(absl::StrCat("short write to ", tmp));
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    return absl::PermissionDeniedError(absl::StrCat("cannot rename ", tmp, " to ", path));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace p3
