@@ -66,8 +66,7 @@ class BlockListModel : public BlockModel {
   // A block running children [begin, end) of a registered Sequential in order; it owns
   // their parameters. Names such as "features.0" keep the reference's parameter names.
   void AddSequentialRange(std::string name, std::shared_ptr<torch::nn::SequentialImpl> seq,
-                          size_t begin,
-                          size_t end) {
+                          size_t begin, size_t end) {
     std::vector<std::shared_ptr<torch::nn::Module>> modules;
     for (size_t i = begin; i < end; ++i) modules.push_back(seq->ptr(i));
     AddBlock(std::move(name), std::move(modules), [seq, begin, end](const torch::Tensor& x) {

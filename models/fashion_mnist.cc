@@ -1,13 +1,12 @@
 #include "models/fashion_mnist.h"
 
+#include <torch/types.h>
 #include <zlib.h>
 
 #include <cerrno>
 #include <cstdint>
 #include <cstring>
 #include <vector>
-
-#include <torch/types.h>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -43,8 +42,8 @@ absl::StatusOr<std::vector<uint8_t>> ReadGzipFile(const std::string& path) {
   // A gzip stream cut short reads as a clean end of file; gzclose then reports Z_BUF_ERROR.
   int close_code = gzclose(file);
   if (close_code != Z_OK) {
-    return absl::DataLossError(absl::StrCat("corrupt or truncated gzip file ", path,
-                                            " (zlib error ", close_code, ")"));
+    return absl::DataLossError(
+        absl::StrCat("corrupt or truncated gzip file ", path, " (zlib error ", close_code, ")"));
   }
   return data;
 }
@@ -64,14 +63,13 @@ absl::StatusOr<Idx> ParseIdx(const std::vector<uint8_t>& data, const std::string
                              uint32_t magic, int num_dims) {
   const size_t header_size = 4 + 4 * static_cast<size_t>(num_dims);
   if (data.size() < header_size) {
-    return absl::DataLossError(absl::StrCat(path, ": ", data.size(),
-                                            " bytes, shorter than an IDX header of ",
-                                            header_size, " bytes"));
+    return absl::DataLossError(absl::StrCat(
+        path, ": ", data.size(), " bytes, shorter than an IDX header of ", header_size, " bytes"));
   }
   const uint32_t found = BigEndian32(data.data());
   if (found != magic) {
-    return absl::DataLossError(absl::StrCat(path, ": wrong magic number ", found,
-                                            ", expected ", magic));
+    return absl::DataLossError(
+        absl::StrCat(path, ": wrong magic number ", found, ", expected ", magic));
   }
   Idx idx;
   idx.num_values = 1;
@@ -107,28 +105,24 @@ absl::StatusOr<std::shared_ptr<Dataset>> LoadFashionMnist(const std::string& dir
 
   const int64_t n = images->dims[0];
   if (labels->dims[0] != n) {
-    return absl::DataLossError(absl::StrCat(images_path, " holds ", n, " images but ",
-                                            labels_path, " holds ", labels->dims[0],
-                                            " labels"));
+    return absl::DataLossError(absl::StrCat(images_path, " holds ", n, " images but ", labels_path,
+                                            " holds ", labels->dims[0], " labels"));
   }
   for (int64_t i = 0; i < n; ++i) {
     if (labels->values[i] >= kNumClasses) {
-      return absl::DataLossError(absl::StrCat(labels_path, ": label ",
-                                              int{labels->values[i]}, " at index ", i,
-                                              " is outside 0..", kNumClasses - 1));
+      return absl::DataLossError(absl::StrCat(labels_path, ": label ", int{labels->values[i]},
+                                              " at index ", i, " is outside 0..", kNumClasses - 1));
     }
   }
 
-  torch::Tensor input =
-      torch::from_blob(const_cast<uint8_t*>(images->values),
-                       {n, 1, images->dims[1], images->dims[2]}, torch::kUInt8)
-          .to(torch::kFloat32)
-          .div_(255.0)
-          .sub_(kFashionMnistMean)
-          .div_(kFashionMnistStd);
+  torch::Tensor input = torch::from_blob(const_cast<uint8_t*>(images->values),
+                                         {n, 1, images->dims[1], images->dims[2]}, torch::kUInt8)
+                            .to(torch::kFloat32)
+                            .div_(255.0)
+                            .sub_(kFashionMnistMean)
+                            .div_(kFashionMnistStd);
   torch::Tensor target =
-      torch::from_blob(const_cast<uint8_t*>(labels->values), {n}, torch::kUInt8)
-          .to(torch::kInt64);
+      torch::from_blob(const_cast<uint8_t*>(labels->values), {n}, torch::kUInt8).to(torch::kInt64);
   return std::make_shared<TensorDataset>(std::move(input), std::move(target));
 }
 

@@ -1,9 +1,9 @@
 #include "models/inception.h"
 
+#include <torch/torch.h>
+
 #include <string>
 #include <vector>
-
-#include <torch/torch.h>
 
 #include "models/init.h"
 
@@ -42,8 +42,8 @@ torch::Tensor MaxPool3x3s2(const torch::Tensor& x) {
 // Members are registered in torchvision's order; Add() keeps that order in one place.
 class InceptionModule : public nn::Module {
  protected:
-  BasicConv2d Add(const std::string& name, int64_t in, int64_t out, Pair kernel,
-                  Pair stride = 1, Pair padding = 0) {
+  BasicConv2d Add(const std::string& name, int64_t in, int64_t out, Pair kernel, Pair stride = 1,
+                  Pair padding = 0) {
     return register_module(name, BasicConv2d(in, out, kernel, stride, padding));
   }
 };
@@ -59,9 +59,8 @@ class InceptionAImpl : public InceptionModule {
         b3dbl_3_(Add("branch3x3dbl_3", 96, 96, 3, 1, 1)),
         bpool_(Add("branch_pool", in, pool_features, 1)) {}
   torch::Tensor forward(const torch::Tensor& x) {
-    return torch::cat({b1x1_(x), b5x5_2_(b5x5_1_(x)), b3dbl_3_(b3dbl_2_(b3dbl_1_(x))),
-                       bpool_(AvgPool3x3(x))},
-                      1);
+    return torch::cat(
+        {b1x1_(x), b5x5_2_(b5x5_1_(x)), b3dbl_3_(b3dbl_2_(b3dbl_1_(x))), bpool_(AvgPool3x3(x))}, 1);
   }
 
  private:
@@ -98,14 +97,12 @@ class InceptionCImpl : public InceptionModule {
         bpool_(Add("branch_pool", in, 192, 1)) {}
   torch::Tensor forward(const torch::Tensor& x) {
     return torch::cat({b1x1_(x), b7_3_(b7_2_(b7_1_(x))),
-                       b7dbl_5_(b7dbl_4_(b7dbl_3_(b7dbl_2_(b7dbl_1_(x))))),
-                       bpool_(AvgPool3x3(x))},
+                       b7dbl_5_(b7dbl_4_(b7dbl_3_(b7dbl_2_(b7dbl_1_(x))))), bpool_(AvgPool3x3(x))},
                       1);
   }
 
  private:
-  BasicConv2d b1x1_, b7_1_, b7_2_, b7_3_, b7dbl_1_, b7dbl_2_, b7dbl_3_, b7dbl_4_, b7dbl_5_,
-      bpool_;
+  BasicConv2d b1x1_, b7_1_, b7_2_, b7_3_, b7dbl_1_, b7dbl_2_, b7dbl_3_, b7dbl_4_, b7dbl_5_, bpool_;
 };
 
 class InceptionDImpl : public InceptionModule {
@@ -141,8 +138,7 @@ class InceptionEImpl : public InceptionModule {
     torch::Tensor b3 = b3_1_(x);
     torch::Tensor b3dbl = b3dbl_2_(b3dbl_1_(x));
     return torch::cat({b1x1_(x), torch::cat({b3_2a_(b3), b3_2b_(b3)}, 1),
-                       torch::cat({b3dbl_3a_(b3dbl), b3dbl_3b_(b3dbl)}, 1),
-                       bpool_(AvgPool3x3(x))},
+                       torch::cat({b3dbl_3a_(b3dbl), b3dbl_3b_(b3dbl)}, 1), bpool_(AvgPool3x3(x))},
                       1);
   }
 
@@ -158,10 +154,9 @@ class InceptionAuxImpl : public InceptionModule {
         fc_(register_module("fc", nn::Linear(768, num_classes))) {}
   torch::Tensor forward(const torch::Tensor& x) {
     // torchvision's pool fits 17x17 inputs (299x299 images) and larger; see the header.
-    torch::Tensor pooled =
-        x.size(2) >= 17 && x.size(3) >= 17
-            ? F::avg_pool2d(x, F::AvgPool2dFuncOptions(5).stride(3))
-            : F::adaptive_avg_pool2d(x, F::AdaptiveAvgPool2dFuncOptions(5));
+    torch::Tensor pooled = x.size(2) >= 17 && x.size(3) >= 17
+                               ? F::avg_pool2d(x, F::AvgPool2dFuncOptions(5).stride(3))
+                               : F::adaptive_avg_pool2d(x, F::AdaptiveAvgPool2dFuncOptions(5));
     torch::Tensor y = conv1_(conv0_(pooled));
     y = F::adaptive_avg_pool2d(y, F::AdaptiveAvgPool2dFuncOptions(1));
     return fc_(torch::flatten(y, 1));

@@ -34,10 +34,10 @@
 namespace p3::models {
 
 struct InceptionV3Options {
-  int64_t num_classes = 1000;     // Default: 1000.
-  int64_t in_channels = 3;        // Default: 3.
-  double dropout = 0.5;           // Before fc. Default: 0.5, torchvision's.
-  double aux_loss_weight = 0.4;   // Default: 0.4, torchvision's reference recipe.
+  int64_t num_classes = 1000;    // Default: 1000.
+  int64_t in_channels = 3;       // Default: 3.
+  double dropout = 0.5;          // Before fc. Default: 0.5, torchvision's.
+  double aux_loss_weight = 0.4;  // Default: 0.4, torchvision's reference recipe.
 };
 
 class InceptionV3 : public BlockListModel {

@@ -1,8 +1,8 @@
 #include "models/init.h"
 
-#include <cmath>
-
 #include <torch/nn/init.h>
+
+#include <cmath>
 
 namespace p3::models {
 
@@ -24,9 +24,7 @@ void KaimingNormalFanOutRelu(torch::Tensor w) {
 
 void XavierUniform(torch::Tensor w) { torch::nn::init::xavier_uniform_(w); }
 
-void Normal(torch::Tensor w, double mean, double std) {
-  torch::nn::init::normal_(w, mean, std);
-}
+void Normal(torch::Tensor w, double mean, double std) { torch::nn::init::normal_(w, mean, std); }
 
 void Constant(torch::Tensor w, double value) { torch::nn::init::constant_(w, value); }
 

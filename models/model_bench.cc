@@ -3,13 +3,13 @@
 // shape and sum (to compare with a reference implementation).
 //
 //   bazel run -c opt //models:model_bench -- --batch=16 --runs=5
+#include <torch/torch.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <string>
 #include <vector>
-
-#include <torch/torch.h>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
@@ -109,7 +109,8 @@ int main(int argc, char** argv) {
   const int64_t seq_len = absl::GetFlag(FLAGS_seq_len);
   std::printf("libtorch threads: %d; batch %ld; median of %ld runs after 1 warm-up\n\n",
               torch::get_num_threads(), batch, runs);
-  std::printf("| model | parameters | blocks | input | forward+backward ms (median) | min | max |\n");
+  std::printf(
+      "| model | parameters | blocks | input | forward+backward ms (median) | min | max |\n");
   std::printf("|---|---:|---:|---|---:|---:|---:|\n");
   for (const std::string& name : names) {
     ModelOptions options;

@@ -1,8 +1,8 @@
 #include "models/resnet.h"
 
-#include <string>
-
 #include <torch/torch.h>
+
+#include <string>
 
 #include "absl/strings/str_cat.h"
 #include "models/init.h"
@@ -16,8 +16,7 @@ namespace F = torch::nn::functional;
 constexpr int64_t kExpansion = 4;
 
 nn::Conv2d Conv(int64_t in, int64_t out, int64_t kernel, int64_t stride, int64_t padding) {
-  return nn::Conv2d(
-      nn::Conv2dOptions(in, out, kernel).stride(stride).padding(padding).bias(false));
+  return nn::Conv2d(nn::Conv2dOptions(in, out, kernel).stride(stride).padding(padding).bias(false));
 }
 
 // torchvision's Bottleneck. `downsample` is built by the caller first, as torchvision's
@@ -79,7 +78,8 @@ ResNet::ResNet(const ResNetOptions& options) {
 
   auto fc = register_module("fc", nn::Linear(inplanes, options.num_classes));
   AddBlock("fc", {fc}, [fc](const torch::Tensor& x) {
-    return fc->forward(torch::flatten(F::adaptive_avg_pool2d(x, F::AdaptiveAvgPool2dFuncOptions(1)), 1));
+    return fc->forward(
+        torch::flatten(F::adaptive_avg_pool2d(x, F::AdaptiveAvgPool2dFuncOptions(1)), 1));
   });
 
   for (const auto& m : modules(/*include_self=*/false)) {

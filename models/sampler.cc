@@ -55,8 +55,7 @@ ShardedSampler::ShardedSampler(const Options& options) : options_(options) {
   }
 }
 
-std::vector<int64_t> ShardedSampler::EpochPermutation(int64_t size, uint64_t seed,
-                                                      int64_t epoch) {
+std::vector<int64_t> ShardedSampler::EpochPermutation(int64_t size, uint64_t seed, int64_t epoch) {
   const uint64_t e = static_cast<uint64_t>(epoch);
   std::seed_seq seq{static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32),
                     static_cast<uint32_t>(e), static_cast<uint32_t>(e >> 32)};
@@ -78,8 +77,7 @@ std::vector<int64_t> ShardedSampler::Indices(int64_t iteration) {
     permutation_ = EpochPermutation(options_.dataset_size, options_.seed, epoch);
     cached_epoch_ = epoch;
   }
-  const int64_t begin =
-      (step * options_.num_workers + options_.rank) * options_.batch_size;
+  const int64_t begin = (step * options_.num_workers + options_.rank) * options_.batch_size;
   return std::vector<int64_t>(permutation_.begin() + begin,
                               permutation_.begin() + begin + options_.batch_size);
 }

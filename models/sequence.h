@@ -23,9 +23,9 @@
 #ifndef P3_MODELS_SEQUENCE_H_
 #define P3_MODELS_SEQUENCE_H_
 
-#include <cstdint>
-
 #include <torch/types.h>
+
+#include <cstdint>
 
 namespace p3::models {
 
@@ -34,9 +34,7 @@ inline constexpr int64_t kPadToken = 0;
 inline constexpr int64_t kBosToken = 1;
 
 // The source half [B, L, D] of a between-blocks tensor [B, 2L, D].
-inline torch::Tensor SourceHalf(const torch::Tensor& x) {
-  return x.narrow(1, 0, x.size(1) / 2);
-}
+inline torch::Tensor SourceHalf(const torch::Tensor& x) { return x.narrow(1, 0, x.size(1) / 2); }
 
 // The target half [B, L, D] of a between-blocks tensor [B, 2L, D].
 inline torch::Tensor TargetHalf(const torch::Tensor& x) {

@@ -11,9 +11,9 @@ SmallCnn::SmallCnn(const SmallCnnOptions& options) {
   auto conv1 = register_module(
       "conv1", nn::Sequential(nn::Conv2d(nn::Conv2dOptions(options.in_channels, 16, 5).padding(2)),
                               nn::ReLU(), nn::MaxPool2d(2)));
-  auto conv2 = register_module(
-      "conv2", nn::Sequential(nn::Conv2d(nn::Conv2dOptions(16, 32, 5).padding(2)), nn::ReLU(),
-                              nn::MaxPool2d(2)));
+  auto conv2 =
+      register_module("conv2", nn::Sequential(nn::Conv2d(nn::Conv2dOptions(16, 32, 5).padding(2)),
+                                              nn::ReLU(), nn::MaxPool2d(2)));
   auto fc1 = register_module(
       "fc1", nn::Sequential(nn::Flatten(), nn::Linear(32 * side * side, 128), nn::ReLU()));
   auto fc2 = register_module("fc2", nn::Linear(128, options.num_classes));

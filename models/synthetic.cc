@@ -25,13 +25,12 @@ constexpr uint64_t kStructureStream = 0;
 }  // namespace
 
 absl::StatusOr<std::shared_ptr<Dataset>> SyntheticImages(int64_t size, int64_t channels,
-                                                         int64_t image_size,
-                                                         int64_t num_classes, uint64_t seed,
-                                                         uint64_t stream) {
+                                                         int64_t image_size, int64_t num_classes,
+                                                         uint64_t seed, uint64_t stream) {
   if (size < 1 || channels < 1 || image_size < 1 || num_classes < 1) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "SyntheticImages needs size, channels, image_size and num_classes >= 1, got ", size,
-        ", ", channels, ", ", image_size, ", ", num_classes));
+    return absl::InvalidArgumentError(
+        absl::StrCat("SyntheticImages needs size, channels, image_size and num_classes >= 1, got ",
+                     size, ", ", channels, ", ", image_size, ", ", num_classes));
   }
   at::Generator structure = MakeGenerator(seed, kStructureStream);
   at::Generator samples = MakeGenerator(seed, stream + 1);
@@ -48,9 +47,9 @@ absl::StatusOr<std::shared_ptr<Dataset>> SyntheticTokens(int64_t size, int64_t s
                                                          int64_t vocab, uint64_t seed,
                                                          uint64_t stream) {
   if (size < 1 || seq_len < 1 || vocab < 3) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "SyntheticTokens needs size >= 1, seq_len >= 1 and vocab >= 3, got ", size, ", ",
-        seq_len, ", ", vocab));
+    return absl::InvalidArgumentError(
+        absl::StrCat("SyntheticTokens needs size >= 1, seq_len >= 1 and vocab >= 3, got ", size,
+                     ", ", seq_len, ", ", vocab));
   }
   at::Generator structure = MakeGenerator(seed, kStructureStream);
   at::Generator samples = MakeGenerator(seed, stream + 1);
@@ -60,12 +59,11 @@ absl::StatusOr<std::shared_ptr<Dataset>> SyntheticTokens(int64_t size, int64_t s
       torch::cat({torch::arange(first, torch::kInt64),
                   at::randperm(vocab - first, structure, torch::kInt64).add_(first)});
   torch::Tensor source = at::randint(first, vocab, {size, seq_len}, samples, torch::kInt64);
-  torch::Tensor target = mapping.index_select(0, source.flip({1}).reshape({-1}))
-                             .reshape({size, seq_len});
-  torch::Tensor decoder_input =
-      torch::cat({torch::full({size, 1}, kBosToken, torch::kInt64),
-                  target.slice(/*dim=*/1, 0, seq_len - 1)},
-                 /*dim=*/1);
+  torch::Tensor target =
+      mapping.index_select(0, source.flip({1}).reshape({-1})).reshape({size, seq_len});
+  torch::Tensor decoder_input = torch::cat(
+      {torch::full({size, 1}, kBosToken, torch::kInt64), target.slice(/*dim=*/1, 0, seq_len - 1)},
+      /*dim=*/1);
   torch::Tensor input = torch::stack({source, decoder_input}, /*dim=*/1);
   return std::make_shared<TensorDataset>(std::move(input), std::move(target));
 }

@@ -27,9 +27,8 @@ namespace p3::models {
 // are drawn from (`seed`, `stream`): use one stream for training and another for a test
 // set with the same classes. InvalidArgumentError unless every size is >= 1.
 absl::StatusOr<std::shared_ptr<Dataset>> SyntheticImages(int64_t size, int64_t channels,
-                                                         int64_t image_size,
-                                                         int64_t num_classes, uint64_t seed,
-                                                         uint64_t stream = 0);
+                                                         int64_t image_size, int64_t num_classes,
+                                                         uint64_t seed, uint64_t stream = 0);
 
 // `size` sequence pairs for the sequence models, laid out as models/sequence.h describes:
 // input int64 [size, 2, seq_len], row 0 the source tokens, row 1 the decoder's input

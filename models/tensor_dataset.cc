@@ -9,9 +9,8 @@ TensorDataset::TensorDataset(torch::Tensor inputs, torch::Tensor targets)
 
 Batch TensorDataset::Get(const std::vector<int64_t>& indices) const {
   // from_blob does not copy; index_select copies before the vector can go away.
-  torch::Tensor index =
-      torch::from_blob(const_cast<int64_t*>(indices.data()),
-                       {static_cast<int64_t>(indices.size())}, torch::kInt64);
+  torch::Tensor index = torch::from_blob(const_cast<int64_t*>(indices.data()),
+                                         {static_cast<int64_t>(indices.size())}, torch::kInt64);
   return Batch{inputs_.index_select(0, index), targets_.index_select(0, index)};
 }
 

@@ -9,10 +9,10 @@
 #ifndef P3_MODELS_TENSOR_DATASET_H_
 #define P3_MODELS_TENSOR_DATASET_H_
 
+#include <torch/types.h>
+
 #include <cstdint>
 #include <vector>
-
-#include <torch/types.h>
 
 #include "models/dataset.h"
 

@@ -1,9 +1,9 @@
 #include "models/transformer.h"
 
+#include <torch/torch.h>
+
 #include <cmath>
 #include <limits>
-
-#include <torch/torch.h>
 
 #include "absl/strings/str_cat.h"
 #include "models/init.h"
@@ -18,7 +18,8 @@ namespace F = torch::nn::functional;
 // Sinusoidal position encodings [length, d] (Vaswani et al., section 3.5).
 torch::Tensor Positions(int64_t length, int64_t d) {
   torch::Tensor position = torch::arange(length, torch::kFloat32).unsqueeze(1);
-  torch::Tensor rate = torch::exp(torch::arange(0, d, 2, torch::kFloat32) * (-std::log(10000.0) / d));
+  torch::Tensor rate =
+      torch::exp(torch::arange(0, d, 2, torch::kFloat32) * (-std::log(10000.0) / d));
   torch::Tensor pe = torch::zeros({length, d});
   pe.slice(1, 0, d, 2).copy_(torch::sin(position * rate));
   pe.slice(1, 1, d, 2).copy_(torch::cos(position * rate).slice(1, 0, d / 2));
@@ -64,13 +65,11 @@ Transformer::Transformer(const TransformerOptions& options) {
     AddBlock(absl::StrCat("decoder.", i), {layer}, [layer](const torch::Tensor& x) {
       const int64_t length = x.size(1) / 2;
       torch::Tensor causal =
-          torch::full({length, length}, -std::numeric_limits<float>::infinity(),
-                      x.options())
+          torch::full({length, length}, -std::numeric_limits<float>::infinity(), x.options())
               .triu(1);
-      torch::Tensor out = layer
-                              ->forward(TargetHalf(x).transpose(0, 1),
-                                        SourceHalf(x).transpose(0, 1), causal)
-                              .transpose(0, 1);
+      torch::Tensor out =
+          layer->forward(TargetHalf(x).transpose(0, 1), SourceHalf(x).transpose(0, 1), causal)
+              .transpose(0, 1);
       return torch::cat({SourceHalf(x), out}, 1);
     });
   }

@@ -30,13 +30,13 @@
 namespace p3::models {
 
 struct TransformerOptions {
-  int64_t vocab_size = 32000;     // Default: 32,000.
-  int64_t d_model = 512;          // Default: 512 (base).
-  int64_t num_heads = 8;          // Default: 8.
-  int64_t ffn_size = 2048;        // Default: 2048.
-  int64_t encoder_layers = 6;     // Default: 6.
-  int64_t decoder_layers = 6;     // Default: 6.
-  double dropout = 0.1;           // Default: 0.1.
+  int64_t vocab_size = 32000;  // Default: 32,000.
+  int64_t d_model = 512;       // Default: 512 (base).
+  int64_t num_heads = 8;       // Default: 8.
+  int64_t ffn_size = 2048;     // Default: 2048.
+  int64_t encoder_layers = 6;  // Default: 6.
+  int64_t decoder_layers = 6;  // Default: 6.
+  double dropout = 0.1;        // Default: 0.1.
 };
 
 class Transformer : public BlockListModel {

@@ -1,5 +1,6 @@
 #include "models/zoo.h"
 
+#include <algorithm>
 #include <exception>
 #include <functional>
 #include <utility>
@@ -18,8 +19,7 @@
 namespace p3::models {
 namespace {
 
-using Factory =
-    std::function<absl::StatusOr<std::shared_ptr<BlockModel>>(const ModelOptions&)>;
+using Factory = std::function<absl::StatusOr<std::shared_ptr<BlockModel>>(const ModelOptions&)>;
 
 absl::StatusOr<std::shared_ptr<BlockModel>> MakeSmallCnn(const ModelOptions& o) {
   SmallCnnOptions options;
@@ -47,8 +47,8 @@ absl::StatusOr<std::shared_ptr<BlockModel>> MakeMlp(const ModelOptions& o) {
 // Image classifiers with adaptive pooling take any input of at least `min_size`.
 absl::Status CheckImageSize(const ModelOptions& o, int64_t min_size) {
   if (o.image_size != 0 && o.image_size < min_size) {
-    return absl::InvalidArgumentError(absl::StrCat(o.name, " needs image_size >= ", min_size,
-                                                   ", got ", o.image_size));
+    return absl::InvalidArgumentError(
+        absl::StrCat(o.name, " needs image_size >= ", min_size, ", got ", o.image_size));
   }
   return absl::OkStatus();
 }
@@ -148,9 +148,8 @@ absl::StatusOr<std::shared_ptr<BlockModel>> CreateModel(const ModelOptions& opti
           absl::StrCat("cannot create model \"", name, "\": ", e.what()));
     }
   }
-  return absl::InvalidArgumentError(absl::StrCat("unknown model name \"", options.name,
-                                                 "\"; allowed: ",
-                                                 absl::StrJoin(ModelNames(), ", ")));
+  return absl::InvalidArgumentError(absl::StrCat(
+      "unknown model name \"", options.name, "\"; allowed: ", absl::StrJoin(ModelNames(), ", ")));
 }
 
 }  // namespace p3::models

@@ -1,10 +1,8 @@
 // Fashion-MNIST loading from Debian's files, and the errors for missing or corrupt ones.
 #include <torch/torch.h>
-
-#include <catch2/catch.hpp>
-
 #include <zlib.h>
 
+#include <catch2/catch.hpp>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -152,8 +150,7 @@ CATCH_TEST_CASE("a truncated gzip stream is DataLoss") {
   fs::path dir = TempDir("truncated");
   WriteValidTestSet(dir);
   // Cut the real training images to their first 100 kB of compressed data.
-  std::ifstream in(std::string(kFashionMnistDir) + "/t10k-images-idx3-ubyte.gz",
-                   std::ios::binary);
+  std::ifstream in(std::string(kFashionMnistDir) + "/t10k-images-idx3-ubyte.gz", std::ios::binary);
   std::vector<char> head(100000);
   in.read(head.data(), static_cast<std::streamsize>(head.size()));
   std::ofstream out(dir / "t10k-images-idx3-ubyte.gz", std::ios::binary | std::ios::trunc);
@@ -200,8 +197,7 @@ CATCH_TEST_CASE("CreateDataset picks loaders by name and rejects unknown names")
   options.name = "imagenet";
   absl::StatusOr<std::shared_ptr<Dataset>> unknown = CreateDataset(options);
   CATCH_CHECK(unknown.status().code() == absl::StatusCode::kInvalidArgument);
-  CATCH_CHECK(std::string(unknown.status().message()).find("fashion_mnist") !=
-              std::string::npos);
+  CATCH_CHECK(std::string(unknown.status().message()).find("fashion_mnist") != std::string::npos);
 }
 
 }  // namespace

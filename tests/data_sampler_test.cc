@@ -1,7 +1,6 @@
 // ShardedSampler: permutations, sharding across workers, determinism, validation.
-#include <catch2/catch.hpp>
-
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <numeric>
 #include <set>
 #include <vector>
@@ -11,11 +10,12 @@
 namespace p3::models {
 namespace {
 
-ShardedSampler Make(int64_t size, int64_t batch, int64_t workers, int64_t rank,
-                    uint64_t seed = 1) {
-  absl::StatusOr<ShardedSampler> s = ShardedSampler::Create(
-      {.dataset_size = size, .batch_size = batch, .num_workers = workers, .rank = rank,
-       .seed = seed});
+ShardedSampler Make(int64_t size, int64_t batch, int64_t workers, int64_t rank, uint64_t seed = 1) {
+  absl::StatusOr<ShardedSampler> s = ShardedSampler::Create({.dataset_size = size,
+                                                             .batch_size = batch,
+                                                             .num_workers = workers,
+                                                             .rank = rank,
+                                                             .seed = seed});
   CATCH_REQUIRE(s.ok());
   return *s;
 }

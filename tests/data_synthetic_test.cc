@@ -2,7 +2,6 @@
 #include <torch/torch.h>
 
 #include <catch2/catch.hpp>
-
 #include <map>
 
 #include "models/synthetic.h"
@@ -63,7 +62,8 @@ CATCH_TEST_CASE("synthetic tokens: target is a fixed mapping of the reversed sou
   torch::Tensor decoder_input = a.input.select(1, 1);
   CATCH_CHECK(source.min().item<int64_t>() >= 2);
   CATCH_CHECK(source.max().item<int64_t>() < 20);
-  CATCH_CHECK(torch::equal(decoder_input.select(1, 0), torch::full({300}, kBosToken, torch::kInt64)));
+  CATCH_CHECK(
+      torch::equal(decoder_input.select(1, 0), torch::full({300}, kBosToken, torch::kInt64)));
   CATCH_CHECK(torch::equal(decoder_input.slice(1, 1, 6), a.target.slice(1, 0, 5)));
   // Same source token, same target token, wherever it occurs, in this and another stream.
   Batch other_stream = Tokens(300, 9, /*stream=*/4);
@@ -91,8 +91,7 @@ CATCH_TEST_CASE("synthetic data sets reject sizes below their minimum") {
               absl::StatusCode::kInvalidArgument);
   CATCH_CHECK(SyntheticImages(10, 1, 8, 0, 1).status().code() ==
               absl::StatusCode::kInvalidArgument);
-  CATCH_CHECK(SyntheticTokens(10, 4, 2, 1).status().code() ==
-              absl::StatusCode::kInvalidArgument);
+  CATCH_CHECK(SyntheticTokens(10, 4, 2, 1).status().code() == absl::StatusCode::kInvalidArgument);
 }
 
 }  // namespace

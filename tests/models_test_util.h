@@ -2,6 +2,7 @@
 #ifndef P3_TESTS_MODELS_TEST_UTIL_H_
 #define P3_TESTS_MODELS_TEST_UTIL_H_
 
+#include <cmath>
 #include <cstdint>
 #include <memory>
 #include <set>

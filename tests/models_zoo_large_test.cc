@@ -3,7 +3,7 @@
 #include <torch/torch.h>
 
 #include <catch2/catch.hpp>
-
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -35,9 +35,9 @@ std::vector<std::string> ParameterNames(BlockModel& model) {
 
 struct VisionCase {
   std::string name;
-  int64_t parameters;     // torchvision's, 1000 classes
+  int64_t parameters;  // torchvision's, 1000 classes
   int64_t num_blocks;
-  int64_t reduced_size;   // a small input that keeps every parameter in use
+  int64_t reduced_size;  // a small input that keeps every parameter in use
 };
 
 CATCH_TEST_CASE("vision models have torchvision's parameter counts, names and order") {
@@ -65,10 +65,8 @@ CATCH_TEST_CASE("resnet50 blocks are the stem, one per bottleneck, and fc") {
   CATCH_CHECK(blocks.back() == "fc");
   std::vector<std::string> names = ParameterNames(*model);
   CATCH_CHECK(names[0] == "conv1.weight");
-  CATCH_CHECK(std::find(names.begin(), names.end(), "layer1.0.downsample.0.weight") !=
-              names.end());
-  CATCH_CHECK(std::find(names.begin(), names.end(), "layer1.1.downsample.0.weight") ==
-              names.end());
+  CATCH_CHECK(std::find(names.begin(), names.end(), "layer1.0.downsample.0.weight") != names.end());
+  CATCH_CHECK(std::find(names.begin(), names.end(), "layer1.1.downsample.0.weight") == names.end());
 }
 
 CATCH_TEST_CASE("inception_v3's AuxLogits block sits between Mixed_6e and Mixed_7a") {
@@ -138,10 +136,8 @@ CATCH_TEST_CASE("image sizes below a model's minimum are InvalidArgument") {
 std::pair<torch::Tensor, torch::Tensor> Tokens(int64_t batch, int64_t length, int64_t vocab) {
   torch::Tensor source = torch::randint(2, vocab, {batch, length}, torch::kInt64);
   torch::Tensor target = torch::randint(2, vocab, {batch, length}, torch::kInt64);
-  torch::Tensor decoder_input =
-      torch::cat({torch::full({batch, 1}, kBosToken, torch::kInt64),
-                  target.slice(1, 0, length - 1)},
-                 1);
+  torch::Tensor decoder_input = torch::cat(
+      {torch::full({batch, 1}, kBosToken, torch::kInt64), target.slice(1, 0, length - 1)}, 1);
   return {torch::stack({source, decoder_input}, 1), target};
 }
 

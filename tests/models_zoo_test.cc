@@ -2,7 +2,6 @@
 #include <torch/torch.h>
 
 #include <catch2/catch.hpp>
-
 #include <string>
 
 #include "models/zoo.h"
@@ -82,12 +81,10 @@ CATCH_TEST_CASE("mlp flattens images when image_size is given") {
   options.in_channels = 1;
   options.num_classes = 5;
   std::shared_ptr<BlockModel> model = Create(options);
-  CATCH_CHECK(model->forward(torch::randn({2, 1, 28, 28})).sizes() ==
-              torch::IntArrayRef({2, 5}));
+  CATCH_CHECK(model->forward(torch::randn({2, 1, 28, 28})).sizes() == torch::IntArrayRef({2, 5}));
   options.image_size = 0;
   options.in_channels = 7;
-  CATCH_CHECK(Create(options)->forward(torch::randn({2, 7})).sizes() ==
-              torch::IntArrayRef({2, 5}));
+  CATCH_CHECK(Create(options)->forward(torch::randn({2, 7})).sizes() == torch::IntArrayRef({2, 5}));
 }
 
 CATCH_TEST_CASE("same seed gives identical parameters, another seed different ones") {
