@@ -88,7 +88,18 @@ class ParameterServer::Impl final : public wire::ParameterServer::Service {
       // After a clean finish the handlers are returning OK on their own; cancelling them
       // now would turn a worker's clean close into CANCELLED.
       if (!all_done_) {
-        if (failure_.ok()) failure_ = absl::CancelledError("server shut down");
+        if (failure_.ok()) {
+          failure_ = absl::CancelledError("server shut down");
+        } else {
+          // The run failed: the other workers' streams are writing their Abort, which
+          // says why, and end by themselves. Give them a moment before cutting them off.
+          mu_.AwaitWithTimeout(absl::Condition(
+                                   +[](std::map<int, Connection*>* streams) {
+                                     return streams->empty();
+                                   },
+                                   &streams_),
+                               absl::Seconds(2));
+        }
         for (auto& [rank, conn] : streams_) {
           conn->queue.Close();
           conn->context->TryCancel();
