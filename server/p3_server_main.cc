@@ -13,7 +13,7 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/strings/str_cat.h"
-#include "server/optimizer_config.h"
+#include "server/config_options.h"
 #include "server/parameter_server.h"
 #include "tools/config.h"
 
@@ -58,6 +58,14 @@ int main(int argc, char** argv) {
   options.shard.num_workers = config->cluster().workers();
   options.shard.optimizer = p3::OptimizerFromConfig(*config);
   options.peer_timeout = absl::Seconds(config->cluster().peer_timeout_s());
+  absl::StatusOr<p3::SecuritySettings> security = p3::SecurityFromConfig(*config);
+  if (!security.ok()) {
+    std::cerr << "p3_server " << index << ": " << security.status().message() << "\n";
+    return 2;
+  }
+  options.tls_cert_pem = security->cert_pem;
+  options.tls_key_pem = security->key_pem;
+  options.token = security->token;
   const std::string trace_file = absl::GetFlag(FLAGS_trace_file);
   p3::TraceRecorder trace({.enabled = !trace_file.empty(),
                            .process_name = absl::StrCat("server ", index),

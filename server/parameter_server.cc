@@ -48,7 +48,13 @@ class ParameterServer::Impl final : public wire::ParameterServer::Service {
 
   absl::Status Start() {
     grpc::ServerBuilder builder;
-    builder.AddListeningPort(options_.address, grpc::InsecureServerCredentials(), &port_);
+    std::shared_ptr<grpc::ServerCredentials> credentials = grpc::InsecureServerCredentials();
+    if (!options_.tls_cert_pem.empty() || !options_.tls_key_pem.empty()) {
+      grpc::SslServerCredentialsOptions ssl;
+      ssl.pem_key_cert_pairs.push_back({options_.tls_key_pem, options_.tls_cert_pem});
+      credentials = grpc::SslServerCredentials(ssl);
+    }
+    builder.AddListeningPort(options_.address, credentials, &port_);
     builder.RegisterService(this);
     builder.SetMaxReceiveMessageSize(kMaxMessageBytes);
     builder.SetMaxSendMessageSize(kMaxMessageBytes);
@@ -131,6 +137,10 @@ class ParameterServer::Impl final : public wire::ParameterServer::Service {
     absl::StatusOr<ClusterSignature> sig = SignatureFromHello(hello);
     if (!sig.ok()) return sig.status();
     const int rank = static_cast<int>(hello.rank());
+    if (!TokenMatches(hello.token())) {
+      return absl::UnauthenticatedError(
+          absl::StrCat("worker ", rank, " refused: missing or wrong cluster token"));
+    }
     if (static_cast<int>(hello.server_index()) != options_.shard.server_index) {
       return absl::FailedPreconditionError(absl::StrCat(
           "worker ", rank, " addressed server ", hello.server_index(), ", but this is server ",
@@ -212,6 +222,18 @@ class ParameterServer::Impl final : public wire::ParameterServer::Service {
       if (!failure_.ok()) return failure_;
     }
     return absl::UnavailableError(absl::StrCat("worker ", rank, " disconnected before it was done"));
+  }
+
+  // Compares in time independent of where the tokens differ.
+  bool TokenMatches(const std::string& given) const {
+    const std::string& want = options_.token;
+    if (want.empty()) return true;
+    unsigned char diff = given.size() != want.size();
+    for (size_t i = 0; i < want.size(); ++i) {
+      diff |= static_cast<unsigned char>(want[i]) ^
+              static_cast<unsigned char>(i < given.size() ? given[i] : 0);
+    }
+    return diff == 0;
   }
 
   bool tracing() const { return options_.trace != nullptr && options_.trace->enabled(); }

@@ -40,6 +40,12 @@ struct ServerOptions {
   ShardOptions shard;
   // A silent worker connection is declared dead after this long. Default: 60 s.
   absl::Duration peer_timeout = absl::Seconds(60);
+  // TLS: PEM certificate chain and private key of this server. Both empty: plaintext.
+  // Default: "".
+  std::string tls_cert_pem;
+  std::string tls_key_pem;
+  // Shared token a worker's Hello must carry; empty: no check. Default: "".
+  std::string token;
   // Records, per worker stream, each message handled (aggregation and update) and each
   // write; not owned, may be null. Default: none.
   TraceRecorder* trace = nullptr;

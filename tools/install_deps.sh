@@ -14,6 +14,7 @@ PACKAGES=(
   catch2
   dataset-fashion-mnist
   zlib1g-dev  # models/fashion_mnist.cc reads the gzip IDX files with zlib
+  openssl  # tools/make_test_certs.sh
   python3-matplotlib
   python3-torch python3-torchvision
 )

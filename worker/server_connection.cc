@@ -21,13 +21,24 @@ absl::StatusOr<std::unique_ptr<ServerConnection>> ServerConnection::Open(
     const ConnectionOptions& options, const wire::Hello& hello, Builder builder,
     ConnectionListener* listener) {
   std::unique_ptr<ServerConnection> conn(new ServerConnection(options, std::move(builder), listener));
-  std::shared_ptr<grpc::Channel> channel = grpc::CreateCustomChannel(
-      options.address, grpc::InsecureChannelCredentials(), ChannelArgs(options.peer_timeout));
+  std::shared_ptr<grpc::ChannelCredentials> credentials = grpc::InsecureChannelCredentials();
+  grpc::ChannelArguments args = ChannelArgs(options.peer_timeout);
+  if (options.tls) {
+    grpc::SslCredentialsOptions ssl;
+    ssl.pem_root_certs = options.tls_ca_pem;
+    credentials = grpc::SslCredentials(ssl);
+    if (!options.tls_server_name.empty()) {
+      args.SetSslTargetNameOverride(options.tls_server_name);
+    }
+  }
+  std::shared_ptr<grpc::Channel> channel =
+      grpc::CreateCustomChannel(options.address, credentials, args);
   const absl::Time deadline = absl::Now() + options.peer_timeout;
   if (!channel->WaitForConnected(absl::ToChronoTime(deadline))) {
     return absl::UnavailableError(absl::StrCat("server ", options.server_index, " at ",
                                                options.address, " did not answer within ",
-                                               absl::FormatDuration(options.peer_timeout)));
+                                               absl::FormatDuration(options.peer_timeout),
+                                               " (is it up, and do both sides agree on TLS?)"));
   }
   conn->stub_ = wire::ParameterServer::NewStub(channel);
   conn->stream_ = conn->stub_->Train(&conn->context_);

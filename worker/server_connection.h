@@ -54,6 +54,11 @@ struct ConnectionOptions {
   // How long to wait for the server to accept the connection; also the keepalive bound.
   // Default: 60 s.
   absl::Duration peer_timeout = absl::Seconds(60);
+  // TLS: PEM root certificate(s) to verify the server with; "tls" false: plaintext.
+  bool tls = false;
+  std::string tls_ca_pem;  // empty: the system's roots
+  // Overrides the name checked against the server's certificate. Default: "".
+  std::string tls_server_name;
   // Timeline of writes and receives; not owned, may be null. Default: none.
   TraceRecorder* trace = nullptr;
 };

@@ -15,7 +15,7 @@
 #include "models/zoo.h"
 #include "p3/mode.h"
 #include "p3/status_macros.h"
-#include "server/optimizer_config.h"
+#include "server/config_options.h"
 #include "worker/worker.h"
 
 namespace p3 {
@@ -156,6 +156,11 @@ absl::StatusOr<TrainResult> RunTraining(const config::ExperimentConfig& config,
     wo.split_threshold = config.scheduling().split_threshold();
     wo.peer_timeout = absl::Seconds(config.cluster().peer_timeout_s());
     wo.trace = options.trace;
+    P3_ASSIGN_OR_RETURN(const SecuritySettings security, SecurityFromConfig(config));
+    wo.tls = security.tls;
+    wo.tls_ca_pem = security.ca_pem;
+    wo.tls_server_name = security.server_name;
+    wo.token = security.token;
     P3_ASSIGN_OR_RETURN(worker, Worker::Create(wo, model));
   }
 

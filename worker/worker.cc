@@ -66,12 +66,16 @@ class Worker::Impl : public ConnectionListener {
       SignatureToHello(sig, &hello);
       hello.set_rank(options_.rank);
       hello.set_server_index(s);
+      hello.set_token(options_.token);
       ConnectionOptions copts;
       copts.server_index = s;
       copts.address = options_.servers[s];
       copts.priority = traits_.priority;
       copts.peer_timeout = options_.peer_timeout;
       copts.trace = options_.trace;
+      copts.tls = options_.tls;
+      copts.tls_ca_pem = options_.tls_ca_pem;
+      copts.tls_server_name = options_.tls_server_name;
       absl::StatusOr<std::unique_ptr<ServerConnection>> conn = ServerConnection::Open(
           copts, hello, [this](const Upstream& up, wire::WorkerMessage* msg) { Build(up, msg); },
           this);

@@ -63,6 +63,13 @@ struct WorkerOptions {
   // A server silent for this long (or a wait for parameters longer than this) ends the
   // run with an error. Default: 60 s.
   absl::Duration peer_timeout = absl::Seconds(60);
+  // TLS to the servers (they must serve TLS too), verified against tls_ca_pem (empty:
+  // the system's roots), checking the name tls_server_name when set. Default: plaintext.
+  bool tls = false;
+  std::string tls_ca_pem;
+  std::string tls_server_name;
+  // The cluster's shared token, sent in the handshake. Default: "".
+  std::string token;
   // Records forward/backward per block, waits, and every slice sent and received; not
   // owned, may be null. Default: none.
   TraceRecorder* trace = nullptr;
