@@ -18,6 +18,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
@@ -61,6 +62,10 @@ constexpr int kDefaultThreads = 1;
 constexpr int64_t kDefaultSliceParams = 40000;
 constexpr int64_t kDefaultSplitThreshold = 1000000;
 constexpr char kDefaultName[] = "experiment";
+constexpr char kDefaultPipelineWeights[] = "spectrain";
+constexpr int kDefaultSpecTrainVersion = 1;
+constexpr int kDefaultPipelineStages = 2;
+constexpr int kDefaultProfileBatches = 3;
 
 // Keeps the parser's errors; the text-format parser stops at its first error, but a
 // tokenizer error may precede it.
@@ -466,6 +471,17 @@ void FillDefaults(ExperimentConfig* config) {
   if (scheduling->split_threshold() == 0) {
     scheduling->set_split_threshold(kDefaultSplitThreshold);
   }
+
+  // Only in mode "pipeline", so that the other modes' resolved configs stay as they were.
+  if (config->mode() == "pipeline") {
+    PipelineConfig* pipeline = config->mutable_pipeline();
+    if (pipeline->weights().empty()) pipeline->set_weights(kDefaultPipelineWeights);
+    if (pipeline->spectrain_version() == 0) {
+      pipeline->set_spectrain_version(kDefaultSpecTrainVersion);
+    }
+    if (pipeline->stages() == 0) pipeline->set_stages(kDefaultPipelineStages);
+    if (pipeline->profile_batches() == 0) pipeline->set_profile_batches(kDefaultProfileBatches);
+  }
 }
 
 absl::Status ValidateConfig(const ExperimentConfig& config) {
@@ -517,6 +533,51 @@ absl::Status ValidateConfig(const ExperimentConfig& config) {
   const SchedulingConfig& scheduling = config.scheduling();
   check.IntAtLeast("scheduling.slice_params", scheduling.slice_params(), 1);
   check.IntAtLeast("scheduling.split_threshold", scheduling.split_threshold(), 1);
+
+  if (config.mode() == "pipeline") {
+    const PipelineConfig& pipeline = config.pipeline();
+    check.OneOf("pipeline.weights", pipeline.weights(), kPipelineWeights);
+    check.IntRange("pipeline.spectrain_version", pipeline.spectrain_version(), 1, 2);
+    check.IntRange("pipeline.stages", pipeline.stages(), 1, kMaxProcesses);
+    check.IntRange("pipeline.profile_batches", pipeline.profile_batches(), 1, 1000);
+    if (pipeline.devices_size() != 0 && pipeline.devices_size() != pipeline.stages()) {
+      check.Add("pipeline.devices",
+                absl::StrCat(pipeline.devices_size(), " devices for ", pipeline.stages(),
+                             " stages; allowed: none (all \"cpu\") or one per stage"));
+    }
+    for (int i = 0; i < pipeline.devices_size(); ++i) {
+      const std::string& device = pipeline.devices(i);
+      int index = 0;
+      if (device != "cpu" && device != "cuda" &&
+          !(absl::StartsWith(device, "cuda:") && absl::SimpleAtoi(device.substr(5), &index) &&
+            index >= 0)) {
+        check.Add(absl::StrCat("pipeline.devices[", i, "]"),
+                  absl::StrCat("\"", absl::CEscape(device),
+                               "\" is not allowed; allowed: \"cpu\", \"cuda\", \"cuda:<index>\""));
+      }
+    }
+    if (pipeline.boundaries_size() != 0) {
+      if (pipeline.weights() == "data_parallel") {
+        check.Add("pipeline.boundaries", "data_parallel runs every block on every replica; "
+                                         "leave the boundaries out");
+      } else if (pipeline.boundaries_size() != pipeline.stages() - 1) {
+        check.Add("pipeline.boundaries",
+                  absl::StrCat(pipeline.boundaries_size(), " boundaries for ", pipeline.stages(),
+                               " stages; allowed: none (balanced) or stages - 1"));
+      }
+      for (int i = 0; i < pipeline.boundaries_size(); ++i) {
+        const int64_t previous = i == 0 ? 0 : pipeline.boundaries(i - 1);
+        if (pipeline.boundaries(i) <= previous) {
+          check.Add(absl::StrCat("pipeline.boundaries[", i, "]"),
+                    absl::StrCat(pipeline.boundaries(i), " is out of range; allowed > ", previous,
+                                 " (strictly increasing block indices)"));
+        }
+      }
+    }
+    if (optimizer.name() != "sgd") {
+      check.Add("optimizer.name", "mode \"pipeline\" supports only \"sgd\"");
+    }
+  }
   return check.status();
 }
 

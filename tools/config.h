@@ -47,8 +47,13 @@ namespace p3::config {
 // "local" trains in one process without servers: it ignores the cluster but uses
 // training.batch_size * cluster.workers as its batch, so that a local run sees the same
 // total batch per iteration as the distributed run it is compared with.
+// "pipeline" trains in one process cut into pipeline stages (//p3/pipeline:pipeline_train,
+// not the launcher); it ignores the cluster and uses training.batch_size as its batch.
 inline constexpr const char* kModes[] = {"p3",         "baseline", "slicing_only", "priority_only",
-                                         "no_overlap", "local"};
+                                         "no_overlap", "local",    "pipeline"};
+// The values pipeline.weights may take (mode "pipeline", docs/pipeline.md).
+inline constexpr const char* kPipelineWeights[] = {"spectrain", "pipedream", "stale", "vanilla",
+                                                   "data_parallel"};
 inline constexpr const char* kDatasets[] = {"fashion_mnist", "synthetic"};
 inline constexpr const char* kOptimizers[] = {"sgd", "adam"};
 inline constexpr int kMaxProcesses = 64;

@@ -1,0 +1,78 @@
+#include "p3/pipeline/profile.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+
+namespace p3::pipeline {
+namespace {
+
+double Median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<BlockProfile>> ProfileBlocks(
+    models::BlockModel& model, const std::vector<models::Batch>& batches) {
+  if (batches.size() < 2) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("profiling needs at least 2 batches (one warm-up); got ", batches.size()));
+  }
+  const int64_t num_blocks = model.num_blocks();
+  std::vector<std::vector<double>> forward(num_blocks);
+  std::vector<std::vector<double>> backward(num_blocks);
+  std::vector<int64_t> output_bytes(num_blocks, 0);
+  try {
+    for (size_t b = 0; b < batches.size(); ++b) {
+      const bool timed = b > 0;
+      std::vector<torch::Tensor> inputs(num_blocks);
+      std::vector<torch::Tensor> outputs(num_blocks);
+      torch::Tensor x = batches[b].input;
+      for (int64_t i = 0; i < num_blocks; ++i) {
+        inputs[i] = i == 0 ? x : x.detach().requires_grad_(true);
+        const absl::Time t0 = absl::Now();
+        torch::Tensor y = model.ForwardBlock(i, inputs[i]);
+        if (i + 1 == num_blocks) y = model.Loss(y, batches[b].target);
+        const absl::Time t1 = absl::Now();
+        if (timed) forward[i].push_back(absl::ToDoubleSeconds(t1 - t0));
+        output_bytes[i] = static_cast<int64_t>(y.numel() * y.element_size());
+        outputs[i] = y;
+        x = y;
+      }
+      torch::Tensor grad;
+      for (int64_t i = num_blocks - 1; i >= 0; --i) {
+        const absl::Time t0 = absl::Now();
+        if (i + 1 == num_blocks) {
+          outputs[i].backward();
+        } else {
+          torch::autograd::backward({outputs[i]}, {grad});
+        }
+        const absl::Time t1 = absl::Now();
+        if (timed) backward[i].push_back(absl::ToDoubleSeconds(t1 - t0));
+        if (i > 0) grad = inputs[i].grad();
+      }
+      model.zero_grad();
+    }
+  } catch (const c10::Error& e) {
+    return absl::InternalError(
+        absl::StrCat("profiling the model's blocks: ", e.what_without_backtrace()));
+  } catch (const std::exception& e) {
+    return absl::InternalError(absl::StrCat("profiling the model's blocks: ", e.what()));
+  }
+  std::vector<BlockProfile> profile(num_blocks);
+  for (int64_t i = 0; i < num_blocks; ++i) {
+    profile[i].name = model.BlockName(i);
+    profile[i].forward_seconds = Median(forward[i]);
+    profile[i].backward_seconds = Median(backward[i]);
+    for (const torch::Tensor& p : model.BlockParameters(i)) profile[i].parameters += p.numel();
+    profile[i].output_bytes = output_bytes[i];
+  }
+  return profile;
+}
+
+}  // namespace p3::pipeline

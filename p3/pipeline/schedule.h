@@ -1,0 +1,85 @@
+// The order of operations of one pipeline stage, and how far each stage's weights are
+// behind (and how far SpecTrain predicts them ahead).
+//
+// 1F1B (PipeDream's "one forward, one backward"), N stages, stage k = 0..N-1, M
+// mini-batches: stage k first runs min(N-k-1, M) forwards (warm-up), then alternates one
+// forward and one backward, and ends with the backwards still owed (cool-down). Every
+// stage updates its weights right after each backward, so the forward of mini-batch i
+// on stage k sees the weights after max(0, i-(N-k-1)) updates: N-k-1 versions behind
+// the sequential run, which is the staleness SpecTrain predicts away. With
+// `pipelined = false` (the `vanilla` mode) the warm-up is 0 on every stage, which
+// leaves one mini-batch at a time in the pipeline: sequential training cut into stages.
+//
+// Example (N = 4, M = 6):
+//   OneFOneBSchedule(4, 0, 6, true)  ->  F0 F1 F2 F3 B0 F4 B1 F5 B2 B3 B4 B5
+//   OneFOneBSchedule(4, 3, 6, true)  ->  F0 B0 F1 B1 F2 B2 F3 B3 F4 B4 F5 B5
+//   PredictionDistance(WeightMode::kSpecTrain, 1, 4, 0, Pass::kForward)  ->  3
+//
+// Plain functions, no state: thread-safe.
+#ifndef P3_PIPELINE_SCHEDULE_H_
+#define P3_PIPELINE_SCHEDULE_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace p3::pipeline {
+
+enum class Pass { kForward, kBackward };
+
+struct ScheduleStep {
+  Pass pass = Pass::kForward;
+  int64_t microbatch = 0;
+
+  bool operator==(const ScheduleStep& other) const {
+    return pass == other.pass && microbatch == other.microbatch;
+  }
+};
+
+// "F3" or "B0".
+std::string StepName(const ScheduleStep& step);
+// Space-separated StepName()s, e.g. "F0 F1 B0".
+std::string ScheduleString(const std::vector<ScheduleStep>& steps);
+
+// The forwards to run before the first backward on `stage`: min(N-stage-1, M) when
+// pipelined, else 0.
+int64_t WarmupForwards(int num_stages, int stage, int64_t num_microbatches, bool pipelined);
+
+// Stage `stage`'s operations for mini-batches 0..num_microbatches-1, in order.
+// Requires 0 <= stage < num_stages.
+std::vector<ScheduleStep> OneFOneBSchedule(int num_stages, int stage, int64_t num_microbatches,
+                                           bool pipelined);
+
+// How the stages treat weights between a mini-batch's forward and its backward.
+enum class WeightMode {
+  kSpecTrain,     // predict the weights s versions ahead: W - s * lr * v
+  kPipeDream,     // weight stashing: the backward uses the forward's weight version
+  kStale,         // pipelined, no correction: forward and backward see whatever is current
+  kVanilla,       // one mini-batch at a time through the stages (no pipelining)
+  kDataParallel,  // N replicas of the whole model, gradients averaged every mini-batch
+};
+
+// "spectrain", "pipedream", "stale", "vanilla", "data_parallel".
+std::string WeightModeName(WeightMode mode);
+// InvalidArgumentError naming the allowed names otherwise.
+absl::StatusOr<WeightMode> ParseWeightMode(absl::string_view name);
+// The names ParseWeightMode() accepts, in the order above.
+std::vector<std::string> WeightModeNames();
+
+// Whether stages overlap mini-batches (1F1B with warm-up): spectrain, pipedream, stale.
+bool IsPipelined(WeightMode mode);
+
+// SpecTrain's version difference s: how many updates ahead stage `stage` of `num_stages`
+// predicts its weights for `pass`. Version 1 (the paper's): forward floor(k/2) + N-k-1,
+// backward floor(k/2); N = 4 gives forward 3, 2, 2, 1 and backward 0, 0, 1, 1. Version
+// 2: forward N-k-1; its backward reuses the forward's predicted weights, so the value
+// for kBackward is the forward's. 0 for every other mode.
+int PredictionDistance(WeightMode mode, int spectrain_version, int num_stages, int stage,
+                       Pass pass);
+
+}  // namespace p3::pipeline
+
+#endif  // P3_PIPELINE_SCHEDULE_H_

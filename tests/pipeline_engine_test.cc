@@ -1,0 +1,728 @@
+// The pipeline engine: the stage optimizer against torch::optim::SGD, SpecTrain's
+// prediction against a hand computation, every weight mode against an independent
+// simulation written out by hand, vanilla and data_parallel against single-device
+// training, the 1F1B order of operations, weight stashing, and failures.
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <functional>
+#include <map>
+#include <memory>
+#include <set>
+#include <stdexcept>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include <catch2/catch.hpp>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "models/block_list_model.h"
+#include "models/zoo.h"
+#include "p3/pipeline/engine.h"
+#include "p3/pipeline/profile.h"
+#include "p3/pipeline/schedule.h"
+#include "p3/pipeline/stage_sgd.h"
+
+namespace p3::pipeline {
+namespace {
+
+using models::Batch;
+using models::BlockModel;
+
+double MaxAbsDiff(const std::vector<torch::Tensor>& a, const std::vector<torch::Tensor>& b) {
+  CATCH_REQUIRE(a.size() == b.size());
+  double m = 0;
+  for (size_t j = 0; j < a.size(); ++j) {
+    m = std::max(m, (a[j].detach().cpu() - b[j].detach().cpu()).abs().max().item<double>());
+  }
+  return m;
+}
+
+std::vector<torch::Tensor> Clones(const std::vector<torch::Tensor>& v) {
+  std::vector<torch::Tensor> out;
+  for (const torch::Tensor& t : v) out.push_back(t.detach().clone());
+  return out;
+}
+
+// Deterministic synthetic mini-batches: input [batch, ...shape], labels in 0..classes-1.
+std::vector<Batch> MakeBatches(int64_t count, int64_t batch, std::vector<int64_t> shape,
+                               int64_t classes, uint64_t seed) {
+  torch::manual_seed(seed);
+  std::vector<Batch> out;
+  shape.insert(shape.begin(), batch);
+  for (int64_t i = 0; i < count; ++i) {
+    out.push_back({torch::randn(shape), torch::randint(0, classes, {batch}, torch::kLong)});
+  }
+  return out;
+}
+
+PipelineEngine::BatchSource SourceOf(const std::vector<Batch>& batches) {
+  return [&batches](int64_t i) -> absl::StatusOr<Batch> { return batches.at(i); };
+}
+
+// Blocks: Linear(d0, d1) + tanh, ..., Linear(d_{n-1}, d_n) (no tanh on the last).
+class Chain : public models::BlockListModel {
+ public:
+  explicit Chain(const std::vector<int64_t>& dims) {
+    for (size_t b = 0; b + 1 < dims.size(); ++b) {
+      auto fc = register_module(absl::StrCat("fc", b), torch::nn::Linear(dims[b], dims[b + 1]));
+      const bool last = b + 2 == dims.size();
+      AddBlock(absl::StrCat("fc", b), {fc}, [fc, last](const torch::Tensor& x) {
+        torch::Tensor y = fc->forward(x);
+        return last ? y : torch::tanh(y);
+      });
+    }
+  }
+};
+
+PipelineEngine::ModelFactory ChainFactory(std::vector<int64_t> dims, uint64_t seed = 3) {
+  return [dims, seed]() -> absl::StatusOr<std::shared_ptr<BlockModel>> {
+    torch::manual_seed(seed);
+    return std::static_pointer_cast<BlockModel>(std::make_shared<Chain>(dims));
+  };
+}
+
+PipelineEngine::ModelFactory ZooFactory(const std::string& name, uint64_t seed = 5) {
+  return [name, seed]() -> absl::StatusOr<std::shared_ptr<BlockModel>> {
+    models::ModelOptions o;
+    o.name = name;
+    o.seed = seed;
+    return models::CreateModel(o);
+  };
+}
+
+// ---------------------------------------------------------------------------------------
+// The stage optimizer and the prediction.
+
+CATCH_TEST_CASE("stage SGD updates exactly as torch::optim::SGD, and v is torch's buffer") {
+  struct Case {
+    double momentum, weight_decay, dampening;
+    bool nesterov;
+  };
+  for (const Case& c : {Case{0.9, 1e-3, 0, false}, Case{0.9, 0, 0, true}, Case{0, 1e-2, 0, false},
+                        Case{0.5, 1e-4, 0.1, false}}) {
+    torch::manual_seed(11);
+    torch::Tensor w0 = torch::randn({5, 3});
+    torch::Tensor b0 = torch::randn({5});
+    torch::Tensor ours_w = w0.clone().requires_grad_(true);
+    torch::Tensor ours_b = b0.clone().requires_grad_(true);
+    torch::Tensor ref_w = w0.clone().requires_grad_(true);
+    torch::Tensor ref_b = b0.clone().requires_grad_(true);
+    SgdOptions o{0.05, c.momentum, c.dampening, c.weight_decay, c.nesterov};
+    StageSgd ours({ours_w, ours_b}, o);
+    torch::optim::SGD ref({ref_w, ref_b}, torch::optim::SGDOptions(0.05)
+                                              .momentum(c.momentum)
+                                              .dampening(c.dampening)
+                                              .weight_decay(c.weight_decay)
+                                              .nesterov(c.nesterov));
+    for (int step = 0; step < 6; ++step) {
+      torch::Tensor x = torch::randn({4, 3});
+      ours.ZeroGrad();
+      ref.zero_grad();
+      torch::tanh(torch::nn::functional::linear(x, ours_w, ours_b)).pow(2).sum().backward();
+      torch::tanh(torch::nn::functional::linear(x, ref_w, ref_b)).pow(2).sum().backward();
+      ours.Step();
+      ref.step();
+    }
+    CATCH_CHECK(torch::equal(ours_w, ref_w));
+    CATCH_CHECK(torch::equal(ours_b, ref_b));
+    CATCH_CHECK(ours.steps() == 6);
+    if (c.momentum != 0) {
+      auto& state = ref.state();
+      auto it = state.find(c10::guts::to_string(ref_w.unsafeGetTensorImpl()));
+      CATCH_REQUIRE(it != state.end());
+      const auto& buf = static_cast<torch::optim::SGDParamState&>(*it->second).momentum_buffer();
+      CATCH_CHECK(torch::equal(ours.velocity()[0], buf));
+    }
+  }
+}
+
+CATCH_TEST_CASE("predicted weights match a hand computation: W - s * lr * v") {
+  // PredictedWeight alone.
+  torch::Tensor w = torch::tensor({1.0f, 2.0f, -0.5f});
+  torch::Tensor v = torch::tensor({0.5f, -1.0f, 2.0f});
+  torch::Tensor p = PredictedWeight(w, v, 0.1, 3);
+  CATCH_CHECK(p[0].item<float>() == Approx(0.85).epsilon(1e-6));
+  CATCH_CHECK(p[1].item<float>() == Approx(2.3).epsilon(1e-6));
+  CATCH_CHECK(p[2].item<float>() == Approx(-1.1).epsilon(1e-6));
+
+  // Through the optimizer: lr 0.1, momentum 0.9, no weight decay.
+  torch::Tensor param = torch::tensor({1.0f, 2.0f}).requires_grad_(true);
+  StageSgd sgd({param}, SgdOptions{0.1, 0.9, 0, 0, false});
+  CATCH_CHECK_FALSE(sgd.Predict(2));  // no v before the first update
+  CATCH_CHECK(param[0].item<float>() == 1.0f);
+  param.mutable_grad() = torch::tensor({0.5f, -1.0f});
+  sgd.Step();  // v = [0.5, -1]; W = [0.95, 2.1]
+  std::vector<torch::Tensor> real = sgd.Snapshot();
+  CATCH_REQUIRE(sgd.Predict(2));  // [0.95 - 0.2 * 0.5, 2.1 + 0.2 * 1]
+  CATCH_CHECK(param[0].item<float>() == Approx(0.85).epsilon(1e-6));
+  CATCH_CHECK(param[1].item<float>() == Approx(2.3).epsilon(1e-6));
+  sgd.Load(real);
+  CATCH_CHECK(param[0].item<float>() == Approx(0.95).epsilon(1e-6));
+  sgd.ZeroGrad();
+  param.mutable_grad() = torch::tensor({1.0f, 1.0f});
+  sgd.Step();  // v = 0.9 * [0.5, -1] + [1, 1] = [1.45, 0.1]; W = [0.805, 2.09]
+  CATCH_CHECK(sgd.velocity()[0][0].item<float>() == Approx(1.45).epsilon(1e-6));
+  CATCH_REQUIRE(sgd.Predict(3));  // [0.805 - 0.3 * 1.45, 2.09 - 0.3 * 0.1] = [0.37, 2.06]
+  CATCH_CHECK(param[0].item<float>() == Approx(0.37).epsilon(1e-5));
+  CATCH_CHECK(param[1].item<float>() == Approx(2.06).epsilon(1e-5));
+}
+
+CATCH_TEST_CASE("weight decay is not part of the prediction beyond what v holds") {
+  torch::Tensor param = torch::tensor({2.0f}).requires_grad_(true);
+  StageSgd sgd({param}, SgdOptions{0.1, 0.9, 0, 0.5, false});
+  param.mutable_grad() = torch::tensor({1.0f});
+  sgd.Step();  // d = 1 + 0.5 * 2 = 2 = v; W = 2 - 0.2 = 1.8
+  CATCH_REQUIRE(sgd.Predict(1));  // 1.8 - 0.1 * 2 = 1.6 (no extra decay of W)
+  CATCH_CHECK(param.item<float>() == Approx(1.6).epsilon(1e-6));
+}
+
+CATCH_TEST_CASE("restoring stashed weights before backward gives the stashed version's gradients") {
+  // The mechanism PipeDream's stashing (and SpecTrain v2) rests on, for every block
+  // of small_cnn: forward with W1, an update changes the values to W2, the stash puts W1
+  // back, backward -> exactly the gradients of a forward and backward with W1.
+  absl::StatusOr<std::shared_ptr<BlockModel>> made = ZooFactory("small_cnn")();
+  CATCH_REQUIRE(made.ok());
+  BlockModel& model = **made;
+  torch::manual_seed(2);
+  torch::Tensor x = torch::randn({3, 1, 28, 28});
+  for (int64_t b = 0; b < model.num_blocks(); ++b) {
+    CATCH_CAPTURE(b);
+    std::vector<torch::Tensor> params = model.BlockParameters(b);
+    StageSgd sgd(params, SgdOptions{});
+    const std::vector<torch::Tensor> w1 = sgd.Snapshot();
+    std::vector<torch::Tensor> w2;
+    for (const torch::Tensor& w : w1) w2.push_back(w + 0.3 * torch::randn_like(w));
+    torch::Tensor input = x.detach().requires_grad_(true);
+    torch::Tensor y = model.ForwardBlock(b, input);
+    torch::Tensor g = torch::randn_like(y);
+    sgd.Load(w2);  // an update lands between forward and backward
+    sgd.Load(w1);  // the stash is put back
+    sgd.ZeroGrad();
+    torch::autograd::backward({y}, {g});
+    std::vector<torch::Tensor> stashed_grads;
+    for (const torch::Tensor& p : params) stashed_grads.push_back(p.grad().clone());
+    torch::Tensor stashed_input_grad = input.grad().clone();
+
+    torch::Tensor input2 = x.detach().requires_grad_(true);
+    sgd.ZeroGrad();
+    torch::autograd::backward({model.ForwardBlock(b, input2)}, {g});
+    std::vector<torch::Tensor> fresh_grads;
+    for (const torch::Tensor& p : params) fresh_grads.push_back(p.grad().clone());
+    CATCH_CHECK(MaxAbsDiff(stashed_grads, fresh_grads) == 0);
+    CATCH_CHECK(torch::equal(stashed_input_grad, input2.grad()));
+    x = y.detach();
+  }
+}
+
+// ---------------------------------------------------------------------------------------
+// Every weight mode against a simulation of the Chain model written out by hand: no
+// autograd, no weight swapping, each stage's forward and backward weights chosen
+// explicitly from the rules in engine.h.
+
+struct SimResult {
+  std::vector<torch::Tensor> params;  // fc0.weight, fc0.bias, fc1.weight, ...
+  std::vector<double> losses;
+};
+
+SimResult Simulate(const std::vector<int64_t>& dims, const std::vector<Batch>& batches,
+                   WeightMode mode, int version, const SgdOptions& o) {
+  const int n = static_cast<int>(dims.size()) - 1;  // one block per stage
+  const int64_t m = static_cast<int64_t>(batches.size());
+  torch::NoGradGuard no_grad;
+  // Initial weights: the same seed as ChainFactory's.
+  absl::StatusOr<std::shared_ptr<BlockModel>> init = ChainFactory(dims)();
+  std::vector<torch::Tensor> init_params = Clones((*init)->parameters());
+  struct StageState {
+    torch::Tensor w, b, vw, vb;
+    int64_t steps = 0;
+    std::map<int64_t, std::tuple<torch::Tensor, torch::Tensor>> io;  // x, z per mini-batch
+    std::map<int64_t, std::tuple<torch::Tensor, torch::Tensor>> stash;
+    std::vector<ScheduleStep> ops;
+    size_t next = 0;
+  };
+  std::vector<StageState> st(n);
+  for (int k = 0; k < n; ++k) {
+    st[k].w = init_params[2 * k].clone();
+    st[k].b = init_params[2 * k + 1].clone();
+    st[k].ops = OneFOneBSchedule(n, k, m, IsPipelined(mode));
+  }
+  std::map<std::pair<int, int64_t>, torch::Tensor> activation, input_grad;
+  std::vector<double> losses(m, 0);
+  auto predicted = [&](StageState& s, int dist) {
+    if (dist <= 0 || s.steps == 0) return std::make_tuple(s.w.clone(), s.b.clone());
+    return std::make_tuple(s.w - dist * o.lr * s.vw, s.b - dist * o.lr * s.vb);
+  };
+  auto sgd = [&](torch::Tensor& w, torch::Tensor& v, const torch::Tensor& g, int64_t steps) {
+    torch::Tensor d = g + o.weight_decay * w;
+    v = steps == 0 ? d.clone() : o.momentum * v + d;
+    w = w - o.lr * v;
+  };
+  bool progress = true;
+  while (progress) {
+    progress = false;
+    for (int k = 0; k < n; ++k) {
+      StageState& s = st[k];
+      if (s.next == s.ops.size()) continue;
+      const ScheduleStep step = s.ops[s.next];
+      const int64_t i = step.microbatch;
+      const bool last = k + 1 == n;
+      if (step.pass == Pass::kForward) {
+        if (k > 0 && !activation.count({k - 1, i})) continue;
+        torch::Tensor x = k == 0 ? batches[i].input : activation[{k - 1, i}];
+        auto [wf, bf] =
+            predicted(s, PredictionDistance(mode, version, n, k, Pass::kForward));
+        torch::Tensor pre = x.matmul(wf.t()) + bf;
+        torch::Tensor z = last ? pre : torch::tanh(pre);
+        s.io[i] = {x, z};
+        s.stash[i] = {wf, bf};
+        activation[{k, i}] = z;
+        if (last) {
+          losses[i] = torch::nn::functional::cross_entropy(z, batches[i].target).item<double>();
+        }
+      } else {
+        if (!last && !input_grad.count({k + 1, i})) continue;
+        auto [x, z] = s.io[i];
+        torch::Tensor gz;
+        if (last) {
+          torch::Tensor onehot = torch::one_hot(batches[i].target, dims.back()).to(torch::kFloat);
+          gz = (torch::softmax(z, 1) - onehot) / static_cast<double>(z.size(0));
+        } else {
+          gz = input_grad[{k + 1, i}];
+        }
+        torch::Tensor wb;
+        if (mode == WeightMode::kPipeDream ||
+            (mode == WeightMode::kSpecTrain && version == 2)) {
+          wb = std::get<0>(s.stash[i]);
+        } else {
+          wb = std::get<0>(predicted(s, PredictionDistance(mode, version, n, k, Pass::kBackward)));
+        }
+        torch::Tensor gpre = last ? gz : gz * (1 - z * z);
+        input_grad[{k, i}] = gpre.matmul(wb);
+        sgd(s.w, s.vw, gpre.t().matmul(x), s.steps);
+        sgd(s.b, s.vb, gpre.sum(0), s.steps);
+        ++s.steps;
+        s.stash.erase(i);
+      }
+      ++s.next;
+      progress = true;
+    }
+  }
+  SimResult result;
+  for (int k = 0; k < n; ++k) {
+    CATCH_REQUIRE(st[k].next == st[k].ops.size());  // the schedule cannot deadlock
+    result.params.push_back(st[k].w);
+    result.params.push_back(st[k].b);
+  }
+  result.losses = losses;
+  return result;
+}
+
+absl::StatusOr<std::pair<std::vector<torch::Tensor>, TrainStats>> RunEngine(
+    const PipelineOptions& options, const PipelineEngine::ModelFactory& factory,
+    const std::vector<Batch>& batches) {
+  absl::StatusOr<std::unique_ptr<PipelineEngine>> engine = PipelineEngine::Create(options, factory);
+  if (!engine.ok()) return engine.status();
+  absl::StatusOr<TrainStats> stats = (*engine)->Train(batches.size(), SourceOf(batches));
+  if (!stats.ok()) return stats.status();
+  return std::make_pair((*engine)->Parameters(), *stats);
+}
+
+CATCH_TEST_CASE("every pipelined weight mode trains as the hand-written simulation says") {
+  const SgdOptions sgd{0.1, 0.9, 0, 0.01, false};
+  for (const std::vector<int64_t>& dims :
+       {std::vector<int64_t>{5, 6, 7, 4}, std::vector<int64_t>{5, 6, 7, 6, 4}}) {
+    const int n = static_cast<int>(dims.size()) - 1;
+    const std::vector<Batch> batches = MakeBatches(10, 8, {dims[0]}, dims.back(), 17);
+    std::map<std::string, std::vector<torch::Tensor>> finals;
+    for (auto [mode, version] :
+         {std::make_pair(WeightMode::kStale, 1), std::make_pair(WeightMode::kPipeDream, 1),
+          std::make_pair(WeightMode::kSpecTrain, 1), std::make_pair(WeightMode::kSpecTrain, 2),
+          std::make_pair(WeightMode::kVanilla, 1)}) {
+      const std::string label = absl::StrCat(WeightModeName(mode), " v", version, " N=", n);
+      CATCH_CAPTURE(label);
+      PipelineOptions options;
+      options.mode = mode;
+      options.spectrain_version = version;
+      options.num_stages = n;
+      options.sgd = sgd;
+      auto got = RunEngine(options, ChainFactory(dims), batches);
+      CATCH_REQUIRE(got.ok());
+      SimResult want = Simulate(dims, batches, mode, version, sgd);
+      CATCH_CHECK(MaxAbsDiff(got->first, want.params) < 2e-5);
+      for (size_t i = 0; i < batches.size(); ++i) {
+        CATCH_CHECK(got->second.losses[i] == Approx(want.losses[i]).epsilon(1e-4));
+      }
+      finals[label.substr(0, label.find(" N="))] = got->first;
+    }
+    // The modes really differ, so the comparisons above could fail.
+    CATCH_CHECK(MaxAbsDiff(finals["stale v1"], finals["pipedream v1"]) > 1e-4);
+    CATCH_CHECK(MaxAbsDiff(finals["stale v1"], finals["spectrain v1"]) > 1e-4);
+    CATCH_CHECK(MaxAbsDiff(finals["spectrain v1"], finals["spectrain v2"]) > 1e-4);
+    CATCH_CHECK(MaxAbsDiff(finals["vanilla v1"], finals["stale v1"]) > 1e-4);
+  }
+}
+
+// ---------------------------------------------------------------------------------------
+// Single-device equivalence.
+
+std::vector<torch::Tensor> TrainSingleDevice(const PipelineEngine::ModelFactory& factory,
+                                             const std::vector<Batch>& batches,
+                                             const SgdOptions& o, torch::Tensor* probe_output,
+                                             const torch::Tensor& probe) {
+  std::shared_ptr<BlockModel> model = *factory();
+  torch::optim::SGD opt(model->parameters(), torch::optim::SGDOptions(o.lr)
+                                                 .momentum(o.momentum)
+                                                 .weight_decay(o.weight_decay));
+  for (const Batch& b : batches) {
+    opt.zero_grad();
+    model->Loss(model->forward(b.input), b.target).backward();
+    opt.step();
+  }
+  if (probe_output != nullptr) {
+    torch::NoGradGuard no_grad;
+    model->eval();
+    *probe_output = model->forward(probe);
+  }
+  return Clones(model->parameters());
+}
+
+CATCH_TEST_CASE("vanilla equals single-device training bit for bit") {
+  const SgdOptions sgd{0.05, 0.9, 0, 1e-4, false};
+  {
+    const std::vector<Batch> batches = MakeBatches(12, 16, {12}, 10, 23);
+    torch::Tensor probe = torch::randn({5, 12});
+    torch::Tensor want_out;
+    const std::vector<torch::Tensor> want =
+        TrainSingleDevice(ZooFactory("mlp"), batches, sgd, &want_out, probe);
+    for (int n : {1, 2, 3}) {
+      CATCH_CAPTURE(n);
+      PipelineOptions options;
+      options.mode = WeightMode::kVanilla;
+      options.num_stages = n;
+      options.sgd = sgd;
+      absl::StatusOr<std::unique_ptr<PipelineEngine>> engine =
+          PipelineEngine::Create(options, ZooFactory("mlp"));
+      CATCH_REQUIRE(engine.ok());
+      CATCH_REQUIRE((*engine)->Train(batches.size(), SourceOf(batches)).ok());
+      CATCH_CHECK(MaxAbsDiff((*engine)->Parameters(), want) == 0);
+      absl::StatusOr<torch::Tensor> out = (*engine)->Infer(probe);
+      CATCH_REQUIRE(out.ok());
+      CATCH_CHECK(torch::equal(*out, want_out));
+    }
+  }
+  {
+    // small_cnn, one block per stage (convolutions, pooling and the flatten hand-over).
+    const std::vector<Batch> batches = MakeBatches(4, 8, {1, 28, 28}, 10, 29);
+    const std::vector<torch::Tensor> want =
+        TrainSingleDevice(ZooFactory("small_cnn"), batches, sgd, nullptr, {});
+    PipelineOptions options;
+    options.mode = WeightMode::kVanilla;
+    options.num_stages = 4;
+    options.sgd = sgd;
+    auto got = RunEngine(options, ZooFactory("small_cnn"), batches);
+    CATCH_REQUIRE(got.ok());
+    CATCH_CHECK(MaxAbsDiff(got->first, want) == 0);
+  }
+}
+
+CATCH_TEST_CASE("data_parallel equals single-device training on the union batch") {
+  const SgdOptions sgd{0.05, 0.9, 0, 1e-4, false};
+  // 10 samples over 3 replicas: shards of 4, 3 and 3, weighted by size.
+  const std::vector<Batch> batches = MakeBatches(8, 10, {12}, 10, 31);
+  const std::vector<torch::Tensor> want =
+      TrainSingleDevice(ZooFactory("mlp"), batches, sgd, nullptr, {});
+  for (int n : {1, 2, 3}) {
+    CATCH_CAPTURE(n);
+    PipelineOptions options;
+    options.mode = WeightMode::kDataParallel;
+    options.num_stages = n;
+    options.sgd = sgd;
+    auto got = RunEngine(options, ZooFactory("mlp"), batches);
+    CATCH_REQUIRE(got.ok());
+    CATCH_CHECK(MaxAbsDiff(got->first, want) < 1e-5);
+  }
+}
+
+// ---------------------------------------------------------------------------------------
+// Order of operations and stashing, from the events the stages report.
+
+class EventLog {
+ public:
+  void Add(const PipelineEvent& e) {
+    absl::MutexLock lock(&mu_);
+    events_.push_back(e);
+  }
+  std::vector<PipelineEvent> events() {
+    absl::MutexLock lock(&mu_);
+    return events_;
+  }
+
+ private:
+  absl::Mutex mu_;
+  std::vector<PipelineEvent> events_;
+};
+
+std::vector<ScheduleStep> StepsOf(const std::vector<PipelineEvent>& events, int stage) {
+  std::vector<ScheduleStep> out;
+  for (const PipelineEvent& e : events) {
+    if (e.stage == stage) out.push_back({e.pass, e.microbatch});
+  }
+  return out;
+}
+
+CATCH_TEST_CASE("each stage runs the 1F1B order and the data flow is respected") {
+  const std::vector<int64_t> dims{5, 6, 7, 6, 4};
+  const int n = 4;
+  const int64_t m = 9;
+  const std::vector<Batch> batches = MakeBatches(m, 4, {5}, 4, 37);
+  for (WeightMode mode : {WeightMode::kSpecTrain, WeightMode::kStale, WeightMode::kVanilla}) {
+    CATCH_CAPTURE(WeightModeName(mode));
+    EventLog log;
+    PipelineOptions options;
+    options.mode = mode;
+    options.num_stages = n;
+    options.on_event = [&log](const PipelineEvent& e) { log.Add(e); };
+    auto got = RunEngine(options, ChainFactory(dims), batches);
+    CATCH_REQUIRE(got.ok());
+    const std::vector<PipelineEvent> events = log.events();
+    CATCH_CHECK(events.size() == static_cast<size_t>(2 * n * m));
+    for (int k = 0; k < n; ++k) {
+      CATCH_CHECK(ScheduleString(StepsOf(events, k)) ==
+                  ScheduleString(OneFOneBSchedule(n, k, m, IsPipelined(mode))));
+    }
+    // Position of each (stage, pass, mini-batch) in the global record.
+    std::map<std::tuple<int, Pass, int64_t>, size_t> at;
+    for (size_t j = 0; j < events.size(); ++j) {
+      at[{events[j].stage, events[j].pass, events[j].microbatch}] = j;
+    }
+    for (int64_t i = 0; i < m; ++i) {
+      for (int k = 1; k < n; ++k) {
+        CATCH_CHECK(at[{k - 1, Pass::kForward, i}] < at[{k, Pass::kForward, i}]);
+        CATCH_CHECK(at[{k, Pass::kBackward, i}] < at[{k - 1, Pass::kBackward, i}]);
+      }
+      CATCH_CHECK(at[{n - 1, Pass::kForward, i}] < at[{n - 1, Pass::kBackward, i}]);
+      if (mode == WeightMode::kVanilla && i + 1 < m) {
+        // One mini-batch at a time: i is done everywhere before i + 1 starts.
+        CATCH_CHECK(at[{0, Pass::kBackward, i}] < at[{0, Pass::kForward, i + 1}]);
+      }
+    }
+    if (mode != WeightMode::kVanilla) {
+      // Pipelining: stage 0 starts mini-batch 1 before mini-batch 0 is done.
+      CATCH_CHECK(at[{0, Pass::kForward, 1}] < at[{0, Pass::kBackward, 0}]);
+    }
+  }
+}
+
+CATCH_TEST_CASE("pipedream stashes N-k versions on stage k and back-propagates with the forward's") {
+  const std::vector<int64_t> dims{5, 6, 7, 6, 4};
+  const int n = 4;
+  const int64_t m = 10;
+  const std::vector<Batch> batches = MakeBatches(m, 4, {5}, 4, 41);
+  for (WeightMode mode : {WeightMode::kPipeDream, WeightMode::kStale}) {
+    EventLog log;
+    PipelineOptions options;
+    options.mode = mode;
+    options.num_stages = n;
+    options.on_event = [&log](const PipelineEvent& e) { log.Add(e); };
+    CATCH_REQUIRE(RunEngine(options, ChainFactory(dims), batches).ok());
+    std::vector<int64_t> max_stashed(n, 0);
+    for (const PipelineEvent& e : log.events()) {
+      const int64_t behind = n - e.stage - 1;
+      const int64_t forward_version = std::max<int64_t>(0, e.microbatch - behind);
+      max_stashed[e.stage] = std::max(max_stashed[e.stage], e.stashed);
+      CATCH_CHECK(e.prediction == 0);
+      if (e.pass == Pass::kForward) {
+        CATCH_CHECK(e.weight_version == forward_version);
+      } else if (mode == WeightMode::kPipeDream) {
+        CATCH_CHECK(e.weight_version == forward_version);  // the stashed version
+      } else {
+        CATCH_CHECK(e.weight_version == e.microbatch);  // stale: the newest version
+      }
+    }
+    for (int k = 0; k < n; ++k) {
+      CATCH_CAPTURE(k);
+      CATCH_CHECK(max_stashed[k] == (mode == WeightMode::kPipeDream ? n - k : 0));
+    }
+  }
+}
+
+CATCH_TEST_CASE("spectrain applies s per stage and pass once a velocity exists") {
+  const std::vector<int64_t> dims{5, 6, 7, 6, 4};
+  const int n = 4;
+  const std::vector<Batch> batches = MakeBatches(8, 4, {5}, 4, 43);
+  for (int version : {1, 2}) {
+    EventLog log;
+    PipelineOptions options;
+    options.mode = WeightMode::kSpecTrain;
+    options.spectrain_version = version;
+    options.num_stages = n;
+    options.on_event = [&log](const PipelineEvent& e) { log.Add(e); };
+    CATCH_REQUIRE(RunEngine(options, ChainFactory(dims), batches).ok());
+    for (const PipelineEvent& e : log.events()) {
+      const int s = PredictionDistance(WeightMode::kSpecTrain, version, n, e.stage, e.pass);
+      const bool has_velocity = e.weight_version > 0;
+      CATCH_CHECK(e.prediction == (has_velocity ? s : 0));
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------
+// Failures.
+
+// Wraps a model; block `fail_block` throws in its forward (or, with `in_backward`, in its
+// backward) on its `fail_at`-th call.
+class FailingModel : public BlockModel {
+ public:
+  FailingModel(std::shared_ptr<BlockModel> inner, int64_t fail_block, int fail_at,
+               bool in_backward)
+      : inner_(register_module("inner", inner)),
+        fail_block_(fail_block),
+        fail_at_(fail_at),
+        in_backward_(in_backward) {}
+  int64_t num_blocks() const override { return inner_->num_blocks(); }
+  torch::Tensor ForwardBlock(int64_t i, const torch::Tensor& x) override {
+    torch::Tensor y = inner_->ForwardBlock(i, x);
+    if (i == fail_block_ && ++calls_ == fail_at_) {
+      if (!in_backward_) throw std::runtime_error("injected forward failure");
+      y.register_hook([](torch::Tensor) -> torch::Tensor {
+        throw std::runtime_error("injected backward failure");
+      });
+    }
+    return y;
+  }
+  std::vector<torch::Tensor> BlockParameters(int64_t i) override {
+    return inner_->BlockParameters(i);
+  }
+  std::string BlockName(int64_t i) const override { return inner_->BlockName(i); }
+  torch::Tensor Loss(const torch::Tensor& out, const torch::Tensor& target) override {
+    return inner_->Loss(out, target);
+  }
+
+ private:
+  std::shared_ptr<BlockModel> inner_;
+  int64_t fail_block_;
+  int fail_at_;
+  bool in_backward_;
+  int calls_ = 0;
+};
+
+CATCH_TEST_CASE("a failing stage ends the run with an error instead of a deadlock") {
+  const std::vector<int64_t> dims{5, 6, 7, 6, 4};
+  const std::vector<Batch> batches = MakeBatches(12, 4, {5}, 4, 47);
+  for (WeightMode mode : {WeightMode::kSpecTrain, WeightMode::kPipeDream, WeightMode::kVanilla,
+                          WeightMode::kDataParallel}) {
+    for (int64_t block : {0, 2, 3}) {
+      for (bool in_backward : {false, true}) {
+        CATCH_CAPTURE(WeightModeName(mode), block, in_backward);
+        PipelineOptions options;
+        options.mode = mode;
+        options.num_stages = 4;
+        auto factory = [&]() -> absl::StatusOr<std::shared_ptr<BlockModel>> {
+          return std::static_pointer_cast<BlockModel>(
+              std::make_shared<FailingModel>(*ChainFactory(dims)(), block, 5, in_backward));
+        };
+        absl::StatusOr<std::unique_ptr<PipelineEngine>> engine =
+            PipelineEngine::Create(options, factory);
+        CATCH_REQUIRE(engine.ok());
+        absl::StatusOr<TrainStats> stats = (*engine)->Train(batches.size(), SourceOf(batches));
+        CATCH_REQUIRE_FALSE(stats.ok());
+        CATCH_CHECK(stats.status().code() == absl::StatusCode::kInternal);
+        const std::string message(stats.status().message());
+        CATCH_CHECK(absl::StrContains(message, in_backward ? "injected backward failure"
+                                                           : "injected forward failure"));
+        CATCH_CHECK(absl::StrContains(message, "mini-batch 4"));
+        CATCH_CHECK(absl::StrContains(message, in_backward ? "backward" : "forward"));
+        if (mode != WeightMode::kDataParallel) {
+          CATCH_CHECK(absl::StrContains(message, absl::StrCat("stage ", block)));
+        }
+        // The engine refuses to go on, and shuts down cleanly (twice).
+        absl::StatusOr<TrainStats> again = (*engine)->Train(2, SourceOf(batches));
+        CATCH_CHECK(again.status().code() == absl::StatusCode::kFailedPrecondition);
+        (*engine)->Shutdown();
+        (*engine)->Shutdown();
+      }
+    }
+  }
+}
+
+CATCH_TEST_CASE("a failing batch source ends the run with its error") {
+  const std::vector<int64_t> dims{5, 6, 4};
+  const std::vector<Batch> batches = MakeBatches(6, 4, {5}, 4, 53);
+  for (WeightMode mode : {WeightMode::kStale, WeightMode::kDataParallel}) {
+    PipelineOptions options;
+    options.mode = mode;
+    options.num_stages = 2;
+    absl::StatusOr<std::unique_ptr<PipelineEngine>> engine =
+        PipelineEngine::Create(options, ChainFactory(dims));
+    CATCH_REQUIRE(engine.ok());
+    absl::StatusOr<TrainStats> stats =
+        (*engine)->Train(6, [&](int64_t i) -> absl::StatusOr<Batch> {
+          if (i == 3) return absl::DataLossError("corrupt file");
+          return batches[i];
+        });
+    CATCH_REQUIRE_FALSE(stats.ok());
+    CATCH_CHECK(stats.status().code() == absl::StatusCode::kDataLoss);
+    CATCH_CHECK(absl::StrContains(stats.status().message(), "mini-batch 3: corrupt file"));
+  }
+}
+
+CATCH_TEST_CASE("bad options and CUDA without a GPU are errors that say why") {
+  PipelineOptions options;
+  options.num_stages = 5;  // the chain has 2 blocks
+  absl::StatusOr<std::unique_ptr<PipelineEngine>> engine =
+      PipelineEngine::Create(options, ChainFactory({5, 6, 4}));
+  CATCH_CHECK(engine.status().code() == absl::StatusCode::kInvalidArgument);
+  CATCH_CHECK(absl::StrContains(engine.status().message(), "boundaries"));
+
+  options.num_stages = 2;
+  options.boundaries = {0};
+  engine = PipelineEngine::Create(options, ChainFactory({5, 6, 4}));
+  CATCH_CHECK(engine.status().code() == absl::StatusCode::kInvalidArgument);
+
+  options.boundaries = {};
+  options.devices = {"cpu", "tpu"};
+  engine = PipelineEngine::Create(options, ChainFactory({5, 6, 4}));
+  CATCH_CHECK(absl::StrContains(engine.status().message(), "devices[1]"));
+
+  // Replicas that differ (no fixed seed) are refused.
+  int calls = 0;
+  engine = PipelineEngine::Create(PipelineOptions{}, [&]() {
+    return ChainFactory({5, 6, 4}, ++calls)();
+  });
+  CATCH_CHECK(absl::StrContains(engine.status().message(), "fixed seed"));
+
+  if (!torch::cuda::is_available()) {
+    absl::StatusOr<torch::Device> device = ParseStageDevice("cuda:0");
+    CATCH_CHECK(device.status().code() == absl::StatusCode::kInvalidArgument);
+    CATCH_CHECK(absl::StrContains(device.status().message(), "no CUDA GPU is present"));
+    options.devices = {"cpu", "cuda:0"};
+    engine = PipelineEngine::Create(options, ChainFactory({5, 6, 4}));
+    CATCH_CHECK(absl::StrContains(engine.status().message(), "no CUDA GPU is present"));
+  }
+  CATCH_CHECK(ParseStageDevice("cpu").ok());
+  CATCH_CHECK_FALSE(ParseStageDevice("cuda:x").ok());
+}
+
+CATCH_TEST_CASE("the profiler times every block and counts its parameters") {
+  absl::StatusOr<std::shared_ptr<BlockModel>> model = ZooFactory("mlp")();
+  CATCH_REQUIRE(model.ok());
+  const std::vector<Batch> batches = MakeBatches(3, 8, {12}, 10, 59);
+  absl::StatusOr<std::vector<BlockProfile>> profile = ProfileBlocks(**model, batches);
+  CATCH_REQUIRE(profile.ok());
+  CATCH_REQUIRE(profile->size() == 3);
+  CATCH_CHECK((*profile)[0].name == "fc1");
+  CATCH_CHECK((*profile)[0].parameters == 12 * 40 + 40);
+  CATCH_CHECK((*profile)[1].output_bytes == 8 * 30 * 4);
+  for (const BlockProfile& b : *profile) {
+    CATCH_CHECK(b.forward_seconds > 0);
+    CATCH_CHECK(b.backward_seconds > 0);
+  }
+  CATCH_CHECK_FALSE(ProfileBlocks(**model, {batches[0]}).ok());
+}
+
+}  // namespace
+}  // namespace p3::pipeline

@@ -1,0 +1,266 @@
+// The pipeline's scheduling parts, which build without libtorch: the 1F1B order,
+// SpecTrain's version differences, the partitioner, the bounded queue, and the
+// "pipeline" section of experiment configs.
+#include <atomic>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <catch2/catch.hpp>
+
+#include "absl/strings/match.h"
+#include "p3/pipeline/bounded_queue.h"
+#include "p3/pipeline/partition.h"
+#include "p3/pipeline/schedule.h"
+#include "tools/config.h"
+
+namespace p3::pipeline {
+namespace {
+
+std::string Schedule(int n, int k, int64_t m, bool pipelined = true) {
+  return ScheduleString(OneFOneBSchedule(n, k, m, pipelined));
+}
+
+CATCH_TEST_CASE("1F1B runs N-k-1 warm-up forwards, then alternates, then drains") {
+  CATCH_CHECK(Schedule(4, 0, 6) == "F0 F1 F2 F3 B0 F4 B1 F5 B2 B3 B4 B5");
+  CATCH_CHECK(Schedule(4, 1, 6) == "F0 F1 F2 B0 F3 B1 F4 B2 F5 B3 B4 B5");
+  CATCH_CHECK(Schedule(4, 2, 6) == "F0 F1 B0 F2 B1 F3 B2 F4 B3 F5 B4 B5");
+  CATCH_CHECK(Schedule(4, 3, 6) == "F0 B0 F1 B1 F2 B2 F3 B3 F4 B4 F5 B5");
+  CATCH_CHECK(Schedule(2, 0, 3) == "F0 F1 B0 F2 B1 B2");
+  CATCH_CHECK(Schedule(2, 1, 3) == "F0 B0 F1 B1 F2 B2");
+}
+
+CATCH_TEST_CASE("1F1B with fewer mini-batches than stages only warms up and drains") {
+  CATCH_CHECK(Schedule(4, 0, 2) == "F0 F1 B0 B1");
+  CATCH_CHECK(Schedule(4, 0, 0).empty());
+  CATCH_CHECK(Schedule(1, 0, 3) == "F0 B0 F1 B1 F2 B2");
+}
+
+CATCH_TEST_CASE("vanilla's schedule has no warm-up: one mini-batch in flight per stage") {
+  for (int k = 0; k < 4; ++k) {
+    CATCH_CHECK(Schedule(4, k, 3, /*pipelined=*/false) == "F0 B0 F1 B1 F2 B2");
+    CATCH_CHECK(WarmupForwards(4, k, 3, false) == 0);
+  }
+  CATCH_CHECK(WarmupForwards(4, 0, 10, true) == 3);
+  CATCH_CHECK(WarmupForwards(4, 3, 10, true) == 0);
+}
+
+CATCH_TEST_CASE("every stage's forward of mini-batch i sees N-k-1 fewer updates than sequential") {
+  for (int n : {2, 3, 4}) {
+    for (int k = 0; k < n; ++k) {
+      int64_t updates = 0;
+      for (const ScheduleStep& step : OneFOneBSchedule(n, k, 12, true)) {
+        if (step.pass == Pass::kBackward) {
+          CATCH_CHECK(updates == step.microbatch);  // the backward sees every earlier update
+          ++updates;
+        } else {
+          CATCH_CHECK(updates == std::max<int64_t>(0, step.microbatch - (n - k - 1)));
+        }
+      }
+    }
+  }
+}
+
+CATCH_TEST_CASE("SpecTrain v1's version difference for every stage of N = 2 and 4") {
+  const WeightMode st = WeightMode::kSpecTrain;
+  // N = 2: forward floor(k/2) + N-k-1 = 1, 0; backward floor(k/2) = 0, 0.
+  CATCH_CHECK(PredictionDistance(st, 1, 2, 0, Pass::kForward) == 1);
+  CATCH_CHECK(PredictionDistance(st, 1, 2, 1, Pass::kForward) == 0);
+  CATCH_CHECK(PredictionDistance(st, 1, 2, 0, Pass::kBackward) == 0);
+  CATCH_CHECK(PredictionDistance(st, 1, 2, 1, Pass::kBackward) == 0);
+  // N = 4: forward 3, 2, 2, 1; backward 0, 0, 1, 1 (references.md).
+  const int forward4[] = {3, 2, 2, 1};
+  const int backward4[] = {0, 0, 1, 1};
+  for (int k = 0; k < 4; ++k) {
+    CATCH_CAPTURE(k);
+    CATCH_CHECK(PredictionDistance(st, 1, 4, k, Pass::kForward) == forward4[k]);
+    CATCH_CHECK(PredictionDistance(st, 1, 4, k, Pass::kBackward) == backward4[k]);
+  }
+}
+
+CATCH_TEST_CASE("SpecTrain v2's version difference: forward N-k-1, backward reuses it") {
+  const WeightMode st = WeightMode::kSpecTrain;
+  CATCH_CHECK(PredictionDistance(st, 2, 2, 0, Pass::kForward) == 1);
+  CATCH_CHECK(PredictionDistance(st, 2, 2, 1, Pass::kForward) == 0);
+  CATCH_CHECK(PredictionDistance(st, 2, 2, 0, Pass::kBackward) == 1);
+  CATCH_CHECK(PredictionDistance(st, 2, 2, 1, Pass::kBackward) == 0);
+  const int forward4[] = {3, 2, 1, 0};
+  for (int k = 0; k < 4; ++k) {
+    CATCH_CAPTURE(k);
+    CATCH_CHECK(PredictionDistance(st, 2, 4, k, Pass::kForward) == forward4[k]);
+    CATCH_CHECK(PredictionDistance(st, 2, 4, k, Pass::kBackward) == forward4[k]);
+  }
+}
+
+CATCH_TEST_CASE("modes other than spectrain never predict") {
+  for (WeightMode mode : {WeightMode::kPipeDream, WeightMode::kStale, WeightMode::kVanilla,
+                          WeightMode::kDataParallel}) {
+    for (int k = 0; k < 4; ++k) {
+      CATCH_CHECK(PredictionDistance(mode, 1, 4, k, Pass::kForward) == 0);
+      CATCH_CHECK(PredictionDistance(mode, 2, 4, k, Pass::kBackward) == 0);
+    }
+  }
+}
+
+CATCH_TEST_CASE("weight modes parse by name and unknown names list the allowed ones") {
+  for (const std::string& name : WeightModeNames()) {
+    absl::StatusOr<WeightMode> mode = ParseWeightMode(name);
+    CATCH_REQUIRE(mode.ok());
+    CATCH_CHECK(WeightModeName(*mode) == name);
+  }
+  absl::StatusOr<WeightMode> bad = ParseWeightMode("gpipe");
+  CATCH_REQUIRE_FALSE(bad.ok());
+  CATCH_CHECK(absl::StrContains(bad.status().message(),
+                                "spectrain, pipedream, stale, vanilla, data_parallel"));
+  CATCH_CHECK(IsPipelined(WeightMode::kStale));
+  CATCH_CHECK_FALSE(IsPipelined(WeightMode::kVanilla));
+  CATCH_CHECK_FALSE(IsPipelined(WeightMode::kDataParallel));
+}
+
+CATCH_TEST_CASE("the balanced partition minimises the most expensive stage") {
+  absl::StatusOr<std::vector<int64_t>> cut = BalancedBoundaries({1, 4, 2, 1}, 2);
+  CATCH_REQUIRE(cut.ok());
+  CATCH_CHECK(*cut == std::vector<int64_t>{2});
+  CATCH_CHECK(StageCosts({1, 4, 2, 1}, *cut) == std::vector<double>{5, 3});
+
+  cut = BalancedBoundaries({5, 1, 1, 1, 1, 1, 5}, 3);
+  CATCH_REQUIRE(cut.ok());
+  CATCH_CHECK(*cut == std::vector<int64_t>{1, 6});  // 5 | 5 | 5
+
+  cut = BalancedBoundaries({1, 1, 1, 1}, 4);
+  CATCH_REQUIRE(cut.ok());
+  CATCH_CHECK(*cut == std::vector<int64_t>{1, 2, 3});
+
+  cut = BalancedBoundaries({3, 1, 1, 1}, 1);
+  CATCH_REQUIRE(cut.ok());
+  CATCH_CHECK(cut->empty());
+}
+
+CATCH_TEST_CASE("the balanced partition matches brute force on many cost lists") {
+  uint32_t state = 12345;
+  auto next = [&state] {
+    state = state * 1664525u + 1013904223u;
+    return static_cast<double>((state >> 8) % 1000) / 10.0;
+  };
+  for (int trial = 0; trial < 200; ++trial) {
+    const int blocks = 2 + trial % 7;
+    const int stages = 1 + trial % std::min(blocks, 4);
+    std::vector<double> costs;
+    for (int i = 0; i < blocks; ++i) costs.push_back(next());
+    absl::StatusOr<std::vector<int64_t>> cut = BalancedBoundaries(costs, stages);
+    CATCH_REQUIRE(cut.ok());
+    CATCH_REQUIRE(ValidateBoundaries(*cut, blocks).ok());
+    std::vector<double> got = StageCosts(costs, *cut);
+    const double got_max = *std::max_element(got.begin(), got.end());
+    // Brute force over every choice of stages-1 cut points.
+    double best = 1e300;
+    const int masks = 1 << (blocks - 1);
+    for (int mask = 0; mask < masks; ++mask) {
+      if (__builtin_popcount(mask) != stages - 1) continue;
+      std::vector<int64_t> b;
+      for (int i = 0; i < blocks - 1; ++i) {
+        if (mask & (1 << i)) b.push_back(i + 1);
+      }
+      std::vector<double> c = StageCosts(costs, b);
+      best = std::min(best, *std::max_element(c.begin(), c.end()));
+    }
+    CATCH_CHECK(got_max == Approx(best));
+  }
+}
+
+CATCH_TEST_CASE("partitions that leave a stage empty are rejected") {
+  CATCH_CHECK_FALSE(BalancedBoundaries({1, 2}, 3).ok());
+  CATCH_CHECK_FALSE(BalancedBoundaries({1, -2}, 1).ok());
+  CATCH_CHECK_FALSE(BalancedBoundaries({1, 2}, 0).ok());
+  CATCH_CHECK(ValidateBoundaries({1, 3}, 4).ok());
+  CATCH_CHECK_FALSE(ValidateBoundaries({3, 1}, 4).ok());
+  CATCH_CHECK_FALSE(ValidateBoundaries({0}, 4).ok());
+  CATCH_CHECK_FALSE(ValidateBoundaries({4}, 4).ok());
+  CATCH_CHECK(absl::StrContains(ValidateBoundaries({2, 2}, 4).message(), "boundary 1"));
+  CATCH_CHECK((StageRanges({1, 3}, 4) == std::vector<StageRange>{{0, 1}, {1, 3}, {3, 4}}));
+}
+
+CATCH_TEST_CASE("bounded queue hands items over in order and blocks the producer when full") {
+  BoundedQueue<int> queue(2);
+  std::atomic<int> pushed{0};
+  std::thread producer([&] {
+    for (int i = 0; i < 100; ++i) {
+      if (!queue.Push(i)) return;
+      pushed.fetch_add(1);
+      CATCH_CHECK(queue.size() <= 2);
+    }
+  });
+  for (int i = 0; i < 100; ++i) {
+    std::optional<int> item = queue.Pop();
+    CATCH_REQUIRE(item.has_value());
+    CATCH_CHECK(*item == i);
+  }
+  producer.join();
+  CATCH_CHECK(pushed.load() == 100);
+}
+
+CATCH_TEST_CASE("closing a bounded queue wakes a blocked consumer and a blocked producer") {
+  BoundedQueue<int> empty(1);
+  BoundedQueue<int> full(1);
+  CATCH_REQUIRE(full.Push(7));
+  std::optional<int> popped = 1;
+  bool push_result = true;
+  std::thread consumer([&] { popped = empty.Pop(); });
+  std::thread producer([&] { push_result = full.Push(8); });
+  empty.Close();
+  full.Close();
+  consumer.join();
+  producer.join();
+  CATCH_CHECK_FALSE(popped.has_value());
+  CATCH_CHECK_FALSE(push_result);
+  CATCH_CHECK_FALSE(full.Pop().has_value());
+  empty.Close();  // idempotent
+}
+
+CATCH_TEST_CASE("pipeline configs get defaults and name bad fields") {
+  absl::StatusOr<config::ExperimentConfig> c = config::ParseConfig("mode: \"pipeline\"", {});
+  CATCH_REQUIRE(c.ok());
+  CATCH_CHECK(c->pipeline().weights() == "spectrain");
+  CATCH_CHECK(c->pipeline().spectrain_version() == 1);
+  CATCH_CHECK(c->pipeline().stages() == 2);
+  CATCH_CHECK(c->pipeline().profile_batches() == 3);
+  // Other modes keep their resolved config free of the pipeline section.
+  absl::StatusOr<config::ExperimentConfig> p3 = config::ParseConfig("mode: \"p3\"", {});
+  CATCH_REQUIRE(p3.ok());
+  CATCH_CHECK_FALSE(p3->has_pipeline());
+
+  c = config::ParseConfig("mode: \"pipeline\"",
+                          {"pipeline.weights=pipedream", "pipeline.stages=4"});
+  CATCH_REQUIRE(c.ok());
+  CATCH_CHECK(c->pipeline().weights() == "pipedream");
+  CATCH_CHECK(c->pipeline().stages() == 4);
+
+  auto error = [](const std::string& text) {
+    absl::StatusOr<config::ExperimentConfig> bad = config::ParseConfig(text, {});
+    return bad.ok() ? std::string("(no error)") : std::string(bad.status().message());
+  };
+  CATCH_CHECK(absl::StrContains(error("mode: \"pipeline\" pipeline { weights: \"gpipe\" }"),
+                                "pipeline.weights: \"gpipe\" is not allowed; allowed: "
+                                "\"spectrain\", \"pipedream\", \"stale\", \"vanilla\", "
+                                "\"data_parallel\""));
+  CATCH_CHECK(absl::StrContains(error("mode: \"pipeline\" pipeline { spectrain_version: 3 }"),
+                                "pipeline.spectrain_version: 3 is out of range; allowed 1..2"));
+  CATCH_CHECK(absl::StrContains(
+      error("mode: \"pipeline\" pipeline { stages: 2 devices: \"cpu\" }"),
+      "pipeline.devices: 1 devices for 2 stages"));
+  CATCH_CHECK(absl::StrContains(
+      error("mode: \"pipeline\" pipeline { stages: 2 devices: \"cpu\" devices: \"gpu1\" }"),
+      "pipeline.devices[1]: \"gpu1\" is not allowed"));
+  CATCH_CHECK(error("mode: \"pipeline\" pipeline { stages: 2 devices: \"cpu\" devices: "
+                    "\"cuda:1\" }") == "(no error)");
+  CATCH_CHECK(absl::StrContains(error("mode: \"pipeline\" pipeline { stages: 3 boundaries: 2 }"),
+                                "pipeline.boundaries: 1 boundaries for 3 stages"));
+  CATCH_CHECK(absl::StrContains(
+      error("mode: \"pipeline\" pipeline { stages: 3 boundaries: 2 boundaries: 2 }"),
+      "pipeline.boundaries[1]: 2 is out of range; allowed > 2"));
+  CATCH_CHECK(absl::StrContains(error("mode: \"pipeline\" optimizer { name: \"adam\" }"),
+                                "optimizer.name: mode \"pipeline\" supports only \"sgd\""));
+}
+
+}  // namespace
+}  // namespace p3::pipeline
