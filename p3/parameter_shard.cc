@@ -1,5 +1,6 @@
 #include "p3/parameter_shard.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -8,17 +9,17 @@
 namespace p3 {
 namespace {
 
-std::string ShapeString(const std::vector<int64_t>& shape) {
+std::string ShapeString(const std::vector<int64_t> &shape) {
   return absl::StrCat("[", absl::StrJoin(shape, ", "), "]");
 }
 
-const char* GranularityName(Granularity g) {
+const char *GranularityName(Granularity g) {
   return g == Granularity::kSliced ? "sliced" : "tensor";
 }
 
 }  // namespace
 
-std::string DescribeDifference(const ClusterSignature& got, const ClusterSignature& want) {
+std::string DescribeDifference(const ClusterSignature &got, const ClusterSignature &want) {
   if (got.num_workers != want.num_workers) {
     return absl::StrCat("cluster has ", got.num_workers, " workers, expected ", want.num_workers);
   }
@@ -30,8 +31,8 @@ std::string DescribeDifference(const ClusterSignature& got, const ClusterSignatu
                         want.tensors.size());
   }
   for (size_t i = 0; i < got.tensors.size(); ++i) {
-    const TensorSignature& a = got.tensors[i];
-    const TensorSignature& b = want.tensors[i];
+    const TensorSignature &a = got.tensors[i];
+    const TensorSignature &b = want.tensors[i];
     if (a.name != b.name) {
       return absl::StrCat("tensor ", i, " is named \"", a.name, "\", expected \"", b.name, "\"");
     }
@@ -49,8 +50,8 @@ std::string DescribeDifference(const ClusterSignature& got, const ClusterSignatu
       got.plan.split_threshold != want.plan.split_threshold) {
     return absl::StrCat("slice plan (", GranularityName(got.plan.granularity), ", ",
                         got.plan.slice_params, ", ", got.plan.split_threshold, ") differs from (",
-                        GranularityName(want.plan.granularity), ", ", want.plan.slice_params,
-                        ", ", want.plan.split_threshold, ")");
+                        GranularityName(want.plan.granularity), ", ", want.plan.slice_params, ", ",
+                        want.plan.split_threshold, ")");
   }
   if (got.values_on_push != want.values_on_push || got.priority != want.priority) {
     return "scheduling mode differs from the other workers'";
@@ -58,38 +59,39 @@ std::string DescribeDifference(const ClusterSignature& got, const ClusterSignatu
   return "";
 }
 
-ParameterShard::ParameterShard(const ShardOptions& options)
+ParameterShard::ParameterShard(const ShardOptions &options)
     : options_(options), optimizer_(options.optimizer) {}
 
-absl::StatusOr<std::vector<Outgoing>> ParameterShard::Join(const ClusterSignature& sig,
-                                                           int rank) {
+absl::StatusOr<std::vector<Outgoing>> ParameterShard::Join(const ClusterSignature &sig, int rank) {
   if (sig.num_workers != options_.num_workers) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "worker ", rank, " expects ", sig.num_workers, " workers; this server serves ",
-        options_.num_workers));
+    return absl::FailedPreconditionError(absl::StrCat("worker ", rank, " expects ", sig.num_workers,
+                                                      " workers; this server serves ",
+                                                      options_.num_workers));
   }
   if (rank < 0 || rank >= sig.num_workers) {
     return absl::InvalidArgumentError(
         absl::StrCat("rank ", rank, " is out of range for ", sig.num_workers, " workers"));
   }
   if (options_.server_index >= sig.num_servers) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("worker ", rank, " expects ", sig.num_servers,
-                     " servers; this is server ", options_.server_index));
+    return absl::FailedPreconditionError(absl::StrCat("worker ", rank, " expects ", sig.num_servers,
+                                                      " servers; this is server ",
+                                                      options_.server_index));
   }
-  for (const TensorSignature& t : sig.tensors) {
+  for (const TensorSignature &t : sig.tensors) {
     if (t.dtype != "float32") {
-      return absl::InvalidArgumentError(
-          absl::StrCat("tensor \"", t.name, "\" has dtype ", t.dtype, "; only float32 is supported"));
+      return absl::InvalidArgumentError(absl::StrCat("tensor \"", t.name, "\" has dtype ", t.dtype,
+                                                     "; only float32 is supported"));
     }
   }
   absl::MutexLock lock(&mu_);
   if (!signature_.has_value()) {
     std::vector<TensorEntry> entries;
-    for (const TensorSignature& t : sig.tensors) {
+    for (const TensorSignature &t : sig.tensors) {
       int64_t numel = 1;
       for (int64_t d : t.shape) {
-        if (d < 0) return absl::InvalidArgumentError(absl::StrCat("tensor \"", t.name, "\" has a negative dimension"));
+        if (d < 0)
+          return absl::InvalidArgumentError(
+              absl::StrCat("tensor \"", t.name, "\" has a negative dimension"));
         numel *= d;
       }
       entries.push_back({t.name, numel});
@@ -105,9 +107,12 @@ absl::StatusOr<std::vector<Outgoing>> ParameterShard::Join(const ClusterSignatur
     plan_ = *std::move(plan);
     joined_.assign(sig.num_workers, false);
     finished_.assign(sig.num_workers, false);
+    slices_.clear();
     slices_.resize(plan_->slices().size());
+    uninitialized_ = 0;
+    owned_slices_ = plan_->server_slices(options_.server_index).size();
     for (int id : plan_->server_slices(options_.server_index)) {
-      const Slice& slice = plan_->slices()[id];
+      const Slice &slice = plan_->slices()[id];
       auto state = std::make_unique<SliceState>();
       state->length = slice.length;
       state->priority = slice.priority;
@@ -119,12 +124,19 @@ absl::StatusOr<std::vector<Outgoing>> ParameterShard::Join(const ClusterSignatur
       slices_[id] = std::move(state);
       ++uninitialized_;
     }
+    if (options_.restore.has_value()) {
+      if (absl::Status restored = Restore(); !restored.ok()) {
+        signature_.reset();
+        plan_.reset();
+        slices_.clear();
+        return restored;
+      }
+    }
     configured_ = true;
   } else {
     std::string diff = DescribeDifference(sig, *signature_);
     if (!diff.empty()) {
-      return absl::FailedPreconditionError(
-          absl::StrCat("worker ", rank, " refused: ", diff));
+      return absl::FailedPreconditionError(absl::StrCat("worker ", rank, " refused: ", diff));
     }
   }
   if (joined_[rank]) {
@@ -134,7 +146,7 @@ absl::StatusOr<std::vector<Outgoing>> ParameterShard::Join(const ClusterSignatur
   std::vector<Outgoing> out;
   if (uninitialized_ == 0) {
     for (int id : plan_->server_slices(options_.server_index)) {
-      SliceState& s = *slices_[id];
+      SliceState &s = *slices_[id];
       absl::MutexLock slice_lock(&s.mu);
       std::vector<Outgoing> one = ParamsToRanks(id, s, {rank});
       out.insert(out.end(), one.begin(), one.end());
@@ -143,24 +155,82 @@ absl::StatusOr<std::vector<Outgoing>> ParameterShard::Join(const ClusterSignatur
   return out;
 }
 
-absl::StatusOr<ParameterShard::SliceState*> ParameterShard::Lookup(int rank, int slice_id,
-                                                                   const char* what) const {
+absl::Status ParameterShard::Restore() {
+  const ShardCheckpoint &ckpt = *options_.restore;
+  auto mismatch = [&](const std::string &why) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "the checkpoint of iteration ", ckpt.iteration, " does not fit this model: ", why));
+  };
+  if (ckpt.server_index != options_.server_index) {
+    return mismatch(absl::StrCat("it is server ", ckpt.server_index, "'s"));
+  }
+  if (ckpt.slices.size() != owned_slices_) {
+    return mismatch(
+        absl::StrCat("it holds ", ckpt.slices.size(), " slices; this server owns ", owned_slices_));
+  }
+  for (const SliceCheckpoint &s : ckpt.slices) {
+    if (s.slice_id < 0 || s.slice_id >= static_cast<int>(slices_.size()) ||
+        slices_[s.slice_id] == nullptr) {
+      return mismatch(absl::StrCat("slice ", s.slice_id, " is not this server's"));
+    }
+    if (static_cast<int64_t>(s.params.size()) != slices_[s.slice_id]->length) {
+      return mismatch(absl::StrCat("slice ", s.slice_id, " has ", s.params.size(),
+                                   " parameters, expected ", slices_[s.slice_id]->length));
+    }
+  }
+  for (const SliceCheckpoint &s : ckpt.slices) {
+    SliceState &state = *slices_[s.slice_id];
+    absl::MutexLock slice_lock(&state.mu);
+    state.params = s.params;
+    state.opt = s.optimizer;
+    state.version = ckpt.iteration;
+    state.initialized = true;
+    state.snapshot = std::make_shared<const std::vector<float>>(state.params);
+  }
+  uninitialized_ = 0;
+  return absl::OkStatus();
+}
+
+void ParameterShard::AddToCheckpoint(uint64_t version, SliceCheckpoint slice) {
+  std::optional<ShardCheckpoint> complete;
+  {
+    absl::MutexLock lock(&checkpoint_mu_);
+    ShardCheckpoint &ckpt = pending_checkpoints_[version];
+    ckpt.iteration = version;
+    ckpt.server_index = options_.server_index;
+    ckpt.slices.push_back(std::move(slice));
+    if (ckpt.slices.size() == owned_slices_) {
+      std::sort(ckpt.slices.begin(), ckpt.slices.end(),
+                [](const SliceCheckpoint &a, const SliceCheckpoint &b) {
+                  return a.slice_id < b.slice_id;
+                });
+      complete = std::move(ckpt);
+      pending_checkpoints_.erase(version);
+    }
+  }
+  if (complete.has_value() && options_.on_checkpoint) options_.on_checkpoint(*std::move(complete));
+}
+
+absl::StatusOr<ParameterShard::SliceState *> ParameterShard::Lookup(int rank, int slice_id,
+                                                                    const char *what) const {
   absl::MutexLock lock(&mu_);
   if (!configured_) return absl::FailedPreconditionError(absl::StrCat(what, " before any Hello"));
   if (rank < 0 || rank >= static_cast<int>(joined_.size()) || !joined_[rank]) {
-    return absl::FailedPreconditionError(absl::StrCat(what, " from worker ", rank, ", which has not joined"));
+    return absl::FailedPreconditionError(
+        absl::StrCat(what, " from worker ", rank, ", which has not joined"));
   }
   if (finished_[rank]) {
-    return absl::FailedPreconditionError(absl::StrCat(what, " from worker ", rank, " after its Done"));
+    return absl::FailedPreconditionError(
+        absl::StrCat(what, " from worker ", rank, " after its Done"));
   }
   if (slice_id < 0 || slice_id >= static_cast<int>(slices_.size())) {
-    return absl::InvalidArgumentError(absl::StrCat(what, " for unknown slice ", slice_id, "; the plan has ",
-                                                   slices_.size(), " slices"));
+    return absl::InvalidArgumentError(absl::StrCat(what, " for unknown slice ", slice_id,
+                                                   "; the plan has ", slices_.size(), " slices"));
   }
   if (slices_[slice_id] == nullptr) {
-    return absl::InvalidArgumentError(absl::StrCat(what, " for slice ", slice_id, ", which belongs to server ",
-                                                   plan_->slices()[slice_id].server, ", not ",
-                                                   options_.server_index));
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, " for slice ", slice_id, ", which belongs to server ",
+                     plan_->slices()[slice_id].server, ", not ", options_.server_index));
   }
   return slices_[slice_id].get();
 }
@@ -179,8 +249,8 @@ bool ParameterShard::signature_values_on_push() const {
   return signature_.has_value() && signature_->values_on_push;
 }
 
-std::vector<Outgoing> ParameterShard::ParamsToRanks(int slice_id, const SliceState& s,
-                                                    const std::vector<int>& ranks) const {
+std::vector<Outgoing> ParameterShard::ParamsToRanks(int slice_id, const SliceState &s,
+                                                    const std::vector<int> &ranks) const {
   std::vector<Outgoing> out;
   out.reserve(ranks.size());
   for (int r : ranks) {
@@ -197,22 +267,24 @@ std::vector<Outgoing> ParameterShard::ParamsToRanks(int slice_id, const SliceSta
 }
 
 absl::StatusOr<std::vector<Outgoing>> ParameterShard::Init(int rank, int slice_id,
-                                                           const float* values, int64_t n) {
+                                                           const float *values, int64_t n) {
   if (rank != 0) {
-    return absl::InvalidArgumentError(absl::StrCat("initial values from worker ", rank, "; only worker 0 sends them"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("initial values from worker ", rank, "; only worker 0 sends them"));
   }
-  absl::StatusOr<SliceState*> found = Lookup(rank, slice_id, "initial values");
+  absl::StatusOr<SliceState *> found = Lookup(rank, slice_id, "initial values");
   if (!found.ok()) return found.status();
-  SliceState& s = **found;
+  SliceState &s = **found;
   bool last = false;
   {
     absl::MutexLock slice_lock(&s.mu);
     if (s.initialized) {
-      return absl::AlreadyExistsError(absl::StrCat("slice ", slice_id, " already has initial values"));
+      return absl::AlreadyExistsError(
+          absl::StrCat("slice ", slice_id, " already has initial values"));
     }
     if (n != s.length) {
-      return absl::InvalidArgumentError(absl::StrCat("initial values of slice ", slice_id, " have ", n,
-                                                     " parameters; the slice has ", s.length));
+      return absl::InvalidArgumentError(absl::StrCat("initial values of slice ", slice_id, " have ",
+                                                     n, " parameters; the slice has ", s.length));
     }
     s.params.assign(values, values + n);
     s.snapshot = std::make_shared<const std::vector<float>>(s.params);
@@ -223,7 +295,8 @@ absl::StatusOr<std::vector<Outgoing>> ParameterShard::Init(int rank, int slice_i
     last = --uninitialized_ == 0;
   }
   if (!last) return std::vector<Outgoing>{};
-  // Every slice is in: version 0 of all of them to every worker that has joined.
+  // Every slice is in: version 0 of all of them to every worker that has
+  // joined.
   std::vector<int> ranks = JoinedRanks();
   std::vector<int> owned;
   {
@@ -232,7 +305,7 @@ absl::StatusOr<std::vector<Outgoing>> ParameterShard::Init(int rank, int slice_i
   }
   std::vector<Outgoing> out;
   for (int id : owned) {
-    SliceState& t = *slices_[id];
+    SliceState &t = *slices_[id];
     absl::MutexLock slice_lock(&t.mu);
     std::vector<Outgoing> one = ParamsToRanks(id, t, ranks);
     out.insert(out.end(), one.begin(), one.end());
@@ -242,93 +315,107 @@ absl::StatusOr<std::vector<Outgoing>> ParameterShard::Init(int rank, int slice_i
 
 absl::StatusOr<std::vector<Outgoing>> ParameterShard::Gradient(int rank, int slice_id,
                                                                uint64_t iteration,
-                                                               const float* values, int64_t n) {
-  absl::StatusOr<SliceState*> found = Lookup(rank, slice_id, "gradient");
+                                                               const float *values, int64_t n) {
+  absl::StatusOr<SliceState *> found = Lookup(rank, slice_id, "gradient");
   if (!found.ok()) return found.status();
-  SliceState& s = **found;
+  SliceState &s = **found;
   const bool values_on_push = signature_values_on_push();
   std::vector<Outgoing> out;
-  absl::MutexLock slice_lock(&s.mu);
-  if (!s.initialized) {
-    return absl::FailedPreconditionError(absl::StrCat("gradient for slice ", slice_id, " before its initial values"));
-  }
-  if (n != s.length) {
-    return absl::InvalidArgumentError(absl::StrCat("gradient of slice ", slice_id, " has ", n,
-                                                   " values; the slice has ", s.length));
-  }
-  if (iteration != s.version) {
-    return absl::InvalidArgumentError(absl::StrCat("gradient of slice ", slice_id, " for iteration ", iteration,
-                                                   " from worker ", rank, "; the slice is at iteration ",
-                                                   s.version));
-  }
-  if (s.has[rank]) {
-    return absl::AlreadyExistsError(absl::StrCat("duplicate gradient of slice ", slice_id, " for iteration ",
-                                                 iteration, " from worker ", rank));
-  }
-  s.grads[rank].assign(values, values + n);
-  s.has[rank] = true;
-  ++s.count;
-  if (!values_on_push) {
-    Outgoing ack;
-    ack.kind = Outgoing::Kind::kAck;
-    ack.rank = rank;
-    ack.slice_id = slice_id;
-    ack.iteration = iteration;
-    ack.priority = s.priority;
-    out.push_back(std::move(ack));
-  }
-  const int workers = static_cast<int>(s.has.size());
-  if (s.count < workers) return out;
+  std::optional<SliceCheckpoint> captured;
+  uint64_t captured_version = 0;
+  {
+    absl::MutexLock slice_lock(&s.mu);
+    if (!s.initialized) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("gradient for slice ", slice_id, " before its initial values"));
+    }
+    if (n != s.length) {
+      return absl::InvalidArgumentError(absl::StrCat("gradient of slice ", slice_id, " has ", n,
+                                                     " values; the slice has ", s.length));
+    }
+    if (iteration != s.version) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("gradient of slice ", slice_id, " for iteration ", iteration,
+                       " from worker ", rank, "; the slice is at iteration ", s.version));
+    }
+    if (s.has[rank]) {
+      return absl::AlreadyExistsError(absl::StrCat("duplicate gradient of slice ", slice_id,
+                                                   " for iteration ", iteration, " from worker ",
+                                                   rank));
+    }
+    s.grads[rank].assign(values, values + n);
+    s.has[rank] = true;
+    ++s.count;
+    if (!values_on_push) {
+      Outgoing ack;
+      ack.kind = Outgoing::Kind::kAck;
+      ack.rank = rank;
+      ack.slice_id = slice_id;
+      ack.iteration = iteration;
+      ack.priority = s.priority;
+      out.push_back(std::move(ack));
+    }
+    const int workers = static_cast<int>(s.has.size());
+    if (s.count < workers) return out;
 
-  // All gradients are in: their mean, summed in rank order so that the result does not
-  // depend on arrival order.
-  std::vector<float>& mean = s.grads[0];
-  for (int r = 1; r < workers; ++r) {
-    const float* g = s.grads[r].data();
-    for (int64_t i = 0; i < n; ++i) mean[i] += g[i];
-  }
-  if (workers > 1) {
-    const float w = static_cast<float>(workers);
-    for (int64_t i = 0; i < n; ++i) mean[i] /= w;
-  }
-  optimizer_.Apply(s.params.data(), mean.data(), n, &s.opt);
-  ++s.version;
-  s.has.assign(workers, false);
-  s.count = 0;
-  s.snapshot = std::make_shared<const std::vector<float>>(s.params);
-  std::vector<int> ranks;
-  if (values_on_push) {
-    for (int r = 0; r < workers; ++r) ranks.push_back(r);
-  } else {
-    ranks.swap(s.pending_pulls);
-  }
-  std::vector<Outgoing> params = ParamsToRanks(slice_id, s, ranks);
-  out.insert(out.end(), params.begin(), params.end());
+    // All gradients are in: their mean, summed in rank order so that the result
+    // does not depend on arrival order.
+    std::vector<float> &mean = s.grads[0];
+    for (int r = 1; r < workers; ++r) {
+      const float *g = s.grads[r].data();
+      for (int64_t i = 0; i < n; ++i) mean[i] += g[i];
+    }
+    if (workers > 1) {
+      const float w = static_cast<float>(workers);
+      for (int64_t i = 0; i < n; ++i) mean[i] /= w;
+    }
+    optimizer_.Apply(s.params.data(), mean.data(), n, &s.opt);
+    ++s.version;
+    s.has.assign(workers, false);
+    s.count = 0;
+    s.snapshot = std::make_shared<const std::vector<float>>(s.params);
+    std::vector<int> ranks;
+    if (values_on_push) {
+      for (int r = 0; r < workers; ++r) ranks.push_back(r);
+    } else {
+      ranks.swap(s.pending_pulls);
+    }
+    std::vector<Outgoing> params = ParamsToRanks(slice_id, s, ranks);
+    out.insert(out.end(), params.begin(), params.end());
+    if (options_.checkpoint_every > 0 && s.version % options_.checkpoint_every == 0) {
+      captured = SliceCheckpoint{slice_id, s.params, s.opt};
+      captured_version = s.version;
+    }
+  }  // slice_lock
+  // Outside the slice's lock: the last slice of a checkpoint writes it.
+  if (captured.has_value()) AddToCheckpoint(captured_version, *std::move(captured));
   return out;
 }
 
 absl::StatusOr<std::vector<Outgoing>> ParameterShard::Pull(int rank, int slice_id,
                                                            uint64_t version) {
-  absl::StatusOr<SliceState*> found = Lookup(rank, slice_id, "pull");
+  absl::StatusOr<SliceState *> found = Lookup(rank, slice_id, "pull");
   if (!found.ok()) return found.status();
-  SliceState& s = **found;
+  SliceState &s = **found;
   absl::MutexLock slice_lock(&s.mu);
   if (!s.initialized) {
-    return absl::FailedPreconditionError(absl::StrCat("pull of slice ", slice_id, " before its initial values"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("pull of slice ", slice_id, " before its initial values"));
   }
   if (version == s.version) return ParamsToRanks(slice_id, s, {rank});
   if (version == s.version + 1 && s.has[rank]) {
     for (int r : s.pending_pulls) {
       if (r == rank) {
-        return absl::AlreadyExistsError(absl::StrCat("duplicate pull of slice ", slice_id, " from worker ", rank));
+        return absl::AlreadyExistsError(
+            absl::StrCat("duplicate pull of slice ", slice_id, " from worker ", rank));
       }
     }
     s.pending_pulls.push_back(rank);
     return std::vector<Outgoing>{};
   }
   return absl::InvalidArgumentError(absl::StrCat("pull of slice ", slice_id, " version ", version,
-                                                 " from worker ", rank, "; the slice is at version ",
-                                                 s.version));
+                                                 " from worker ", rank,
+                                                 "; the slice is at version ", s.version));
 }
 
 bool ParameterShard::Finish(int rank) {
@@ -354,7 +441,7 @@ absl::StatusOr<std::pair<std::vector<float>, uint64_t>> ParameterShard::SliceVal
       return absl::NotFoundError(absl::StrCat("slice ", slice_id, " is not on this server"));
     }
   }
-  const SliceState& s = *slices_[slice_id];
+  const SliceState &s = *slices_[slice_id];
   absl::MutexLock slice_lock(&s.mu);
   return std::make_pair(s.params, s.version);
 }

@@ -23,6 +23,8 @@
 #define P3_P3_PARAMETER_SHARD_H_
 
 #include <cstdint>
+#include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -31,6 +33,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "p3/checkpoint.h"
 #include "p3/optimizer.h"
 #include "p3/slice_plan.h"
 
@@ -77,6 +80,14 @@ struct ShardOptions {
   int num_workers = 1;
   // The optimizer applied to the mean gradient. Default: SGD, see OptimizerOptions.
   OptimizerOptions optimizer;
+  // Every this many iterations (0: never), once all of this shard's slices reach the
+  // version, `on_checkpoint` receives their values and optimizer state. It runs on the
+  // thread that completed the last slice, with no lock held. Default: 0.
+  uint64_t checkpoint_every = 0;
+  std::function<void(ShardCheckpoint)> on_checkpoint;
+  // Start from this checkpoint instead of rank 0's initial values; checked against the
+  // plan at the first Join. Default: none.
+  std::optional<ShardCheckpoint> restore;
 };
 
 class ParameterShard {
@@ -106,6 +117,9 @@ class ParameterShard {
 
   // Worker `rank` has finished. Returns true when every worker has.
   bool Finish(int rank);
+
+  // The version every slice starts at: the restored checkpoint's iteration, else 0.
+  uint64_t start_version() const { return options_.restore ? options_.restore->iteration : 0; }
 
   // The plan, once the first worker has joined.
   std::optional<SlicePlan> plan() const;
@@ -151,6 +165,15 @@ class ParameterShard {
   // the first Join and never resized afterwards.
   std::vector<std::unique_ptr<SliceState>> slices_;
   bool configured_ ABSL_GUARDED_BY(mu_) = false;
+
+  // Checkpoint in the making, per iteration: slices captured so far.
+  absl::Mutex checkpoint_mu_;
+  std::map<uint64_t, ShardCheckpoint> pending_checkpoints_ ABSL_GUARDED_BY(checkpoint_mu_);
+  size_t owned_slices_ = 0;  // set with slices_
+  // Applies options_.restore to the freshly made slices; refuses a checkpoint that does
+  // not fit the plan.
+  absl::Status Restore() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void AddToCheckpoint(uint64_t version, SliceCheckpoint slice);
 };
 
 }  // namespace p3

@@ -13,6 +13,7 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/strings/str_cat.h"
+#include "p3/checkpoint.h"
 #include "server/config_options.h"
 #include "server/parameter_server.h"
 #include "tools/config.h"
@@ -62,6 +63,39 @@ int main(int argc, char** argv) {
   if (!security.ok()) {
     std::cerr << "p3_server " << index << ": " << security.status().message() << "\n";
     return 2;
+  }
+  const p3::config::CheckpointConfig& ckpt = config->checkpoint();
+  const std::string ckpt_dir =
+      ckpt.dir().empty() ? "" : absl::StrCat(ckpt.dir(), "/server_", index);
+  if (ckpt.every() > 0 && !ckpt_dir.empty()) {
+    options.shard.checkpoint_every = static_cast<uint64_t>(ckpt.every());
+    const int keep = ckpt.keep() > 0 ? ckpt.keep() : 2;
+    options.shard.on_checkpoint = [ckpt_dir, keep, index](p3::ShardCheckpoint c) {
+      const uint64_t iteration = c.iteration;
+      absl::Status s = p3::WriteCheckpoint(c, ckpt_dir, keep);
+      if (s.ok()) {
+        std::cout << "p3_server " << index << ": checkpoint of iteration " << iteration
+                  << " saved" << std::endl;
+      } else {
+        std::cerr << "p3_server " << index << ": checkpoint of iteration " << iteration
+                  << " failed: " << s << std::endl;
+      }
+    };
+  }
+  if (ckpt.resume() && !ckpt_dir.empty()) {
+    absl::StatusOr<p3::ShardCheckpoint> restored = p3::ReadLatestCheckpoint(
+        ckpt_dir, static_cast<uint64_t>(std::max<int64_t>(0, ckpt.resume_iteration())));
+    if (restored.ok()) {
+      std::cout << "p3_server " << index << ": resuming from iteration " << restored->iteration
+                << std::endl;
+      options.shard.restore = *std::move(restored);
+    } else if (ckpt.resume_iteration() > 0 || !absl::IsNotFound(restored.status())) {
+      std::cerr << "p3_server " << index << ": " << restored.status() << "\n";
+      return 1;
+    } else {
+      std::cout << "p3_server " << index << ": no checkpoint to resume from; starting fresh ("
+                << restored.status().message() << ")" << std::endl;
+    }
   }
   options.tls_cert_pem = security->cert_pem;
   options.tls_key_pem = security->key_pem;

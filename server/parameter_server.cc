@@ -274,6 +274,7 @@ class ParameterServer::Impl final : public wire::ParameterServer::Service {
         case Pending::Kind::kWelcome: {
           wire::Welcome* w = msg.mutable_welcome();
           w->set_server_index(options_.shard.server_index);
+          w->set_start_version(shard_.start_version());
           break;
         }
         case Pending::Kind::kAbort:

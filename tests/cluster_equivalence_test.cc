@@ -8,6 +8,8 @@
 #include <thread>
 
 #include "models/model.h"
+#include "tests/test_mlp.h"
+#include "p3/checkpoint.h"
 #include "server/parameter_server.h"
 #include "worker/worker.h"
 
@@ -20,34 +22,7 @@ constexpr int64_t kBatch = 4;       // per worker
 constexpr int64_t kSliceParams = 50;
 constexpr int kSteps = 4;
 
-// A small model whose tensors are both larger (weights) and smaller (biases) than a slice.
-class TestMlp : public models::BlockModel {
- public:
-  TestMlp() {
-    fc1_ = register_module("fc1", torch::nn::Linear(12, 40));
-    fc2_ = register_module("fc2", torch::nn::Linear(40, 30));
-    fc3_ = register_module("fc3", torch::nn::Linear(30, 5));
-  }
-  int64_t num_blocks() const override { return 3; }
-  torch::Tensor ForwardBlock(int64_t i, const torch::Tensor& x) override {
-    if (i == 0) return torch::tanh(fc1_->forward(x));
-    if (i == 1) return torch::tanh(fc2_->forward(x));
-    return fc3_->forward(x);
-  }
-  std::vector<torch::Tensor> BlockParameters(int64_t i) override {
-    torch::nn::Linear l = i == 0 ? fc1_ : i == 1 ? fc2_ : fc3_;
-    return {l->weight, l->bias};
-  }
-  std::string BlockName(int64_t i) const override { return "fc" + std::to_string(i + 1); }
-
- private:
-  torch::nn::Linear fc1_{nullptr}, fc2_{nullptr}, fc3_{nullptr};
-};
-
-std::shared_ptr<TestMlp> MakeModel(uint64_t seed) {
-  torch::manual_seed(seed);
-  return std::make_shared<TestMlp>();
-}
+std::shared_ptr<TestMlp> MakeModel(uint64_t seed) { return MakeTestMlp(seed); }
 
 // The global batch of step `step`: rows [r*kBatch, (r+1)*kBatch) belong to worker r.
 std::pair<torch::Tensor, torch::Tensor> GlobalBatch(int step, int workers) {
@@ -85,19 +60,44 @@ torch::Tensor TrainLocal(int workers) {
   return Flatten(*model);
 }
 
+struct RunSpec {
+  Mode mode = Mode::kP3;
+  int workers = 1;
+  int servers = 1;
+  int steps = kSteps;   // train up to this iteration
+  bool finish = true;   // false: the workers vanish after `steps`, as in a crash
+  std::string checkpoint_dir;  // servers save to <dir>/server_<i> every checkpoint_every
+  uint64_t checkpoint_every = 0;
+  bool resume = false;  // servers start from their newest checkpoint
+};
+
 struct ClusterResult {
   std::vector<torch::Tensor> params;  // per worker
   std::vector<absl::Status> status;
 };
 
-ClusterResult TrainCluster(Mode mode, int workers, int servers) {
+
+ClusterResult TrainCluster(const RunSpec& spec) {
+  const int workers = spec.workers;
   std::vector<std::unique_ptr<ParameterServer>> ps;
   std::vector<std::string> addresses;
-  for (int s = 0; s < servers; ++s) {
+  for (int s = 0; s < spec.servers; ++s) {
     ServerOptions so;
     so.shard.server_index = s;
     so.shard.num_workers = workers;
     so.shard.optimizer = Sgd();
+    const std::string dir = spec.checkpoint_dir + "/server_" + std::to_string(s);
+    if (spec.checkpoint_every > 0) {
+      so.shard.checkpoint_every = spec.checkpoint_every;
+      so.shard.on_checkpoint = [dir](ShardCheckpoint c) {
+        CATCH_REQUIRE(WriteCheckpoint(c, dir).ok());
+      };
+    }
+    if (spec.resume) {
+      auto restored = ReadLatestCheckpoint(dir, 0);
+      CATCH_REQUIRE(restored.ok());
+      so.shard.restore = *std::move(restored);
+    }
     auto server = ParameterServer::Start(so);
     CATCH_REQUIRE(server.ok());
     addresses.push_back("127.0.0.1:" + std::to_string((*server)->port()));
@@ -108,7 +108,7 @@ ClusterResult TrainCluster(Mode mode, int workers, int servers) {
   result.status.resize(workers);
   // libtorch's generator is global: draw every batch and model before the threads start.
   std::vector<std::pair<torch::Tensor, torch::Tensor>> batches;
-  for (int step = 0; step < kSteps; ++step) batches.push_back(GlobalBatch(step, workers));
+  for (int step = 0; step < spec.steps; ++step) batches.push_back(GlobalBatch(step, workers));
   std::vector<std::shared_ptr<TestMlp>> models;
   // Ranks other than 0 start from different values: the servers must hand out rank 0's.
   for (int r = 0; r < workers; ++r) models.push_back(MakeModel(r == 0 ? 1 : 77 + r));
@@ -120,7 +120,7 @@ ClusterResult TrainCluster(Mode mode, int workers, int servers) {
       wo.servers = addresses;
       wo.rank = r;
       wo.num_workers = workers;
-      wo.mode = mode;
+      wo.mode = spec.mode;
       wo.slice_params = kSliceParams;
       wo.split_threshold = 1000;  // fc2's weight (1200) is split over the servers
       wo.peer_timeout = absl::Seconds(30);
@@ -129,7 +129,7 @@ ClusterResult TrainCluster(Mode mode, int workers, int servers) {
         result.status[r] = worker.status();
         return;
       }
-      for (int step = 0; step < kSteps; ++step) {
+      for (int64_t step = (*worker)->iteration(); step < spec.steps; ++step) {
         const auto& [x, y] = batches[step];
         auto out = (*worker)->Forward(x.narrow(0, r * kBatch, kBatch));
         if (!out.ok()) {
@@ -142,13 +142,23 @@ ClusterResult TrainCluster(Mode mode, int workers, int servers) {
           return;
         }
       }
-      result.status[r] = (*worker)->Finish();
+      if (spec.finish) result.status[r] = (*worker)->Finish();
       result.params[r] = Flatten(*model).clone();
     });
   }
   for (auto& t : threads) t.join();
-  for (auto& server : ps) CATCH_CHECK(server->Wait().ok());
+  for (auto& server : ps) {
+    if (spec.finish) {
+      CATCH_CHECK(server->Wait().ok());
+    } else {
+      server->Shutdown();  // the crash: nobody finishes
+    }
+  }
   return result;
+}
+
+ClusterResult TrainCluster(Mode mode, int workers, int servers) {
+  return TrainCluster(RunSpec{.mode = mode, .workers = workers, .servers = servers});
 }
 
 double RelativeError(const torch::Tensor& a, const torch::Tensor& b) {
@@ -184,6 +194,34 @@ CATCH_TEST_CASE("the trained parameters actually move away from the initial ones
   ClusterResult got = TrainCluster(Mode::kP3, 2, 2);
   CATCH_REQUIRE(got.status[0].ok());
   CATCH_CHECK(RelativeError(got.params[0], initial) > 1e-3);
+}
+
+CATCH_TEST_CASE("a run interrupted and resumed from checkpoints ends with the same parameters") {
+  torch::set_num_threads(1);
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  const std::string dir = std::string(tmp != nullptr ? tmp : "/tmp") + "/resume_test";
+  CATCH_REQUIRE(std::system(("rm -rf " + dir).c_str()) == 0);
+  constexpr int kTotal = 8;
+  ClusterResult uninterrupted =
+      TrainCluster(RunSpec{.workers = 2, .servers = 2, .steps = kTotal});
+  CATCH_REQUIRE(uninterrupted.status[0].ok());
+
+  // Checkpoints at 2 and 4; the cluster dies in iteration 5.
+  TrainCluster(RunSpec{.workers = 2, .servers = 2, .steps = 5, .finish = false,
+                       .checkpoint_dir = dir, .checkpoint_every = 2});
+  for (int s = 0; s < 2; ++s) {
+    auto latest = ReadLatestCheckpoint(dir + "/server_" + std::to_string(s), 0);
+    CATCH_REQUIRE(latest.ok());
+    CATCH_CHECK(latest->iteration == 4);
+  }
+  // A new cluster resumes from iteration 4 and runs to the end.
+  ClusterResult resumed = TrainCluster(RunSpec{.workers = 2, .servers = 2, .steps = kTotal,
+                                               .checkpoint_dir = dir, .checkpoint_every = 2,
+                                               .resume = true});
+  for (int r = 0; r < 2; ++r) {
+    CATCH_REQUIRE(resumed.status[r].ok());
+    CATCH_CHECK(torch::equal(resumed.params[r], uninterrupted.params[r]));  // bit for bit
+  }
 }
 
 CATCH_TEST_CASE("a worker whose model does not match is refused with the difference named") {

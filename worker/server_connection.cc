@@ -57,6 +57,7 @@ absl::StatusOr<std::unique_ptr<ServerConnection>> ServerConnection::Open(
     return absl::InternalError(
         absl::StrCat("server ", options.server_index, " answered the Hello without a Welcome"));
   }
+  conn->welcome_ = reply.welcome();
   if (options.trace != nullptr) {
     conn->send_track_ = options.trace->Track(absl::StrCat("send to server ", options.server_index));
     conn->receive_track_ =

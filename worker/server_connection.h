@@ -85,6 +85,9 @@ class ServerConnection {
   // Ends the stream at once. Safe to call twice.
   void Shutdown();
 
+  // The server's Welcome.
+  const wire::Welcome& welcome() const { return welcome_; }
+
   int64_t bytes_sent() const { return bytes_sent_.load(); }
   int64_t bytes_received() const { return bytes_received_.load(); }
 
@@ -102,6 +105,7 @@ class ServerConnection {
   PrioritySendQueue<Upstream> queue_;
   std::thread writer_;
   std::thread reader_;
+  wire::Welcome welcome_;
   std::atomic<int64_t> bytes_sent_{0};
   std::atomic<int64_t> bytes_received_{0};
   int send_track_ = 0;

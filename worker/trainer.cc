@@ -171,7 +171,11 @@ absl::StatusOr<TrainResult> RunTraining(const config::ExperimentConfig& config,
   // For the traffic rates of the progress lines.
   absl::Time last_log = absl::Now();
   WorkerStats last_stats;
-  for (int64_t it = 0; it < iterations; ++it) {
+  const int64_t first = worker != nullptr ? std::min(worker->iteration(), iterations) : 0;
+  if (first > 0 && options.progress != nullptr) {
+    *options.progress << "RESUMED iteration=" << first << std::endl;
+  }
+  for (int64_t it = first; it < iterations; ++it) {
     models::Batch batch = train->Get(sampler.Indices(it));
     const absl::Time t0 = absl::Now();
     torch::Tensor loss;
@@ -218,10 +222,13 @@ absl::StatusOr<TrainResult> RunTraining(const config::ExperimentConfig& config,
     result.bytes_received = stats.bytes_received;
     result.forward_wait_seconds = absl::ToDoubleSeconds(stats.forward_wait);
   }
+  // Records hold the iterations run by this process (from `first` on, after a resume).
   std::vector<double> rates;
-  const int64_t warmup = std::min<int64_t>(config.training().warmup_iterations(), iterations - 1);
-  for (int64_t it = std::max<int64_t>(0, warmup); it < iterations; ++it) {
-    rates.push_back(result.records[it].samples_per_second);
+  const size_t warmup = static_cast<size_t>(std::max<int64_t>(
+      0, std::min<int64_t>(config.training().warmup_iterations(),
+                           static_cast<int64_t>(result.records.size()) - 1)));
+  for (size_t i = warmup; i < result.records.size(); ++i) {
+    rates.push_back(result.records[i].samples_per_second);
   }
   result.samples_per_second = Median(rates);
   // Mean of the last (up to) 20 iterations: one batch's loss is too noisy to compare.

@@ -82,7 +82,18 @@ class Worker::Impl : public ConnectionListener {
       if (!conn.ok()) return conn.status();
       conns_.push_back(*std::move(conn));
     }
-    if (options_.rank == 0) {
+    // Every server must start from the same version: 0 (fresh) or a checkpoint's.
+    const uint64_t start = conns_[0]->welcome().start_version();
+    for (size_t s = 1; s < conns_.size(); ++s) {
+      if (conns_[s]->welcome().start_version() != start) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "servers resumed from different checkpoints: server 0 at iteration ", start,
+            ", server ", s, " at ", conns_[s]->welcome().start_version(),
+            "; choose a common one with checkpoint.resume_iteration"));
+      }
+    }
+    iteration_ = static_cast<int64_t>(start);
+    if (options_.rank == 0 && start == 0) {
       for (const Slice& slice : plan_.slices()) {
         conns_[slice.server]->Send(Upstream{.kind = Upstream::Kind::kInit, .slice_id = slice.id},
                                    slice.priority, slice.id, slice.length * 4);

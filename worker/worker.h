@@ -106,7 +106,8 @@ class Worker {
   // Waits for the final parameters, tells the servers this worker is done, closes.
   absl::Status Finish();
 
-  // Iterations completed (Backward calls).
+  // The current iteration: completed Backward calls, plus the iteration the servers
+  // resumed from (a checkpoint's; 0 for a fresh run).
   int64_t iteration() const;
   WorkerStats stats() const;
   const SlicePlan& plan() const;

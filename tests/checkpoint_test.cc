@@ -1,0 +1,140 @@
+// Checkpoint files (atomic, self-checking) and the server shard's checkpoint/restore.
+#include "p3/checkpoint.h"
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <string>
+
+#include "p3/parameter_shard.h"
+
+#include <catch2/catch.hpp>
+
+namespace p3 {
+namespace {
+
+std::string TempDir(const std::string& name) {
+  const char* dir = std::getenv("TEST_TMPDIR");
+  std::string path = std::string(dir != nullptr ? dir : "/tmp") + "/" + name;
+  std::string cmd = "rm -rf '" + path + "'";
+  CATCH_REQUIRE(std::system(cmd.c_str()) == 0);
+  return path;
+}
+
+ShardCheckpoint Sample(uint64_t iteration) {
+  ShardCheckpoint c;
+  c.iteration = iteration;
+  c.server_index = 1;
+  SliceCheckpoint a{3, {1.5f, -2.0f, 3.25f}, {}};
+  a.optimizer.buf = {0.1f, 0.2f, 0.3f};
+  a.optimizer.steps = 7;
+  SliceCheckpoint b{5, {4.0f}, {}};
+  b.optimizer.buf = {1.0f};
+  b.optimizer.buf_sq = {2.0f};
+  b.optimizer.steps = 7;
+  c.slices = {a, b};
+  return c;
+}
+
+CATCH_TEST_CASE("a checkpoint reads back exactly as written") {
+  const std::string dir = TempDir("ckpt_roundtrip");
+  CATCH_REQUIRE(WriteCheckpoint(Sample(20), dir).ok());
+  auto back = ReadLatestCheckpoint(dir, 0);
+  CATCH_REQUIRE(back.ok());
+  CATCH_CHECK(back->iteration == 20);
+  CATCH_CHECK(back->server_index == 1);
+  CATCH_REQUIRE(back->slices.size() == 2);
+  CATCH_CHECK(back->slices[0].slice_id == 3);
+  CATCH_CHECK(back->slices[0].params == std::vector<float>{1.5f, -2.0f, 3.25f});
+  CATCH_CHECK(back->slices[0].optimizer.buf == std::vector<float>{0.1f, 0.2f, 0.3f});
+  CATCH_CHECK(back->slices[0].optimizer.buf_sq.empty());
+  CATCH_CHECK(back->slices[1].optimizer.buf_sq == std::vector<float>{2.0f});
+  CATCH_CHECK(back->slices[1].optimizer.steps == 7);
+}
+
+CATCH_TEST_CASE("a torn or corrupt newest checkpoint is skipped for the previous one") {
+  const std::string dir = TempDir("ckpt_corrupt");
+  CATCH_REQUIRE(WriteCheckpoint(Sample(10), dir).ok());
+  CATCH_REQUIRE(WriteCheckpoint(Sample(20), dir).ok());
+  const std::string newest = dir + "/ckpt_000000020.bin";
+  {
+    std::fstream f(newest, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(40);
+    f.put('\x7f');  // one byte of the payload changed
+  }
+  auto corrupt = ReadCheckpoint(newest);
+  CATCH_CHECK(absl::IsDataLoss(corrupt.status()));
+  CATCH_CHECK(corrupt.status().message().find("checksum") != std::string::npos);
+  auto latest = ReadLatestCheckpoint(dir, 0);
+  CATCH_REQUIRE(latest.ok());
+  CATCH_CHECK(latest->iteration == 10);
+  // Truncation is caught too, and a leftover temporary file is never read.
+  CATCH_REQUIRE(truncate(newest.c_str(), 30) == 0);
+  CATCH_CHECK(ReadCheckpoint(newest).status().message().find("truncated") != std::string::npos);
+  std::ofstream(dir + "/ckpt_000000030.bin.tmp") << "half-written";
+  CATCH_CHECK(ReadLatestCheckpoint(dir, 0)->iteration == 10);
+  CATCH_CHECK(absl::IsNotFound(ReadLatestCheckpoint(dir, 30).status()));
+}
+
+CATCH_TEST_CASE("only the newest checkpoints are kept") {
+  const std::string dir = TempDir("ckpt_keep");
+  for (uint64_t it : {2, 4, 6, 8}) CATCH_REQUIRE(WriteCheckpoint(Sample(it), dir, 2).ok());
+  CATCH_CHECK(ReadLatestCheckpoint(dir, 8).ok());
+  CATCH_CHECK(ReadLatestCheckpoint(dir, 6).ok());
+  CATCH_CHECK(absl::IsNotFound(ReadLatestCheckpoint(dir, 4).status()));
+  CATCH_CHECK(absl::IsNotFound(ReadLatestCheckpoint(TempDir("ckpt_none"), 0).status()));
+}
+
+ClusterSignature Signature() {
+  ClusterSignature sig;
+  sig.num_workers = 1;
+  sig.tensors = {{"w", {5}, "float32"}};
+  sig.plan.slice_params = 3;  // slices [0,3) and [3,5)
+  return sig;
+}
+
+CATCH_TEST_CASE("the shard hands out a checkpoint once all its slices reach the iteration") {
+  std::vector<ShardCheckpoint> saved;
+  ShardOptions o;
+  o.checkpoint_every = 2;
+  o.on_checkpoint = [&](ShardCheckpoint c) { saved.push_back(std::move(c)); };
+  ParameterShard shard(o);
+  CATCH_REQUIRE(shard.Join(Signature(), 0).ok());
+  std::vector<float> w = {1, 2, 3, 4, 5}, g = {1, 1, 1};
+  CATCH_REQUIRE(shard.Init(0, 0, w.data(), 3).ok());
+  CATCH_REQUIRE(shard.Init(0, 1, w.data() + 3, 2).ok());
+  for (uint64_t it = 0; it < 2; ++it) CATCH_REQUIRE(shard.Gradient(0, 0, it, g.data(), 3).ok());
+  CATCH_CHECK(saved.empty());  // slice 1 is still at version 0
+  for (uint64_t it = 0; it < 2; ++it) CATCH_REQUIRE(shard.Gradient(0, 1, it, g.data(), 2).ok());
+  CATCH_REQUIRE(saved.size() == 1);
+  CATCH_CHECK(saved[0].iteration == 2);
+  CATCH_REQUIRE(saved[0].slices.size() == 2);
+  CATCH_CHECK(saved[0].slices[0].params == shard.SliceValues(0)->first);
+  CATCH_CHECK(saved[0].slices[1].optimizer.steps == 2);
+
+  // A shard restored from it starts at version 2 with the same values and state.
+  ShardOptions r;
+  r.restore = saved[0];
+  ParameterShard restored(r);
+  CATCH_CHECK(restored.start_version() == 2);
+  auto joined = restored.Join(Signature(), 0);
+  CATCH_REQUIRE(joined.ok());
+  CATCH_REQUIRE(joined->size() == 2);  // both slices at once: no initial values needed
+  CATCH_CHECK((*joined)[0].iteration == 2);
+  CATCH_CHECK(restored.SliceValues(1)->first == shard.SliceValues(1)->first);
+  CATCH_CHECK(absl::IsAlreadyExists(restored.Init(0, 0, w.data(), 3).status()));
+}
+
+CATCH_TEST_CASE("a checkpoint that does not fit the model is refused at the handshake") {
+  ShardOptions r;
+  r.restore = Sample(4);
+  r.restore->server_index = 0;
+  ParameterShard shard(r);
+  auto joined = shard.Join(Signature(), 0);
+  CATCH_REQUIRE(absl::IsFailedPrecondition(joined.status()));
+  CATCH_CHECK(joined.status().message().find("does not fit") != std::string::npos);
+}
+
+}  // namespace
+}  // namespace p3

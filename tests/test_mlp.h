@@ -1,0 +1,45 @@
+// A small BlockModel for end-to-end tests: its weights are larger than the tests'
+// 50-parameter slices and its biases smaller.
+#ifndef P3_TESTS_TEST_MLP_H_
+#define P3_TESTS_TEST_MLP_H_
+
+#include <torch/torch.h>
+
+#include <string>
+#include <vector>
+
+#include "models/model.h"
+
+namespace p3 {
+
+class TestMlp : public models::BlockModel {
+ public:
+  TestMlp() {
+    fc1_ = register_module("fc1", torch::nn::Linear(12, 40));
+    fc2_ = register_module("fc2", torch::nn::Linear(40, 30));
+    fc3_ = register_module("fc3", torch::nn::Linear(30, 5));
+  }
+  int64_t num_blocks() const override { return 3; }
+  torch::Tensor ForwardBlock(int64_t i, const torch::Tensor& x) override {
+    if (i == 0) return torch::tanh(fc1_->forward(x));
+    if (i == 1) return torch::tanh(fc2_->forward(x));
+    return fc3_->forward(x);
+  }
+  std::vector<torch::Tensor> BlockParameters(int64_t i) override {
+    torch::nn::Linear l = i == 0 ? fc1_ : i == 1 ? fc2_ : fc3_;
+    return {l->weight, l->bias};
+  }
+  std::string BlockName(int64_t i) const override { return "fc" + std::to_string(i + 1); }
+
+ private:
+  torch::nn::Linear fc1_{nullptr}, fc2_{nullptr}, fc3_{nullptr};
+};
+
+inline std::shared_ptr<TestMlp> MakeTestMlp(uint64_t seed) {
+  torch::manual_seed(seed);
+  return std::make_shared<TestMlp>();
+}
+
+}  // namespace p3
+
+#endif  // P3_TESTS_TEST_MLP_H_
