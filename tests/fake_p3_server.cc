@@ -2,11 +2,14 @@
 // (docs/launcher.md), for testing //tools:launch_cluster without training anything.
 //
 //   fake_p3_server --config=<config> --server_index=<i> --port_file=<path>
+//                  [--port=<p>] [--trace_file=<path>] [--set=field.path=value ...]
 //
-// Binds cluster.host on an OS-chosen port, publishes it atomically in port_file, then
+// Binds cluster.host (after the --set overrides) on --port or an OS-chosen port,
+// publishes it atomically in port_file (when given), then
 // accepts worker connections; each worker sends "done <rank>\n" when finished. When
 // cluster.workers workers have said done, it closes their connections (releasing them)
-// and exits 0. A worker that disconnects without "done" is ignored: the launcher is the
+// and exits 0, writing a tiny Chrome trace (pid 200 + index) to --trace_file when given.
+// A worker that disconnects without "done" is ignored: the launcher is the
 // one that notices the worker's failure and stops this process.
 //
 // Fault injection through the environment (test code only):
@@ -19,6 +22,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -31,6 +36,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "tools/config.h"
 
 namespace {
@@ -43,6 +49,20 @@ std::string FlagValue(int argc, char** argv, const std::string& name) {
   return "";
 }
 
+std::vector<std::string> Overrides(int argc, char** argv) {
+  std::vector<std::string> overrides;
+  for (int i = 1; i < argc; ++i) {
+    if (absl::StartsWith(argv[i], "--set=")) overrides.push_back(argv[i] + 6);
+  }
+  return overrides;
+}
+
+int64_t NowMicros() {
+  return std::chrono::duration_cast<std::chrono::microseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
 int Fail(const std::string& message) {
   std::cerr << "fake_p3_server: " << message << std::endl;
   return 1;
@@ -52,11 +72,17 @@ int Run(int argc, char** argv) {
   const std::string config_path = FlagValue(argc, argv, "config");
   const std::string port_file = FlagValue(argc, argv, "port_file");
   int index = -1;
+  const std::string port_flag = FlagValue(argc, argv, "port");
+  const std::string trace_file = FlagValue(argc, argv, "trace_file");
+  int fixed_port = 0;
   if (!absl::SimpleAtoi(FlagValue(argc, argv, "server_index"), &index) || index < 0 ||
-      port_file.empty()) {
-    return Fail("usage: --config=... --server_index=<i> --port_file=<path>");
+      (port_file.empty() && port_flag.empty()) ||
+      (!port_flag.empty() && !absl::SimpleAtoi(port_flag, &fixed_port))) {
+    return Fail("usage: --config=... --server_index=<i> --port_file=<path> [--port=<p>]");
   }
-  absl::StatusOr<p3::config::ExperimentConfig> config = p3::config::LoadConfig(config_path, {});
+  const int64_t start_us = NowMicros();
+  absl::StatusOr<p3::config::ExperimentConfig> config =
+      p3::config::LoadConfig(config_path, Overrides(argc, argv));
   if (!config.ok()) return Fail(std::string(config.status().message()));
   if (index >= config->cluster().servers()) return Fail("--server_index out of range");
 
@@ -70,10 +96,13 @@ int Run(int argc, char** argv) {
   hints.ai_socktype = SOCK_STREAM;
   hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
   addrinfo* address = nullptr;
-  if (getaddrinfo(config->cluster().host().c_str(), "0", &hints, &address) != 0) {
+  if (getaddrinfo(config->cluster().host().c_str(), std::to_string(fixed_port).c_str(), &hints,
+                  &address) != 0) {
     return Fail("cannot resolve cluster.host " + config->cluster().host());
   }
   const int listener = socket(address->ai_family, SOCK_STREAM, 0);
+  const int reuse = 1;
+  if (listener >= 0) setsockopt(listener, SOL_SOCKET, SO_REUSEADDR, &reuse, sizeof(reuse));
   if (listener < 0 || bind(listener, address->ai_addr, address->ai_addrlen) != 0 ||
       listen(listener, 64) != 0) {
     return Fail(
@@ -86,19 +115,22 @@ int Run(int argc, char** argv) {
   char port_text[NI_MAXSERV];
   getnameinfo(reinterpret_cast<sockaddr*>(&bound), bound_size, nullptr, 0, port_text,
               sizeof(port_text), NI_NUMERICSERV);
-  std::cout << "fake_p3_server " << index << " listening on port " << port_text << std::endl;
+  std::cout << "fake_p3_server " << index << " listening on " << config->cluster().host()
+            << " port " << port_text << std::endl;
 
   if (mode == "no_port") {
     std::cout << "not writing the port file (FAKE_P3_SERVER_MODE=no_port)" << std::endl;
     while (true) pause();
   }
-  {
-    std::ofstream tmp(port_file + ".tmp");
-    tmp << port_text << "\n";
-    if (!tmp.flush()) return Fail("cannot write " + port_file + ".tmp");
-  }
-  if (std::rename((port_file + ".tmp").c_str(), port_file.c_str()) != 0) {
-    return Fail("cannot rename the port file: " + std::string(std::strerror(errno)));
+  if (!port_file.empty()) {
+    {
+      std::ofstream tmp(port_file + ".tmp");
+      tmp << port_text << "\n";
+      if (!tmp.flush()) return Fail("cannot write " + port_file + ".tmp");
+    }
+    if (std::rename((port_file + ".tmp").c_str(), port_file.c_str()) != 0) {
+      return Fail("cannot rename the port file: " + std::string(std::strerror(errno)));
+    }
   }
 
   std::vector<pollfd> fds = {{listener, POLLIN, 0}};
@@ -131,6 +163,21 @@ int Run(int argc, char** argv) {
   }
   for (size_t i = 1; i < fds.size(); ++i) close(fds[i].fd);
   std::cout << "all " << done << " workers done; exiting" << std::endl;
+  if (!trace_file.empty()) {
+    const int pid = 200 + index;
+    const std::string trace = absl::StrFormat(
+        "{\"traceEvents\": [\n"
+        "{\"ph\": \"M\", \"name\": \"process_name\", \"pid\": %d, \"tid\": 0, "
+        "\"args\": {\"name\": \"server %d\"}},\n"
+        "{\"ph\": \"M\", \"name\": \"thread_name\", \"pid\": %d, \"tid\": 0, "
+        "\"args\": {\"name\": \"worker 0 stream\"}},\n"
+        "{\"ph\": \"X\", \"pid\": %d, \"tid\": 0, \"ts\": %d, \"dur\": %d, "
+        "\"name\": \"serve\", \"cat\": \"server\"}\n]}\n",
+        pid, index, pid, pid, start_us, NowMicros() - start_us);
+    std::ofstream out(trace_file);
+    out << trace;
+    if (!out.flush()) return Fail("cannot write " + trace_file);
+  }
   return 0;
 }
 

@@ -2,22 +2,28 @@
 // (docs/launcher.md), for testing //tools:launch_cluster without training anything.
 //
 //   fake_p3_worker --config=<config> --rank=<r> --servers=<host:port,...>
-//                  --result_file=<path> --records_file=<csv path>
+//                  --result_file=<path> --records_file=<csv path> [--trace_file=<path>]
 //
 // Connects to every server, "trains" training.iterations iterations (10 when 0) printing
 // the contract's PROGRESS lines every training.log_every iterations, writes the records
 // CSV and the result JSON, tells every server "done <rank>", waits until the servers
-// close the connection (all workers done), and exits 0.
+// close the connection (all workers done), and exits 0. PROGRESS lines carry the
+// optional traffic fields sent_mbps= and received_mbps=; with --trace_file it writes a
+// tiny Chrome trace (pid 100 + rank).
 //
 // Fault injection through the environment (test code only):
 //   FAKE_P3_WORKER_FAIL_RANK=<r>  that rank prints a few lines, then exits 3;
 //   FAKE_P3_WORKER_MODE=hang      every rank waits to be killed after connecting;
 //   FAKE_P3_WORKER_ITERATION_MS=<ms>  sleep this long per iteration (to watch progress);
+//   FAKE_P3_WORKER_NO_RATES=1     PROGRESS lines without sent_mbps / received_mbps (as
+//                                 binaries before those fields printed them).
 #include <netdb.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -41,6 +47,26 @@ std::string FlagValue(int argc, char** argv, const std::string& name) {
     if (absl::StartsWith(argv[i], prefix)) return argv[i] + prefix.size();
   }
   return "";
+}
+
+int64_t NowMicros() {
+  return std::chrono::duration_cast<std::chrono::microseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+// "address:port" of the local end of a connected socket.
+std::string LocalAddress(int fd) {
+  sockaddr_storage local{};
+  socklen_t size = sizeof(local);
+  if (getsockname(fd, reinterpret_cast<sockaddr*>(&local), &size) != 0) return "?";
+  char host[NI_MAXHOST];
+  char port[NI_MAXSERV];
+  if (getnameinfo(reinterpret_cast<sockaddr*>(&local), size, host, sizeof(host), port,
+                  sizeof(port), NI_NUMERICHOST | NI_NUMERICSERV) != 0) {
+    return "?";
+  }
+  return absl::StrCat(host, ":", port);
 }
 
 int Fail(const std::string& message) {
@@ -83,6 +109,8 @@ int Run(int argc, char** argv) {
   const std::string servers_flag = FlagValue(argc, argv, "servers");
   const std::string result_file = FlagValue(argc, argv, "result_file");
   const std::string records_file = FlagValue(argc, argv, "records_file");
+  const std::string trace_file = FlagValue(argc, argv, "trace_file");
+  const int64_t start_us = NowMicros();
   int rank = -1;
   if (!absl::SimpleAtoi(FlagValue(argc, argv, "rank"), &rank) || rank < 0 || result_file.empty() ||
       records_file.empty()) {
@@ -104,6 +132,8 @@ int Run(int argc, char** argv) {
   for (const std::string& server : servers) {
     const int fd = Connect(server);
     if (fd < 0) return Fail("cannot connect to server " + server);
+    std::cout << "fake_p3_worker " << rank << ": " << LocalAddress(fd) << " -> " << server
+              << std::endl;
     connections.push_back(fd);
   }
   std::cout << "fake_p3_worker " << rank << " connected to " << servers.size() << " servers"
@@ -130,6 +160,7 @@ int Run(int argc, char** argv) {
   const char* iteration_ms_env = std::getenv("FAKE_P3_WORKER_ITERATION_MS");
   int iteration_ms = 0;
   if (iteration_ms_env != nullptr) absl::SimpleAtoi(iteration_ms_env, &iteration_ms);
+  const bool rates = std::getenv("FAKE_P3_WORKER_NO_RATES") == nullptr;
   for (int64_t i = 1; i <= total; ++i) {
     if (iteration_ms > 0) usleep(iteration_ms * 1000);
     loss = 2.3 * std::exp(-static_cast<double>(i) / total);
@@ -139,8 +170,10 @@ int Run(int argc, char** argv) {
       std::cout << absl::StrFormat(
                        "PROGRESS iteration=%d total=%d loss=%.6f "
                        "samples_per_second=%.3f",
-                       i, total, loss, samples_per_second)
-                << std::endl;
+                       i, total, loss, samples_per_second);
+      // Fixed figures the test can look for: 250 Mbit/s out, 125 in per rank.
+      if (rates) std::cout << " sent_mbps=250.000 received_mbps=125.000";
+      std::cout << std::endl;
     }
   }
   if (!WriteAtomically(records_file, records)) return Fail("cannot write " + records_file);
@@ -163,6 +196,24 @@ int Run(int argc, char** argv) {
     while (read(fd, buffer, sizeof(buffer)) > 0) {
     }
     close(fd);
+  }
+  if (!trace_file.empty()) {
+    const int pid = 100 + rank;
+    const int64_t now = NowMicros();
+    const std::string trace = absl::StrFormat(
+        "{\"displayTimeUnit\": \"ms\", \"otherData\": {\"dropped_events\": 0}, "
+        "\"traceEvents\": [\n"
+        "{\"ph\": \"M\", \"name\": \"process_name\", \"pid\": %d, \"tid\": 0, "
+        "\"args\": {\"name\": \"worker %d\"}},\n"
+        "{\"ph\": \"M\", \"name\": \"thread_name\", \"pid\": %d, \"tid\": 0, "
+        "\"args\": {\"name\": \"compute\"}},\n"
+        "{\"ph\": \"X\", \"pid\": %d, \"tid\": 0, \"ts\": %d, \"dur\": %d, "
+        "\"name\": \"forward block 0\", \"cat\": \"compute\"},\n"
+        "{\"ph\": \"X\", \"pid\": %d, \"tid\": 0, \"ts\": %d, \"dur\": %d, "
+        "\"name\": \"backward block 0\", \"cat\": \"compute\"}\n]}\n",
+        pid, rank, pid, pid, start_us, (now - start_us) / 2, pid, start_us + (now - start_us) / 2,
+        (now - start_us) / 2);
+    if (!WriteAtomically(trace_file, trace)) return Fail("cannot write " + trace_file);
   }
   std::cout << "fake_p3_worker " << rank << " finished" << std::endl;
   return 0;

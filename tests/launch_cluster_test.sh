@@ -46,9 +46,9 @@ no_process_left() {
   done < <(sed -n 's/^\(\(server\|worker\)_[0-9][0-9]*\)  *\([1-9][0-9]*\) .*/\1 \3/p' "$output")
 }
 
-json_check() {  # json_check FILE PYTHON_EXPRESSION_ON_s
+json_check() {  # json_check FILE PYTHON_EXPRESSION_ON_s [sys.argv[3]]
   /usr/bin/python3 -c "import json, sys; s = json.load(open(sys.argv[1])); assert $2, sys.argv[2]" \
-    "$1" "$2"
+    "$1" "$2" "${3:-}"
 }
 
 # --- everything succeeds: outputs, summary.json, progress lines -----------------------
@@ -74,10 +74,51 @@ elif ! head -1 "$out_dir/records/worker_0.csv" | grep -qx 'iteration,loss,iterat
   fail "records file missing"
 elif ! grep -q '^\[p3\] iter 4/12  loss' "$output" || ! grep -q '^\[p3\] iter 12/12  loss' "$output"; then
   fail "progress lines missing"
+elif ! grep -q '^\[p3\] iter 4/12  loss [0-9.]*  6400 samples/s  sent 250 Mbit/s  received 125 Mbit/s  elapsed' "$output"; then
+  fail "the progress line does not show rank 0's traffic rates"
+elif [[ -e "$out_dir/trace.json" || -e "$out_dir/traces" ]]; then
+  fail "traces were written although the config does not ask for them"
 elif ! grep -q '^worker_1 .* exit 0 .* 12 ' "$output"; then
   fail "final table missing"
 elif ! no_process_left || [[ $started_count -ne 4 ]]; then
   fail "a process was left behind, or the table lists $started_count processes, not 4"
+else
+  ok
+fi
+
+# --- PROGRESS lines without the traffic fields (older binaries) still show --------------
+case_name=progress_without_rates
+out_dir="$TMP/progress_without_rates"
+FAKE_P3_WORKER_NO_RATES=1 launch --config=configs/default.textproto --set=output_dir="$out_dir" \
+  --set=training.iterations=8 --set=training.log_every=4
+if [[ $rc -ne 0 ]]; then
+  fail "exit status $rc, expected 0"
+elif ! grep -q '^\[p3\] iter 8/8  loss [0-9.]*  6400 samples/s  elapsed [0-9]*s$' "$output"; then
+  fail "a progress line without rates is not shown"
+elif grep -q 'Mbit/s' "$output"; then
+  fail "rates shown although the workers printed none"
+else
+  ok
+fi
+
+# --- trace: true: every process records a trace, the launcher merges them ---------------
+case_name=trace
+out_dir="$TMP/trace"
+launch --config=configs/default.textproto --set=output_dir="$out_dir" \
+  --set=training.iterations=4 --set=trace=true
+if [[ $rc -ne 0 ]]; then
+  fail "exit status $rc, expected 0"
+elif [[ ! -s "$out_dir/traces/server_0.json" || ! -s "$out_dir/traces/server_1.json" ||
+        ! -s "$out_dir/traces/worker_0.json" || ! -s "$out_dir/traces/worker_1.json" ]]; then
+  fail "a process did not get --trace_file=<output_dir>/traces/<role>_<i>.json"
+elif ! json_check "$out_dir/trace.json" \
+    'sorted({e["pid"] for e in s["traceEvents"]}) == [100, 101, 200, 201] and len(s["traceEvents"]) == 14 and sorted(e["args"]["name"] for e in s["traceEvents"] if e["name"] == "process_name") == ["server 0", "server 1", "worker 0", "worker 1"] and all(e["dur"] >= 0 for e in s["traceEvents"] if e["ph"] == "X") and s["otherData"]["merged_files"] == 4'; then
+  fail "trace.json does not hold every process's events and metadata"
+elif ! json_check "$out_dir/summary.json" 's["trace"] == sys.argv[3]' "$out_dir/trace.json"; then
+  fail "summary.json does not name the trace"
+elif ! grep -q '^\[p3\] merged the traces: 14 events from 4 process(es); open trace.json in https://ui.perfetto.dev' "$output" ||
+     ! grep -q "^\[p3\] trace: $out_dir/trace.json\$" "$output"; then
+  fail "the trace's path is not printed"
 else
   ok
 fi
@@ -223,6 +264,24 @@ rc=$?
 output="$TMP/$case_name.out"
 if [[ $rc -ne 2 ]] || ! grep -q -- '--worker_binary: .*no_such_worker is not an executable file' "$output"; then
   fail "exit status $rc; the missing binary is not named"
+else
+  ok
+fi
+
+# --- network checks that need no root ---------------------------------------------------
+case_name=check_network_without_network
+launch --config=configs/default.textproto --check_network
+if [[ $rc -ne 2 ]] || ! grep -q -- '--check_network: the config emulates no network (network.bandwidth_gbps is 0)' "$output"; then
+  fail "exit status $rc; a check without a network is not refused clearly"
+else
+  ok
+fi
+
+case_name=network_with_hosts
+printf 'localhost\n' >"$TMP/hosts.txt"
+launch --config=configs/default.textproto --hosts="$TMP/hosts.txt" --set=network.bandwidth_gbps=1
+if [[ $rc -ne 2 ]] || ! grep -q 'with --hosts the hosts. own network is used: set network.bandwidth_gbps=0' "$output"; then
+  fail "exit status $rc; emulation with --hosts is not refused"
 else
   ok
 fi

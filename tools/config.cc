@@ -1,5 +1,8 @@
 #include "tools/config.h"
 
+#include <arpa/inet.h>
+
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstring>
@@ -62,6 +65,12 @@ constexpr int kDefaultThreads = 1;
 constexpr int64_t kDefaultSliceParams = 40000;
 constexpr int64_t kDefaultSplitThreshold = 1000000;
 constexpr char kDefaultName[] = "experiment";
+constexpr char kDefaultPlacement[] = "colocated";
+constexpr char kDefaultSubnet[] = "10.77.0.0/24";
+constexpr double kDefaultTbfLatencyMs = 20;
+constexpr double kDefaultCheckSeconds = 2;
+constexpr double kMaxBandwidthGbps = 100;
+constexpr int kMaxMachines = 2 * kMaxProcesses;
 constexpr char kDefaultPipelineWeights[] = "spectrain";
 constexpr int kDefaultSpecTrainVersion = 1;
 constexpr int kDefaultPipelineStages = 2;
@@ -249,6 +258,20 @@ bool IsOneOf(const std::string& value, const char* const (&allowed)[N]) {
 }
 
 // Collects validation errors, one line each.
+// "" if `subnet` is an IPv4 "a.b.c.d/len" with len in 8..30, else what is wrong.
+std::string SubnetProblem(const std::string& subnet) {
+  const std::vector<std::string> parts = absl::StrSplit(subnet, '/');
+  int prefix = -1;
+  in_addr address{};
+  if (parts.size() != 2 || inet_pton(AF_INET, parts[0].c_str(), &address) != 1 ||
+      !absl::SimpleAtoi(parts[1], &prefix) || prefix < 8 || prefix > 30) {
+    return absl::StrCat("\"", absl::CEscape(subnet),
+                        "\" is not allowed; allowed: an IPv4 subnet a.b.c.d/len with len in "
+                        "8..30, e.g. \"10.77.0.0/24\"");
+  }
+  return "";
+}
+
 class Checker {
  public:
   template <size_t N>
@@ -472,6 +495,16 @@ void FillDefaults(ExperimentConfig* config) {
     scheduling->set_split_threshold(kDefaultSplitThreshold);
   }
 
+  // Only when the network is emulated, so that other resolved configs stay as they were.
+  if (config->network().bandwidth_gbps() > 0) {
+    NetworkConfig* network = config->mutable_network();
+    if (network->placement().empty()) network->set_placement(kDefaultPlacement);
+    if (network->machines() == 0) network->set_machines(DefaultMachineCount(*config));
+    if (network->subnet().empty()) network->set_subnet(kDefaultSubnet);
+    if (network->tbf_latency_ms() == 0) network->set_tbf_latency_ms(kDefaultTbfLatencyMs);
+    if (network->check_seconds() == 0) network->set_check_seconds(kDefaultCheckSeconds);
+  }
+
   // Only in mode "pipeline", so that the other modes' resolved configs stay as they were.
   if (config->mode() == "pipeline") {
     PipelineConfig* pipeline = config->mutable_pipeline();
@@ -534,6 +567,42 @@ absl::Status ValidateConfig(const ExperimentConfig& config) {
   check.IntAtLeast("scheduling.slice_params", scheduling.slice_params(), 1);
   check.IntAtLeast("scheduling.split_threshold", scheduling.split_threshold(), 1);
 
+  // Fields left at zero / empty are checked only when the network is emulated (they are
+  // then filled).
+  const NetworkConfig& network = config.network();
+  if (!(network.bandwidth_gbps() >= 0 && network.bandwidth_gbps() <= kMaxBandwidthGbps)) {
+    check.Add("network.bandwidth_gbps",
+              absl::StrCat(network.bandwidth_gbps(), " is out of range; allowed 0..",
+                           kMaxBandwidthGbps, " (0: no emulation)"));
+  }
+  const bool emulated = network.bandwidth_gbps() > 0;
+  if (emulated || !network.placement().empty()) {
+    check.OneOf("network.placement", network.placement(), kPlacements);
+  }
+  if (emulated || network.machines() != 0) {
+    check.IntRange("network.machines", network.machines(), 1, kMaxMachines);
+    if (network.placement() == "separate" && network.machines() != DefaultMachineCount(config)) {
+      check.Add("network.machines",
+                absl::StrCat(network.machines(), " does not fit placement \"separate\"; allowed: ",
+                             DefaultMachineCount(config),
+                             " (cluster.workers + cluster.servers), or 0 for that default"));
+    }
+  }
+  if (emulated || !network.subnet().empty()) {
+    const std::string problem = SubnetProblem(network.subnet());
+    if (!problem.empty()) check.Add("network.subnet", problem);
+  }
+  check.IntAtLeast("network.tbf_burst_bytes", network.tbf_burst_bytes(), 0);
+  if (emulated || network.tbf_latency_ms() != 0) {
+    check.Positive("network.tbf_latency_ms", network.tbf_latency_ms());
+  }
+  if (emulated || network.check_seconds() != 0) {
+    if (!(network.check_seconds() > 0 && network.check_seconds() <= 60)) {
+      check.Add("network.check_seconds",
+                absl::StrCat(network.check_seconds(), " is out of range; allowed (0, 60]"));
+    }
+  }
+
   if (config.mode() == "pipeline") {
     const PipelineConfig& pipeline = config.pipeline();
     check.OneOf("pipeline.weights", pipeline.weights(), kPipelineWeights);
@@ -590,6 +659,32 @@ std::string ConfigToText(const ExperimentConfig& config) {
 
 int64_t GlobalBatchSize(const ExperimentConfig& config) {
   return static_cast<int64_t>(config.training().batch_size()) * config.cluster().workers();
+}
+
+int DefaultMachineCount(const ExperimentConfig& config) {
+  const int workers = config.cluster().workers();
+  const int servers = config.cluster().servers();
+  return config.network().placement() == "separate" ? workers + servers
+                                                    : std::max(workers, servers);
+}
+
+int MachineCount(const ExperimentConfig& config) {
+  return config.network().machines() > 0 ? config.network().machines()
+                                         : DefaultMachineCount(config);
+}
+
+int WorkerMachine(const ExperimentConfig& config, int rank, int machines) {
+  return machines > 0 ? rank % machines : 0;
+}
+
+int ServerMachine(const ExperimentConfig& config, int index, int machines) {
+  if (machines <= 0) return 0;
+  const int first = config.network().placement() == "separate" ? config.cluster().workers() : 0;
+  return (first + index) % machines;
+}
+
+bool NetworkEmulated(const ExperimentConfig& config) {
+  return config.network().bandwidth_gbps() > 0 && ServerProcessCount(config) > 0;
 }
 
 int ServerProcessCount(const ExperimentConfig& config) {

@@ -54,6 +54,7 @@ inline constexpr const char* kModes[] = {"p3",         "baseline", "slicing_only
 // The values pipeline.weights may take (mode "pipeline", docs/pipeline.md).
 inline constexpr const char* kPipelineWeights[] = {"spectrain", "pipedream", "stale", "vanilla",
                                                    "data_parallel"};
+inline constexpr const char* kPlacements[] = {"colocated", "separate"};
 inline constexpr const char* kDatasets[] = {"fashion_mnist", "synthetic"};
 inline constexpr const char* kOptimizers[] = {"sgd", "adam"};
 inline constexpr int kMaxProcesses = 64;
@@ -90,6 +91,22 @@ int64_t GlobalBatchSize(const ExperimentConfig& config);
 // Number of server and worker processes the launcher starts: none and one in mode
 // "local", else cluster.servers and cluster.workers.
 int ServerProcessCount(const ExperimentConfig& config);
+
+// Placement of processes on machines: the emulated machines of the `network` section
+// (docs/network.md), or the hosts of a host file (docs/multihost.md).
+// Machines by default: max(workers, servers) for network.placement "colocated" (or
+// unset), workers + servers for "separate".
+int DefaultMachineCount(const ExperimentConfig& config);
+// network.machines, or DefaultMachineCount() when it is 0.
+int MachineCount(const ExperimentConfig& config);
+// The machine (0..machines-1) of worker `rank` / server `index` among `machines`:
+// "colocated" puts worker r on r mod machines and server i on i mod machines (machine i
+// hosts worker i and server i); "separate" puts workers on 0..W-1 and servers on W..W+S-1.
+int WorkerMachine(const ExperimentConfig& config, int rank, int machines);
+int ServerMachine(const ExperimentConfig& config, int index, int machines);
+// Whether the launcher emulates the network: network.bandwidth_gbps > 0 and the mode
+// starts servers (not "local").
+bool NetworkEmulated(const ExperimentConfig& config);
 int WorkerProcessCount(const ExperimentConfig& config);
 
 }  // namespace p3::config

@@ -70,6 +70,9 @@
 #include "absl/time/time.h"
 #include "proto/config.pb.h"
 #include "tools/config.h"
+#include "tools/multihost.h"
+#include "tools/netem.h"
+#include "tools/trace_merge.h"
 
 ABSL_FLAG(std::string, config, "configs/default.textproto",
           "Experiment config (text format). A relative path is looked up first in "
@@ -81,6 +84,48 @@ ABSL_FLAG(std::string, worker_binary, "worker/p3_worker",
           "Worker executable; relative paths resolve like --config.");
 ABSL_FLAG(double, kill_grace_s, 5, "Seconds between SIGTERM and SIGKILL when stopping processes.");
 ABSL_FLAG(int, log_tail_lines, 20, "Lines of a failed process's log to print.");
+ABSL_FLAG(bool, check_network, false,
+          "Set up the config's emulated network (network.bandwidth_gbps > 0), measure every "
+          "machine's link in both directions, print measured vs configured Gbit/s, remove the "
+          "network and exit (0: every link within 85%..105% of its rate). Needs root.");
+ABSL_FLAG(bool, cleanup_network, false,
+          "Remove the network namespaces left by launchers that no longer run (e.g. killed "
+          "with SIGKILL), then exit. Needs root.");
+ABSL_FLAG(std::string, hosts, "",
+          "Host file: run the processes over ssh on these hosts, one per line "
+          "`<ssh destination> [<address>]`; machine i of the placement is line i "
+          "(docs/multihost.md).");
+ABSL_FLAG(std::string, ssh, "ssh",
+          "The ssh command used with --hosts, split at spaces, e.g. \"ssh -F my_ssh_config\".");
+ABSL_FLAG(int, server_port, 0,
+          "Servers listen on this port plus their index instead of an OS-chosen port "
+          "(--hosts without a shared file system; default for --kubernetes: 50051).");
+ABSL_FLAG(std::string, remote_output_dir, "",
+          "With --hosts: the folder the processes write to on their hosts, when it is not "
+          "the output folder on a shared file system; result, record and trace files are "
+          "fetched with ssh afterwards. Needs --server_port.");
+ABSL_FLAG(bool, slurm, false,
+          "Do not run: write <output_dir>/slurm/p3.sbatch (and the task script and config "
+          "next to it) for `sbatch`, then exit. output_dir must be on a shared file system.");
+ABSL_FLAG(std::string, slurm_partition, "", "sbatch --partition for --slurm.");
+ABSL_FLAG(std::string, slurm_time, "", "sbatch --time for --slurm, e.g. 02:00:00.");
+ABSL_FLAG(std::string, slurm_task_script, "tools/p3_slurm_task.sh",
+          "The per-task script --slurm copies next to the batch script; relative paths "
+          "resolve like --config.");
+ABSL_FLAG(bool, kubernetes, false,
+          "Do not run: write <output_dir>/kubernetes/p3.yaml (ConfigMap, headless Service, "
+          "server StatefulSet, worker Indexed Job) for `kubectl apply -f`, then exit.");
+ABSL_FLAG(std::string, kube_image, "p3:latest", "Container image for --kubernetes.");
+ABSL_FLAG(std::string, kube_namespace, "", "Namespace for --kubernetes (default: none given).");
+ABSL_FLAG(std::string, kube_binary_dir, "/opt/p3",
+          "Folder of p3_server and p3_worker inside the image, for --kubernetes.");
+ABSL_FLAG(std::string, kube_output_claim, "",
+          "PersistentVolumeClaim mounted at /var/p3/out in every pod, for --kubernetes "
+          "(default: an emptyDir, lost with the pod).");
+ABSL_FLAG(std::string, collect, "",
+          "Do not run: read the results a run left in this output folder (its "
+          "config.textproto, results/, traces/), write summary.json and trace.json, print the "
+          "table. For runs started by Slurm or by hand.");
 
 namespace p3::tools {
 namespace {
@@ -113,6 +158,15 @@ struct LauncherOptions {
   int log_tail_lines = 20;
   // Redraw one progress line in place (stdout is a terminal) instead of printing lines.
   bool live_progress = false;
+  // Hosts to run on over ssh (empty: this machine), and the ssh command.
+  std::vector<Host> hosts;
+  std::vector<std::string> ssh_command = {"ssh"};
+  // Servers listen on server_port + index when > 0. Default: 0 (OS-chosen, port files).
+  int server_port = 0;
+  // With hosts: the processes' output folder on their hosts; empty = output_dir (shared).
+  std::string remote_output_dir;
+  // Only measure the emulated network's links (--check_network).
+  bool check_network_only = false;
 };
 
 // One server or worker process.
@@ -123,6 +177,11 @@ struct Child {
   std::string port_file;     // Servers.
   std::string result_file;   // Workers.
   std::string records_file;  // Workers.
+  std::string trace_file;    // When the config says trace: true.
+  int machine = 0;           // Emulated machine, or host index with --hosts.
+  std::string ns_path;       // Network namespace to enter (emulated network).
+  const Host* host = nullptr;  // With --hosts: the host it runs on over ssh.
+  int stdin_fd = -1;         // ssh processes: the write end of their stdin.
   pid_t pid = -1;
   bool running = false;
   int wait_status = 0;
@@ -133,7 +192,10 @@ struct Child {
   std::string result_text;          // Workers: the result file as written.
 
   std::string name() const { return absl::StrCat(role, "_", index); }
-  std::string label() const { return absl::StrCat(role, " ", index); }
+  std::string label() const {
+    return host != nullptr ? absl::StrCat(role, " ", index, " on ", host->destination)
+                           : absl::StrCat(role, " ", index);
+  }
   bool exited_cleanly() const {
     return !running && pid > 0 && WIFEXITED(wait_status) && WEXITSTATUS(wait_status) == 0;
   }
@@ -225,12 +287,16 @@ std::string JsonValue(const google::protobuf::Value& value) {
 }
 
 // A PROGRESS line of a worker: `PROGRESS iteration=<i> total=<n> loss=<float>
-// samples_per_second=<float>`.
+// samples_per_second=<float>`, optionally followed by `sent_mbps=<float>
+// received_mbps=<float>` (this worker's traffic since its previous PROGRESS line, in
+// megabits per second). Unknown fields are ignored.
 struct Progress {
   int64_t iteration = 0;
   int64_t total = 0;
   double loss = 0;
   double samples_per_second = 0;
+  std::optional<double> sent_mbps;
+  std::optional<double> received_mbps;
 };
 
 std::optional<Progress> ParseProgressLine(absl::string_view line) {
@@ -246,10 +312,21 @@ std::optional<Progress> ParseProgressLine(absl::string_view line) {
     if (kv.first == "samples_per_second") {
       ok = absl::SimpleAtod(kv.second, &progress.samples_per_second);
     }
+    double rate = 0;
+    if (kv.first == "sent_mbps" && absl::SimpleAtod(kv.second, &rate)) progress.sent_mbps = rate;
+    if (kv.first == "received_mbps" && absl::SimpleAtod(kv.second, &rate)) {
+      progress.received_mbps = rate;
+    }
     if (ok) ++found;
   }
   if (found < 4) return std::nullopt;
   return progress;
+}
+
+// "812 Mbit/s", "2.41 Gbit/s".
+std::string FormatMbps(double mbps) {
+  if (mbps >= 1000) return absl::StrFormat("%.2f Gbit/s", mbps / 1000);
+  return absl::StrFormat("%.0f Mbit/s", mbps);
 }
 
 class Launcher {
@@ -260,12 +337,14 @@ class Launcher {
   // Stops any child still running, so that no exit path leaves one behind.
   ~Launcher() {
     for (Child& child : children_) {
+      if (child.stdin_fd >= 0) close(child.stdin_fd);
       if (!child.running) continue;
       kill(-child.pid, SIGKILL);
       kill(child.pid, SIGKILL);
       waitpid(child.pid, &child.wait_status, 0);
       child.running = false;
     }
+    // (network_, a member, is removed after this: no process runs in it any more.)
     if (signal_fd_ >= 0) close(signal_fd_);
     if (inotify_fd_ >= 0) close(inotify_fd_);
   }
@@ -276,8 +355,29 @@ class Launcher {
   // Runs the experiment; returns the process exit status.
   int Run(const sigset_t& original_mask, int signal_fd);
 
+  // --check_network: sets up the network, measures its links, removes it.
+  int CheckNetworkOnly(const sigset_t& original_mask, int signal_fd);
+
+  // --collect: summary.json and trace.json from the files a run left in output_dir.
+  int Collect();
+
  private:
-  absl::Status PrepareOutputDir();
+  // Lists the processes with their files (removing those of an earlier run when
+  // `clear_stale`) and, when `write_config`, writes the resolved config.
+  absl::Status PrepareOutputDir(bool clear_stale = true, bool write_config = true);
+  absl::Status SetUpNetwork();
+  // Measures every machine's link; with `strict`, a link outside 85%..105% of its rate
+  // is an error.
+  absl::Status CheckLinks(bool strict);
+  void TearDownNetwork();
+  // Merges traces/*.json into trace.json (what exists; missing files are named).
+  void MergeTraces();
+  // With --hosts and --remote_output_dir: copies the workers' files back over ssh.
+  absl::Status FetchRemoteFiles();
+  // Where a file of the output folder is on the processes' hosts.
+  std::string RemotePath(const std::string& local) const;
+  // The address workers use for server `child`.
+  std::string ServerAddress(const Child& child) const;
   absl::Status StartProcess(Child& child, const std::string& binary,
                             const std::vector<std::string>& args);
   absl::Status WaitForPorts();
@@ -307,6 +407,9 @@ class Launcher {
   const LauncherOptions options_;
   const ExperimentConfig config_;
   std::vector<Child> children_;  // Servers first, then workers by rank.
+  std::unique_ptr<EmulatedNetwork> network_;
+  std::vector<LinkMeasurement> link_checks_;
+  std::string trace_path_;  // Set once trace.json is written.
   sigset_t original_mask_;
   int signal_fd_ = -1;
   int inotify_fd_ = -1;
@@ -316,6 +419,7 @@ class Launcher {
 
   std::string output_dir_;
   std::string config_out_;
+  std::string config_text_;
   std::string summary_path_;
 
   // Tail of rank 0's log.
@@ -338,13 +442,14 @@ void Launcher::ClearProgressLine() {
   }
 }
 
-absl::Status Launcher::PrepareOutputDir() {
+absl::Status Launcher::PrepareOutputDir(bool clear_stale, bool write_config) {
   fs::path out(config_.output_dir());
   if (out.is_relative()) out = fs::path(options_.working_dir) / out;
   out = out.lexically_normal();
   output_dir_ = out.string();
   std::error_code error;
-  for (const char* sub : {"", "logs", "ports", "results", "records"}) {
+  for (const char* sub : {"", "logs", "ports", "results", "records", "traces"}) {
+    if (std::string(sub) == "traces" && !config_.trace()) continue;
     fs::create_directories(out / sub, error);
     if (error) {
       return absl::PermissionDeniedError(
@@ -354,27 +459,43 @@ absl::Status Launcher::PrepareOutputDir() {
   config_out_ = (out / "config.textproto").string();
   summary_path_ = (out / "summary.json").string();
   // Files of an earlier run in the same folder must not be mistaken for this run's.
-  fs::remove(summary_path_, error);
+  if (clear_stale) {
+    fs::remove(summary_path_, error);
+    fs::remove(out / "trace.json", error);
+  }
+  const bool emulated = config::NetworkEmulated(config_) && options_.hosts.empty();
+  const int machines =
+      !options_.hosts.empty() ? static_cast<int>(options_.hosts.size())
+                              : (emulated ? config_.network().machines() : 1);
+  auto add = [&](const std::string& role, int index, int machine) -> Child& {
+    Child child;
+    child.role = role;
+    child.index = index;
+    child.machine = machine;
+    if (!options_.hosts.empty()) child.host = &options_.hosts[machine];
+    child.log_path = (out / "logs" / (child.name() + ".log")).string();
+    if (config_.trace()) {
+      child.trace_file = (out / "traces" / (child.name() + ".json")).string();
+      if (clear_stale) fs::remove(child.trace_file, error);
+    }
+    children_.push_back(child);
+    return children_.back();
+  };
   for (int i = 0; i < config::ServerProcessCount(config_); ++i) {
-    Child server;
-    server.role = "server";
-    server.index = i;
-    server.log_path = (out / "logs" / (server.name() + ".log")).string();
+    Child& server = add("server", i, config::ServerMachine(config_, i, machines));
     server.port_file = (out / "ports" / (server.name() + ".port")).string();
-    fs::remove(server.port_file, error);
-    children_.push_back(server);
+    if (clear_stale) fs::remove(server.port_file, error);
   }
   for (int r = 0; r < config::WorkerProcessCount(config_); ++r) {
-    Child worker;
-    worker.role = "worker";
-    worker.index = r;
-    worker.log_path = (out / "logs" / (worker.name() + ".log")).string();
+    Child& worker = add("worker", r, config::WorkerMachine(config_, r, machines));
     worker.result_file = (out / "results" / (worker.name() + ".json")).string();
     worker.records_file = (out / "records" / (worker.name() + ".csv")).string();
-    fs::remove(worker.result_file, error);
-    fs::remove(worker.records_file, error);
-    children_.push_back(worker);
+    if (clear_stale) {
+      fs::remove(worker.result_file, error);
+      fs::remove(worker.records_file, error);
+    }
   }
+  if (!write_config) return absl::OkStatus();
 
   std::string text = absl::StrCat(
       "# Resolved experiment config written by launch_cluster: defaults filled, overrides\n"
@@ -384,6 +505,7 @@ absl::Status Launcher::PrepareOutputDir() {
     absl::StrAppend(&text, "# --set=", override_text, "\n");
   }
   absl::StrAppend(&text, config::ConfigToText(config_));
+  config_text_ = text;
   return WriteFileAtomically(config_out_, text);
 }
 
@@ -391,6 +513,25 @@ absl::Status Launcher::StartProcess(Child& child, const std::string& binary,
                                     const std::vector<std::string>& args) {
   std::vector<std::string> argv = {binary};
   argv.insert(argv.end(), args.begin(), args.end());
+  int stdin_pipe[2] = {-1, -1};
+  if (child.host != nullptr) {
+    // Over ssh: the remote script creates the folders, writes the config, runs the
+    // process, and stops it when ssh's stdin (a pipe the launcher holds) closes.
+    RemoteProcess remote;
+    const std::string remote_out = RemotePath(output_dir_);
+    for (const char* sub : {"logs", "ports", "results", "records", "traces"}) {
+      remote.directories.push_back(absl::StrCat(remote_out, "/", sub));
+    }
+    remote.config_text = config_text_;
+    remote.config_path = RemotePath(config_out_);
+    remote.working_directory = options_.working_dir;
+    remote.argv = argv;
+    remote.tag = child.name();
+    argv = SshArgv(options_.ssh_command, *child.host, RemoteScript(remote));
+    if (pipe2(stdin_pipe, O_CLOEXEC) != 0) {
+      return absl::ResourceExhaustedError(absl::StrCat("pipe: ", std::strerror(errno)));
+    }
+  }
   std::vector<char*> argv_ptrs;
   for (std::string& arg : argv) argv_ptrs.push_back(arg.data());
   argv_ptrs.push_back(nullptr);
@@ -401,12 +542,16 @@ absl::Status Launcher::StartProcess(Child& child, const std::string& binary,
         absl::StrCat("cannot create ", child.log_path, ": ", std::strerror(errno)));
   }
   const int null_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+  const int stdin_fd = stdin_pipe[0] >= 0 ? stdin_pipe[0] : null_fd;
+  const char* ns_path = child.ns_path.empty() ? nullptr : child.ns_path.c_str();
   const pid_t parent = getpid();
   const pid_t pid = fork();
   if (pid < 0) {
     const int error = errno;
     close(log_fd);
     if (null_fd >= 0) close(null_fd);
+    if (stdin_pipe[0] >= 0) close(stdin_pipe[0]);
+    if (stdin_pipe[1] >= 0) close(stdin_pipe[1]);
     return absl::ResourceExhaustedError(
         absl::StrCat("cannot start ", child.label(), ": fork: ", std::strerror(error)));
   }
@@ -416,10 +561,18 @@ absl::Status Launcher::StartProcess(Child& child, const std::string& binary,
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (getppid() != parent) _exit(127);  // The launcher died before prctl.
     sigprocmask(SIG_SETMASK, &original_mask_, nullptr);
-    if (null_fd >= 0) dup2(null_fd, STDIN_FILENO);
+    if (stdin_fd >= 0) dup2(stdin_fd, STDIN_FILENO);
     dup2(log_fd, STDOUT_FILENO);
     dup2(log_fd, STDERR_FILENO);
-    execv(argv_ptrs[0], argv_ptrs.data());
+    if (ns_path != nullptr && EnterNamespace(ns_path) != 0) {
+      const char message[] = "launch_cluster: cannot enter the network namespace ";
+      (void)!write(STDERR_FILENO, message, sizeof(message) - 1);
+      (void)!write(STDERR_FILENO, ns_path, strlen(ns_path));
+      (void)!write(STDERR_FILENO, "\n", 1);
+      _exit(127);
+    }
+    // ssh is looked up in PATH; the binaries are absolute paths.
+    execvp(argv_ptrs[0], argv_ptrs.data());
     const char message[] = "launch_cluster: exec failed: ";
     (void)!write(STDERR_FILENO, message, sizeof(message) - 1);
     (void)!write(STDERR_FILENO, argv_ptrs[0], strlen(argv_ptrs[0]));
@@ -429,6 +582,8 @@ absl::Status Launcher::StartProcess(Child& child, const std::string& binary,
   setpgid(pid, pid);  // Also here, so that kill(-pid) works before the child runs.
   close(log_fd);
   if (null_fd >= 0) close(null_fd);
+  if (stdin_pipe[0] >= 0) close(stdin_pipe[0]);
+  child.stdin_fd = stdin_pipe[1];
   child.pid = pid;
   child.running = true;
   child.start_time = absl::Now();
@@ -443,6 +598,10 @@ void Launcher::Reap() {
       child.running = false;
       child.wait_status = status;
       child.end_time = absl::Now();
+      if (child.stdin_fd >= 0) {
+        close(child.stdin_fd);
+        child.stdin_fd = -1;
+      }
     }
   }
 }
@@ -476,7 +635,9 @@ absl::Status Launcher::InterruptedError() const {
 }
 
 absl::Status Launcher::FailureOf(const Child& child, const std::string& what) {
-  std::string message = absl::StrCat(child.label(), " (pid ", child.pid, ") ", what);
+  std::string message =
+      child.pid > 0 ? absl::StrCat(child.label(), " (pid ", child.pid, ") ", what)
+                    : absl::StrCat(child.label(), " ", what);
   const std::string tail = TailOfFile(child.log_path, options_.log_tail_lines);
   if (tail.empty()) {
     absl::StrAppend(&message, "\n  (its log ", child.log_path, " is empty)");
@@ -517,7 +678,7 @@ absl::Status Launcher::WaitForPorts() {
                                              absl::CEscape(*text), "\""));
       }
       child.port = port;
-      Say(absl::StrCat(child.label(), " listening on ", config_.cluster().host(), ":", port));
+      Say(absl::StrCat(child.label(), " listening on ", ServerAddress(child), ":", port));
     }
     if (missing == 0) return absl::OkStatus();
     absl::Status failure = CheckForFailure();
@@ -609,9 +770,17 @@ void Launcher::UpdateProgress() {
   }
   const absl::Time now = absl::Now();
   auto format = [this, now](const Progress& progress) {
-    return absl::StrFormat("[p3] iter %d/%d  loss %.4g  %.0f samples/s  elapsed %ds",
+    std::string traffic;
+    if (progress.sent_mbps.has_value()) {
+      absl::StrAppend(&traffic, "  sent ", FormatMbps(*progress.sent_mbps));
+    }
+    if (progress.received_mbps.has_value()) {
+      absl::StrAppend(&traffic, "  received ", FormatMbps(*progress.received_mbps));
+    }
+    return absl::StrFormat("[p3] iter %d/%d  loss %.4g  %.0f samples/s%s  elapsed %ds",
                            progress.iteration, progress.total, progress.loss,
-                           progress.samples_per_second, absl::ToInt64Seconds(now - start_time_));
+                           progress.samples_per_second, traffic,
+                           absl::ToInt64Seconds(now - start_time_));
   };
   if (!options_.live_progress) {
     // Plain lines for logs and pipes: one per PROGRESS line of rank 0.
@@ -694,6 +863,26 @@ absl::Status Launcher::WriteSummary() {
       absl::StrFormat("%.3f", absl::ToDoubleSeconds(absl::Now() - start_time_)));
   add("config", JsonString(config_out_));
   add("output_dir", JsonString(output_dir_));
+  if (!trace_path_.empty()) add("trace", JsonString(trace_path_));
+  if (network_ != nullptr || !link_checks_.empty()) {
+    const config::NetworkConfig& network = config_.network();
+    std::vector<std::string> links;
+    for (const LinkMeasurement& m : link_checks_) {
+      links.push_back(absl::StrFormat(
+          "{\"from\": %d, \"to\": %d, \"gbps\": %.4f, \"bytes\": %d, \"seconds\": %.3f}",
+          m.from, m.to, m.gbps, m.bytes, m.seconds));
+    }
+    add("network",
+        absl::StrCat("{\"bandwidth_gbps\": ", network.bandwidth_gbps(),
+                     ", \"machines\": ", network.machines(), ", \"placement\": ",
+                     JsonString(network.placement()), ", \"subnet\": ", JsonString(network.subnet()),
+                     ", \"links_checked\": [", absl::StrJoin(links, ", "), "]}"));
+  }
+  if (!options_.hosts.empty()) {
+    std::vector<std::string> hosts;
+    for (const Host& host : options_.hosts) hosts.push_back(JsonString(host.destination));
+    add("hosts", absl::StrCat("[", absl::StrJoin(hosts, ", "), "]"));
+  }
   absl::StrAppend(&json, "  \"workers_results\": [\n    ", absl::StrJoin(results, ",\n    "),
                   "\n  ]\n}\n");
   return WriteFileAtomically(summary_path_, json);
@@ -753,7 +942,7 @@ void Launcher::PrintTable() {
                                "status", "seconds", "iterations", "samples/s", "final_loss",
                                "test_acc");
   for (const Child& child : children_) {
-    std::string status = "not started";
+    std::string status = child.result_text.empty() ? "not started" : "result file";
     double seconds = 0;
     if (child.pid > 0) {
       status = child.running ? "running" : DescribeWaitStatus(child.wait_status);
@@ -771,6 +960,187 @@ void Launcher::PrintTable() {
     std::cout << absl::StripTrailingAsciiWhitespace(row) << "\n";
   }
   std::cout << std::flush;
+}
+
+std::string Launcher::RemotePath(const std::string& local) const {
+  if (options_.hosts.empty() || options_.remote_output_dir.empty()) return local;
+  absl::string_view rest = local;
+  if (!absl::ConsumePrefix(&rest, output_dir_)) return local;
+  return absl::StrCat(options_.remote_output_dir, rest);
+}
+
+std::string Launcher::ServerAddress(const Child& child) const {
+  std::string host = config_.cluster().host();
+  if (network_ != nullptr) host = network_->address(child.machine);
+  if (child.host != nullptr) host = child.host->address;
+  return absl::StrContains(host, ':') ? "[" + host + "]" : host;
+}
+
+absl::Status Launcher::SetUpNetwork() {
+  const config::NetworkConfig& network = config_.network();
+  NetworkSpec spec;
+  spec.run_id = RunIdForPid(getpid());
+  spec.machines = network.machines();
+  spec.subnet = network.subnet();
+  spec.rate_bits_per_second = network.bandwidth_gbps() * 1e9;
+  spec.burst_bytes = network.tbf_burst_bytes();
+  spec.latency = absl::Milliseconds(network.tbf_latency_ms());
+  absl::StatusOr<std::unique_ptr<EmulatedNetwork>> created = EmulatedNetwork::Create(spec);
+  if (!created.ok()) {
+    return absl::Status(created.status().code(),
+                        absl::StrCat("network.bandwidth_gbps = ", network.bandwidth_gbps(), ": ",
+                                     created.status().message()));
+  }
+  network_ = *std::move(created);
+  for (Child& child : children_) child.ns_path = network_->namespace_path(child.machine);
+  Say(absl::StrFormat(
+      "emulated network: %d machine(s) on a bridge, %g Gbit/s per machine and direction "
+      "(tbf burst %d bytes, latency %g ms); namespaces %s-m0..m%d, bridge in %s",
+      spec.machines, network.bandwidth_gbps(), EffectiveBurstBytes(spec),
+      network.tbf_latency_ms(), spec.run_id, spec.machines - 1, BridgeNamespace(spec.run_id)));
+  for (int m = 0; m < spec.machines; ++m) {
+    std::vector<std::string> names;
+    for (const Child& child : children_) {
+      if (child.machine == m) names.push_back(child.name());
+    }
+    if (children_.empty()) {
+      Say(absl::StrCat("  machine ", m, " ", network_->address(m)));
+    } else {
+      Say(absl::StrCat("  machine ", m, " ", network_->address(m), ": ",
+                       names.empty() ? "(idle)" : absl::StrJoin(names, ", ")));
+    }
+  }
+  const double total = network.bandwidth_gbps() * spec.machines;
+  if (total > 20) {
+    Say(absl::StrFormat(
+        "note: %d links x %g Gbit/s = %g Gbit/s in all; the CPUs of one machine emulate about "
+        "20 Gbit/s in all (docs/network.md), so links may not reach their rate",
+        spec.machines, network.bandwidth_gbps(), total));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Launcher::CheckLinks(bool strict) {
+  const std::vector<std::pair<int, int>> links = RingLinks(network_->machines());
+  const double configured = config_.network().bandwidth_gbps();
+  if (links.empty()) {
+    Say("link check: one machine, no link between machines to measure");
+    return absl::OkStatus();
+  }
+  const absl::Duration each = absl::Seconds(config_.network().check_seconds());
+  Say(absl::StrCat("link check: ", links.size(), " link(s), ",
+                   absl::FormatDuration(each), " each, one at a time (TCP, receiver's goodput; "
+                   "TCP/IP headers make about 95.7% of the rate the expected figure)"));
+  std::vector<std::string> outside;
+  for (const auto& [from, to] : links) {
+    WaitForEvent(absl::ZeroDuration());
+    if (interrupt_signal_ != 0) return InterruptedError();
+    absl::StatusOr<LinkMeasurement> m = MeasureLink(*network_, from, to, each);
+    if (!m.ok()) return m.status();
+    link_checks_.push_back(*m);
+    const double ratio = m->gbps / configured;
+    const bool ok = ratio >= 0.85 && ratio <= 1.05;
+    Say(absl::StrFormat("  machine %d -> machine %d: %.3f Gbit/s measured, %.3f configured (%.1f%%)%s",
+                        from, to, m->gbps, configured, 100 * ratio, ok ? "" : "  OUT OF RANGE"));
+    if (!ok) outside.push_back(absl::StrCat(from, "->", to));
+  }
+  if (!outside.empty()) {
+    const std::string message = absl::StrCat(
+        "link(s) ", absl::StrJoin(outside, ", "),
+        " outside 85%..105% of the configured rate (is the machine busy? see docs/network.md)");
+    if (strict) return absl::FailedPreconditionError(message);
+    Say("warning: " + message);
+  }
+  return absl::OkStatus();
+}
+
+void Launcher::TearDownNetwork() {
+  if (network_ == nullptr) return;
+  const std::string run_id = network_->spec().run_id;
+  absl::Status status = network_->Destroy();
+  network_.reset();
+  if (status.ok()) {
+    Say(absl::StrCat("removed the emulated network (", run_id, "-*)"));
+  } else {
+    std::cerr << "[p3] warning: removing the emulated network: " << status.message()
+              << "\n[p3] `launch_cluster --cleanup_network` removes what is left" << std::endl;
+  }
+}
+
+void Launcher::MergeTraces() {
+  if (!config_.trace()) return;
+  std::vector<std::string> inputs;
+  std::vector<std::string> missing;
+  for (const Child& child : children_) {
+    if (child.trace_file.empty()) continue;
+    if (fs::exists(child.trace_file)) {
+      inputs.push_back(child.trace_file);
+    } else {
+      missing.push_back(child.name());
+    }
+  }
+  if (inputs.empty()) {
+    Say(absl::StrCat("no process wrote a trace (", output_dir_, "/traces is empty)"));
+    return;
+  }
+  const std::string path = (fs::path(output_dir_) / "trace.json").string();
+  absl::StatusOr<TraceMergeStats> stats = MergeTraceFiles(inputs, path);
+  if (!stats.ok()) {
+    Say(absl::StrCat("warning: cannot merge the traces: ", stats.status().message()));
+    return;
+  }
+  trace_path_ = path;
+  Say(absl::StrCat(
+      "merged the traces: ", stats->events, " events from ", stats->files, " process(es)",
+      missing.empty() ? "" : " (none from " + absl::StrJoin(missing, ", ") + ")",
+      stats->dropped_events > 0
+          ? absl::StrCat(", ", stats->dropped_events, " dropped at the recorders' limit")
+          : "",
+      "; open trace.json in https://ui.perfetto.dev or chrome://tracing"));
+}
+
+absl::Status Launcher::FetchRemoteFiles() {
+  if (options_.hosts.empty() || options_.remote_output_dir.empty()) return absl::OkStatus();
+  for (const Child& child : children_) {
+    for (const std::string& local :
+         {child.result_file, child.records_file, child.trace_file}) {
+      if (local.empty() || fs::exists(local)) continue;
+      const std::string remote = RemotePath(local);
+      const std::string tmp = local + ".fetch";
+      std::vector<std::string> argv = options_.ssh_command;
+      argv.insert(argv.end(), {"-o", "BatchMode=yes", child.host->destination,
+                               absl::StrCat("cat ", ShellQuote(remote))});
+      std::vector<char*> ptrs;
+      for (std::string& arg : argv) ptrs.push_back(arg.data());
+      ptrs.push_back(nullptr);
+      const int out_fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+      if (out_fd < 0) {
+        return absl::PermissionDeniedError(absl::StrCat("cannot create ", tmp));
+      }
+      const int null_fd = open("/dev/null", O_RDWR | O_CLOEXEC);
+      const pid_t pid = fork();
+      if (pid == 0) {
+        sigprocmask(SIG_SETMASK, &original_mask_, nullptr);
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        dup2(null_fd, STDIN_FILENO);
+        dup2(out_fd, STDOUT_FILENO);
+        dup2(null_fd, STDERR_FILENO);
+        execvp(ptrs[0], ptrs.data());
+        _exit(127);
+      }
+      close(out_fd);
+      if (null_fd >= 0) close(null_fd);
+      int status = 0;
+      if (pid > 0) waitpid(pid, &status, 0);
+      if (pid < 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+        fs::remove(tmp);
+        // A missing trace is reported by MergeTraces; results are checked by ReadResults.
+        continue;
+      }
+      fs::rename(tmp, local);
+    }
+  }
+  return absl::OkStatus();
 }
 
 int Launcher::Run(const sigset_t& original_mask, int signal_fd) {
@@ -795,32 +1165,69 @@ int Launcher::Run(const sigset_t& original_mask, int signal_fd) {
                    " worker(s), batch ", config_.training().batch_size(), " per worker (",
                    config::GlobalBatchSize(config_), " in all)"));
   Say(absl::StrCat("output: ", output_dir_));
+  if (!options_.hosts.empty()) {
+    for (size_t h = 0; h < options_.hosts.size(); ++h) {
+      std::vector<std::string> names;
+      for (const Child& child : children_) {
+        if (child.machine == static_cast<int>(h)) names.push_back(child.name());
+      }
+      Say(absl::StrCat("  host ", h, " ", options_.hosts[h].destination, " (",
+                       options_.hosts[h].address, "): ",
+                       names.empty() ? "(idle)" : absl::StrJoin(names, ", ")));
+    }
+  }
+  if (config::NetworkEmulated(config_) && options_.hosts.empty()) {
+    status = SetUpNetwork();
+    if (status.ok() && config_.network().check_links()) status = CheckLinks(/*strict=*/false);
+  } else if (config_.network().bandwidth_gbps() > 0 && servers == 0) {
+    Say("mode local runs one process: no network to emulate");
+  }
 
   // Servers first: the workers need their ports.
   for (Child& child : children_) {
     if (child.role != "server" || !status.ok()) continue;
-    status = StartProcess(child, options_.server_binary,
-                          {"--config=" + config_out_, absl::StrCat("--server_index=", child.index),
-                           "--port_file=" + child.port_file});
+    std::vector<std::string> args = {"--config=" + RemotePath(config_out_),
+                                     absl::StrCat("--server_index=", child.index),
+                                     "--port_file=" + RemotePath(child.port_file)};
+    if (options_.server_port > 0) {
+      child.port = options_.server_port + child.index;
+      args.push_back(absl::StrCat("--port=", *child.port));
+    }
+    if (network_ != nullptr || child.host != nullptr) {
+      std::string bind = ServerAddress(child);
+      if (absl::StartsWith(bind, "[")) bind = bind.substr(1, bind.size() - 2);
+      args.push_back("--set=cluster.host=" + bind);
+    }
+    if (!child.trace_file.empty()) args.push_back("--trace_file=" + RemotePath(child.trace_file));
+    status = StartProcess(child, options_.server_binary, args);
   }
   if (status.ok() && servers > 0) {
-    Say(absl::StrCat("started ", servers, " server(s); waiting for their ports"));
-    status = WaitForPorts();
+    if (options_.server_port > 0) {
+      Say(absl::StrCat("started ", servers, " server(s) on fixed ports ", options_.server_port,
+                       "..", options_.server_port + servers - 1));
+    } else {
+      Say(absl::StrCat("started ", servers, " server(s); waiting for their ports"));
+      status = WaitForPorts();
+    }
   }
   if (status.ok()) {
     std::vector<std::string> addresses;
-    const std::string& host = config_.cluster().host();
-    const std::string bracketed = absl::StrContains(host, ':') ? "[" + host + "]" : host;
     for (const Child& child : children_) {
-      if (child.role == "server") addresses.push_back(absl::StrCat(bracketed, ":", *child.port));
+      if (child.role == "server") {
+        addresses.push_back(absl::StrCat(ServerAddress(child), ":", *child.port));
+      }
     }
     for (Child& child : children_) {
       if (child.role != "worker" || !status.ok()) continue;
-      status = StartProcess(
-          child, options_.worker_binary,
-          {"--config=" + config_out_, absl::StrCat("--rank=", child.index),
-           "--servers=" + absl::StrJoin(addresses, ","), "--result_file=" + child.result_file,
-           "--records_file=" + child.records_file});
+      std::vector<std::string> args = {
+          "--config=" + RemotePath(config_out_), absl::StrCat("--rank=", child.index),
+          "--servers=" + absl::StrJoin(addresses, ","),
+          "--result_file=" + RemotePath(child.result_file),
+          "--records_file=" + RemotePath(child.records_file)};
+      if (!child.trace_file.empty()) {
+        args.push_back("--trace_file=" + RemotePath(child.trace_file));
+      }
+      status = StartProcess(child, options_.worker_binary, args);
       if (status.ok() && child.index == 0 && inotify_fd_ >= 0) {
         inotify_add_watch(inotify_fd_, child.log_path.c_str(), IN_MODIFY);
       }
@@ -832,7 +1239,9 @@ int Launcher::Run(const sigset_t& original_mask, int signal_fd) {
     status = WaitForWorkers();
   }
   if (status.ok() && servers > 0) status = WaitForServers();
+  if (status.ok()) status = FetchRemoteFiles();
   if (status.ok()) status = ReadResults();
+  if (status.ok()) MergeTraces();
   if (status.ok()) status = WriteSummary();
 
   if (!status.ok()) {
@@ -845,12 +1254,14 @@ int Launcher::Run(const sigset_t& original_mask, int signal_fd) {
     }
     StopAll();
     PrintTable();
+    TearDownNetwork();
     std::cerr << "[p3] run failed; logs are in " << output_dir_ << "/logs" << std::endl;
     return absl::IsCancelled(status) ? 128 + interrupt_signal_ : 1;
   }
 
   std::cout << "\n";
   PrintTable();
+  TearDownNetwork();
   const Child& rank0 = children_[servers];
   auto number = [&rank0](const char* key) { return JsonValue(rank0.result.fields().at(key)); };
   Say(absl::StrCat("done in ",
@@ -858,6 +1269,38 @@ int Launcher::Run(const sigset_t& original_mask, int signal_fd) {
                    ": ", number("iterations"), " iterations, ", number("samples_per_second"),
                    " samples/s, final loss ", number("final_loss"), ", test accuracy ",
                    number("test_accuracy")));
+  if (!trace_path_.empty()) Say(absl::StrCat("trace: ", trace_path_));
+  Say(absl::StrCat("summary: ", summary_path_));
+  return 0;
+}
+
+int Launcher::CheckNetworkOnly(const sigset_t& original_mask, int signal_fd) {
+  original_mask_ = original_mask;
+  signal_fd_ = signal_fd;
+  start_time_ = absl::Now();
+  absl::Status status = SetUpNetwork();
+  if (status.ok()) status = CheckLinks(/*strict=*/true);
+  TearDownNetwork();
+  if (!status.ok()) {
+    std::cerr << "[p3] " << (absl::IsCancelled(status) ? "" : "FAILED: ") << status.message()
+              << std::endl;
+    return absl::IsCancelled(status) ? 128 + interrupt_signal_ : 1;
+  }
+  Say("every link is within 85%..105% of its configured rate");
+  return 0;
+}
+
+int Launcher::Collect() {
+  start_time_ = absl::Now();
+  absl::Status status = PrepareOutputDir(/*clear_stale=*/false, /*write_config=*/false);
+  if (status.ok()) status = ReadResults();
+  if (status.ok()) MergeTraces();
+  if (status.ok()) status = WriteSummary();
+  if (!status.ok()) {
+    std::cerr << "[p3] FAILED: " << status.message() << std::endl;
+    return 1;
+  }
+  PrintTable();
   Say(absl::StrCat("summary: ", summary_path_));
   return 0;
 }
@@ -899,6 +1342,135 @@ std::vector<std::string> ExtractSetFlags(std::vector<char*>& argv) {
   return values;
 }
 
+// --cleanup_network: removes the namespaces of launchers that no longer run.
+int CleanupNetwork() {
+  if (geteuid() != 0) {
+    std::cerr << "launch_cluster: --cleanup_network needs root (it deletes network namespaces)\n";
+    return 2;
+  }
+  const std::vector<std::string> stale = StaleNamespaces(ListNamespaces(), ProcessAlive);
+  if (stale.empty()) {
+    std::cout << "[p3] no stale network namespaces (p3-<pid>-*) to remove" << std::endl;
+    return 0;
+  }
+  int failures = 0;
+  for (const std::string& name : stale) {
+    absl::Status status = DeleteNamespace(name);
+    if (status.ok()) {
+      std::cout << "[p3] removed network namespace " << name << std::endl;
+    } else {
+      std::cerr << "[p3] " << status.message() << std::endl;
+      ++failures;
+    }
+  }
+  return failures == 0 ? 0 : 1;
+}
+
+// The resolved config as launch_cluster writes it, with a header naming its origin.
+std::string ResolvedConfigText(const LauncherOptions& options, const ExperimentConfig& config,
+                               const std::string& purpose) {
+  std::string text = absl::StrCat("# Resolved experiment config written by launch_cluster ",
+                                  purpose, ": defaults filled, overrides applied.\n# Source: ",
+                                  options.config_path, "\n");
+  for (const std::string& override_text : options.overrides) {
+    absl::StrAppend(&text, "# --set=", override_text, "\n");
+  }
+  absl::StrAppend(&text, config::ConfigToText(config));
+  return text;
+}
+
+absl::Status WriteExecutable(const std::string& path, const std::string& contents, bool executable) {
+  absl::Status status = WriteFileAtomically(path, contents);
+  if (status.ok() && executable && chmod(path.c_str(), 0755) != 0) {
+    return absl::PermissionDeniedError(absl::StrCat("chmod ", path, ": ", std::strerror(errno)));
+  }
+  return status;
+}
+
+// --slurm: writes <output_dir>/slurm/p3.sbatch, the task script and the config.
+int GenerateSlurm(const LauncherOptions& options, ExperimentConfig config,
+                  const std::string& task_script) {
+  fs::path out(config.output_dir());
+  if (out.is_relative()) out = fs::path(options.working_dir) / out;
+  out = out.lexically_normal();
+  config.set_output_dir(out.string());
+  std::error_code error;
+  fs::create_directories(out / "slurm", error);
+  if (error) {
+    std::cerr << "launch_cluster: cannot create " << (out / "slurm") << ": " << error.message()
+              << "\n";
+    return 2;
+  }
+  absl::StatusOr<std::string> script = ReadFile(task_script);
+  if (!script.ok()) {
+    std::cerr << "launch_cluster: --slurm_task_script: " << script.status().message() << "\n";
+    return 2;
+  }
+  char self[4096] = {};
+  const ssize_t length = readlink("/proc/self/exe", self, sizeof(self) - 1);
+  SlurmOptions slurm;
+  slurm.server_binary = options.server_binary;
+  slurm.worker_binary = options.worker_binary;
+  slurm.launcher = length > 0 ? std::string(self, length) : "launch_cluster";
+  slurm.task_script = (out / "slurm" / "p3_slurm_task.sh").string();
+  slurm.output_dir = out.string();
+  slurm.partition = absl::GetFlag(FLAGS_slurm_partition);
+  slurm.time_limit = absl::GetFlag(FLAGS_slurm_time);
+  const std::string batch = (out / "slurm" / "p3.sbatch").string();
+  for (absl::Status status :
+       {WriteExecutable((out / "config.textproto").string(),
+                        ResolvedConfigText(options, config, "for Slurm"), false),
+        WriteExecutable(slurm.task_script, *script, true),
+        WriteExecutable(batch, SlurmBatchScript(config, slurm), true)}) {
+    if (!status.ok()) {
+      std::cerr << "launch_cluster: " << status.message() << "\n";
+      return 1;
+    }
+  }
+  std::cout << "[p3] wrote " << batch << " (with " << slurm.task_script << " and "
+            << (out / "config.textproto").string() << ")\n"
+            << "[p3] " << out.string()
+            << " and the binaries must be reachable at the same paths on every node "
+               "(a shared file system)\n"
+            << "[p3] submit with: sbatch " << batch << std::endl;
+  return 0;
+}
+
+// --kubernetes: writes <output_dir>/kubernetes/p3.yaml.
+int GenerateKubernetes(const LauncherOptions& options, ExperimentConfig config) {
+  fs::path out(config.output_dir());
+  if (out.is_relative()) out = fs::path(options.working_dir) / out;
+  out = out.lexically_normal();
+  // Inside the pods every process writes under the mounted output volume.
+  config.set_output_dir("/var/p3/out");
+  KubernetesOptions kube;
+  kube.image = absl::GetFlag(FLAGS_kube_image);
+  kube.kube_namespace = absl::GetFlag(FLAGS_kube_namespace);
+  const std::string bin_dir = absl::GetFlag(FLAGS_kube_binary_dir);
+  kube.server_binary = bin_dir + "/p3_server";
+  kube.worker_binary = bin_dir + "/p3_worker";
+  if (options.server_port > 0) kube.server_port = options.server_port;
+  kube.output_claim = absl::GetFlag(FLAGS_kube_output_claim);
+  std::error_code error;
+  fs::create_directories(out / "kubernetes", error);
+  const std::string path = (out / "kubernetes" / "p3.yaml").string();
+  absl::Status status = WriteFileAtomically(
+      path,
+      KubernetesManifests(config, ResolvedConfigText(options, config, "for Kubernetes"), kube));
+  if (!status.ok()) {
+    std::cerr << "launch_cluster: " << status.message() << "\n";
+    return 1;
+  }
+  const std::string job = absl::StrCat("p3-", KubernetesName(config.name()), "-worker");
+  std::cout << "[p3] wrote " << path << "\n"
+            << "[p3] run:     kubectl apply -f " << path << "\n"
+            << "[p3] wait:    kubectl wait --for=condition=complete --timeout=24h job/" << job
+            << "\n"
+            << "[p3] progress: kubectl logs -f job/" << job << "   (rank 0's pod)\n"
+            << "[p3] clean up: kubectl delete -f " << path << std::endl;
+  return 0;
+}
+
 int Main(int argc, char** argv) {
   absl::SetProgramUsageMessage(kUsage);
   std::vector<char*> args(argv, argv + argc);
@@ -910,6 +1482,7 @@ int Main(int argc, char** argv) {
               << "\"; config fields are set with --set=field.path=value\n";
     return 2;
   }
+  if (absl::GetFlag(FLAGS_cleanup_network)) return CleanupNetwork();
 
   // Set by `bazel run`: the directory it was invoked from. Flags are read here, in main,
   // and passed on as options.
@@ -925,6 +1498,45 @@ int Main(int argc, char** argv) {
   options.kill_grace = absl::Seconds(std::max(0.0, absl::GetFlag(FLAGS_kill_grace_s)));
   options.log_tail_lines = std::max(1, absl::GetFlag(FLAGS_log_tail_lines));
   options.live_progress = isatty(STDOUT_FILENO) == 1;
+  options.server_port = absl::GetFlag(FLAGS_server_port);
+  options.remote_output_dir = absl::GetFlag(FLAGS_remote_output_dir);
+  options.check_network_only = absl::GetFlag(FLAGS_check_network);
+  options.ssh_command = absl::StrSplit(absl::GetFlag(FLAGS_ssh), ' ', absl::SkipEmpty());
+  if (options.server_port < 0 || options.server_port + config::kMaxProcesses > 65535) {
+    std::cerr << "launch_cluster: --server_port=" << options.server_port
+              << " is out of range; allowed 0 (OS-chosen ports) or 1.."
+              << 65535 - config::kMaxProcesses << "\n";
+    return 2;
+  }
+  const std::string collect_dir = absl::GetFlag(FLAGS_collect);
+  if (!collect_dir.empty()) {
+    // The folder's own resolved config describes the run.
+    fs::path dir = ResolveInputPath(collect_dir, invocation_dir);
+    options.config_path = (dir / "config.textproto").string();
+  }
+  const std::string hosts_flag = absl::GetFlag(FLAGS_hosts);
+  if (!hosts_flag.empty()) {
+    const std::string path = ResolveInputPath(hosts_flag, invocation_dir);
+    absl::StatusOr<std::string> text = ReadFile(path);
+    absl::StatusOr<std::vector<Host>> hosts =
+        text.ok() ? ParseHostFile(*text) : absl::StatusOr<std::vector<Host>>(text.status());
+    if (!hosts.ok()) {
+      std::cerr << "launch_cluster: --hosts=" << path << ": " << hosts.status().message() << "\n";
+      return 2;
+    }
+    options.hosts = *std::move(hosts);
+    if (options.ssh_command.empty()) {
+      std::cerr << "launch_cluster: --ssh is empty\n";
+      return 2;
+    }
+  }
+  if (!options.remote_output_dir.empty() &&
+      (options.hosts.empty() || options.server_port == 0 ||
+       !fs::path(options.remote_output_dir).is_absolute())) {
+    std::cerr << "launch_cluster: --remote_output_dir needs --hosts and --server_port (the "
+                 "launcher cannot read port files on other hosts) and an absolute path\n";
+    return 2;
+  }
 
   // Everything is checked before any process starts.
   absl::StatusOr<ExperimentConfig> config = config::LoadConfig(options.config_path, overrides);
@@ -932,15 +1544,48 @@ int Main(int argc, char** argv) {
     std::cerr << "launch_cluster: invalid config:\n" << config.status().message() << "\n";
     return 2;
   }
-  for (const auto& [flag, path, needed] :
-       {std::make_tuple("--server_binary", options.server_binary,
-                        config::ServerProcessCount(*config) > 0),
-        std::make_tuple("--worker_binary", options.worker_binary, true)}) {
-    if (needed && access(path.c_str(), X_OK) != 0) {
-      std::cerr << "launch_cluster: " << flag << ": " << path << " is not an executable file ("
-                << std::strerror(errno) << "); build it (and list it in the launcher's data to "
-                << "find it under bazel run) or pass " << flag << "=PATH\n";
-      return 2;
+  if (!collect_dir.empty()) {
+    config->set_output_dir(ResolveInputPath(collect_dir, invocation_dir));
+    Launcher launcher(std::move(options), *std::move(config));
+    return launcher.Collect();
+  }
+  if (absl::GetFlag(FLAGS_kubernetes)) return GenerateKubernetes(options, *config);
+  if (absl::GetFlag(FLAGS_slurm)) {
+    return GenerateSlurm(options, *config,
+                         ResolveInputPath(absl::GetFlag(FLAGS_slurm_task_script), invocation_dir));
+  }
+
+  const bool emulate = config->network().bandwidth_gbps() > 0;
+  if (options.check_network_only && !emulate) {
+    std::cerr << "launch_cluster: --check_network: the config emulates no network "
+                 "(network.bandwidth_gbps is 0); e.g. --set=network.bandwidth_gbps=1\n";
+    return 2;
+  }
+  if (emulate && !options.hosts.empty()) {
+    std::cerr << "launch_cluster: network.bandwidth_gbps = " << config->network().bandwidth_gbps()
+              << " emulates links on this machine; with --hosts the hosts' own network is "
+                 "used: set network.bandwidth_gbps=0\n";
+    return 2;
+  }
+  if ((config::NetworkEmulated(*config) || options.check_network_only) && geteuid() != 0) {
+    std::cerr << "launch_cluster: network.bandwidth_gbps = " << config->network().bandwidth_gbps()
+              << ": emulating the network needs root (it creates network namespaces, veth "
+                 "links and tbf qdiscs); run the launcher as root (e.g. sudo), or set "
+                 "network.bandwidth_gbps=0 to run without emulation (every process on this "
+                 "machine's loopback)\n";
+    return 2;
+  }
+  if (!options.check_network_only && options.hosts.empty()) {
+    for (const auto& [flag, path, needed] :
+         {std::make_tuple("--server_binary", options.server_binary,
+                          config::ServerProcessCount(*config) > 0),
+          std::make_tuple("--worker_binary", options.worker_binary, true)}) {
+      if (needed && access(path.c_str(), X_OK) != 0) {
+        std::cerr << "launch_cluster: " << flag << ": " << path << " is not an executable file ("
+                  << std::strerror(errno) << "); build it (and list it in the launcher's data to "
+                  << "find it under bazel run) or pass " << flag << "=PATH\n";
+        return 2;
+      }
     }
   }
 
@@ -956,7 +1601,9 @@ int Main(int argc, char** argv) {
     std::cerr << "launch_cluster: signalfd: " << std::strerror(errno) << "\n";
     return 1;
   }
+  const bool check_only = options.check_network_only;
   Launcher launcher(std::move(options), *std::move(config));
+  if (check_only) return launcher.CheckNetworkOnly(original_mask, signal_fd);
   return launcher.Run(original_mask, signal_fd);
 }
 

@@ -1,0 +1,184 @@
+#!/usr/bin/env bash
+# //tools:launch_cluster with an emulated network (docs/network.md), against the fake
+# server and worker. Needs root (network namespaces); otherwise it says so and passes.
+# Every case checks that the launcher's namespaces are gone afterwards. Link checks are
+# bounded (1 s per link at 1 Gbit/s).
+set -uo pipefail
+
+LAUNCHER=tools/launch_cluster
+TMP="${TEST_TMPDIR:-$(mktemp -d)}"
+passed=0
+failed=0
+
+fail() {
+  echo "FAIL [$case_name]: $*"
+  [[ -f "${output:-/dev/null}" ]] && sed 's/^/    | /' "$output"
+  failed=$((failed + 1))
+}
+ok() {
+  echo "ok   [$case_name]"
+  passed=$((passed + 1))
+}
+json_check() {  # json_check FILE PYTHON_EXPRESSION_ON_s
+  /usr/bin/python3 -c "import json, sys; s = json.load(open(sys.argv[1])); assert $2, sys.argv[2]" \
+    "$1" "$2"
+}
+# Namespaces of the launcher with process id $1.
+namespaces_of() { ip netns list 2>/dev/null | grep -c "^p3-$1-" ; }
+
+# The "needs root" message can be checked by anyone root can become: do it first.
+case_name=not_root
+output="$TMP/$case_name.out"
+if [[ $(id -u) -eq 0 ]] && command -v setpriv >/dev/null; then
+  # The test's files are under root's home: give the unprivileged user copies.
+  public=$(mktemp -d /tmp/p3_network_test.XXXXXX)
+  chmod 755 "$public"
+  cp "$LAUNCHER" configs/default.textproto "$public/"
+  chmod 755 "$public/launch_cluster"
+  chmod 644 "$public/default.textproto"
+  (cd /tmp && setpriv --reuid=65534 --regid=65534 --clear-groups "$public/launch_cluster" \
+    --server_binary=/bin/true --worker_binary=/bin/true \
+    --config="$public/default.textproto" --set=network.bandwidth_gbps=1 \
+    --set=output_dir="$public/out") >"$output" 2>&1
+  rc=$?
+  [[ -e "$public/out" ]] && created=1 || created=0
+  rm -rf "$public"
+  if [[ $rc -ne 2 ]] ||
+     ! grep -q 'network.bandwidth_gbps = 1: emulating the network needs root' "$output" ||
+     ! grep -q 'or set network.bandwidth_gbps=0 to run without emulation' "$output"; then
+    fail "exit status $rc; the need for root is not explained"
+  elif ((created)); then
+    fail "the output folder was created"
+  else
+    ok
+  fi
+fi
+
+if [[ $(id -u) -ne 0 ]] || ! ip netns add "p3-$$-probe" 2>"$TMP/probe.err"; then
+  echo "SKIPPED: emulated-network cases need root and network namespaces" \
+    "($(id -un); $(cat "$TMP/probe.err" 2>/dev/null))"
+  echo "$passed passed, $failed failed"
+  [[ $failed -eq 0 ]]
+  exit
+fi
+ip netns delete "p3-$$-probe"
+
+# Runs the launcher in the background; sets $launcher_pid. Output in $output.
+start_launcher() {
+  output="$TMP/$case_name.out"
+  "$LAUNCHER" --server_binary=tests/fake_p3_server --worker_binary=tests/fake_p3_worker \
+    --kill_grace_s=2 --config=configs/default.textproto "$@" >"$output" 2>&1 &
+  launcher_pid=$!
+}
+
+# --- a run on 2 emulated machines at 1 Gbit/s, with the link check --------------------
+case_name=colocated
+out_dir="$TMP/colocated"
+start_launcher --set=output_dir="$out_dir" --set=training.iterations=6 \
+  --set=network.bandwidth_gbps=1 --set=network.check_links=true --set=network.check_seconds=1
+wait "$launcher_pid"
+rc=$?
+if [[ $rc -ne 0 ]]; then
+  fail "exit status $rc, expected 0"
+elif ! grep -q 'listening on 10.77.0.1 port' "$out_dir/logs/server_0.log" ||
+     ! grep -q 'listening on 10.77.0.2 port' "$out_dir/logs/server_1.log"; then
+  fail "servers did not bind their machines' addresses"
+elif ! grep -q '^fake_p3_worker 1: 10.77.0.2:[0-9]* -> 10.77.0.1:' "$out_dir/logs/worker_1.log" ||
+     ! grep -q '^fake_p3_worker 1: 10.77.0.2:[0-9]* -> 10.77.0.2:' "$out_dir/logs/worker_1.log" ||
+     ! grep -q '^fake_p3_worker 0: 10.77.0.1:[0-9]* -> 10.77.0.2:' "$out_dir/logs/worker_0.log"; then
+  fail "workers did not run in their machines' namespaces"
+elif ! grep -q '^\[p3\]   machine 1 10.77.0.2: server_1, worker_1$' "$output"; then
+  fail "the placement is not shown"
+elif ! json_check "$out_dir/summary.json" \
+    's["network"]["bandwidth_gbps"] == 1 and s["network"]["machines"] == 2 and [(l["from"], l["to"]) for l in s["network"]["links_checked"]] == [(0, 1), (1, 0)] and all(0.85 < l["gbps"] < 1.01 for l in s["network"]["links_checked"])'; then
+  fail "summary.json lacks the network and its link check within 85%..101% of 1 Gbit/s"
+elif ! grep -q "^\[p3\] removed the emulated network (p3-$launcher_pid-\*)" "$output" ||
+     [[ $(namespaces_of "$launcher_pid") -ne 0 ]]; then
+  fail "the namespaces were not removed"
+else
+  grep 'Gbit/s measured' "$output"
+  ok
+fi
+
+# --- servers on machines of their own ----------------------------------------------------
+case_name=separate
+out_dir="$TMP/separate"
+start_launcher --set=output_dir="$out_dir" --set=training.iterations=3 \
+  --set=network.bandwidth_gbps=2 --set=network.placement=separate --set=network.subnet=10.99.5.0/29
+wait "$launcher_pid"
+rc=$?
+if [[ $rc -ne 0 ]]; then
+  fail "exit status $rc, expected 0"
+elif ! grep -q '^fake_p3_worker 0: 10.99.5.1:[0-9]* -> 10.99.5.3:' "$out_dir/logs/worker_0.log" ||
+     ! grep -q '^fake_p3_worker 0: 10.99.5.1:[0-9]* -> 10.99.5.4:' "$out_dir/logs/worker_0.log"; then
+  fail "worker 0 did not reach the servers on machines 2 and 3"
+elif [[ $(namespaces_of "$launcher_pid") -ne 0 ]]; then
+  fail "the namespaces were not removed"
+else
+  ok
+fi
+
+# --- --check_network: measured vs configured, nothing else started ----------------------
+case_name=check_network
+start_launcher --check_network --set=network.bandwidth_gbps=1 --set=network.check_seconds=1
+wait "$launcher_pid"
+rc=$?
+if [[ $rc -ne 0 ]]; then
+  fail "exit status $rc, expected 0"
+elif [[ $(grep -c 'machine [01] -> machine [01]: 0\.9[0-9]* Gbit/s measured, 1.000 configured' "$output") -ne 2 ]]; then
+  fail "two links measured near 1 Gbit/s are not reported"
+elif [[ $(namespaces_of "$launcher_pid") -ne 0 ]]; then
+  fail "the namespaces were not removed"
+else
+  grep 'Gbit/s measured' "$output"
+  ok
+fi
+
+# --- SIGTERM to the launcher: processes stopped, namespaces removed ----------------------
+case_name=sigterm
+out_dir="$TMP/sigterm"
+FAKE_P3_WORKER_MODE=hang start_launcher --set=output_dir="$out_dir" --set=network.bandwidth_gbps=1
+for _ in $(seq 1 300); do
+  [[ $(grep -l 'connected to 2 servers' "$out_dir"/logs/worker_*.log 2>/dev/null | wc -l) -eq 2 ]] && break
+  sleep 0.1
+done
+had=$(namespaces_of "$launcher_pid")
+kill -TERM "$launcher_pid"
+wait "$launcher_pid"
+rc=$?
+if [[ $rc -ne 143 ]]; then
+  fail "exit status $rc, expected 143"
+elif [[ $had -ne 3 ]]; then
+  fail "$had namespaces while running, expected 3 (bridge + 2 machines)"
+elif [[ $(namespaces_of "$launcher_pid") -ne 0 ]]; then
+  fail "the namespaces were not removed"
+else
+  ok
+fi
+
+# --- a launcher killed with SIGKILL leaves namespaces; --cleanup_network removes them ----
+case_name=cleanup_after_sigkill
+out_dir="$TMP/sigkill"
+FAKE_P3_WORKER_MODE=hang start_launcher --set=output_dir="$out_dir" --set=network.bandwidth_gbps=1
+for _ in $(seq 1 300); do
+  [[ $(grep -l 'connected to 2 servers' "$out_dir"/logs/worker_*.log 2>/dev/null | wc -l) -eq 2 ]] && break
+  sleep 0.1
+done
+kill -KILL "$launcher_pid"
+wait "$launcher_pid" 2>/dev/null
+left=$(namespaces_of "$launcher_pid")
+output="$TMP/$case_name.out"
+"$LAUNCHER" --cleanup_network >"$output" 2>&1
+rc=$?
+if [[ $left -ne 3 ]]; then
+  fail "$left namespaces left by the killed launcher, expected 3"
+elif [[ $rc -ne 0 ]] || [[ $(grep -c "^\[p3\] removed network namespace p3-$launcher_pid-" "$output") -ne 3 ]]; then
+  fail "exit status $rc; --cleanup_network did not remove the three namespaces"
+elif [[ $(namespaces_of "$launcher_pid") -ne 0 ]]; then
+  fail "namespaces are left after --cleanup_network"
+else
+  ok
+fi
+
+echo "$passed passed, $failed failed"
+[[ $failed -eq 0 ]]

@@ -1,0 +1,295 @@
+#include "tools/multihost.h"
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "tools/config.h"
+
+namespace p3::tools {
+namespace {
+
+bool OnlyChars(absl::string_view text, absl::string_view extra) {
+  if (text.empty()) return false;
+  for (char c : text) {
+    if (!absl::ascii_isalnum(static_cast<unsigned char>(c)) &&
+        extra.find(c) == absl::string_view::npos) {
+      return false;
+    }
+  }
+  return true;
+}
+
+// `text` with every line indented by `indent` spaces (YAML block scalars).
+std::string Indent(absl::string_view text, int indent) {
+  const std::string pad(indent, ' ');
+  std::string out;
+  for (absl::string_view line : absl::StrSplit(absl::StripTrailingAsciiWhitespace(text), '\n')) {
+    absl::StrAppend(&out, line.empty() ? "" : pad, absl::StripTrailingAsciiWhitespace(line), "\n");
+  }
+  return out;
+}
+
+// A YAML double-quoted scalar.
+std::string YamlString(absl::string_view text) {
+  return absl::StrCat("\"", absl::StrReplaceAll(text, {{"\\", "\\\\"}, {"\"", "\\\""}}), "\"");
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<Host>> ParseHostFile(absl::string_view text) {
+  std::vector<Host> hosts;
+  int number = 0;
+  for (absl::string_view line : absl::StrSplit(text, '\n')) {
+    ++number;
+    const size_t hash = line.find('#');
+    if (hash != absl::string_view::npos) line = line.substr(0, hash);
+    std::vector<absl::string_view> words =
+        absl::StrSplit(line, absl::ByAnyChar(" \t\r"), absl::SkipEmpty());
+    if (words.empty()) continue;
+    if (words.size() > 2) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "line ", number, ": expected `<ssh destination> [<address>]`, got ", words.size(),
+          " words"));
+    }
+    Host host;
+    host.destination = std::string(words[0]);
+    if (!OnlyChars(host.destination, "@._-:[]")) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("line ", number, ": \"", host.destination,
+                       "\" is not an ssh destination (host, user@host or an ssh alias)"));
+    }
+    const size_t at = host.destination.rfind('@');
+    host.address = words.size() == 2 ? std::string(words[1])
+                                     : (at == std::string::npos ? host.destination
+                                                                : host.destination.substr(at + 1));
+    if (!OnlyChars(host.address, "._-:")) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "line ", number, ": \"", host.address, "\" is not a host name or IP address"));
+    }
+    hosts.push_back(host);
+  }
+  if (hosts.empty()) return absl::InvalidArgumentError("no hosts (one per line)");
+  return hosts;
+}
+
+std::string ShellQuote(absl::string_view text) {
+  return absl::StrCat("'", absl::StrReplaceAll(text, {{"'", "'\\''"}}), "'");
+}
+
+std::string ShellCommand(const std::vector<std::string>& argv) {
+  std::vector<std::string> words;
+  for (const std::string& arg : argv) {
+    // Plain words stay readable; anything else is quoted.
+    words.push_back(OnlyChars(arg, "-_./=:,@+%") ? arg : ShellQuote(arg));
+  }
+  return absl::StrJoin(words, " ");
+}
+
+std::vector<std::string> SshArgv(const std::vector<std::string>& ssh_command, const Host& host,
+                                 const std::string& script) {
+  std::vector<std::string> argv = ssh_command;
+  argv.insert(argv.end(), {"-o", "BatchMode=yes", host.destination,
+                           absl::StrCat("sh -c ", ShellQuote(script))});
+  return argv;
+}
+
+std::string RemoteScript(const RemoteProcess& process) {
+  std::vector<std::string> dirs;
+  for (const std::string& dir : process.directories) dirs.push_back(ShellQuote(dir));
+  const std::string tmp = absl::StrCat(process.config_path, ".", process.tag, ".tmp");
+  std::string script = "set -e\n";
+  if (!dirs.empty()) absl::StrAppend(&script, "mkdir -p ", absl::StrJoin(dirs, " "), "\n");
+  if (!process.config_path.empty()) {
+    absl::StrAppend(&script, "printf '%s' ", ShellQuote(process.config_text), " > ",
+                    ShellQuote(tmp), "\n", "mv -f ", ShellQuote(tmp), " ",
+                    ShellQuote(process.config_path), "\n");
+  }
+  absl::StrAppend(&script, "cd ", ShellQuote(process.working_directory),
+                  " 2>/dev/null || cd /\n",
+                  // The process must not read the connection; the watchdog does.
+                  "exec 3<&0\n", ShellCommand(process.argv), " </dev/null &\n", "pid=$!\n",
+                  // EOF on stdin: ssh ended (stopped by the launcher, or the launcher died).
+                  "( cat <&3 >/dev/null 2>&1; kill -TERM \"$pid\" 2>/dev/null ) "
+                  ">/dev/null 2>&1 &\n",
+                  "exec 3<&-\n", "set +e\n", "wait \"$pid\"\n", "exit $?\n");
+  return script;
+}
+
+std::string KubernetesName(absl::string_view name) {
+  std::string out;
+  for (char c : name) {
+    const char lower = absl::ascii_tolower(static_cast<unsigned char>(c));
+    out += absl::ascii_isalnum(static_cast<unsigned char>(lower)) ? lower : '-';
+  }
+  if (out.size() > 40) out.resize(40);
+  while (!out.empty() && out.back() == '-') out.pop_back();
+  while (!out.empty() && out.front() == '-') out.erase(out.begin());
+  return out.empty() ? "experiment" : out;
+}
+
+int SlurmTasksPerNode(const config::ExperimentConfig& config, int machines) {
+  std::vector<int> per_machine(std::max(1, machines), 0);
+  for (int i = 0; i < config::ServerProcessCount(config); ++i) {
+    ++per_machine[config::ServerMachine(config, i, machines)];
+  }
+  for (int r = 0; r < config::WorkerProcessCount(config); ++r) {
+    ++per_machine[config::WorkerMachine(config, r, machines)];
+  }
+  return std::max(1, *std::max_element(per_machine.begin(), per_machine.end()));
+}
+
+std::string SlurmBatchScript(const config::ExperimentConfig& config, const SlurmOptions& options) {
+  const int machines = config::MachineCount(config);
+  const int per_node = SlurmTasksPerNode(config, machines);
+  const int tasks = machines * per_node;
+  const std::string& out = options.output_dir;
+  std::string script = absl::StrCat(
+      "#!/bin/bash\n",
+      "# Generated by launch_cluster --slurm (docs/multihost.md). Submit with: sbatch ",
+      out, "/slurm/p3.sbatch\n",
+      "# ", config.cluster().servers(), " server(s) and ", config.cluster().workers(),
+      " worker(s) on ", machines, " node(s), placement \"",
+      config.network().placement().empty() ? "colocated" : config.network().placement(),
+      "\", ", per_node, " task(s) per node.\n",
+      "#SBATCH --job-name=p3-", KubernetesName(config.name()), "\n",
+      "#SBATCH --nodes=", machines, "\n",
+      "#SBATCH --ntasks=", tasks, "\n",
+      "#SBATCH --ntasks-per-node=", per_node, "\n",
+      "#SBATCH --output=", out, "/logs/slurm-%j.out\n");
+  if (!options.partition.empty()) {
+    absl::StrAppend(&script, "#SBATCH --partition=", options.partition, "\n");
+  }
+  if (!options.time_limit.empty()) {
+    absl::StrAppend(&script, "#SBATCH --time=", options.time_limit, "\n");
+  }
+  const std::string q_out = ShellQuote(out);
+  absl::StrAppend(
+      &script, "set -euo pipefail\n", "OUT=", q_out, "\n",
+      "# Files of an earlier run must not be mistaken for this one's.\n",
+      "rm -f \"$OUT\"/summary.json \"$OUT\"/trace.json \"$OUT\"/ports/* \"$OUT\"/results/* "
+      "\"$OUT\"/records/* \"$OUT\"/traces/*\n",
+      "mkdir -p \"$OUT\"/logs \"$OUT\"/ports \"$OUT\"/results \"$OUT\"/records \"$OUT\"/traces\n",
+      "# Block distribution: task p runs on node p / ", per_node,
+      "; the task script derives its role from SLURM_PROCID.\n",
+      "srun --ntasks=", tasks, " --ntasks-per-node=", per_node,
+      " --distribution=block --kill-on-bad-exit=1 \\\n", "  ",
+      ShellQuote(options.task_script), " \\\n",
+      "    --config=\"$OUT\"/config.textproto --output_dir=\"$OUT\" \\\n",
+      "    --workers=", config::WorkerProcessCount(config),
+      " --servers=", config::ServerProcessCount(config), " --machines=", machines,
+      " --tasks_per_node=", per_node, " --placement=",
+      config.network().placement().empty() ? "colocated" : config.network().placement(),
+      " \\\n", "    --peer_timeout_s=", config.cluster().peer_timeout_s(),
+      config.trace() ? " --trace" : "", " \\\n",
+      "    --server_binary=", ShellQuote(options.server_binary), " \\\n",
+      "    --worker_binary=", ShellQuote(options.worker_binary), "\n",
+      "# summary.json (and trace.json) from the files the tasks wrote.\n",
+      ShellQuote(options.launcher), " --collect=\"$OUT\"\n");
+  return script;
+}
+
+std::string KubernetesManifests(const config::ExperimentConfig& config,
+                                const std::string& config_text, const KubernetesOptions& options) {
+  const std::string base = absl::StrCat("p3-", KubernetesName(config.name()));
+  const std::string service = base + "-servers";
+  const std::string statefulset = base + "-server";
+  const std::string job = base + "-worker";
+  const std::string config_map = base + "-config";
+  const int servers = config::ServerProcessCount(config);
+  const int workers = config::WorkerProcessCount(config);
+  const std::string port = absl::StrCat(options.server_port);
+  const std::string ns =
+      options.kube_namespace.empty() ? "" : absl::StrCat("  namespace: ", options.kube_namespace,
+                                                         "\n");
+  const std::string labels =
+      absl::StrCat("    app.kubernetes.io/name: p3\n    p3/experiment: ", base, "\n");
+  std::vector<std::string> addresses;
+  for (int i = 0; i < servers; ++i) {
+    addresses.push_back(absl::StrCat(statefulset, "-", i, ".", service, ":", port));
+  }
+  const std::string volume =
+      options.output_claim.empty()
+          ? "        emptyDir: {}\n"
+          : absl::StrCat("        persistentVolumeClaim:\n          claimName: ",
+                         options.output_claim, "\n");
+  auto pod_volumes = [&]() {
+    return absl::StrCat("      volumes:\n", "      - name: config\n", "        configMap:\n",
+                        "          name: ", config_map, "\n", "      - name: out\n", volume);
+  };
+  const std::string mounts =
+      "        volumeMounts:\n"
+      "        - name: config\n"
+      "          mountPath: /etc/p3\n"
+      "          readOnly: true\n"
+      "        - name: out\n"
+      "          mountPath: /var/p3/out\n";
+  const std::string trace_server =
+      config.trace() ? " --trace_file=/var/p3/out/traces/server_$i.json" : "";
+  const std::string trace_worker =
+      config.trace() ? " --trace_file=/var/p3/out/traces/worker_$r.json" : "";
+
+  std::string yaml = absl::StrCat(
+      "# Generated by launch_cluster --kubernetes (docs/multihost.md): experiment \"",
+      config.name(), "\",\n# ", servers, " server(s) (StatefulSet ", statefulset,
+      " behind headless Service ", service, "), ", workers, " worker(s) (Indexed Job ", job,
+      ").\n# kubectl apply -f p3.yaml && kubectl wait --for=condition=complete --timeout=24h "
+      "job/",
+      job, "\n# kubectl delete -f p3.yaml   (the servers keep running until then)\n");
+  // The resolved config.
+  absl::StrAppend(&yaml, "---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: ", config_map,
+                  "\n", ns, "  labels:\n", labels, "data:\n  config.textproto: |\n",
+                  Indent(config_text, 4));
+  // Stable DNS names for the servers: <statefulset>-<i>.<service>.
+  absl::StrAppend(&yaml, "---\napiVersion: v1\nkind: Service\nmetadata:\n  name: ", service, "\n",
+                  ns, "  labels:\n", labels,
+                  "spec:\n  clusterIP: None\n  publishNotReadyAddresses: true\n  selector:\n",
+                  "    p3/experiment: ", base, "\n    p3/role: server\n", "  ports:\n",
+                  "  - name: grpc\n    port: ", port, "\n");
+  absl::StrAppend(
+      &yaml, "---\napiVersion: apps/v1\nkind: StatefulSet\nmetadata:\n  name: ", statefulset,
+      "\n", ns, "  labels:\n", labels, "spec:\n  serviceName: ", service, "\n  replicas: ", servers,
+      "\n  podManagementPolicy: Parallel\n  selector:\n    matchLabels:\n      p3/experiment: ",
+      base, "\n      p3/role: server\n  template:\n    metadata:\n      labels:\n",
+      "        app.kubernetes.io/name: p3\n        p3/experiment: ", base,
+      "\n        p3/role: server\n    spec:\n      containers:\n      - name: server\n",
+      "        image: ", YamlString(options.image), "\n",
+      "        command: [\"/bin/sh\", \"-c\"]\n        args:\n        - |\n",
+      "          set -e\n",
+      "          i=\"${HOSTNAME##*-}\"   # the pod ordinal = the server index\n",
+      "          mkdir -p /var/p3/out/ports /var/p3/out/traces\n", "          ",
+      options.server_binary,
+      " --config=/etc/p3/config.textproto --server_index=\"$i\" --port=", port,
+      " --set=cluster.host=0.0.0.0 --port_file=/var/p3/out/ports/server_$i.port", trace_server,
+      "\n",
+      "          # Done: stay up, or the StatefulSet would start the server again.\n",
+      "          exec sleep infinity\n", "        ports:\n        - name: grpc\n",
+      "          containerPort: ", port, "\n", mounts, pod_volumes());
+  absl::StrAppend(
+      &yaml, "---\napiVersion: batch/v1\nkind: Job\nmetadata:\n  name: ", job, "\n", ns,
+      "  labels:\n", labels, "spec:\n  completionMode: Indexed\n  completions: ", workers,
+      "\n  parallelism: ", workers, "\n  backoffLimit: 0\n  template:\n    metadata:\n",
+      "      labels:\n        app.kubernetes.io/name: p3\n        p3/experiment: ", base,
+      "\n        p3/role: worker\n    spec:\n      restartPolicy: Never\n      containers:\n",
+      "      - name: worker\n        image: ", YamlString(options.image), "\n",
+      "        command: [\"/bin/sh\", \"-c\"]\n        args:\n        - |\n",
+      "          set -e\n",
+      "          r=\"$JOB_COMPLETION_INDEX\"   # the completion index = the worker rank\n",
+      "          mkdir -p /var/p3/out/results /var/p3/out/records /var/p3/out/traces\n",
+      "          exec ", options.worker_binary,
+      " --config=/etc/p3/config.textproto --rank=\"$r\" --servers=",
+      absl::StrJoin(addresses, ","),
+      " --result_file=/var/p3/out/results/worker_$r.json"
+      " --records_file=/var/p3/out/records/worker_$r.csv",
+      trace_worker, "\n", mounts, pod_volumes());
+  return yaml;
+}
+
+}  // namespace p3::tools

@@ -1,0 +1,127 @@
+// Running one experiment config on several hosts (docs/multihost.md): the pieces of
+// launch_cluster that are pure text — host files, the ssh command lines, the Slurm batch
+// script and the Kubernetes manifests — so tests can check them without a cluster.
+//
+// Placement is the config's (tools/config.h: WorkerMachine / ServerMachine): with
+// placement "colocated", machine (host) i runs worker i and server i.
+//
+// Example:
+//   absl::StatusOr<std::vector<p3::tools::Host>> hosts =
+//       p3::tools::ParseHostFile("alice@node1 10.0.0.1\nnode2\n");
+//   // (*hosts)[0].destination == "alice@node1", (*hosts)[0].address == "10.0.0.1"
+//   // (*hosts)[1].destination == "node2",       (*hosts)[1].address == "node2"
+//   std::vector<std::string> argv = p3::tools::SshArgv({"ssh"}, (*hosts)[1], "echo hi");
+//   // {"ssh", "-o", "BatchMode=yes", "node2", "--", "sh -c 'echo hi'"}
+//
+// Thread-compatible; no state.
+#ifndef P3_TOOLS_MULTIHOST_H_
+#define P3_TOOLS_MULTIHOST_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "proto/config.pb.h"
+
+namespace p3::tools {
+
+// One line of a host file.
+struct Host {
+  // What ssh connects to: "host", "user@host" or an alias of ~/.ssh/config.
+  std::string destination;
+  // The address servers on this host bind and workers connect to. Default: the host part
+  // of `destination` (after any "user@").
+  std::string address;
+};
+
+// Parses a host file: one host per line, `<ssh destination> [<address>]`; '#' starts a
+// comment; blank lines are skipped. Errors name the line (1-based).
+absl::StatusOr<std::vector<Host>> ParseHostFile(absl::string_view text);
+
+// `text` quoted for a POSIX shell: 'text' with every ' written as '\''.
+std::string ShellQuote(absl::string_view text);
+
+// The words of `argv` quoted and joined by spaces (a shell command line).
+std::string ShellCommand(const std::vector<std::string>& argv);
+
+// The argv that runs the shell script `script` on `host`: `ssh_command` (e.g. {"ssh"} or
+// {"ssh", "-F", "cfg"}), `-o BatchMode=yes` (never prompt), the destination, and
+// `sh -c '<script>'` (the remote login shell may not be POSIX).
+std::vector<std::string> SshArgv(const std::vector<std::string>& ssh_command, const Host& host,
+                                 const std::string& script);
+
+// What a process started over ssh needs on its host.
+struct RemoteProcess {
+  // Folders to create first (mkdir -p).
+  std::vector<std::string> directories;
+  // Written atomically to `config_path` before the process starts (the resolved config,
+  // so that hosts without a shared file system get it too).
+  std::string config_text;
+  std::string config_path;
+  // Where the process runs (cd; falls back to / when missing there).
+  std::string working_directory;
+  // The process's command line.
+  std::vector<std::string> argv;
+  // Unique per process; names the temporary config file.
+  std::string tag = "p";
+};
+
+// The POSIX shell script that prepares `process`'s host and runs it. The process runs in
+// the background while the script reads its stdin (the ssh connection); when that ends —
+// the launcher stopped ssh, or died — the script sends the process SIGTERM. The script
+// exits with the process's exit status.
+std::string RemoteScript(const RemoteProcess& process);
+
+// Kubernetes / DNS-1123 form of an experiment name: lower case, [a-z0-9-], at most 40
+// characters, starting and ending with a letter or digit ("My_Run.2" -> "my-run-2").
+std::string KubernetesName(absl::string_view name);
+
+struct SlurmOptions {
+  // Absolute paths, the same on every node (installed there, or on a shared file system).
+  std::string server_binary;
+  std::string worker_binary;
+  std::string launcher;     // launch_cluster, for the final `--collect`.
+  std::string task_script;  // tools/p3_slurm_task.sh (copied to <output_dir>/slurm/).
+  // The output folder: absolute, on a file system shared by every node.
+  std::string output_dir;
+  // sbatch --partition and --time; empty: not given (the cluster's defaults).
+  std::string partition;
+  std::string time_limit;
+};
+
+// Tasks per node for `config`: the most processes placement puts on one machine.
+int SlurmTasksPerNode(const config::ExperimentConfig& config, int machines);
+
+// An sbatch script that runs `config` (the resolved config, at
+// <output_dir>/config.textproto) on network.machines (or the default count of) nodes:
+// one srun of machines x tasks-per-node tasks, each running the task script, which
+// derives its role and rank from SLURM_PROCID (docs/multihost.md), then
+// `launch_cluster --collect=<output_dir>` for summary.json and trace.json.
+std::string SlurmBatchScript(const config::ExperimentConfig& config, const SlurmOptions& options);
+
+struct KubernetesOptions {
+  // Container image holding the binaries. Default: "p3:latest".
+  std::string image = "p3:latest";
+  // Namespace of every object; empty: none written (kubectl's current namespace).
+  std::string kube_namespace;
+  // Paths of the binaries inside the image.
+  std::string server_binary = "/opt/p3/p3_server";
+  std::string worker_binary = "/opt/p3/p3_worker";
+  // The port every server listens on. Default: 50051.
+  int server_port = 50051;
+  // A PersistentVolumeClaim (ReadWriteMany) mounted at /var/p3/out in every pod, to keep
+  // results, records and traces; empty: an emptyDir (lost with the pod).
+  std::string output_claim;
+};
+
+// Kubernetes objects for `config` in one multi-document YAML: a ConfigMap with the
+// resolved config (`config_text`), a headless Service and a StatefulSet of
+// cluster.servers servers (index = pod ordinal), an Indexed Job of cluster.workers
+// workers (rank = JOB_COMPLETION_INDEX).
+std::string KubernetesManifests(const config::ExperimentConfig& config,
+                                const std::string& config_text, const KubernetesOptions& options);
+
+}  // namespace p3::tools
+
+#endif  // P3_TOOLS_MULTIHOST_H_

@@ -1,0 +1,115 @@
+#!/usr/bin/env bash
+# One task of a Slurm job written by `launch_cluster --slurm` (docs/multihost.md).
+#
+# srun starts machines x tasks_per_node copies of this script with block distribution, so
+# task SLURM_PROCID runs on node SLURM_PROCID / tasks_per_node. Each copy works out which
+# process the config's placement puts in its slot on that node — servers first, then
+# workers, in index order — and execs p3_server or p3_worker with the flags of the
+# process contract (docs/launcher.md). Slots with nothing to run exit 0 at once.
+#
+# Servers listen on every interface on an OS-chosen port and publish
+# <output_dir>/ports/server_<i>.port and server_<i>.host (this node's name, or
+# $P3_ADVERTISE_HOST); workers wait for those files (at most peer_timeout_s), so
+# <output_dir> must be on a file system every node shares. Each process logs to
+# <output_dir>/logs/<role>_<index>.log.
+#
+#   p3_slurm_task.sh --config=PATH --output_dir=DIR --workers=W --servers=S \
+#       --machines=M --tasks_per_node=K --placement=colocated|separate \
+#       --peer_timeout_s=SECONDS [--trace] --server_binary=PATH --worker_binary=PATH
+#
+# With --print_role it only prints "<role> <index> <node>" (or "idle") and exits.
+set -euo pipefail
+
+die() {
+  echo "p3_slurm_task: $*" >&2
+  exit 2
+}
+
+config="" out="" workers="" servers="" machines="" per_node="" placement="colocated"
+peer_timeout=60 trace=0 server_binary="" worker_binary="" print_role=0
+for arg in "$@"; do
+  case "$arg" in
+    --config=*) config="${arg#*=}" ;;
+    --output_dir=*) out="${arg#*=}" ;;
+    --workers=*) workers="${arg#*=}" ;;
+    --servers=*) servers="${arg#*=}" ;;
+    --machines=*) machines="${arg#*=}" ;;
+    --tasks_per_node=*) per_node="${arg#*=}" ;;
+    --placement=*) placement="${arg#*=}" ;;
+    --peer_timeout_s=*) peer_timeout="${arg#*=}" ;;
+    --trace) trace=1 ;;
+    --server_binary=*) server_binary="${arg#*=}" ;;
+    --worker_binary=*) worker_binary="${arg#*=}" ;;
+    --print_role) print_role=1 ;;
+    *) die "unknown argument: $arg" ;;
+  esac
+done
+for name in config out workers servers machines per_node; do
+  [[ -n "${!name}" ]] || die "missing --${name/out/output_dir}"
+done
+[[ "$placement" == colocated || "$placement" == separate ]] ||
+  die "--placement=$placement; allowed: colocated, separate"
+
+procid="${SLURM_PROCID:?p3_slurm_task: SLURM_PROCID is unset (run it with srun)}"
+ntasks="${SLURM_NTASKS:?p3_slurm_task: SLURM_NTASKS is unset (run it with srun)}"
+((ntasks == machines * per_node)) ||
+  die "SLURM_NTASKS=$ntasks, expected machines x tasks_per_node = $((machines * per_node))"
+node=$((procid / per_node))
+slot=$((procid % per_node))
+
+# The processes placed on this node, in slot order (tools/config.h: ServerMachine,
+# WorkerMachine).
+roles=()
+for ((i = 0; i < servers; i++)); do
+  first=0
+  [[ "$placement" == separate ]] && first=$workers
+  (((first + i) % machines == node)) && roles+=("server $i")
+done
+for ((r = 0; r < workers; r++)); do
+  ((r % machines == node)) && roles+=("worker $r")
+done
+if ((slot >= ${#roles[@]})); then
+  ((print_role)) && echo "idle"
+  exit 0
+fi
+read -r role index <<<"${roles[$slot]}"
+if ((print_role)); then
+  echo "$role $index $node"
+  exit 0
+fi
+
+mkdir -p "$out/logs" "$out/ports" "$out/results" "$out/records" "$out/traces"
+exec >"$out/logs/${role}_${index}.log" 2>&1
+echo "p3_slurm_task: task $procid of $ntasks on $(hostname) (node $node, slot $slot): $role $index"
+trace_flag=()
+((trace)) && trace_flag=("--trace_file=$out/traces/${role}_${index}.json")
+
+if [[ "$role" == server ]]; then
+  host="${P3_ADVERTISE_HOST:-$(hostname)}"
+  printf '%s\n' "$host" >"$out/ports/server_$index.host.tmp"
+  mv -f "$out/ports/server_$index.host.tmp" "$out/ports/server_$index.host"
+  exec "$server_binary" --config="$config" --server_index="$index" \
+    --port_file="$out/ports/server_$index.port" --set=cluster.host=0.0.0.0 "${trace_flag[@]}"
+fi
+
+# A worker: wait (bounded) until every server has published its host and port.
+timeout_s=$((${peer_timeout%.*} + 1))
+deadline=$((SECONDS + timeout_s))
+addresses=()
+for ((i = 0; i < servers; i++)); do
+  while [[ ! -s "$out/ports/server_$i.port" || ! -s "$out/ports/server_$i.host" ]]; do
+    if ((SECONDS >= deadline)); then
+      echo "p3_slurm_task: server $i published no port within ${timeout_s}s" >&2
+      exit 1
+    fi
+    sleep 0.2
+  done
+  addresses+=("$(<"$out/ports/server_$i.host"):$(<"$out/ports/server_$i.port")")
+done
+servers_flag=$(
+  IFS=,
+  echo "${addresses[*]}"
+)
+exec "$worker_binary" --config="$config" --rank="$index" --servers="$servers_flag" \
+  --result_file="$out/results/worker_$index.json" \
+  --records_file="$out/records/worker_$index.csv" "${trace_flag[@]}"
