@@ -9,17 +9,17 @@
 namespace p3 {
 namespace {
 
-std::string ShapeString(const std::vector<int64_t> &shape) {
+std::string ShapeString(const std::vector<int64_t>& shape) {
   return absl::StrCat("[", absl::StrJoin(shape, ", "), "]");
 }
 
-const char *GranularityName(Granularity g) {
+const char* GranularityName(Granularity g) {
   return g == Granularity::kSliced ? "sliced" : "tensor";
 }
 
 }  // namespace
 
-std::string DescribeDifference(const ClusterSignature &got, const ClusterSignature &want) {
+std::string DescribeDifference(const ClusterSignature& got, const ClusterSignature& want) {
   if (got.num_workers != want.num_workers) {
     return absl::StrCat("cluster has ", got.num_workers, " workers, expected ", want.num_workers);
   }
@@ -31,8 +31,8 @@ std::string DescribeDifference(const ClusterSignature &got, const ClusterSignatu
                         want.tensors.size());
   }
   for (size_t i = 0; i < got.tensors.size(); ++i) {
-    const TensorSignature &a = got.tensors[i];
-    const TensorSignature &b = want.tensors[i];
+    const TensorSignature& a = got.tensors[i];
+    const TensorSignature& b = want.tensors[i];
     if (a.name != b.name) {
       return absl::StrCat("tensor ", i, " is named \"", a.name, "\", expected \"", b.name, "\"");
     }
@@ -59,10 +59,10 @@ std::string DescribeDifference(const ClusterSignature &got, const ClusterSignatu
   return "";
 }
 
-ParameterShard::ParameterShard(const ShardOptions &options)
+ParameterShard::ParameterShard(const ShardOptions& options)
     : options_(options), optimizer_(options.optimizer) {}
 
-absl::StatusOr<std::vector<Outgoing>> ParameterShard::Join(const ClusterSignature &sig, int rank) {
+absl::StatusOr<std::vector<Outgoing>> ParameterShard::Join(const ClusterSignature& sig, int rank) {
   if (sig.num_workers != options_.num_workers) {
     return absl::FailedPreconditionError(absl::StrCat("worker ", rank, " expects ", sig.num_workers,
                                                       " workers; this server serves ",
@@ -77,7 +77,7 @@ absl::StatusOr<std::vector<Outgoing>> ParameterShard::Join(const ClusterSignatur
                                                       " servers; this is server ",
                                                       options_.server_index));
   }
-  for (const TensorSignature &t : sig.tensors) {
+  for (const TensorSignature& t : sig.tensors) {
     if (t.dtype != "float32") {
       return absl::InvalidArgumentError(absl::StrCat("tensor \"", t.name, "\" has dtype ", t.dtype,
                                                      "; only float32 is supported"));
@@ -86,12 +86,13 @@ absl::StatusOr<std::vector<Outgoing>> ParameterShard::Join(const ClusterSignatur
   absl::MutexLock lock(&mu_);
   if (!signature_.has_value()) {
     std::vector<TensorEntry> entries;
-    for (const TensorSignature &t : sig.tensors) {
+    for (const TensorSignature& t : sig.tensors) {
       int64_t numel = 1;
       for (int64_t d : t.shape) {
-        if (d < 0)
+        if (d < 0 || (d > 0 && numel > kMaxPlanParams / d)) {
           return absl::InvalidArgumentError(
-              absl::StrCat("tensor \"", t.name, "\" has a negative dimension"));
+              absl::StrCat("tensor \"", t.name, "\" has a negative or too large dimension"));
+        }
         numel *= d;
       }
       entries.push_back({t.name, numel});
@@ -112,7 +113,7 @@ absl::StatusOr<std::vector<Outgoing>> ParameterShard::Join(const ClusterSignatur
     uninitialized_ = 0;
     owned_slices_ = plan_->server_slices(options_.server_index).size();
     for (int id : plan_->server_slices(options_.server_index)) {
-      const Slice &slice = plan_->slices()[id];
+      const Slice& slice = plan_->slices()[id];
       auto state = std::make_unique<SliceState>();
       state->length = slice.length;
       state->priority = slice.priority;
@@ -146,7 +147,7 @@ absl::StatusOr<std::vector<Outgoing>> ParameterShard::Join(const ClusterSignatur
   std::vector<Outgoing> out;
   if (uninitialized_ == 0) {
     for (int id : plan_->server_slices(options_.server_index)) {
-      SliceState &s = *slices_[id];
+      SliceState& s = *slices_[id];
       absl::MutexLock slice_lock(&s.mu);
       std::vector<Outgoing> one = ParamsToRanks(id, s, {rank});
       out.insert(out.end(), one.begin(), one.end());
@@ -156,8 +157,8 @@ absl::StatusOr<std::vector<Outgoing>> ParameterShard::Join(const ClusterSignatur
 }
 
 absl::Status ParameterShard::Restore() {
-  const ShardCheckpoint &ckpt = *options_.restore;
-  auto mismatch = [&](const std::string &why) {
+  const ShardCheckpoint& ckpt = *options_.restore;
+  auto mismatch = [&](const std::string& why) {
     return absl::FailedPreconditionError(absl::StrCat(
         "the checkpoint of iteration ", ckpt.iteration, " does not fit this model: ", why));
   };
@@ -168,7 +169,7 @@ absl::Status ParameterShard::Restore() {
     return mismatch(
         absl::StrCat("it holds ", ckpt.slices.size(), " slices; this server owns ", owned_slices_));
   }
-  for (const SliceCheckpoint &s : ckpt.slices) {
+  for (const SliceCheckpoint& s : ckpt.slices) {
     if (s.slice_id < 0 || s.slice_id >= static_cast<int>(slices_.size()) ||
         slices_[s.slice_id] == nullptr) {
       return mismatch(absl::StrCat("slice ", s.slice_id, " is not this server's"));
@@ -178,8 +179,8 @@ absl::Status ParameterShard::Restore() {
                                    " parameters, expected ", slices_[s.slice_id]->length));
     }
   }
-  for (const SliceCheckpoint &s : ckpt.slices) {
-    SliceState &state = *slices_[s.slice_id];
+  for (const SliceCheckpoint& s : ckpt.slices) {
+    SliceState& state = *slices_[s.slice_id];
     absl::MutexLock slice_lock(&state.mu);
     state.params = s.params;
     state.opt = s.optimizer;
@@ -195,13 +196,13 @@ void ParameterShard::AddToCheckpoint(uint64_t version, SliceCheckpoint slice) {
   std::optional<ShardCheckpoint> complete;
   {
     absl::MutexLock lock(&checkpoint_mu_);
-    ShardCheckpoint &ckpt = pending_checkpoints_[version];
+    ShardCheckpoint& ckpt = pending_checkpoints_[version];
     ckpt.iteration = version;
     ckpt.server_index = options_.server_index;
     ckpt.slices.push_back(std::move(slice));
     if (ckpt.slices.size() == owned_slices_) {
       std::sort(ckpt.slices.begin(), ckpt.slices.end(),
-                [](const SliceCheckpoint &a, const SliceCheckpoint &b) {
+                [](const SliceCheckpoint& a, const SliceCheckpoint& b) {
                   return a.slice_id < b.slice_id;
                 });
       complete = std::move(ckpt);
@@ -211,8 +212,8 @@ void ParameterShard::AddToCheckpoint(uint64_t version, SliceCheckpoint slice) {
   if (complete.has_value() && options_.on_checkpoint) options_.on_checkpoint(*std::move(complete));
 }
 
-absl::StatusOr<ParameterShard::SliceState *> ParameterShard::Lookup(int rank, int slice_id,
-                                                                    const char *what) const {
+absl::StatusOr<ParameterShard::SliceState*> ParameterShard::Lookup(int rank, int slice_id,
+                                                                   const char* what) const {
   absl::MutexLock lock(&mu_);
   if (!configured_) return absl::FailedPreconditionError(absl::StrCat(what, " before any Hello"));
   if (rank < 0 || rank >= static_cast<int>(joined_.size()) || !joined_[rank]) {
@@ -249,8 +250,8 @@ bool ParameterShard::signature_values_on_push() const {
   return signature_.has_value() && signature_->values_on_push;
 }
 
-std::vector<Outgoing> ParameterShard::ParamsToRanks(int slice_id, const SliceState &s,
-                                                    const std::vector<int> &ranks) const {
+std::vector<Outgoing> ParameterShard::ParamsToRanks(int slice_id, const SliceState& s,
+                                                    const std::vector<int>& ranks) const {
   std::vector<Outgoing> out;
   out.reserve(ranks.size());
   for (int r : ranks) {
@@ -267,14 +268,14 @@ std::vector<Outgoing> ParameterShard::ParamsToRanks(int slice_id, const SliceSta
 }
 
 absl::StatusOr<std::vector<Outgoing>> ParameterShard::Init(int rank, int slice_id,
-                                                           const float *values, int64_t n) {
+                                                           const float* values, int64_t n) {
   if (rank != 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("initial values from worker ", rank, "; only worker 0 sends them"));
   }
-  absl::StatusOr<SliceState *> found = Lookup(rank, slice_id, "initial values");
+  absl::StatusOr<SliceState*> found = Lookup(rank, slice_id, "initial values");
   if (!found.ok()) return found.status();
-  SliceState &s = **found;
+  SliceState& s = **found;
   bool last = false;
   {
     absl::MutexLock slice_lock(&s.mu);
@@ -305,7 +306,7 @@ absl::StatusOr<std::vector<Outgoing>> ParameterShard::Init(int rank, int slice_i
   }
   std::vector<Outgoing> out;
   for (int id : owned) {
-    SliceState &t = *slices_[id];
+    SliceState& t = *slices_[id];
     absl::MutexLock slice_lock(&t.mu);
     std::vector<Outgoing> one = ParamsToRanks(id, t, ranks);
     out.insert(out.end(), one.begin(), one.end());
@@ -315,10 +316,10 @@ absl::StatusOr<std::vector<Outgoing>> ParameterShard::Init(int rank, int slice_i
 
 absl::StatusOr<std::vector<Outgoing>> ParameterShard::Gradient(int rank, int slice_id,
                                                                uint64_t iteration,
-                                                               const float *values, int64_t n) {
-  absl::StatusOr<SliceState *> found = Lookup(rank, slice_id, "gradient");
+                                                               const float* values, int64_t n) {
+  absl::StatusOr<SliceState*> found = Lookup(rank, slice_id, "gradient");
   if (!found.ok()) return found.status();
-  SliceState &s = **found;
+  SliceState& s = **found;
   const bool values_on_push = signature_values_on_push();
   std::vector<Outgoing> out;
   std::optional<SliceCheckpoint> captured;
@@ -360,9 +361,9 @@ absl::StatusOr<std::vector<Outgoing>> ParameterShard::Gradient(int rank, int sli
 
     // All gradients are in: their mean, summed in rank order so that the result
     // does not depend on arrival order.
-    std::vector<float> &mean = s.grads[0];
+    std::vector<float>& mean = s.grads[0];
     for (int r = 1; r < workers; ++r) {
-      const float *g = s.grads[r].data();
+      const float* g = s.grads[r].data();
       for (int64_t i = 0; i < n; ++i) mean[i] += g[i];
     }
     if (workers > 1) {
@@ -394,9 +395,9 @@ absl::StatusOr<std::vector<Outgoing>> ParameterShard::Gradient(int rank, int sli
 
 absl::StatusOr<std::vector<Outgoing>> ParameterShard::Pull(int rank, int slice_id,
                                                            uint64_t version) {
-  absl::StatusOr<SliceState *> found = Lookup(rank, slice_id, "pull");
+  absl::StatusOr<SliceState*> found = Lookup(rank, slice_id, "pull");
   if (!found.ok()) return found.status();
-  SliceState &s = **found;
+  SliceState& s = **found;
   absl::MutexLock slice_lock(&s.mu);
   if (!s.initialized) {
     return absl::FailedPreconditionError(
@@ -441,7 +442,7 @@ absl::StatusOr<std::pair<std::vector<float>, uint64_t>> ParameterShard::SliceVal
       return absl::NotFoundError(absl::StrCat("slice ", slice_id, " is not on this server"));
     }
   }
-  const SliceState &s = *slices_[slice_id];
+  const SliceState& s = *slices_[slice_id];
   absl::MutexLock slice_lock(&s.mu);
   return std::make_pair(s.params, s.version);
 }

@@ -32,6 +32,17 @@ absl::StatusOr<SlicePlan> SlicePlan::Create(const std::vector<TensorEntry>& tens
       return absl::InvalidArgumentError(
           absl::StrCat("tensor \"", tensors[t].name, "\" has ", n, " parameters"));
     }
+    if (n > kMaxPlanParams - offset) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("the model has more than ", kMaxPlanParams, " parameters"));
+    }
+    const int64_t pieces = options.granularity == Granularity::kSliced
+                               ? (n + options.slice_params - 1) / options.slice_params
+                               : options.num_servers;
+    if (static_cast<int64_t>(plan.slices_.size()) + pieces > kMaxPlanSlices) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "the plan would have more than ", kMaxPlanSlices, " slices; raise slice_params"));
+    }
     plan.tensor_offsets_.push_back(offset);
     plan.first_slice_.push_back(static_cast<int>(plan.slices_.size()));
 

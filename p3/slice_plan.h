@@ -27,6 +27,9 @@ namespace p3 {
 
 inline constexpr int64_t kDefaultSliceParams = 40000;        // the P3 paper's
 inline constexpr int64_t kDefaultSplitThreshold = 1000000;   // MXNet's bigarray bound
+// Bounds that keep a hostile or mistaken model description from exhausting memory.
+inline constexpr int64_t kMaxPlanParams = int64_t{1} << 40;
+inline constexpr int64_t kMaxPlanSlices = int64_t{1} << 22;
 
 enum class Granularity {
   kSliced,  // every tensor cut into slices of `slice_params` (P3)
@@ -60,7 +63,8 @@ struct Slice {
 
 class SlicePlan {
  public:
-  // Fails on an empty tensor list, a tensor with no parameters or bad options.
+  // Fails on an empty tensor list, a tensor with no parameters, bad options, or more than
+  // kMaxPlanParams parameters or kMaxPlanSlices slices.
   static absl::StatusOr<SlicePlan> Create(const std::vector<TensorEntry>& tensors,
                                           const SlicePlanOptions& options);
 

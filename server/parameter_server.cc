@@ -17,6 +17,7 @@
 #include "p3/send_queue.h"
 #include "proto/p3.grpc.pb.h"
 #include "proto/wire.h"
+#include "server/message_handler.h"
 
 namespace p3 {
 namespace {
@@ -30,15 +31,6 @@ struct Pending {
   Outgoing out;
   absl::Status abort;
 };
-
-// Raw float32 values of a slice message; refuses a byte count that is not whole floats.
-absl::StatusOr<int64_t> FloatCount(const std::string& bytes) {
-  if (bytes.size() % sizeof(float) != 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("slice values have ", bytes.size(), " bytes, not a whole number of float32"));
-  }
-  return static_cast<int64_t>(bytes.size() / sizeof(float));
-}
 
 }  // namespace
 
@@ -134,43 +126,41 @@ class ParameterServer::Impl final : public wire::ParameterServer::Service {
     if (!stream->Read(&first)) return absl::CancelledError("stream closed before the Hello");
     if (!first.has_hello()) return absl::InvalidArgumentError("the first message must be a Hello");
     const wire::Hello& hello = first.hello();
-    absl::StatusOr<ClusterSignature> sig = SignatureFromHello(hello);
-    if (!sig.ok()) return sig.status();
-    const int rank = static_cast<int>(hello.rank());
     if (!TokenMatches(hello.token())) {
       return absl::UnauthenticatedError(
-          absl::StrCat("worker ", rank, " refused: missing or wrong cluster token"));
+          absl::StrCat("worker ", hello.rank(), " refused: missing or wrong cluster token"));
     }
-    if (static_cast<int>(hello.server_index()) != options_.shard.server_index) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "worker ", rank, " addressed server ", hello.server_index(), ", but this is server ",
-          options_.shard.server_index));
-    }
-
-    Connection conn(sig->priority);
-    conn.rank = rank;
-    conn.context = context;
+    // Join and registration happen under mu_, so that the initial values another thread
+    // dispatches for this worker find its queue.
+    std::unique_ptr<Connection> conn;
     std::vector<Outgoing> initial;
+    int rank = 0;
     {
       absl::MutexLock lock(&mu_);
       if (!failure_.ok()) return failure_;
-      absl::StatusOr<std::vector<Outgoing>> joined = shard_.Join(*sig, rank);
+      absl::StatusOr<HelloResult> joined =
+          HandleHello(&shard_, hello, options_.shard.server_index);
       if (!joined.ok()) return joined.status();  // refused: only this stream ends
-      initial = *std::move(joined);
-      streams_[rank] = &conn;
+      rank = joined->rank;
+      initial = std::move(joined->out);
+      conn = std::make_unique<Connection>(joined->signature.priority);
+      conn->rank = rank;
+      conn->context = context;
+      streams_[rank] = conn.get();
     }
-    conn.queue.Push(Pending{.kind = Pending::Kind::kWelcome}, std::numeric_limits<int64_t>::min(),
+    Connection& connection = *conn;
+    connection.queue.Push(Pending{.kind = Pending::Kind::kWelcome}, std::numeric_limits<int64_t>::min(),
                     0, 0);
     Dispatch(initial);
     if (tracing()) {
-      conn.receive_track = options_.trace->Track(absl::StrCat("from worker ", rank));
-      conn.send_track = options_.trace->Track(absl::StrCat("to worker ", rank));
+      connection.receive_track = options_.trace->Track(absl::StrCat("from worker ", rank));
+      connection.send_track = options_.trace->Track(absl::StrCat("to worker ", rank));
     }
-    std::thread writer([this, &conn, stream] { WriteLoop(&conn, stream); });
+    std::thread writer([this, &connection, stream] { WriteLoop(&connection, stream); });
 
-    absl::Status status = ReadLoop(rank, conn.receive_track, stream);
+    absl::Status status = ReadLoop(rank, connection.receive_track, stream);
     if (!status.ok()) Fail(rank, status);
-    conn.queue.Close();
+    connection.queue.Close();
     writer.join();
     {
       absl::MutexLock lock(&mu_);
@@ -184,36 +174,16 @@ class ParameterServer::Impl final : public wire::ParameterServer::Service {
     wire::WorkerMessage msg;
     while (stream->Read(&msg)) {
       const absl::Time start = absl::Now();
-      absl::StatusOr<std::vector<Outgoing>> out;
-      switch (msg.kind_case()) {
-        case wire::WorkerMessage::kInit:
-        case wire::WorkerMessage::kGradient: {
-          const wire::SliceData& d = msg.has_init() ? msg.init() : msg.gradient();
-          absl::StatusOr<int64_t> n = FloatCount(d.values());
-          if (!n.ok()) return n.status();
-          const float* values = reinterpret_cast<const float*>(d.values().data());
-          out = msg.has_init() ? shard_.Init(rank, static_cast<int>(d.slice_id()), values, *n)
-                               : shard_.Gradient(rank, static_cast<int>(d.slice_id()),
-                                                 d.iteration(), values, *n);
-          break;
+      absl::StatusOr<Handled> handled = HandleWorkerMessage(&shard_, rank, msg);
+      if (!handled.ok()) return handled.status();
+      if (handled->done) {
+        if (handled->all_done) {
+          absl::MutexLock lock(&mu_);
+          all_done_ = true;
         }
-        case wire::WorkerMessage::kPull:
-          out = shard_.Pull(rank, static_cast<int>(msg.pull().slice_id()), msg.pull().version());
-          break;
-        case wire::WorkerMessage::kDone: {
-          const bool all = shard_.Finish(rank);
-          if (all) {
-            absl::MutexLock lock(&mu_);
-            all_done_ = true;
-          }
-          return absl::OkStatus();
-        }
-        case wire::WorkerMessage::kHello:
-          return absl::InvalidArgumentError("a second Hello on the same stream");
-        default:
-          return absl::InvalidArgumentError("an empty or unknown message");
+        return absl::OkStatus();
       }
-      if (!out.ok()) return out.status();
+      const std::vector<Outgoing>* out = &handled->out;
       if (tracing()) Trace(track, msg, *out, start);
       Dispatch(*out);
     }

@@ -15,8 +15,13 @@ PACKAGES=(
   dataset-fashion-mnist
   zlib1g-dev  # models/fashion_mnist.cc reads the gzip IDX files with zlib
   openssl  # tools/make_test_certs.sh
+  clang-14 libclang-rt-14-dev  # tools/fuzz.sh (libFuzzer)
   python3-matplotlib
   python3-torch python3-torchvision
+  iproute2       # launch_cluster's emulated network: ip netns, veth, bridge, tc tbf
+  iperf3         # tools_netem_test cross-checks the emulated links with it
+  openssh-client # launch_cluster --hosts runs processes over ssh
+  python3-yaml   # tools_multihost_launch_test parses the Kubernetes manifests
 )
 
 missing=()

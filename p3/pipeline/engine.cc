@@ -500,8 +500,13 @@ absl::Status PipelineEngine::RunDataParallelJob(int k, const Job& job) {
       torch::NoGradGuard no_grad;
       for (size_t j = 0; j < params.size(); ++j) {
         const torch::Tensor& g = (*sum->grads)[j];
-        // Step() only reads the gradient, so replicas on one device may share it.
-        if (g.defined()) params[j].mutable_grad() = g.to(stage.device);
+        if (!g.defined()) continue;
+        // Into this replica's own buffer: the sum is shared by all replicas.
+        if (params[j].grad().defined()) {
+          params[j].mutable_grad().copy_(g);
+        } else {
+          params[j].mutable_grad() = g.to(stage.device, /*non_blocking=*/false, /*copy=*/true);
+        }
       }
       stage.sgd->Step();
     } catch (const c10::Error& e) {

@@ -64,8 +64,13 @@ void StageSgd::Load(const std::vector<torch::Tensor>& values) {
 }
 
 void StageSgd::ZeroGrad() {
+  // In place, as torch::optim::Optimizer::zero_grad() in 1.13: reusing the buffers avoids
+  // allocating (and page-faulting) every gradient again on every backward.
   for (torch::Tensor& p : params_) {
-    if (p.grad().defined()) p.mutable_grad().reset();
+    if (p.grad().defined()) {
+      p.mutable_grad().detach_();
+      p.mutable_grad().zero_();
+    }
   }
 }
 

@@ -69,7 +69,7 @@ class StageSgd {
   // Writes values from Snapshot() back, in place.
   void Load(const std::vector<torch::Tensor>& values);
 
-  // Drops the gradients (undefined again), so that the next backward starts from none.
+  // Sets the gradients to zero in place (torch::optim::Optimizer::zero_grad() of 1.13).
   void ZeroGrad();
 
   // v per parameter, empty before the first Step(); undefined for a parameter that never

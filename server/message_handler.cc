@@ -1,0 +1,86 @@
+#include "server/message_handler.h"
+
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "proto/wire.h"
+
+namespace p3 {
+namespace {
+
+// The float32 values of a slice message, copied out so that they are aligned.
+absl::StatusOr<std::vector<float>> Floats(const std::string& bytes) {
+  if (bytes.size() % sizeof(float) != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("slice values have ", bytes.size(), " bytes, not a whole number of float32"));
+  }
+  std::vector<float> values(bytes.size() / sizeof(float));
+  if (!bytes.empty()) std::memcpy(values.data(), bytes.data(), bytes.size());
+  return values;
+}
+
+}  // namespace
+
+absl::StatusOr<HelloResult> HandleHello(ParameterShard* shard, const wire::Hello& hello,
+                                        int server_index) {
+  absl::StatusOr<ClusterSignature> sig = SignatureFromHello(hello);
+  if (!sig.ok()) return sig.status();
+  HelloResult result;
+  result.rank = static_cast<int>(hello.rank());
+  if (hello.rank() >= static_cast<uint32_t>(sig->num_workers)) {
+    return absl::InvalidArgumentError(absl::StrCat("rank ", hello.rank(), " is out of range for ",
+                                                   sig->num_workers, " workers"));
+  }
+  if (static_cast<int>(hello.server_index()) != server_index) {
+    return absl::FailedPreconditionError(absl::StrCat("worker ", result.rank, " addressed server ",
+                                                      hello.server_index(),
+                                                      ", but this is server ", server_index));
+  }
+  absl::StatusOr<std::vector<Outgoing>> joined = shard->Join(*sig, result.rank);
+  if (!joined.ok()) return joined.status();
+  result.signature = *std::move(sig);
+  result.out = *std::move(joined);
+  return result;
+}
+
+absl::StatusOr<Handled> HandleWorkerMessage(ParameterShard* shard, int rank,
+                                            const wire::WorkerMessage& msg) {
+  Handled handled;
+  absl::StatusOr<std::vector<Outgoing>> out;
+  switch (msg.kind_case()) {
+    case wire::WorkerMessage::kInit:
+    case wire::WorkerMessage::kGradient: {
+      const wire::SliceData& d = msg.has_init() ? msg.init() : msg.gradient();
+      if (d.slice_id() > static_cast<uint32_t>(INT32_MAX)) {
+        return absl::InvalidArgumentError(absl::StrCat("slice id ", d.slice_id(), " is out of range"));
+      }
+      absl::StatusOr<std::vector<float>> values = Floats(d.values());
+      if (!values.ok()) return values.status();
+      const int64_t n = static_cast<int64_t>(values->size());
+      out = msg.has_init()
+                ? shard->Init(rank, static_cast<int>(d.slice_id()), values->data(), n)
+                : shard->Gradient(rank, static_cast<int>(d.slice_id()), d.iteration(),
+                                  values->data(), n);
+      break;
+    }
+    case wire::WorkerMessage::kPull:
+      if (msg.pull().slice_id() > static_cast<uint32_t>(INT32_MAX)) {
+        return absl::InvalidArgumentError("pull: slice id out of range");
+      }
+      out = shard->Pull(rank, static_cast<int>(msg.pull().slice_id()), msg.pull().version());
+      break;
+    case wire::WorkerMessage::kDone:
+      handled.done = true;
+      handled.all_done = shard->Finish(rank);
+      return handled;
+    case wire::WorkerMessage::kHello:
+      return absl::InvalidArgumentError("a second Hello on the same stream");
+    default:
+      return absl::InvalidArgumentError("an empty or unknown message");
+  }
+  if (!out.ok()) return out.status();
+  handled.out = *std::move(out);
+  return handled;
+}
+
+}  // namespace p3

@@ -1,0 +1,43 @@
+// Hands a worker's messages to a ParameterShard: the protobuf side of the server's
+// message handling, without any transport. The gRPC server uses it for every message,
+// and the fuzzer (tests/fuzz/) drives it with arbitrary bytes.
+//
+// Example:
+//   absl::StatusOr<HelloResult> joined = HandleHello(&shard, first.hello(), server_index);
+//   absl::StatusOr<Handled> handled = HandleWorkerMessage(&shard, joined->rank, msg);
+//
+// Thread-safe as ParameterShard is.
+#ifndef P3_SERVER_MESSAGE_HANDLER_H_
+#define P3_SERVER_MESSAGE_HANDLER_H_
+
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "p3/parameter_shard.h"
+#include "proto/p3.pb.h"
+
+namespace p3 {
+
+struct HelloResult {
+  int rank = 0;
+  ClusterSignature signature;
+  std::vector<Outgoing> out;  // what the shard sends the new worker at once
+};
+
+// Checks a Hello (protocol version, signature, server index) and joins the worker.
+absl::StatusOr<HelloResult> HandleHello(ParameterShard* shard, const wire::Hello& hello,
+                                        int server_index);
+
+struct Handled {
+  std::vector<Outgoing> out;
+  bool done = false;      // the worker said Done
+  bool all_done = false;  // ... and it was the last one
+};
+
+// One message after the Hello. An error means the message was refused and nothing changed.
+absl::StatusOr<Handled> HandleWorkerMessage(ParameterShard* shard, int rank,
+                                            const wire::WorkerMessage& msg);
+
+}  // namespace p3
+
+#endif  // P3_SERVER_MESSAGE_HANDLER_H_

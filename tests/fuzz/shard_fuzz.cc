@@ -1,0 +1,149 @@
+// Fuzz target: the server's message handling (server/message_handler.h over a
+// ParameterShard) fed arbitrary bytes as a sequence of worker messages.
+//
+// Input layout: byte 0 picks the scenario (bit 0: values on push; bit 1: parse the first
+// chunk as the Hello instead of using a valid one). The rest is a sequence of chunks,
+// each a 2-byte little-endian length, a rank byte (0 or 1) and that many bytes of a
+// serialized WorkerMessage.
+//
+// Whatever the bytes, the handler must not crash, and every answer must be well formed:
+// parameter messages carry exactly the slice's number of values.
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "p3/parameter_shard.h"
+#include "proto/p3.pb.h"
+#include "proto/wire.h"
+#include "server/message_handler.h"
+#include "tests/fuzz/fuzz_seeds.h"
+
+namespace {
+
+p3::wire::Hello ValidHello(int rank, bool values_on_push) {
+  p3::ClusterSignature sig;
+  sig.num_workers = 2;
+  sig.num_servers = 1;
+  sig.tensors = {{"w", {4, 5}, "float32"}, {"b", {5}, "float32"}};
+  sig.plan.slice_params = 8;  // w: 3 slices (8, 8, 4), b: 1 slice
+  sig.values_on_push = values_on_push;
+  p3::wire::Hello hello;
+  p3::SignatureToHello(sig, &hello);
+  hello.set_rank(rank);
+  return hello;
+}
+
+void Check(bool condition) {
+  if (!condition) std::abort();
+}
+
+void CheckOutgoing(const p3::ParameterShard& shard, const std::vector<p3::Outgoing>& out) {
+  std::optional<p3::SlicePlan> plan = shard.plan();
+  for (const p3::Outgoing& o : out) {
+    Check(o.rank == 0 || o.rank == 1);
+    Check(plan.has_value() && o.slice_id >= 0 &&
+          o.slice_id < static_cast<int>(plan->slices().size()));
+    if (o.kind == p3::Outgoing::Kind::kParams) {
+      Check(o.values != nullptr &&
+            static_cast<int64_t>(o.values->size()) == plan->slices()[o.slice_id].length);
+    }
+  }
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  if (size < 1) return 0;
+  const bool values_on_push = data[0] & 1;
+  const bool fuzz_hello = data[0] & 2;
+  size_t pos = 1;
+  auto next_chunk = [&](int* rank, std::string* bytes) {
+    if (pos + 3 > size) return false;
+    const size_t len = data[pos] | (data[pos + 1] << 8);
+    *rank = data[pos + 2] & 1;
+    pos += 3;
+    const size_t take = std::min(len, size - pos);
+    bytes->assign(reinterpret_cast<const char*>(data + pos), take);
+    pos += take;
+    return true;
+  };
+
+  p3::ShardOptions options;
+  options.num_workers = 2;
+  options.checkpoint_every = 2;
+  options.on_checkpoint = [](p3::ShardCheckpoint c) { Check(c.slices.size() == 4); };
+  p3::ParameterShard shard(options);
+
+  bool joined[2] = {false, false};
+  int rank = 0;
+  std::string bytes;
+  if (fuzz_hello && next_chunk(&rank, &bytes)) {
+    p3::wire::Hello hello;
+    if (hello.ParseFromString(bytes)) {
+      auto result = p3::HandleHello(&shard, hello, 0);
+      if (result.ok()) {
+        joined[result->rank] = true;
+        CheckOutgoing(shard, result->out);
+      }
+    }
+  }
+  for (int r = 0; r < 2; ++r) {
+    if (joined[r]) continue;
+    auto result = p3::HandleHello(&shard, ValidHello(r, values_on_push), 0);
+    if (result.ok()) joined[r] = true;  // refused when a fuzzed Hello fixed another model
+  }
+  while (next_chunk(&rank, &bytes)) {
+    p3::wire::WorkerMessage msg;
+    if (!msg.ParseFromString(bytes)) continue;
+    auto handled = p3::HandleWorkerMessage(&shard, rank, msg);
+    if (handled.ok()) CheckOutgoing(shard, handled->out);
+  }
+  return 0;
+}
+
+// Valid, interesting inputs to start from: a full iteration of both workers.
+std::vector<std::string> FuzzSeeds() {
+  std::vector<std::string> seeds;
+  for (int scenario = 0; scenario < 2; ++scenario) {
+    std::string input(1, static_cast<char>(scenario));
+    auto add = [&](int rank, const p3::wire::WorkerMessage& msg) {
+      std::string bytes = msg.SerializeAsString();
+      input += static_cast<char>(bytes.size() & 0xff);
+      input += static_cast<char>(bytes.size() >> 8);
+      input += static_cast<char>(rank);
+      input += bytes;
+    };
+    const int64_t lengths[] = {8, 8, 4, 5};
+    for (int s = 0; s < 4; ++s) {
+      p3::wire::WorkerMessage init;
+      init.mutable_init()->set_slice_id(s);
+      init.mutable_init()->set_values(std::string(lengths[s] * 4, '\x01'));
+      add(0, init);
+    }
+    for (uint64_t it = 0; it < 3; ++it) {
+      for (int r = 0; r < 2; ++r) {
+        for (int s = 0; s < 4; ++s) {
+          p3::wire::WorkerMessage grad;
+          grad.mutable_gradient()->set_slice_id(s);
+          grad.mutable_gradient()->set_iteration(it);
+          grad.mutable_gradient()->set_values(std::string(lengths[s] * 4, '\x02'));
+          add(r, grad);
+          if (scenario == 0) {
+            p3::wire::WorkerMessage pull;
+            pull.mutable_pull()->set_slice_id(s);
+            pull.mutable_pull()->set_version(it + 1);
+            add(r, pull);
+          }
+        }
+      }
+    }
+    p3::wire::WorkerMessage done;
+    done.mutable_done();
+    add(0, done);
+    add(1, done);
+    seeds.push_back(input);
+  }
+  return seeds;
+}

@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Coverage-guided fuzzing with libFuzzer (Debian's clang + libclang-rt-14-dev):
+#   tools/fuzz.sh shard|config [SECONDS]     (default 60 s)
+# Builds the target with -fsanitize=fuzzer,address,undefined, runs it on its corpus
+# folder tests/fuzz/corpus/<target> (new interesting inputs are added there: commit
+# them), and stops at the first crash, leaving the input in out/fuzz/<target>/.
+set -euo pipefail
+target=${1:?usage: tools/fuzz.sh shard|config [SECONDS]}
+seconds=${2:-60}
+cd "$(dirname "$0")/.."
+
+bazel build --jobs=2 //proto:p3_proto //proto:config_proto "//tests/fuzz:${target}_fuzz_replay_test" \
+  >/dev/null
+gen=bazel-bin
+case "$target" in
+  shard)
+    srcs=(tests/fuzz/shard_fuzz.cc server/message_handler.cc proto/wire.cc p3/parameter_shard.cc
+          p3/slice_plan.cc p3/optimizer.cc p3/checkpoint.cc "$gen/proto/p3.pb.cc")
+    libs=(-lgrpc++ -lgrpc -lgpr) ;;
+  config)
+    srcs=(tests/fuzz/config_fuzz.cc tools/config.cc "$gen/proto/config.pb.cc")
+    libs=() ;;
+  *) echo "unknown target $target; allowed: shard, config" >&2; exit 2 ;;
+esac
+
+out=out/fuzz/$target
+mkdir -p "$out" "tests/fuzz/corpus/$target"
+if [ -z "$(ls -A "tests/fuzz/corpus/$target")" ]; then
+  "$gen/tests/fuzz/${target}_fuzz_replay_test" --write_seeds="tests/fuzz/corpus/$target"
+fi
+bin=$out/${target}_fuzzer
+echo "fuzz: building $bin"
+clang++ -std=c++17 -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
+  -I. -I"$gen" "${srcs[@]}" -o "$bin" "${libs[@]}" -lprotobuf \
+  -labsl_statusor -labsl_status -labsl_cord -labsl_cord_internal -labsl_cordz_info \
+  -labsl_cordz_handle -labsl_cordz_functions -labsl_exponential_biased -labsl_str_format_internal \
+  -labsl_synchronization -labsl_graphcycles_internal -labsl_symbolize -labsl_demangle_internal \
+  -labsl_stacktrace -labsl_debugging_internal -labsl_malloc_internal -labsl_time -labsl_time_zone \
+  -labsl_strings -labsl_strings_internal -labsl_int128 -labsl_throw_delegate -labsl_base \
+  -labsl_spinlock_wait -labsl_raw_logging_internal -labsl_log_severity -labsl_hash -labsl_city \
+  -labsl_low_level_hash -labsl_raw_hash_set -labsl_bad_optional_access -labsl_bad_variant_access
+echo "fuzz: running $target for ${seconds}s on tests/fuzz/corpus/$target"
+cd "$out"
+# Leaks of the protobuf/gRPC runtimes' globals are not ours.
+ASAN_OPTIONS=detect_leaks=0 "./${target}_fuzzer" -max_total_time="$seconds" -max_len=4096 \
+  -print_final_stats=1 "../../../tests/fuzz/corpus/$target"
