@@ -4,7 +4,7 @@
 //   fake_p3_worker --config=<config> --rank=<r> --servers=<host:port,...>
 //                  --result_file=<path> --records_file=<csv path> [--trace_file=<path>]
 //
-// Connects to every server, "trains" training.iterations iterations (10 when 0) printing
+// Connects to every server (retrying until cluster.peer_timeout_s), "trains" training.iterations iterations (10 when 0) printing
 // the contract's PROGRESS lines every training.log_every iterations, writes the records
 // CSV and the result JSON, tells every server "done <rank>", waits until the servers
 // close the connection (all workers done), and exits 0. PROGRESS lines carry the
@@ -129,8 +129,16 @@ int Run(int argc, char** argv) {
                              " servers, got --servers=", servers_flag));
   }
   std::vector<int> connections;
+  // Like the real worker, wait up to cluster.peer_timeout_s for a server to listen (with
+  // fixed ports, workers may start before the servers).
+  const auto deadline = std::chrono::steady_clock::now() +
+                        std::chrono::duration<double>(config->cluster().peer_timeout_s());
   for (const std::string& server : servers) {
-    const int fd = Connect(server);
+    int fd = Connect(server);
+    while (fd < 0 && std::chrono::steady_clock::now() < deadline) {
+      usleep(50 * 1000);
+      fd = Connect(server);
+    }
     if (fd < 0) return Fail("cannot connect to server " + server);
     std::cout << "fake_p3_worker " << rank << ": " << LocalAddress(fd) << " -> " << server
               << std::endl;

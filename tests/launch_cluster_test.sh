@@ -286,5 +286,21 @@ else
   ok
 fi
 
+# --- every ready config loads (generating manifests runs nothing but validates) ---------
+case_name=ready_configs
+bad=""
+for config in configs/*.textproto; do
+  "$LAUNCHER" --config="$config" --kubernetes --set=output_dir="$TMP/ready" \
+    >"$TMP/ready.out" 2>&1 || bad="$bad $config"
+done
+output="$TMP/ready.out"
+if [[ -n "$bad" ]]; then
+  fail "these configs do not load:$bad"
+elif ! grep -q 'bandwidth_gbps: 1' configs/p3_1gbps.textproto; then
+  fail "configs/p3_1gbps.textproto does not emulate 1 Gbit/s links"
+else
+  ok
+fi
+
 echo "$passed passed, $failed failed"
 [[ $failed -eq 0 ]]

@@ -1099,45 +1099,66 @@ void Launcher::MergeTraces() {
       "; open trace.json in https://ui.perfetto.dev or chrome://tracing"));
 }
 
+// Runs `argv` with stdout to `stdout_path` (or /dev/null when empty); true if it exits 0.
+bool RunQuietly(const std::vector<std::string>& argv, const std::string& stdout_path,
+                const sigset_t& original_mask) {
+  std::vector<std::string> args = argv;
+  std::vector<char*> ptrs;
+  for (std::string& arg : args) ptrs.push_back(arg.data());
+  ptrs.push_back(nullptr);
+  const int null_fd = open("/dev/null", O_RDWR | O_CLOEXEC);
+  const int out_fd =
+      stdout_path.empty()
+          ? null_fd
+          : open(stdout_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (out_fd < 0) {
+    if (null_fd >= 0) close(null_fd);
+    return false;
+  }
+  const pid_t pid = fork();
+  if (pid == 0) {
+    sigprocmask(SIG_SETMASK, &original_mask, nullptr);
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    dup2(null_fd, STDIN_FILENO);
+    dup2(out_fd, STDOUT_FILENO);
+    dup2(null_fd, STDERR_FILENO);
+    execvp(ptrs[0], ptrs.data());
+    _exit(127);
+  }
+  if (out_fd != null_fd) close(out_fd);
+  if (null_fd >= 0) close(null_fd);
+  int status = 0;
+  if (pid > 0) waitpid(pid, &status, 0);
+  return pid > 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0;
+}
+
 absl::Status Launcher::FetchRemoteFiles() {
   if (options_.hosts.empty() || options_.remote_output_dir.empty()) return absl::OkStatus();
-  for (const Child& child : children_) {
-    for (const std::string& local :
-         {child.result_file, child.records_file, child.trace_file}) {
-      if (local.empty() || fs::exists(local)) continue;
-      const std::string remote = RemotePath(local);
-      const std::string tmp = local + ".fetch";
-      std::vector<std::string> argv = options_.ssh_command;
-      argv.insert(argv.end(), {"-o", "BatchMode=yes", child.host->destination,
-                               absl::StrCat("cat ", ShellQuote(remote))});
-      std::vector<char*> ptrs;
-      for (std::string& arg : argv) ptrs.push_back(arg.data());
-      ptrs.push_back(nullptr);
-      const int out_fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-      if (out_fd < 0) {
-        return absl::PermissionDeniedError(absl::StrCat("cannot create ", tmp));
+  // One ssh per host: tar the files missing here (results, records, traces) over stdout.
+  for (size_t h = 0; h < options_.hosts.size(); ++h) {
+    std::vector<std::string> relative;
+    for (const Child& child : children_) {
+      if (child.host != &options_.hosts[h]) continue;
+      for (const std::string& local : {child.result_file, child.records_file, child.trace_file}) {
+        if (local.empty() || fs::exists(local)) continue;
+        relative.push_back(fs::path(local).lexically_relative(output_dir_).string());
       }
-      const int null_fd = open("/dev/null", O_RDWR | O_CLOEXEC);
-      const pid_t pid = fork();
-      if (pid == 0) {
-        sigprocmask(SIG_SETMASK, &original_mask_, nullptr);
-        prctl(PR_SET_PDEATHSIG, SIGKILL);
-        dup2(null_fd, STDIN_FILENO);
-        dup2(out_fd, STDOUT_FILENO);
-        dup2(null_fd, STDERR_FILENO);
-        execvp(ptrs[0], ptrs.data());
-        _exit(127);
-      }
-      close(out_fd);
-      if (null_fd >= 0) close(null_fd);
-      int status = 0;
-      if (pid > 0) waitpid(pid, &status, 0);
-      if (pid < 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-        fs::remove(tmp);
-        // A missing trace is reported by MergeTraces; results are checked by ReadResults.
-        continue;
-      }
-      fs::rename(tmp, local);
+    }
+    if (relative.empty()) continue;
+    std::vector<std::string> tar = {"tar", "-C", options_.remote_output_dir,
+                                    "--ignore-failed-read", "-cf", "-"};
+    tar.insert(tar.end(), relative.begin(), relative.end());
+    std::vector<std::string> ssh = options_.ssh_command;
+    ssh.insert(ssh.end(), {"-o", "BatchMode=yes", options_.hosts[h].destination,
+                           ShellCommand(tar)});
+    const std::string archive = absl::StrCat(output_dir_, "/.fetch_host_", h, ".tar");
+    const bool fetched = RunQuietly(ssh, archive, original_mask_) &&
+                         RunQuietly({"tar", "-C", output_dir_, "-xf", archive}, "", original_mask_);
+    fs::remove(archive);
+    if (!fetched) {
+      // Missing results are reported by ReadResults, missing traces by MergeTraces.
+      Say(absl::StrCat("warning: cannot copy the files of host ", options_.hosts[h].destination,
+                       " from ", options_.remote_output_dir));
     }
   }
   return absl::OkStatus();

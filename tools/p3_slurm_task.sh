@@ -7,9 +7,9 @@
 # workers, in index order — and execs p3_server or p3_worker with the flags of the
 # process contract (docs/launcher.md). Slots with nothing to run exit 0 at once.
 #
-# Servers listen on every interface on an OS-chosen port and publish
-# <output_dir>/ports/server_<i>.port and server_<i>.host (this node's name, or
-# $P3_ADVERTISE_HOST); workers wait for those files (at most peer_timeout_s), so
+# Servers listen on every interface ($P3_BIND_HOST, default 0.0.0.0) on an OS-chosen port
+# and publish <output_dir>/ports/server_<i>.port and server_<i>.host (this node's name,
+# or $P3_ADVERTISE_HOST); workers wait for those files (at most peer_timeout_s), so
 # <output_dir> must be on a file system every node shares. Each process logs to
 # <output_dir>/logs/<role>_<index>.log.
 #
@@ -89,7 +89,8 @@ if [[ "$role" == server ]]; then
   printf '%s\n' "$host" >"$out/ports/server_$index.host.tmp"
   mv -f "$out/ports/server_$index.host.tmp" "$out/ports/server_$index.host"
   exec "$server_binary" --config="$config" --server_index="$index" \
-    --port_file="$out/ports/server_$index.port" --set=cluster.host=0.0.0.0 "${trace_flag[@]}"
+    --port_file="$out/ports/server_$index.port" --set=cluster.host="${P3_BIND_HOST:-0.0.0.0}" \
+    "${trace_flag[@]}"
 fi
 
 # A worker: wait (bounded) until every server has published its host and port.

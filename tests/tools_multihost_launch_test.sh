@@ -1,0 +1,319 @@
+#!/usr/bin/env bash
+# Multi-host launching (docs/multihost.md) against the fake server and worker, all on
+# this machine:
+#   - Kubernetes: the manifests `launch_cluster --kubernetes` writes parse as YAML and
+#     hold the expected objects; the ConfigMap's config loads again.
+#   - Slurm: the batch script `launch_cluster --slurm` writes runs under a stand-in `srun`
+#     that starts its tasks here with SLURM_PROCID / SLURM_NTASKS; the task script picks
+#     each task's role, the processes run, and `--collect` writes summary.json.
+#   - ssh: when Debian's sshd is installed and we are root, a throwaway sshd on a free
+#     loopback port (own host key, own authorized key, in a temp folder) runs the
+#     processes of `launch_cluster --hosts`; it is stopped at the end. Otherwise skipped.
+# Everything is bounded in time.
+set -uo pipefail
+
+LAUNCHER="$PWD/tools/launch_cluster"
+FAKE_SERVER="$PWD/tests/fake_p3_server"
+FAKE_WORKER="$PWD/tests/fake_p3_worker"
+TASK_SCRIPT="$PWD/tools/p3_slurm_task.sh"
+CONFIG="$PWD/configs/default.textproto"
+TMP="${TEST_TMPDIR:-$(mktemp -d)}"
+PY=/usr/bin/python3
+passed=0
+failed=0
+
+fail() {
+  echo "FAIL [$case_name]: $*"
+  [[ -f "${output:-/dev/null}" ]] && sed 's/^/    | /' "$output"
+  failed=$((failed + 1))
+}
+ok() {
+  echo "ok   [$case_name]"
+  passed=$((passed + 1))
+}
+json_check() {  # json_check FILE PYTHON_EXPRESSION_ON_s
+  "$PY" -c "import json, sys; s = json.load(open(sys.argv[1])); assert $2, sys.argv[2]" "$1" "$2"
+}
+free_port() {  # A port P such that P and P + 1 are free on loopback now.
+  "$PY" - <<'EOF'
+import socket
+while True:
+    a = socket.socket(); a.bind(("127.0.0.1", 0)); port = a.getsockname()[1]
+    b = socket.socket()
+    try:
+        b.bind(("127.0.0.1", port + 1)); print(port); break
+    except OSError:
+        pass
+    finally:
+        a.close(); b.close()
+EOF
+}
+
+# ===================================== Kubernetes =========================================
+case_name=kubernetes
+out_dir="$TMP/kube"
+output="$TMP/$case_name.out"
+"$LAUNCHER" --config="$CONFIG" --kubernetes --set=output_dir="$out_dir" --set=name=P3_Kube \
+  --set=cluster.workers=3 --set=trace=true --kube_image=registry.example/p3:1 \
+  --kube_namespace=ml --server_port=7000 >"$output" 2>&1
+rc=$?
+yaml="$out_dir/kubernetes/p3.yaml"
+if [[ $rc -ne 0 ]]; then
+  fail "exit status $rc, expected 0"
+elif ! grep -q "^\[p3\] run:     kubectl apply -f $yaml\$" "$output"; then
+  fail "how to apply the manifests is not printed"
+elif ! "$PY" - "$yaml" "$TMP/kube_config.textproto" <<'EOF'
+import sys, yaml
+docs = [d for d in yaml.safe_load_all(open(sys.argv[1])) if d]
+kinds = [d["kind"] for d in docs]
+assert kinds == ["ConfigMap", "Service", "StatefulSet", "Job"], kinds
+config_map, service, servers, workers = docs
+assert all(d["metadata"]["namespace"] == "ml" for d in docs)
+assert service["spec"]["clusterIP"] == "None" and service["spec"]["ports"][0]["port"] == 7000
+assert servers["spec"]["serviceName"] == service["metadata"]["name"] == "p3-p3-kube-servers"
+assert servers["spec"]["replicas"] == 2
+assert servers["spec"]["selector"]["matchLabels"].items() <= servers["spec"]["template"]["metadata"]["labels"].items()
+assert service["spec"]["selector"].items() <= servers["spec"]["template"]["metadata"]["labels"].items()
+server = servers["spec"]["template"]["spec"]["containers"][0]
+assert server["image"] == "registry.example/p3:1"
+assert '--server_index="$i"' in server["args"][0] and "--port=7000" in server["args"][0]
+job = workers["spec"]
+assert job["completionMode"] == "Indexed" and job["completions"] == 3 and job["parallelism"] == 3
+assert job["template"]["spec"]["restartPolicy"] == "Never"
+worker = job["template"]["spec"]["containers"][0]["args"][0]
+assert 'r="$JOB_COMPLETION_INDEX"' in worker and '--rank="$r"' in worker, worker
+assert "--servers=p3-p3-kube-server-0.p3-p3-kube-servers:7000,p3-p3-kube-server-1.p3-p3-kube-servers:7000 " in worker
+assert "--trace_file=/var/p3/out/traces/worker_$r.json" in worker
+text = config_map["data"]["config.textproto"]
+assert 'output_dir: "/var/p3/out"' in text and "workers: 3" in text, text
+open(sys.argv[2], "w").write(text)
+EOF
+then
+  fail "the manifests lack an object or a key setting (see the Python assertion above)"
+elif ! "$LAUNCHER" --config="$TMP/kube_config.textproto" --kubernetes \
+    --set=output_dir="$TMP/kube_again" >/dev/null 2>&1; then
+  fail "the config in the ConfigMap does not load"
+else
+  ok
+fi
+
+# ======================================== Slurm ===========================================
+case_name=slurm_roles
+output="$TMP/$case_name.out"
+roles() {  # roles W S M K PLACEMENT: the role of every task, one per line
+  local p
+  for ((p = 0; p < $3 * $4; p++)); do
+    SLURM_PROCID=$p SLURM_NTASKS=$(($3 * $4)) "$TASK_SCRIPT" --print_role --config=x \
+      --output_dir=x --workers="$1" --servers="$2" --machines="$3" --tasks_per_node="$4" \
+      --placement="$5"
+  done | paste -sd, -
+}
+colocated=$(roles 4 2 4 2 colocated)
+separate=$(roles 2 2 4 1 separate)
+if [[ "$colocated" != "server 0 0,worker 0 0,server 1 1,worker 1 1,worker 2 2,idle,worker 3 3,idle" ]]; then
+  fail "colocated roles: $colocated"
+elif [[ "$separate" != "worker 0 0,worker 1 1,server 0 2,server 1 3" ]]; then
+  fail "separate roles: $separate"
+elif SLURM_PROCID=0 SLURM_NTASKS=3 "$TASK_SCRIPT" --print_role --config=x --output_dir=x \
+    --workers=2 --servers=2 --machines=2 --tasks_per_node=2 >"$output" 2>&1 ||
+    ! grep -q 'SLURM_NTASKS=3, expected machines x tasks_per_node = 4' "$output"; then
+  fail "a wrong task count is not refused"
+elif "$TASK_SCRIPT" --print_role --config=x --output_dir=x --workers=1 --servers=1 \
+    --machines=1 --tasks_per_node=2 >"$output" 2>&1 || ! grep -q 'SLURM_PROCID is unset' "$output"; then
+  fail "running outside srun is not refused"
+else
+  ok
+fi
+
+case_name=slurm_job
+out_dir="$TMP/slurm"
+output="$TMP/$case_name.out"
+# A stand-in for srun: starts --ntasks copies of the command here, with the task
+# environment, and fails if any fails.
+mkdir -p "$TMP/bin"
+cat >"$TMP/bin/srun" <<'EOF'
+#!/usr/bin/env bash
+ntasks=1
+while [[ $# -gt 0 && "$1" == --* ]]; do
+  [[ "$1" == --ntasks=* ]] && ntasks="${1#*=}"
+  shift
+done
+pids=()
+for ((p = 0; p < ntasks; p++)); do
+  SLURM_PROCID=$p SLURM_NTASKS=$ntasks "$@" &
+  pids+=($!)
+done
+rc=0
+for pid in "${pids[@]}"; do wait "$pid" || rc=1; done
+exit $rc
+EOF
+chmod +x "$TMP/bin/srun"
+"$LAUNCHER" --config="$CONFIG" --slurm --set=output_dir="$out_dir" --set=training.iterations=5 \
+  --set=trace=true --server_binary="$FAKE_SERVER" --worker_binary="$FAKE_WORKER" \
+  --slurm_partition=cpu --slurm_task_script="$TASK_SCRIPT" >"$output" 2>&1
+rc=$?
+batch="$out_dir/slurm/p3.sbatch"
+if [[ $rc -ne 0 ]]; then
+  fail "--slurm: exit status $rc, expected 0"
+elif ! grep -q "^\[p3\] submit with: sbatch $batch\$" "$output" ||
+     ! grep -qx '#SBATCH --partition=cpu' "$batch" || ! grep -qx '#SBATCH --ntasks=4' "$batch" ||
+     [[ ! -x "$out_dir/slurm/p3_slurm_task.sh" ]] ||
+     ! grep -q "output_dir: \"$out_dir\"" "$out_dir/config.textproto"; then
+  fail "the batch script, the task script or the config is missing or wrong"
+else
+  # "Submit" it: its srun is the stand-in above; servers bind and advertise loopback.
+  PATH="$TMP/bin:$PATH" P3_BIND_HOST=127.0.0.1 P3_ADVERTISE_HOST=127.0.0.1 \
+    timeout 120 bash "$batch" >"$output" 2>&1
+  rc=$?
+  if [[ $rc -ne 0 ]]; then
+    fail "the batch script exited with status $rc"
+  elif ! json_check "$out_dir/summary.json" \
+      's["iterations"] == 5 and [r["rank"] for r in s["workers_results"]] == [0, 1] and s["trace"].endswith("/trace.json")'; then
+    fail "--collect did not write the summary"
+  elif ! grep -q '^PROGRESS iteration=5 total=5' "$out_dir/logs/worker_1.log" ||
+       ! grep -q 'task 2 of 4 on .*: server 1' "$out_dir/logs/server_1.log"; then
+    fail "the processes' logs are not where the launcher puts them"
+  elif ! json_check "$out_dir/trace.json" 'sorted({e["pid"] for e in s["traceEvents"]}) == [100, 101, 200, 201]'; then
+    fail "trace.json does not merge the four processes"
+  elif ! grep -q '^worker_1 .* result file ' "$output"; then
+    fail "--collect did not print the table"
+  else
+    ok
+  fi
+fi
+
+# ========================================= ssh ============================================
+if [[ $(id -u) -ne 0 || ! -x /usr/sbin/sshd ]] || ! command -v ssh >/dev/null; then
+  echo "SKIPPED: ssh cases need root and openssh-server (/usr/sbin/sshd) and openssh-client"
+  echo "$passed passed, $failed failed"
+  [[ $failed -eq 0 ]]
+  exit
+fi
+ssh_dir="$TMP/sshd"
+mkdir -p "$ssh_dir"
+chmod 700 "$ssh_dir"
+ssh-keygen -q -t ed25519 -N '' -f "$ssh_dir/host_key"
+ssh-keygen -q -t ed25519 -N '' -f "$ssh_dir/client_key"
+cp "$ssh_dir/client_key.pub" "$ssh_dir/authorized_keys"
+ssh_port=$(free_port)
+cat >"$ssh_dir/sshd_config" <<EOF
+Port $ssh_port
+ListenAddress 127.0.0.1
+HostKey $ssh_dir/host_key
+AuthorizedKeysFile $ssh_dir/authorized_keys
+PidFile $ssh_dir/sshd.pid
+StrictModes no
+UsePAM no
+PasswordAuthentication no
+KbdInteractiveAuthentication no
+PermitRootLogin prohibit-password
+EOF
+cat >"$ssh_dir/ssh_config" <<EOF
+Host *
+  Port $ssh_port
+  IdentityFile $ssh_dir/client_key
+  UserKnownHostsFile /dev/null
+  StrictHostKeyChecking no
+  LogLevel ERROR
+  ConnectTimeout 10
+EOF
+# sshd's privilege separation folder; created only if missing, removed if we created it.
+made_run_sshd=0
+if [[ ! -d /run/sshd ]]; then
+  mkdir -p /run/sshd && chmod 755 /run/sshd && made_run_sshd=1
+fi
+stop_sshd() {
+  [[ -s "$ssh_dir/sshd.pid" ]] && kill "$(cat "$ssh_dir/sshd.pid")" 2>/dev/null
+  ((made_run_sshd)) && rmdir /run/sshd 2>/dev/null
+  return 0
+}
+trap stop_sshd EXIT
+/usr/sbin/sshd -f "$ssh_dir/sshd_config" -E "$ssh_dir/sshd.log"
+SSH="ssh -F $ssh_dir/ssh_config"
+for _ in $(seq 1 50); do
+  timeout 10 $SSH -o BatchMode=yes 127.0.0.1 true 2>/dev/null && break
+  sleep 0.2
+done
+# Two "hosts": both loopback, under different names.
+printf '127.0.0.1\nlocalhost 127.0.0.1  # second host\n' >"$TMP/hosts.txt"
+
+case_name=ssh_shared_folder
+out_dir="$TMP/ssh_shared"
+output="$TMP/$case_name.out"
+timeout 120 "$LAUNCHER" --config="$CONFIG" --hosts="$TMP/hosts.txt" --ssh="$SSH" \
+  --server_binary="$FAKE_SERVER" --worker_binary="$FAKE_WORKER" --kill_grace_s=2 \
+  --set=output_dir="$out_dir" --set=training.iterations=4 --set=training.log_every=2 >"$output" 2>&1
+rc=$?
+if [[ $rc -ne 0 ]]; then
+  fail "exit status $rc, expected 0"
+elif ! grep -q '^\[p3\]   host 1 localhost (127.0.0.1): server_1, worker_1$' "$output"; then
+  fail "the placement on hosts is not shown"
+elif ! grep -q '^\[p3\] iter 4/4  loss' "$output"; then
+  fail "rank 0's progress (its stdout through ssh) is not shown"
+elif ! json_check "$out_dir/summary.json" 's["hosts"] == ["127.0.0.1", "localhost"] and s["iterations"] == 4'; then
+  fail "summary.json lacks the hosts or the results"
+else
+  ok
+fi
+
+case_name=ssh_remote_folder
+out_dir="$TMP/ssh_local_side"
+remote_dir="$TMP/ssh_remote_side"
+output="$TMP/$case_name.out"
+timeout 120 "$LAUNCHER" --config="$CONFIG" --hosts="$TMP/hosts.txt" --ssh="$SSH" \
+  --server_binary="$FAKE_SERVER" --worker_binary="$FAKE_WORKER" --kill_grace_s=2 \
+  --remote_output_dir="$remote_dir" --server_port="$(free_port)" --set=trace=true \
+  --set=output_dir="$out_dir" --set=training.iterations=3 >"$output" 2>&1
+rc=$?
+if [[ $rc -ne 0 ]]; then
+  fail "exit status $rc, expected 0"
+elif [[ ! -s "$remote_dir/results/worker_1.json" || ! -s "$remote_dir/config.textproto" ]]; then
+  fail "the processes did not write to --remote_output_dir"
+elif [[ ! -s "$out_dir/results/worker_1.json" || ! -s "$out_dir/records/worker_0.csv" ||
+        ! -s "$out_dir/traces/server_1.json" ]]; then
+  fail "results, records and traces were not copied back"
+elif ! json_check "$out_dir/summary.json" 's["iterations"] == 3 and s["trace"].endswith("trace.json")'; then
+  fail "no summary or trace from the copied files"
+elif ! grep -q 'on fixed ports' "$output"; then
+  fail "fixed ports not used"
+else
+  ok
+fi
+
+case_name=ssh_sigterm
+out_dir="$TMP/ssh_sigterm"
+output="$TMP/$case_name.out"
+# ssh does not forward the environment: the fault injection goes in a wrapper.
+printf '#!/bin/sh\nFAKE_P3_WORKER_MODE=hang exec %s "$@"\n' "$FAKE_WORKER" >"$TMP/hang_worker"
+chmod +x "$TMP/hang_worker"
+"$LAUNCHER" --config="$CONFIG" --hosts="$TMP/hosts.txt" --ssh="$SSH" --kill_grace_s=2 \
+  --server_binary="$FAKE_SERVER" --worker_binary="$TMP/hang_worker" \
+  --set=output_dir="$out_dir" >"$output" 2>&1 &
+launcher_pid=$!
+for _ in $(seq 1 300); do
+  [[ $(grep -l 'connected to 2 servers' "$out_dir"/logs/worker_*.log 2>/dev/null | wc -l) -eq 2 ]] && break
+  sleep 0.1
+done
+running=$(pgrep -fc "fake_p3_.*$out_dir")
+kill -TERM "$launcher_pid"
+wait "$launcher_pid"
+rc=$?
+left=1
+for _ in $(seq 1 50); do  # The remote side stops within moments of ssh ending.
+  left=$(pgrep -fc "fake_p3_.*$out_dir")
+  [[ $left -eq 0 ]] && break
+  sleep 0.1
+done
+if [[ $rc -ne 143 ]]; then
+  fail "exit status $rc, expected 143"
+elif [[ $running -lt 4 ]]; then
+  fail "only $running remote processes were running before SIGTERM"
+elif [[ $left -ne 0 ]]; then
+  fail "$left remote processes still run after the launcher stopped"
+  for pid in $(pgrep -f "fake_p3_.*$out_dir"); do kill -KILL "$pid"; done
+else
+  ok
+fi
+
+echo "$passed passed, $failed failed"
+[[ $failed -eq 0 ]]

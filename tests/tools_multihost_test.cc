@@ -1,0 +1,237 @@
+// Tests of tools/multihost.h: host files, shell quoting, the script that runs a process
+// over ssh (run here with a local sh), and key lines of the Slurm batch script and the
+// Kubernetes manifests.
+#include "tools/multihost.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <catch2/catch.hpp>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "tools/config.h"
+
+namespace p3::tools {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string TempDir(const std::string& name) {
+  const char* base = std::getenv("TEST_TMPDIR");
+  const fs::path dir = fs::path(base != nullptr ? base : "/tmp") / name;
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  return dir.string();
+}
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream file(path);
+  std::stringstream text;
+  text << file.rdbuf();
+  return text.str();
+}
+
+struct ShellResult {
+  int status = -1;  // Exit status, or 128 + signal.
+  double seconds = 0;
+};
+
+// Runs `sh -c script` with a pipe as stdin; closes the pipe after `close_after_ms`
+// (negative: right away) and waits for the shell.
+ShellResult RunShell(const std::string& script, int close_after_ms = -1) {
+  int in[2];
+  if (pipe(in) != 0) return {};
+  const auto start = std::chrono::steady_clock::now();
+  const pid_t pid = fork();
+  if (pid == 0) {
+    dup2(in[0], STDIN_FILENO);
+    close(in[0]);
+    close(in[1]);
+    execl("/bin/sh", "sh", "-c", script.c_str(), nullptr);
+    _exit(127);
+  }
+  close(in[0]);
+  if (close_after_ms > 0) usleep(close_after_ms * 1000);
+  close(in[1]);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  ShellResult result;
+  result.status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  result.seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return result;
+}
+
+config::ExperimentConfig Config(const std::string& text) {
+  absl::StatusOr<config::ExperimentConfig> config = config::ParseConfig(text, {});
+  CATCH_REQUIRE(config.ok());
+  return *config;
+}
+
+CATCH_TEST_CASE("a host file gives ssh destinations and the addresses servers bind") {
+  absl::StatusOr<std::vector<Host>> hosts = ParseHostFile(
+      "# workers and servers, one machine per line\n"
+      "alice@node1   10.0.0.1   # explicit address\n"
+      "\n"
+      "node2\n"
+      "  bob@node3.example.org\t\n");
+  CATCH_REQUIRE(hosts.ok());
+  CATCH_REQUIRE(hosts->size() == 3);
+  CATCH_CHECK((*hosts)[0].destination == "alice@node1");
+  CATCH_CHECK((*hosts)[0].address == "10.0.0.1");
+  CATCH_CHECK((*hosts)[1].address == "node2");
+  CATCH_CHECK((*hosts)[2].destination == "bob@node3.example.org");
+  CATCH_CHECK((*hosts)[2].address == "node3.example.org");
+
+  absl::StatusOr<std::vector<Host>> extra = ParseHostFile("node1\nnode2 10.0.0.2 extra\n");
+  CATCH_REQUIRE(!extra.ok());
+  CATCH_CHECK(absl::StrContains(extra.status().message(), "line 2: expected"));
+  absl::StatusOr<std::vector<Host>> bad = ParseHostFile("node1;rm -rf /\n");
+  CATCH_REQUIRE(!bad.ok());
+  CATCH_CHECK(absl::StrContains(bad.status().message(), "line 1:"));
+  CATCH_CHECK(!ParseHostFile("# nothing\n\n").ok());
+}
+
+CATCH_TEST_CASE("shell quoting survives the shell, quotes and all") {
+  for (const std::string text :
+       {"plain", "with space", "it's", "'", "$HOME `id` \"x\" \\n", "multi\nline", ""}) {
+    CATCH_CAPTURE(text);
+    const std::string dir = TempDir("quote");
+    const std::string out = dir + "/out";
+    const ShellResult result =
+        RunShell(absl::StrCat("printf '%s' ", ShellQuote(text), " > ", ShellQuote(out)));
+    CATCH_CHECK(result.status == 0);
+    CATCH_CHECK(ReadFile(out) == text);
+  }
+  CATCH_CHECK(ShellCommand({"/bin/p3_worker", "--rank=0", "--set=name=a b"}) ==
+              "/bin/p3_worker --rank=0 '--set=name=a b'");
+}
+
+CATCH_TEST_CASE("ssh gets batch mode, the destination and one sh -c command") {
+  const std::vector<std::string> argv =
+      SshArgv({"ssh", "-F", "cfg"}, Host{"alice@node1", "10.0.0.1"}, "echo 'hi'");
+  CATCH_CHECK(argv == std::vector<std::string>{"ssh", "-F", "cfg", "-o", "BatchMode=yes",
+                                               "alice@node1", "sh -c 'echo '\\''hi'\\'''"});
+}
+
+CATCH_TEST_CASE("the remote script prepares the host, runs the process and keeps its status") {
+  const std::string dir = TempDir("remote");
+  RemoteProcess process;
+  process.directories = {dir + "/out/logs", dir + "/out/results"};
+  process.config_text = "name: \"it's\"\n# 100% text\n";
+  process.config_path = dir + "/out/config.textproto";
+  process.working_directory = dir;
+  process.argv = {"/bin/sh", "-c", "pwd > where; exit 7"};
+  process.tag = "worker_0";
+  const ShellResult result = RunShell(RemoteScript(process));
+  CATCH_CHECK(result.status == 7);
+  CATCH_CHECK(fs::is_directory(dir + "/out/logs"));
+  CATCH_CHECK(fs::is_directory(dir + "/out/results"));
+  CATCH_CHECK(ReadFile(process.config_path) == process.config_text);
+  CATCH_CHECK(!fs::exists(process.config_path + ".worker_0.tmp"));
+  CATCH_CHECK(ReadFile(dir + "/where") == dir + "\n");
+}
+
+CATCH_TEST_CASE("when ssh's stdin closes, the remote process gets SIGTERM") {
+  const std::string dir = TempDir("watchdog");
+  RemoteProcess process;
+  process.working_directory = dir;
+  // Stands for a server: runs until stopped, and says how it was stopped.
+  process.argv = {"/bin/sh", "-c",
+                  "trap 'echo terminated > stopped; exit 143' TERM; "
+                  "while :; do sleep 0.05; done"};
+  const ShellResult result = RunShell(RemoteScript(process), /*close_after_ms=*/300);
+  CATCH_CHECK(result.status == 143);
+  CATCH_CHECK(result.seconds < 5);
+  CATCH_CHECK(ReadFile(dir + "/stopped") == "terminated\n");
+}
+
+CATCH_TEST_CASE("Kubernetes names are DNS-1123 labels") {
+  CATCH_CHECK(KubernetesName("My_Run.2") == "my-run-2");
+  CATCH_CHECK(KubernetesName("__") == "experiment");
+  CATCH_CHECK(KubernetesName(std::string(60, 'a')).size() == 40);
+}
+
+CATCH_TEST_CASE("the Slurm script starts machines x tasks-per-node tasks in blocks") {
+  const config::ExperimentConfig config =
+      Config("name: \"exp_1\" cluster { workers: 4 servers: 2 } trace: true");
+  CATCH_CHECK(config::MachineCount(config) == 4);
+  // Machines 0 and 1 host a worker and a server each.
+  CATCH_CHECK(SlurmTasksPerNode(config, 4) == 2);
+  SlurmOptions options;
+  options.server_binary = "/shared/bin/p3_server";
+  options.worker_binary = "/shared/bin/p3_worker";
+  options.launcher = "/shared/bin/launch_cluster";
+  options.task_script = "/shared/out/slurm/p3_slurm_task.sh";
+  options.output_dir = "/shared/out";
+  options.partition = "gpu";
+  options.time_limit = "01:00:00";
+  const std::string script = SlurmBatchScript(config, options);
+  for (const char* line : {
+           "#!/bin/bash\n",
+           "\n#SBATCH --job-name=p3-exp-1\n",
+           "\n#SBATCH --nodes=4\n",
+           "\n#SBATCH --ntasks=8\n",
+           "\n#SBATCH --ntasks-per-node=2\n",
+           "\n#SBATCH --partition=gpu\n",
+           "\n#SBATCH --time=01:00:00\n",
+           "\nsrun --ntasks=8 --ntasks-per-node=2 --distribution=block --kill-on-bad-exit=1 \\\n",
+           "    --workers=4 --servers=2 --machines=4 --tasks_per_node=2 --placement=colocated \\\n",
+           "    --peer_timeout_s=60 --trace \\\n",
+           "    --server_binary='/shared/bin/p3_server' \\\n",
+           "\n'/shared/bin/launch_cluster' --collect=\"$OUT\"\n",
+       }) {
+    CATCH_CAPTURE(line);
+    CATCH_CHECK(absl::StrContains(script, line));
+  }
+  // The #SBATCH lines must come before the first command.
+  CATCH_CHECK(script.rfind("#SBATCH") < script.find("set -euo pipefail"));
+}
+
+CATCH_TEST_CASE("Kubernetes: a StatefulSet of servers behind a headless Service, an Indexed Job") {
+  const config::ExperimentConfig config =
+      Config("name: \"Exp\" cluster { workers: 3 servers: 2 } trace: true");
+  KubernetesOptions options;
+  options.image = "registry.example/p3:1.0";
+  options.kube_namespace = "ml";
+  options.server_port = 6000;
+  options.output_claim = "p3-results";
+  const std::string yaml = KubernetesManifests(config, "name: \"Exp\"\n\nmode: \"p3\"\n", options);
+  for (const char* line : {
+           "\nkind: ConfigMap\nmetadata:\n  name: p3-exp-config\n  namespace: ml\n",
+           "\n  config.textproto: |\n    name: \"Exp\"\n\n    mode: \"p3\"\n",
+           "\nkind: Service\nmetadata:\n  name: p3-exp-servers\n",
+           "\n  clusterIP: None\n",
+           "\nkind: StatefulSet\nmetadata:\n  name: p3-exp-server\n",
+           "\n  serviceName: p3-exp-servers\n  replicas: 2\n",
+           "i=\"${HOSTNAME##*-}\"",
+           "/opt/p3/p3_server --config=/etc/p3/config.textproto --server_index=\"$i\" --port=6000 "
+           "--set=cluster.host=0.0.0.0",
+           "--trace_file=/var/p3/out/traces/server_$i.json",
+           "\nkind: Job\nmetadata:\n  name: p3-exp-worker\n",
+           "\n  completionMode: Indexed\n  completions: 3\n  parallelism: 3\n",
+           "r=\"$JOB_COMPLETION_INDEX\"",
+           "--rank=\"$r\" --servers=p3-exp-server-0.p3-exp-servers:6000,"
+           "p3-exp-server-1.p3-exp-servers:6000 --result_file=/var/p3/out/results/worker_$r.json",
+           "\n        image: \"registry.example/p3:1.0\"\n",
+           "\n          claimName: p3-results\n",
+       }) {
+    CATCH_CAPTURE(line);
+    CATCH_CHECK(absl::StrContains(yaml, line));
+  }
+}
+
+}  // namespace
+}  // namespace p3::tools
