@@ -4,10 +4,10 @@
 //   fake_p3_worker --config=<config> --rank=<r> --servers=<host:port,...>
 //                  --result_file=<path> --records_file=<csv path> [--trace_file=<path>]
 //
-// Connects to every server (retrying until cluster.peer_timeout_s), "trains" training.iterations iterations (10 when 0) printing
-// the contract's PROGRESS lines every training.log_every iterations, writes the records
-// CSV and the result JSON, tells every server "done <rank>", waits until the servers
-// close the connection (all workers done), and exits 0. PROGRESS lines carry the
+// Connects to every server (retrying until cluster.peer_timeout_s), "trains" training.iterations
+// iterations (10 when 0) printing the contract's PROGRESS lines every training.log_every
+// iterations, writes the records CSV and the result JSON, tells every server "done <rank>", waits
+// until the servers close the connection (all workers done), and exits 0. PROGRESS lines carry the
 // optional traffic fields sent_mbps= and received_mbps=; with --trace_file it writes a
 // tiny Chrome trace (pid 100 + rank).
 //
@@ -62,8 +62,8 @@ std::string LocalAddress(int fd) {
   if (getsockname(fd, reinterpret_cast<sockaddr*>(&local), &size) != 0) return "?";
   char host[NI_MAXHOST];
   char port[NI_MAXSERV];
-  if (getnameinfo(reinterpret_cast<sockaddr*>(&local), size, host, sizeof(host), port,
-                  sizeof(port), NI_NUMERICHOST | NI_NUMERICSERV) != 0) {
+  if (getnameinfo(reinterpret_cast<sockaddr*>(&local), size, host, sizeof(host), port, sizeof(port),
+                  NI_NUMERICHOST | NI_NUMERICSERV) != 0) {
     return "?";
   }
   return absl::StrCat(host, ":", port);
@@ -176,9 +176,9 @@ int Run(int argc, char** argv) {
                           samples_per_second);
     if (i % config->training().log_every() == 0 || i == total) {
       std::cout << absl::StrFormat(
-                       "PROGRESS iteration=%d total=%d loss=%.6f "
-                       "samples_per_second=%.3f",
-                       i, total, loss, samples_per_second);
+          "PROGRESS iteration=%d total=%d loss=%.6f "
+          "samples_per_second=%.3f",
+          i, total, loss, samples_per_second);
       // Fixed figures the test can look for: 250 Mbit/s out, 125 in per rank.
       if (rates) std::cout << " sent_mbps=250.000 received_mbps=125.000";
       std::cout << std::endl;

@@ -48,8 +48,9 @@ struct ShellResult {
   double seconds = 0;
 };
 
-// Runs `sh -c script` with a pipe as stdin; closes the pipe after `close_after_ms`
-// (negative: right away) and waits for the shell.
+// Runs `sh -c script` with a pipe as stdin (standing for the ssh connection) and waits
+// for the shell. The pipe is closed after `close_after_ms` >= 0, else only once the shell
+// has exited (as the launcher keeps it open while the process runs).
 ShellResult RunShell(const std::string& script, int close_after_ms = -1) {
   int in[2];
   if (pipe(in) != 0) return {};
@@ -63,14 +64,16 @@ ShellResult RunShell(const std::string& script, int close_after_ms = -1) {
     _exit(127);
   }
   close(in[0]);
-  if (close_after_ms > 0) usleep(close_after_ms * 1000);
-  close(in[1]);
+  if (close_after_ms >= 0) {
+    usleep(close_after_ms * 1000);
+    close(in[1]);
+  }
   int status = 0;
   waitpid(pid, &status, 0);
+  if (close_after_ms < 0) close(in[1]);
   ShellResult result;
   result.status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  result.seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return result;
 }
 

@@ -90,7 +90,8 @@ CATCH_TEST_CASE("the network is built in its own namespaces with tbf on both end
            "ip -n p3-42-m1 addr add 10.77.0.2/24 dev eth0",
            "ip -n p3-42-br link set m0 master br0",
            // Upload: the machine's end; download: the bridge's end.
-           "tc -n p3-42-m0 qdisc add dev eth0 root tbf rate 1000000000bit burst 131072 latency 20ms",
+           "tc -n p3-42-m0 qdisc add dev eth0 root tbf rate 1000000000bit burst 131072 latency "
+           "20ms",
            "tc -n p3-42-br qdisc add dev m1 root tbf rate 1000000000bit burst 131072 latency 20ms",
        }) {
     CATCH_CAPTURE(expected);
@@ -156,7 +157,7 @@ CATCH_TEST_CASE("Destroy removes every namespace once, also from the destructor"
 }
 
 CATCH_TEST_CASE("stale namespaces are those of p3 launchers that no longer run") {
-  const std::vector<std::string> names = {"p3-100-br", "p3-100-m0", "p3-200-m0", "p3-x-m0",
+  const std::vector<std::string> names = {"p3-100-br", "p3-100-m0",    "p3-200-m0", "p3-x-m0",
                                           "other",     "p3-300-probe", "p3-100-m"};
   auto alive = [](pid_t pid) { return pid == 200; };
   CATCH_CHECK(StaleNamespaces(names, alive) == std::vector<std::string>{"p3-100-br", "p3-100-m0"});
@@ -178,8 +179,7 @@ CATCH_TEST_CASE("without root, creating the network says root is needed") {
     close(pipe_fds[0]);
     if (setresgid(65534, 65534, 65534) != 0 || setresuid(65534, 65534, 65534) != 0) _exit(3);
     absl::StatusOr<std::unique_ptr<EmulatedNetwork>> network = EmulatedNetwork::Create({});
-    const std::string message =
-        network.ok() ? "created" : std::string(network.status().message());
+    const std::string message = network.ok() ? "created" : std::string(network.status().message());
     (void)!write(pipe_fds[1], message.data(), message.size());
     _exit(0);
   }

@@ -32,7 +32,8 @@ std::string ReadFile(const std::string& path) {
 }
 
 // As p3/trace.h writes them: metadata first, then complete events.
-constexpr char kWorkerTrace[] = R"({"displayTimeUnit": "ms", "otherData": {"dropped_events": 2}, "traceEvents": [
+constexpr char kWorkerTrace[] =
+    R"({"displayTimeUnit": "ms", "otherData": {"dropped_events": 2}, "traceEvents": [
 {"ph": "M", "name": "process_name", "pid": 100, "tid": 0, "args": {"name": "worker 0"}},
 {"ph": "M", "name": "thread_name", "pid": 100, "tid": 0, "args": {"name": "compute"}},
 {"ph": "X", "pid": 100, "tid": 0, "ts": 1712345678901234, "dur": 1500, "name": "forward \"conv1\" [0]", "cat": "compute"}
@@ -83,22 +84,20 @@ CATCH_TEST_CASE("the JSON Array Format and an empty trace are accepted") {
 
 CATCH_TEST_CASE("a malformed trace is an error naming where, and nothing is written") {
   for (const char* bad : {
-           R"({"traceEvents": [{"ph": "X",}]})",        // trailing comma in an event
-           R"({"traceEvents": [{"ph": "X"})",            // truncated
-           R"({"traceEvents": [1, 2]})",                 // events must be objects
-           R"({"otherData": {}})",                       // no traceEvents
-           R"({"traceEvents": []} trailing)",            // text after the trace
+           R"({"traceEvents": [{"ph": "X",}]})",  // trailing comma in an event
+           R"({"traceEvents": [{"ph": "X"})",     // truncated
+           R"({"traceEvents": [1, 2]})",          // events must be objects
+           R"({"otherData": {}})",                // no traceEvents
+           R"({"traceEvents": []} trailing)",     // text after the trace
            R"({"traceEvents": [{"name": "a
-b"}]})",                                                 // raw newline in a string
+b"}]})",                                          // raw newline in a string
            "",
        }) {
     CATCH_CAPTURE(bad);
     CATCH_CHECK(!ParseTraceEvents(bad).ok());
   }
-  CATCH_CHECK(absl::StrContains(ParseTraceEvents(R"({"traceEvents": [{"ph": "X",}]})")
-                                    .status()
-                                    .message(),
-                                "at byte"));
+  CATCH_CHECK(absl::StrContains(
+      ParseTraceEvents(R"({"traceEvents": [{"ph": "X",}]})").status().message(), "at byte"));
 
   const std::string good = TempPath("good.json");
   const std::string bad = TempPath("bad.json");

@@ -174,14 +174,14 @@ struct Child {
   std::string role;  // "server" or "worker".
   int index = 0;     // Server index or worker rank.
   std::string log_path;
-  std::string port_file;     // Servers.
-  std::string result_file;   // Workers.
-  std::string records_file;  // Workers.
-  std::string trace_file;    // When the config says trace: true.
-  int machine = 0;           // Emulated machine, or host index with --hosts.
-  std::string ns_path;       // Network namespace to enter (emulated network).
+  std::string port_file;       // Servers.
+  std::string result_file;     // Workers.
+  std::string records_file;    // Workers.
+  std::string trace_file;      // When the config says trace: true.
+  int machine = 0;             // Emulated machine, or host index with --hosts.
+  std::string ns_path;         // Network namespace to enter (emulated network).
   const Host* host = nullptr;  // With --hosts: the host it runs on over ssh.
-  int stdin_fd = -1;         // ssh processes: the write end of their stdin.
+  int stdin_fd = -1;           // ssh processes: the write end of their stdin.
   pid_t pid = -1;
   bool running = false;
   int wait_status = 0;
@@ -464,9 +464,8 @@ absl::Status Launcher::PrepareOutputDir(bool clear_stale, bool write_config) {
     fs::remove(out / "trace.json", error);
   }
   const bool emulated = config::NetworkEmulated(config_) && options_.hosts.empty();
-  const int machines =
-      !options_.hosts.empty() ? static_cast<int>(options_.hosts.size())
-                              : (emulated ? config_.network().machines() : 1);
+  const int machines = !options_.hosts.empty() ? static_cast<int>(options_.hosts.size())
+                                               : (emulated ? config_.network().machines() : 1);
   auto add = [&](const std::string& role, int index, int machine) -> Child& {
     Child child;
     child.role = role;
@@ -635,9 +634,8 @@ absl::Status Launcher::InterruptedError() const {
 }
 
 absl::Status Launcher::FailureOf(const Child& child, const std::string& what) {
-  std::string message =
-      child.pid > 0 ? absl::StrCat(child.label(), " (pid ", child.pid, ") ", what)
-                    : absl::StrCat(child.label(), " ", what);
+  std::string message = child.pid > 0 ? absl::StrCat(child.label(), " (pid ", child.pid, ") ", what)
+                                      : absl::StrCat(child.label(), " ", what);
   const std::string tail = TailOfFile(child.log_path, options_.log_tail_lines);
   if (tail.empty()) {
     absl::StrAppend(&message, "\n  (its log ", child.log_path, " is empty)");
@@ -869,14 +867,14 @@ absl::Status Launcher::WriteSummary() {
     std::vector<std::string> links;
     for (const LinkMeasurement& m : link_checks_) {
       links.push_back(absl::StrFormat(
-          "{\"from\": %d, \"to\": %d, \"gbps\": %.4f, \"bytes\": %d, \"seconds\": %.3f}",
-          m.from, m.to, m.gbps, m.bytes, m.seconds));
+          "{\"from\": %d, \"to\": %d, \"gbps\": %.4f, \"bytes\": %d, \"seconds\": %.3f}", m.from,
+          m.to, m.gbps, m.bytes, m.seconds));
     }
-    add("network",
-        absl::StrCat("{\"bandwidth_gbps\": ", network.bandwidth_gbps(),
-                     ", \"machines\": ", network.machines(), ", \"placement\": ",
-                     JsonString(network.placement()), ", \"subnet\": ", JsonString(network.subnet()),
-                     ", \"links_checked\": [", absl::StrJoin(links, ", "), "]}"));
+    add("network", absl::StrCat("{\"bandwidth_gbps\": ", network.bandwidth_gbps(),
+                                ", \"machines\": ", network.machines(),
+                                ", \"placement\": ", JsonString(network.placement()),
+                                ", \"subnet\": ", JsonString(network.subnet()),
+                                ", \"links_checked\": [", absl::StrJoin(links, ", "), "]}"));
   }
   if (!options_.hosts.empty()) {
     std::vector<std::string> hosts;
@@ -996,8 +994,8 @@ absl::Status Launcher::SetUpNetwork() {
   Say(absl::StrFormat(
       "emulated network: %d machine(s) on a bridge, %g Gbit/s per machine and direction "
       "(tbf burst %d bytes, latency %g ms); namespaces %s-m0..m%d, bridge in %s",
-      spec.machines, network.bandwidth_gbps(), EffectiveBurstBytes(spec),
-      network.tbf_latency_ms(), spec.run_id, spec.machines - 1, BridgeNamespace(spec.run_id)));
+      spec.machines, network.bandwidth_gbps(), EffectiveBurstBytes(spec), network.tbf_latency_ms(),
+      spec.run_id, spec.machines - 1, BridgeNamespace(spec.run_id)));
   for (int m = 0; m < spec.machines; ++m) {
     std::vector<std::string> names;
     for (const Child& child : children_) {
@@ -1028,8 +1026,8 @@ absl::Status Launcher::CheckLinks(bool strict) {
     return absl::OkStatus();
   }
   const absl::Duration each = absl::Seconds(config_.network().check_seconds());
-  Say(absl::StrCat("link check: ", links.size(), " link(s), ",
-                   absl::FormatDuration(each), " each, one at a time (TCP, receiver's goodput; "
+  Say(absl::StrCat("link check: ", links.size(), " link(s), ", absl::FormatDuration(each),
+                   " each, one at a time (TCP, receiver's goodput; "
                    "TCP/IP headers make about 95.7% of the rate the expected figure)"));
   std::vector<std::string> outside;
   for (const auto& [from, to] : links) {
@@ -1040,8 +1038,9 @@ absl::Status Launcher::CheckLinks(bool strict) {
     link_checks_.push_back(*m);
     const double ratio = m->gbps / configured;
     const bool ok = ratio >= 0.85 && ratio <= 1.05;
-    Say(absl::StrFormat("  machine %d -> machine %d: %.3f Gbit/s measured, %.3f configured (%.1f%%)%s",
-                        from, to, m->gbps, configured, 100 * ratio, ok ? "" : "  OUT OF RANGE"));
+    Say(absl::StrFormat(
+        "  machine %d -> machine %d: %.3f Gbit/s measured, %.3f configured (%.1f%%)%s", from, to,
+        m->gbps, configured, 100 * ratio, ok ? "" : "  OUT OF RANGE"));
     if (!ok) outside.push_back(absl::StrCat(from, "->", to));
   }
   if (!outside.empty()) {
@@ -1107,10 +1106,9 @@ bool RunQuietly(const std::vector<std::string>& argv, const std::string& stdout_
   for (std::string& arg : args) ptrs.push_back(arg.data());
   ptrs.push_back(nullptr);
   const int null_fd = open("/dev/null", O_RDWR | O_CLOEXEC);
-  const int out_fd =
-      stdout_path.empty()
-          ? null_fd
-          : open(stdout_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  const int out_fd = stdout_path.empty() ? null_fd
+                                         : open(stdout_path.c_str(),
+                                                O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (out_fd < 0) {
     if (null_fd >= 0) close(null_fd);
     return false;
@@ -1145,12 +1143,12 @@ absl::Status Launcher::FetchRemoteFiles() {
       }
     }
     if (relative.empty()) continue;
-    std::vector<std::string> tar = {"tar", "-C", options_.remote_output_dir,
-                                    "--ignore-failed-read", "-cf", "-"};
+    std::vector<std::string> tar = {"tar", "-C", options_.remote_output_dir, "--ignore-failed-read",
+                                    "-cf", "-"};
     tar.insert(tar.end(), relative.begin(), relative.end());
     std::vector<std::string> ssh = options_.ssh_command;
-    ssh.insert(ssh.end(), {"-o", "BatchMode=yes", options_.hosts[h].destination,
-                           ShellCommand(tar)});
+    ssh.insert(ssh.end(),
+               {"-o", "BatchMode=yes", options_.hosts[h].destination, ShellCommand(tar)});
     const std::string archive = absl::StrCat(output_dir_, "/.fetch_host_", h, ".tar");
     const bool fetched = RunQuietly(ssh, archive, original_mask_) &&
                          RunQuietly({"tar", "-C", output_dir_, "-xf", archive}, "", original_mask_);
@@ -1193,8 +1191,8 @@ int Launcher::Run(const sigset_t& original_mask, int signal_fd) {
         if (child.machine == static_cast<int>(h)) names.push_back(child.name());
       }
       Say(absl::StrCat("  host ", h, " ", options_.hosts[h].destination, " (",
-                       options_.hosts[h].address, "): ",
-                       names.empty() ? "(idle)" : absl::StrJoin(names, ", ")));
+                       options_.hosts[h].address,
+                       "): ", names.empty() ? "(idle)" : absl::StrJoin(names, ", ")));
     }
   }
   if (config::NetworkEmulated(config_) && options_.hosts.empty()) {
@@ -1240,11 +1238,11 @@ int Launcher::Run(const sigset_t& original_mask, int signal_fd) {
     }
     for (Child& child : children_) {
       if (child.role != "worker" || !status.ok()) continue;
-      std::vector<std::string> args = {
-          "--config=" + RemotePath(config_out_), absl::StrCat("--rank=", child.index),
-          "--servers=" + absl::StrJoin(addresses, ","),
-          "--result_file=" + RemotePath(child.result_file),
-          "--records_file=" + RemotePath(child.records_file)};
+      std::vector<std::string> args = {"--config=" + RemotePath(config_out_),
+                                       absl::StrCat("--rank=", child.index),
+                                       "--servers=" + absl::StrJoin(addresses, ","),
+                                       "--result_file=" + RemotePath(child.result_file),
+                                       "--records_file=" + RemotePath(child.records_file)};
       if (!child.trace_file.empty()) {
         args.push_back("--trace_file=" + RemotePath(child.trace_file));
       }
@@ -1390,9 +1388,9 @@ int CleanupNetwork() {
 // The resolved config as launch_cluster writes it, with a header naming its origin.
 std::string ResolvedConfigText(const LauncherOptions& options, const ExperimentConfig& config,
                                const std::string& purpose) {
-  std::string text = absl::StrCat("# Resolved experiment config written by launch_cluster ",
-                                  purpose, ": defaults filled, overrides applied.\n# Source: ",
-                                  options.config_path, "\n");
+  std::string text =
+      absl::StrCat("# Resolved experiment config written by launch_cluster ", purpose,
+                   ": defaults filled, overrides applied.\n# Source: ", options.config_path, "\n");
   for (const std::string& override_text : options.overrides) {
     absl::StrAppend(&text, "# --set=", override_text, "\n");
   }
@@ -1400,7 +1398,8 @@ std::string ResolvedConfigText(const LauncherOptions& options, const ExperimentC
   return text;
 }
 
-absl::Status WriteExecutable(const std::string& path, const std::string& contents, bool executable) {
+absl::Status WriteExecutable(const std::string& path, const std::string& contents,
+                             bool executable) {
   absl::Status status = WriteFileAtomically(path, contents);
   if (status.ok() && executable && chmod(path.c_str(), 0755) != 0) {
     return absl::PermissionDeniedError(absl::StrCat("chmod ", path, ": ", std::strerror(errno)));
@@ -1551,9 +1550,8 @@ int Main(int argc, char** argv) {
       return 2;
     }
   }
-  if (!options.remote_output_dir.empty() &&
-      (options.hosts.empty() || options.server_port == 0 ||
-       !fs::path(options.remote_output_dir).is_absolute())) {
+  if (!options.remote_output_dir.empty() && (options.hosts.empty() || options.server_port == 0 ||
+                                             !fs::path(options.remote_output_dir).is_absolute())) {
     std::cerr << "launch_cluster: --remote_output_dir needs --hosts and --server_port (the "
                  "launcher cannot read port files on other hosts) and an absolute path\n";
     return 2;

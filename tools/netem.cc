@@ -123,8 +123,8 @@ struct ReceiverReport {
 
 // Receiver child: listens on `address` in namespace `ns_path`, reports its port on
 // `port_fd`, counts the bytes of one connection until EOF, reports on `report_fd`.
-[[noreturn]] void RunReceiver(const std::string& ns_path, const std::string& address,
-                              int port_fd, int report_fd, int64_t deadline_ns) {
+[[noreturn]] void RunReceiver(const std::string& ns_path, const std::string& address, int port_fd,
+                              int report_fd, int64_t deadline_ns) {
   PrepareChild();
   ReceiverReport report;
   auto finish = [&](int step, int error) {
@@ -179,8 +179,8 @@ struct ReceiverReport {
 
 // Sender child: connects from namespace `ns_path` to address:port and sends for
 // `duration_ns`.
-[[noreturn]] void RunSender(const std::string& ns_path, const std::string& address,
-                            uint16_t port, int64_t duration_ns) {
+[[noreturn]] void RunSender(const std::string& ns_path, const std::string& address, uint16_t port,
+                            int64_t duration_ns) {
   PrepareChild();
   if (EnterNamespace(ns_path.c_str()) != 0) _exit(1);
   const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -215,14 +215,13 @@ std::string SubnetProblem(const std::string& subnet) {
   return parsed.ok() ? "" : std::string(parsed.status().message());
 }
 
-absl::StatusOr<std::vector<std::string>> MachineAddresses(const std::string& subnet,
-                                                          int machines) {
+absl::StatusOr<std::vector<std::string>> MachineAddresses(const std::string& subnet, int machines) {
   absl::StatusOr<Subnet> parsed = ParseSubnet(subnet);
   if (!parsed.ok()) return parsed.status();
   const int64_t hosts = (int64_t{1} << (32 - parsed->prefix)) - 2;
   if (machines < 1 || machines > hosts) {
-    return absl::InvalidArgumentError(absl::StrCat("subnet ", subnet, " has room for ", hosts,
-                                                   " machines, not ", machines));
+    return absl::InvalidArgumentError(
+        absl::StrCat("subnet ", subnet, " has room for ", hosts, " machines, not ", machines));
   }
   std::vector<std::string> addresses;
   for (int i = 0; i < machines; ++i) {
@@ -246,8 +245,7 @@ int64_t EffectiveBurstBytes(const NetworkSpec& spec) {
 }
 
 absl::StatusOr<std::vector<std::vector<std::string>>> NetworkCommands(const NetworkSpec& spec) {
-  absl::StatusOr<std::vector<std::string>> addresses =
-      MachineAddresses(spec.subnet, spec.machines);
+  absl::StatusOr<std::vector<std::string>> addresses = MachineAddresses(spec.subnet, spec.machines);
   if (!addresses.ok()) return addresses.status();
   if (!(spec.rate_bits_per_second >= 0) || std::isinf(spec.rate_bits_per_second)) {
     return absl::InvalidArgumentError("the link rate must be a finite number >= 0");
@@ -278,7 +276,8 @@ absl::StatusOr<std::vector<std::vector<std::string>>> NetworkCommands(const Netw
         {"ip", "-n", ns, "link", "set", "lo", "up"},
         {"ip", "link", "add", "eth0", "netns", ns, "type", "veth", "peer", "name", port, "netns",
          bridge},
-        {"ip", "-n", ns, "addr", "add", absl::StrCat((*addresses)[i], "/", prefix_length), "dev", "eth0"},
+        {"ip", "-n", ns, "addr", "add", absl::StrCat((*addresses)[i], "/", prefix_length), "dev",
+         "eth0"},
         {"ip", "-n", ns, "link", "set", "eth0", "up"},
         {"ip", "-n", bridge, "link", "set", port, "master", "br0"},
         {"ip", "-n", bridge, "link", "set", port, "up"},
@@ -345,8 +344,8 @@ absl::Status RunCommand(const std::vector<std::string>& argv) {
   const std::string how = WIFEXITED(status)
                               ? absl::StrCat("exited with status ", WEXITSTATUS(status))
                               : absl::StrCat("was killed by signal ", WTERMSIG(status));
-  return absl::InternalError(absl::StrCat("`", CommandLine(argv), "` ", how, ": ",
-                                          absl::StripAsciiWhitespace(err)));
+  return absl::InternalError(
+      absl::StrCat("`", CommandLine(argv), "` ", how, ": ", absl::StripAsciiWhitespace(err)));
 }
 
 std::vector<std::string> ListNamespaces() {
@@ -413,8 +412,7 @@ absl::StatusOr<std::unique_ptr<EmulatedNetwork>> EmulatedNetwork::CreateWithRunn
     const NetworkSpec& spec, CommandRunner run) {
   absl::StatusOr<std::vector<std::vector<std::string>>> commands = NetworkCommands(spec);
   if (!commands.ok()) return commands.status();
-  absl::StatusOr<std::vector<std::string>> addresses =
-      MachineAddresses(spec.subnet, spec.machines);
+  absl::StatusOr<std::vector<std::string>> addresses = MachineAddresses(spec.subnet, spec.machines);
   std::unique_ptr<EmulatedNetwork> network(
       new EmulatedNetwork(spec, *std::move(addresses), std::move(run)));
   for (const std::vector<std::string>& command : *commands) {
@@ -424,8 +422,7 @@ absl::StatusOr<std::unique_ptr<EmulatedNetwork>> EmulatedNetwork::CreateWithRunn
       return absl::Status(status.code(),
                           absl::StrCat("cannot set up the emulated network: ", status.message()));
     }
-    if (command.size() == 4 && command[0] == "ip" && command[1] == "netns" &&
-        command[2] == "add") {
+    if (command.size() == 4 && command[0] == "ip" && command[1] == "netns" && command[2] == "add") {
       network->created_.push_back(command[3]);
     }
   }
@@ -453,8 +450,7 @@ std::string EmulatedNetwork::namespace_path(int machine) const {
 
 absl::StatusOr<LinkMeasurement> MeasureLink(const EmulatedNetwork& network, int from, int to,
                                             absl::Duration duration) {
-  if (from < 0 || to < 0 || from >= network.machines() || to >= network.machines() ||
-      from == to) {
+  if (from < 0 || to < 0 || from >= network.machines() || to >= network.machines() || from == to) {
     return absl::InvalidArgumentError(
         absl::StrCat("no link from machine ", from, " to machine ", to));
   }
@@ -484,8 +480,8 @@ absl::StatusOr<LinkMeasurement> MeasureLink(const EmulatedNetwork& network, int 
     KillAndReap(receiver);
     close(port_pipe[0]);
     close(report_pipe[0]);
-    return absl::InternalError(absl::StrCat("measuring machine ", from, " -> machine ", to,
-                                            " (", address, "): ", what));
+    return absl::InternalError(
+        absl::StrCat("measuring machine ", from, " -> machine ", to, " (", address, "): ", what));
   };
   if (receiver < 0) return fail(absl::StrCat("fork: ", std::strerror(errno)), -1);
   uint16_t port = 0;
@@ -494,8 +490,8 @@ absl::StatusOr<LinkMeasurement> MeasureLink(const EmulatedNetwork& network, int 
     ReceiverReport report;
     std::string why = "the receiver did not start";
     if (ReadWithDeadline(report_pipe[0], &report, sizeof(report), MonotonicNanos() + 1000000000)) {
-      why = absl::StrCat("the receiver failed (step ", report.step, "): ",
-                         std::strerror(report.error));
+      why = absl::StrCat("the receiver failed (step ", report.step,
+                         "): ", std::strerror(report.error));
     }
     return fail(why, -1);
   }
@@ -518,8 +514,8 @@ absl::StatusOr<LinkMeasurement> MeasureLink(const EmulatedNetwork& network, int 
   close(report_pipe[0]);
   if (report.error != 0) {
     return absl::InternalError(absl::StrCat(
-        "measuring machine ", from, " -> machine ", to, ": the receiver failed (step ",
-        report.step, "): ", report.error < 0 ? "timed out" : std::strerror(report.error)));
+        "measuring machine ", from, " -> machine ", to, ": the receiver failed (step ", report.step,
+        "): ", report.error < 0 ? "timed out" : std::strerror(report.error)));
   }
   if (!WIFEXITED(sender_status) || WEXITSTATUS(sender_status) != 0) {
     return absl::InternalError(absl::StrCat("measuring machine ", from, " -> machine ", to,

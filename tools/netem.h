@@ -73,8 +73,7 @@ std::string RunIdForPid(pid_t pid);
 
 // The addresses of `machines` machines in `subnet` ("a.b.c.d/len", IPv4): host addresses
 // 1..machines. Errors name the subnet and say how many machines fit.
-absl::StatusOr<std::vector<std::string>> MachineAddresses(const std::string& subnet,
-                                                          int machines);
+absl::StatusOr<std::vector<std::string>> MachineAddresses(const std::string& subnet, int machines);
 
 // Checks a subnet string (used by config validation): "" if fine, else what is wrong.
 std::string SubnetProblem(const std::string& subnet);
@@ -117,8 +116,8 @@ class EmulatedNetwork {
   static absl::StatusOr<std::unique_ptr<EmulatedNetwork>> Create(const NetworkSpec& spec);
 
   // The same with every command run by `run` (tests), and no check for root.
-  static absl::StatusOr<std::unique_ptr<EmulatedNetwork>> CreateWithRunner(
-      const NetworkSpec& spec, CommandRunner run);
+  static absl::StatusOr<std::unique_ptr<EmulatedNetwork>> CreateWithRunner(const NetworkSpec& spec,
+                                                                           CommandRunner run);
 
   ~EmulatedNetwork();
   EmulatedNetwork(const EmulatedNetwork&) = delete;

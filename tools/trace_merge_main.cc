@@ -29,7 +29,7 @@ int main(int argc, char** argv) {
     std::cerr << "trace_merge: " << stats.status().message() << "\n";
     return 1;
   }
-  std::cout << "trace_merge: " << stats->events << " events from " << stats->files
-            << " files -> " << absl::GetFlag(FLAGS_output) << "\n";
+  std::cout << "trace_merge: " << stats->events << " events from " << stats->files << " files -> "
+            << absl::GetFlag(FLAGS_output) << "\n";
   return 0;
 }
