@@ -142,7 +142,9 @@ fi
 # --- a worker fails: the others are stopped, the failure and its log are shown --------
 case_name=worker_fails
 out_dir="$TMP/worker_fails"
-FAKE_P3_WORKER_FAIL_RANK=1 launch --config=configs/default.textproto --set=output_dir="$out_dir" \
+# Rank 0 is still iterating (200 ms each) when it is stopped: had it finished, it could
+# exit 0 on its own when the stopped servers close its connections.
+FAKE_P3_WORKER_FAIL_RANK=1 FAKE_P3_WORKER_ITERATION_MS=200 launch --config=configs/default.textproto --set=output_dir="$out_dir" \
   --set=training.iterations=5
 if [[ $rc -ne 1 ]]; then
   fail "exit status $rc, expected 1"
@@ -286,11 +288,20 @@ else
   ok
 fi
 
+case_name=network_with_kubernetes
+launch --config=configs/p3_1gbps.textproto --kubernetes --set=output_dir="$TMP/kube_net"
+if [[ $rc -ne 2 ]] || ! grep -q 'with --kubernetes the hosts. own network is used' "$output"; then
+  fail "exit status $rc; emulation with --kubernetes is not refused"
+else
+  ok
+fi
+
 # --- every ready config loads (generating manifests runs nothing but validates) ---------
 case_name=ready_configs
 bad=""
 for config in configs/*.textproto; do
   "$LAUNCHER" --config="$config" --kubernetes --set=output_dir="$TMP/ready" \
+    --set=network.bandwidth_gbps=0 \
     >"$TMP/ready.out" 2>&1 || bad="$bad $config"
 done
 output="$TMP/ready.out"

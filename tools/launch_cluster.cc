@@ -1568,22 +1568,26 @@ int Main(int argc, char** argv) {
     Launcher launcher(std::move(options), *std::move(config));
     return launcher.Collect();
   }
-  if (absl::GetFlag(FLAGS_kubernetes)) return GenerateKubernetes(options, *config);
-  if (absl::GetFlag(FLAGS_slurm)) {
+  const bool emulate = config->network().bandwidth_gbps() > 0;
+  const bool kubernetes = absl::GetFlag(FLAGS_kubernetes);
+  const bool slurm = absl::GetFlag(FLAGS_slurm);
+  if (emulate && (!options.hosts.empty() || kubernetes || slurm)) {
+    std::cerr << "launch_cluster: network.bandwidth_gbps = " << config->network().bandwidth_gbps()
+              << " emulates links on this machine; with "
+              << (kubernetes ? "--kubernetes"
+                  : slurm    ? "--slurm"
+                             : "--hosts")
+              << " the hosts' own network is used: set network.bandwidth_gbps=0\n";
+    return 2;
+  }
+  if (kubernetes) return GenerateKubernetes(options, *config);
+  if (slurm) {
     return GenerateSlurm(options, *config,
                          ResolveInputPath(absl::GetFlag(FLAGS_slurm_task_script), invocation_dir));
   }
-
-  const bool emulate = config->network().bandwidth_gbps() > 0;
   if (options.check_network_only && !emulate) {
     std::cerr << "launch_cluster: --check_network: the config emulates no network "
                  "(network.bandwidth_gbps is 0); e.g. --set=network.bandwidth_gbps=1\n";
-    return 2;
-  }
-  if (emulate && !options.hosts.empty()) {
-    std::cerr << "launch_cluster: network.bandwidth_gbps = " << config->network().bandwidth_gbps()
-              << " emulates links on this machine; with --hosts the hosts' own network is "
-                 "used: set network.bandwidth_gbps=0\n";
     return 2;
   }
   if ((config::NetworkEmulated(*config) || options.check_network_only) && geteuid() != 0) {
