@@ -5,6 +5,7 @@
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <functional>
 #include <map>
 #include <memory>
@@ -13,8 +14,6 @@
 #include <string>
 #include <tuple>
 #include <vector>
-
-#include <catch2/catch.hpp>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -175,7 +174,7 @@ CATCH_TEST_CASE("weight decay is not part of the prediction beyond what v holds"
   torch::Tensor param = torch::tensor({2.0f}).requires_grad_(true);
   StageSgd sgd({param}, SgdOptions{0.1, 0.9, 0, 0.5, false});
   param.mutable_grad() = torch::tensor({1.0f});
-  sgd.Step();  // d = 1 + 0.5 * 2 = 2 = v; W = 2 - 0.2 = 1.8
+  sgd.Step();                     // d = 1 + 0.5 * 2 = 2 = v; W = 2 - 0.2 = 1.8
   CATCH_REQUIRE(sgd.Predict(1));  // 1.8 - 0.1 * 2 = 1.6 (no extra decay of W)
   CATCH_CHECK(param.item<float>() == Approx(1.6).epsilon(1e-6));
 }
@@ -273,8 +272,7 @@ SimResult Simulate(const std::vector<int64_t>& dims, const std::vector<Batch>& b
       if (step.pass == Pass::kForward) {
         if (k > 0 && !activation.count({k - 1, i})) continue;
         torch::Tensor x = k == 0 ? batches[i].input : activation[{k - 1, i}];
-        auto [wf, bf] =
-            predicted(s, PredictionDistance(mode, version, n, k, Pass::kForward));
+        auto [wf, bf] = predicted(s, PredictionDistance(mode, version, n, k, Pass::kForward));
         torch::Tensor pre = x.matmul(wf.t()) + bf;
         torch::Tensor z = last ? pre : torch::tanh(pre);
         s.io[i] = {x, z};
@@ -294,8 +292,7 @@ SimResult Simulate(const std::vector<int64_t>& dims, const std::vector<Batch>& b
           gz = input_grad[{k + 1, i}];
         }
         torch::Tensor wb;
-        if (mode == WeightMode::kPipeDream ||
-            (mode == WeightMode::kSpecTrain && version == 2)) {
+        if (mode == WeightMode::kPipeDream || (mode == WeightMode::kSpecTrain && version == 2)) {
           wb = std::get<0>(s.stash[i]);
         } else {
           wb = std::get<0>(predicted(s, PredictionDistance(mode, version, n, k, Pass::kBackward)));
@@ -370,13 +367,13 @@ CATCH_TEST_CASE("every pipelined weight mode trains as the hand-written simulati
 // Single-device equivalence.
 
 std::vector<torch::Tensor> TrainSingleDevice(const PipelineEngine::ModelFactory& factory,
-                                             const std::vector<Batch>& batches,
-                                             const SgdOptions& o, torch::Tensor* probe_output,
+                                             const std::vector<Batch>& batches, const SgdOptions& o,
+                                             torch::Tensor* probe_output,
                                              const torch::Tensor& probe) {
   std::shared_ptr<BlockModel> model = *factory();
-  torch::optim::SGD opt(model->parameters(), torch::optim::SGDOptions(o.lr)
-                                                 .momentum(o.momentum)
-                                                 .weight_decay(o.weight_decay));
+  torch::optim::SGD opt(
+      model->parameters(),
+      torch::optim::SGDOptions(o.lr).momentum(o.momentum).weight_decay(o.weight_decay));
   for (const Batch& b : batches) {
     opt.zero_grad();
     model->Loss(model->forward(b.input), b.target).backward();
@@ -517,7 +514,8 @@ CATCH_TEST_CASE("each stage runs the 1F1B order and the data flow is respected")
   }
 }
 
-CATCH_TEST_CASE("pipedream stashes N-k versions on stage k and back-propagates with the forward's") {
+CATCH_TEST_CASE(
+    "pipedream stashes N-k versions on stage k and back-propagates with the forward's") {
   const std::vector<int64_t> dims{5, 6, 7, 6, 4};
   const int n = 4;
   const int64_t m = 10;
@@ -577,8 +575,7 @@ CATCH_TEST_CASE("spectrain applies s per stage and pass once a velocity exists")
 // backward) on its `fail_at`-th call.
 class FailingModel : public BlockModel {
  public:
-  FailingModel(std::shared_ptr<BlockModel> inner, int64_t fail_block, int fail_at,
-               bool in_backward)
+  FailingModel(std::shared_ptr<BlockModel> inner, int64_t fail_block, int fail_at, bool in_backward)
       : inner_(register_module("inner", inner)),
         fail_block_(fail_block),
         fail_at_(fail_at),
@@ -632,8 +629,8 @@ CATCH_TEST_CASE("a failing stage ends the run with an error instead of a deadloc
         CATCH_REQUIRE_FALSE(stats.ok());
         CATCH_CHECK(stats.status().code() == absl::StatusCode::kInternal);
         const std::string message(stats.status().message());
-        CATCH_CHECK(absl::StrContains(message, in_backward ? "injected backward failure"
-                                                           : "injected forward failure"));
+        CATCH_CHECK(absl::StrContains(
+            message, in_backward ? "injected backward failure" : "injected forward failure"));
         CATCH_CHECK(absl::StrContains(message, "mini-batch 4"));
         CATCH_CHECK(absl::StrContains(message, in_backward ? "backward" : "forward"));
         if (mode != WeightMode::kDataParallel) {
@@ -659,11 +656,10 @@ CATCH_TEST_CASE("a failing batch source ends the run with its error") {
     absl::StatusOr<std::unique_ptr<PipelineEngine>> engine =
         PipelineEngine::Create(options, ChainFactory(dims));
     CATCH_REQUIRE(engine.ok());
-    absl::StatusOr<TrainStats> stats =
-        (*engine)->Train(6, [&](int64_t i) -> absl::StatusOr<Batch> {
-          if (i == 3) return absl::DataLossError("corrupt file");
-          return batches[i];
-        });
+    absl::StatusOr<TrainStats> stats = (*engine)->Train(6, [&](int64_t i) -> absl::StatusOr<Batch> {
+      if (i == 3) return absl::DataLossError("corrupt file");
+      return batches[i];
+    });
     CATCH_REQUIRE_FALSE(stats.ok());
     CATCH_CHECK(stats.status().code() == absl::StatusCode::kDataLoss);
     CATCH_CHECK(absl::StrContains(stats.status().message(), "mini-batch 3: corrupt file"));

@@ -3,10 +3,9 @@
 // the config, and bad partitions or absent GPUs are errors that say so.
 #include <torch/torch.h>
 
+#include <catch2/catch.hpp>
 #include <string>
 #include <vector>
-
-#include <catch2/catch.hpp>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_split.h"
@@ -71,23 +70,23 @@ CATCH_TEST_CASE("every weight mode trains from a config and reports each epoch")
 }
 
 CATCH_TEST_CASE("the synthetic task is learnt through a 4-stage SpecTrain pipeline") {
-  absl::StatusOr<RunResult> result = RunPipeline(
-      Config({"pipeline.stages=4", "pipeline.spectrain_version=1", "training.epochs=5",
-              "optimizer.lr=0.01"}),
-      {});
+  absl::StatusOr<RunResult> result =
+      RunPipeline(Config({"pipeline.stages=4", "pipeline.spectrain_version=1", "training.epochs=5",
+                          "optimizer.lr=0.01"}),
+                  {});
   CATCH_REQUIRE(result.ok());
-  CATCH_CHECK(result->stage_blocks ==
-              std::vector<std::string>{"conv1", "conv2", "fc1", "fc2"});
+  CATCH_CHECK(result->stage_blocks == std::vector<std::string>{"conv1", "conv2", "fc1", "fc2"});
   CATCH_REQUIRE(result->test_accuracy.has_value());
   CATCH_CHECK(*result->test_accuracy > 0.5);  // chance is 0.1
   CATCH_CHECK(result->epochs.back().train_loss < result->epochs.front().train_loss);
 }
 
 CATCH_TEST_CASE("explicit boundaries are used and iterations cut the last epoch short") {
-  absl::StatusOr<config::ExperimentConfig> config = config::ParseConfig(
-      std::string(kConfig) + "pipeline { weights: \"stale\" stages: 3 boundaries: 1 "
-                             "boundaries: 3 }",
-      {"training.iterations=15", "training.evaluate=false"});
+  absl::StatusOr<config::ExperimentConfig> config =
+      config::ParseConfig(std::string(kConfig) +
+                              "pipeline { weights: \"stale\" stages: 3 boundaries: 1 "
+                              "boundaries: 3 }",
+                          {"training.iterations=15", "training.evaluate=false"});
   CATCH_REQUIRE(config.ok());
   absl::StatusOr<RunResult> result = RunPipeline(*config, {});
   CATCH_REQUIRE(result.ok());
@@ -100,8 +99,8 @@ CATCH_TEST_CASE("explicit boundaries are used and iterations cut the last epoch 
 }
 
 CATCH_TEST_CASE("boundaries beyond the model and absent GPUs are errors that say so") {
-  absl::StatusOr<config::ExperimentConfig> config = config::ParseConfig(
-      std::string(kConfig) + "pipeline { stages: 2 boundaries: 4 }", {});
+  absl::StatusOr<config::ExperimentConfig> config =
+      config::ParseConfig(std::string(kConfig) + "pipeline { stages: 2 boundaries: 4 }", {});
   CATCH_REQUIRE(config.ok());
   absl::StatusOr<RunResult> result = RunPipeline(*config, {});
   CATCH_CHECK(result.status().code() == absl::StatusCode::kInvalidArgument);

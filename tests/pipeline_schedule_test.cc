@@ -2,11 +2,10 @@
 // SpecTrain's version differences, the partitioner, the bounded queue, and the
 // "pipeline" section of experiment configs.
 #include <atomic>
+#include <catch2/catch.hpp>
 #include <string>
 #include <thread>
 #include <vector>
-
-#include <catch2/catch.hpp>
 
 #include "absl/strings/match.h"
 #include "p3/pipeline/bounded_queue.h"
@@ -245,9 +244,8 @@ CATCH_TEST_CASE("pipeline configs get defaults and name bad fields") {
                                 "\"data_parallel\""));
   CATCH_CHECK(absl::StrContains(error("mode: \"pipeline\" pipeline { spectrain_version: 3 }"),
                                 "pipeline.spectrain_version: 3 is out of range; allowed 1..2"));
-  CATCH_CHECK(absl::StrContains(
-      error("mode: \"pipeline\" pipeline { stages: 2 devices: \"cpu\" }"),
-      "pipeline.devices: 1 devices for 2 stages"));
+  CATCH_CHECK(absl::StrContains(error("mode: \"pipeline\" pipeline { stages: 2 devices: \"cpu\" }"),
+                                "pipeline.devices: 1 devices for 2 stages"));
   CATCH_CHECK(absl::StrContains(
       error("mode: \"pipeline\" pipeline { stages: 2 devices: \"cpu\" devices: \"gpu1\" }"),
       "pipeline.devices[1]: \"gpu1\" is not allowed"));

@@ -26,12 +26,12 @@ absl::Status ValidateOptions(const PipelineOptions& o) {
         absl::StrCat("num_stages: ", o.num_stages, " is out of range; allowed 1..", kMaxStages));
   }
   if (o.spectrain_version != 1 && o.spectrain_version != 2) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "spectrain_version: ", o.spectrain_version, " is not allowed; allowed: 1, 2"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("spectrain_version: ", o.spectrain_version, " is not allowed; allowed: 1, 2"));
   }
   if (!o.devices.empty() && static_cast<int>(o.devices.size()) != o.num_stages) {
-    return absl::InvalidArgumentError(absl::StrCat("devices: ", o.devices.size(),
-                                                   " devices for ", o.num_stages,
+    return absl::InvalidArgumentError(absl::StrCat("devices: ", o.devices.size(), " devices for ",
+                                                   o.num_stages,
                                                    " stages; give one per stage or none"));
   }
   if (o.threads_per_stage < 0) {
@@ -39,7 +39,9 @@ absl::Status ValidateOptions(const PipelineOptions& o) {
         absl::StrCat("threads_per_stage: ", o.threads_per_stage, " is out of range; allowed >= 0"));
   }
   const SgdOptions& s = o.sgd;
-  if (!(s.lr > 0)) return absl::InvalidArgumentError(absl::StrCat("sgd.lr: ", s.lr, "; allowed > 0"));
+  if (!(s.lr > 0)) {
+    return absl::InvalidArgumentError(absl::StrCat("sgd.lr: ", s.lr, "; allowed > 0"));
+  }
   if (!(s.momentum >= 0 && s.momentum < 1)) {
     return absl::InvalidArgumentError(
         absl::StrCat("sgd.momentum: ", s.momentum, "; allowed [0, 1)"));
@@ -72,8 +74,8 @@ absl::StatusOr<torch::Device> ParseStageDevice(const std::string& name) {
           "); use \"cpu\""));
     }
     if (index >= count) {
-      return absl::InvalidArgumentError(absl::StrCat("device \"", name, "\": only ", count,
-                                                     " CUDA GPU(s) are present"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("device \"", name, "\": only ", count, " CUDA GPU(s) are present"));
     }
     return torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(index));
   }
@@ -142,9 +144,8 @@ class PipelineEngine::GradientExchange {
       arrived_ = 0;
       ++round_;
     } else {
-      auto done = [this, round]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-        return closed_ || round_ > round;
-      };
+      auto done = [this, round]()
+                      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return closed_ || round_ > round; };
       mu_.Await(absl::Condition(&done));
       if (round_ == round) return std::nullopt;  // closed before the round completed
     }
@@ -237,8 +238,8 @@ absl::StatusOr<std::unique_ptr<PipelineEngine>> PipelineEngine::Create(
     try {
       if (!stage->device.is_cpu()) stage->model->to(stage->device);
     } catch (const c10::Error& e) {
-      return absl::InternalError(absl::StrCat("moving stage ", k, " to ", stage->device.str(),
-                                              ": ", e.what_without_backtrace()));
+      return absl::InternalError(absl::StrCat("moving stage ", k, " to ", stage->device.str(), ": ",
+                                              e.what_without_backtrace()));
     }
     stage->model->train();
     stage->range = engine->ranges_[k];
@@ -321,8 +322,7 @@ absl::Status PipelineEngine::RunPipelineJob(int k, const Job& job) {
   const auto stopped = [k] {
     return absl::CancelledError(absl::StrCat("stage ", k, " stopped: another part failed"));
   };
-  for (const ScheduleStep& step :
-       OneFOneBSchedule(n_, k, job.count, IsPipelined(options_.mode))) {
+  for (const ScheduleStep& step : OneFOneBSchedule(n_, k, job.count, IsPipelined(options_.mode))) {
     std::optional<Message> message;
     if (step.pass == Pass::kForward || k + 1 < n_) {
       message = (step.pass == Pass::kForward ? forward_[k] : backward_[k])->Pop();
@@ -382,8 +382,8 @@ absl::Status PipelineEngine::Forward(Stage& stage, Message message, const Job& j
     Emit(event);
     if (k + 1 < n_) pushed = forward_[k + 1]->Push(Message{i, y.detach(), message.target, 1});
   } catch (const c10::Error& e) {
-    return absl::InternalError(absl::StrCat("stage ", k, ": forward of mini-batch ", i, ": ",
-                                            e.what_without_backtrace()));
+    return absl::InternalError(
+        absl::StrCat("stage ", k, ": forward of mini-batch ", i, ": ", e.what_without_backtrace()));
   } catch (const std::exception& e) {
     return absl::InternalError(
         absl::StrCat("stage ", k, ": forward of mini-batch ", i, ": ", e.what()));
@@ -488,11 +488,11 @@ absl::Status PipelineEngine::RunDataParallelJob(int k, const Job& job) {
                                               " of mini-batch ", i, ": ",
                                               e.what_without_backtrace()));
     } catch (const std::exception& e) {
-      return absl::InternalError(absl::StrCat("replica ", k, ": ", PassName(pass),
-                                              " of mini-batch ", i, ": ", e.what()));
+      return absl::InternalError(
+          absl::StrCat("replica ", k, ": ", PassName(pass), " of mini-batch ", i, ": ", e.what()));
     }
-    std::optional<GradientExchange::Result> sum = exchange_->Reduce(
-        k, std::move(grads), message->weight, loss_value, stages_[0]->device);
+    std::optional<GradientExchange::Result> sum =
+        exchange_->Reduce(k, std::move(grads), message->weight, loss_value, stages_[0]->device);
     if (!sum) {
       return absl::CancelledError(absl::StrCat("replica ", k, " stopped: another part failed"));
     }
@@ -527,8 +527,8 @@ absl::Status PipelineEngine::Feed(int64_t count, const BatchSource& source) {
   for (int64_t i = 0; i < count; ++i) {
     absl::StatusOr<models::Batch> batch = source(i);
     if (!batch.ok()) {
-      return absl::Status(batch.status().code(), absl::StrCat("loading mini-batch ", i, ": ",
-                                                              batch.status().message()));
+      return absl::Status(batch.status().code(),
+                          absl::StrCat("loading mini-batch ", i, ": ", batch.status().message()));
     }
     if (options_.mode != WeightMode::kDataParallel) {
       if (!forward_[0]->Push(Message{i, batch->input, batch->target, 1})) {
@@ -539,8 +539,8 @@ absl::Status PipelineEngine::Feed(int64_t count, const BatchSource& source) {
     const int64_t size = batch->input.size(0);
     if (size < n_) {
       return absl::InvalidArgumentError(absl::StrCat("data_parallel splits each mini-batch over ",
-                                                     n_, " replicas; mini-batch ", i, " has ",
-                                                     size, " samples"));
+                                                     n_, " replicas; mini-batch ", i, " has ", size,
+                                                     " samples"));
     }
     int64_t offset = 0;
     for (int r = 0; r < n_; ++r) {

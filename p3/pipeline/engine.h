@@ -58,14 +58,14 @@
 #ifndef P3_PIPELINE_ENGINE_H_
 #define P3_PIPELINE_ENGINE_H_
 
+#include <torch/torch.h>
+
 #include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
 #include <thread>
 #include <vector>
-
-#include <torch/torch.h>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"

@@ -10,17 +10,16 @@ namespace p3::pipeline {
 
 absl::Status ValidateBoundaries(const std::vector<int64_t>& boundaries, int64_t num_blocks) {
   if (static_cast<int64_t>(boundaries.size()) + 1 > num_blocks) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(boundaries.size() + 1, " stages need at least as many blocks; the model has ",
-                     num_blocks));
+    return absl::InvalidArgumentError(absl::StrCat(
+        boundaries.size() + 1, " stages need at least as many blocks; the model has ", num_blocks));
   }
   int64_t previous = 0;
   for (size_t i = 0; i < boundaries.size(); ++i) {
     if (boundaries[i] <= previous || boundaries[i] >= num_blocks) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "boundary ", i, " (first block of stage ", i + 1, ") is ", boundaries[i],
-          "; boundaries must increase strictly within 1..", num_blocks - 1,
-          " so that every stage has a block"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("boundary ", i, " (first block of stage ", i + 1, ") is ", boundaries[i],
+                       "; boundaries must increase strictly within 1..", num_blocks - 1,
+                       " so that every stage has a block"));
     }
     previous = boundaries[i];
   }
@@ -42,8 +41,8 @@ absl::StatusOr<std::vector<int64_t>> BalancedBoundaries(const std::vector<double
                                                         int num_stages) {
   const int64_t n = static_cast<int64_t>(costs.size());
   if (num_stages < 1 || num_stages > n) {
-    return absl::InvalidArgumentError(absl::StrCat("cannot cut ", n, " blocks into ", num_stages,
-                                                   " non-empty stages"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("cannot cut ", n, " blocks into ", num_stages, " non-empty stages"));
   }
   for (int64_t i = 0; i < n; ++i) {
     if (!(costs[i] >= 0) || !std::isfinite(costs[i])) {

@@ -17,8 +17,8 @@ double Median(std::vector<double> v) {
 
 }  // namespace
 
-absl::StatusOr<std::vector<BlockProfile>> ProfileBlocks(
-    models::BlockModel& model, const std::vector<models::Batch>& batches) {
+absl::StatusOr<std::vector<BlockProfile>> ProfileBlocks(models::BlockModel& model,
+                                                        const std::vector<models::Batch>& batches) {
   if (batches.size() < 2) {
     return absl::InvalidArgumentError(
         absl::StrCat("profiling needs at least 2 batches (one warm-up); got ", batches.size()));

@@ -176,7 +176,8 @@ absl::StatusOr<RunResult> RunPipeline(const config::ExperimentConfig& config,
   std::vector<int64_t> boundaries(pc.boundaries().begin(), pc.boundaries().end());
   {
     P3_ASSIGN_OR_RETURN(std::shared_ptr<models::BlockModel> probe, factory());
-    for (int64_t b = 0; b < probe->num_blocks(); ++b) result.block_names.push_back(probe->BlockName(b));
+    for (int64_t b = 0; b < probe->num_blocks(); ++b)
+      result.block_names.push_back(probe->BlockName(b));
     if (mode != WeightMode::kDataParallel && boundaries.empty() && pc.stages() > 1) {
       std::vector<models::Batch> batches;
       for (int64_t i = 0; i <= pc.profile_batches(); ++i) {
@@ -241,8 +242,8 @@ absl::StatusOr<RunResult> RunPipeline(const config::ExperimentConfig& config,
   for (int epoch = 1; offset < iterations; ++epoch) {
     const int64_t count = std::min(per_epoch, iterations - offset);
     const int64_t first = offset;
-    absl::StatusOr<TrainStats> stats = (*engine)->Train(
-        count, [&](int64_t i) -> absl::StatusOr<models::Batch> {
+    absl::StatusOr<TrainStats> stats =
+        (*engine)->Train(count, [&](int64_t i) -> absl::StatusOr<models::Batch> {
           try {
             return train->Get(sampler.Indices(first + i));
           } catch (const c10::Error& e) {
@@ -270,8 +271,8 @@ absl::StatusOr<RunResult> RunPipeline(const config::ExperimentConfig& config,
       *options.progress << absl::StrFormat(
                                "EPOCH epoch=%d train_loss=%.4f seconds=%.2f "
                                "samples_per_second=%.1f test_accuracy=%s",
-                               epoch, record.train_loss, record.seconds,
-                               record.samples_per_second, OptionalNumber(record.test_accuracy))
+                               epoch, record.train_loss, record.seconds, record.samples_per_second,
+                               OptionalNumber(record.test_accuracy))
                         << std::endl;
     }
     result.epochs.push_back(record);

@@ -55,14 +55,14 @@ struct RunResult {
   int spectrain_version = 1;
   int stages = 0;
   std::vector<std::string> devices;
-  std::vector<int64_t> boundaries;          // used (data_parallel: none)
-  std::vector<std::string> stage_blocks;    // e.g. "conv1+conv2", per stage
+  std::vector<int64_t> boundaries;        // used (data_parallel: none)
+  std::vector<std::string> stage_blocks;  // e.g. "conv1+conv2", per stage
   std::vector<std::string> block_names;
-  std::vector<double> block_seconds;        // profiled forward + backward; empty if not profiled
+  std::vector<double> block_seconds;  // profiled forward + backward; empty if not profiled
   int64_t batch_size = 0;
   int64_t iterations = 0;
-  double samples_per_second = 0;  // median over the epochs
-  double final_loss = 0;          // mean of the last (up to) 20 mini-batches
+  double samples_per_second = 0;        // median over the epochs
+  double final_loss = 0;                // mean of the last (up to) 20 mini-batches
   std::optional<double> test_accuracy;  // after the last epoch
   double wall_seconds = 0;
   std::vector<EpochRecord> epochs;

@@ -12,9 +12,8 @@ std::string StepName(const ScheduleStep& step) {
 }
 
 std::string ScheduleString(const std::vector<ScheduleStep>& steps) {
-  return absl::StrJoin(steps, " ", [](std::string* out, const ScheduleStep& step) {
-    out->append(StepName(step));
-  });
+  return absl::StrJoin(
+      steps, " ", [](std::string* out, const ScheduleStep& step) { out->append(StepName(step)); });
 }
 
 int64_t WarmupForwards(int num_stages, int stage, int64_t num_microbatches, bool pipelined) {
@@ -81,7 +80,7 @@ int PredictionDistance(WeightMode mode, int spectrain_version, int num_stages, i
                        Pass pass) {
   if (mode != WeightMode::kSpecTrain) return 0;
   const int behind = num_stages - stage - 1;  // versions the forward is missing (1F1B)
-  if (spectrain_version == 2) return behind;   // the backward reuses the forward's weights
+  if (spectrain_version == 2) return behind;  // the backward reuses the forward's weights
   const int half = stage / 2;
   return pass == Pass::kForward ? half + behind : half;
 }

@@ -32,10 +32,10 @@
 #ifndef P3_PIPELINE_STAGE_SGD_H_
 #define P3_PIPELINE_STAGE_SGD_H_
 
+#include <torch/torch.h>
+
 #include <cstdint>
 #include <vector>
-
-#include <torch/torch.h>
 
 namespace p3::pipeline {
 
@@ -48,8 +48,7 @@ struct SgdOptions {
 };
 
 // w - steps * lr * v, a new tensor: SpecTrain's predicted weight.
-torch::Tensor PredictedWeight(const torch::Tensor& w, const torch::Tensor& v, double lr,
-                              int steps);
+torch::Tensor PredictedWeight(const torch::Tensor& w, const torch::Tensor& v, double lr, int steps);
 
 class StageSgd {
  public:
