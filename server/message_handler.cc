@@ -28,13 +28,13 @@ absl::StatusOr<HelloResult> HandleHello(ParameterShard* shard, const wire::Hello
   HelloResult result;
   result.rank = static_cast<int>(hello.rank());
   if (hello.rank() >= static_cast<uint32_t>(sig->num_workers)) {
-    return absl::InvalidArgumentError(absl::StrCat("rank ", hello.rank(), " is out of range for ",
-                                                   sig->num_workers, " workers"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("rank ", hello.rank(), " is out of range for ", sig->num_workers, " workers"));
   }
   if (static_cast<int>(hello.server_index()) != server_index) {
     return absl::FailedPreconditionError(absl::StrCat("worker ", result.rank, " addressed server ",
-                                                      hello.server_index(),
-                                                      ", but this is server ", server_index));
+                                                      hello.server_index(), ", but this is server ",
+                                                      server_index));
   }
   absl::StatusOr<std::vector<Outgoing>> joined = shard->Join(*sig, result.rank);
   if (!joined.ok()) return joined.status();
@@ -52,15 +52,15 @@ absl::StatusOr<Handled> HandleWorkerMessage(ParameterShard* shard, int rank,
     case wire::WorkerMessage::kGradient: {
       const wire::SliceData& d = msg.has_init() ? msg.init() : msg.gradient();
       if (d.slice_id() > static_cast<uint32_t>(INT32_MAX)) {
-        return absl::InvalidArgumentError(absl::StrCat("slice id ", d.slice_id(), " is out of range"));
+        return absl::InvalidArgumentError(
+            absl::StrCat("slice id ", d.slice_id(), " is out of range"));
       }
       absl::StatusOr<std::vector<float>> values = Floats(d.values());
       if (!values.ok()) return values.status();
       const int64_t n = static_cast<int64_t>(values->size());
-      out = msg.has_init()
-                ? shard->Init(rank, static_cast<int>(d.slice_id()), values->data(), n)
-                : shard->Gradient(rank, static_cast<int>(d.slice_id()), d.iteration(),
-                                  values->data(), n);
+      out = msg.has_init() ? shard->Init(rank, static_cast<int>(d.slice_id()), values->data(), n)
+                           : shard->Gradient(rank, static_cast<int>(d.slice_id()), d.iteration(),
+                                             values->data(), n);
       break;
     }
     case wire::WorkerMessage::kPull:

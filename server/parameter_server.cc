@@ -91,12 +91,10 @@ class ParameterServer::Impl final : public wire::ParameterServer::Service {
         } else {
           // The run failed: the other workers' streams are writing their Abort, which
           // says why, and end by themselves. Give them a moment before cutting them off.
-          mu_.AwaitWithTimeout(absl::Condition(
-                                   +[](std::map<int, Connection*>* streams) {
-                                     return streams->empty();
-                                   },
-                                   &streams_),
-                               absl::Seconds(2));
+          mu_.AwaitWithTimeout(
+              absl::Condition(
+                  +[](std::map<int, Connection*>* streams) { return streams->empty(); }, &streams_),
+              absl::Seconds(2));
         }
         for (auto& [rank, conn] : streams_) {
           conn->queue.Close();
@@ -105,7 +103,8 @@ class ParameterServer::Impl final : public wire::ParameterServer::Service {
       }
     }
     // Waits for the handlers still running, and cancels them after the grace period.
-    if (server_ != nullptr) server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
+    if (server_ != nullptr)
+      server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
   }
 
   int port() const { return port_; }
@@ -138,19 +137,19 @@ class ParameterServer::Impl final : public wire::ParameterServer::Service {
     {
       absl::MutexLock lock(&mu_);
       if (!failure_.ok()) return failure_;
-      absl::StatusOr<HelloResult> joined =
-          HandleHello(&shard_, hello, options_.shard.server_index);
+      absl::StatusOr<HelloResult> joined = HandleHello(&shard_, hello, options_.shard.server_index);
       if (!joined.ok()) return joined.status();  // refused: only this stream ends
       rank = joined->rank;
       initial = std::move(joined->out);
       conn = std::make_unique<Connection>(joined->signature.priority);
       conn->rank = rank;
       conn->context = context;
+      // The Welcome goes first, also in FIFO order: queued before anyone can see the queue.
+      conn->queue.Push(Pending{.kind = Pending::Kind::kWelcome},
+                       std::numeric_limits<int64_t>::min(), 0, 0);
       streams_[rank] = conn.get();
     }
     Connection& connection = *conn;
-    connection.queue.Push(Pending{.kind = Pending::Kind::kWelcome}, std::numeric_limits<int64_t>::min(),
-                    0, 0);
     Dispatch(initial);
     if (tracing()) {
       connection.receive_track = options_.trace->Track(absl::StrCat("from worker ", rank));
@@ -191,7 +190,8 @@ class ParameterServer::Impl final : public wire::ParameterServer::Service {
       absl::MutexLock lock(&mu_);
       if (!failure_.ok()) return failure_;
     }
-    return absl::UnavailableError(absl::StrCat("worker ", rank, " disconnected before it was done"));
+    return absl::UnavailableError(
+        absl::StrCat("worker ", rank, " disconnected before it was done"));
   }
 
   // Compares in time independent of where the tokens differ.
@@ -229,8 +229,8 @@ class ParameterServer::Impl final : public wire::ParameterServer::Service {
       iteration = msg.pull().version();
       what = "pull";
     }
-    options_.trace->Complete(track, absl::StrCat(what, " ", slice), updated ? "update" : "aggregate",
-                             start, absl::Now(),
+    options_.trace->Complete(track, absl::StrCat(what, " ", slice),
+                             updated ? "update" : "aggregate", start, absl::Now(),
                              absl::StrCat("\"slice\": ", slice, ", \"iteration\": ", iteration));
   }
 
