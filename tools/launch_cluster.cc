@@ -87,7 +87,7 @@ ABSL_FLAG(int, log_tail_lines, 20, "Lines of a failed process's log to print.");
 ABSL_FLAG(bool, check_network, false,
           "Set up the config's emulated network (network.bandwidth_gbps > 0), measure every "
           "machine's link in both directions, print measured vs configured Gbit/s, remove the "
-          "network and exit (0: every link within 85%..105% of its rate). Needs root.");
+          "network and exit (0: no link above 105% of its rate; a slower one is a warning). Needs root.");
 ABSL_FLAG(bool, cleanup_network, false,
           "Remove the network namespaces left by launchers that no longer run (e.g. killed "
           "with SIGKILL), then exit. Needs root.");
@@ -1030,6 +1030,7 @@ absl::Status Launcher::CheckLinks(bool strict) {
                    " each, one at a time (TCP, receiver's goodput; "
                    "TCP/IP headers make about 95.7% of the rate the expected figure)"));
   std::vector<std::string> outside;
+  std::vector<std::string> slow_links;
   for (const auto& [from, to] : links) {
     WaitForEvent(absl::ZeroDuration());
     if (interrupt_signal_ != 0) return InterruptedError();
@@ -1037,16 +1038,26 @@ absl::Status Launcher::CheckLinks(bool strict) {
     if (!m.ok()) return m.status();
     link_checks_.push_back(*m);
     const double ratio = m->gbps / configured;
-    const bool ok = ratio >= 0.85 && ratio <= 1.05;
+    // Above the rate, or nothing at all: the emulation is broken. Well below it: usually
+    // the 2 cores are busy (the shaping cannot make a link faster than the CPU allows).
+    const bool broken = ratio > 1.05 || m->gbps <= 0;
+    const bool slow = ratio < 0.85;
     Say(absl::StrFormat(
         "  machine %d -> machine %d: %.3f Gbit/s measured, %.3f configured (%.1f%%)%s", from, to,
-        m->gbps, configured, 100 * ratio, ok ? "" : "  OUT OF RANGE"));
-    if (!ok) outside.push_back(absl::StrCat(from, "->", to));
+        m->gbps, configured, 100 * ratio,
+        broken ? "  LIMIT NOT HELD" : slow ? "  below 85% (busy machine?)" : ""));
+    if (broken) outside.push_back(absl::StrCat(from, "->", to));
+    if (slow) slow_links.push_back(absl::StrCat(from, "->", to));
+  }
+  if (!slow_links.empty()) {
+    Say(absl::StrCat("warning: link(s) ", absl::StrJoin(slow_links, ", "),
+                     " below 85% of the configured rate: is the machine busy? (docs/network.md)"));
   }
   if (!outside.empty()) {
-    const std::string message = absl::StrCat(
-        "link(s) ", absl::StrJoin(outside, ", "),
-        " outside 85%..105% of the configured rate (is the machine busy? see docs/network.md)");
+    const std::string message =
+        absl::StrCat("link(s) ", absl::StrJoin(outside, ", "),
+                     " above 105% of the configured rate, or carrying nothing: the limit does "
+                     "not hold (docs/network.md)");
     if (strict) return absl::FailedPreconditionError(message);
     Say("warning: " + message);
   }
@@ -1305,7 +1316,7 @@ int Launcher::CheckNetworkOnly(const sigset_t& original_mask, int signal_fd) {
               << std::endl;
     return absl::IsCancelled(status) ? 128 + interrupt_signal_ : 1;
   }
-  Say("every link is within 85%..105% of its configured rate");
+  Say("no link exceeds its configured rate");
   return 0;
 }
 
