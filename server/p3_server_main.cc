@@ -25,19 +25,8 @@ ABSL_FLAG(std::string, port_file, "", "where to write the bound port");
 ABSL_FLAG(std::string, trace_file, "", "where to write this server's timeline (Chrome trace JSON)");
 
 int main(int argc, char** argv) {
-  // --set=field.path=value may repeat (absl's list flags keep only the last): take them
-  // out before absl parses the rest.
-  std::vector<std::string> overrides;
-  std::vector<char*> rest;
-  for (int i = 0; i < argc; ++i) {
-    std::string arg = argv[i];
-    if (i > 0 && arg.rfind("--set=", 0) == 0) {
-      overrides.push_back(arg.substr(6));
-    } else {
-      rest.push_back(argv[i]);
-    }
-  }
-  absl::ParseCommandLine(static_cast<int>(rest.size()), rest.data());
+  const std::vector<std::string> overrides = p3::config::TakeOverrideFlags(&argc, argv);
+  absl::ParseCommandLine(argc, argv);
   absl::StatusOr<p3::config::ExperimentConfig> config =
       p3::config::LoadConfig(absl::GetFlag(FLAGS_config), overrides);
   if (!config.ok()) {

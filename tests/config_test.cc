@@ -348,3 +348,22 @@ CATCH_TEST_CASE("bad network fields are named with what is allowed") {
 
 }  // namespace
 }  // namespace p3::config
+
+namespace p3::config {
+namespace {
+
+CATCH_TEST_CASE("every --set is taken out of argv in order, the rest is kept for absl") {
+  std::string a0 = "p3_worker", a1 = "--set=mode=baseline", a2 = "--rank=1",
+              a3 = "--set=training.batch_size=8", a4 = "--servers=h:1";
+  char* argv[] = {a0.data(), a1.data(), a2.data(), a3.data(), a4.data()};
+  int argc = 5;
+  std::vector<std::string> overrides = TakeOverrideFlags(&argc, argv);
+  CATCH_CHECK(overrides == std::vector<std::string>{"mode=baseline", "training.batch_size=8"});
+  CATCH_REQUIRE(argc == 3);
+  CATCH_CHECK(std::string(argv[0]) == "p3_worker");
+  CATCH_CHECK(std::string(argv[1]) == "--rank=1");
+  CATCH_CHECK(std::string(argv[2]) == "--servers=h:1");
+}
+
+}  // namespace
+}  // namespace p3::config

@@ -695,4 +695,19 @@ int WorkerProcessCount(const ExperimentConfig& config) {
   return config.mode() == "local" ? 1 : config.cluster().workers();
 }
 
+std::vector<std::string> TakeOverrideFlags(int* argc, char** argv) {
+  std::vector<std::string> overrides;
+  int kept = 1;
+  for (int i = 1; i < *argc; ++i) {
+    const absl::string_view arg = argv[i];
+    if (absl::StartsWith(arg, "--set=")) {
+      overrides.emplace_back(arg.substr(6));
+    } else {
+      argv[kept++] = argv[i];
+    }
+  }
+  *argc = kept;
+  return overrides;
+}
+
 }  // namespace p3::config

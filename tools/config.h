@@ -84,6 +84,11 @@ absl::Status ValidateConfig(const ExperimentConfig& config);
 // Text format of `config`, parseable by ParseConfig().
 std::string ConfigToText(const ExperimentConfig& config);
 
+// Takes every "--set=field.path=value" out of argv and returns the overrides in order;
+// argc and argv keep the other arguments for absl::ParseCommandLine (whose list flags
+// would keep only the last --set).
+std::vector<std::string> TakeOverrideFlags(int* argc, char** argv);
+
 // Samples per iteration over the whole cluster: training.batch_size * cluster.workers.
 // In mode "local" this is also the batch of the single process.
 int64_t GlobalBatchSize(const ExperimentConfig& config);
