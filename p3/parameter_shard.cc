@@ -1,6 +1,7 @@
 #include "p3/parameter_shard.h"
 
 #include <algorithm>
+#include <cstring>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -287,7 +288,8 @@ absl::StatusOr<std::vector<Outgoing>> ParameterShard::Init(int rank, int slice_i
       return absl::InvalidArgumentError(absl::StrCat("initial values of slice ", slice_id, " have ",
                                                      n, " parameters; the slice has ", s.length));
     }
-    s.params.assign(values, values + n);
+    s.params.resize(n);
+    std::memcpy(s.params.data(), values, n * sizeof(float));  // `values` may be unaligned
     s.snapshot = std::make_shared<const std::vector<float>>(s.params);
     s.initialized = true;
   }
@@ -344,7 +346,8 @@ absl::StatusOr<std::vector<Outgoing>> ParameterShard::Gradient(int rank, int sli
                                                    " for iteration ", iteration, " from worker ",
                                                    rank));
     }
-    s.grads[rank].assign(values, values + n);
+    s.grads[rank].resize(n);
+    std::memcpy(s.grads[rank].data(), values, n * sizeof(float));  // may be unaligned
     s.has[rank] = true;
     ++s.count;
     if (!values_on_push) {

@@ -103,7 +103,8 @@ class ParameterShard {
   // initial values are already in.
   absl::StatusOr<std::vector<Outgoing>> Join(const ClusterSignature& signature, int rank);
 
-  // Initial values of one slice, from rank 0 only, once per slice.
+  // Initial values of one slice, from rank 0 only, once per slice. `values` (n float32)
+  // is read with memcpy and need not be aligned, e.g. bytes of a received message.
   absl::StatusOr<std::vector<Outgoing>> Init(int rank, int slice_id, const float* values,
                                              int64_t n);
 

@@ -8,15 +8,13 @@
 namespace p3 {
 namespace {
 
-// The float32 values of a slice message, copied out so that they are aligned.
-absl::StatusOr<std::vector<float>> Floats(const std::string& bytes) {
+// Number of float32 values in a slice message's bytes.
+absl::StatusOr<int64_t> FloatCount(const std::string& bytes) {
   if (bytes.size() % sizeof(float) != 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("slice values have ", bytes.size(), " bytes, not a whole number of float32"));
   }
-  std::vector<float> values(bytes.size() / sizeof(float));
-  if (!bytes.empty()) std::memcpy(values.data(), bytes.data(), bytes.size());
-  return values;
+  return static_cast<int64_t>(bytes.size() / sizeof(float));
 }
 
 }  // namespace
@@ -55,12 +53,13 @@ absl::StatusOr<Handled> HandleWorkerMessage(ParameterShard* shard, int rank,
         return absl::InvalidArgumentError(
             absl::StrCat("slice id ", d.slice_id(), " is out of range"));
       }
-      absl::StatusOr<std::vector<float>> values = Floats(d.values());
-      if (!values.ok()) return values.status();
-      const int64_t n = static_cast<int64_t>(values->size());
-      out = msg.has_init() ? shard->Init(rank, static_cast<int>(d.slice_id()), values->data(), n)
-                           : shard->Gradient(rank, static_cast<int>(d.slice_id()), d.iteration(),
-                                             values->data(), n);
+      absl::StatusOr<int64_t> n = FloatCount(d.values());
+      if (!n.ok()) return n.status();
+      // The shard copies the values out with memcpy: no alignment is assumed.
+      const float* values = reinterpret_cast<const float*>(d.values().data());
+      out = msg.has_init()
+                ? shard->Init(rank, static_cast<int>(d.slice_id()), values, *n)
+                : shard->Gradient(rank, static_cast<int>(d.slice_id()), d.iteration(), values, *n);
       break;
     }
     case wire::WorkerMessage::kPull:
