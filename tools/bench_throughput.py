@@ -1,0 +1,375 @@
+#!/usr/bin/python3
+"""Throughput benchmark: the p3 cluster (modes baseline, slicing_only, priority_only, p3,
+no_overlap, local) over emulated links, side by side with PyTorch DDP (tools/ddp_peer.py)
+over the same kind of links. See docs/results/throughput.md.
+
+  # run a sweep (root: network namespaces); every run is bounded by --timeout
+  /usr/bin/python3 tools/bench_throughput.py run --model=resnet50 --batch=8 \
+      --bandwidths=0.5,1,2.5,0 --modes=baseline,p3,no_overlap --ddp --local
+  # extra points
+  /usr/bin/python3 tools/bench_throughput.py run --model=resnet50 --batch=8 \
+      --bandwidths=1 --modes=slicing_only,priority_only --slices=10000,160000,1000000
+  # tables and plots from the raw CSV
+  /usr/bin/python3 tools/bench_throughput.py report
+
+Every run appends one row to <out>/raw.csv (default out/bench/raw.csv) as soon as it ends,
+so a sweep cut short still leaves its finished points.
+"""
+import argparse
+import csv
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+LAUNCHER = os.path.join(ROOT, "bazel-bin/tools/launch_cluster")
+SERVER = os.path.join(ROOT, "bazel-bin/server/p3_server")
+WORKER = os.path.join(ROOT, "bazel-bin/worker/p3_worker")
+BASE_CONFIG = os.path.join(ROOT, "configs/bench_throughput.textproto")
+PY = "/usr/bin/python3"
+
+# torchvision / p3 zoo parameter counts with 1000 classes (docs/models.md)
+PARAMS = {"resnet50": 25557032, "vgg19": 143667240, "vgg16": 138357544,
+          "seq2seq_lstm": 58114816}
+TCP_GOODPUT = 0.957  # payload share of a tbf-shaped link (docs/network.md)
+
+FIELDS = ["time_utc", "model", "system", "mode", "bandwidth_gbps", "batch_per_worker", "workers",
+          "slice_params", "iterations", "warmup", "samples_per_second", "wall_seconds",
+          "bytes_sent_rank0", "load1", "status", "output_dir"]
+
+
+def load1():
+    return float(open("/proc/loadavg").read().split()[0])
+
+
+def append_row(path, row):
+    new = not os.path.exists(path)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "a", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=FIELDS)
+        if new:
+            w.writeheader()
+        w.writerow({k: row.get(k, "") for k in FIELDS})
+    print("[bench] " + " ".join(f"{k}={row.get(k, '')}" for k in FIELDS[1:12]), flush=True)
+
+
+def run_p3(a, mode, bw, slice_params, workers=2, trace=False, tag=""):
+    name = f"{a.model}_{mode}_bw{bw}_s{slice_params}_w{workers}{tag}"
+    out = os.path.join(a.out, "runs", name + time.strftime("_%H%M%S", time.gmtime()))
+    cmd = [LAUNCHER, f"--config={BASE_CONFIG}", f"--server_binary={SERVER}",
+           f"--worker_binary={WORKER}", f"--set=name={name}", f"--set=mode={mode}",
+           f"--set=model.name={a.model}", f"--set=model.image_size={a.image_size}",
+           f"--set=training.batch_size={a.batch}", f"--set=training.iterations={a.iterations}",
+           f"--set=training.warmup_iterations={a.warmup}",
+           f"--set=scheduling.slice_params={slice_params}",
+           f"--set=cluster.workers={workers}", f"--set=cluster.servers={workers}",
+           f"--set=network.bandwidth_gbps={bw if mode != 'local' else 0}",
+           f"--set=output_dir={out}"]
+    cmd += [f"--set={x}" for x in a.set]
+    if trace:
+        cmd.append("--set=trace=true")
+    row = {"time_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "model": a.model,
+           "system": "p3", "mode": mode, "bandwidth_gbps": bw, "batch_per_worker": a.batch,
+           "workers": workers, "slice_params": slice_params, "iterations": a.iterations,
+           "warmup": a.warmup, "load1": load1(), "output_dir": out}
+    t0 = time.time()
+    with open(os.path.join(a.out, "launcher.log"), "a") as log:
+        log.write("$ " + " ".join(cmd) + "\n")
+        log.flush()
+        try:
+            rc = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT,
+                                timeout=a.timeout).returncode
+        except subprocess.TimeoutExpired:
+            rc = "timeout"  # subprocess.run sent SIGKILL: clean the namespaces up
+            subprocess.run([LAUNCHER, "--cleanup_network"], stdout=log, stderr=subprocess.STDOUT)
+    row["wall_seconds"] = round(time.time() - t0, 1)
+    summary = os.path.join(out, "summary.json")
+    if rc == 0 and os.path.exists(summary):
+        s = json.load(open(summary))
+        row["samples_per_second"] = s["samples_per_second"]
+        row["bytes_sent_rank0"] = s["workers_results"][0].get("bytes_sent", "")
+        row["status"] = "ok"
+    else:
+        row["status"] = f"failed:{rc}"
+    append_row(os.path.join(a.out, "raw.csv"), row)
+
+
+def sh(args, check=True):
+    return subprocess.run(args, check=check, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+
+
+def ddp_network(prefix, bw):
+    """Two machines on a bridge, tbf on both ends of each veth (as tools/netem.cc does)."""
+    br = f"{prefix}-br"
+    cmds = [["ip", "netns", "add", br], ["ip", "-n", br, "link", "add", "br0", "type", "bridge"],
+            ["ip", "-n", br, "link", "set", "br0", "up"]]
+    rate = int(bw * 1e9)
+    burst = max(131072, rate // 8 // 1000)
+    tbf = ["root", "tbf", "rate", f"{rate}bit", "burst", str(burst), "latency", "20ms"]
+    for i in range(2):
+        ns, port = f"{prefix}-m{i}", f"m{i}"
+        cmds += [["ip", "netns", "add", ns], ["ip", "-n", ns, "link", "set", "lo", "up"],
+                 ["ip", "link", "add", "eth0", "netns", ns, "type", "veth", "peer", "name", port,
+                  "netns", br],
+                 ["ip", "-n", ns, "addr", "add", f"10.78.0.{i + 1}/24", "dev", "eth0"],
+                 ["ip", "-n", ns, "link", "set", "eth0", "up"],
+                 ["ip", "-n", br, "link", "set", port, "master", "br0"],
+                 ["ip", "-n", br, "link", "set", port, "up"],
+                 ["tc", "-n", ns, "qdisc", "add", "dev", "eth0"] + tbf,
+                 ["tc", "-n", br, "qdisc", "add", "dev", port] + tbf]
+    for c in cmds:
+        sh(c)
+
+
+def ddp_network_remove(prefix):
+    for n in (f"{prefix}-m0", f"{prefix}-m1", f"{prefix}-br"):
+        sh(["ip", "netns", "delete", n], check=False)
+
+
+def run_ddp(a, bw):
+    out = os.path.join(a.out, "runs", f"{a.model}_ddp_bw{bw}" + time.strftime("_%H%M%S", time.gmtime()))
+    os.makedirs(out, exist_ok=True)
+    prefix = f"p3b-{os.getpid()}"
+    row = {"time_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "model": a.model,
+           "system": "ddp", "mode": "ddp", "bandwidth_gbps": bw, "batch_per_worker": a.batch,
+           "workers": 2, "slice_params": "", "iterations": a.iterations, "warmup": a.warmup,
+           "load1": load1(), "output_dir": out}
+    t0 = time.time()
+    procs = []
+    try:
+        if bw > 0:
+            ddp_network(prefix, bw)
+            master, env_if = "10.78.0.1:29500", "eth0"
+        else:
+            master, env_if = "127.0.0.1:29500", "lo"
+        for r in range(2):
+            cmd = [PY, os.path.join(ROOT, "tools/ddp_peer.py"), f"--rank={r}", "--world=2",
+                   f"--master={master}", f"--model={a.model}", f"--batch={a.batch}",
+                   f"--image_size={a.image_size}", f"--iterations={a.iterations}",
+                   f"--warmup={a.warmup}", f"--out={out}/rank{r}.json"]
+            if bw > 0:
+                cmd = ["ip", "netns", "exec", f"{prefix}-m{r}"] + cmd
+            env = dict(os.environ, GLOO_SOCKET_IFNAME=env_if, OMP_NUM_THREADS="1")
+            procs.append(subprocess.Popen(cmd, env=env, stdout=open(f"{out}/rank{r}.log", "w"),
+                                          stderr=subprocess.STDOUT, start_new_session=True))
+        deadline = time.time() + a.timeout
+        rcs = []
+        for p in procs:
+            try:
+                rcs.append(p.wait(timeout=max(1, deadline - time.time())))
+            except subprocess.TimeoutExpired:
+                rcs.append("timeout")
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                os.killpg(p.pid, 9)
+                p.wait()
+        if bw > 0:
+            ddp_network_remove(prefix)
+    row["wall_seconds"] = round(time.time() - t0, 1)
+    res = os.path.join(out, "rank0.json")
+    if all(r == 0 for r in rcs) and os.path.exists(res):
+        row["samples_per_second"] = round(json.load(open(res))["samples_per_second"], 3)
+        row["status"] = "ok"
+    else:
+        row["status"] = f"failed:{rcs}"
+    append_row(os.path.join(a.out, "raw.csv"), row)
+
+
+def cmd_run(a):
+    os.makedirs(a.out, exist_ok=True)
+    bws = [float(b) for b in a.bandwidths.split(",") if b]
+    modes = [m for m in a.modes.split(",") if m]
+    for rep in range(a.runs):
+        if a.local:
+            run_p3(a, "local", 0, a.slice_params, workers=1, tag=f"_r{rep}")
+        for bw in bws:
+            for m in modes:  # modes side by side at each bandwidth
+                run_p3(a, m, bw, a.slice_params, tag=f"_r{rep}")
+            if a.ddp:
+                run_ddp(a, bw)
+        for s in [int(x) for x in a.slices.split(",") if x]:
+            run_p3(a, "p3", bws[0], s, tag=f"_r{rep}")
+        if a.one_plus_one:
+            run_p3(a, "p3", 0, a.slice_params, workers=1, tag=f"_r{rep}")
+            run_p3(a, "local", 0, a.slice_params, workers=1, tag=f"_r{rep}b")
+    if a.trace_at is not None:
+        run_p3(a, "p3", a.trace_at, a.slice_params, trace=True, tag="_trace")
+        run_p3(a, "baseline", a.trace_at, a.slice_params, trace=True, tag="_trace")
+
+
+def bandwidth_bound(model, bw, batch, workers=2):
+    """Samples/s if each machine link carried its bytes at the TCP goodput and nothing else
+    took time. With 2 machines (colocated worker + server each), machine 0's upload carries
+    worker 0's pushes of the slices server 1 owns AND server 0's replies to worker 1 for the
+    slices server 0 owns: all P parameters (4 bytes each) per iteration, each direction,
+    whatever the slice assignment. DDP's ring all-reduce with 2 ranks sends the same P."""
+    if bw <= 0:
+        return float("inf")
+    seconds = PARAMS[model] * 4 * 8 / (bw * 1e9 * TCP_GOODPUT)
+    return batch * workers / seconds
+
+
+def cmd_report(a):
+    rows = [r for r in csv.DictReader(open(os.path.join(a.out, "raw.csv")))
+            if r["status"] == "ok" and "_trace" not in r["output_dir"]]  # traced: apart
+    for r in rows:  # DDP rows written before ddp_peer used the launcher's definition
+        res = os.path.join(r["output_dir"], "rank0.json")
+        if r["system"] == "ddp" and os.path.exists(res):
+            j = json.load(open(res))
+            m = j["iteration_seconds"][j["warmup"]:] or j["iteration_seconds"]
+            r["samples_per_second"] = statistics.median(j["batch_size_per_worker"] * j["world"] / t
+                                                        for t in m)
+    groups = {}
+    for r in rows:
+        key = (r["model"], r["mode"], float(r["bandwidth_gbps"]), int(r["batch_per_worker"]),
+               int(r["workers"]), r["slice_params"])
+        groups.setdefault(key, []).append(r)
+    agg = []
+    for key, rs in sorted(groups.items()):
+        sps = [float(r["samples_per_second"]) for r in rs]
+        agg.append({"model": key[0], "mode": key[1], "bandwidth_gbps": key[2], "batch": key[3],
+                    "workers": key[4], "slice_params": key[5], "runs": len(sps),
+                    "median_sps": statistics.median(sps), "min_sps": min(sps), "max_sps": max(sps),
+                    "load1": statistics.median(float(r["load1"]) for r in rs)})
+    # compute bound: local mode, one process, same per-worker batch, x2 machines
+    local = {}
+    for g in agg:
+        if g["mode"] == "local" and g["workers"] == 1:
+            local.setdefault((g["model"], g["batch"]), []).append(g["median_sps"])
+    out_csv = os.path.join(ROOT, "docs/results/throughput.csv")
+    with open(out_csv, "w", newline="") as f:
+        fields = ["model", "mode", "bandwidth_gbps", "batch", "workers", "slice_params", "runs",
+                  "median_sps", "min_sps", "max_sps", "load1", "compute_bound_sps",
+                  "bandwidth_bound_sps", "efficiency"]
+        w = csv.DictWriter(f, fieldnames=fields)
+        w.writeheader()
+        for g in agg:
+            loc = local.get((g["model"], g["batch"]))
+            cb = (statistics.median(loc) * g["workers"]) if loc else float("nan")
+            bb = bandwidth_bound(g["model"], g["bandwidth_gbps"], g["batch"], g["workers"]) \
+                if g["mode"] != "local" else float("inf")
+            g["compute_bound_sps"] = round(cb, 3)
+            g["bandwidth_bound_sps"] = round(bb, 3) if bb != float("inf") else "inf"
+            lb = min(cb, bb)
+            g["efficiency"] = round(g["median_sps"] / lb, 3) if lb == lb else ""
+            for k in ("median_sps", "min_sps", "max_sps"):
+                g[k] = round(g[k], 3)
+            w.writerow({k: g[k] for k in fields})
+    print(f"wrote {out_csv}")
+    print("| model | mode | Gbit/s | workers | slice | runs | samples/s median (min–max) | load1 | compute bound | bandwidth bound | efficiency |")
+    print("|---|---|---:|---:|---:|---:|---|---:|---:|---:|---:|")
+    for g in agg:
+        bw = "unlim." if g["bandwidth_gbps"] == 0 else f"{g['bandwidth_gbps']:g}"
+        print(f"| {g['model']} | {g['mode']} | {bw} | {g['workers']} | {g['slice_params']} | "
+              f"{g['runs']} | {g['median_sps']:.2f} ({g['min_sps']:.2f}–{g['max_sps']:.2f}) | "
+              f"{g['load1']:.1f} | {g['compute_bound_sps']:.2f} | {g['bandwidth_bound_sps']} | "
+              f"{g['efficiency']} |")
+    # plots: throughput vs bandwidth per model, one line per mode and the peer
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    for model in sorted({g["model"] for g in agg}):
+        fig, ax = plt.subplots(figsize=(6, 4))
+        pts = [g for g in agg if g["model"] == model and g["workers"] == 2 and
+               g["mode"] != "local" and g["slice_params"] in ("", str(a.slice_params))]
+        bws = sorted({g["bandwidth_gbps"] for g in pts})
+        xpos = {b: (b if b > 0 else max(bws) * 2 if bws else 10) for b in bws}
+        for mode in ["baseline", "slicing_only", "priority_only", "no_overlap", "p3", "ddp"]:
+            mp = sorted([g for g in pts if g["mode"] == mode], key=lambda g: xpos[g["bandwidth_gbps"]])
+            if not mp:
+                continue
+            colors = {"baseline": "C0", "slicing_only": "C1", "priority_only": "C2",
+                      "no_overlap": "C3", "p3": "C4", "ddp": "C5"}
+            ax.plot([xpos[g["bandwidth_gbps"]] for g in mp], [g["median_sps"] for g in mp],
+                    marker="o", color=colors[mode], label=("PyTorch DDP (gloo)" if mode == "ddp" else mode))
+        batch = pts[0]["batch"] if pts else 0
+        bb = [(xpos[b], bandwidth_bound(model, b, batch)) for b in bws if b > 0]
+        cb = local.get((model, batch))
+        if cb:
+            ax.axhline(statistics.median(cb) * 2, color="gray", ls="--", label="compute bound (2x local)")
+        if bb:
+            ax.plot([x for x, _ in bb], [y for _, y in bb], color="black", ls=":", marker="x",
+                    label="bandwidth bound")
+        ax.set_xscale("log")
+        ax.set_xticks([xpos[b] for b in bws])
+        ax.set_xticklabels([("unlim." if b == 0 else f"{b:g}") for b in bws])
+        ax.set_xlabel("bandwidth per machine and direction (Gbit/s)")
+        ax.set_ylabel("samples/s (2 workers)")
+        ax.set_title(f"{model}, 32x32, batch {batch}/worker, 2 emulated machines")
+        top = max([g["median_sps"] for g in pts] + ([statistics.median(cb) * 2] if cb else [1]))
+        ax.set_ylim(0, top * 1.3)
+        ax.legend(fontsize=7)
+        fig.tight_layout()
+        png = os.path.join(ROOT, f"docs/results/throughput_{model}.png")
+        fig.savefig(png, dpi=110)
+        print(f"wrote {png}")
+
+
+def cmd_trace(a):
+    """Per iteration of worker 0 in a merged trace.json: forward and backward time (track
+    `compute`), time waiting for parameters, and the iteration's span."""
+    t = json.load(open(a.trace))
+    ev = t["traceEvents"] if isinstance(t, dict) else t
+    tracks = {(e["pid"], e["tid"]): e["args"]["name"] for e in ev
+              if e.get("ph") == "M" and e.get("name") == "thread_name"}
+    w = [e for e in ev if e.get("ph") == "X" and e["pid"] == 100 + a.rank]
+    per = {}
+    for e in w:
+        tr = tracks.get((e["pid"], e["tid"]))
+        if tr == "compute":
+            it = e["args"]["iteration"]
+            d = per.setdefault(it, {"forward": 0.0, "backward": 0.0, "start": e["ts"]})
+            d[e["cat"]] += e["dur"] / 1e6
+            d["start"] = min(d["start"], e["ts"])
+    waits = sorted([e for e in w if tracks.get((e["pid"], e["tid"])) == "wait for parameters"],
+                   key=lambda e: e["ts"])
+    its = sorted(per)
+    print("iteration forward_s backward_s wait_s iteration_s")
+    for i, it in enumerate(its):
+        end = per[its[i + 1]]["start"] if i + 1 < len(its) else None
+        wt = sum(e["dur"] for e in waits if e["ts"] >= per[it]["start"] and
+                 (end is None or e["ts"] < end)) / 1e6
+        span = (end - per[it]["start"]) / 1e6 if end else float("nan")
+        print(f"{it} {per[it]['forward']:.3f} {per[it]['backward']:.3f} {wt:.3f} {span:.3f}")
+
+
+def main():
+    p = argparse.ArgumentParser()
+    sub = p.add_subparsers(dest="cmd", required=True)
+    r = sub.add_parser("run")
+    r.add_argument("--model", default="resnet50")
+    r.add_argument("--batch", type=int, default=8)
+    r.add_argument("--image_size", type=int, default=32)
+    r.add_argument("--iterations", type=int, default=8)
+    r.add_argument("--warmup", type=int, default=2)
+    r.add_argument("--bandwidths", default="0.5,1,2.5,0")
+    r.add_argument("--modes", default="baseline,p3,no_overlap")
+    r.add_argument("--slice_params", type=int, default=40000)
+    r.add_argument("--slices", default="", help="extra p3 runs at the first bandwidth")
+    r.add_argument("--runs", type=int, default=1)
+    r.add_argument("--ddp", action="store_true")
+    r.add_argument("--local", action="store_true")
+    r.add_argument("--one_plus_one", action="store_true")
+    r.add_argument("--trace_at", type=float, default=None)
+    r.add_argument("--timeout", type=float, default=240)
+    r.add_argument("--out", default=os.path.join(ROOT, "out/bench"))
+    r.add_argument("--set", action="append", default=[],
+                   help="extra launcher override for the p3 runs (repeatable), e.g. "
+                        "data.dataset=synthetic_tokens")
+    q = sub.add_parser("report")
+    q.add_argument("--out", default=os.path.join(ROOT, "out/bench"))
+    q.add_argument("--slice_params", type=int, default=40000)
+    t = sub.add_parser("trace")
+    t.add_argument("trace")
+    t.add_argument("--rank", type=int, default=0)
+    a = p.parse_args()
+    {"run": cmd_run, "report": cmd_report, "trace": cmd_trace}[a.cmd](a)
+
+
+if __name__ == "__main__":
+    main()
