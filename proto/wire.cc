@@ -74,9 +74,11 @@ absl::StatusOr<ClusterSignature> SignatureFromHello(const wire::Hello& hello) {
 
 grpc::ChannelArguments ChannelArgs(absl::Duration peer_timeout) {
   grpc::ChannelArguments args;
-  const int half_ms = static_cast<int>(std::max<int64_t>(1000, absl::ToInt64Milliseconds(peer_timeout) / 2));
-  args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, half_ms);
-  args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, half_ms);
+  const int64_t timeout_ms = std::max<int64_t>(1000, absl::ToInt64Milliseconds(peer_timeout));
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, static_cast<int>(timeout_ms / 2));
+  // A whole peer_timeout for the answer: a ping can queue behind a large slice on a slow,
+  // busy link, and a false alarm ends the run.
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, static_cast<int>(timeout_ms));
   args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
   args.SetInt(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
   args.SetMaxReceiveMessageSize(kMaxMessageBytes);

@@ -32,7 +32,7 @@ void SignatureToHello(const ClusterSignature& sig, wire::Hello* hello);
 absl::StatusOr<ClusterSignature> SignatureFromHello(const wire::Hello& hello);
 
 // Keepalive pings every `peer_timeout`/2, a peer that does not answer within
-// `peer_timeout`/2 is considered dead, and message size limits.
+// `peer_timeout` is considered dead, and message size limits.
 grpc::ChannelArguments ChannelArgs(absl::Duration peer_timeout);
 
 }  // namespace p3

@@ -53,7 +53,8 @@ class ParameterServer::Impl final : public wire::ParameterServer::Service {
     const int half_ms = static_cast<int>(
         std::max<int64_t>(1000, absl::ToInt64Milliseconds(options_.peer_timeout) / 2));
     builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, half_ms);
-    builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, half_ms);
+    // As the workers' channels (proto/wire.cc): a whole peer_timeout for the answer.
+    builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 2 * half_ms);
     builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
     builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 500);
     builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PING_STRIKES, 0);

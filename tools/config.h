@@ -55,7 +55,7 @@ inline constexpr const char* kModes[] = {"p3",         "baseline", "slicing_only
 inline constexpr const char* kPipelineWeights[] = {"spectrain", "pipedream", "stale", "vanilla",
                                                    "data_parallel"};
 inline constexpr const char* kPlacements[] = {"colocated", "separate"};
-inline constexpr const char* kDatasets[] = {"fashion_mnist", "synthetic"};
+inline constexpr const char* kDatasets[] = {"fashion_mnist", "synthetic", "synthetic_tokens"};
 inline constexpr const char* kOptimizers[] = {"sgd", "adam"};
 inline constexpr int kMaxProcesses = 64;
 

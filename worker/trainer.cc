@@ -39,7 +39,9 @@ double ParamL2(models::BlockModel& model) {
 double Accuracy(models::BlockModel& model, const models::Dataset& test) {
   torch::NoGradGuard no_grad;
   model.eval();
+  // Per predicted element: per image for classifiers, per token for sequence models.
   int64_t correct = 0;
+  int64_t total = 0;
   constexpr int64_t kChunk = 1000;
   for (int64_t start = 0; start < test.size(); start += kChunk) {
     std::vector<int64_t> idx;
@@ -47,9 +49,10 @@ double Accuracy(models::BlockModel& model, const models::Dataset& test) {
     models::Batch b = test.Get(idx);
     torch::Tensor pred = model.forward(b.input).argmax(-1);
     correct += pred.eq(b.target).sum().item<int64_t>();
+    total += b.target.numel();
   }
   model.train();
-  return static_cast<double>(correct) / static_cast<double>(test.size());
+  return total > 0 ? static_cast<double>(correct) / static_cast<double>(total) : 0.0;
 }
 
 std::unique_ptr<torch::optim::Optimizer> LocalOptimizer(const OptimizerOptions& o,
