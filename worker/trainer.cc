@@ -73,14 +73,20 @@ std::unique_ptr<torch::optim::Optimizer> LocalOptimizer(const OptimizerOptions& 
 
 }  // namespace
 
+// JSON has no NaN or infinity: a diverged run's loss is written as null.
+namespace {
+std::string JsonNumber(double v) { return std::isfinite(v) ? absl::StrFormat("%.6f", v) : "null"; }
+}  // namespace
+
 std::string TrainResult::ToJson() const {
   std::ostringstream out;
   out << absl::StrFormat(
-      "{\"rank\": %d, \"iterations\": %d, \"samples_per_second\": %.3f, \"final_loss\": %.6f, "
-      "\"test_accuracy\": %s, \"param_l2\": %.6f, \"wall_seconds\": %.3f, \"bytes_sent\": %d, "
+      "{\"rank\": %d, \"iterations\": %d, \"samples_per_second\": %.3f, \"final_loss\": %s, "
+      "\"test_accuracy\": %s, \"param_l2\": %s, \"wall_seconds\": %.3f, \"bytes_sent\": %d, "
       "\"bytes_received\": %d, \"forward_wait_seconds\": %.3f}",
-      rank, iterations, samples_per_second, final_loss,
-      test_accuracy ? absl::StrFormat("%.4f", *test_accuracy) : "null", param_l2, wall_seconds,
+      rank, iterations, samples_per_second, JsonNumber(final_loss),
+      test_accuracy ? absl::StrFormat("%.4f", *test_accuracy) : "null", JsonNumber(param_l2),
+      wall_seconds,
       bytes_sent, bytes_received, forward_wait_seconds);
   return out.str();
 }
