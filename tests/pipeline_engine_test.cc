@@ -101,42 +101,62 @@ CATCH_TEST_CASE("stage SGD updates exactly as torch::optim::SGD, and v is torch'
     double momentum, weight_decay, dampening;
     bool nesterov;
   };
-  for (const Case& c : {Case{0.9, 1e-3, 0, false}, Case{0.9, 0, 0, true}, Case{0, 1e-2, 0, false},
-                        Case{0.5, 1e-4, 0.1, false}}) {
-    torch::manual_seed(11);
-    torch::Tensor w0 = torch::randn({5, 3});
-    torch::Tensor b0 = torch::randn({5});
-    torch::Tensor ours_w = w0.clone().requires_grad_(true);
-    torch::Tensor ours_b = b0.clone().requires_grad_(true);
-    torch::Tensor ref_w = w0.clone().requires_grad_(true);
-    torch::Tensor ref_b = b0.clone().requires_grad_(true);
-    SgdOptions o{0.05, c.momentum, c.dampening, c.weight_decay, c.nesterov};
-    StageSgd ours({ours_w, ours_b}, o);
-    torch::optim::SGD ref({ref_w, ref_b}, torch::optim::SGDOptions(0.05)
-                                              .momentum(c.momentum)
-                                              .dampening(c.dampening)
-                                              .weight_decay(c.weight_decay)
-                                              .nesterov(c.nesterov));
-    for (int step = 0; step < 6; ++step) {
-      torch::Tensor x = torch::randn({4, 3});
-      ours.ZeroGrad();
-      ref.zero_grad();
-      torch::tanh(torch::nn::functional::linear(x, ours_w, ours_b)).pow(2).sum().backward();
-      torch::tanh(torch::nn::functional::linear(x, ref_w, ref_b)).pow(2).sum().backward();
-      ours.Step();
-      ref.step();
-    }
-    CATCH_CHECK(torch::equal(ours_w, ref_w));
-    CATCH_CHECK(torch::equal(ours_b, ref_b));
-    CATCH_CHECK(ours.steps() == 6);
-    if (c.momentum != 0) {
-      auto& state = ref.state();
-      auto it = state.find(c10::guts::to_string(ref_w.unsafeGetTensorImpl()));
-      CATCH_REQUIRE(it != state.end());
-      const auto& buf = static_cast<torch::optim::SGDParamState&>(*it->second).momentum_buffer();
-      CATCH_CHECK(torch::equal(ours.velocity()[0], buf));
+  for (const bool separate : {false, true}) {
+    for (const Case& c : {Case{0.9, 1e-3, 0, false}, Case{0.9, 0, 0, true}, Case{0, 1e-2, 0, false},
+                          Case{0.5, 1e-4, 0.1, false}, Case{0.9, 1e-3, 0, true}}) {
+      CATCH_CAPTURE(separate, c.momentum, c.weight_decay, c.nesterov);
+      torch::manual_seed(11);
+      torch::Tensor w0 = torch::randn({5, 3});
+      torch::Tensor b0 = torch::randn({5});
+      torch::Tensor ours_w = w0.clone().requires_grad_(true);
+      torch::Tensor ours_b = b0.clone().requires_grad_(true);
+      torch::Tensor ref_w = w0.clone().requires_grad_(true);
+      torch::Tensor ref_b = b0.clone().requires_grad_(true);
+      SgdOptions o{0.05, c.momentum, c.dampening, c.weight_decay, c.nesterov};
+      StageSgd ours({ours_w, ours_b}, o, separate);
+      torch::optim::SGD ref({ref_w, ref_b}, torch::optim::SGDOptions(0.05)
+                                                .momentum(c.momentum)
+                                                .dampening(c.dampening)
+                                                .weight_decay(c.weight_decay)
+                                                .nesterov(c.nesterov));
+      for (int step = 0; step < 6; ++step) {
+        torch::Tensor x = torch::randn({4, 3});
+        ours.ZeroGrad();
+        ref.zero_grad();
+        torch::tanh(torch::nn::functional::linear(x, ours_w, ours_b)).pow(2).sum().backward();
+        torch::tanh(torch::nn::functional::linear(x, ref_w, ref_b)).pow(2).sum().backward();
+        ours.Step();
+        ours.WriteReal();  // with separate real weights, the parameters are written back
+        ref.step();
+      }
+      CATCH_CHECK(torch::equal(ours_w, ref_w));
+      CATCH_CHECK(torch::equal(ours_b, ref_b));
+      CATCH_CHECK(torch::equal(ours.real()[0], ref_w));
+      CATCH_CHECK(ours.steps() == 6);
+      if (c.momentum != 0) {
+        auto& state = ref.state();
+        auto it = state.find(c10::guts::to_string(ref_w.unsafeGetTensorImpl()));
+        CATCH_REQUIRE(it != state.end());
+        const auto& buf = static_cast<torch::optim::SGDParamState&>(*it->second).momentum_buffer();
+        CATCH_CHECK(torch::equal(ours.velocity()[0], buf));
+      }
     }
   }
+}
+
+CATCH_TEST_CASE("with separate real weights, Step updates them and leaves the parameters") {
+  torch::Tensor param = torch::tensor({1.0f, 2.0f}).requires_grad_(true);
+  StageSgd sgd({param}, SgdOptions{0.1, 0, 0, 0, false}, /*separate_real=*/true);
+  param.mutable_grad() = torch::tensor({1.0f, -1.0f});
+  sgd.Step();
+  CATCH_CHECK(param[0].item<float>() == 1.0f);  // the working values are untouched
+  CATCH_CHECK(sgd.real()[0][0].item<float>() == Approx(0.9).epsilon(1e-6));
+  std::vector<torch::Tensor> copy;
+  sgd.CopyWorking(&copy);
+  sgd.WriteReal();
+  CATCH_CHECK(param[1].item<float>() == Approx(2.1).epsilon(1e-6));
+  sgd.WriteWorking(copy);
+  CATCH_CHECK(torch::equal(param, torch::tensor({1.0f, 2.0f})));
 }
 
 CATCH_TEST_CASE("predicted weights match a hand computation: W - s * lr * v") {
@@ -150,32 +170,34 @@ CATCH_TEST_CASE("predicted weights match a hand computation: W - s * lr * v") {
 
   // Through the optimizer: lr 0.1, momentum 0.9, no weight decay.
   torch::Tensor param = torch::tensor({1.0f, 2.0f}).requires_grad_(true);
-  StageSgd sgd({param}, SgdOptions{0.1, 0.9, 0, 0, false});
-  CATCH_CHECK_FALSE(sgd.Predict(2));  // no v before the first update
+  StageSgd sgd({param}, SgdOptions{0.1, 0.9, 0, 0, false}, /*separate_real=*/true);
+  CATCH_CHECK(sgd.WritePredicted(2) == 0);  // no v before the first update
   CATCH_CHECK(param[0].item<float>() == 1.0f);
   param.mutable_grad() = torch::tensor({0.5f, -1.0f});
-  sgd.Step();  // v = [0.5, -1]; W = [0.95, 2.1]
-  std::vector<torch::Tensor> real = sgd.Snapshot();
-  CATCH_REQUIRE(sgd.Predict(2));  // [0.95 - 0.2 * 0.5, 2.1 + 0.2 * 1]
+  sgd.Step();                                 // v = [0.5, -1]; W = [0.95, 2.1]
+  CATCH_REQUIRE(sgd.WritePredicted(2) == 2);  // [0.95 - 0.2 * 0.5, 2.1 + 0.2 * 1]
   CATCH_CHECK(param[0].item<float>() == Approx(0.85).epsilon(1e-6));
   CATCH_CHECK(param[1].item<float>() == Approx(2.3).epsilon(1e-6));
-  sgd.Load(real);
-  CATCH_CHECK(param[0].item<float>() == Approx(0.95).epsilon(1e-6));
+  CATCH_CHECK(sgd.real()[0][0].item<float>() == Approx(0.95).epsilon(1e-6));  // W kept
+  sgd.WriteReal();
+  CATCH_CHECK(torch::equal(param, sgd.real()[0]));
   sgd.ZeroGrad();
   param.mutable_grad() = torch::tensor({1.0f, 1.0f});
   sgd.Step();  // v = 0.9 * [0.5, -1] + [1, 1] = [1.45, 0.1]; W = [0.805, 2.09]
   CATCH_CHECK(sgd.velocity()[0][0].item<float>() == Approx(1.45).epsilon(1e-6));
-  CATCH_REQUIRE(sgd.Predict(3));  // [0.805 - 0.3 * 1.45, 2.09 - 0.3 * 0.1] = [0.37, 2.06]
+  CATCH_REQUIRE(sgd.WritePredicted(3) == 3);  // [0.805 - 0.3 * 1.45, 2.09 - 0.03]
   CATCH_CHECK(param[0].item<float>() == Approx(0.37).epsilon(1e-5));
   CATCH_CHECK(param[1].item<float>() == Approx(2.06).epsilon(1e-5));
+  // Bit for bit the same as PredictedWeight() on the real weights.
+  CATCH_CHECK(torch::equal(param, PredictedWeight(sgd.real()[0], sgd.velocity()[0], 0.1, 3)));
 }
 
 CATCH_TEST_CASE("weight decay is not part of the prediction beyond what v holds") {
   torch::Tensor param = torch::tensor({2.0f}).requires_grad_(true);
-  StageSgd sgd({param}, SgdOptions{0.1, 0.9, 0, 0.5, false});
+  StageSgd sgd({param}, SgdOptions{0.1, 0.9, 0, 0.5, false}, /*separate_real=*/true);
   param.mutable_grad() = torch::tensor({1.0f});
-  sgd.Step();                     // d = 1 + 0.5 * 2 = 2 = v; W = 2 - 0.2 = 1.8
-  CATCH_REQUIRE(sgd.Predict(1));  // 1.8 - 0.1 * 2 = 1.6 (no extra decay of W)
+  sgd.Step();                                 // d = 1 + 0.5 * 2 = 2 = v; W = 2 - 0.2 = 1.8
+  CATCH_REQUIRE(sgd.WritePredicted(1) == 1);  // 1.8 - 0.1 * 2 = 1.6 (no extra decay of W)
   CATCH_CHECK(param.item<float>() == Approx(1.6).epsilon(1e-6));
 }
 
@@ -191,15 +213,16 @@ CATCH_TEST_CASE("restoring stashed weights before backward gives the stashed ver
   for (int64_t b = 0; b < model.num_blocks(); ++b) {
     CATCH_CAPTURE(b);
     std::vector<torch::Tensor> params = model.BlockParameters(b);
-    StageSgd sgd(params, SgdOptions{});
-    const std::vector<torch::Tensor> w1 = sgd.Snapshot();
+    StageSgd sgd(params, SgdOptions{}, /*separate_real=*/true);
+    std::vector<torch::Tensor> w1;
+    sgd.CopyWorking(&w1);
     std::vector<torch::Tensor> w2;
     for (const torch::Tensor& w : w1) w2.push_back(w + 0.3 * torch::randn_like(w));
     torch::Tensor input = x.detach().requires_grad_(true);
     torch::Tensor y = model.ForwardBlock(b, input);
     torch::Tensor g = torch::randn_like(y);
-    sgd.Load(w2);  // an update lands between forward and backward
-    sgd.Load(w1);  // the stash is put back
+    sgd.WriteWorking(w2);  // other weights are written between forward and backward
+    sgd.WriteWorking(w1);  // the stash is put back
     sgd.ZeroGrad();
     torch::autograd::backward({y}, {g});
     std::vector<torch::Tensor> stashed_grads;

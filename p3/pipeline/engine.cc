@@ -99,49 +99,100 @@ struct PipelineEngine::Stage {
   StageRange range;
   std::unique_ptr<StageSgd> sgd;
   std::map<int64_t, InFlight> in_flight;  // by mini-batch
+  // What the parameters hold (spectrain, pipedream: the optimizer keeps the real weights
+  // apart): the real weights after `working_version` updates, predicted
+  // `working_prediction` ahead. Writes that would change nothing are skipped.
+  int64_t working_version = 0;
+  int working_prediction = 0;
+  std::vector<std::vector<torch::Tensor>> free_stashes;  // reused weight copies
+
+  // Parameters := the real weights after the current update count, predicted `s` ahead
+  // (0: none; nothing before the first update). Returns the s applied.
+  int SetWorkingPredicted(int s) {
+    const int64_t version = sgd->steps();
+    const int applied = version > 0 && !sgd->velocity().empty() ? std::max(s, 0) : 0;
+    if (!sgd->separate_real()) return 0;
+    if (working_version != version || working_prediction != applied) {
+      sgd->WritePredicted(applied);
+      working_version = version;
+      working_prediction = applied;
+    }
+    return applied;
+  }
+  // Parameters := a stash taken when they held (version, prediction).
+  void SetWorkingStash(const InFlight& f) {
+    if (working_version != f.version || working_prediction != f.prediction) {
+      sgd->WriteWorking(f.stash);
+      working_version = f.version;
+      working_prediction = f.prediction;
+    }
+  }
 };
 
-// data_parallel's all-reduce: every replica hands in its gradients once per round and
-// gets the weighted sum back once all have. The sum is taken in replica order by the
-// last one to arrive, so every run adds in the same order.
+// data_parallel's all-reduce: every replica hands in its gradients once per round; once
+// all have, each replica sums its share of the parameters (j mod N == replica) into
+// buffers kept across rounds, in replica order (so every run adds in the same order), and
+// once all shares are done every replica reads the whole sum. A replica's gradients and
+// the sums stay untouched until everyone has passed: nobody starts the next round's
+// reduction before every replica handed in its next gradients, i.e. finished this round.
 class PipelineEngine::GradientExchange {
  public:
   struct Result {
-    std::shared_ptr<const std::vector<torch::Tensor>> grads;
+    const std::vector<torch::Tensor>* grads = nullptr;  // valid until the next round
     double loss = 0;
   };
 
   explicit GradientExchange(int n) : n_(n), grads_(n), weights_(n), losses_(n) {}
 
-  // std::nullopt once closed.
+  // std::nullopt once closed. Throws what libtorch throws while summing.
   std::optional<Result> Reduce(int replica, std::vector<torch::Tensor> grads, double weight,
                                double loss, const torch::Device& device) {
-    absl::MutexLock lock(&mu_);
-    if (closed_) return std::nullopt;
-    const int64_t round = round_;
-    grads_[replica] = std::move(grads);
-    weights_[replica] = weight;
-    losses_[replica] = loss;
-    if (++arrived_ == n_) {
-      auto sum = std::make_shared<std::vector<torch::Tensor>>(grads_[0].size());
-      double loss_sum = 0;
+    int64_t round = 0;
+    size_t count = 0;
+    {
+      absl::MutexLock lock(&mu_);
+      if (closed_) return std::nullopt;
+      round = round_;
+      count = grads.size();
+      if (sums_.size() != count) sums_.resize(count);
+      grads_[replica] = std::move(grads);
+      weights_[replica] = weight;
+      losses_[replica] = loss;
+      if (++arrived_ == n_) all_arrived_ = round + 1;
+      auto arrived = [this, round]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+        return closed_ || all_arrived_ > round;
+      };
+      mu_.Await(absl::Condition(&arrived));
+      if (closed_) return std::nullopt;
+    }
+    {
       torch::NoGradGuard no_grad;
-      for (int r = 0; r < n_; ++r) {
-        loss_sum += weights_[r] * losses_[r];
-        for (size_t j = 0; j < sum->size(); ++j) {
+      for (size_t j = replica; j < count; j += n_) {
+        torch::Tensor& sum = sums_[j];
+        bool first = true;
+        for (int r = 0; r < n_; ++r) {
           const torch::Tensor& g = grads_[r][j];
           if (!g.defined()) continue;
-          torch::Tensor& s = (*sum)[j];
-          if (!s.defined()) {
-            s = g.to(device).mul(weights_[r]);
+          if (first) {
+            if (!sum.defined() || sum.sizes() != g.sizes()) sum = torch::empty_like(g, device);
+            torch::mul_out(sum, g.to(device), weights_[r]);
+            first = false;
           } else {
-            s.add_(g.to(device), weights_[r]);
+            sum.add_(g.to(device), weights_[r]);
           }
         }
+        if (first) sum = torch::Tensor();  // no replica has a gradient for it
+      }
+    }
+    absl::MutexLock lock(&mu_);
+    if (++reduced_ == n_) {
+      loss_ = 0;
+      for (int r = 0; r < n_; ++r) {
+        loss_ += weights_[r] * losses_[r];
         grads_[r].clear();
       }
-      result_ = Result{std::move(sum), loss_sum};
       arrived_ = 0;
+      reduced_ = 0;
       ++round_;
     } else {
       auto done = [this, round]()
@@ -149,7 +200,7 @@ class PipelineEngine::GradientExchange {
       mu_.Await(absl::Condition(&done));
       if (round_ == round) return std::nullopt;  // closed before the round completed
     }
-    return result_;
+    return Result{&sums_, loss_};
   }
 
   void Close() {
@@ -160,12 +211,17 @@ class PipelineEngine::GradientExchange {
  private:
   const int n_;
   absl::Mutex mu_;
-  std::vector<std::vector<torch::Tensor>> grads_ ABSL_GUARDED_BY(mu_);
+  // Written under mu_ before the round's reduction starts and read (not changed) during
+  // it; sums_[j] belongs to replica j mod N during the reduction.
+  std::vector<std::vector<torch::Tensor>> grads_;
   std::vector<double> weights_ ABSL_GUARDED_BY(mu_);
   std::vector<double> losses_ ABSL_GUARDED_BY(mu_);
+  std::vector<torch::Tensor> sums_;
   int arrived_ ABSL_GUARDED_BY(mu_) = 0;
-  int64_t round_ ABSL_GUARDED_BY(mu_) = 0;
-  Result result_ ABSL_GUARDED_BY(mu_);
+  int reduced_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t all_arrived_ ABSL_GUARDED_BY(mu_) = 0;  // rounds whose gradients are all in
+  int64_t round_ ABSL_GUARDED_BY(mu_) = 0;        // rounds completed
+  double loss_ ABSL_GUARDED_BY(mu_) = 0;
   bool closed_ ABSL_GUARDED_BY(mu_) = false;
 };
 
@@ -247,7 +303,11 @@ absl::StatusOr<std::unique_ptr<PipelineEngine>> PipelineEngine::Create(
     for (int64_t b = stage->range.begin; b < stage->range.end; ++b) {
       for (const torch::Tensor& p : stage->model->BlockParameters(b)) params.push_back(p);
     }
-    stage->sgd = std::make_unique<StageSgd>(std::move(params), options.sgd);
+    // SpecTrain and PipeDream put other values than the real weights into the model;
+    // the optimizer then keeps the real ones apart.
+    const bool separate_real =
+        options.mode == WeightMode::kSpecTrain || options.mode == WeightMode::kPipeDream;
+    stage->sgd = std::make_unique<StageSgd>(std::move(params), options.sgd, separate_real);
     engine->stages_.push_back(std::move(stage));
   }
   // In 1F1B no stage runs more than N forwards ahead of the next one, so N + 1 slots
@@ -311,7 +371,17 @@ void PipelineEngine::StageLoop(int k) {
     absl::Status status = options_.mode == WeightMode::kDataParallel ? RunDataParallelJob(k, job)
                                                                      : RunPipelineJob(k, job);
     if (!status.ok()) Fail(status);
-    stages_[k]->in_flight.clear();
+    Stage& stage = *stages_[k];
+    for (auto& entry : stage.in_flight) {
+      if (!entry.second.stash.empty()) stage.free_stashes.push_back(std::move(entry.second.stash));
+    }
+    stage.in_flight.clear();
+    // The model holds the real weights between runs (for Infer(), Parameters()).
+    try {
+      stage.SetWorkingPredicted(0);
+    } catch (const c10::Error& e) {
+      Fail(absl::InternalError(absl::StrCat("stage ", k, ": ", e.what_without_backtrace())));
+    }
     absl::MutexLock lock(&mu_);
     ++stages_done_;
   }
@@ -350,22 +420,24 @@ absl::Status PipelineEngine::Forward(Stage& stage, Message message, const Job& j
   bool pushed = true;
   try {
     InFlight f;
-    f.version = stage.sgd->steps();
     torch::Tensor x = message.tensor.to(stage.device);
     if (k > 0) x = x.detach().requires_grad_(true);
-    const int s =
-        PredictionDistance(options_.mode, options_.spectrain_version, n_, k, Pass::kForward);
-    std::vector<torch::Tensor> real;
-    if (s > 0 && stage.sgd->steps() > 0) {
-      real = stage.sgd->Snapshot();
-      if (stage.sgd->Predict(s)) f.prediction = s;
+    // The weights of this forward: the real ones (stale, vanilla: they are the
+    // parameters), or predicted s ahead (spectrain; pipedream: s = 0).
+    f.prediction = stage.SetWorkingPredicted(
+        PredictionDistance(options_.mode, options_.spectrain_version, n_, k, Pass::kForward));
+    f.version = stage.sgd->steps();
+    if (stash) {
+      if (!stage.free_stashes.empty()) {
+        f.stash = std::move(stage.free_stashes.back());
+        stage.free_stashes.pop_back();
+      }
+      stage.sgd->CopyWorking(&f.stash);
     }
-    if (stash) f.stash = stage.sgd->Snapshot();
     torch::Tensor y = x;
     for (int64_t b = stage.range.begin; b < stage.range.end; ++b) {
       y = stage.model->ForwardBlock(b, y);
     }
-    if (f.prediction > 0) stage.sgd->Load(real);
     if (k + 1 == n_) {
       torch::Tensor loss = stage.model->Loss(y, message.target.to(stage.device));
       job.stats->losses[i] = loss.item<double>();
@@ -406,25 +478,16 @@ absl::Status PipelineEngine::Backward(Stage& stage, int64_t i, const torch::Tens
   bool pushed = true;
   PipelineEvent event{k, Pass::kBackward, i, stage.sgd->steps(), 0, 0};
   try {
-    std::vector<torch::Tensor> real;
-    bool swapped = false;
     if (!f.stash.empty()) {
       // The forward's weights: stashed (pipedream) or predicted (spectrain v2).
       event.weight_version = f.version;
       event.prediction = f.prediction;
-      if (f.version != stage.sgd->steps() || f.prediction > 0) {
-        real = stage.sgd->Snapshot();
-        stage.sgd->Load(f.stash);
-        swapped = true;
-      }
+      stage.SetWorkingStash(f);
     } else {
-      const int s =
-          PredictionDistance(options_.mode, options_.spectrain_version, n_, k, Pass::kBackward);
-      if (s > 0 && stage.sgd->steps() > 0) {
-        real = stage.sgd->Snapshot();
-        swapped = stage.sgd->Predict(s);
-        if (swapped) event.prediction = s;
-      }
+      // The current real weights (stale, vanilla: they are the parameters), or predicted
+      // s ahead (spectrain v1).
+      event.prediction = stage.SetWorkingPredicted(
+          PredictionDistance(options_.mode, options_.spectrain_version, n_, k, Pass::kBackward));
     }
     stage.sgd->ZeroGrad();
     if (k + 1 == n_) {
@@ -432,7 +495,6 @@ absl::Status PipelineEngine::Backward(Stage& stage, int64_t i, const torch::Tens
     } else {
       torch::autograd::backward({f.output}, {grad.to(stage.device)});
     }
-    if (swapped) stage.sgd->Load(real);
     for (const auto& entry : stage.in_flight) {
       if (entry.first != i && !entry.second.stash.empty()) ++event.stashed;
     }
@@ -448,6 +510,7 @@ absl::Status PipelineEngine::Backward(Stage& stage, int64_t i, const torch::Tens
     return absl::InternalError(
         absl::StrCat("stage ", k, ": backward of mini-batch ", i, ": ", e.what()));
   }
+  if (!f.stash.empty()) stage.free_stashes.push_back(std::move(f.stash));
   stage.in_flight.erase(it);
   if (k == 0) {
     job.stats->done_seconds[i] = absl::ToDoubleSeconds(absl::Now() - job.start);
@@ -491,24 +554,26 @@ absl::Status PipelineEngine::RunDataParallelJob(int k, const Job& job) {
       return absl::InternalError(
           absl::StrCat("replica ", k, ": ", PassName(pass), " of mini-batch ", i, ": ", e.what()));
     }
-    std::optional<GradientExchange::Result> sum =
-        exchange_->Reduce(k, std::move(grads), message->weight, loss_value, stages_[0]->device);
+    std::optional<GradientExchange::Result> sum;
+    try {
+      sum = exchange_->Reduce(k, std::move(grads), message->weight, loss_value, stages_[0]->device);
+    } catch (const c10::Error& e) {
+      return absl::InternalError(absl::StrCat("replica ", k, ": averaging mini-batch ", i,
+                                              "'s gradients: ", e.what_without_backtrace()));
+    }
     if (!sum) {
       return absl::CancelledError(absl::StrCat("replica ", k, " stopped: another part failed"));
     }
     try {
-      torch::NoGradGuard no_grad;
-      for (size_t j = 0; j < params.size(); ++j) {
-        const torch::Tensor& g = (*sum->grads)[j];
-        if (!g.defined()) continue;
-        // Into this replica's own buffer: the sum is shared by all replicas.
-        if (params[j].grad().defined()) {
-          params[j].mutable_grad().copy_(g);
-        } else {
-          params[j].mutable_grad() = g.to(stage.device, /*non_blocking=*/false, /*copy=*/true);
+      if (stage.device == stages_[0]->device) {
+        stage.sgd->Step(*sum->grads);
+      } else {
+        std::vector<torch::Tensor> moved;
+        for (const torch::Tensor& g : *sum->grads) {
+          moved.push_back(g.defined() ? g.to(stage.device) : g);
         }
+        stage.sgd->Step(moved);
       }
-      stage.sgd->Step();
     } catch (const c10::Error& e) {
       return absl::InternalError(absl::StrCat("replica ", k, ": update of mini-batch ", i, ": ",
                                               e.what_without_backtrace()));
@@ -608,7 +673,7 @@ std::vector<torch::Tensor> PipelineEngine::Parameters() {
   std::vector<torch::Tensor> out;
   const int used = options_.mode == WeightMode::kDataParallel ? 1 : n_;
   for (int k = 0; k < used; ++k) {
-    for (const torch::Tensor& p : stages_[k]->sgd->params()) {
+    for (const torch::Tensor& p : stages_[k]->sgd->real()) {
       out.push_back(p.detach().to(torch::kCPU).clone());
     }
   }

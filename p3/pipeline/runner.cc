@@ -68,15 +68,18 @@ std::string OptionalNumber(const std::optional<double>& v) {
   return v ? absl::StrFormat("%.4f", *v) : "null";
 }
 
+// JSON has no NaN or infinity: a diverged run's loss is written as null.
+std::string Number(double v) { return std::isfinite(v) ? absl::StrFormat("%.6f", v) : "null"; }
+
 }  // namespace
 
 std::string RunResult::ToJson() const {
   std::vector<std::string> epoch_json;
   for (const EpochRecord& e : epochs) {
     epoch_json.push_back(absl::StrFormat(
-        "{\"epoch\": %d, \"iterations\": %d, \"train_loss\": %.6f, \"seconds\": %.3f, "
+        "{\"epoch\": %d, \"iterations\": %d, \"train_loss\": %s, \"seconds\": %.3f, "
         "\"samples_per_second\": %.3f, \"test_accuracy\": %s}",
-        e.epoch, e.iterations, e.train_loss, e.seconds, e.samples_per_second,
+        e.epoch, e.iterations, Number(e.train_loss), e.seconds, e.samples_per_second,
         OptionalNumber(e.test_accuracy)));
   }
   std::vector<std::string> quoted_devices, quoted_stages, quoted_blocks, seconds;
@@ -88,12 +91,12 @@ std::string RunResult::ToJson() const {
       "{\"name\": %s, \"weights\": %s, \"spectrain_version\": %d, \"stages\": %d, "
       "\"devices\": [%s], \"boundaries\": [%s], \"stage_blocks\": [%s], \"block_names\": [%s], "
       "\"block_seconds\": [%s], \"batch_size\": %d, \"iterations\": %d, "
-      "\"samples_per_second\": %.3f, \"final_loss\": %.6f, \"test_accuracy\": %s, "
+      "\"samples_per_second\": %.3f, \"final_loss\": %s, \"test_accuracy\": %s, "
       "\"wall_seconds\": %.3f, \"epochs\": [%s]}",
       JsonString(name), JsonString(weights), spectrain_version, stages,
       absl::StrJoin(quoted_devices, ", "), absl::StrJoin(boundaries, ", "),
       absl::StrJoin(quoted_stages, ", "), absl::StrJoin(quoted_blocks, ", "),
-      absl::StrJoin(seconds, ", "), batch_size, iterations, samples_per_second, final_loss,
+      absl::StrJoin(seconds, ", "), batch_size, iterations, samples_per_second, Number(final_loss),
       OptionalNumber(test_accuracy), wall_seconds, absl::StrJoin(epoch_json, ", "));
 }
 

@@ -9,18 +9,36 @@ torch::Tensor PredictedWeight(const torch::Tensor& w, const torch::Tensor& v, do
   return w.add(v, -static_cast<double>(steps) * lr);
 }
 
-StageSgd::StageSgd(std::vector<torch::Tensor> params, const SgdOptions& options)
-    : params_(std::move(params)), options_(options) {}
+StageSgd::StageSgd(std::vector<torch::Tensor> params, const SgdOptions& options, bool separate_real)
+    : params_(std::move(params)), options_(options), separate_real_(separate_real) {
+  torch::NoGradGuard no_grad;
+  for (const torch::Tensor& p : params_) {
+    real_.push_back(separate_real_ ? p.detach().clone() : p);
+  }
+  scratch_.resize(params_.size());
+}
 
 void StageSgd::Step() {
+  std::vector<torch::Tensor> grads;
+  grads.reserve(params_.size());
+  for (const torch::Tensor& p : params_) grads.push_back(p.grad());
+  Step(grads);
+}
+
+void StageSgd::Step(const std::vector<torch::Tensor>& grads) {
   torch::NoGradGuard no_grad;
   if (velocity_.empty()) velocity_.resize(params_.size());
-  for (size_t j = 0; j < params_.size(); ++j) {
-    torch::Tensor& p = params_[j];
-    if (!p.grad().defined()) continue;
-    // The same operations, in the same order, as torch::optim::SGD::step() in 1.13.
-    torch::Tensor d_p = p.grad().data();
-    if (options_.weight_decay != 0) d_p = d_p.add(p.data(), options_.weight_decay);
+  for (size_t j = 0; j < params_.size() && j < grads.size(); ++j) {
+    if (!grads[j].defined()) continue;
+    torch::Tensor w = real_[j].data();
+    // The operations of torch::optim::SGD::step() in 1.13, in the same order; the
+    // out-of-place results go to kept buffers (add_out computes what add returns).
+    torch::Tensor d_p = grads[j].data();
+    if (options_.weight_decay != 0) {
+      if (!scratch_[j].defined()) scratch_[j] = torch::empty_like(w);
+      torch::add_out(scratch_[j], d_p, w, options_.weight_decay);
+      d_p = scratch_[j];
+    }
     if (options_.momentum != 0) {
       torch::Tensor& buf = velocity_[j];
       if (!buf.defined()) {
@@ -28,38 +46,57 @@ void StageSgd::Step() {
       } else {
         buf.mul_(options_.momentum).add_(d_p, 1 - options_.dampening);
       }
-      d_p = options_.nesterov ? d_p.add(buf, options_.momentum) : buf;
-    } else {
-      // d_p may be the gradient itself, which the next backward replaces: keep a copy.
+      if (options_.nesterov) {
+        if (!scratch_[j].defined()) scratch_[j] = torch::empty_like(w);
+        torch::add_out(scratch_[j], d_p, buf, options_.momentum);
+        d_p = scratch_[j];
+      } else {
+        d_p = buf;
+      }
+    } else if (!velocity_[j].defined()) {
+      // d_p may be the gradient itself, which the next backward overwrites: keep a copy.
       velocity_[j] = torch::clone(d_p).detach();
+    } else {
+      velocity_[j].copy_(d_p);
     }
-    p.data().add_(d_p, -1 * options_.lr);
+    w.add_(d_p, -1 * options_.lr);
   }
   ++steps_;
 }
 
-bool StageSgd::Predict(int steps) {
-  if (steps <= 0 || velocity_.empty()) return false;
+int StageSgd::WritePredicted(int steps) {
+  const bool predict = steps > 0 && !velocity_.empty();
+  if (!separate_real_) return 0;  // the parameters are W; prediction needs separate_real
   torch::NoGradGuard no_grad;
   for (size_t j = 0; j < params_.size(); ++j) {
-    if (!velocity_[j].defined()) continue;
-    // In place, the same kernel and arithmetic as PredictedWeight().
-    params_[j].data().add_(velocity_[j], -static_cast<double>(steps) * options_.lr);
+    torch::Tensor out = params_[j].data();
+    if (predict && velocity_[j].defined()) {
+      // One pass; the same kernel and arithmetic as PredictedWeight().
+      torch::add_out(out, real_[j], velocity_[j], -static_cast<double>(steps) * options_.lr);
+    } else {
+      out.copy_(real_[j]);
+    }
   }
-  return true;
+  return predict ? steps : 0;
 }
 
-std::vector<torch::Tensor> StageSgd::Snapshot() const {
-  std::vector<torch::Tensor> out;
-  out.reserve(params_.size());
-  for (const torch::Tensor& p : params_) out.push_back(p.detach().clone());
-  return out;
-}
-
-void StageSgd::Load(const std::vector<torch::Tensor>& values) {
+void StageSgd::WriteWorking(const std::vector<torch::Tensor>& values) {
   torch::NoGradGuard no_grad;
   for (size_t j = 0; j < params_.size() && j < values.size(); ++j) {
     params_[j].data().copy_(values[j]);
+  }
+}
+
+void StageSgd::CopyWorking(std::vector<torch::Tensor>* out) const {
+  torch::NoGradGuard no_grad;
+  out->resize(params_.size());
+  for (size_t j = 0; j < params_.size(); ++j) {
+    torch::Tensor& o = (*out)[j];
+    if (o.defined() && o.sizes() == params_[j].sizes() && o.device() == params_[j].device()) {
+      o.copy_(params_[j].detach());
+    } else {
+      o = params_[j].detach().clone();
+    }
   }
 }
 

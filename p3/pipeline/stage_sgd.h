@@ -1,6 +1,6 @@
-// SGD with momentum and weight decay on one pipeline stage's parameters, with the two
-// things the pipeline's weight policies need besides the update: the smoothed gradient v
-// that SpecTrain predicts with, and cheap in-place swaps of the weight values.
+// SGD with momentum and weight decay on one pipeline stage's parameters, with what the
+// pipeline's weight policies need besides the update: the smoothed gradient v that
+// SpecTrain predicts with, and cheap ways to put other weight values into the model.
 //
 // Step() is torch::optim::SGD's update (libtorch 1.13) operation for operation, so a
 // stage trains exactly as a libtorch optimizer over the same parameters would:
@@ -8,25 +8,31 @@
 //   buf = d (first step), else buf = momentum * buf + (1 - dampening) * d
 //   d = nesterov ? d + momentum * buf : buf
 //   w = w - lr * d
-// v (velocity()) is `buf` as torch keeps it; with momentum 0 torch keeps no buffer, and
-// v is the last d instead (what the buffer would hold).
+// (into buffers kept from step to step: the same arithmetic, no allocation per step).
+// v (velocity()) is `buf` as torch keeps it; with momentum 0 torch keeps no buffer, and v
+// is the last d instead (what the buffer would hold).
 //
-// SpecTrain's prediction s updates ahead is W - s * lr * v (weight decay enters only
-// through v, as in the paper's code). Predict(), Load() and Step() write the values
-// through Tensor::data(), which does not bump autograd's version counter: a graph built
-// with one set of values can be back-propagated after the values were swapped, and its
-// backward then reads the values present at backward time. That is what lets a stage run
-// a forward with predicted (or current) weights and the backward with others.
+// Real and working weights. Without `separate_real`, the model's parameters are the real
+// weights W and Step() updates them. With it, the optimizer keeps W in tensors of its own
+// (copies made at construction) and the parameters are *working* values that the stage
+// writes before a forward or backward: WriteReal() (W), WritePredicted(s) (SpecTrain's
+// W - s * lr * v, one pass; weight decay enters only through v, as in the paper's code)
+// or WriteWorking(stash). Step() then takes the gradients from the parameters and updates
+// W only. Every write goes through Tensor::data(), which does not bump autograd's version
+// counter: a graph built with one set of values can be back-propagated after the values
+// changed, and its backward reads the values present at backward time (a layer needs its
+// weights only for its input's gradient). That is how a stage runs a forward with one
+// set of weights and its backward with another.
 //
-// Example:
-//   StageSgd sgd(params, {.lr = 0.1, .momentum = 0.9, .weight_decay = 1e-4});
-//   std::vector<torch::Tensor> real = sgd.Snapshot();
-//   sgd.Predict(/*steps=*/2);          // W - 2 * lr * v
+// Example (SpecTrain, forward 2 versions ahead, backward with the real weights):
+//   StageSgd sgd(params, {.lr = 0.1, .momentum = 0.9, .weight_decay = 1e-4},
+//                /*separate_real=*/true);
+//   sgd.WritePredicted(2);              // parameters := W - 2 * lr * v
 //   torch::Tensor loss = Loss(Forward(x));
-//   sgd.Load(real);                    // the real weights again
+//   sgd.WriteReal();                    // parameters := W
 //   sgd.ZeroGrad();
 //   loss.backward();
-//   sgd.Step();
+//   sgd.Step();                         // W := W - lr * d
 //
 // Not thread-safe: one stage thread owns it.
 #ifndef P3_PIPELINE_STAGE_SGD_H_
@@ -52,39 +58,48 @@ torch::Tensor PredictedWeight(const torch::Tensor& w, const torch::Tensor& v, do
 
 class StageSgd {
  public:
-  StageSgd(std::vector<torch::Tensor> params, const SgdOptions& options);
+  StageSgd(std::vector<torch::Tensor> params, const SgdOptions& options,
+           bool separate_real = false);
 
-  // One update from the parameters' grad(); parameters without a gradient are skipped
-  // (as torch does).
+  // One update of the real weights from the parameters' grad(); parameters without a
+  // gradient are skipped (as torch does).
   void Step();
+  // The same with explicit gradients, one per parameter (undefined: skipped).
+  void Step(const std::vector<torch::Tensor>& grads);
 
-  // Sets every parameter that has a velocity to PredictedWeight(w, v, lr, steps), in
-  // place. Returns false (and changes nothing) when steps <= 0 or before the first Step().
-  bool Predict(int steps);
-
-  // Detached copies of the current values.
-  std::vector<torch::Tensor> Snapshot() const;
-
-  // Writes values from Snapshot() back, in place.
-  void Load(const std::vector<torch::Tensor>& values);
+  // Parameters := W - steps * lr * v, for every parameter that has a velocity (the others
+  // get W). Returns the steps applied: `steps`, or 0 (parameters := W) when steps <= 0 or
+  // before the first Step(). Without separate_real, only steps <= 0 is allowed (a no-op).
+  int WritePredicted(int steps);
+  // Parameters := W. A no-op without separate_real.
+  void WriteReal() { WritePredicted(0); }
+  // Parameters := `values` (e.g. from CopyWorking()). Requires separate_real.
+  void WriteWorking(const std::vector<torch::Tensor>& values);
+  // `*out` := the parameters' current values, reusing out's tensors when they fit.
+  void CopyWorking(std::vector<torch::Tensor>* out) const;
 
   // Sets the gradients to zero in place (torch::optim::Optimizer::zero_grad() of 1.13).
   void ZeroGrad();
 
+  // The real weights W (the parameters themselves without separate_real).
+  const std::vector<torch::Tensor>& real() const { return real_; }
   // v per parameter, empty before the first Step(); undefined for a parameter that never
   // had a gradient.
   const std::vector<torch::Tensor>& velocity() const { return velocity_; }
-
   // Updates applied so far.
   int64_t steps() const { return steps_; }
-
+  // The model's parameters (the working values with separate_real).
   const std::vector<torch::Tensor>& params() const { return params_; }
   const SgdOptions& options() const { return options_; }
+  bool separate_real() const { return separate_real_; }
 
  private:
   std::vector<torch::Tensor> params_;
   SgdOptions options_;
+  bool separate_real_;
+  std::vector<torch::Tensor> real_;
   std::vector<torch::Tensor> velocity_;
+  std::vector<torch::Tensor> scratch_;  // d = grad + weight_decay * w, per parameter
   int64_t steps_ = 0;
 };
 
