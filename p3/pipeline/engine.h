@@ -11,7 +11,7 @@
 //
 // Data path. Train() calls the batch source on the caller's thread and feeds stage 0
 // through a bounded queue; each stage passes its output (detached) forward and, in its
-// backward, the gradient of its input back, through bounded queues of N items. The last
+// backward, the gradient of its input back, through bounded queues of N + 1 items. The last
 // stage computes the loss. A stage applies its update right after each backward. Stage
 // k's operations follow OneFOneBSchedule() (schedule.h): N-k-1 warm-up forwards, then
 // one forward and one backward alternately.
@@ -26,8 +26,10 @@
 //   data_parallel N replicas of the whole model; the mini-batch is split into N shards,
 //                 gradients are averaged (weighted by shard size) and every replica
 //                 applies the same update: single-device training on the union batch.
-// The real weights are restored after every prediction or swap; updates always apply to
-// the real weights.
+// In spectrain and pipedream the stage's optimizer keeps the real weights apart and the
+// stage writes the values each pass needs into the model's parameters (stage_sgd.h);
+// updates always apply to the real weights. Between Train() calls the parameters hold the
+// real weights.
 //
 // Errors. A stage that throws (or a source that fails) ends Train() with an error status
 // naming the stage, the pass and the mini-batch: the failing thread closes every queue,
