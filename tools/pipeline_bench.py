@@ -273,42 +273,46 @@ def plot(acc, path, stages_list, epochs, seeds):
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    fig, axes = plt.subplots(1, len(stages_list), figsize=(5.5 * len(stages_list), 4.4),
+    fig, axes = plt.subplots(1, len(stages_list), figsize=(5.8 * len(stages_list), 4.6),
                              sharey=True, squeeze=False)
     styles = {"data_parallel": ("black", "-", "o"), "vanilla": ("gray", "--", "s"),
               "stale": ("tab:red", "-", "v"), "pipedream": ("tab:orange", "-", "^"),
               "spectrain_v1": ("tab:blue", "-", "D"), "spectrain_v2": ("tab:green", "-", "P")}
     for ax, stages in zip(axes[0], stages_list):
         off = []
-        for label in LABELS:
+        for n, label in enumerate(LABELS):
             xs, mean, lo, hi = [], [], [], []
             for e in epochs:
                 v = [100 * float(r["test_accuracy"]) for r in acc
                      if r["mode"] == label and int(r["stages"]) == stages and int(r["epoch"]) == e]
                 if v:
-                    xs.append(e)
+                    xs.append(e + (n - 2.5) * 0.04)  # side by side, so the bars do not overlap
                     mean.append(statistics.mean(v))
-                    lo.append(min(v))
-                    hi.append(max(v))
+                    lo.append(statistics.mean(v) - min(v))
+                    hi.append(max(v) - statistics.mean(v))
             if not xs:
                 continue
             color, ls, marker = styles[label]
-            ax.plot(xs, mean, color=color, linestyle=ls, marker=marker, label=label)
-            ax.fill_between(xs, lo, hi, color=color, alpha=0.12)
+            ax.errorbar(xs, mean, yerr=[lo, hi], color=color, linestyle=ls, marker=marker,
+                        label=label, capsize=2, linewidth=1.4, markersize=5)
             if max(mean) < 84:
-                off.append(f"{label}: {', '.join(f'{m:.1f}' for m in mean)}% (diverged)")
+                finals = [100 * float(r["test_accuracy"]) for r in acc
+                          if r["mode"] == label and int(r["stages"]) == stages
+                          and int(r["epoch"]) == epochs[-1]]
+                off.append(f"{label}: mean {mean[-1]:.1f}% after epoch {epochs[-1]} "
+                           f"(seeds: {', '.join(f'{x:.1f}' for x in finals)})")
         if off:
             ax.text(0.02, 0.02, "off the chart: " + "; ".join(off), transform=ax.transAxes,
                     fontsize=8, color="tab:red")
         ax.set_title(f"{stages} stages (data_parallel: {stages} replicas)")
         ax.set_xlabel("epoch")
         ax.set_xticks(epochs)
-        ax.set_ylim(84, 92)
+        ax.set_ylim(84, 91.5)
         ax.grid(alpha=0.3)
     axes[0][0].set_ylabel("Fashion-MNIST test accuracy (%)")
     axes[0][-1].legend(loc="lower right", fontsize=8)
     fig.suptitle(f"Fashion-MNIST, small_cnn, batch 32, SGD lr 0.02 momentum 0.9: mean over "
-                 f"seeds {', '.join(seeds)} (band: min-max)")
+                 f"seeds {', '.join(seeds)} (bars: min to max)")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     print("wrote", path)
