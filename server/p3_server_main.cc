@@ -13,6 +13,7 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/strings/str_cat.h"
+#include "p3/allocator.h"
 #include "p3/checkpoint.h"
 #include "server/config_options.h"
 #include "server/parameter_server.h"
@@ -25,6 +26,10 @@ ABSL_FLAG(std::string, port_file, "", "where to write the bound port");
 ABSL_FLAG(std::string, trace_file, "", "where to write this server's timeline (Chrome trace JSON)");
 
 int main(int argc, char** argv) {
+  // Before any thread: large messages without page faults (p3/allocator.h).
+  if (absl::Status tuned = p3::TuneAllocatorForLargeMessages(); !tuned.ok()) {
+    std::cerr << "p3_server: " << tuned.message() << " (continuing)\n";
+  }
   const std::vector<std::string> overrides = p3::config::TakeOverrideFlags(&argc, argv);
   absl::ParseCommandLine(argc, argv);
   absl::StatusOr<p3::config::ExperimentConfig> config =
@@ -42,8 +47,8 @@ int main(int argc, char** argv) {
   p3::ServerOptions options;
   const std::string& host = config->cluster().host();
   const bool ipv6 = host.find(':') != std::string::npos;
-  options.address = absl::StrCat(ipv6 ? "[" : "", host, ipv6 ? "]" : "", ":",
-                                 absl::GetFlag(FLAGS_port));
+  options.address =
+      absl::StrCat(ipv6 ? "[" : "", host, ipv6 ? "]" : "", ":", absl::GetFlag(FLAGS_port));
   options.shard.server_index = index;
   options.shard.num_workers = config->cluster().workers();
   options.shard.optimizer = p3::OptimizerFromConfig(*config);
@@ -63,8 +68,8 @@ int main(int argc, char** argv) {
       const uint64_t iteration = c.iteration;
       absl::Status s = p3::WriteCheckpoint(c, ckpt_dir, keep);
       if (s.ok()) {
-        std::cout << "p3_server " << index << ": checkpoint of iteration " << iteration
-                  << " saved" << std::endl;
+        std::cout << "p3_server " << index << ": checkpoint of iteration " << iteration << " saved"
+                  << std::endl;
       } else {
         std::cerr << "p3_server " << index << ": checkpoint of iteration " << iteration
                   << " failed: " << s << std::endl;

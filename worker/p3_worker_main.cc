@@ -12,6 +12,7 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/strings/str_split.h"
+#include "p3/allocator.h"
 #include "tools/config.h"
 #include "worker/trainer.h"
 
@@ -38,6 +39,10 @@ bool WriteFile(const std::string& path, const std::string& text) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Before any thread: large messages without page faults (p3/allocator.h).
+  if (absl::Status tuned = p3::TuneAllocatorForLargeMessages(); !tuned.ok()) {
+    std::cerr << "p3_worker: " << tuned.message() << " (continuing)\n";
+  }
   const std::vector<std::string> overrides = p3::config::TakeOverrideFlags(&argc, argv);
   absl::ParseCommandLine(argc, argv);
   absl::StatusOr<p3::config::ExperimentConfig> config =

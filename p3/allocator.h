@@ -1,0 +1,35 @@
+// Process-wide tuning of glibc's allocator for training processes.
+//
+// A training iteration allocates and frees the same large buffers again and again:
+// gradients (VGG-19's first fully connected layer alone is 411 MB), activations, and
+// the messages that carry parameter slices (160 KB each by default; whole tensors in
+// the baseline). With glibc's defaults every buffer above 128 KB (at most 32 MiB after
+// glibc's own adjustment) is a fresh mmap, and freeing the top of a heap gives its pages
+// back to the kernel; every iteration then pays a page fault per 4 KiB touched. On the
+// virtual machines this project is developed on, that costs more than the computation
+// itself (measured, 2 cores, docs/results/throughput.md: VGG-19 batch 4 in `local` mode
+// 4.7 s -> 0.44 s per iteration; ResNet-50 1 worker + 1 server over loopback 6.8 -> 28.6
+// samples/s).
+//
+// The p3_server and p3_worker binaries call this first thing in main(). A trainer that
+// links the worker library calls it itself if it wants the same behaviour: it changes
+// the allocator for the whole process, which a library should not do behind its back.
+// The price: memory freed by the process stays mapped in it (resident size stays at its
+// peak, as with a caching allocator).
+#ifndef P3_ALLOCATOR_H_
+#define P3_ALLOCATOR_H_
+
+#include "absl/status/status.h"
+
+namespace p3 {
+
+// Serves large allocations from the heap instead of fresh mappings (M_MMAP_MAX 0) and
+// keeps freed memory instead of returning it (M_TRIM_THRESHOLD 1 GiB). Same effect as
+// GLIBC_TUNABLES=glibc.malloc.mmap_max=0:glibc.malloc.trim_threshold=1073741824. Call
+// before any thread starts. Returns Unimplemented where the C library is not glibc
+// (nothing is changed), Internal if glibc refuses a setting.
+absl::Status TuneAllocatorForLargeMessages();
+
+}  // namespace p3
+
+#endif  // P3_ALLOCATOR_H_
