@@ -35,11 +35,35 @@ PY = "/usr/bin/python3"
 # torchvision / p3 zoo parameter counts with 1000 classes (docs/models.md)
 PARAMS = {"resnet50": 25557032, "vgg19": 143667240, "vgg16": 138357544,
           "seq2seq_lstm": 58114816}
+TOKEN_MODELS = ("seq2seq_lstm",)
+# The allocator settings p3's binaries make for themselves (p3/allocator.h), given to the
+# DDP peer's Python processes so that neither side pays page faults the other does not.
+GLIBC_TUNABLES = "glibc.malloc.mmap_max=0:glibc.malloc.trim_threshold=1073741824"
 TCP_GOODPUT = 0.957  # payload share of a tbf-shaped link (docs/network.md)
 
 FIELDS = ["time_utc", "model", "system", "mode", "bandwidth_gbps", "batch_per_worker", "workers",
-          "slice_params", "iterations", "warmup", "samples_per_second", "wall_seconds",
-          "bytes_sent_rank0", "load1", "status", "output_dir"]
+          "slice_params", "iterations", "warmup", "samples_per_second", "mean_samples_per_second",
+          "rank0_samples_per_second", "wall_seconds", "bytes_sent_rank0", "load1", "status",
+          "output_dir"]
+
+
+def throughput(per_worker_seconds, batch, warmup):
+    """(median, mean) samples/s over the iterations after warm-up. Every worker times its
+    own iterations; in synchronous training they take turns waiting, so one worker's
+    iteration i can be short where the other's is long. Iteration i's time is therefore the
+    mean over workers of their iteration i; the median is over those iterations (the
+    issue's definition), the mean is the global batch times the iterations over their
+    summed time (a cross-check that no phase pattern biases the median)."""
+    n = min(len(s) for s in per_worker_seconds)
+    times = [statistics.mean(s[i] for s in per_worker_seconds) for i in range(warmup, n)]
+    if not times:
+        return float("nan"), float("nan")
+    g = batch * len(per_worker_seconds)
+    return statistics.median(g / t for t in times), g * len(times) / sum(times)
+
+
+def records_seconds(path):
+    return [float(r["iteration_seconds"]) for r in csv.DictReader(open(path))]
 
 
 def load1():
@@ -69,6 +93,8 @@ def run_p3(a, mode, bw, slice_params, workers=2, trace=False, tag=""):
            f"--set=cluster.workers={workers}", f"--set=cluster.servers={workers}",
            f"--set=network.bandwidth_gbps={bw if mode != 'local' else 0}",
            f"--set=output_dir={out}"]
+    if a.model in TOKEN_MODELS:
+        cmd += ["--set=data.dataset=synthetic_tokens", f"--set=model.seq_len={a.seq_len}"]
     cmd += [f"--set={x}" for x in a.set]
     if trace:
         cmd.append("--set=trace=true")
@@ -90,7 +116,12 @@ def run_p3(a, mode, bw, slice_params, workers=2, trace=False, tag=""):
     summary = os.path.join(out, "summary.json")
     if rc == 0 and os.path.exists(summary):
         s = json.load(open(summary))
-        row["samples_per_second"] = s["samples_per_second"]
+        recs = [records_seconds(os.path.join(out, "records", f"worker_{r}.csv"))
+                for r in range(workers)]
+        med, mean = throughput(recs, a.batch, a.warmup)
+        row["samples_per_second"] = round(med, 3)
+        row["mean_samples_per_second"] = round(mean, 3)
+        row["rank0_samples_per_second"] = s["samples_per_second"]
         row["bytes_sent_rank0"] = s["workers_results"][0].get("bytes_sent", "")
         row["status"] = "ok"
     else:
@@ -149,11 +180,13 @@ def run_ddp(a, bw):
         for r in range(2):
             cmd = [PY, os.path.join(ROOT, "tools/ddp_peer.py"), f"--rank={r}", "--world=2",
                    f"--master={master}", f"--model={a.model}", f"--batch={a.batch}",
-                   f"--image_size={a.image_size}", f"--iterations={a.iterations}",
+                   f"--image_size={a.image_size}", f"--seq_len={a.seq_len}",
+                   f"--iterations={a.iterations}",
                    f"--warmup={a.warmup}", f"--out={out}/rank{r}.json"]
             if bw > 0:
                 cmd = ["ip", "netns", "exec", f"{prefix}-m{r}"] + cmd
-            env = dict(os.environ, GLOO_SOCKET_IFNAME=env_if, OMP_NUM_THREADS="1")
+            env = dict(os.environ, GLOO_SOCKET_IFNAME=env_if, OMP_NUM_THREADS="1",
+                       GLIBC_TUNABLES=GLIBC_TUNABLES)
             procs.append(subprocess.Popen(cmd, env=env, stdout=open(f"{out}/rank{r}.log", "w"),
                                           stderr=subprocess.STDOUT, start_new_session=True))
         deadline = time.time() + a.timeout
@@ -173,7 +206,11 @@ def run_ddp(a, bw):
     row["wall_seconds"] = round(time.time() - t0, 1)
     res = os.path.join(out, "rank0.json")
     if all(r == 0 for r in rcs) and os.path.exists(res):
-        row["samples_per_second"] = round(json.load(open(res))["samples_per_second"], 3)
+        ranks = [json.load(open(os.path.join(out, f"rank{r}.json"))) for r in range(2)]
+        med, mean = throughput([j["iteration_seconds"] for j in ranks], a.batch, a.warmup)
+        row["samples_per_second"] = round(med, 3)
+        row["mean_samples_per_second"] = round(mean, 3)
+        row["rank0_samples_per_second"] = round(ranks[0]["samples_per_second"], 3)
         row["status"] = "ok"
     else:
         row["status"] = f"failed:{rcs}"
@@ -217,13 +254,6 @@ def bandwidth_bound(model, bw, batch, workers=2):
 def cmd_report(a):
     rows = [r for r in csv.DictReader(open(os.path.join(a.out, "raw.csv")))
             if r["status"] == "ok" and "_trace" not in r["output_dir"]]  # traced: apart
-    for r in rows:  # DDP rows written before ddp_peer used the launcher's definition
-        res = os.path.join(r["output_dir"], "rank0.json")
-        if r["system"] == "ddp" and os.path.exists(res):
-            j = json.load(open(res))
-            m = j["iteration_seconds"][j["warmup"]:] or j["iteration_seconds"]
-            r["samples_per_second"] = statistics.median(j["batch_size_per_worker"] * j["world"] / t
-                                                        for t in m)
     groups = {}
     for r in rows:
         key = (r["model"], r["mode"], float(r["bandwidth_gbps"]), int(r["batch_per_worker"]),
@@ -232,9 +262,11 @@ def cmd_report(a):
     agg = []
     for key, rs in sorted(groups.items()):
         sps = [float(r["samples_per_second"]) for r in rs]
+        means = [float(r["mean_samples_per_second"]) for r in rs]
         agg.append({"model": key[0], "mode": key[1], "bandwidth_gbps": key[2], "batch": key[3],
                     "workers": key[4], "slice_params": key[5], "runs": len(sps),
                     "median_sps": statistics.median(sps), "min_sps": min(sps), "max_sps": max(sps),
+                    "mean_sps": statistics.median(means),
                     "load1": statistics.median(float(r["load1"]) for r in rs)})
     # compute bound: local mode, one process, same per-worker batch, x2 machines
     local = {}
@@ -244,7 +276,7 @@ def cmd_report(a):
     out_csv = os.path.join(ROOT, "docs/results/throughput.csv")
     with open(out_csv, "w", newline="") as f:
         fields = ["model", "mode", "bandwidth_gbps", "batch", "workers", "slice_params", "runs",
-                  "median_sps", "min_sps", "max_sps", "load1", "compute_bound_sps",
+                  "median_sps", "min_sps", "max_sps", "mean_sps", "load1", "compute_bound_sps",
                   "bandwidth_bound_sps", "efficiency"]
         w = csv.DictWriter(f, fieldnames=fields)
         w.writeheader()
@@ -257,7 +289,7 @@ def cmd_report(a):
             g["bandwidth_bound_sps"] = round(bb, 3) if bb != float("inf") else "inf"
             lb = min(cb, bb)
             g["efficiency"] = round(g["median_sps"] / lb, 3) if lb == lb else ""
-            for k in ("median_sps", "min_sps", "max_sps"):
+            for k in ("median_sps", "min_sps", "max_sps", "mean_sps"):
                 g[k] = round(g[k], 3)
             w.writerow({k: g[k] for k in fields})
     print(f"wrote {out_csv}")
@@ -345,6 +377,7 @@ def main():
     r.add_argument("--model", default="resnet50")
     r.add_argument("--batch", type=int, default=8)
     r.add_argument("--image_size", type=int, default=32)
+    r.add_argument("--seq_len", type=int, default=16, help="token models: tokens per side")
     r.add_argument("--iterations", type=int, default=8)
     r.add_argument("--warmup", type=int, default=2)
     r.add_argument("--bandwidths", default="0.5,1,2.5,0")

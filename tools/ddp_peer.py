@@ -3,7 +3,7 @@
 
 One process per emulated machine (rank 0 and 1), gloo backend over TCP. Same model
 shapes as the p3 zoo (torchvision resnet50 / vgg19 with the same number of classes and
-input size), same per-worker batch, random synthetic inputs, plain SGD. Measures the
+input size; the zoo's seq2seq_lstm rebuilt here module by module), same per-worker batch, random synthetic inputs, plain SGD. Measures the
 time of each iteration (forward + backward with DDP's bucketed all-reduce overlapped
 with backward + optimizer step) and writes a JSON result with the median samples/s
 over the iterations after warm-up of (global batch = batch * world size) / iteration
@@ -24,10 +24,49 @@ import torch.distributed as dist
 import torch.nn as nn
 
 
-def make_model(name, num_classes):
+class Attention(nn.Module):
+    """MLP attention of the zoo's seq2seq_lstm (models/seq2seq_lstm.cc), same shapes."""
+
+    def __init__(self, h):
+        super().__init__()
+        self.query = nn.Linear(h, h, bias=False)
+        self.key = nn.Linear(h, h)
+        self.score = nn.Linear(h, 1, bias=False)
+        self.combine = nn.Linear(2 * h, h)
+
+    def forward(self, enc, dec):
+        hidden = torch.tanh(self.query(dec).unsqueeze(2) + self.key(enc).unsqueeze(1))
+        weights = torch.softmax(self.score(hidden).squeeze(-1), dim=-1)
+        return torch.tanh(self.combine(torch.cat([dec, torch.bmm(weights, enc)], -1)))
+
+
+class Seq2SeqLstm(nn.Module):
+    """The zoo's Sockeye-shaped seq2seq_lstm in PyTorch: same modules, shapes and order
+    (58,114,816 parameters at vocabulary 32,000, hidden 512). Input tokens [B, 2, L]."""
+
+    def __init__(self, vocab, h=512):
+        super().__init__()
+        self.source_embed = nn.Embedding(vocab, h)
+        self.target_embed = nn.Embedding(vocab, h)
+        self.encoder0 = nn.LSTM(h, h // 2, batch_first=True, bidirectional=True)
+        self.encoder1 = nn.LSTM(h, h, batch_first=True)
+        self.decoder0 = nn.LSTM(h, h, batch_first=True)
+        self.decoder1 = nn.LSTM(h, h, batch_first=True)
+        self.attention = Attention(h)
+        self.output = nn.Linear(h, vocab)
+
+    def forward(self, tokens):
+        src = self.encoder1(self.encoder0(self.source_embed(tokens[:, 0]))[0])[0]
+        tgt = self.decoder1(self.decoder0(self.target_embed(tokens[:, 1]))[0])[0]
+        return self.output(self.attention(src, tgt))
+
+
+def make_model(name, num_classes, vocab):
     import torchvision
     if name in ("resnet50", "vgg19", "vgg16"):
         return getattr(torchvision.models, name)(num_classes=num_classes)
+    if name == "seq2seq_lstm":
+        return Seq2SeqLstm(vocab)
     raise SystemExit(f"ddp_peer: unsupported model {name!r}")
 
 
@@ -40,6 +79,8 @@ def main():
     p.add_argument("--num_classes", type=int, default=1000)
     p.add_argument("--batch", type=int, default=8)
     p.add_argument("--image_size", type=int, default=32)
+    p.add_argument("--seq_len", type=int, default=16, help="token models: tokens per side")
+    p.add_argument("--vocab", type=int, default=32000, help="token models: vocabulary")
     p.add_argument("--iterations", type=int, default=8)
     p.add_argument("--warmup", type=int, default=2)
     p.add_argument("--threads", type=int, default=1)
@@ -51,21 +92,27 @@ def main():
     torch.manual_seed(1)  # same initial parameters on every rank (DDP broadcasts anyway)
     dist.init_process_group("gloo", init_method=f"tcp://{a.master}", rank=a.rank,
                             world_size=a.world)
-    model = make_model(a.model, a.num_classes)
+    model = make_model(a.model, a.num_classes, a.vocab)
     params = sum(p.numel() for p in model.parameters())
     ddp = nn.parallel.DistributedDataParallel(model, bucket_cap_mb=a.bucket_mb)
     opt = torch.optim.SGD(ddp.parameters(), lr=0.001, momentum=0.9, weight_decay=1e-4)
     loss_fn = nn.CrossEntropyLoss()
     g = torch.Generator().manual_seed(100 + a.rank)
-    x = torch.randn(a.batch, 3, a.image_size, a.image_size, generator=g)
-    y = torch.randint(0, 10, (a.batch,), generator=g)
+    tokens = a.model == "seq2seq_lstm"
+    if tokens:  # as the zoo's synthetic_tokens: source and target ids in [2, vocab)
+        x = torch.randint(2, a.vocab, (a.batch, 2, a.seq_len), generator=g)
+        y = torch.randint(2, a.vocab, (a.batch, a.seq_len), generator=g)
+    else:
+        x = torch.randn(a.batch, 3, a.image_size, a.image_size, generator=g)
+        y = torch.randint(0, 10, (a.batch,), generator=g)
 
     times = []
     for it in range(a.iterations):
         dist.barrier()
         t0 = time.perf_counter()
         opt.zero_grad()
-        loss = loss_fn(ddp(x), y)
+        out = ddp(x)
+        loss = loss_fn(out.reshape(-1, out.size(-1)), y.reshape(-1)) if tokens else loss_fn(out, y)
         loss.backward()  # DDP all-reduces buckets during backward
         opt.step()
         times.append(time.perf_counter() - t0)
