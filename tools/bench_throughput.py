@@ -3,17 +3,22 @@
 no_overlap, local) over emulated links, side by side with PyTorch DDP (tools/ddp_peer.py)
 over the same kind of links. See docs/results/throughput.md.
 
-  # run a sweep (root: network namespaces); every run is bounded by --timeout
-  /usr/bin/python3 tools/bench_throughput.py run --model=resnet50 --batch=8 \
-      --bandwidths=0.5,1,2.5,0 --modes=baseline,p3,no_overlap --ddp --local
-  # extra points
-  /usr/bin/python3 tools/bench_throughput.py run --model=resnet50 --batch=8 \
-      --bandwidths=1 --modes=slicing_only,priority_only --slices=10000,160000,1000000
-  # tables and plots from the raw CSV
-  /usr/bin/python3 tools/bench_throughput.py report
+  # the whole sweep of docs/results/throughput.md (root: network namespaces), ~1 hour
+  bazel run //tools:bench_throughput -- sweep
+  # tables (docs/results/throughput.csv) and plots from <out>/raw.csv
+  bazel run //tools:bench_throughput -- report
+  # one model, chosen modes and bandwidths (Gbit/s per machine; 0 = unlimited)
+  bazel run //tools:bench_throughput -- run --model=vgg19 --bandwidths=1,5 \
+      --modes=baseline,p3 --ddp --local --runs=2
+  # slice sizes at one bandwidth
+  bazel run //tools:bench_throughput -- run --model=resnet50 --bandwidths=1 --modes= \
+      --slices=10000,160000,1000000
+  # per-iteration forward / backward / wait of a traced run
+  bazel run //tools:bench_throughput -- trace out/bench/runs/<run>/trace.json
 
+Batch, iterations and warm-up come from configs/bench/<model>.textproto unless given.
 Every run appends one row to <out>/raw.csv (default out/bench/raw.csv) as soon as it ends,
-so a sweep cut short still leaves its finished points.
+so a sweep cut short still leaves its finished points; every run is bounded by --timeout.
 """
 import argparse
 import csv
@@ -25,11 +30,31 @@ import subprocess
 import sys
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-LAUNCHER = os.path.join(ROOT, "bazel-bin/tools/launch_cluster")
-SERVER = os.path.join(ROOT, "bazel-bin/server/p3_server")
-WORKER = os.path.join(ROOT, "bazel-bin/worker/p3_worker")
-BASE_CONFIG = os.path.join(ROOT, "configs/bench_throughput.textproto")
+# Under `bazel run //tools:bench_throughput` the wrapper (tools/bench_throughput.sh) names
+# the binaries it built and the workspace; run directly, they come from bazel-bin/.
+ROOT = os.environ.get("BUILD_WORKSPACE_DIRECTORY") or \
+    os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+LAUNCHER = os.environ.get("P3_LAUNCHER") or os.path.join(ROOT, "bazel-bin/tools/launch_cluster")
+SERVER = os.environ.get("P3_SERVER") or os.path.join(ROOT, "bazel-bin/server/p3_server")
+WORKER = os.environ.get("P3_WORKER") or os.path.join(ROOT, "bazel-bin/worker/p3_worker")
+DDP_PEER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "ddp_peer.py")
+
+
+def base_config(model):
+    """configs/bench/<model>.textproto: the documented config of each benchmarked model
+    (batch, iterations, warm-up chosen per model); other models start from the generic
+    configs/bench_throughput.textproto."""
+    own = os.path.join(ROOT, "configs/bench", model + ".textproto")
+    return own if os.path.exists(own) else os.path.join(ROOT, "configs/bench_throughput.textproto")
+
+
+def config_int(path, field, default):
+    """An integer field of a text-format config (`field: 12`), comments ignored."""
+    for line in open(path):
+        line = line.split("#")[0].strip()
+        if line.startswith(field + ":"):
+            return int(line.split(":", 1)[1])
+    return default
 PY = "/usr/bin/python3"
 
 # torchvision / p3 zoo parameter counts with 1000 classes (docs/models.md)
@@ -84,7 +109,7 @@ def append_row(path, row):
 def run_p3(a, mode, bw, slice_params, workers=2, trace=False, tag=""):
     name = f"{a.model}_{mode}_bw{bw}_s{slice_params}_w{workers}{tag}"
     out = os.path.join(a.out, "runs", name + time.strftime("_%H%M%S", time.gmtime()))
-    cmd = [LAUNCHER, f"--config={BASE_CONFIG}", f"--server_binary={SERVER}",
+    cmd = [LAUNCHER, f"--config={base_config(a.model)}", f"--server_binary={SERVER}",
            f"--worker_binary={WORKER}", f"--set=name={name}", f"--set=mode={mode}",
            f"--set=model.name={a.model}", f"--set=model.image_size={a.image_size}",
            f"--set=training.batch_size={a.batch}", f"--set=training.iterations={a.iterations}",
@@ -178,7 +203,7 @@ def run_ddp(a, bw):
         else:
             master, env_if = "127.0.0.1:29500", "lo"
         for r in range(2):
-            cmd = [PY, os.path.join(ROOT, "tools/ddp_peer.py"), f"--rank={r}", "--world=2",
+            cmd = [PY, DDP_PEER, f"--rank={r}", "--world=2",
                    f"--master={master}", f"--model={a.model}", f"--batch={a.batch}",
                    f"--image_size={a.image_size}", f"--seq_len={a.seq_len}",
                    f"--iterations={a.iterations}",
@@ -218,6 +243,17 @@ def run_ddp(a, bw):
 
 
 def cmd_run(a):
+    cfg = base_config(a.model)
+    if a.batch is None:
+        a.batch = config_int(cfg, "batch_size", 8)
+    if a.iterations is None:
+        a.iterations = config_int(cfg, "iterations", 8)
+    if a.warmup is None:
+        a.warmup = config_int(cfg, "warmup_iterations", 2)
+    if a.seq_len is None:
+        a.seq_len = config_int(cfg, "seq_len", 16)
+    print(f"[bench] {a.model}: config {cfg}, batch {a.batch}/worker, {a.iterations} iterations "
+          f"({a.warmup} warm-up)", flush=True)
     os.makedirs(a.out, exist_ok=True)
     bws = [float(b) for b in a.bandwidths.split(",") if b]
     modes = [m for m in a.modes.split(",") if m]
@@ -237,6 +273,29 @@ def cmd_run(a):
     if a.trace_at is not None:
         run_p3(a, "p3", a.trace_at, a.slice_params, trace=True, tag="_trace")
         run_p3(a, "baseline", a.trace_at, a.slice_params, trace=True, tag="_trace")
+
+
+# The sweep of docs/results/throughput.md: (model, extra `run` arguments), in this order.
+MODES = "baseline,slicing_only,priority_only,p3,no_overlap"
+SWEEP = [
+    ("resnet50", ["--bandwidths=1,2.5,5,0", f"--modes={MODES}", "--ddp", "--local",
+                  "--one_plus_one", "--runs=3"]),
+    ("vgg19", ["--bandwidths=1,2.5,5,0", f"--modes={MODES}", "--ddp", "--local", "--runs=2",
+               "--timeout=400"]),
+    ("seq2seq_lstm", ["--bandwidths=1,2.5,5,0", f"--modes={MODES}", "--ddp", "--local",
+                      "--runs=2"]),
+    ("resnet50", ["--bandwidths=1", "--modes=", "--slices=10000,20000,80000,160000,1000000",
+                  "--runs=3"]),
+    ("vgg19", ["--bandwidths=1", "--modes=", "--iterations=5", "--trace_at=1", "--timeout=400"]),
+    ("resnet50", ["--bandwidths=0", "--modes=", "--iterations=8", "--trace_at=0"]),
+]
+
+
+def cmd_sweep(a, parser):
+    for i, (model, extra) in enumerate(SWEEP):
+        print(f"[bench] sweep step {i + 1}/{len(SWEEP)}: {model} {' '.join(extra)} "
+              f"({time.strftime('%H:%M:%S', time.gmtime())} UTC)", flush=True)
+        cmd_run(parser.parse_args(["run", f"--model={model}", f"--out={a.out}"] + extra))
 
 
 def bandwidth_bound(model, bw, batch, workers=2):
@@ -375,11 +434,12 @@ def main():
     sub = p.add_subparsers(dest="cmd", required=True)
     r = sub.add_parser("run")
     r.add_argument("--model", default="resnet50")
-    r.add_argument("--batch", type=int, default=8)
+    r.add_argument("--batch", type=int, default=None, help="default: the model's config")
     r.add_argument("--image_size", type=int, default=32)
-    r.add_argument("--seq_len", type=int, default=16, help="token models: tokens per side")
-    r.add_argument("--iterations", type=int, default=8)
-    r.add_argument("--warmup", type=int, default=2)
+    r.add_argument("--seq_len", type=int, default=None,
+                   help="token models: tokens per side (default: the model's config)")
+    r.add_argument("--iterations", type=int, default=None, help="default: the model's config")
+    r.add_argument("--warmup", type=int, default=None, help="default: the model's config")
     r.add_argument("--bandwidths", default="0.5,1,2.5,0")
     r.add_argument("--modes", default="baseline,p3,no_overlap")
     r.add_argument("--slice_params", type=int, default=40000)
@@ -394,6 +454,8 @@ def main():
     r.add_argument("--set", action="append", default=[],
                    help="extra launcher override for the p3 runs (repeatable), e.g. "
                         "data.dataset=synthetic_tokens")
+    w = sub.add_parser("sweep", help="the documented sweep, every model")
+    w.add_argument("--out", default=os.path.join(ROOT, "out/bench"))
     q = sub.add_parser("report")
     q.add_argument("--out", default=os.path.join(ROOT, "out/bench"))
     q.add_argument("--slice_params", type=int, default=40000)
@@ -401,7 +463,10 @@ def main():
     t.add_argument("trace")
     t.add_argument("--rank", type=int, default=0)
     a = p.parse_args()
-    {"run": cmd_run, "report": cmd_report, "trace": cmd_trace}[a.cmd](a)
+    if a.cmd == "sweep":
+        cmd_sweep(a, p)
+    else:
+        {"run": cmd_run, "report": cmd_report, "trace": cmd_trace}[a.cmd](a)
 
 
 if __name__ == "__main__":
