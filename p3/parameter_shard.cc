@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "p3/status_macros.h"
 
 namespace p3 {
 namespace {
@@ -16,6 +17,23 @@ std::string ShapeString(const std::vector<int64_t>& shape) {
 
 const char* GranularityName(Granularity g) {
   return g == Granularity::kSliced ? "sliced" : "tensor";
+}
+
+// A part of `n` values at `offset` must continue the `received` values so far of a slice
+// of `length`, without gap or overlap, and carry at least one value.
+absl::Status CheckPart(const char* what, int slice_id, int64_t length, int64_t received,
+                       int64_t offset, int64_t n) {
+  if (n < 1 || offset < 0 || n > length - offset) {
+    return absl::InvalidArgumentError(absl::StrCat(what, " of slice ", slice_id, ": ", n,
+                                                   " values at offset ", offset,
+                                                   " do not fit the slice's ", length));
+  }
+  if (offset != received) {
+    return absl::InvalidArgumentError(absl::StrCat(what, " of slice ", slice_id,
+                                                   ": a part at offset ", offset, "; expected ",
+                                                   received, " (parts must come in order)"));
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -122,6 +140,7 @@ absl::StatusOr<std::vector<Outgoing>> ParameterShard::Join(const ClusterSignatur
         absl::MutexLock slice_lock(&state->mu);
         state->grads.resize(sig.num_workers);
         state->has.assign(sig.num_workers, false);
+        state->received.assign(sig.num_workers, 0);
       }
       slices_[id] = std::move(state);
       ++uninitialized_;
@@ -269,7 +288,8 @@ std::vector<Outgoing> ParameterShard::ParamsToRanks(int slice_id, const SliceSta
 }
 
 absl::StatusOr<std::vector<Outgoing>> ParameterShard::Init(int rank, int slice_id,
-                                                           const float* values, int64_t n) {
+                                                           const float* values, int64_t n,
+                                                           int64_t offset) {
   if (rank != 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("initial values from worker ", rank, "; only worker 0 sends them"));
@@ -284,12 +304,12 @@ absl::StatusOr<std::vector<Outgoing>> ParameterShard::Init(int rank, int slice_i
       return absl::AlreadyExistsError(
           absl::StrCat("slice ", slice_id, " already has initial values"));
     }
-    if (n != s.length) {
-      return absl::InvalidArgumentError(absl::StrCat("initial values of slice ", slice_id, " have ",
-                                                     n, " parameters; the slice has ", s.length));
-    }
-    s.params.resize(n);
-    std::memcpy(s.params.data(), values, n * sizeof(float));  // `values` may be unaligned
+    P3_RETURN_IF_ERROR(CheckPart("initial values", slice_id, s.length, s.init_received, offset, n));
+    s.params.resize(s.length);
+    // `values` may be unaligned
+    std::memcpy(s.params.data() + offset, values, n * sizeof(float));
+    s.init_received = offset + n;
+    if (s.init_received < s.length) return std::vector<Outgoing>{};
     s.snapshot = std::make_shared<const std::vector<float>>(s.params);
     s.initialized = true;
   }
@@ -318,7 +338,8 @@ absl::StatusOr<std::vector<Outgoing>> ParameterShard::Init(int rank, int slice_i
 
 absl::StatusOr<std::vector<Outgoing>> ParameterShard::Gradient(int rank, int slice_id,
                                                                uint64_t iteration,
-                                                               const float* values, int64_t n) {
+                                                               const float* values, int64_t n,
+                                                               int64_t offset) {
   absl::StatusOr<SliceState*> found = Lookup(rank, slice_id, "gradient");
   if (!found.ok()) return found.status();
   SliceState& s = **found;
@@ -332,10 +353,6 @@ absl::StatusOr<std::vector<Outgoing>> ParameterShard::Gradient(int rank, int sli
       return absl::FailedPreconditionError(
           absl::StrCat("gradient for slice ", slice_id, " before its initial values"));
     }
-    if (n != s.length) {
-      return absl::InvalidArgumentError(absl::StrCat("gradient of slice ", slice_id, " has ", n,
-                                                     " values; the slice has ", s.length));
-    }
     if (iteration != s.version) {
       return absl::InvalidArgumentError(
           absl::StrCat("gradient of slice ", slice_id, " for iteration ", iteration,
@@ -346,8 +363,13 @@ absl::StatusOr<std::vector<Outgoing>> ParameterShard::Gradient(int rank, int sli
                                                    " for iteration ", iteration, " from worker ",
                                                    rank));
     }
-    s.grads[rank].resize(n);
-    std::memcpy(s.grads[rank].data(), values, n * sizeof(float));  // may be unaligned
+    P3_RETURN_IF_ERROR(CheckPart("gradient", slice_id, s.length, s.received[rank], offset, n));
+    s.grads[rank].resize(s.length);
+    // may be unaligned
+    std::memcpy(s.grads[rank].data() + offset, values, n * sizeof(float));
+    s.received[rank] = offset + n;
+    if (s.received[rank] < s.length) return out;  // more parts to come
+    s.received[rank] = 0;
     s.has[rank] = true;
     ++s.count;
     if (!values_on_push) {
@@ -364,6 +386,7 @@ absl::StatusOr<std::vector<Outgoing>> ParameterShard::Gradient(int rank, int sli
 
     // All gradients are in: their mean, summed in rank order so that the result
     // does not depend on arrival order.
+    n = s.length;
     std::vector<float>& mean = s.grads[0];
     for (int r = 1; r < workers; ++r) {
       const float* g = s.grads[r].data();

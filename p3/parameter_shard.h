@@ -105,13 +105,19 @@ class ParameterShard {
 
   // Initial values of one slice, from rank 0 only, once per slice. `values` (n float32)
   // is read with memcpy and need not be aligned, e.g. bytes of a received message.
+  //
+  // A slice's values may come in consecutive parts (large tensors travel in messages of
+  // bounded size): `values` then holds the n values from `offset` on. Parts must arrive
+  // in order, without gaps or overlap; the slice counts as received with its last part.
   absl::StatusOr<std::vector<Outgoing>> Init(int rank, int slice_id, const float* values,
-                                             int64_t n);
+                                             int64_t n, int64_t offset = 0);
 
   // Worker `rank`'s gradient of `slice_id` at `iteration`, which must be the slice's
-  // current version. When all workers' gradients are in, their mean is applied.
+  // current version. When all workers' gradients are in, their mean is applied. Parts as
+  // for Init.
   absl::StatusOr<std::vector<Outgoing>> Gradient(int rank, int slice_id, uint64_t iteration,
-                                                 const float* values, int64_t n);
+                                                 const float* values, int64_t n,
+                                                 int64_t offset = 0);
 
   // Worker `rank` asks for `version` of `slice_id` (modes without values on push).
   absl::StatusOr<std::vector<Outgoing>> Pull(int rank, int slice_id, uint64_t version);
@@ -134,12 +140,15 @@ class ParameterShard {
     int64_t length = 0;
     int priority = 0;
     bool initialized ABSL_GUARDED_BY(mu) = false;
+    int64_t init_received ABSL_GUARDED_BY(mu) = 0;  // values of the initial ones so far
     uint64_t version ABSL_GUARDED_BY(mu) = 0;
     std::vector<float> params ABSL_GUARDED_BY(mu);
     SliceOptimizerState opt ABSL_GUARDED_BY(mu);
     // grads[r] holds rank r's gradient of the current iteration when has[r].
     std::vector<std::vector<float>> grads ABSL_GUARDED_BY(mu);
     std::vector<bool> has ABSL_GUARDED_BY(mu);
+    // received[r]: values of rank r's gradient in so far (< length while parts arrive).
+    std::vector<int64_t> received ABSL_GUARDED_BY(mu);
     int count ABSL_GUARDED_BY(mu) = 0;
     std::vector<int> pending_pulls ABSL_GUARDED_BY(mu);  // ranks waiting for version+1
     std::shared_ptr<const std::vector<float>> snapshot ABSL_GUARDED_BY(mu);

@@ -27,6 +27,8 @@ namespace p3 {
 
 inline constexpr int64_t kDefaultSliceParams = 40000;        // the P3 paper's
 inline constexpr int64_t kDefaultSplitThreshold = 1000000;   // MXNet's bigarray bound
+// The most values one message carries; larger slices travel in parts (docs/protocol.md).
+inline constexpr int64_t kDefaultMaxMessageParams = int64_t{1} << 20;
 // Bounds that keep a hostile or mistaken model description from exhausting memory.
 inline constexpr int64_t kMaxPlanParams = int64_t{1} << 40;
 inline constexpr int64_t kMaxPlanSlices = int64_t{1} << 22;

@@ -57,9 +57,13 @@ absl::StatusOr<Handled> HandleWorkerMessage(ParameterShard* shard, int rank,
       if (!n.ok()) return n.status();
       // The shard copies the values out with memcpy: no alignment is assumed.
       const float* values = reinterpret_cast<const float*>(d.values().data());
-      out = msg.has_init()
-                ? shard->Init(rank, static_cast<int>(d.slice_id()), values, *n)
-                : shard->Gradient(rank, static_cast<int>(d.slice_id()), d.iteration(), values, *n);
+      if (d.offset() > static_cast<uint64_t>(INT64_MAX)) {
+        return absl::InvalidArgumentError(absl::StrCat("offset ", d.offset(), " is out of range"));
+      }
+      const int64_t offset = static_cast<int64_t>(d.offset());
+      out = msg.has_init() ? shard->Init(rank, static_cast<int>(d.slice_id()), values, *n, offset)
+                           : shard->Gradient(rank, static_cast<int>(d.slice_id()), d.iteration(),
+                                             values, *n, offset);
       break;
     }
     case wire::WorkerMessage::kPull:

@@ -240,6 +240,7 @@ class ParameterServer::Impl final : public wire::ParameterServer::Service {
     while (std::optional<PrioritySendQueue<Pending>::Item> item = conn->queue.Pop()) {
       const absl::Time start = absl::Now();
       msg.Clear();
+      bool part_failed = false;
       const Pending& p = item->value;
       switch (p.kind) {
         case Pending::Kind::kWelcome: {
@@ -257,13 +258,33 @@ class ParameterServer::Impl final : public wire::ParameterServer::Service {
             msg.mutable_ack()->set_slice_id(p.out.slice_id);
             msg.mutable_ack()->set_iteration(p.out.iteration);
           } else {
+            // A large slice goes as consecutive parts, all but the last written here.
+            const int64_t n = static_cast<int64_t>(p.out.values->size());
+            const int64_t part = std::max<int64_t>(1, options_.max_message_params);
             wire::SliceData* d = msg.mutable_params();
             d->set_slice_id(p.out.slice_id);
             d->set_iteration(p.out.iteration);
-            d->set_values(reinterpret_cast<const char*>(p.out.values->data()),
-                          p.out.values->size() * sizeof(float));
+            bool written = true;
+            int64_t offset = 0;
+            for (; written && n - offset > part; offset += part) {
+              d->set_offset(static_cast<uint64_t>(offset));
+              d->set_values(reinterpret_cast<const char*>(p.out.values->data() + offset),
+                            part * sizeof(float));
+              written = stream->Write(msg);
+            }
+            if (!written) {
+              part_failed = true;
+              break;
+            }
+            d->set_offset(static_cast<uint64_t>(offset));
+            d->set_values(reinterpret_cast<const char*>(p.out.values->data() + offset),
+                          (n - offset) * sizeof(float));
           }
           break;
+      }
+      if (part_failed) {  // a part of a large slice could not be written: the stream is over
+        conn->queue.Release(item->bytes);
+        break;
       }
       const bool ok = stream->Write(msg);
       conn->queue.Release(item->bytes);

@@ -40,6 +40,9 @@ struct ServerOptions {
   ShardOptions shard;
   // A silent worker connection is declared dead after this long. Default: 60 s.
   absl::Duration peer_timeout = absl::Seconds(60);
+  // The most values one message down carries; a larger slice is written as consecutive
+  // parts. Default: kDefaultMaxMessageParams (1,048,576).
+  int64_t max_message_params = kDefaultMaxMessageParams;
   // TLS: PEM certificate chain and private key of this server. Both empty: plaintext.
   // Default: "".
   std::string tls_cert_pem;

@@ -69,6 +69,8 @@ struct RunSpec {
   std::string checkpoint_dir;  // servers save to <dir>/server_<i> every checkpoint_every
   uint64_t checkpoint_every = 0;
   bool resume = false;  // servers start from their newest checkpoint
+  // The most values per message, both directions (larger slices travel in parts).
+  int64_t max_message_params = kDefaultMaxMessageParams;
 };
 
 struct ClusterResult {
@@ -86,6 +88,7 @@ ClusterResult TrainCluster(const RunSpec& spec) {
     so.shard.server_index = s;
     so.shard.num_workers = workers;
     so.shard.optimizer = Sgd();
+    so.max_message_params = spec.max_message_params;
     const std::string dir = spec.checkpoint_dir + "/server_" + std::to_string(s);
     if (spec.checkpoint_every > 0) {
       so.shard.checkpoint_every = spec.checkpoint_every;
@@ -124,6 +127,7 @@ ClusterResult TrainCluster(const RunSpec& spec) {
       wo.slice_params = kSliceParams;
       wo.split_threshold = 1000;  // fc2's weight (1200) is split over the servers
       wo.peer_timeout = absl::Seconds(30);
+      wo.max_message_params = spec.max_message_params;
       auto worker = Worker::Create(wo, model);
       if (!worker.ok()) {
         result.status[r] = worker.status();
@@ -186,6 +190,23 @@ CATCH_TEST_CASE("every mode trains the same parameters as local on the union of 
     }
   }
   std::cout << "largest relative error against local over all runs: " << worst << "\n";
+}
+
+CATCH_TEST_CASE("slices and tensors sent in parts train the same parameters as sent whole") {
+  torch::set_num_threads(1);
+  const torch::Tensor want = TrainLocal(2);
+  // 7 values per message: every slice (50) and tensor (up to 1200 values, split over the
+  // servers at 1000) travels in parts, the last one shorter, in both directions.
+  for (Mode mode : {Mode::kP3, Mode::kBaseline, Mode::kPriorityOnly}) {
+    CATCH_CAPTURE(ModeName(mode));
+    ClusterResult got = TrainCluster(
+        RunSpec{.mode = mode, .workers = 2, .servers = 2, .max_message_params = 7});
+    for (int r = 0; r < 2; ++r) {
+      CATCH_CAPTURE(r, got.status[r].ToString());
+      CATCH_REQUIRE(got.status[r].ok());
+      CATCH_CHECK(RelativeError(got.params[r], want) <= 1e-5);
+    }
+  }
 }
 
 CATCH_TEST_CASE("the trained parameters actually move away from the initial ones") {

@@ -2,6 +2,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -272,6 +273,23 @@ CATCH_TEST_CASE("LoadConfig names the file in errors and reads valid files") {
 
   absl::StatusOr<ExperimentConfig> missing = LoadConfig(dir + "/does_not_exist.textproto", {});
   CATCH_CHECK(missing.status().code() == absl::StatusCode::kNotFound);
+}
+
+CATCH_TEST_CASE("every config shipped in configs/ loads and validates") {
+  // The test's runfiles hold //configs and //configs:bench (tests/BUILD).
+  std::vector<std::string> paths;
+  for (const char* dir : {"configs", "configs/bench"}) {
+    for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+      if (entry.path().extension() == ".textproto") paths.push_back(entry.path().string());
+    }
+  }
+  CATCH_CHECK(paths.size() >= 10);
+  for (const std::string& path : paths) {
+    CATCH_CAPTURE(path);
+    absl::StatusOr<ExperimentConfig> config = LoadConfig(path, {});
+    CATCH_CHECK(config.ok());
+    if (!config.ok()) CATCH_WARN(config.status().message());
+  }
 }
 
 CATCH_TEST_CASE("the network section is filled only when the network is emulated") {

@@ -119,6 +119,55 @@ CATCH_TEST_CASE("malformed gradients are refused and change nothing") {
   CATCH_CHECK(shard.SliceValues(0)->second == 1);
 }
 
+CATCH_TEST_CASE("a slice sent in parts gives the same result as sent whole") {
+  std::vector<float> g0 = {0.25f, -1.5f, 3.0f}, g1 = {2.0f, 0.5f, -0.125f};
+  ParameterShard whole(Options(2, 0.5)), parts(Options(2, 0.5));
+  for (ParameterShard* shard : {&whole, &parts}) {
+    for (int r = 0; r < 2; ++r) CATCH_REQUIRE(shard->Join(Signature(2), r).ok());
+  }
+  InitAll(whole);
+  // Initial values of slice 0 in two parts: nothing goes out before the last one.
+  std::vector<float> w = {1, 2, 3, 4, 5}, b = {6, 7};
+  auto first = parts.Init(0, 0, w.data(), 1, /*offset=*/0);
+  CATCH_REQUIRE(first.ok());
+  CATCH_CHECK(first->empty());
+  CATCH_REQUIRE(parts.Init(0, 0, w.data() + 1, 2, /*offset=*/1).ok());
+  CATCH_REQUIRE(parts.Init(0, 1, w.data() + 3, 2).ok());
+  CATCH_REQUIRE(parts.Init(0, 2, b.data(), 2).ok());
+  CATCH_CHECK(parts.SliceValues(0)->first == whole.SliceValues(0)->first);
+
+  CATCH_REQUIRE(whole.Gradient(0, 0, 0, g0.data(), 3).ok());
+  CATCH_REQUIRE(whole.Gradient(1, 0, 0, g1.data(), 3).ok());
+  // Rank 0 in three parts, rank 1 whole; the update waits for rank 0's last part.
+  CATCH_REQUIRE(parts.Gradient(0, 0, 0, g0.data(), 1, 0).ok());
+  CATCH_REQUIRE(parts.Gradient(1, 0, 0, g1.data(), 3).ok());
+  CATCH_REQUIRE(parts.Gradient(0, 0, 0, g0.data() + 1, 1, 1).ok());
+  CATCH_CHECK(parts.SliceValues(0)->second == 0);
+  auto last = parts.Gradient(0, 0, 0, g0.data() + 2, 1, 2);
+  CATCH_REQUIRE(last.ok());
+  CATCH_CHECK(last->size() == 2);  // version 1 to both workers
+  CATCH_CHECK(parts.SliceValues(0)->second == 1);
+  CATCH_CHECK(parts.SliceValues(0)->first == whole.SliceValues(0)->first);
+}
+
+CATCH_TEST_CASE("parts out of order, overlapping or past the end are refused and change nothing") {
+  ParameterShard shard(Options(1));
+  CATCH_REQUIRE(shard.Join(Signature(1), 0).ok());
+  InitAll(shard);
+  std::vector<float> g = {1, 1, 1, 1};
+  CATCH_CHECK(absl::IsInvalidArgument(shard.Gradient(0, 0, 0, g.data(), 1, 1).status()));  // gap
+  CATCH_REQUIRE(shard.Gradient(0, 0, 0, g.data(), 2, 0).ok());
+  CATCH_CHECK(absl::IsInvalidArgument(shard.Gradient(0, 0, 0, g.data(), 1, 0).status()));  // overlap
+  CATCH_CHECK(absl::IsInvalidArgument(shard.Gradient(0, 0, 0, g.data(), 2, 2).status()));  // past end
+  CATCH_CHECK(absl::IsInvalidArgument(shard.Gradient(0, 0, 0, g.data(), 0, 2).status()));  // empty
+  CATCH_CHECK(absl::IsInvalidArgument(shard.Gradient(0, 0, 0, g.data(), 1, -1).status()));
+  CATCH_CHECK(shard.SliceValues(0)->second == 0);
+  // The right part still completes the slice.
+  auto done = shard.Gradient(0, 0, 0, g.data(), 1, 2);
+  CATCH_REQUIRE(done.ok());
+  CATCH_CHECK(shard.SliceValues(0)->second == 1);
+}
+
 CATCH_TEST_CASE("a handshake that does not fit is refused with a clear reason") {
   ParameterShard shard(Options(2));
   CATCH_REQUIRE(shard.Join(Signature(2), 0).ok());

@@ -64,6 +64,7 @@ constexpr int kDefaultLogEvery = 20;
 constexpr int kDefaultThreads = 1;
 constexpr int64_t kDefaultSliceParams = 40000;
 constexpr int64_t kDefaultSplitThreshold = 1000000;
+constexpr int64_t kDefaultMaxMessageParams = int64_t{1} << 20;
 constexpr char kDefaultName[] = "experiment";
 constexpr char kDefaultPlacement[] = "colocated";
 constexpr char kDefaultSubnet[] = "10.77.0.0/24";
@@ -494,6 +495,9 @@ void FillDefaults(ExperimentConfig* config) {
   if (scheduling->split_threshold() == 0) {
     scheduling->set_split_threshold(kDefaultSplitThreshold);
   }
+  if (scheduling->max_message_params() == 0) {
+    scheduling->set_max_message_params(kDefaultMaxMessageParams);
+  }
 
   // Only when the network is emulated, so that other resolved configs stay as they were.
   if (config->network().bandwidth_gbps() > 0) {
@@ -566,6 +570,7 @@ absl::Status ValidateConfig(const ExperimentConfig& config) {
   const SchedulingConfig& scheduling = config.scheduling();
   check.IntAtLeast("scheduling.slice_params", scheduling.slice_params(), 1);
   check.IntAtLeast("scheduling.split_threshold", scheduling.split_threshold(), 1);
+  check.IntAtLeast("scheduling.max_message_params", scheduling.max_message_params(), 1);
 
   // Fields left at zero / empty are checked only when the network is emulated (they are
   // then filled).

@@ -24,6 +24,9 @@ import torch.distributed as dist
 import torch.nn as nn
 
 
+AUX_LOSS_WEIGHT = 0.4  # models/inception.h: InceptionV3Options::aux_loss_weight
+
+
 class Attention(nn.Module):
     """MLP attention of the zoo's seq2seq_lstm (models/seq2seq_lstm.cc), same shapes."""
 
@@ -61,10 +64,56 @@ class Seq2SeqLstm(nn.Module):
         return self.output(self.attention(src, tgt))
 
 
+class Transformer(nn.Module):
+    """The zoo's transformer (models/transformer.cc) in PyTorch: one embedding shared by
+    source and target, sinusoidal positions, 6 + 6 post-norm layers (d 512, 8 heads, FFN
+    2048, dropout 0.1), untied output layer; 76,938,496 parameters at vocabulary 32,000."""
+
+    def __init__(self, vocab, d=512, heads=8, ffn=2048, layers=6, dropout=0.1):
+        super().__init__()
+        self.d = d
+        self.embed = nn.Embedding(vocab, d)
+        self.dropout = nn.Dropout(dropout)
+        self.encoder = nn.ModuleList(nn.TransformerEncoderLayer(d, heads, ffn, dropout)
+                                     for _ in range(layers))
+        self.decoder = nn.ModuleList(nn.TransformerDecoderLayer(d, heads, ffn, dropout)
+                                     for _ in range(layers))
+        self.output = nn.Linear(d, vocab)
+
+    def positions(self, length):
+        import math
+        pos = torch.arange(length, dtype=torch.float32).unsqueeze(1)
+        rate = torch.exp(torch.arange(0, self.d, 2, dtype=torch.float32) *
+                         (-math.log(10000.0) / self.d))
+        pe = torch.zeros(length, self.d)
+        pe[:, 0::2] = torch.sin(pos * rate)
+        pe[:, 1::2] = torch.cos(pos * rate)[:, :self.d // 2]
+        return pe
+
+    def forward(self, tokens):
+        length = tokens.size(2)
+        pe = self.positions(length)
+        src = self.dropout(self.embed(tokens[:, 0]) * self.d ** 0.5 + pe)
+        tgt = self.dropout(self.embed(tokens[:, 1]) * self.d ** 0.5 + pe)
+        memory = src.transpose(0, 1)  # [L, B, d]: the layers' default layout
+        for layer in self.encoder:
+            memory = layer(memory)
+        causal = torch.full((length, length), float("-inf")).triu(1)
+        out = tgt.transpose(0, 1)
+        for layer in self.decoder:
+            out = layer(out, memory, tgt_mask=causal)
+        return self.output(out.transpose(0, 1))
+
+
 def make_model(name, num_classes, vocab):
     import torchvision
     if name in ("resnet50", "vgg19", "vgg16"):
         return getattr(torchvision.models, name)(num_classes=num_classes)
+    if name == "inception_v3":  # with the auxiliary classifier, as the zoo's
+        return torchvision.models.inception_v3(num_classes=num_classes, aux_logits=True,
+                                               init_weights=False)
+    if name == "transformer":
+        return Transformer(vocab)
     if name == "seq2seq_lstm":
         return Seq2SeqLstm(vocab)
     raise SystemExit(f"ddp_peer: unsupported model {name!r}")
@@ -98,7 +147,7 @@ def main():
     opt = torch.optim.SGD(ddp.parameters(), lr=0.001, momentum=0.9, weight_decay=1e-4)
     loss_fn = nn.CrossEntropyLoss()
     g = torch.Generator().manual_seed(100 + a.rank)
-    tokens = a.model == "seq2seq_lstm"
+    tokens = a.model in ("seq2seq_lstm", "transformer")
     if tokens:  # as the zoo's synthetic_tokens: source and target ids in [2, vocab)
         x = torch.randint(2, a.vocab, (a.batch, 2, a.seq_len), generator=g)
         y = torch.randint(2, a.vocab, (a.batch, a.seq_len), generator=g)
@@ -112,7 +161,12 @@ def main():
         t0 = time.perf_counter()
         opt.zero_grad()
         out = ddp(x)
-        loss = loss_fn(out.reshape(-1, out.size(-1)), y.reshape(-1)) if tokens else loss_fn(out, y)
+        if tokens:
+            loss = loss_fn(out.reshape(-1, out.size(-1)), y.reshape(-1))
+        elif isinstance(out, tuple):  # inception_v3 in training mode: + the zoo's aux loss
+            loss = loss_fn(out[0], y) + AUX_LOSS_WEIGHT * loss_fn(out[1], y)
+        else:
+            loss = loss_fn(out, y)
         loss.backward()  # DDP all-reduces buckets during backward
         opt.step()
         times.append(time.perf_counter() - t0)

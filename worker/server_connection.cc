@@ -2,6 +2,7 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <algorithm>
 #include <limits>
 #include <utility>
 
@@ -79,10 +80,28 @@ void ServerConnection::WriteLoop() {
   while (std::optional<PrioritySendQueue<Upstream>::Item> item = queue_.Pop()) {
     msg.Clear();
     const absl::Time start = absl::Now();
-    builder_(item->value, &msg);
-    const bool ok = stream_->Write(msg);
+    const Upstream& up = item->value;
+    bool ok = true;
+    if (up.kind == Upstream::Kind::kInit || up.kind == Upstream::Kind::kGradient) {
+      // Values: `bytes` / 4 of them, in parts of at most max_message_params, back to back.
+      const int64_t n = item->bytes / static_cast<int64_t>(sizeof(float));
+      const int64_t part = std::max<int64_t>(1, options_.max_message_params);
+      int64_t offset = 0;
+      for (; ok && n - offset > part; offset += part) {
+        msg.Clear();
+        builder_(up, offset, part, &msg);
+        ok = stream_->Write(msg);
+      }
+      if (ok) {
+        msg.Clear();
+        builder_(up, offset, n - offset, &msg);
+        ok = stream_->Write(msg);
+      }
+    } else {
+      builder_(up, 0, 0, &msg);
+      ok = stream_->Write(msg);
+    }
     if (options_.trace != nullptr && options_.trace->enabled()) {
-      const Upstream& up = item->value;
       static constexpr const char* kNames[] = {"init", "gradient", "pull", "done"};
       options_.trace->Complete(
           send_track_, absl::StrCat(kNames[static_cast<int>(up.kind)], " ", up.slice_id), "send",

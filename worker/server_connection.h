@@ -23,6 +23,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "p3/send_queue.h"
+#include "p3/slice_plan.h"
 #include "p3/trace.h"
 #include "proto/p3.grpc.pb.h"
 
@@ -59,14 +60,20 @@ struct ConnectionOptions {
   std::string tls_ca_pem;  // empty: the system's roots
   // Overrides the name checked against the server's certificate. Default: "".
   std::string tls_server_name;
+  // The most values one message carries; a larger init or gradient is written as
+  // consecutive parts, back to back. Default: kDefaultMaxMessageParams (1,048,576).
+  int64_t max_message_params = kDefaultMaxMessageParams;
   // Timeline of writes and receives; not owned, may be null. Default: none.
   TraceRecorder* trace = nullptr;
 };
 
 class ServerConnection {
  public:
-  // Fills a message for an Upstream descriptor (called on the writer thread).
-  using Builder = std::function<void(const Upstream&, wire::WorkerMessage*)>;
+  // Fills a message for an Upstream descriptor (called on the writer thread). For kInit
+  // and kGradient: the part of `count` values from `offset` on (the whole slice unless it
+  // is larger than max_message_params).
+  using Builder =
+      std::function<void(const Upstream&, int64_t offset, int64_t count, wire::WorkerMessage*)>;
 
   // Connects, sends `hello` and waits for the Welcome. A refused handshake returns the
   // server's status (e.g. FailedPrecondition: "worker 1 refused: tensor 3 ...").

@@ -163,6 +163,7 @@ absl::StatusOr<TrainResult> RunTraining(const config::ExperimentConfig& config,
     wo.mode = mode;
     wo.slice_params = config.scheduling().slice_params();
     wo.split_threshold = config.scheduling().split_threshold();
+    wo.max_message_params = config.scheduling().max_message_params();
     wo.peer_timeout = absl::Seconds(config.cluster().peer_timeout_s());
     wo.trace = options.trace;
     P3_ASSIGN_OR_RETURN(const SecuritySettings security, SecurityFromConfig(config));

@@ -26,7 +26,8 @@ class Worker::Impl : public ConnectionListener {
         model_(std::move(model)),
         plan_(std::move(plan)),
         params_(std::move(params)),
-        tracker_(static_cast<int>(plan_.slices().size())) {}
+        tracker_(static_cast<int>(plan_.slices().size())),
+        params_received_(plan_.slices().size(), 0) {}
 
   ~Impl() override { Shutdown(); }
 
@@ -72,12 +73,16 @@ class Worker::Impl : public ConnectionListener {
       copts.address = options_.servers[s];
       copts.priority = traits_.priority;
       copts.peer_timeout = options_.peer_timeout;
+      copts.max_message_params = options_.max_message_params;
       copts.trace = options_.trace;
       copts.tls = options_.tls;
       copts.tls_ca_pem = options_.tls_ca_pem;
       copts.tls_server_name = options_.tls_server_name;
       absl::StatusOr<std::unique_ptr<ServerConnection>> conn = ServerConnection::Open(
-          copts, hello, [this](const Upstream& up, wire::WorkerMessage* msg) { Build(up, msg); },
+          copts, hello,
+          [this](const Upstream& up, int64_t offset, int64_t count, wire::WorkerMessage* msg) {
+            Build(up, offset, count, msg);
+          },
           this);
       if (!conn.ok()) return conn.status();
       conns_.push_back(*std::move(conn));
@@ -177,14 +182,23 @@ class Worker::Impl : public ConnectionListener {
       return;
     }
     const Slice& slice = plan_.slices()[id];
-    if (data.values().size() != static_cast<size_t>(slice.length) * sizeof(float)) {
-      Fail(absl::InternalError(absl::StrCat("server ", server, " sent slice ", id, " with ",
-                                            data.values().size(), " bytes; expected ",
-                                            slice.length * sizeof(float))));
+    // A slice may come in consecutive parts; each slice is written by its server's reader
+    // thread only, so params_received_[id] needs no lock.
+    int64_t& received = params_received_[id];
+    const int64_t n = static_cast<int64_t>(data.values().size() / sizeof(float));
+    if (data.values().size() % sizeof(float) != 0 || n < 1 || n > slice.length - received ||
+        data.offset() != static_cast<uint64_t>(received)) {
+      Fail(absl::InternalError(absl::StrCat(
+          "server ", server, " sent slice ", id, " (", slice.length, " values) with ",
+          data.values().size(), " bytes at offset ", data.offset(), "; expected offset ",
+          received)));
       return;
     }
-    std::memcpy(flat_params_.data_ptr<float>() + slice.offset, data.values().data(),
+    std::memcpy(flat_params_.data_ptr<float>() + slice.offset + received, data.values().data(),
                 data.values().size());
+    received += n;
+    if (received < slice.length) return;  // more parts to come
+    received = 0;
     tracker_.MarkArrived(id, data.iteration());
   }
 
@@ -261,13 +275,15 @@ class Worker::Impl : public ConnectionListener {
 
   // Fills a message on a connection's writer thread, reading the values from the flat
   // buffers only now, when they are about to be written.
-  void Build(const Upstream& up, wire::WorkerMessage* msg) {
+  void Build(const Upstream& up, int64_t offset, int64_t count, wire::WorkerMessage* msg) {
     const Slice& slice = plan_.slices()[up.slice_id];
     auto fill = [&](wire::SliceData* d, const torch::Tensor& flat) {
       d->set_slice_id(slice.id);
       d->set_iteration(up.iteration);
-      d->set_values(reinterpret_cast<const char*>(flat.data_ptr<float>() + slice.offset),
-                    slice.length * sizeof(float));
+      d->set_offset(static_cast<uint64_t>(offset));
+      d->set_values(
+          reinterpret_cast<const char*>(flat.data_ptr<float>() + slice.offset + offset),
+          count * sizeof(float));
     };
     switch (up.kind) {
       case Upstream::Kind::kInit:
@@ -308,6 +324,8 @@ class Worker::Impl : public ConnectionListener {
   std::vector<torch::Tensor> params_;  // forward order
   VersionTracker tracker_;
   torch::Tensor flat_params_;
+  // Per slice, values of a version arriving in parts received so far (reader threads).
+  std::vector<int64_t> params_received_;
   torch::Tensor flat_grads_;
   std::vector<unsigned> hooks_;
   std::vector<std::pair<int, int>> block_slices_;  // [first, last) slice ids per block

@@ -60,6 +60,9 @@ struct WorkerOptions {
   int64_t slice_params = kDefaultSliceParams;
   // Tensors above this are split over the servers, for modes that do not. Default: 1,000,000.
   int64_t split_threshold = kDefaultSplitThreshold;
+  // The most values one message carries; a larger slice or tensor travels as consecutive
+  // parts (docs/protocol.md). Default: 1,048,576.
+  int64_t max_message_params = kDefaultMaxMessageParams;
   // A server silent for this long (or a wait for parameters longer than this) ends the
   // run with an error. Default: 60 s.
   absl::Duration peer_timeout = absl::Seconds(60);
