@@ -322,7 +322,7 @@ def fmt_bw(bw):
 
 
 def num(x):
-    return x if isinstance(x, str) else f"{x:.1f}"
+    return x if isinstance(x, str) else f"{x:.2f}" if x < 10 else f"{x:.1f}"
 
 
 def markdown_tables(agg, rows, default_slice):
@@ -332,8 +332,9 @@ def markdown_tables(agg, rows, default_slice):
     def cell(g):
         if g is None:
             return ""
-        rng = f" ({g['min_sps']:.1f}–{g['max_sps']:.1f})" if g["runs"] > 1 else ""
-        return f"{g['median_sps']:.1f}{rng}"
+        d = 2 if g["median_sps"] < 10 else 1  # VGG-19's few samples/s need two decimals
+        rng = f" ({g['min_sps']:.{d}f}–{g['max_sps']:.{d}f})" if g["runs"] > 1 else ""
+        return f"{g['median_sps']:.{d}f}{rng}"
     def find(model, mode, bw, workers=2, slice_params=None):
         for g in agg:
             if (g["model"], g["mode"], g["bandwidth_gbps"], g["workers"]) == (model, mode, bw, workers) \
