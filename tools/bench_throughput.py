@@ -479,7 +479,8 @@ def cmd_report(a):
         ax.set_xticklabels([("unlim." if b == 0 else f"{b:g}") for b in bws])
         ax.set_xlabel("bandwidth per machine and direction (Gbit/s)")
         ax.set_ylabel("samples/s (2 workers)")
-        ax.set_title(f"{model}, 32x32, batch {batch}/worker, 2 emulated machines")
+        shape = "16+16 tokens" if model in TOKEN_MODELS else "32x32"
+        ax.set_title(f"{model}, {shape}, batch {batch}/worker, 2 emulated machines")
         top = max([g["median_sps"] for g in pts] + ([statistics.median(cb) * 2] if cb else [1]))
         ax.set_ylim(0, top * 1.3)
         ax.legend(fontsize=7)
