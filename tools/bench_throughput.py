@@ -290,8 +290,7 @@ SWEEP = [
                       "--runs=2"]),
     ("resnet50", ["--bandwidths=1", "--modes=", "--slices=10000,20000,80000,160000,1000000",
                   "--runs=3"]),
-    ("vgg19", ["--bandwidths=1", "--modes=", "--iterations=5", "--trace_at=1", "--timeout=400"]),
-    ("resnet50", ["--bandwidths=0", "--modes=", "--iterations=8", "--trace_at=0"]),
+    ("seq2seq_lstm", ["--bandwidths=1", "--modes=", "--iterations=7", "--trace_at=1"]),
 ]
 
 
