@@ -8,7 +8,7 @@
 // back to the kernel; every iteration then pays a page fault per 4 KiB touched. On the
 // virtual machines this project is developed on, that costs more than the computation
 // itself (measured, 2 cores, docs/results/throughput.md: VGG-19 batch 4 in `local` mode
-// 4.7 s -> 0.44 s per iteration; ResNet-50 1 worker + 1 server over loopback 6.8 -> 28.6
+// 4.7 s -> 0.54 s per iteration; ResNet-50 1 worker + 1 server over loopback 6.8 -> 30
 // samples/s).
 //
 // The p3_server and p3_worker binaries call this first thing in main(). A trainer that

@@ -17,6 +17,7 @@
 #ifndef P3_P3_SLICE_PLAN_H_
 #define P3_P3_SLICE_PLAN_H_
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -25,10 +26,26 @@
 
 namespace p3 {
 
-inline constexpr int64_t kDefaultSliceParams = 40000;        // the P3 paper's
-inline constexpr int64_t kDefaultSplitThreshold = 1000000;   // MXNet's bigarray bound
+inline constexpr int64_t kDefaultSliceParams = 40000;       // the P3 paper's
+inline constexpr int64_t kDefaultSplitThreshold = 1000000;  // MXNet's bigarray bound
 // The most values one message carries; larger slices travel in parts (docs/protocol.md).
 inline constexpr int64_t kDefaultMaxMessageParams = int64_t{1} << 20;
+
+// Calls write(offset, count) for the consecutive parts of at most `max_part` values
+// (at least 1) that cover [0, n): one call when n <= max_part. Stops at the first call
+// that returns false; returns whether every part was written.
+template <typename Write>
+bool WriteInParts(int64_t n, int64_t max_part, Write write) {
+  const int64_t part = std::max<int64_t>(1, max_part);
+  int64_t offset = 0;
+  do {
+    const int64_t count = std::min(part, n - offset);
+    if (!write(offset, count)) return false;
+    offset += count;
+  } while (offset < n);
+  return true;
+}
+
 // Bounds that keep a hostile or mistaken model description from exhausting memory.
 inline constexpr int64_t kMaxPlanParams = int64_t{1} << 40;
 inline constexpr int64_t kMaxPlanSlices = int64_t{1} << 22;
@@ -55,12 +72,12 @@ struct TensorEntry {
 };
 
 struct Slice {
-  int id = 0;            // index in SlicePlan::slices()
-  int tensor = 0;        // index of the tensor, in forward order
-  int64_t offset = 0;    // first parameter, in the flat buffer of all parameters
-  int64_t length = 0;    // number of parameters
-  int server = 0;        // the server that owns it
-  int priority = 0;      // smaller is more urgent: the tensor's forward index
+  int id = 0;          // index in SlicePlan::slices()
+  int tensor = 0;      // index of the tensor, in forward order
+  int64_t offset = 0;  // first parameter, in the flat buffer of all parameters
+  int64_t length = 0;  // number of parameters
+  int server = 0;      // the server that owns it
+  int priority = 0;    // smaller is more urgent: the tensor's forward index
 };
 
 class SlicePlan {

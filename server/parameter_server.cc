@@ -240,7 +240,6 @@ class ParameterServer::Impl final : public wire::ParameterServer::Service {
     while (std::optional<PrioritySendQueue<Pending>::Item> item = conn->queue.Pop()) {
       const absl::Time start = absl::Now();
       msg.Clear();
-      bool part_failed = false;
       const Pending& p = item->value;
       switch (p.kind) {
         case Pending::Kind::kWelcome: {
@@ -258,35 +257,26 @@ class ParameterServer::Impl final : public wire::ParameterServer::Service {
             msg.mutable_ack()->set_slice_id(p.out.slice_id);
             msg.mutable_ack()->set_iteration(p.out.iteration);
           } else {
-            // A large slice goes as consecutive parts, all but the last written here.
-            const int64_t n = static_cast<int64_t>(p.out.values->size());
-            const int64_t part = std::max<int64_t>(1, options_.max_message_params);
-            wire::SliceData* d = msg.mutable_params();
-            d->set_slice_id(p.out.slice_id);
-            d->set_iteration(p.out.iteration);
-            bool written = true;
-            int64_t offset = 0;
-            for (; written && n - offset > part; offset += part) {
-              d->set_offset(static_cast<uint64_t>(offset));
-              d->set_values(reinterpret_cast<const char*>(p.out.values->data() + offset),
-                            part * sizeof(float));
-              written = stream->Write(msg);
-            }
-            if (!written) {
-              part_failed = true;
-              break;
-            }
-            d->set_offset(static_cast<uint64_t>(offset));
-            d->set_values(reinterpret_cast<const char*>(p.out.values->data() + offset),
-                          (n - offset) * sizeof(float));
+            msg.mutable_params()->set_slice_id(p.out.slice_id);
+            msg.mutable_params()->set_iteration(p.out.iteration);
           }
           break;
       }
-      if (part_failed) {  // a part of a large slice could not be written: the stream is over
-        conn->queue.Release(item->bytes);
-        break;
+      bool ok;
+      if (p.kind == Pending::Kind::kOutgoing && p.out.kind == Outgoing::Kind::kParams) {
+        // A large slice goes as consecutive parts, back to back.
+        wire::SliceData* d = msg.mutable_params();
+        const float* values = p.out.values->data();
+        ok = WriteInParts(static_cast<int64_t>(p.out.values->size()), options_.max_message_params,
+                          [&](int64_t offset, int64_t count) {
+                            d->set_offset(static_cast<uint64_t>(offset));
+                            d->set_values(reinterpret_cast<const char*>(values + offset),
+                                          count * sizeof(float));
+                            return stream->Write(msg);
+                          });
+      } else {
+        ok = stream->Write(msg);
       }
-      const bool ok = stream->Write(msg);
       conn->queue.Release(item->bytes);
       if (tracing() && p.kind == Pending::Kind::kOutgoing) {
         options_.trace->Complete(

@@ -1,6 +1,7 @@
 #include "p3/slice_plan.h"
 
 #include <catch2/catch.hpp>
+#include <utility>
 
 namespace p3 {
 namespace {
@@ -96,6 +97,31 @@ CATCH_TEST_CASE("bad plan options and empty tensors are refused with the field n
   CATCH_CHECK(b.status().message().find("num_servers") != std::string::npos);
   CATCH_CHECK_FALSE(SlicePlan::Create({}, Sliced(10, 1)).ok());
   CATCH_CHECK_FALSE(SlicePlan::Create({{"w", 0}}, Sliced(10, 1)).ok());
+}
+
+}  // namespace
+}  // namespace p3
+
+namespace p3 {
+namespace {
+
+CATCH_TEST_CASE("WriteInParts covers a slice with bounded parts in order and stops on failure") {
+  std::vector<std::pair<int64_t, int64_t>> parts;
+  auto record = [&](int64_t offset, int64_t count) {
+    parts.push_back({offset, count});
+    return true;
+  };
+  CATCH_CHECK(WriteInParts(10, 4, record));
+  CATCH_CHECK(parts == std::vector<std::pair<int64_t, int64_t>>{{0, 4}, {4, 4}, {8, 2}});
+  parts.clear();
+  CATCH_CHECK(WriteInParts(8, 8, record));  // fits: one part
+  CATCH_CHECK(parts == std::vector<std::pair<int64_t, int64_t>>{{0, 8}});
+  parts.clear();
+  CATCH_CHECK(WriteInParts(3, 0, record));  // a bound below 1 counts as 1
+  CATCH_CHECK(parts.size() == 3);
+  int calls = 0;
+  CATCH_CHECK_FALSE(WriteInParts(10, 4, [&](int64_t, int64_t) { return ++calls < 2; }));
+  CATCH_CHECK(calls == 2);  // nothing after the failed part
 }
 
 }  // namespace

@@ -2,7 +2,6 @@
 
 #include <grpcpp/grpcpp.h>
 
-#include <algorithm>
 #include <limits>
 #include <utility>
 
@@ -21,7 +20,8 @@ ServerConnection::ServerConnection(const ConnectionOptions& options, Builder bui
 absl::StatusOr<std::unique_ptr<ServerConnection>> ServerConnection::Open(
     const ConnectionOptions& options, const wire::Hello& hello, Builder builder,
     ConnectionListener* listener) {
-  std::unique_ptr<ServerConnection> conn(new ServerConnection(options, std::move(builder), listener));
+  std::unique_ptr<ServerConnection> conn(
+      new ServerConnection(options, std::move(builder), listener));
   std::shared_ptr<grpc::ChannelCredentials> credentials = grpc::InsecureChannelCredentials();
   grpc::ChannelArguments args = ChannelArgs(options.peer_timeout);
   if (options.tls) {
@@ -48,7 +48,8 @@ absl::StatusOr<std::unique_ptr<ServerConnection>> ServerConnection::Open(
   wire::ServerMessage reply;
   if (!conn->stream_->Write(first) || !conn->stream_->Read(&reply)) {
     absl::Status status = FromGrpcStatus(conn->stream_->Finish());
-    if (status.ok()) status = absl::UnavailableError("the server closed the stream during the handshake");
+    if (status.ok())
+      status = absl::UnavailableError("the server closed the stream during the handshake");
     return absl::Status(status.code(), absl::StrCat("server ", options.server_index, " (",
                                                     options.address, "): ", status.message()));
   }
@@ -84,19 +85,12 @@ void ServerConnection::WriteLoop() {
     bool ok = true;
     if (up.kind == Upstream::Kind::kInit || up.kind == Upstream::Kind::kGradient) {
       // Values: `bytes` / 4 of them, in parts of at most max_message_params, back to back.
-      const int64_t n = item->bytes / static_cast<int64_t>(sizeof(float));
-      const int64_t part = std::max<int64_t>(1, options_.max_message_params);
-      int64_t offset = 0;
-      for (; ok && n - offset > part; offset += part) {
-        msg.Clear();
-        builder_(up, offset, part, &msg);
-        ok = stream_->Write(msg);
-      }
-      if (ok) {
-        msg.Clear();
-        builder_(up, offset, n - offset, &msg);
-        ok = stream_->Write(msg);
-      }
+      ok = WriteInParts(item->bytes / static_cast<int64_t>(sizeof(float)),
+                        options_.max_message_params, [&](int64_t offset, int64_t count) {
+                          msg.Clear();
+                          builder_(up, offset, count, &msg);
+                          return stream_->Write(msg);
+                        });
     } else {
       builder_(up, 0, 0, &msg);
       ok = stream_->Write(msg);
@@ -130,19 +124,19 @@ void ServerConnection::ReadLoop() {
       bytes_received_ += static_cast<int64_t>(msg.params().values().size());
       listener_->OnParams(options_.server_index, msg.params());
       if (options_.trace != nullptr && options_.trace->enabled()) {
-        options_.trace->Complete(
-            receive_track_, absl::StrCat("params ", msg.params().slice_id()), "receive", start,
-            absl::Now(),
-            absl::StrCat("\"slice\": ", msg.params().slice_id(), ", \"version\": ",
-                         msg.params().iteration(), ", \"bytes\": ", msg.params().values().size()));
+        options_.trace->Complete(receive_track_, absl::StrCat("params ", msg.params().slice_id()),
+                                 "receive", start, absl::Now(),
+                                 absl::StrCat("\"slice\": ", msg.params().slice_id(),
+                                              ", \"version\": ", msg.params().iteration(),
+                                              ", \"bytes\": ", msg.params().values().size()));
       }
     } else if (msg.has_ack()) {
       listener_->OnAck(options_.server_index, static_cast<int>(msg.ack().slice_id()),
                        msg.ack().iteration());
     } else if (msg.has_abort()) {
       abort = absl::Status(static_cast<absl::StatusCode>(msg.abort().code()),
-                           absl::StrCat("server ", options_.server_index, " aborted the run: ",
-                                        msg.abort().message()));
+                           absl::StrCat("server ", options_.server_index,
+                                        " aborted the run: ", msg.abort().message()));
     }
   }
   // The stream is over: stop the writer before Finish().
