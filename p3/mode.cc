@@ -1,6 +1,9 @@
 #include "p3/mode.h"
 
+#include <iterator>
+
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 
 namespace p3 {
 
@@ -22,25 +25,16 @@ ModeTraits TraitsOf(Mode mode) {
 }
 
 std::string ModeName(Mode mode) {
-  switch (mode) {
-    case Mode::kP3: return "p3";
-    case Mode::kBaseline: return "baseline";
-    case Mode::kSlicingOnly: return "slicing_only";
-    case Mode::kPriorityOnly: return "priority_only";
-    case Mode::kNoOverlap: return "no_overlap";
-    case Mode::kLocal: return "local";
-  }
-  return "unknown";
+  const size_t index = static_cast<size_t>(mode);
+  return index < std::size(kModeNames) ? kModeNames[index] : "unknown";
 }
 
 absl::StatusOr<Mode> ParseMode(absl::string_view name) {
-  for (Mode m : {Mode::kP3, Mode::kBaseline, Mode::kSlicingOnly, Mode::kPriorityOnly,
-                 Mode::kNoOverlap, Mode::kLocal}) {
-    if (name == ModeName(m)) return m;
+  for (size_t i = 0; i < std::size(kModeNames); ++i) {
+    if (name == kModeNames[i]) return static_cast<Mode>(i);
   }
-  return absl::InvalidArgumentError(absl::StrCat(
-      "mode: unknown mode \"", name,
-      "\"; allowed: p3, baseline, slicing_only, priority_only, no_overlap, local"));
+  return absl::InvalidArgumentError(absl::StrCat("mode: unknown mode \"", name, "\"; allowed: ",
+                                                 absl::StrJoin(kModeNames, ", ")));
 }
 
 }  // namespace p3

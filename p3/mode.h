@@ -28,7 +28,12 @@ struct ModeTraits {
 
 ModeTraits TraitsOf(Mode mode);
 
-// "p3", "baseline", "slicing_only", "priority_only", "no_overlap", "local".
+// The names of the modes, indexed by Mode: the one list that configs, flags and
+// messages use.
+inline constexpr const char* kModeNames[] = {"p3",         "baseline", "slicing_only",
+                                             "priority_only", "no_overlap", "local"};
+
+// kModeNames[mode], e.g. "slicing_only".
 std::string ModeName(Mode mode);
 absl::StatusOr<Mode> ParseMode(absl::string_view name);
 

@@ -34,33 +34,11 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "p3/checkpoint.h"
+#include "p3/cluster_signature.h"
 #include "p3/optimizer.h"
 #include "p3/slice_plan.h"
 
 namespace p3 {
-
-struct TensorSignature {
-  std::string name;
-  std::vector<int64_t> shape;
-  std::string dtype = "float32";
-  bool operator==(const TensorSignature& o) const {
-    return name == o.name && shape == o.shape && dtype == o.dtype;
-  }
-};
-
-// What every worker of a run must agree on; sent in the handshake.
-struct ClusterSignature {
-  int num_workers = 1;
-  int num_servers = 1;
-  std::vector<TensorSignature> tensors;  // forward order
-  SlicePlanOptions plan;                 // num_servers is taken from the field above
-  bool values_on_push = true;
-  bool priority = true;
-};
-
-// Empty when equal, else a sentence saying the first difference ("tensor 3 \"fc2/0\": shape
-// [30, 40], expected [40, 30]").
-std::string DescribeDifference(const ClusterSignature& got, const ClusterSignature& want);
 
 // A message the transport must send to worker `rank`.
 struct Outgoing {

@@ -12,7 +12,7 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
-#include "p3/parameter_shard.h"
+#include "p3/cluster_signature.h"
 #include "proto/p3.pb.h"
 
 namespace p3 {

@@ -15,9 +15,9 @@
 #include "absl/strings/str_cat.h"
 #include "p3/allocator.h"
 #include "p3/checkpoint.h"
-#include "server/config_options.h"
+#include "proto/config_options.h"
 #include "server/parameter_server.h"
-#include "tools/config.h"
+#include "proto/config.h"
 
 ABSL_FLAG(std::string, config, "", "experiment config (text format)");
 ABSL_FLAG(int, server_index, 0, "this server's index");

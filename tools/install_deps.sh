@@ -12,6 +12,7 @@ PACKAGES=(
   libprotobuf-dev protobuf-compiler
   libabsl-dev
   catch2
+  nlohmann-json3-dev  # JSON reading and writing (//third_party:json), header-only
   dataset-fashion-mnist
   zlib1g-dev  # models/fashion_mnist.cc reads the gzip IDX files with zlib
   openssl  # tools/make_test_certs.sh

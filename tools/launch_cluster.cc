@@ -1,6 +1,6 @@
 // launch_cluster: runs one experiment on a local P3 cluster.
 //
-// Loads and validates an experiment config (tools/config.h), writes the resolved config
+// Loads and validates an experiment config (proto/config.h), writes the resolved config
 // to <output_dir>/config.textproto, starts cluster.servers server processes, waits for
 // each to publish its port, starts cluster.workers worker processes, shows rank 0's
 // progress, and writes <output_dir>/summary.json when every process has exited cleanly.
@@ -69,7 +69,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "proto/config.pb.h"
-#include "tools/config.h"
+#include "proto/config.h"
 #include "tools/multihost.h"
 #include "tools/netem.h"
 #include "tools/trace_merge.h"

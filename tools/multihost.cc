@@ -11,7 +11,7 @@
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
-#include "tools/config.h"
+#include "proto/config.h"
 
 namespace p3::tools {
 namespace {

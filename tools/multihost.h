@@ -2,7 +2,7 @@
 // launch_cluster that are pure text — host files, the ssh command lines, the Slurm batch
 // script and the Kubernetes manifests — so tests can check them without a cluster.
 //
-// Placement is the config's (tools/config.h: WorkerMachine / ServerMachine): with
+// Placement is the config's (proto/config.h: WorkerMachine / ServerMachine): with
 // placement "colocated", machine (host) i runs worker i and server i.
 //
 // Example:

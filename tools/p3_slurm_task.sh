@@ -57,7 +57,7 @@ ntasks="${SLURM_NTASKS:?p3_slurm_task: SLURM_NTASKS is unset (run it with srun)}
 node=$((procid / per_node))
 slot=$((procid % per_node))
 
-# The processes placed on this node, in slot order (tools/config.h: ServerMachine,
+# The processes placed on this node, in slot order (proto/config.h: ServerMachine,
 # WorkerMachine).
 roles=()
 for ((i = 0; i < servers; i++)); do

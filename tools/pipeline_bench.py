@@ -1,8 +1,8 @@
 #!/usr/bin/python3
 """Benchmark of the pipeline mode (docs/pipeline.md): accuracy per epoch and throughput.
 
-Runs bazel-bin/p3/pipeline/pipeline_train (build it first:
-`bazel build //p3/pipeline:pipeline_train`) once per configuration, one run at a time,
+Runs bazel-bin/tools/pipeline_train (build it first:
+`bazel build //tools:pipeline_train`) once per configuration, one run at a time,
 and writes into --out (default docs/results):
   pipeline_accuracy.csv     test accuracy and training loss per epoch, per mode and stages
   pipeline_accuracy.png     the same as a plot (matplotlib; run with /usr/bin/python3)
@@ -321,7 +321,7 @@ def plot(acc, path, stages_list, epochs, seeds):
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--part", default="all", choices=["accuracy", "throughput", "report", "all"])
-    p.add_argument("--binary", default="bazel-bin/p3/pipeline/pipeline_train")
+    p.add_argument("--binary", default="bazel-bin/tools/pipeline_train")
     p.add_argument("--out", default="docs/results")
     p.add_argument("--raw", default="out/pipeline_bench")
     p.add_argument("--stages", type=int, nargs="+", default=[2, 4])
@@ -341,7 +341,7 @@ def main():
                    help="longest wait for a quiet machine before a throughput run (s)")
     args = p.parse_args()
     if args.part in ("accuracy", "throughput", "all") and not os.path.exists(args.binary):
-        sys.exit(f"{args.binary} not found: bazel build //p3/pipeline:pipeline_train")
+        sys.exit(f"{args.binary} not found: bazel build //tools:pipeline_train")
     os.makedirs(args.out, exist_ok=True)
     if args.part in ("accuracy", "all"):
         accuracy(args)

@@ -13,7 +13,7 @@
 #include "absl/flags/parse.h"
 #include "absl/strings/str_split.h"
 #include "p3/allocator.h"
-#include "tools/config.h"
+#include "proto/config.h"
 #include "worker/trainer.h"
 
 ABSL_FLAG(std::string, config, "", "experiment config (text format)");

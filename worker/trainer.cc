@@ -15,7 +15,7 @@
 #include "models/zoo.h"
 #include "p3/mode.h"
 #include "p3/status_macros.h"
-#include "server/config_options.h"
+#include "proto/config_options.h"
 #include "worker/worker.h"
 
 namespace p3 {

@@ -9,7 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "models/model.h"
-#include "p3/parameter_shard.h"
+#include "p3/cluster_signature.h"
 #include "p3/status_macros.h"
 #include "p3/version_tracker.h"
 #include "proto/wire.h"

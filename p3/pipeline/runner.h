@@ -72,7 +72,7 @@ struct RunResult {
   std::string EpochsCsv() const;
 };
 
-// `config` must be loaded with tools/config.h (defaults filled, validated) and have mode
+// `config` must be loaded with proto/config.h (defaults filled, validated) and have mode
 // "pipeline". Errors: the data set's or model's, an InvalidArgumentError for boundaries
 // that do not fit the model or a device that is not present, the engine's on failure.
 absl::StatusOr<RunResult> RunPipeline(const config::ExperimentConfig& config,

@@ -1,4 +1,4 @@
-// Fuzz target: the config parser (tools/config.h). Bytes before the first 0 byte are the
+// Fuzz target: the config parser (proto/config.h). Bytes before the first 0 byte are the
 // config text; each 0-separated piece after it is a --set override. Any input must give
 // a config or an error, never a crash.
 #include <cstddef>
@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "tests/fuzz/fuzz_seeds.h"
-#include "tools/config.h"
+#include "proto/config.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string all(reinterpret_cast<const char*>(data), size);

@@ -1,4 +1,4 @@
-#include "server/config_options.h"
+#include "proto/config_options.h"
 
 #include <fstream>
 #include <sstream>

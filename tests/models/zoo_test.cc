@@ -5,7 +5,7 @@
 #include <string>
 
 #include "models/zoo.h"
-#include "tests/models_test_util.h"
+#include "tests/models/models_test_util.h"
 
 namespace p3::models {
 namespace {

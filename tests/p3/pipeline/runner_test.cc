@@ -10,7 +10,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_split.h"
 #include "p3/pipeline/runner.h"
-#include "tools/config.h"
+#include "proto/config.h"
 
 namespace p3::pipeline {
 namespace {

@@ -30,8 +30,8 @@
 //   int64_t batch = p3::config::GlobalBatchSize(*config);   // 64 * cluster.workers
 //
 // All functions are thread-compatible and hold no state.
-#ifndef P3_TOOLS_CONFIG_H_
-#define P3_TOOLS_CONFIG_H_
+#ifndef P3_PROTO_CONFIG_H_
+#define P3_PROTO_CONFIG_H_
 
 #include <cstdint>
 #include <string>
@@ -43,14 +43,14 @@
 
 namespace p3::config {
 
-// The values `mode` may take.
+// The values `mode` may take: the cluster modes of p3/mode.h (p3::kModeNames) and
+// kPipelineMode.
 // "local" trains in one process without servers: it ignores the cluster but uses
 // training.batch_size * cluster.workers as its batch, so that a local run sees the same
 // total batch per iteration as the distributed run it is compared with.
-// "pipeline" trains in one process cut into pipeline stages (//p3/pipeline:pipeline_train,
+// "pipeline" trains in one process cut into pipeline stages (//tools:pipeline_train,
 // not the launcher); it ignores the cluster and uses training.batch_size as its batch.
-inline constexpr const char* kModes[] = {"p3",         "baseline", "slicing_only", "priority_only",
-                                         "no_overlap", "local",    "pipeline"};
+inline constexpr char kPipelineMode[] = "pipeline";
 // The values pipeline.weights may take (mode "pipeline", docs/pipeline.md).
 inline constexpr const char* kPipelineWeights[] = {"spectrain", "pipedream", "stale", "vanilla",
                                                    "data_parallel"};
@@ -116,4 +116,4 @@ int WorkerProcessCount(const ExperimentConfig& config);
 
 }  // namespace p3::config
 
-#endif  // P3_TOOLS_CONFIG_H_
+#endif  // P3_PROTO_CONFIG_H_

@@ -1,4 +1,4 @@
-#include "tools/config.h"
+#include "proto/config.h"
 
 #include <cstdio>
 #include <cstdlib>

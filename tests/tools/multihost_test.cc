@@ -21,7 +21,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "tools/config.h"
+#include "proto/config.h"
 
 namespace p3::tools {
 namespace {

@@ -8,7 +8,7 @@
 #include <thread>
 
 #include "models/model.h"
-#include "tests/test_mlp.h"
+#include "tests/cluster/test_mlp.h"
 #include "p3/checkpoint.h"
 #include "server/parameter_server.h"
 #include "worker/worker.h"

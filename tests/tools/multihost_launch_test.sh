@@ -13,8 +13,8 @@
 set -uo pipefail
 
 LAUNCHER="$PWD/tools/launch_cluster"
-FAKE_SERVER="$PWD/tests/fake_p3_server"
-FAKE_WORKER="$PWD/tests/fake_p3_worker"
+FAKE_SERVER="$PWD/tests/tools/fake_p3_server"
+FAKE_WORKER="$PWD/tests/tools/fake_p3_worker"
 TASK_SCRIPT="$PWD/tools/p3_slurm_task.sh"
 CONFIG="$PWD/configs/default.textproto"
 TMP="${TEST_TMPDIR:-$(mktemp -d)}"

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # End-to-end tests of //tools:launch_cluster with the fake server and worker
-# (tests/fake_p3_server.cc, tests/fake_p3_worker.cc). Each case checks the exit status,
+# (tests/tools/fake_p3_server.cc, tests/tools/fake_p3_worker.cc). Each case checks the exit status,
 # the files written, the messages printed, and that no process was left behind.
 # Runs from the runfiles tree (bazel test), where the paths below are relative.
 set -uo pipefail
@@ -24,7 +24,7 @@ ok() {
 # status to $rc.
 launch() {
   output="$TMP/$case_name.out"
-  "$LAUNCHER" --server_binary=tests/fake_p3_server --worker_binary=tests/fake_p3_worker \
+  "$LAUNCHER" --server_binary=tests/tools/fake_p3_server --worker_binary=tests/tools/fake_p3_worker \
     --kill_grace_s=2 "$@" >"$output" 2>&1
   rc=$?
 }
@@ -204,7 +204,7 @@ fi
 case_name=sigterm
 out_dir="$TMP/sigterm"
 output="$TMP/$case_name.out"
-FAKE_P3_WORKER_MODE=hang "$LAUNCHER" --server_binary=tests/fake_p3_server --worker_binary=tests/fake_p3_worker \
+FAKE_P3_WORKER_MODE=hang "$LAUNCHER" --server_binary=tests/tools/fake_p3_server --worker_binary=tests/tools/fake_p3_worker \
   --config=configs/default.textproto --set=output_dir="$out_dir" >"$output" 2>&1 &
 launcher_pid=$!
 # Wait (bounded) until all four processes run and both workers have connected.
@@ -260,7 +260,7 @@ else
 fi
 
 case_name=missing_binary
-"$LAUNCHER" --worker_binary=tests/no_such_worker --server_binary=tests/fake_p3_server \
+"$LAUNCHER" --worker_binary=tests/tools/no_such_worker --server_binary=tests/tools/fake_p3_server \
   --set=output_dir="$TMP/missing_binary" >"$TMP/$case_name.out" 2>&1
 rc=$?
 output="$TMP/$case_name.out"

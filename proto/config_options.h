@@ -1,8 +1,8 @@
 // What an experiment config means for the servers and workers: the optimizer and the
 // security settings, read the same way on both sides. `config` must have its defaults
-// filled (tools/config.h).
-#ifndef P3_SERVER_CONFIG_OPTIONS_H_
-#define P3_SERVER_CONFIG_OPTIONS_H_
+// filled (proto/config.h).
+#ifndef P3_PROTO_CONFIG_OPTIONS_H_
+#define P3_PROTO_CONFIG_OPTIONS_H_
 
 #include <string>
 
@@ -30,4 +30,4 @@ absl::StatusOr<SecuritySettings> SecurityFromConfig(const config::ExperimentConf
 
 }  // namespace p3
 
-#endif  // P3_SERVER_CONFIG_OPTIONS_H_
+#endif  // P3_PROTO_CONFIG_OPTIONS_H_

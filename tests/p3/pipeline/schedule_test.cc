@@ -11,7 +11,7 @@
 #include "p3/pipeline/bounded_queue.h"
 #include "p3/pipeline/partition.h"
 #include "p3/pipeline/schedule.h"
-#include "tools/config.h"
+#include "proto/config.h"
 
 namespace p3::pipeline {
 namespace {

@@ -9,7 +9,7 @@
 
 #include "models/sequence.h"
 #include "models/zoo.h"
-#include "tests/models_test_util.h"
+#include "tests/models/models_test_util.h"
 
 namespace p3::models {
 namespace {

@@ -66,7 +66,7 @@ ip netns delete "p3-$$-probe"
 # Runs the launcher in the background; sets $launcher_pid. Output in $output.
 start_launcher() {
   output="$TMP/$case_name.out"
-  "$LAUNCHER" --server_binary=tests/fake_p3_server --worker_binary=tests/fake_p3_worker \
+  "$LAUNCHER" --server_binary=tests/tools/fake_p3_server --worker_binary=tests/tools/fake_p3_worker \
     --kill_grace_s=2 --config=configs/default.textproto "$@" >"$output" 2>&1 &
   launcher_pid=$!
 }

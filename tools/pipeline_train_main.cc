@@ -1,6 +1,6 @@
 // pipeline_train: trains one experiment config in mode "pipeline" (docs/pipeline.md).
 //
-//   bazel-bin/p3/pipeline/pipeline_train --config=configs/pipeline_spectrain.textproto
+//   bazel-bin/tools/pipeline_train --config=configs/pipeline_spectrain.textproto
 //       --set=pipeline.stages=4 --set=pipeline.weights=pipedream \
 //       --result_file=out/x/result.json --epochs_file=out/x/epochs.csv
 //
@@ -15,7 +15,7 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "p3/pipeline/runner.h"
-#include "tools/config.h"
+#include "proto/config.h"
 
 ABSL_FLAG(std::string, config, "", "experiment config (text format), mode \"pipeline\"");
 ABSL_FLAG(std::string, result_file, "", "where to write the result JSON");

@@ -1,0 +1,126 @@
+// Defaults of experiment configs (proto/config.h), as documented in proto/config.proto
+// and docs/config.md.
+#include <algorithm>
+#include <cstdint>
+
+#include "proto/config.h"
+
+namespace p3::config {
+namespace {
+
+constexpr int kDefaultWorkers = 2;
+constexpr int kDefaultServers = 2;
+constexpr char kDefaultHost[] = "127.0.0.1";
+constexpr double kDefaultPeerTimeoutS = 60;
+constexpr char kDefaultModel[] = "small_cnn";
+constexpr int kDefaultNumClasses = 10;
+constexpr char kDefaultDataset[] = "fashion_mnist";
+constexpr char kDefaultDataPath[] = "/usr/share/datasets/fashion-mnist";
+constexpr int64_t kDefaultSyntheticSize = 4096;
+constexpr char kDefaultOptimizer[] = "sgd";
+constexpr double kDefaultSgdLr = 0.05;
+constexpr double kDefaultAdamLr = 0.001;
+constexpr double kDefaultMomentum = 0.9;
+constexpr double kDefaultWeightDecay = 1e-4;
+constexpr double kDefaultBeta1 = 0.9;
+constexpr double kDefaultBeta2 = 0.999;
+constexpr double kDefaultEps = 1e-8;
+constexpr int kDefaultBatchSize = 32;
+constexpr int kDefaultEpochs = 1;
+constexpr uint64_t kDefaultSeed = 1;
+constexpr int kDefaultWarmupIterations = 5;
+constexpr bool kDefaultEvaluate = true;
+constexpr int kDefaultLogEvery = 20;
+constexpr int kDefaultThreads = 1;
+constexpr int64_t kDefaultSliceParams = 40000;
+constexpr int64_t kDefaultSplitThreshold = 1000000;
+constexpr int64_t kDefaultMaxMessageParams = int64_t{1} << 20;
+constexpr char kDefaultName[] = "experiment";
+constexpr char kDefaultPlacement[] = "colocated";
+constexpr char kDefaultSubnet[] = "10.77.0.0/24";
+constexpr double kDefaultTbfLatencyMs = 20;
+constexpr double kDefaultCheckSeconds = 2;
+constexpr char kDefaultPipelineWeights[] = "spectrain";
+constexpr int kDefaultSpecTrainVersion = 1;
+constexpr int kDefaultPipelineStages = 2;
+constexpr int kDefaultProfileBatches = 3;
+
+
+}  // namespace
+
+void FillDefaults(ExperimentConfig* config) {
+  if (config->name().empty()) config->set_name(kDefaultName);
+  if (config->mode().empty()) config->set_mode("p3");
+  if (config->output_dir().empty()) config->set_output_dir("out/" + config->name());
+
+  ClusterConfig* cluster = config->mutable_cluster();
+  if (cluster->workers() == 0) cluster->set_workers(kDefaultWorkers);
+  if (cluster->servers() == 0) cluster->set_servers(kDefaultServers);
+  if (cluster->host().empty()) cluster->set_host(kDefaultHost);
+  if (cluster->peer_timeout_s() == 0) cluster->set_peer_timeout_s(kDefaultPeerTimeoutS);
+
+  ModelConfig* model = config->mutable_model();
+  if (model->name().empty()) model->set_name(kDefaultModel);
+  if (model->num_classes() == 0) model->set_num_classes(kDefaultNumClasses);
+  // image_size, in_channels, vocab_size and seq_len stay 0: "the model's own".
+
+  DataConfig* data = config->mutable_data();
+  if (data->dataset().empty()) data->set_dataset(kDefaultDataset);
+  if (data->path().empty()) data->set_path(kDefaultDataPath);
+  if (data->synthetic_size() == 0) data->set_synthetic_size(kDefaultSyntheticSize);
+
+  OptimizerConfig* optimizer = config->mutable_optimizer();
+  if (optimizer->name().empty()) optimizer->set_name(kDefaultOptimizer);
+  if (optimizer->lr() == 0) {
+    optimizer->set_lr(optimizer->name() == "adam" ? kDefaultAdamLr : kDefaultSgdLr);
+  }
+  if (!optimizer->has_momentum()) optimizer->set_momentum(kDefaultMomentum);
+  if (!optimizer->has_weight_decay()) optimizer->set_weight_decay(kDefaultWeightDecay);
+  if (optimizer->beta1() == 0) optimizer->set_beta1(kDefaultBeta1);
+  if (optimizer->beta2() == 0) optimizer->set_beta2(kDefaultBeta2);
+  if (optimizer->eps() == 0) optimizer->set_eps(kDefaultEps);
+
+  TrainingConfig* training = config->mutable_training();
+  if (training->batch_size() == 0) training->set_batch_size(kDefaultBatchSize);
+  if (training->epochs() == 0) training->set_epochs(kDefaultEpochs);
+  if (training->seed() == 0) training->set_seed(kDefaultSeed);
+  if (training->warmup_iterations() == 0) {
+    training->set_warmup_iterations(kDefaultWarmupIterations);
+  }
+  if (!training->has_evaluate()) training->set_evaluate(kDefaultEvaluate);
+  if (training->log_every() == 0) training->set_log_every(kDefaultLogEvery);
+  if (!training->has_threads()) training->set_threads(kDefaultThreads);
+
+  SchedulingConfig* scheduling = config->mutable_scheduling();
+  if (scheduling->slice_params() == 0) scheduling->set_slice_params(kDefaultSliceParams);
+  if (scheduling->split_threshold() == 0) {
+    scheduling->set_split_threshold(kDefaultSplitThreshold);
+  }
+  if (scheduling->max_message_params() == 0) {
+    scheduling->set_max_message_params(kDefaultMaxMessageParams);
+  }
+
+  // Only when the network is emulated, so that other resolved configs stay as they were.
+  if (config->network().bandwidth_gbps() > 0) {
+    NetworkConfig* network = config->mutable_network();
+    if (network->placement().empty()) network->set_placement(kDefaultPlacement);
+    if (network->machines() == 0) network->set_machines(DefaultMachineCount(*config));
+    if (network->subnet().empty()) network->set_subnet(kDefaultSubnet);
+    if (network->tbf_latency_ms() == 0) network->set_tbf_latency_ms(kDefaultTbfLatencyMs);
+    if (network->check_seconds() == 0) network->set_check_seconds(kDefaultCheckSeconds);
+  }
+
+  // Only in mode "pipeline", so that the other modes' resolved configs stay as they were.
+  if (config->mode() == kPipelineMode) {
+    PipelineConfig* pipeline = config->mutable_pipeline();
+    if (pipeline->weights().empty()) pipeline->set_weights(kDefaultPipelineWeights);
+    if (pipeline->spectrain_version() == 0) {
+      pipeline->set_spectrain_version(kDefaultSpecTrainVersion);
+    }
+    if (pipeline->stages() == 0) pipeline->set_stages(kDefaultPipelineStages);
+    if (pipeline->profile_batches() == 0) pipeline->set_profile_batches(kDefaultProfileBatches);
+  }
+}
+
+
+}  // namespace p3::config

@@ -1,0 +1,49 @@
+// Cluster layout of an experiment config (proto/config.h): batch, process counts and
+// the placement of processes on machines.
+#include <algorithm>
+#include <cstdint>
+
+#include "proto/config.h"
+
+namespace p3::config {
+
+int64_t GlobalBatchSize(const ExperimentConfig& config) {
+  return static_cast<int64_t>(config.training().batch_size()) * config.cluster().workers();
+}
+
+int DefaultMachineCount(const ExperimentConfig& config) {
+  const int workers = config.cluster().workers();
+  const int servers = config.cluster().servers();
+  return config.network().placement() == "separate" ? workers + servers
+                                                    : std::max(workers, servers);
+}
+
+int MachineCount(const ExperimentConfig& config) {
+  return config.network().machines() > 0 ? config.network().machines()
+                                         : DefaultMachineCount(config);
+}
+
+int WorkerMachine(const ExperimentConfig& config, int rank, int machines) {
+  return machines > 0 ? rank % machines : 0;
+}
+
+int ServerMachine(const ExperimentConfig& config, int index, int machines) {
+  if (machines <= 0) return 0;
+  const int first = config.network().placement() == "separate" ? config.cluster().workers() : 0;
+  return (first + index) % machines;
+}
+
+bool NetworkEmulated(const ExperimentConfig& config) {
+  return config.network().bandwidth_gbps() > 0 && ServerProcessCount(config) > 0;
+}
+
+int ServerProcessCount(const ExperimentConfig& config) {
+  return config.mode() == "local" ? 0 : config.cluster().servers();
+}
+
+int WorkerProcessCount(const ExperimentConfig& config) {
+  return config.mode() == "local" ? 1 : config.cluster().workers();
+}
+
+
+}  // namespace p3::config

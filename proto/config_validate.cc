@@ -1,0 +1,266 @@
+// Validation of experiment configs (proto/config.h): every error names the field.
+#include <arpa/inet.h>
+
+#include <cmath>
+#include <cstdint>
+#include <iterator>
+#include <string>
+#include <vector>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/string_view.h"
+#include "p3/mode.h"
+#include "proto/config.h"
+
+namespace p3::config {
+namespace {
+
+constexpr double kMaxBandwidthGbps = 100;
+constexpr int kMaxMachines = 2 * kMaxProcesses;
+
+
+template <typename Range>
+std::string QuotedList(const Range& allowed) {
+  std::vector<std::string> quoted;
+  for (const char* name : allowed) quoted.push_back(absl::StrCat("\"", name, "\""));
+  return absl::StrJoin(quoted, ", ");
+}
+
+template <typename Range>
+bool IsOneOf(const std::string& value, const Range& allowed) {
+  for (const char* candidate : allowed) {
+    if (value == candidate) return true;
+  }
+  return false;
+}
+
+// Collects validation errors, one line each.
+// "" if `subnet` is an IPv4 "a.b.c.d/len" with len in 8..30, else what is wrong.
+std::string SubnetProblem(const std::string& subnet) {
+  const std::vector<std::string> parts = absl::StrSplit(subnet, '/');
+  int prefix = -1;
+  in_addr address{};
+  if (parts.size() != 2 || inet_pton(AF_INET, parts[0].c_str(), &address) != 1 ||
+      !absl::SimpleAtoi(parts[1], &prefix) || prefix < 8 || prefix > 30) {
+    return absl::StrCat("\"", absl::CEscape(subnet),
+                        "\" is not allowed; allowed: an IPv4 subnet a.b.c.d/len with len in "
+                        "8..30, e.g. \"10.77.0.0/24\"");
+  }
+  return "";
+}
+
+class Checker {
+ public:
+  // `allowed`: any range of C strings (an array, a vector).
+  template <typename Range>
+  void OneOf(const std::string& field, const std::string& value, const Range& allowed) {
+    if (!IsOneOf(value, allowed)) {
+      Add(field, absl::StrCat("\"", absl::CEscape(value), "\" is not allowed; allowed: ",
+                              QuotedList(allowed)));
+    }
+  }
+
+  void IntRange(const std::string& field, int64_t value, int64_t min, int64_t max) {
+    if (value < min || value > max) {
+      Add(field, absl::StrCat(value, " is out of range; allowed ", min, "..", max));
+    }
+  }
+
+  void IntAtLeast(const std::string& field, int64_t value, int64_t min) {
+    if (value < min) Add(field, absl::StrCat(value, " is out of range; allowed >= ", min));
+  }
+
+  void Positive(const std::string& field, double value) {
+    if (!(value > 0) || !std::isfinite(value)) {
+      Add(field, absl::StrCat(value, " is out of range; allowed > 0 (finite)"));
+    }
+  }
+
+  void NonNegative(const std::string& field, double value) {
+    if (!(value >= 0) || !std::isfinite(value)) {
+      Add(field, absl::StrCat(value, " is out of range; allowed >= 0 (finite)"));
+    }
+  }
+
+  // [0, 1).
+  void UnitInterval(const std::string& field, double value) {
+    if (!(value >= 0 && value < 1)) {
+      Add(field, absl::StrCat(value, " is out of range; allowed [0, 1)"));
+    }
+  }
+
+  // Non-empty and made only of `allowed_chars` plus ASCII letters and digits.
+  void Word(const std::string& field, const std::string& value, absl::string_view allowed_chars,
+            absl::string_view description) {
+    bool ok = !value.empty();
+    for (char c : value) {
+      if (!absl::ascii_isalnum(static_cast<unsigned char>(c)) &&
+          allowed_chars.find(c) == absl::string_view::npos) {
+        ok = false;
+      }
+    }
+    if (!ok) {
+      Add(field,
+          absl::StrCat("\"", absl::CEscape(value), "\" is not allowed; allowed: ", description));
+    }
+  }
+
+  void Add(const std::string& field, const std::string& problem) {
+    errors_.push_back(absl::StrCat(field, ": ", problem));
+  }
+
+  absl::Status status() const {
+    if (errors_.empty()) return absl::OkStatus();
+    return absl::InvalidArgumentError(absl::StrJoin(errors_, "\n"));
+  }
+
+ private:
+  std::vector<std::string> errors_;
+};
+
+
+}  // namespace
+
+absl::Status ValidateConfig(const ExperimentConfig& config) {
+  Checker check;
+  check.Word("name", config.name(), "_-.", "letters, digits, '_', '-', '.'");
+  std::vector<const char*> modes(std::begin(kModeNames), std::end(kModeNames));
+  modes.push_back(kPipelineMode);
+  check.OneOf("mode", config.mode(), modes);
+  if (config.output_dir().empty()) check.Add("output_dir", "must not be empty");
+
+  const ClusterConfig& cluster = config.cluster();
+  check.IntRange("cluster.workers", cluster.workers(), 1, kMaxProcesses);
+  check.IntRange("cluster.servers", cluster.servers(), 1, kMaxProcesses);
+  check.Word("cluster.host", cluster.host(), "_-.:", "a host name or IP address");
+  check.Positive("cluster.peer_timeout_s", cluster.peer_timeout_s());
+
+  const ModelConfig& model = config.model();
+  check.Word("model.name", model.name(), "_", "a model name of the zoo (letters, digits, '_')");
+  check.IntAtLeast("model.num_classes", model.num_classes(), 2);
+  check.IntAtLeast("model.image_size", model.image_size(), 0);
+  check.IntAtLeast("model.in_channels", model.in_channels(), 0);
+  check.IntAtLeast("model.vocab_size", model.vocab_size(), 0);
+  check.IntAtLeast("model.seq_len", model.seq_len(), 0);
+
+  const DataConfig& data = config.data();
+  check.OneOf("data.dataset", data.dataset(), kDatasets);
+  if (data.path().empty()) check.Add("data.path", "must not be empty");
+  check.IntAtLeast("data.synthetic_size", data.synthetic_size(), 1);
+
+  const OptimizerConfig& optimizer = config.optimizer();
+  check.OneOf("optimizer.name", optimizer.name(), kOptimizers);
+  check.Positive("optimizer.lr", optimizer.lr());
+  check.UnitInterval("optimizer.momentum", optimizer.momentum());
+  check.NonNegative("optimizer.weight_decay", optimizer.weight_decay());
+  if (optimizer.nesterov() && (optimizer.name() != "sgd" || !(optimizer.momentum() > 0))) {
+    check.Add("optimizer.nesterov",
+              "true requires optimizer.name \"sgd\" and optimizer.momentum > 0");
+  }
+  check.UnitInterval("optimizer.beta1", optimizer.beta1());
+  check.UnitInterval("optimizer.beta2", optimizer.beta2());
+  check.Positive("optimizer.eps", optimizer.eps());
+
+  const TrainingConfig& training = config.training();
+  check.IntAtLeast("training.batch_size", training.batch_size(), 1);
+  check.IntAtLeast("training.epochs", training.epochs(), 1);
+  check.IntAtLeast("training.iterations", training.iterations(), 0);
+  check.IntAtLeast("training.warmup_iterations", training.warmup_iterations(), 0);
+  check.IntAtLeast("training.log_every", training.log_every(), 1);
+  check.IntAtLeast("training.threads", training.threads(), 0);
+
+  const SchedulingConfig& scheduling = config.scheduling();
+  check.IntAtLeast("scheduling.slice_params", scheduling.slice_params(), 1);
+  check.IntAtLeast("scheduling.split_threshold", scheduling.split_threshold(), 1);
+  check.IntAtLeast("scheduling.max_message_params", scheduling.max_message_params(), 1);
+
+  // Fields left at zero / empty are checked only when the network is emulated (they are
+  // then filled).
+  const NetworkConfig& network = config.network();
+  if (!(network.bandwidth_gbps() >= 0 && network.bandwidth_gbps() <= kMaxBandwidthGbps)) {
+    check.Add("network.bandwidth_gbps",
+              absl::StrCat(network.bandwidth_gbps(), " is out of range; allowed 0..",
+                           kMaxBandwidthGbps, " (0: no emulation)"));
+  }
+  const bool emulated = network.bandwidth_gbps() > 0;
+  if (emulated || !network.placement().empty()) {
+    check.OneOf("network.placement", network.placement(), kPlacements);
+  }
+  if (emulated || network.machines() != 0) {
+    check.IntRange("network.machines", network.machines(), 1, kMaxMachines);
+    if (network.placement() == "separate" && network.machines() != DefaultMachineCount(config)) {
+      check.Add("network.machines",
+                absl::StrCat(network.machines(), " does not fit placement \"separate\"; allowed: ",
+                             DefaultMachineCount(config),
+                             " (cluster.workers + cluster.servers), or 0 for that default"));
+    }
+  }
+  if (emulated || !network.subnet().empty()) {
+    const std::string problem = SubnetProblem(network.subnet());
+    if (!problem.empty()) check.Add("network.subnet", problem);
+  }
+  check.IntAtLeast("network.tbf_burst_bytes", network.tbf_burst_bytes(), 0);
+  if (emulated || network.tbf_latency_ms() != 0) {
+    check.Positive("network.tbf_latency_ms", network.tbf_latency_ms());
+  }
+  if (emulated || network.check_seconds() != 0) {
+    if (!(network.check_seconds() > 0 && network.check_seconds() <= 60)) {
+      check.Add("network.check_seconds",
+                absl::StrCat(network.check_seconds(), " is out of range; allowed (0, 60]"));
+    }
+  }
+
+  if (config.mode() == kPipelineMode) {
+    const PipelineConfig& pipeline = config.pipeline();
+    check.OneOf("pipeline.weights", pipeline.weights(), kPipelineWeights);
+    check.IntRange("pipeline.spectrain_version", pipeline.spectrain_version(), 1, 2);
+    check.IntRange("pipeline.stages", pipeline.stages(), 1, kMaxProcesses);
+    check.IntRange("pipeline.profile_batches", pipeline.profile_batches(), 1, 1000);
+    if (pipeline.devices_size() != 0 && pipeline.devices_size() != pipeline.stages()) {
+      check.Add("pipeline.devices",
+                absl::StrCat(pipeline.devices_size(), " devices for ", pipeline.stages(),
+                             " stages; allowed: none (all \"cpu\") or one per stage"));
+    }
+    for (int i = 0; i < pipeline.devices_size(); ++i) {
+      const std::string& device = pipeline.devices(i);
+      int index = 0;
+      if (device != "cpu" && device != "cuda" &&
+          !(absl::StartsWith(device, "cuda:") && absl::SimpleAtoi(device.substr(5), &index) &&
+            index >= 0)) {
+        check.Add(absl::StrCat("pipeline.devices[", i, "]"),
+                  absl::StrCat("\"", absl::CEscape(device),
+                               "\" is not allowed; allowed: \"cpu\", \"cuda\", \"cuda:<index>\""));
+      }
+    }
+    if (pipeline.boundaries_size() != 0) {
+      if (pipeline.weights() == "data_parallel") {
+        check.Add("pipeline.boundaries", "data_parallel runs every block on every replica; "
+                                         "leave the boundaries out");
+      } else if (pipeline.boundaries_size() != pipeline.stages() - 1) {
+        check.Add("pipeline.boundaries",
+                  absl::StrCat(pipeline.boundaries_size(), " boundaries for ", pipeline.stages(),
+                               " stages; allowed: none (balanced) or stages - 1"));
+      }
+      for (int i = 0; i < pipeline.boundaries_size(); ++i) {
+        const int64_t previous = i == 0 ? 0 : pipeline.boundaries(i - 1);
+        if (pipeline.boundaries(i) <= previous) {
+          check.Add(absl::StrCat("pipeline.boundaries[", i, "]"),
+                    absl::StrCat(pipeline.boundaries(i), " is out of range; allowed > ", previous,
+                                 " (strictly increasing block indices)"));
+        }
+      }
+    }
+    if (optimizer.name() != "sgd") {
+      check.Add("optimizer.name", "mode \"pipeline\" supports only \"sgd\"");
+    }
+  }
+  return check.status();
+}
+
+
+}  // namespace p3::config
