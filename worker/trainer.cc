@@ -10,6 +10,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "models/data.h"
+#include "models/from_config.h"
 #include "models/model.h"
 #include "models/sampler.h"
 #include "models/zoo.h"
@@ -109,34 +110,16 @@ absl::StatusOr<TrainResult> RunTraining(const config::ExperimentConfig& config,
   const int64_t global_batch = static_cast<int64_t>(config.training().batch_size()) * workers;
   if (config.training().threads() > 0) torch::set_num_threads(config.training().threads());
 
-  models::ModelOptions mo;
-  mo.name = config.model().name();
-  mo.num_classes = config.model().num_classes();
-  mo.image_size = config.model().image_size();
-  mo.in_channels = config.model().in_channels();
-  mo.vocab_size = config.model().vocab_size();
-  mo.seq_len = config.model().seq_len();
-  mo.seed = config.training().seed();
+  const models::ModelOptions mo = models::ModelOptionsFromConfig(config);
   P3_ASSIGN_OR_RETURN(std::shared_ptr<models::BlockModel> model, models::CreateModel(mo));
 
-  models::DatasetOptions dopt;
-  dopt.name = config.data().dataset();
-  dopt.dir = config.data().path();
-  dopt.size = config.data().synthetic_size();
-  dopt.num_classes = config.model().num_classes();
-  if (config.model().image_size() > 0) dopt.image_size = config.model().image_size();
-  if (config.model().in_channels() > 0) dopt.channels = config.model().in_channels();
-  if (config.model().seq_len() > 0) dopt.seq_len = config.model().seq_len();
-  if (config.model().vocab_size() > 0) dopt.vocab_size = config.model().vocab_size();
-  dopt.seed = config.training().seed();
-  dopt.train = true;
-  P3_ASSIGN_OR_RETURN(std::shared_ptr<models::Dataset> train, models::CreateDataset(dopt));
+  P3_ASSIGN_OR_RETURN(std::shared_ptr<models::Dataset> train,
+                      models::CreateDataset(models::DatasetOptionsFromConfig(config, true)));
   std::shared_ptr<models::Dataset> test;
   const bool evaluate = config.training().evaluate() && options.rank == 0;
   if (evaluate) {
-    dopt.train = false;
-    if (dopt.size > 0) dopt.size = std::max<int64_t>(1, dopt.size / 6);
-    P3_ASSIGN_OR_RETURN(test, models::CreateDataset(dopt));
+    P3_ASSIGN_OR_RETURN(test,
+                        models::CreateDataset(models::DatasetOptionsFromConfig(config, false)));
   }
 
   models::ShardedSamplerOptions so;
