@@ -11,6 +11,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "models/tensor_dataset.h"
+#include "p3/status_macros.h"
 
 namespace p3::models {
 namespace {
@@ -93,36 +94,31 @@ absl::StatusOr<std::shared_ptr<Dataset>> LoadFashionMnist(const std::string& dir
   const std::string images_path = prefix + "-images-idx3-ubyte.gz";
   const std::string labels_path = prefix + "-labels-idx1-ubyte.gz";
 
-  absl::StatusOr<std::vector<uint8_t>> image_bytes = ReadGzipFile(images_path);
-  if (!image_bytes.ok()) return image_bytes.status();
-  absl::StatusOr<std::vector<uint8_t>> label_bytes = ReadGzipFile(labels_path);
-  if (!label_bytes.ok()) return label_bytes.status();
+  P3_ASSIGN_OR_RETURN(const std::vector<uint8_t> image_bytes, ReadGzipFile(images_path));
+  P3_ASSIGN_OR_RETURN(const std::vector<uint8_t> label_bytes, ReadGzipFile(labels_path));
+  P3_ASSIGN_OR_RETURN(Idx images, ParseIdx(image_bytes, images_path, kImagesMagic, 3));
+  P3_ASSIGN_OR_RETURN(Idx labels, ParseIdx(label_bytes, labels_path, kLabelsMagic, 1));
 
-  absl::StatusOr<Idx> images = ParseIdx(*image_bytes, images_path, kImagesMagic, 3);
-  if (!images.ok()) return images.status();
-  absl::StatusOr<Idx> labels = ParseIdx(*label_bytes, labels_path, kLabelsMagic, 1);
-  if (!labels.ok()) return labels.status();
-
-  const int64_t n = images->dims[0];
-  if (labels->dims[0] != n) {
+  const int64_t n = images.dims[0];
+  if (labels.dims[0] != n) {
     return absl::DataLossError(absl::StrCat(images_path, " holds ", n, " images but ", labels_path,
-                                            " holds ", labels->dims[0], " labels"));
+                                            " holds ", labels.dims[0], " labels"));
   }
   for (int64_t i = 0; i < n; ++i) {
-    if (labels->values[i] >= kNumClasses) {
-      return absl::DataLossError(absl::StrCat(labels_path, ": label ", int{labels->values[i]},
+    if (labels.values[i] >= kNumClasses) {
+      return absl::DataLossError(absl::StrCat(labels_path, ": label ", int{labels.values[i]},
                                               " at index ", i, " is outside 0..", kNumClasses - 1));
     }
   }
 
-  torch::Tensor input = torch::from_blob(const_cast<uint8_t*>(images->values),
-                                         {n, 1, images->dims[1], images->dims[2]}, torch::kUInt8)
+  torch::Tensor input = torch::from_blob(const_cast<uint8_t*>(images.values),
+                                         {n, 1, images.dims[1], images.dims[2]}, torch::kUInt8)
                             .to(torch::kFloat32)
                             .div_(255.0)
                             .sub_(kFashionMnistMean)
                             .div_(kFashionMnistStd);
   torch::Tensor target =
-      torch::from_blob(const_cast<uint8_t*>(labels->values), {n}, torch::kUInt8).to(torch::kInt64);
+      torch::from_blob(const_cast<uint8_t*>(labels.values), {n}, torch::kUInt8).to(torch::kInt64);
   return std::make_shared<TensorDataset>(std::move(input), std::move(target));
 }
 

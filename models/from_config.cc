@@ -30,7 +30,8 @@ DatasetOptions DatasetOptionsFromConfig(const config::ExperimentConfig& config, 
   if (m.vocab_size() > 0) options.vocab_size = m.vocab_size();
   options.seed = config.training().seed();
   options.train = train;
-  if (!train && options.size > 0) options.size = std::max<int64_t>(1, options.size / kTestSetDivisor);
+  if (!train && options.size > 0)
+    options.size = std::max<int64_t>(1, options.size / kTestSetDivisor);
   return options;
 }
 

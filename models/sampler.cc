@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "p3/status_macros.h"
 
 namespace p3::models {
 namespace {
@@ -44,8 +45,7 @@ absl::Status ShardedSampler::Validate(const Options& o) {
 }
 
 absl::StatusOr<ShardedSampler> ShardedSampler::Create(const Options& options) {
-  absl::Status status = Validate(options);
-  if (!status.ok()) return status;
+  P3_RETURN_IF_ERROR(Validate(options));
   return ShardedSampler(options);
 }
 

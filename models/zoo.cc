@@ -15,6 +15,7 @@
 #include "models/small_cnn.h"
 #include "models/transformer.h"
 #include "models/vgg.h"
+#include "p3/status_macros.h"
 
 namespace p3::models {
 namespace {
@@ -56,7 +57,7 @@ absl::Status CheckImageSize(const ModelOptions& o, int64_t min_size) {
 int64_t InChannels(const ModelOptions& o) { return o.in_channels > 0 ? o.in_channels : 3; }
 
 absl::StatusOr<std::shared_ptr<BlockModel>> MakeResNet50(const ModelOptions& o) {
-  if (absl::Status s = CheckImageSize(o, 32); !s.ok()) return s;
+  P3_RETURN_IF_ERROR(CheckImageSize(o, 32));
   ResNetOptions options;
   options.num_classes = o.num_classes;
   options.in_channels = InChannels(o);
@@ -65,7 +66,7 @@ absl::StatusOr<std::shared_ptr<BlockModel>> MakeResNet50(const ModelOptions& o) 
 
 Factory MakeVgg(int64_t depth) {
   return [depth](const ModelOptions& o) -> absl::StatusOr<std::shared_ptr<BlockModel>> {
-    if (absl::Status s = CheckImageSize(o, 32); !s.ok()) return s;
+    P3_RETURN_IF_ERROR(CheckImageSize(o, 32));
     VggOptions options;
     options.depth = depth;
     options.num_classes = o.num_classes;
@@ -75,7 +76,7 @@ Factory MakeVgg(int64_t depth) {
 }
 
 absl::StatusOr<std::shared_ptr<BlockModel>> MakeInceptionV3(const ModelOptions& o) {
-  if (absl::Status s = CheckImageSize(o, 75); !s.ok()) return s;
+  P3_RETURN_IF_ERROR(CheckImageSize(o, 75));
   InceptionV3Options options;
   options.num_classes = o.num_classes;
   options.in_channels = InChannels(o);
@@ -93,14 +94,14 @@ absl::Status CheckVocab(const ModelOptions& o) {
 }
 
 absl::StatusOr<std::shared_ptr<BlockModel>> MakeSeq2SeqLstm(const ModelOptions& o) {
-  if (absl::Status s = CheckVocab(o); !s.ok()) return s;
+  P3_RETURN_IF_ERROR(CheckVocab(o));
   Seq2SeqLstmOptions options;
   options.vocab_size = o.vocab_size > 0 ? o.vocab_size : kDefaultVocab;
   return std::make_shared<Seq2SeqLstm>(options);
 }
 
 absl::StatusOr<std::shared_ptr<BlockModel>> MakeTransformer(const ModelOptions& o) {
-  if (absl::Status s = CheckVocab(o); !s.ok()) return s;
+  P3_RETURN_IF_ERROR(CheckVocab(o));
   TransformerOptions options;
   options.vocab_size = o.vocab_size > 0 ? o.vocab_size : kDefaultVocab;
   return std::make_shared<Transformer>(options);

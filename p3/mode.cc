@@ -33,8 +33,8 @@ absl::StatusOr<Mode> ParseMode(absl::string_view name) {
   for (size_t i = 0; i < std::size(kModeNames); ++i) {
     if (name == kModeNames[i]) return static_cast<Mode>(i);
   }
-  return absl::InvalidArgumentError(absl::StrCat("mode: unknown mode \"", name, "\"; allowed: ",
-                                                 absl::StrJoin(kModeNames, ", ")));
+  return absl::InvalidArgumentError(absl::StrCat("mode: unknown mode \"", name,
+                                                 "\"; allowed: ", absl::StrJoin(kModeNames, ", ")));
 }
 
 }  // namespace p3

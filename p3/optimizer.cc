@@ -1,35 +1,42 @@
 #include "p3/optimizer.h"
 
 #include <cmath>
+#include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 
 namespace p3 {
 
+namespace {
+
+// "<field>: <value> is out of range; allowed <allowed>" when `ok` is false.
+void Check(bool ok, const char* field, double value, const char* allowed,
+           std::vector<std::string>* errors) {
+  if (!ok)
+    errors->push_back(absl::StrCat(field, ": ", value, " is out of range; allowed ", allowed));
+}
+
+}  // namespace
+
 absl::Status ValidateOptimizerOptions(const OptimizerOptions& o) {
-  if (!(o.lr > 0)) return absl::InvalidArgumentError(absl::StrCat("optimizer.lr: ", o.lr, " must be > 0"));
-  if (!(o.momentum >= 0 && o.momentum < 1)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("optimizer.momentum: ", o.momentum, " is out of range; allowed [0, 1)"));
+  std::vector<std::string> errors;
+  Check(o.lr > 0 && std::isfinite(o.lr), "optimizer.lr", o.lr, "> 0 (finite)", &errors);
+  Check(o.momentum >= 0 && o.momentum < 1, "optimizer.momentum", o.momentum, "[0, 1)", &errors);
+  Check(o.dampening >= 0 && o.dampening <= 1, "optimizer.dampening", o.dampening, "[0, 1]",
+        &errors);
+  Check(o.weight_decay >= 0 && std::isfinite(o.weight_decay), "optimizer.weight_decay",
+        o.weight_decay, ">= 0 (finite)", &errors);
+  if (o.nesterov && (o.kind != OptimizerKind::kSgd || !(o.momentum > 0) || o.dampening != 0)) {
+    errors.push_back(
+        "optimizer.nesterov: true requires SGD with optimizer.momentum > 0 and no dampening");
   }
-  if (!(o.weight_decay >= 0)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("optimizer.weight_decay: ", o.weight_decay, " must be >= 0"));
-  }
-  if (o.nesterov && (o.momentum <= 0 || o.dampening != 0)) {
-    return absl::InvalidArgumentError(
-        "optimizer.nesterov: needs momentum > 0 and zero dampening");
-  }
-  if (o.kind == OptimizerKind::kAdam) {
-    if (!(o.beta1 >= 0 && o.beta1 < 1)) {
-      return absl::InvalidArgumentError(absl::StrCat("optimizer.beta1: ", o.beta1, " is out of range; allowed [0, 1)"));
-    }
-    if (!(o.beta2 >= 0 && o.beta2 < 1)) {
-      return absl::InvalidArgumentError(absl::StrCat("optimizer.beta2: ", o.beta2, " is out of range; allowed [0, 1)"));
-    }
-    if (!(o.eps > 0)) return absl::InvalidArgumentError(absl::StrCat("optimizer.eps: ", o.eps, " must be > 0"));
-  }
-  return absl::OkStatus();
+  Check(o.beta1 >= 0 && o.beta1 < 1, "optimizer.beta1", o.beta1, "[0, 1)", &errors);
+  Check(o.beta2 >= 0 && o.beta2 < 1, "optimizer.beta2", o.beta2, "[0, 1)", &errors);
+  Check(o.eps > 0 && std::isfinite(o.eps), "optimizer.eps", o.eps, "> 0 (finite)", &errors);
+  if (errors.empty()) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrJoin(errors, "\n"));
 }
 
 void SliceOptimizer::Apply(float* params, const float* grad, int64_t n,

@@ -43,7 +43,10 @@ struct OptimizerOptions {
   double eps = 1e-8;
 };
 
-// Checks ranges; errors name the field.
+// Checks every range (both optimizers' fields, whichever kind is chosen); the one
+// definition of what an optimizer accepts, used by the config validator, the servers and
+// the pipeline. InvalidArgument with one line per bad field, each naming it, e.g.
+//   optimizer.lr: -0.5 is out of range; allowed > 0 (finite)
 absl::Status ValidateOptimizerOptions(const OptimizerOptions& options);
 
 // Per-slice optimizer state (momentum buffer; Adam's moments and step count).

@@ -2,6 +2,10 @@
 #include "proto/config.h"
 
 #include <arpa/inet.h>
+#include <google/protobuf/descriptor.h>
+#include <google/protobuf/io/tokenizer.h>
+#include <google/protobuf/io/zero_copy_stream_impl_lite.h>
+#include <google/protobuf/text_format.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -14,11 +18,6 @@
 #include <utility>
 #include <vector>
 
-#include <google/protobuf/descriptor.h>
-#include <google/protobuf/io/tokenizer.h>
-#include <google/protobuf/io/zero_copy_stream_impl_lite.h>
-#include <google/protobuf/text_format.h>
-
 #include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
@@ -28,11 +27,10 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
 #include "absl/strings/strip.h"
-
+#include "p3/status_macros.h"
 
 namespace p3::config {
 namespace {
-
 
 using google::protobuf::Descriptor;
 using google::protobuf::FieldDescriptor;
@@ -238,15 +236,12 @@ absl::StatusOr<ExperimentConfig> LoadConfig(const std::string& path,
 absl::StatusOr<ExperimentConfig> ParseConfig(const std::string& text,
                                              const std::vector<std::string>& overrides) {
   ExperimentConfig config;
-  absl::Status status = ParseText(text, &config);
-  if (!status.ok()) return status;
+  P3_RETURN_IF_ERROR(ParseText(text, &config));
   for (const std::string& override_text : overrides) {
-    status = ApplyOverride(override_text, &config);
-    if (!status.ok()) return status;
+    P3_RETURN_IF_ERROR(ApplyOverride(override_text, &config));
   }
   FillDefaults(&config);
-  status = ValidateConfig(config);
-  if (!status.ok()) return status;
+  P3_RETURN_IF_ERROR(ValidateConfig(config));
   return config;
 }
 
@@ -312,14 +307,12 @@ absl::Status ApplyOverride(const std::string& override_text, ExperimentConfig* c
   return absl::OkStatus();
 }
 
-
 std::string ConfigToText(const ExperimentConfig& config) {
   std::string text;
   TextFormat::Printer printer;
   printer.PrintToString(config, &text);
   return text;
 }
-
 
 std::vector<std::string> TakeOverrideFlags(int* argc, char** argv) {
   std::vector<std::string> overrides;
@@ -335,6 +328,5 @@ std::vector<std::string> TakeOverrideFlags(int* argc, char** argv) {
   *argc = kept;
   return overrides;
 }
-
 
 }  // namespace p3::config

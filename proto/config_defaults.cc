@@ -45,7 +45,6 @@ constexpr int kDefaultSpecTrainVersion = 1;
 constexpr int kDefaultPipelineStages = 2;
 constexpr int kDefaultProfileBatches = 3;
 
-
 }  // namespace
 
 void FillDefaults(ExperimentConfig* config) {
@@ -121,6 +120,5 @@ void FillDefaults(ExperimentConfig* config) {
     if (pipeline->profile_batches() == 0) pipeline->set_profile_batches(kDefaultProfileBatches);
   }
 }
-
 
 }  // namespace p3::config

@@ -45,5 +45,4 @@ int WorkerProcessCount(const ExperimentConfig& config) {
   return config.mode() == "local" ? 1 : config.cluster().workers();
 }
 
-
 }  // namespace p3::config

@@ -1,21 +1,21 @@
 #include "proto/config_options.h"
 
-#include <fstream>
-#include <sstream>
 
 #include "absl/strings/str_cat.h"
+#include "p3/file_util.h"
+#include "p3/status_macros.h"
 
 namespace p3 {
 namespace {
 
+// The file named by config field `field`; errors name the field, then the file.
 absl::StatusOr<std::string> ReadFile(const std::string& field, const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    return absl::NotFoundError(absl::StrCat(field, ": cannot read \"", path, "\""));
+  absl::StatusOr<std::string> contents = p3::ReadFile(path);
+  if (!contents.ok()) {
+    return absl::Status(contents.status().code(),
+                        absl::StrCat(field, ": ", contents.status().message()));
   }
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
+  return contents;
 }
 
 }  // namespace
@@ -43,23 +43,15 @@ absl::StatusOr<SecuritySettings> SecurityFromConfig(const config::ExperimentConf
   }
   s.tls = !c.tls_cert().empty();
   if (s.tls) {
-    absl::StatusOr<std::string> cert = ReadFile("security.tls_cert", c.tls_cert());
-    if (!cert.ok()) return cert.status();
-    absl::StatusOr<std::string> key = ReadFile("security.tls_key", c.tls_key());
-    if (!key.ok()) return key.status();
-    s.cert_pem = *std::move(cert);
-    s.key_pem = *std::move(key);
+    P3_ASSIGN_OR_RETURN(s.cert_pem, ReadFile("security.tls_cert", c.tls_cert()));
+    P3_ASSIGN_OR_RETURN(s.key_pem, ReadFile("security.tls_key", c.tls_key()));
     if (!c.tls_ca().empty()) {
-      absl::StatusOr<std::string> ca = ReadFile("security.tls_ca", c.tls_ca());
-      if (!ca.ok()) return ca.status();
-      s.ca_pem = *std::move(ca);
+      P3_ASSIGN_OR_RETURN(s.ca_pem, ReadFile("security.tls_ca", c.tls_ca()));
     }
     s.server_name = c.tls_server_name();
   }
   if (!c.token_file().empty()) {
-    absl::StatusOr<std::string> token = ReadFile("security.token_file", c.token_file());
-    if (!token.ok()) return token.status();
-    s.token = *std::move(token);
+    P3_ASSIGN_OR_RETURN(s.token, ReadFile("security.token_file", c.token_file()));
     while (!s.token.empty() && (s.token.back() == '\n' || s.token.back() == '\r')) {
       s.token.pop_back();
     }

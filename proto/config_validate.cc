@@ -16,13 +16,13 @@
 #include "absl/strings/string_view.h"
 #include "p3/mode.h"
 #include "proto/config.h"
+#include "proto/config_options.h"
 
 namespace p3::config {
 namespace {
 
 constexpr double kMaxBandwidthGbps = 100;
 constexpr int kMaxMachines = 2 * kMaxProcesses;
-
 
 template <typename Range>
 std::string QuotedList(const Range& allowed) {
@@ -60,8 +60,8 @@ class Checker {
   template <typename Range>
   void OneOf(const std::string& field, const std::string& value, const Range& allowed) {
     if (!IsOneOf(value, allowed)) {
-      Add(field, absl::StrCat("\"", absl::CEscape(value), "\" is not allowed; allowed: ",
-                              QuotedList(allowed)));
+      Add(field, absl::StrCat("\"", absl::CEscape(value),
+                              "\" is not allowed; allowed: ", QuotedList(allowed)));
     }
   }
 
@@ -110,6 +110,11 @@ class Checker {
     }
   }
 
+  // Lines that already name their field ("field: problem").
+  void AddLines(const std::string& lines) {
+    for (absl::string_view line : absl::StrSplit(lines, '\n')) errors_.emplace_back(line);
+  }
+
   void Add(const std::string& field, const std::string& problem) {
     errors_.push_back(absl::StrCat(field, ": ", problem));
   }
@@ -122,7 +127,6 @@ class Checker {
  private:
   std::vector<std::string> errors_;
 };
-
 
 }  // namespace
 
@@ -155,16 +159,9 @@ absl::Status ValidateConfig(const ExperimentConfig& config) {
 
   const OptimizerConfig& optimizer = config.optimizer();
   check.OneOf("optimizer.name", optimizer.name(), kOptimizers);
-  check.Positive("optimizer.lr", optimizer.lr());
-  check.UnitInterval("optimizer.momentum", optimizer.momentum());
-  check.NonNegative("optimizer.weight_decay", optimizer.weight_decay());
-  if (optimizer.nesterov() && (optimizer.name() != "sgd" || !(optimizer.momentum() > 0))) {
-    check.Add("optimizer.nesterov",
-              "true requires optimizer.name \"sgd\" and optimizer.momentum > 0");
-  }
-  check.UnitInterval("optimizer.beta1", optimizer.beta1());
-  check.UnitInterval("optimizer.beta2", optimizer.beta2());
-  check.Positive("optimizer.eps", optimizer.eps());
+  // The ranges are the optimizer's own (p3/optimizer.h), checked in one place.
+  const absl::Status optimizer_ranges = ValidateOptimizerOptions(OptimizerFromConfig(config));
+  if (!optimizer_ranges.ok()) check.AddLines(std::string(optimizer_ranges.message()));
 
   const TrainingConfig& training = config.training();
   check.IntAtLeast("training.batch_size", training.batch_size(), 1);
@@ -239,8 +236,9 @@ absl::Status ValidateConfig(const ExperimentConfig& config) {
     }
     if (pipeline.boundaries_size() != 0) {
       if (pipeline.weights() == "data_parallel") {
-        check.Add("pipeline.boundaries", "data_parallel runs every block on every replica; "
-                                         "leave the boundaries out");
+        check.Add("pipeline.boundaries",
+                  "data_parallel runs every block on every replica; "
+                  "leave the boundaries out");
       } else if (pipeline.boundaries_size() != pipeline.stages() - 1) {
         check.Add("pipeline.boundaries",
                   absl::StrCat(pipeline.boundaries_size(), " boundaries for ", pipeline.stages(),
@@ -261,6 +259,5 @@ absl::Status ValidateConfig(const ExperimentConfig& config) {
   }
   return check.status();
 }
-
 
 }  // namespace p3::config

@@ -2,11 +2,10 @@
 
 #include <sys/stat.h>
 
+#include <catch2/catch.hpp>
 #include <cstdlib>
 #include <filesystem>
 #include <string>
-
-#include <catch2/catch.hpp>
 
 namespace p3 {
 namespace {
