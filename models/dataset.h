@@ -1,11 +1,11 @@
 // Data sets and the deterministic, sharded order in which workers read them.
 //
 // Example:
-//   auto train = p3::models::LoadFashionMnist("/usr/share/datasets/fashion-mnist", true);
-//   if (!train.ok()) return train.status();
-//   p3::models::ShardedSampler sampler({.dataset_size = (*train)->size(),
+//   P3_ASSIGN_OR_RETURN(auto train,   // p3/status_macros.h
+//                       p3::models::LoadFashionMnist("/usr/share/datasets/fashion-mnist", true));
+//   p3::models::ShardedSampler sampler({.dataset_size = train->size(),
 //                                       .batch_size = 32, .num_workers = 2, .rank = 1});
-//   Batch b = (*train)->Get(sampler.Indices(/*iteration=*/0));
+//   Batch b = train->Get(sampler.Indices(/*iteration=*/0));
 #ifndef P3_MODELS_DATASET_H_
 #define P3_MODELS_DATASET_H_
 

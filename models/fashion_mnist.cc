@@ -62,7 +62,7 @@ struct Idx {
 // Parses an IDX header with `num_dims` dimensions and checks the sizes against the data.
 absl::StatusOr<Idx> ParseIdx(const std::vector<uint8_t>& data, const std::string& path,
                              uint32_t magic, int num_dims) {
-  const size_t header_size = 4 + 4 * static_cast<size_t>(num_dims);
+  const size_t header_size = sizeof(uint32_t) * (1 + static_cast<size_t>(num_dims));
   if (data.size() < header_size) {
     return absl::DataLossError(absl::StrCat(
         path, ": ", data.size(), " bytes, shorter than an IDX header of ", header_size, " bytes"));
@@ -75,7 +75,7 @@ absl::StatusOr<Idx> ParseIdx(const std::vector<uint8_t>& data, const std::string
   Idx idx;
   idx.num_values = 1;
   for (int d = 0; d < num_dims; ++d) {
-    idx.dims.push_back(BigEndian32(data.data() + 4 + 4 * d));
+    idx.dims.push_back(BigEndian32(data.data() + sizeof(uint32_t) * (1 + d)));
     idx.num_values *= idx.dims.back();
   }
   const int64_t available = static_cast<int64_t>(data.size() - header_size);

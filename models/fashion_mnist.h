@@ -6,9 +6,9 @@
 // kFashionMnistStd; labels int64 [N] in 0..9.
 //
 // Example:
-//   auto train = p3::models::LoadFashionMnist(p3::models::kFashionMnistDir, /*train=*/true);
-//   if (!train.ok()) return train.status();
-//   p3::models::Batch b = (*train)->Get({0, 1, 2});  // input [3, 1, 28, 28]
+//   P3_ASSIGN_OR_RETURN(auto train,   // p3/status_macros.h
+//                       p3::models::LoadFashionMnist(p3::models::kFashionMnistDir, true));
+//   p3::models::Batch b = train->Get({0, 1, 2});  // input [3, 1, 28, 28]
 #ifndef P3_MODELS_FASHION_MNIST_H_
 #define P3_MODELS_FASHION_MNIST_H_
 

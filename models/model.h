@@ -6,11 +6,10 @@
 // which is the forward order that P3's priorities are computed from.
 //
 // Example:
-//   auto model = p3::models::CreateModel(options);   // models/zoo.h
-//   if (!model.ok()) return model.status();
+//   P3_ASSIGN_OR_RETURN(auto model, p3::models::CreateModel(options));  // models/zoo.h
 //   torch::Tensor x = batch.input;
-//   for (int64_t i = 0; i < (*model)->num_blocks(); ++i) x = (*model)->ForwardBlock(i, x);
-//   torch::Tensor loss = (*model)->Loss(x, batch.target);
+//   for (int64_t i = 0; i < model->num_blocks(); ++i) x = model->ForwardBlock(i, x);
+//   torch::Tensor loss = model->Loss(x, batch.target);
 //
 // A BlockModel is not thread-safe; one thread runs it at a time.
 #ifndef P3_MODELS_MODEL_H_

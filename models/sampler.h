@@ -13,11 +13,11 @@
 // Not thread-safe (it caches the current epoch's permutation); give each thread its own.
 //
 // Example:
-//   auto sampler = p3::models::ShardedSampler::Create(
-//       {.dataset_size = 60000, .batch_size = 32, .num_workers = 4, .rank = 1, .seed = 1});
-//   if (!sampler.ok()) return sampler.status();
-//   for (int64_t it = 0; it < 3 * sampler->iterations_per_epoch(); ++it) {
-//     p3::models::Batch b = dataset->Get(sampler->Indices(it));
+//   P3_ASSIGN_OR_RETURN(p3::models::ShardedSampler sampler,   // p3/status_macros.h
+//                       p3::models::ShardedSampler::Create({.dataset_size = 60000,
+//                           .batch_size = 32, .num_workers = 4, .rank = 1, .seed = 1}));
+//   for (int64_t it = 0; it < 3 * sampler.iterations_per_epoch(); ++it) {
+//     p3::models::Batch b = dataset->Get(sampler.Indices(it));
 //   }
 #ifndef P3_MODELS_SAMPLER_H_
 #define P3_MODELS_SAMPLER_H_

@@ -119,7 +119,7 @@ std::vector<std::string> FuzzSeeds() {
     for (int s = 0; s < 4; ++s) {
       p3::wire::WorkerMessage init;
       init.mutable_init()->set_slice_id(s);
-      init.mutable_init()->set_values(std::string(lengths[s] * 4, '\x01'));
+      init.mutable_init()->set_values(std::string(lengths[s] * sizeof(float), '\x01'));
       add(0, init);
     }
     for (uint64_t it = 0; it < 3; ++it) {
@@ -128,7 +128,7 @@ std::vector<std::string> FuzzSeeds() {
           p3::wire::WorkerMessage grad;
           grad.mutable_gradient()->set_slice_id(s);
           grad.mutable_gradient()->set_iteration(it);
-          grad.mutable_gradient()->set_values(std::string(lengths[s] * 4, '\x02'));
+          grad.mutable_gradient()->set_values(std::string(lengths[s] * sizeof(float), '\x02'));
           add(r, grad);
           if (scenario == 0) {
             p3::wire::WorkerMessage pull;
