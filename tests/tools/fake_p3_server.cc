@@ -37,6 +37,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "p3/file_util.h"
 #include "proto/config.h"
 
 namespace {
@@ -47,14 +48,6 @@ std::string FlagValue(int argc, char** argv, const std::string& name) {
     if (absl::StartsWith(argv[i], prefix)) return argv[i] + prefix.size();
   }
   return "";
-}
-
-std::vector<std::string> Overrides(int argc, char** argv) {
-  std::vector<std::string> overrides;
-  for (int i = 1; i < argc; ++i) {
-    if (absl::StartsWith(argv[i], "--set=")) overrides.push_back(argv[i] + 6);
-  }
-  return overrides;
 }
 
 int64_t NowMicros() {
@@ -69,6 +62,7 @@ int Fail(const std::string& message) {
 }
 
 int Run(int argc, char** argv) {
+  const std::vector<std::string> overrides = p3::config::TakeOverrideFlags(&argc, argv);
   const std::string config_path = FlagValue(argc, argv, "config");
   const std::string port_file = FlagValue(argc, argv, "port_file");
   int index = -1;
@@ -82,7 +76,7 @@ int Run(int argc, char** argv) {
   }
   const int64_t start_us = NowMicros();
   absl::StatusOr<p3::config::ExperimentConfig> config =
-      p3::config::LoadConfig(config_path, Overrides(argc, argv));
+      p3::config::LoadConfig(config_path, overrides);
   if (!config.ok()) return Fail(std::string(config.status().message()));
   if (index >= config->cluster().servers()) return Fail("--server_index out of range");
 
@@ -123,14 +117,8 @@ int Run(int argc, char** argv) {
     while (true) pause();
   }
   if (!port_file.empty()) {
-    {
-      std::ofstream tmp(port_file + ".tmp");
-      tmp << port_text << "\n";
-      if (!tmp.flush()) return Fail("cannot write " + port_file + ".tmp");
-    }
-    if (std::rename((port_file + ".tmp").c_str(), port_file.c_str()) != 0) {
-      return Fail("cannot rename the port file: " + std::string(std::strerror(errno)));
-    }
+    const absl::Status written = p3::WriteFileAtomically(port_file, absl::StrCat(port_text, "\n"));
+    if (!written.ok()) return Fail(std::string(written.message()));
   }
 
   std::vector<pollfd> fds = {{listener, POLLIN, 0}};

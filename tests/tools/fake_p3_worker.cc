@@ -37,6 +37,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "p3/file_util.h"
+#include "p3/progress.h"
 #include "proto/config.h"
 
 namespace {
@@ -95,15 +97,6 @@ int Connect(const std::string& address) {
   return ok ? fd : -1;
 }
 
-bool WriteAtomically(const std::string& path, const std::string& contents) {
-  {
-    std::ofstream file(path + ".tmp");
-    file << contents;
-    if (!file.flush()) return false;
-  }
-  return std::rename((path + ".tmp").c_str(), path.c_str()) == 0;
-}
-
 int Run(int argc, char** argv) {
   const std::string config_path = FlagValue(argc, argv, "config");
   const std::string servers_flag = FlagValue(argc, argv, "servers");
@@ -154,7 +147,7 @@ int Run(int argc, char** argv) {
   int fail_rank = -1;
   const char* fail_env = std::getenv("FAKE_P3_WORKER_FAIL_RANK");
   if (fail_env != nullptr && absl::SimpleAtoi(fail_env, &fail_rank) && fail_rank == rank) {
-    std::cout << "PROGRESS iteration=1 total=10 loss=2.3 samples_per_second=100" << std::endl;
+    std::cout << p3::FormatProgressLine({.iteration = 1, .total = 10, .loss = 2.3}) << std::endl;
     std::cerr << "fake_p3_worker: injected failure on rank " << rank << std::endl;
     return 3;
   }
@@ -175,22 +168,30 @@ int Run(int argc, char** argv) {
     absl::StrAppendFormat(&records, "%d,%.6f,%.6f,%.3f\n", i, loss, iteration_seconds,
                           samples_per_second);
     if (i % config->training().log_every() == 0 || i == total) {
-      std::cout << absl::StrFormat(
-          "PROGRESS iteration=%d total=%d loss=%.6f "
-          "samples_per_second=%.3f",
-          i, total, loss, samples_per_second);
+      p3::ProgressLine progress;
+      progress.iteration = i;
+      progress.total = total;
+      progress.loss = loss;
+      progress.samples_per_second = samples_per_second;
       // Fixed figures the test can look for: 250 Mbit/s out, 125 in per rank.
-      if (rates) std::cout << " sent_mbps=250.000 received_mbps=125.000";
-      std::cout << std::endl;
+      if (rates) {
+        progress.sent_mbps = 250;
+        progress.received_mbps = 125;
+      }
+      std::cout << p3::FormatProgressLine(progress) << std::endl;
     }
   }
-  if (!WriteAtomically(records_file, records)) return Fail("cannot write " + records_file);
+  if (absl::Status s = p3::WriteFileAtomically(records_file, records); !s.ok()) {
+    return Fail(std::string(s.message()));
+  }
   const std::string result = absl::StrFormat(
       "{\"rank\": %d, \"iterations\": %d, \"samples_per_second\": %.3f, \"final_loss\": %.6f, "
       "\"test_accuracy\": %s, \"param_l2\": 12.5, \"wall_seconds\": %.3f}\n",
       rank, total, samples_per_second, loss, config->training().evaluate() ? "0.75" : "null",
       total * iteration_seconds);
-  if (!WriteAtomically(result_file, result)) return Fail("cannot write " + result_file);
+  if (absl::Status s = p3::WriteFileAtomically(result_file, result); !s.ok()) {
+    return Fail(std::string(s.message()));
+  }
 
   // Tell the servers, then wait until they release everyone.
   const std::string done = absl::StrCat("done ", rank, "\n");
@@ -221,7 +222,9 @@ int Run(int argc, char** argv) {
         "\"name\": \"backward block 0\", \"cat\": \"compute\"}\n]}\n",
         pid, rank, pid, pid, start_us, (now - start_us) / 2, pid, start_us + (now - start_us) / 2,
         (now - start_us) / 2);
-    if (!WriteAtomically(trace_file, trace)) return Fail("cannot write " + trace_file);
+    if (absl::Status s = p3::WriteFileAtomically(trace_file, trace); !s.ok()) {
+      return Fail(std::string(s.message()));
+    }
   }
   std::cout << "fake_p3_worker " << rank << " finished" << std::endl;
   return 0;
