@@ -211,23 +211,26 @@ class ParameterServer::Impl final : public wire::ParameterServer::Service {
       return o.kind == Outgoing::Kind::kParams;
     });
     uint32_t slice = 0;
-    uint64_t iteration = 0;
+    // A gradient names its iteration, a pull the version it wants (docs/protocol.md).
+    const char* counter = "iteration";
+    uint64_t count = 0;
     const char* what = "message";
     if (msg.has_gradient()) {
       slice = msg.gradient().slice_id();
-      iteration = msg.gradient().iteration();
+      count = msg.gradient().iteration();
       what = updated ? "aggregate+update" : "aggregate";
     } else if (msg.has_init()) {
       slice = msg.init().slice_id();
       what = "init";
     } else if (msg.has_pull()) {
       slice = msg.pull().slice_id();
-      iteration = msg.pull().version();
+      counter = "version";
+      count = msg.pull().version();
       what = "pull";
     }
     options_.trace->Complete(track, absl::StrCat(what, " ", slice),
                              updated ? "update" : "aggregate", start, absl::Now(),
-                             absl::StrCat("\"slice\": ", slice, ", \"iteration\": ", iteration));
+                             absl::StrCat("\"slice\": ", slice, ", \"", counter, "\": ", count));
   }
 
   void WriteLoop(Connection* conn, TrainStream* stream) {
@@ -278,8 +281,10 @@ class ParameterServer::Impl final : public wire::ParameterServer::Service {
             conn->send_track,
             absl::StrCat(p.out.kind == Outgoing::Kind::kAck ? "ack " : "params ", p.out.slice_id),
             "send", start, absl::Now(),
-            absl::StrCat("\"slice\": ", p.out.slice_id, ", \"version\": ", p.out.iteration,
-                         ", \"bytes\": ", item->bytes));
+            absl::StrCat(
+                "\"slice\": ", p.out.slice_id,
+                p.out.kind == Outgoing::Kind::kAck ? ", \"iteration\": " : ", \"version\": ",
+                p.out.iteration, ", \"bytes\": ", item->bytes));
       }
       if (p.kind == Pending::Kind::kAbort) conn->context->TryCancel();
       if (!ok) break;
