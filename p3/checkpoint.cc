@@ -1,7 +1,6 @@
 #include "p3/checkpoint.h"
 
 #include <dirent.h>
-#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -11,11 +10,12 @@
 #include <fstream>
 #include <sstream>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "absl/strings/match.h"
 #include "absl/strings/strip.h"
+#include "p3/file_util.h"
 
 namespace p3 {
 namespace {
@@ -128,28 +128,8 @@ absl::Status WriteCheckpoint(const ShardCheckpoint& ckpt, const std::string& dir
 
   if (absl::Status s = MakeDirs(dir); !s.ok()) return s;
   const std::string final_path = absl::StrCat(dir, "/", FileName(ckpt.iteration));
-  const std::string tmp_path = final_path + ".tmp";
-  const int fd = open(tmp_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  if (fd < 0) return Errno(absl::StrCat("cannot create ", tmp_path));
-  size_t written = 0;
-  while (written < file.size()) {
-    const ssize_t n = write(fd, file.data() + written, file.size() - written);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      close(fd);
-      return Errno(absl::StrCat("cannot write ", tmp_path));
-    }
-    written += static_cast<size_t>(n);
-  }
-  if (fsync(fd) != 0 || close(fd) != 0) return Errno(absl::StrCat("cannot sync ", tmp_path));
-  if (rename(tmp_path.c_str(), final_path.c_str()) != 0) {
-    return Errno(absl::StrCat("cannot rename ", tmp_path));
-  }
-  const int dir_fd = open(dir.c_str(), O_RDONLY | O_DIRECTORY);
-  if (dir_fd >= 0) {
-    fsync(dir_fd);
-    close(dir_fd);
-  }
+  // Durable before the older checkpoints are pruned: a crash never leaves fewer than one.
+  if (absl::Status s = WriteFileAtomically(final_path, file, {.sync = true}); !s.ok()) return s;
   std::vector<uint64_t> all = ListCheckpoints(dir);
   for (size_t i = std::max(keep, 1); i < all.size(); ++i) {
     unlink(absl::StrCat(dir, "/", FileName(all[i])).c_str());

@@ -3,9 +3,9 @@
 #define P3_P3_MODE_H_
 
 #include <string>
-#include "absl/strings/string_view.h"
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 
 namespace p3 {
 
@@ -26,12 +26,14 @@ struct ModeTraits {
   bool overlap = true;         // communicate during backward and forward (else between)
 };
 
+// The switches of `mode`, as in docs/modes.md's table. kLocal has no communication, so
+// its switches mean nothing; it answers p3's.
 ModeTraits TraitsOf(Mode mode);
 
 // The names of the modes, indexed by Mode: the one list that configs, flags and
 // messages use.
-inline constexpr const char* kModeNames[] = {"p3",         "baseline", "slicing_only",
-                                             "priority_only", "no_overlap", "local"};
+inline constexpr const char* kModeNames[] = {
+    "p3", "baseline", "slicing_only", "priority_only", "no_overlap", "local"};
 
 // kModeNames[mode], e.g. "slicing_only".
 std::string ModeName(Mode mode);

@@ -11,8 +11,6 @@
 namespace p3 {
 namespace {
 
-
-
 // A part of `n` values at `offset` must continue the `received` values so far of a slice
 // of `length`, without gap or overlap, and carry at least one value.
 absl::Status CheckPart(const char* what, int slice_id, int64_t length, int64_t received,
@@ -31,7 +29,6 @@ absl::Status CheckPart(const char* what, int slice_id, int64_t length, int64_t r
 }
 
 }  // namespace
-
 
 ParameterShard::ParameterShard(const ShardOptions& options)
     : options_(options), optimizer_(options.optimizer) {}
@@ -249,9 +246,8 @@ absl::StatusOr<std::vector<Outgoing>> ParameterShard::Init(int rank, int slice_i
     return absl::InvalidArgumentError(
         absl::StrCat("initial values from worker ", rank, "; only worker 0 sends them"));
   }
-  absl::StatusOr<SliceState*> found = Lookup(rank, slice_id, "initial values");
-  if (!found.ok()) return found.status();
-  SliceState& s = **found;
+  P3_ASSIGN_OR_RETURN(SliceState* const found, Lookup(rank, slice_id, "initial values"));
+  SliceState& s = *found;
   bool last = false;
   {
     absl::MutexLock slice_lock(&s.mu);
@@ -295,9 +291,8 @@ absl::StatusOr<std::vector<Outgoing>> ParameterShard::Gradient(int rank, int sli
                                                                uint64_t iteration,
                                                                const float* values, int64_t n,
                                                                int64_t offset) {
-  absl::StatusOr<SliceState*> found = Lookup(rank, slice_id, "gradient");
-  if (!found.ok()) return found.status();
-  SliceState& s = **found;
+  P3_ASSIGN_OR_RETURN(SliceState* const found, Lookup(rank, slice_id, "gradient"));
+  SliceState& s = *found;
   const bool values_on_push = signature_values_on_push();
   std::vector<Outgoing> out;
   std::optional<SliceCheckpoint> captured;
@@ -376,9 +371,8 @@ absl::StatusOr<std::vector<Outgoing>> ParameterShard::Gradient(int rank, int sli
 
 absl::StatusOr<std::vector<Outgoing>> ParameterShard::Pull(int rank, int slice_id,
                                                            uint64_t version) {
-  absl::StatusOr<SliceState*> found = Lookup(rank, slice_id, "pull");
-  if (!found.ok()) return found.status();
-  SliceState& s = **found;
+  P3_ASSIGN_OR_RETURN(SliceState* const found, Lookup(rank, slice_id, "pull"));
+  SliceState& s = *found;
   absl::MutexLock slice_lock(&s.mu);
   if (!s.initialized) {
     return absl::FailedPreconditionError(

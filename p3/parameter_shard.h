@@ -46,8 +46,10 @@ struct Outgoing {
   Kind kind = Kind::kParams;
   int rank = 0;
   int slice_id = 0;
-  uint64_t iteration = 0;  // kParams: the version; kAck: the acknowledged iteration
-  int priority = 0;        // the slice's priority (smaller is more urgent)
+  // kParams: the version; kAck: the acknowledged iteration. Version v is what iteration v
+  // reads (docs/protocol.md, "Iterations and versions").
+  uint64_t iteration = 0;
+  int priority = 0;  // the slice's priority (smaller is more urgent)
   std::shared_ptr<const std::vector<float>> values;  // kParams only; shared between ranks
 };
 
@@ -87,8 +89,8 @@ class ParameterShard {
   // A slice's values may come in consecutive parts (large tensors travel in messages of
   // bounded size): `values` then holds the n values from `offset` on. Parts must arrive
   // in order, without gaps or overlap; the slice counts as received with its last part.
-  absl::StatusOr<std::vector<Outgoing>> Init(int rank, int slice_id, const float* values,
-                                             int64_t n, int64_t offset = 0);
+  absl::StatusOr<std::vector<Outgoing>> Init(int rank, int slice_id, const float* values, int64_t n,
+                                             int64_t offset = 0);
 
   // Worker `rank`'s gradient of `slice_id` at `iteration`, which must be the slice's
   // current version. When all workers' gradients are in, their mean is applied. Parts as

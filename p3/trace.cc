@@ -1,9 +1,9 @@
 #include "p3/trace.h"
 
-#include <cstdio>
-#include <fstream>
+#include <sstream>
 
 #include "absl/strings/str_cat.h"
+#include "p3/file_util.h"
 
 namespace p3 {
 namespace {
@@ -13,9 +13,15 @@ std::string JsonEscape(absl::string_view s) {
   out.reserve(s.size());
   for (char c : s) {
     switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
       default:
         if (static_cast<unsigned char>(c) < 0x20) {
           absl::StrAppend(&out, "\\u00", absl::Hex(static_cast<unsigned char>(c), absl::kZeroPad2));
@@ -63,19 +69,16 @@ int64_t TraceRecorder::size() const {
 }
 
 absl::Status TraceRecorder::WriteJson(const std::string& path) const {
-  absl::MutexLock lock(&mu_);
-  const std::string tmp = path + ".tmp";
+  std::ostringstream out;
   {
-    std::ofstream out(tmp);
-    if (!out) return absl::PermissionDeniedError(absl::StrCat("cannot write ", tmp));
+    absl::MutexLock lock(&mu_);
     out << "{\"displayTimeUnit\": \"ms\", \"otherData\": {\"dropped_events\": " << dropped_
         << "}, \"traceEvents\": [\n";
     out << "{\"ph\": \"M\", \"name\": \"process_name\", \"pid\": " << options_.pid
         << ", \"tid\": 0, \"args\": {\"name\": \"" << JsonEscape(options_.process_name) << "\"}}";
     for (size_t t = 0; t < tracks_.size(); ++t) {
       out << ",\n{\"ph\": \"M\", \"name\": \"thread_name\", \"pid\": " << options_.pid
-          << ", \"tid\": " << t << ", \"args\": {\"name\": \"" << JsonEscape(tracks_[t])
-          << "\"}}";
+          << ", \"tid\": " << t << ", \"args\": {\"name\": \"" << JsonEscape(tracks_[t]) << "\"}}";
       out << ",\n{\"ph\": \"M\", \"name\": \"thread_sort_index\", \"pid\": " << options_.pid
           << ", \"tid\": " << t << ", \"args\": {\"sort_index\": " << t << "}}";
     }
@@ -87,12 +90,9 @@ absl::Status TraceRecorder::WriteJson(const std::string& path) const {
       out << "}";
     }
     out << "\n]}\n";
-    if (!out.good()) return absl::DataLossError(absl::StrCat("short write to ", tmp));
   }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    return absl::PermissionDeniedError(absl::StrCat("cannot rename ", tmp, " to ", path));
-  }
-  return absl::OkStatus();
+  // The file is written without the lock: recording goes on meanwhile.
+  return WriteFileAtomically(path, out.str());
 }
 
 }  // namespace p3

@@ -57,7 +57,7 @@ class TraceRecorder {
   // Number of events recorded (not counting dropped ones).
   int64_t size() const;
 
-  // Writes {"traceEvents": [...], "displayTimeUnit": "ms"} atomically (temp file + rename).
+  // Writes {"traceEvents": [...], "displayTimeUnit": "ms"} atomically (p3/file_util.h).
   absl::Status WriteJson(const std::string& path) const;
 
  private:

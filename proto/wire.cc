@@ -2,6 +2,9 @@
 
 #include <grpc/grpc.h>
 
+#include <algorithm>
+#include <limits>
+
 #include "absl/strings/str_cat.h"
 
 namespace p3 {
@@ -36,9 +39,9 @@ void SignatureToHello(const ClusterSignature& sig, wire::Hello* hello) {
 
 absl::StatusOr<ClusterSignature> SignatureFromHello(const wire::Hello& hello) {
   if (hello.protocol_version() != kProtocolVersion) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "hello.protocol_version: ", hello.protocol_version(), "; this server speaks ",
-        kProtocolVersion));
+    return absl::FailedPreconditionError(
+        absl::StrCat("hello.protocol_version: ", hello.protocol_version(), "; this server speaks ",
+                     kProtocolVersion));
   }
   ClusterSignature sig;
   sig.num_workers = static_cast<int>(hello.num_workers());
@@ -50,8 +53,8 @@ absl::StatusOr<ClusterSignature> SignatureFromHello(const wire::Hello& hello) {
     t.name = spec.name();
     t.shape.assign(spec.shape().begin(), spec.shape().end());
     if (spec.dtype() != wire::FLOAT32) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "hello.tensors[\"", spec.name(), "\"].dtype: only FLOAT32 is supported"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("hello.tensors[\"", spec.name(), "\"].dtype: only FLOAT32 is supported"));
     }
     sig.tensors.push_back(std::move(t));
   }
@@ -61,8 +64,8 @@ absl::StatusOr<ClusterSignature> SignatureFromHello(const wire::Hello& hello) {
   } else if (plan.granularity() == "tensor") {
     sig.plan.granularity = Granularity::kTensor;
   } else {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "hello.plan.granularity: \"", plan.granularity(), "\"; allowed: sliced, tensor"));
+    return absl::InvalidArgumentError(absl::StrCat("hello.plan.granularity: \"", plan.granularity(),
+                                                   "\"; allowed: sliced, tensor"));
   }
   sig.plan.slice_params = plan.slice_params();
   sig.plan.split_threshold = plan.split_threshold();
@@ -72,15 +75,33 @@ absl::StatusOr<ClusterSignature> SignatureFromHello(const wire::Hello& hello) {
   return sig;
 }
 
+KeepaliveSettings KeepaliveFor(absl::Duration peer_timeout) {
+  // Clamped so that the int milliseconds gRPC takes cannot overflow (about 24 days).
+  constexpr int64_t kMaxMs = std::numeric_limits<int>::max();
+  const int64_t timeout_ms =
+      std::clamp<int64_t>(absl::ToInt64Milliseconds(peer_timeout), 1000, kMaxMs);
+  KeepaliveSettings k;
+  k.timeout_ms = static_cast<int>(timeout_ms);
+  k.time_ms = static_cast<int>(timeout_ms / 2);
+  k.min_recv_ping_interval_ms = 500;
+  return k;
+}
+
+std::vector<std::pair<std::string, int>> KeepaliveChannelArgs(absl::Duration peer_timeout) {
+  const KeepaliveSettings k = KeepaliveFor(peer_timeout);
+  return {
+      {GRPC_ARG_KEEPALIVE_TIME_MS, k.time_ms},
+      {GRPC_ARG_KEEPALIVE_TIMEOUT_MS, k.timeout_ms},
+      {GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1},
+      {GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0},
+      {GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, k.min_recv_ping_interval_ms},
+      {GRPC_ARG_HTTP2_MAX_PING_STRIKES, 0},
+  };
+}
+
 grpc::ChannelArguments ChannelArgs(absl::Duration peer_timeout) {
   grpc::ChannelArguments args;
-  const int64_t timeout_ms = std::max<int64_t>(1000, absl::ToInt64Milliseconds(peer_timeout));
-  args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, static_cast<int>(timeout_ms / 2));
-  // A whole peer_timeout for the answer: a ping can queue behind a large slice on a slow,
-  // busy link, and a false alarm ends the run.
-  args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, static_cast<int>(timeout_ms));
-  args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
-  args.SetInt(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
+  for (const auto& [name, value] : KeepaliveChannelArgs(peer_timeout)) args.SetInt(name, value);
   args.SetMaxReceiveMessageSize(kMaxMessageBytes);
   args.SetMaxSendMessageSize(kMaxMessageBytes);
   return args;

@@ -4,11 +4,13 @@
 #ifndef P3_PROTO_WIRE_H_
 #define P3_PROTO_WIRE_H_
 
-#include <cstdint>
-#include <string>
-
 #include <grpcpp/support/channel_arguments.h>
 #include <grpcpp/support/status.h>
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
@@ -31,8 +33,29 @@ void SignatureToHello(const ClusterSignature& sig, wire::Hello* hello);
 // Reads the signature of a Hello; errors name the bad field.
 absl::StatusOr<ClusterSignature> SignatureFromHello(const wire::Hello& hello);
 
-// Keepalive pings every `peer_timeout`/2, a peer that does not answer within
-// `peer_timeout` is considered dead, and message size limits.
+// How both sides of a stream find a silent peer: the one definition used by the worker's
+// channels (ChannelArgs) and the server's builder (server/parameter_server.cc).
+struct KeepaliveSettings {
+  // Ping the peer after this long without a ping: peer_timeout / 2, at least 500 ms.
+  int time_ms = 0;
+  // A ping unanswered this long closes the connection: peer_timeout, at least 1 s. A
+  // whole peer_timeout because a ping can queue behind a large slice on a slow, busy
+  // link, and a false alarm ends the run.
+  int timeout_ms = 0;
+  // The receiving side accepts pings this close together (the smallest time_ms this
+  // function gives), so that neither side's pings count as abuse.
+  int min_recv_ping_interval_ms = 0;
+};
+
+// The keepalive settings for a cluster whose peer_timeout is `peer_timeout`.
+KeepaliveSettings KeepaliveFor(absl::Duration peer_timeout);
+
+// The keepalive settings as gRPC channel arguments (name, value), for a client's
+// grpc::ChannelArguments and a server's grpc::ServerBuilder alike: pings also while no
+// call is active, without a limit on pings without data, none counted as a strike.
+std::vector<std::pair<std::string, int>> KeepaliveChannelArgs(absl::Duration peer_timeout);
+
+// A worker's channel settings: KeepaliveChannelArgs and the message size limits.
 grpc::ChannelArguments ChannelArgs(absl::Duration peer_timeout);
 
 }  // namespace p3

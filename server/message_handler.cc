@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "p3/status_macros.h"
 #include "proto/wire.h"
 
 namespace p3 {
@@ -21,23 +22,20 @@ absl::StatusOr<int64_t> FloatCount(const std::string& bytes) {
 
 absl::StatusOr<HelloResult> HandleHello(ParameterShard* shard, const wire::Hello& hello,
                                         int server_index) {
-  absl::StatusOr<ClusterSignature> sig = SignatureFromHello(hello);
-  if (!sig.ok()) return sig.status();
+  P3_ASSIGN_OR_RETURN(ClusterSignature sig, SignatureFromHello(hello));
   HelloResult result;
   result.rank = static_cast<int>(hello.rank());
-  if (hello.rank() >= static_cast<uint32_t>(sig->num_workers)) {
+  if (hello.rank() >= static_cast<uint32_t>(sig.num_workers)) {
     return absl::InvalidArgumentError(
-        absl::StrCat("rank ", hello.rank(), " is out of range for ", sig->num_workers, " workers"));
+        absl::StrCat("rank ", hello.rank(), " is out of range for ", sig.num_workers, " workers"));
   }
   if (static_cast<int>(hello.server_index()) != server_index) {
     return absl::FailedPreconditionError(absl::StrCat("worker ", result.rank, " addressed server ",
                                                       hello.server_index(), ", but this is server ",
                                                       server_index));
   }
-  absl::StatusOr<std::vector<Outgoing>> joined = shard->Join(*sig, result.rank);
-  if (!joined.ok()) return joined.status();
-  result.signature = *std::move(sig);
-  result.out = *std::move(joined);
+  P3_ASSIGN_OR_RETURN(result.out, shard->Join(sig, result.rank));
+  result.signature = std::move(sig);
   return result;
 }
 
@@ -53,17 +51,16 @@ absl::StatusOr<Handled> HandleWorkerMessage(ParameterShard* shard, int rank,
         return absl::InvalidArgumentError(
             absl::StrCat("slice id ", d.slice_id(), " is out of range"));
       }
-      absl::StatusOr<int64_t> n = FloatCount(d.values());
-      if (!n.ok()) return n.status();
+      P3_ASSIGN_OR_RETURN(const int64_t n, FloatCount(d.values()));
       // The shard copies the values out with memcpy: no alignment is assumed.
       const float* values = reinterpret_cast<const float*>(d.values().data());
       if (d.offset() > static_cast<uint64_t>(INT64_MAX)) {
         return absl::InvalidArgumentError(absl::StrCat("offset ", d.offset(), " is out of range"));
       }
       const int64_t offset = static_cast<int64_t>(d.offset());
-      out = msg.has_init() ? shard->Init(rank, static_cast<int>(d.slice_id()), values, *n, offset)
+      out = msg.has_init() ? shard->Init(rank, static_cast<int>(d.slice_id()), values, n, offset)
                            : shard->Gradient(rank, static_cast<int>(d.slice_id()), d.iteration(),
-                                             values, *n, offset);
+                                             values, n, offset);
       break;
     }
     case wire::WorkerMessage::kPull:
@@ -81,8 +78,7 @@ absl::StatusOr<Handled> HandleWorkerMessage(ParameterShard* shard, int rank,
     default:
       return absl::InvalidArgumentError("an empty or unknown message");
   }
-  if (!out.ok()) return out.status();
-  handled.out = *std::move(out);
+  P3_ASSIGN_OR_RETURN(handled.out, std::move(out));
   return handled;
 }
 

@@ -4,8 +4,6 @@
 //
 // Binds cluster.host on a free port (or --port), writes the port to --port_file, serves
 // until every worker is done, and exits 0; non-zero with the reason on stderr.
-#include <cstdio>
-#include <fstream>
 #include <iostream>
 #include <string>
 #include <vector>
@@ -15,9 +13,10 @@
 #include "absl/strings/str_cat.h"
 #include "p3/allocator.h"
 #include "p3/checkpoint.h"
+#include "p3/file_util.h"
+#include "proto/config.h"
 #include "proto/config_options.h"
 #include "server/parameter_server.h"
-#include "proto/config.h"
 
 ABSL_FLAG(std::string, config, "", "experiment config (text format)");
 ABSL_FLAG(int, server_index, 0, "this server's index");
@@ -107,13 +106,11 @@ int main(int argc, char** argv) {
   }
   const std::string port_file = absl::GetFlag(FLAGS_port_file);
   if (!port_file.empty()) {
-    const std::string tmp = port_file + ".tmp";
-    {
-      std::ofstream out(tmp);
-      out << (*server)->port() << "\n";
-    }
-    if (std::rename(tmp.c_str(), port_file.c_str()) != 0) {
-      std::cerr << "p3_server " << index << ": cannot write " << port_file << "\n";
+    // The launcher polls for this file: it must never see it half written.
+    const absl::Status written =
+        p3::WriteFileAtomically(port_file, absl::StrCat((*server)->port(), "\n"));
+    if (!written.ok()) {
+      std::cerr << "p3_server " << index << ": " << written << "\n";
       return 1;
     }
   }

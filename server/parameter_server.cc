@@ -1,6 +1,5 @@
 #include "server/parameter_server.h"
 
-#include <grpc/grpc.h>
 #include <grpcpp/grpcpp.h>
 
 #include <algorithm>
@@ -15,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "p3/send_queue.h"
+#include "p3/status_macros.h"
 #include "proto/p3.grpc.pb.h"
 #include "proto/wire.h"
 #include "server/message_handler.h"
@@ -50,14 +50,10 @@ class ParameterServer::Impl final : public wire::ParameterServer::Service {
     builder.RegisterService(this);
     builder.SetMaxReceiveMessageSize(kMaxMessageBytes);
     builder.SetMaxSendMessageSize(kMaxMessageBytes);
-    const int half_ms = static_cast<int>(
-        std::max<int64_t>(1000, absl::ToInt64Milliseconds(options_.peer_timeout) / 2));
-    builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, half_ms);
-    // As the workers' channels (proto/wire.cc): a whole peer_timeout for the answer.
-    builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 2 * half_ms);
-    builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
-    builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 500);
-    builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PING_STRIKES, 0);
+    // The same keepalive settings as the workers' channels (proto/wire.h).
+    for (const auto& [name, value] : KeepaliveChannelArgs(options_.peer_timeout)) {
+      builder.AddChannelArgument(name, value);
+    }
     server_ = builder.BuildAndStart();
     if (server_ == nullptr || port_ == 0) {
       return absl::UnavailableError(absl::StrCat("cannot listen on ", options_.address));
@@ -138,11 +134,12 @@ class ParameterServer::Impl final : public wire::ParameterServer::Service {
     {
       absl::MutexLock lock(&mu_);
       if (!failure_.ok()) return failure_;
-      absl::StatusOr<HelloResult> joined = HandleHello(&shard_, hello, options_.shard.server_index);
-      if (!joined.ok()) return joined.status();  // refused: only this stream ends
-      rank = joined->rank;
-      initial = std::move(joined->out);
-      conn = std::make_unique<Connection>(joined->signature.priority);
+      // Refused: only this stream ends.
+      P3_ASSIGN_OR_RETURN(HelloResult joined,
+                          HandleHello(&shard_, hello, options_.shard.server_index));
+      rank = joined.rank;
+      initial = std::move(joined.out);
+      conn = std::make_unique<Connection>(joined.signature.priority);
       conn->rank = rank;
       conn->context = context;
       // The Welcome goes first, also in FIFO order: queued before anyone can see the queue.
@@ -174,18 +171,16 @@ class ParameterServer::Impl final : public wire::ParameterServer::Service {
     wire::WorkerMessage msg;
     while (stream->Read(&msg)) {
       const absl::Time start = absl::Now();
-      absl::StatusOr<Handled> handled = HandleWorkerMessage(&shard_, rank, msg);
-      if (!handled.ok()) return handled.status();
-      if (handled->done) {
-        if (handled->all_done) {
+      P3_ASSIGN_OR_RETURN(Handled handled, HandleWorkerMessage(&shard_, rank, msg));
+      if (handled.done) {
+        if (handled.all_done) {
           absl::MutexLock lock(&mu_);
           all_done_ = true;
         }
         return absl::OkStatus();
       }
-      const std::vector<Outgoing>* out = &handled->out;
-      if (tracing()) Trace(track, msg, *out, start);
-      Dispatch(*out);
+      if (tracing()) Trace(track, msg, handled.out, start);
+      Dispatch(handled.out);
     }
     {
       absl::MutexLock lock(&mu_);
@@ -216,23 +211,26 @@ class ParameterServer::Impl final : public wire::ParameterServer::Service {
       return o.kind == Outgoing::Kind::kParams;
     });
     uint32_t slice = 0;
-    uint64_t iteration = 0;
+    // A gradient names its iteration, a pull the version it wants (docs/protocol.md).
+    const char* counter = "iteration";
+    uint64_t count = 0;
     const char* what = "message";
     if (msg.has_gradient()) {
       slice = msg.gradient().slice_id();
-      iteration = msg.gradient().iteration();
+      count = msg.gradient().iteration();
       what = updated ? "aggregate+update" : "aggregate";
     } else if (msg.has_init()) {
       slice = msg.init().slice_id();
       what = "init";
     } else if (msg.has_pull()) {
       slice = msg.pull().slice_id();
-      iteration = msg.pull().version();
+      counter = "version";
+      count = msg.pull().version();
       what = "pull";
     }
     options_.trace->Complete(track, absl::StrCat(what, " ", slice),
                              updated ? "update" : "aggregate", start, absl::Now(),
-                             absl::StrCat("\"slice\": ", slice, ", \"iteration\": ", iteration));
+                             absl::StrCat("\"slice\": ", slice, ", \"", counter, "\": ", count));
   }
 
   void WriteLoop(Connection* conn, TrainStream* stream) {
@@ -283,8 +281,10 @@ class ParameterServer::Impl final : public wire::ParameterServer::Service {
             conn->send_track,
             absl::StrCat(p.out.kind == Outgoing::Kind::kAck ? "ack " : "params ", p.out.slice_id),
             "send", start, absl::Now(),
-            absl::StrCat("\"slice\": ", p.out.slice_id, ", \"version\": ", p.out.iteration,
-                         ", \"bytes\": ", item->bytes));
+            absl::StrCat(
+                "\"slice\": ", p.out.slice_id,
+                p.out.kind == Outgoing::Kind::kAck ? ", \"iteration\": " : ", \"version\": ",
+                p.out.iteration, ", \"bytes\": ", item->bytes));
       }
       if (p.kind == Pending::Kind::kAbort) conn->context->TryCancel();
       if (!ok) break;
@@ -330,14 +330,12 @@ class ParameterServer::Impl final : public wire::ParameterServer::Service {
 
 absl::StatusOr<std::unique_ptr<ParameterServer>> ParameterServer::Start(
     const ServerOptions& options) {
-  absl::Status valid = ValidateOptimizerOptions(options.shard.optimizer);
-  if (!valid.ok()) return valid;
+  P3_RETURN_IF_ERROR(ValidateOptimizerOptions(options.shard.optimizer));
   if (options.shard.num_workers < 1) {
     return absl::InvalidArgumentError("cluster.workers: must be >= 1");
   }
   auto impl = std::make_unique<Impl>(options);
-  absl::Status started = impl->Start();
-  if (!started.ok()) return started;
+  P3_RETURN_IF_ERROR(impl->Start());
   return std::unique_ptr<ParameterServer>(new ParameterServer(std::move(impl)));
 }
 

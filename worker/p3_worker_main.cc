@@ -4,7 +4,8 @@
 //             --result_file=out/x/worker_0.json --records_file=out/x/worker_0.csv
 //
 // Prints PROGRESS lines on stdout; exits non-zero with the reason on stderr.
-#include <fstream>
+#include <torch/utils.h>
+
 #include <iostream>
 #include <string>
 #include <vector>
@@ -13,6 +14,7 @@
 #include "absl/flags/parse.h"
 #include "absl/strings/str_split.h"
 #include "p3/allocator.h"
+#include "p3/file_util.h"
 #include "proto/config.h"
 #include "worker/trainer.h"
 
@@ -25,15 +27,10 @@ ABSL_FLAG(std::string, trace_file, "", "where to write this worker's timeline (C
 
 namespace {
 
-bool WriteFile(const std::string& path, const std::string& text) {
-  if (path.empty()) return true;
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp);
-    out << text;
-    if (!out.good()) return false;
-  }
-  return std::rename(tmp.c_str(), path.c_str()) == 0;
+// Writes `text` to `path` unless no path was given.
+absl::Status MaybeWriteFile(const std::string& path, const std::string& text) {
+  if (path.empty()) return absl::OkStatus();
+  return p3::WriteFileAtomically(path, text);
 }
 
 }  // namespace
@@ -67,6 +64,8 @@ int main(int argc, char** argv) {
               << " servers; cluster.servers is " << config->cluster().servers() << "\n";
     return 2;
   }
+  // libtorch's thread count is process state: set here, not in the library.
+  if (config->training().threads() > 0) torch::set_num_threads(config->training().threads());
   absl::StatusOr<p3::TrainResult> result = p3::RunTraining(*config, options);
   if (trace.enabled()) {
     // Written on failure too: the timeline up to the failure is what one wants to see.
@@ -77,10 +76,13 @@ int main(int argc, char** argv) {
     std::cerr << "p3_worker " << options.rank << ": " << result.status() << "\n";
     return 1;
   }
-  if (!WriteFile(absl::GetFlag(FLAGS_result_file), result->ToJson() + "\n") ||
-      !WriteFile(absl::GetFlag(FLAGS_records_file), result->RecordsCsv())) {
-    std::cerr << "p3_worker " << options.rank << ": cannot write the result files\n";
-    return 1;
+  for (absl::Status written :
+       {MaybeWriteFile(absl::GetFlag(FLAGS_result_file), result->ToJson() + "\n"),
+        MaybeWriteFile(absl::GetFlag(FLAGS_records_file), result->RecordsCsv())}) {
+    if (!written.ok()) {
+      std::cerr << "p3_worker " << options.rank << ": " << written << "\n";
+      return 1;
+    }
   }
   std::cout << "RESULT " << result->ToJson() << std::endl;
   return 0;

@@ -84,7 +84,8 @@ void ServerConnection::WriteLoop() {
     const Upstream& up = item->value;
     bool ok = true;
     if (up.kind == Upstream::Kind::kInit || up.kind == Upstream::Kind::kGradient) {
-      // Values: `bytes` / 4 of them, in parts of at most max_message_params, back to back.
+      // Values: `bytes` / sizeof(float) of them, in parts of at most max_message_params,
+      // back to back.
       ok = WriteInParts(item->bytes / static_cast<int64_t>(sizeof(float)),
                         options_.max_message_params, [&](int64_t offset, int64_t count) {
                           msg.Clear();

@@ -4,7 +4,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <memory>
+#include <optional>
 #include <sstream>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -15,19 +19,14 @@
 #include "models/sampler.h"
 #include "models/zoo.h"
 #include "p3/mode.h"
+#include "p3/progress.h"
+#include "p3/stats.h"
 #include "p3/status_macros.h"
 #include "proto/config_options.h"
 #include "worker/worker.h"
 
 namespace p3 {
 namespace {
-
-double Median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 double ParamL2(models::BlockModel& model) {
   double sum = 0;
@@ -59,17 +58,196 @@ double Accuracy(models::BlockModel& model, const models::Dataset& test) {
 std::unique_ptr<torch::optim::Optimizer> LocalOptimizer(const OptimizerOptions& o,
                                                         std::vector<torch::Tensor> params) {
   if (o.kind == OptimizerKind::kAdam) {
-    return std::make_unique<torch::optim::Adam>(
-        params, torch::optim::AdamOptions(o.lr)
-                    .betas({o.beta1, o.beta2})
-                    .eps(o.eps)
-                    .weight_decay(o.weight_decay));
+    return std::make_unique<torch::optim::Adam>(params, torch::optim::AdamOptions(o.lr)
+                                                            .betas({o.beta1, o.beta2})
+                                                            .eps(o.eps)
+                                                            .weight_decay(o.weight_decay));
   }
   return std::make_unique<torch::optim::SGD>(params, torch::optim::SGDOptions(o.lr)
                                                          .momentum(o.momentum)
                                                          .dampening(o.dampening)
                                                          .weight_decay(o.weight_decay)
                                                          .nesterov(o.nesterov));
+}
+
+// The data a worker trains on: its shard of the training set, in batches of the sampler,
+// and (rank 0, when training.evaluate) the test set.
+struct TrainingData {
+  std::shared_ptr<models::Dataset> train;
+  std::shared_ptr<models::Dataset> test;  // null unless evaluated
+  std::optional<models::ShardedSampler> sampler;
+  int64_t iterations = 0;    // training.iterations, else training.epochs whole epochs
+  int64_t global_batch = 0;  // samples per iteration over the whole cluster
+};
+
+absl::StatusOr<TrainingData> LoadData(const config::ExperimentConfig& config, Mode mode, int rank) {
+  TrainingData data;
+  const bool local = mode == Mode::kLocal;
+  const int workers = config.cluster().workers();
+  data.global_batch = static_cast<int64_t>(config.training().batch_size()) * workers;
+  P3_ASSIGN_OR_RETURN(data.train,
+                      models::CreateDataset(models::DatasetOptionsFromConfig(config, true)));
+  if (config.training().evaluate() && rank == 0) {
+    P3_ASSIGN_OR_RETURN(data.test,
+                        models::CreateDataset(models::DatasetOptionsFromConfig(config, false)));
+  }
+  // Mode local trains the whole cluster's batch in one process.
+  models::ShardedSamplerOptions so;
+  so.dataset_size = data.train->size();
+  so.batch_size = local ? data.global_batch : config.training().batch_size();
+  so.num_workers = local ? 1 : workers;
+  so.rank = local ? 0 : rank;
+  so.seed = config.training().seed();
+  P3_ASSIGN_OR_RETURN(data.sampler, models::ShardedSampler::Create(so));
+  data.iterations = config.training().iterations() > 0
+                        ? config.training().iterations()
+                        : config.training().epochs() * data.sampler->iterations_per_epoch();
+  return data;
+}
+
+// The worker library's options for this worker of the cluster the config describes.
+absl::StatusOr<WorkerOptions> WorkerOptionsFromConfig(const config::ExperimentConfig& config,
+                                                      Mode mode, const TrainerOptions& options) {
+  WorkerOptions wo;
+  wo.servers = options.servers;
+  wo.rank = options.rank;
+  wo.num_workers = config.cluster().workers();
+  wo.mode = mode;
+  wo.slice_params = config.scheduling().slice_params();
+  wo.split_threshold = config.scheduling().split_threshold();
+  wo.max_message_params = config.scheduling().max_message_params();
+  wo.peer_timeout = absl::Seconds(config.cluster().peer_timeout_s());
+  wo.trace = options.trace;
+  P3_ASSIGN_OR_RETURN(const SecuritySettings security, SecurityFromConfig(config));
+  wo.tls = security.tls;
+  wo.tls_ca_pem = security.ca_pem;
+  wo.tls_server_name = security.server_name;
+  wo.token = security.token;
+  return wo;
+}
+
+// What runs a step: a libtorch optimizer in mode local, the cluster otherwise.
+struct Backend {
+  std::shared_ptr<models::BlockModel> model;
+  std::unique_ptr<Worker> worker;                            // cluster modes
+  std::unique_ptr<torch::optim::Optimizer> local_optimizer;  // mode local
+};
+
+// Connects to the cluster (rank 0 sends the model's initial values), or makes the local
+// optimizer.
+absl::StatusOr<Backend> CreateBackend(const config::ExperimentConfig& config, Mode mode,
+                                      const TrainerOptions& options,
+                                      std::shared_ptr<models::BlockModel> model) {
+  Backend backend;
+  backend.model = std::move(model);
+  if (mode == Mode::kLocal) {
+    backend.local_optimizer =
+        LocalOptimizer(OptimizerFromConfig(config), backend.model->parameters());
+  } else {
+    P3_ASSIGN_OR_RETURN(const WorkerOptions wo, WorkerOptionsFromConfig(config, mode, options));
+    P3_ASSIGN_OR_RETURN(backend.worker, Worker::Create(wo, backend.model));
+  }
+  return backend;
+}
+
+// One iteration on `batch`; returns its loss. libtorch's errors become a Status.
+absl::StatusOr<double> Step(Backend& backend, const models::Batch& batch, int64_t iteration) {
+  models::BlockModel& model = *backend.model;
+  try {
+    torch::Tensor loss;
+    if (backend.worker == nullptr) {
+      backend.local_optimizer->zero_grad();
+      loss = model.Loss(model.forward(batch.input), batch.target);
+      loss.backward();
+      backend.local_optimizer->step();
+    } else {
+      P3_ASSIGN_OR_RETURN(torch::Tensor out, backend.worker->Forward(batch.input));
+      loss = model.Loss(out, batch.target);
+      P3_RETURN_IF_ERROR(backend.worker->Backward(loss));
+    }
+    return loss.item<double>();
+  } catch (const c10::Error& e) {
+    return absl::InternalError(
+        absl::StrCat("iteration ", iteration, ": ", e.what_without_backtrace()));
+  }
+}
+
+// Writes the PROGRESS line (p3/progress.h) every `log_every` iterations and after the
+// last, with this process's traffic since the previous line.
+class ProgressReporter {
+ public:
+  ProgressReporter(std::ostream* out, int log_every, int64_t total)
+      : out_(out), log_every_(std::max(1, log_every)), total_(total) {}
+
+  void Report(const IterationRecord& rec, const Worker* worker) {
+    const int64_t done = rec.iteration + 1;
+    if (out_ == nullptr || (done % log_every_ != 0 && done != total_)) return;
+    const absl::Time now = absl::Now();
+    const WorkerStats stats = worker != nullptr ? worker->stats() : WorkerStats();
+    const double seconds = std::max(1e-9, absl::ToDoubleSeconds(now - last_time_));
+    ProgressLine line;
+    line.iteration = done;
+    line.total = total_;
+    line.loss = rec.loss;
+    line.samples_per_second = rec.samples_per_second;
+    line.sent_mbps =
+        static_cast<double>(stats.bytes_sent - last_stats_.bytes_sent) * 8e-6 / seconds;
+    line.received_mbps =
+        static_cast<double>(stats.bytes_received - last_stats_.bytes_received) * 8e-6 / seconds;
+    *out_ << FormatProgressLine(line) << std::endl;
+    last_time_ = now;
+    last_stats_ = stats;
+  }
+
+ private:
+  std::ostream* const out_;
+  const int log_every_;
+  const int64_t total_;
+  absl::Time last_time_ = absl::Now();
+  WorkerStats last_stats_;
+};
+
+// Runs iterations [first, data.iterations) and appends their records to `result`.
+absl::Status TrainLoop(const config::ExperimentConfig& config, const TrainerOptions& options,
+                       TrainingData& data, Backend& backend, TrainResult* result) {
+  const int64_t first =
+      backend.worker != nullptr ? std::min(backend.worker->iteration(), data.iterations) : 0;
+  if (first > 0 && options.progress != nullptr) {
+    *options.progress << "RESUMED iteration=" << first << std::endl;
+  }
+  ProgressReporter progress(options.progress, config.training().log_every(), data.iterations);
+  for (int64_t it = first; it < data.iterations; ++it) {
+    const models::Batch batch = data.train->Get(data.sampler->Indices(it));
+    const absl::Time start = absl::Now();
+    P3_ASSIGN_OR_RETURN(const double loss, Step(backend, batch, it));
+    IterationRecord rec;
+    rec.iteration = it;
+    rec.loss = loss;
+    rec.seconds = absl::ToDoubleSeconds(absl::Now() - start);
+    rec.samples_per_second =
+        rec.seconds > 0 ? static_cast<double>(data.global_batch) / rec.seconds : 0;
+    result->records.push_back(rec);
+    progress.Report(rec, backend.worker.get());
+  }
+  return absl::OkStatus();
+}
+
+// The summary figures of `result` from its records: the median rate after the first
+// `warmup` records (all but the last at most), the mean loss of the last 20.
+void Summarize(int64_t warmup, TrainResult* result) {
+  const std::vector<IterationRecord>& records = result->records;
+  // Records hold the iterations run by this process (from `first` on, after a resume).
+  const size_t skip = static_cast<size_t>(
+      std::max<int64_t>(0, std::min<int64_t>(warmup, static_cast<int64_t>(records.size()) - 1)));
+  std::vector<double> rates;
+  for (size_t i = skip; i < records.size(); ++i) rates.push_back(records[i].samples_per_second);
+  result->samples_per_second = Median(std::move(rates));
+  // One batch's loss is too noisy to compare.
+  const size_t tail = std::min<size_t>(20, records.size());
+  result->final_loss = 0;
+  for (size_t i = records.size() - tail; i < records.size(); ++i) {
+    result->final_loss += records[i].loss / static_cast<double>(tail);
+  }
 }
 
 }  // namespace
@@ -87,8 +265,7 @@ std::string TrainResult::ToJson() const {
       "\"bytes_received\": %d, \"forward_wait_seconds\": %.3f}",
       rank, iterations, samples_per_second, JsonNumber(final_loss),
       test_accuracy ? absl::StrFormat("%.4f", *test_accuracy) : "null", JsonNumber(param_l2),
-      wall_seconds,
-      bytes_sent, bytes_received, forward_wait_seconds);
+      wall_seconds, bytes_sent, bytes_received, forward_wait_seconds);
   return out.str();
 }
 
@@ -105,132 +282,25 @@ absl::StatusOr<TrainResult> RunTraining(const config::ExperimentConfig& config,
                                         const TrainerOptions& options) {
   const absl::Time start = absl::Now();
   P3_ASSIGN_OR_RETURN(const Mode mode, ParseMode(config.mode()));
-  const bool local = mode == Mode::kLocal;
-  const int workers = config.cluster().workers();
-  const int64_t global_batch = static_cast<int64_t>(config.training().batch_size()) * workers;
-  if (config.training().threads() > 0) torch::set_num_threads(config.training().threads());
-
-  const models::ModelOptions mo = models::ModelOptionsFromConfig(config);
-  P3_ASSIGN_OR_RETURN(std::shared_ptr<models::BlockModel> model, models::CreateModel(mo));
-
-  P3_ASSIGN_OR_RETURN(std::shared_ptr<models::Dataset> train,
-                      models::CreateDataset(models::DatasetOptionsFromConfig(config, true)));
-  std::shared_ptr<models::Dataset> test;
-  const bool evaluate = config.training().evaluate() && options.rank == 0;
-  if (evaluate) {
-    P3_ASSIGN_OR_RETURN(test,
-                        models::CreateDataset(models::DatasetOptionsFromConfig(config, false)));
-  }
-
-  models::ShardedSamplerOptions so;
-  so.dataset_size = train->size();
-  so.batch_size = local ? global_batch : config.training().batch_size();
-  so.num_workers = local ? 1 : workers;
-  so.rank = local ? 0 : options.rank;
-  so.seed = config.training().seed();
-  P3_ASSIGN_OR_RETURN(models::ShardedSampler sampler, models::ShardedSampler::Create(so));
-  const int64_t iterations = config.training().iterations() > 0
-                                 ? config.training().iterations()
-                                 : config.training().epochs() * sampler.iterations_per_epoch();
-
-  const OptimizerOptions opt_options = OptimizerFromConfig(config);
-  std::unique_ptr<Worker> worker;
-  std::unique_ptr<torch::optim::Optimizer> local_opt;
-  if (local) {
-    local_opt = LocalOptimizer(opt_options, model->parameters());
-  } else {
-    WorkerOptions wo;
-    wo.servers = options.servers;
-    wo.rank = options.rank;
-    wo.num_workers = workers;
-    wo.mode = mode;
-    wo.slice_params = config.scheduling().slice_params();
-    wo.split_threshold = config.scheduling().split_threshold();
-    wo.max_message_params = config.scheduling().max_message_params();
-    wo.peer_timeout = absl::Seconds(config.cluster().peer_timeout_s());
-    wo.trace = options.trace;
-    P3_ASSIGN_OR_RETURN(const SecuritySettings security, SecurityFromConfig(config));
-    wo.tls = security.tls;
-    wo.tls_ca_pem = security.ca_pem;
-    wo.tls_server_name = security.server_name;
-    wo.token = security.token;
-    P3_ASSIGN_OR_RETURN(worker, Worker::Create(wo, model));
-  }
-
+  // The cluster is joined last: a missing data set fails before the handshake.
+  P3_ASSIGN_OR_RETURN(std::shared_ptr<models::BlockModel> model,
+                      models::CreateModel(models::ModelOptionsFromConfig(config)));
+  P3_ASSIGN_OR_RETURN(TrainingData data, LoadData(config, mode, options.rank));
+  P3_ASSIGN_OR_RETURN(Backend backend, CreateBackend(config, mode, options, std::move(model)));
   TrainResult result;
   result.rank = options.rank;
-  result.iterations = iterations;
-  const int log_every = std::max(1, config.training().log_every());
-  // For the traffic rates of the progress lines.
-  absl::Time last_log = absl::Now();
-  WorkerStats last_stats;
-  const int64_t first = worker != nullptr ? std::min(worker->iteration(), iterations) : 0;
-  if (first > 0 && options.progress != nullptr) {
-    *options.progress << "RESUMED iteration=" << first << std::endl;
-  }
-  for (int64_t it = first; it < iterations; ++it) {
-    models::Batch batch = train->Get(sampler.Indices(it));
-    const absl::Time t0 = absl::Now();
-    torch::Tensor loss;
-    try {
-      if (local) {
-        local_opt->zero_grad();
-        loss = model->Loss(model->forward(batch.input), batch.target);
-        loss.backward();
-        local_opt->step();
-      } else {
-        P3_ASSIGN_OR_RETURN(torch::Tensor out, worker->Forward(batch.input));
-        loss = model->Loss(out, batch.target);
-        P3_RETURN_IF_ERROR(worker->Backward(loss));
-      }
-    } catch (const c10::Error& e) {
-      return absl::InternalError(absl::StrCat("iteration ", it, ": ", e.what_without_backtrace()));
-    }
-    const double seconds = absl::ToDoubleSeconds(absl::Now() - t0);
-    IterationRecord rec;
-    rec.iteration = it;
-    rec.loss = loss.item<double>();
-    rec.seconds = seconds;
-    rec.samples_per_second = seconds > 0 ? global_batch / seconds : 0;
-    result.records.push_back(rec);
-    if (options.progress != nullptr && ((it + 1) % log_every == 0 || it + 1 == iterations)) {
-      const absl::Time now = absl::Now();
-      const WorkerStats stats = worker != nullptr ? worker->stats() : WorkerStats();
-      const double interval = std::max(1e-9, absl::ToDoubleSeconds(now - last_log));
-      *options.progress << absl::StrFormat(
-                               "PROGRESS iteration=%d total=%d loss=%.4f samples_per_second=%.1f "
-                               "sent_mbps=%.1f received_mbps=%.1f",
-                               it + 1, iterations, rec.loss, rec.samples_per_second,
-                               (stats.bytes_sent - last_stats.bytes_sent) * 8e-6 / interval,
-                               (stats.bytes_received - last_stats.bytes_received) * 8e-6 / interval)
-                        << std::endl;
-      last_log = now;
-      last_stats = stats;
-    }
-  }
-  if (worker != nullptr) {
-    P3_RETURN_IF_ERROR(worker->Finish());
-    const WorkerStats stats = worker->stats();
+  result.iterations = data.iterations;
+  P3_RETURN_IF_ERROR(TrainLoop(config, options, data, backend, &result));
+  if (backend.worker != nullptr) {
+    P3_RETURN_IF_ERROR(backend.worker->Finish());
+    const WorkerStats stats = backend.worker->stats();
     result.bytes_sent = stats.bytes_sent;
     result.bytes_received = stats.bytes_received;
     result.forward_wait_seconds = absl::ToDoubleSeconds(stats.forward_wait);
   }
-  // Records hold the iterations run by this process (from `first` on, after a resume).
-  std::vector<double> rates;
-  const size_t warmup = static_cast<size_t>(std::max<int64_t>(
-      0, std::min<int64_t>(config.training().warmup_iterations(),
-                           static_cast<int64_t>(result.records.size()) - 1)));
-  for (size_t i = warmup; i < result.records.size(); ++i) {
-    rates.push_back(result.records[i].samples_per_second);
-  }
-  result.samples_per_second = Median(rates);
-  // Mean of the last (up to) 20 iterations: one batch's loss is too noisy to compare.
-  const size_t tail = std::min<size_t>(20, result.records.size());
-  for (size_t i = result.records.size() - tail; i < result.records.size(); ++i) {
-    result.final_loss += result.records[i].loss / static_cast<double>(tail);
-  }
-  result.param_l2 = ParamL2(*model);
-  if (evaluate) result.test_accuracy = Accuracy(*model, *test);
+  Summarize(config.training().warmup_iterations(), &result);
+  result.param_l2 = ParamL2(*backend.model);
+  if (data.test != nullptr) result.test_accuracy = Accuracy(*backend.model, *data.test);
   result.wall_seconds = absl::ToDoubleSeconds(absl::Now() - start);
   return result;
 }

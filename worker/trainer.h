@@ -62,6 +62,10 @@ struct TrainResult {
 };
 
 // Trains per `config` (defaults filled, validated) and returns the figures.
+//
+// Leaves process-wide state alone: training.threads is applied by the caller (p3_worker's
+// main calls torch::set_num_threads before this), so a program that trains several
+// configs, or sets its own thread count, is not overridden.
 absl::StatusOr<TrainResult> RunTraining(const config::ExperimentConfig& config,
                                         const TrainerOptions& options);
 

@@ -78,30 +78,30 @@ class Worker::Impl : public ConnectionListener {
       copts.tls = options_.tls;
       copts.tls_ca_pem = options_.tls_ca_pem;
       copts.tls_server_name = options_.tls_server_name;
-      absl::StatusOr<std::unique_ptr<ServerConnection>> conn = ServerConnection::Open(
-          copts, hello,
-          [this](const Upstream& up, int64_t offset, int64_t count, wire::WorkerMessage* msg) {
-            Build(up, offset, count, msg);
-          },
-          this);
-      if (!conn.ok()) return conn.status();
-      conns_.push_back(*std::move(conn));
+      P3_ASSIGN_OR_RETURN(std::unique_ptr<ServerConnection> conn,
+                          ServerConnection::Open(
+                              copts, hello,
+                              [this](const Upstream& up, int64_t offset, int64_t count,
+                                     wire::WorkerMessage* msg) { Build(up, offset, count, msg); },
+                              this));
+      conns_.push_back(std::move(conn));
     }
     // Every server must start from the same version: 0 (fresh) or a checkpoint's.
     const uint64_t start = conns_[0]->welcome().start_version();
     for (size_t s = 1; s < conns_.size(); ++s) {
       if (conns_[s]->welcome().start_version() != start) {
-        return absl::FailedPreconditionError(absl::StrCat(
-            "servers resumed from different checkpoints: server 0 at iteration ", start,
-            ", server ", s, " at ", conns_[s]->welcome().start_version(),
-            "; choose a common one with checkpoint.resume_iteration"));
+        return absl::FailedPreconditionError(
+            absl::StrCat("servers resumed from different checkpoints: server 0 at iteration ",
+                         start, ", server ", s, " at ", conns_[s]->welcome().start_version(),
+                         "; choose a common one with checkpoint.resume_iteration"));
       }
     }
     iteration_ = static_cast<int64_t>(start);
     if (options_.rank == 0 && start == 0) {
       for (const Slice& slice : plan_.slices()) {
         conns_[slice.server]->Send(Upstream{.kind = Upstream::Kind::kInit, .slice_id = slice.id},
-                                   slice.priority, slice.id, slice.length * 4);
+                                   slice.priority, slice.id,
+                                   slice.length * static_cast<int64_t>(sizeof(float)));
       }
     }
     return absl::OkStatus();
@@ -120,8 +120,7 @@ class Worker::Impl : public ConnectionListener {
         x = model_->ForwardBlock(b, x);
         if (tracing()) {
           options_.trace->Complete(compute_track_, "forward " + model_->BlockName(b), "forward",
-                                   start, absl::Now(),
-                                   absl::StrCat("\"iteration\": ", iteration_));
+                                   start, absl::Now(), absl::StrCat("\"iteration\": ", iteration_));
         }
       }
     } catch (const c10::Error& e) {
@@ -140,7 +139,8 @@ class Worker::Impl : public ConnectionListener {
       collecting_ = false;
     } catch (const c10::Error& e) {
       collecting_ = false;
-      return absl::InternalError(absl::StrCat("backward pass failed: ", e.what_without_backtrace()));
+      return absl::InternalError(
+          absl::StrCat("backward pass failed: ", e.what_without_backtrace()));
     }
     // The hooks have the gradients; autograd's own copies are not needed.
     for (torch::Tensor& p : params_) p.mutable_grad().reset();
@@ -188,10 +188,10 @@ class Worker::Impl : public ConnectionListener {
     const int64_t n = static_cast<int64_t>(data.values().size() / sizeof(float));
     if (data.values().size() % sizeof(float) != 0 || n < 1 || n > slice.length - received ||
         data.offset() != static_cast<uint64_t>(received)) {
-      Fail(absl::InternalError(absl::StrCat(
-          "server ", server, " sent slice ", id, " (", slice.length, " values) with ",
-          data.values().size(), " bytes at offset ", data.offset(), "; expected offset ",
-          received)));
+      Fail(absl::InternalError(absl::StrCat("server ", server, " sent slice ", id, " (",
+                                            slice.length, " values) with ", data.values().size(),
+                                            " bytes at offset ", data.offset(),
+                                            "; expected offset ", received)));
       return;
     }
     std::memcpy(flat_params_.data_ptr<float>() + slice.offset + received, data.values().data(),
@@ -232,13 +232,14 @@ class Worker::Impl : public ConnectionListener {
     const absl::Time end = absl::Now();
     forward_wait_ += end - start;
     if (tracing() && end - start > absl::Microseconds(20)) {
-      options_.trace->Complete(wait_track_, absl::StrCat("wait v", version), "wait", start, end,
-                               absl::StrCat("\"first_slice\": ", first, ", \"last_slice\": ", last));
+      options_.trace->Complete(
+          wait_track_, absl::StrCat("wait v", version), "wait", start, end,
+          absl::StrCat("\"first_slice\": ", first, ", \"last_slice\": ", last));
     }
     if (absl::IsDeadlineExceeded(s)) {
-      return absl::DeadlineExceededError(absl::StrCat(
-          "worker ", options_.rank, ": waited ", absl::FormatDuration(options_.peer_timeout),
-          " for parameters: ", s.message()));
+      return absl::DeadlineExceededError(absl::StrCat("worker ", options_.rank, ": waited ",
+                                                      absl::FormatDuration(options_.peer_timeout),
+                                                      " for parameters: ", s.message()));
     }
     return s;
   }
@@ -251,8 +252,8 @@ class Worker::Impl : public ConnectionListener {
       const int block = tensor_block_[t];
       if (block != last_traced_block_) {
         const absl::Time now = absl::Now();
-        options_.trace->Complete(compute_track_, "backward " + model_->BlockName(block),
-                                 "backward", last_gradient_time_, now,
+        options_.trace->Complete(compute_track_, "backward " + model_->BlockName(block), "backward",
+                                 last_gradient_time_, now,
                                  absl::StrCat("\"iteration\": ", iteration_));
         last_gradient_time_ = now;
         last_traced_block_ = block;
@@ -270,7 +271,8 @@ class Worker::Impl : public ConnectionListener {
     conns_[slice.server]->Send(Upstream{.kind = Upstream::Kind::kGradient,
                                         .slice_id = slice.id,
                                         .iteration = static_cast<uint64_t>(iteration_)},
-                               slice.priority, slice.id, slice.length * 4);
+                               slice.priority, slice.id,
+                               slice.length * static_cast<int64_t>(sizeof(float)));
   }
 
   // Fills a message on a connection's writer thread, reading the values from the flat
@@ -281,9 +283,8 @@ class Worker::Impl : public ConnectionListener {
       d->set_slice_id(slice.id);
       d->set_iteration(up.iteration);
       d->set_offset(static_cast<uint64_t>(offset));
-      d->set_values(
-          reinterpret_cast<const char*>(flat.data_ptr<float>() + slice.offset + offset),
-          count * sizeof(float));
+      d->set_values(reinterpret_cast<const char*>(flat.data_ptr<float>() + slice.offset + offset),
+                    count * sizeof(float));
     };
     switch (up.kind) {
       case Upstream::Kind::kInit:
@@ -350,9 +351,8 @@ absl::StatusOr<std::unique_ptr<Worker>> Worker::Create(const WorkerOptions& opti
   }
   if (options.servers.empty()) return absl::InvalidArgumentError("servers: at least one is needed");
   if (options.num_workers < 1 || options.rank < 0 || options.rank >= options.num_workers) {
-    return absl::InvalidArgumentError(absl::StrCat("rank: ", options.rank,
-                                                   " is out of range for ", options.num_workers,
-                                                   " workers"));
+    return absl::InvalidArgumentError(absl::StrCat("rank: ", options.rank, " is out of range for ",
+                                                   options.num_workers, " workers"));
   }
   const ModeTraits traits = TraitsOf(options.mode);
   ClusterSignature sig;
@@ -374,16 +374,17 @@ absl::StatusOr<std::unique_ptr<Worker>> Worker::Create(const WorkerOptions& opti
     entries.push_back({name, p.numel()});
     params.push_back(p);
   }
-  absl::StatusOr<SlicePlan> plan = SlicePlan::Create(entries, sig.plan);
-  if (!plan.ok()) return plan.status();
-  auto impl = std::make_unique<Impl>(options, std::move(model), *std::move(plan), std::move(params));
+  P3_ASSIGN_OR_RETURN(SlicePlan plan, SlicePlan::Create(entries, sig.plan));
+  auto impl = std::make_unique<Impl>(options, std::move(model), std::move(plan), std::move(params));
   P3_RETURN_IF_ERROR(impl->Setup(sig));
   return std::unique_ptr<Worker>(new Worker(std::move(impl)));
 }
 
 Worker::Worker(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Worker::~Worker() = default;
-absl::StatusOr<torch::Tensor> Worker::Forward(const torch::Tensor& input) { return impl_->Forward(input); }
+absl::StatusOr<torch::Tensor> Worker::Forward(const torch::Tensor& input) {
+  return impl_->Forward(input);
+}
 absl::Status Worker::Backward(const torch::Tensor& loss) { return impl_->Backward(loss); }
 absl::Status Worker::Sync() { return impl_->Sync(); }
 absl::Status Worker::Finish() { return impl_->Finish(); }

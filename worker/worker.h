@@ -12,17 +12,14 @@
 //   options.servers = {"10.0.0.1:7070", "10.0.0.2:7070"};
 //   options.rank = rank;
 //   options.num_workers = 4;                       // mode: p3 by default
-//   auto model = p3::models::CreateModel({.name = "resnet50"});
-//   auto worker = p3::Worker::Create(options, *model);
-//   if (!worker.ok()) return worker.status();
-//   for (int64_t it = 0; it < iterations; ++it) {
+//   P3_ASSIGN_OR_RETURN(auto model, p3::models::CreateModel({.name = "resnet50"}));
+//   P3_ASSIGN_OR_RETURN(auto worker, p3::Worker::Create(options, model));
+//   for (int64_t it = 0; it < iterations; ++it) {     // (macros: p3/status_macros.h)
 //     Batch batch = data->Get(sampler.Indices(it));
-//     absl::StatusOr<torch::Tensor> out = (*worker)->Forward(batch.input);
-//     if (!out.ok()) return out.status();
-//     torch::Tensor loss = (*model)->Loss(*out, batch.target);
-//     if (absl::Status s = (*worker)->Backward(loss); !s.ok()) return s;
+//     P3_ASSIGN_OR_RETURN(torch::Tensor out, worker->Forward(batch.input));
+//     P3_RETURN_IF_ERROR(worker->Backward(model->Loss(out, batch.target)));
 //   }
-//   return (*worker)->Finish();                     // final parameters are in the model
+//   return worker->Finish();                        // final parameters are in the model
 //
 // Not thread-safe: one training thread calls Forward/Backward/Finish; the worker's own
 // threads talk to the servers.

@@ -4,21 +4,24 @@
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <iostream>
+#include <memory>
 #include <thread>
+#include <vector>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 #include "models/model.h"
-#include "tests/cluster/test_mlp.h"
 #include "p3/checkpoint.h"
 #include "server/parameter_server.h"
+#include "tests/cluster/test_mlp.h"
 #include "worker/worker.h"
-
-#include <catch2/catch.hpp>
 
 namespace p3 {
 namespace {
 
-constexpr int64_t kBatch = 4;       // per worker
+constexpr int64_t kBatch = 4;  // per worker
 constexpr int64_t kSliceParams = 50;
 constexpr int kSteps = 4;
 
@@ -48,9 +51,9 @@ torch::Tensor Flatten(TestMlp& model) {
 torch::Tensor TrainLocal(int workers) {
   auto model = MakeModel(1);
   const OptimizerOptions o = Sgd();
-  torch::optim::SGD opt(model->parameters(), torch::optim::SGDOptions(o.lr)
-                                                 .momentum(o.momentum)
-                                                 .weight_decay(o.weight_decay));
+  torch::optim::SGD opt(
+      model->parameters(),
+      torch::optim::SGDOptions(o.lr).momentum(o.momentum).weight_decay(o.weight_decay));
   for (int step = 0; step < kSteps; ++step) {
     auto [x, y] = GlobalBatch(step, workers);
     opt.zero_grad();
@@ -64,8 +67,8 @@ struct RunSpec {
   Mode mode = Mode::kP3;
   int workers = 1;
   int servers = 1;
-  int steps = kSteps;   // train up to this iteration
-  bool finish = true;   // false: the workers vanish after `steps`, as in a crash
+  int steps = kSteps;          // train up to this iteration
+  bool finish = true;          // false: the workers vanish after `steps`, as in a crash
   std::string checkpoint_dir;  // servers save to <dir>/server_<i> every checkpoint_every
   uint64_t checkpoint_every = 0;
   bool resume = false;  // servers start from their newest checkpoint
@@ -78,9 +81,16 @@ struct ClusterResult {
   std::vector<absl::Status> status;
 };
 
+// The servers write checkpoints on their gRPC handler threads, where Catch2's assertions
+// are not safe: the outcomes are collected here and checked on the test's thread.
+struct CheckpointWrites {
+  absl::Mutex mu;
+  std::vector<absl::Status> statuses ABSL_GUARDED_BY(mu);
+};
 
 ClusterResult TrainCluster(const RunSpec& spec) {
   const int workers = spec.workers;
+  auto checkpoint_writes = std::make_shared<CheckpointWrites>();
   std::vector<std::unique_ptr<ParameterServer>> ps;
   std::vector<std::string> addresses;
   for (int s = 0; s < spec.servers; ++s) {
@@ -92,8 +102,10 @@ ClusterResult TrainCluster(const RunSpec& spec) {
     const std::string dir = spec.checkpoint_dir + "/server_" + std::to_string(s);
     if (spec.checkpoint_every > 0) {
       so.shard.checkpoint_every = spec.checkpoint_every;
-      so.shard.on_checkpoint = [dir](ShardCheckpoint c) {
-        CATCH_REQUIRE(WriteCheckpoint(c, dir).ok());
+      so.shard.on_checkpoint = [dir, checkpoint_writes](ShardCheckpoint c) {
+        absl::Status written = WriteCheckpoint(c, dir);
+        absl::MutexLock lock(&checkpoint_writes->mu);
+        checkpoint_writes->statuses.push_back(std::move(written));
       };
     }
     if (spec.resume) {
@@ -158,6 +170,13 @@ ClusterResult TrainCluster(const RunSpec& spec) {
       server->Shutdown();  // the crash: nobody finishes
     }
   }
+  ps.clear();  // no handler thread runs any more
+  absl::MutexLock lock(&checkpoint_writes->mu);
+  if (spec.checkpoint_every > 0) CATCH_CHECK_FALSE(checkpoint_writes->statuses.empty());
+  for (const absl::Status& written : checkpoint_writes->statuses) {
+    CATCH_CAPTURE(written.ToString());
+    CATCH_CHECK(written.ok());
+  }
   return result;
 }
 
@@ -172,8 +191,8 @@ double RelativeError(const torch::Tensor& a, const torch::Tensor& b) {
 CATCH_TEST_CASE("every mode trains the same parameters as local on the union of the batches") {
   torch::set_num_threads(1);
   double worst = 0;
-  for (Mode mode : {Mode::kP3, Mode::kBaseline, Mode::kSlicingOnly, Mode::kPriorityOnly,
-                    Mode::kNoOverlap}) {
+  for (Mode mode :
+       {Mode::kP3, Mode::kBaseline, Mode::kSlicingOnly, Mode::kPriorityOnly, Mode::kNoOverlap}) {
     for (int workers : {1, 2, 3}) {
       const torch::Tensor want = TrainLocal(workers);
       for (int servers : {1, 2}) {
@@ -199,8 +218,8 @@ CATCH_TEST_CASE("slices and tensors sent in parts train the same parameters as s
   // servers at 1000) travels in parts, the last one shorter, in both directions.
   for (Mode mode : {Mode::kP3, Mode::kBaseline, Mode::kPriorityOnly}) {
     CATCH_CAPTURE(ModeName(mode));
-    ClusterResult got = TrainCluster(
-        RunSpec{.mode = mode, .workers = 2, .servers = 2, .max_message_params = 7});
+    ClusterResult got =
+        TrainCluster(RunSpec{.mode = mode, .workers = 2, .servers = 2, .max_message_params = 7});
     for (int r = 0; r < 2; ++r) {
       CATCH_CAPTURE(r, got.status[r].ToString());
       CATCH_REQUIRE(got.status[r].ok());
@@ -223,21 +242,27 @@ CATCH_TEST_CASE("a run interrupted and resumed from checkpoints ends with the sa
   const std::string dir = std::string(tmp != nullptr ? tmp : "/tmp") + "/resume_test";
   CATCH_REQUIRE(std::system(("rm -rf " + dir).c_str()) == 0);
   constexpr int kTotal = 8;
-  ClusterResult uninterrupted =
-      TrainCluster(RunSpec{.workers = 2, .servers = 2, .steps = kTotal});
+  ClusterResult uninterrupted = TrainCluster(RunSpec{.workers = 2, .servers = 2, .steps = kTotal});
   CATCH_REQUIRE(uninterrupted.status[0].ok());
 
   // Checkpoints at 2 and 4; the cluster dies in iteration 5.
-  TrainCluster(RunSpec{.workers = 2, .servers = 2, .steps = 5, .finish = false,
-                       .checkpoint_dir = dir, .checkpoint_every = 2});
+  TrainCluster(RunSpec{.workers = 2,
+                       .servers = 2,
+                       .steps = 5,
+                       .finish = false,
+                       .checkpoint_dir = dir,
+                       .checkpoint_every = 2});
   for (int s = 0; s < 2; ++s) {
     auto latest = ReadLatestCheckpoint(dir + "/server_" + std::to_string(s), 0);
     CATCH_REQUIRE(latest.ok());
     CATCH_CHECK(latest->iteration == 4);
   }
   // A new cluster resumes from iteration 4 and runs to the end.
-  ClusterResult resumed = TrainCluster(RunSpec{.workers = 2, .servers = 2, .steps = kTotal,
-                                               .checkpoint_dir = dir, .checkpoint_every = 2,
+  ClusterResult resumed = TrainCluster(RunSpec{.workers = 2,
+                                               .servers = 2,
+                                               .steps = kTotal,
+                                               .checkpoint_dir = dir,
+                                               .checkpoint_every = 2,
                                                .resume = true});
   for (int r = 0; r < 2; ++r) {
     CATCH_REQUIRE(resumed.status[r].ok());

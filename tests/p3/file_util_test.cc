@@ -33,6 +33,19 @@ CATCH_TEST_CASE("an atomic write into a missing folder fails naming the file") {
   CATCH_CHECK(WriteFileAtomically("", "x").code() == absl::StatusCode::kInvalidArgument);
 }
 
+CATCH_TEST_CASE("a durable atomic write gives the same file and leaves no temporary") {
+  const std::string path = TempDir() + "/durable.bin";
+  CATCH_REQUIRE(WriteFileAtomically(path, "old", {.sync = true}).ok());
+  CATCH_REQUIRE(WriteFileAtomically(path, std::string("new\0bytes", 9), {.sync = true}).ok());
+  absl::StatusOr<std::string> read = ReadFile(path);
+  CATCH_REQUIRE(read.ok());
+  CATCH_CHECK(*read == std::string("new\0bytes", 9));
+  CATCH_CHECK_FALSE(std::filesystem::exists(path + ".tmp"));
+  const absl::Status missing =
+      WriteFileAtomically(TempDir() + "/no/such/folder/y.bin", "x", {.sync = true});
+  CATCH_CHECK(missing.code() == absl::StatusCode::kInternal);
+}
+
 CATCH_TEST_CASE("reading a missing file is NotFound naming the file") {
   absl::StatusOr<std::string> read = ReadFile(TempDir() + "/missing.txt");
   CATCH_REQUIRE_FALSE(read.ok());

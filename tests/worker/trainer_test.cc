@@ -1,0 +1,172 @@
+// RunTraining end to end on a small synthetic task: mode local in this process, and one
+// worker against an in-process server on an OS-chosen loopback port.
+#include "worker/trainer.h"
+
+#include <torch/torch.h>
+
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "p3/progress.h"
+#include "proto/config.h"
+#include "proto/config_options.h"
+#include "server/parameter_server.h"
+
+namespace p3 {
+namespace {
+
+constexpr int kIterations = 40;
+
+// An MLP on 512 synthetic 8x8 images, 40 iterations of 32 samples; `mode` and `workers` as
+// given.
+config::ExperimentConfig SmallConfig(const std::string& mode, int workers) {
+  const std::string text = absl::StrCat(R"(
+    mode: ")",
+                                        mode, R"("
+    cluster { workers: )",
+                                        workers, R"( servers: 1 peer_timeout_s: 30 }
+    model { name: "mlp" image_size: 8 in_channels: 1 }
+    data { dataset: "synthetic" synthetic_size: 512 }
+    optimizer { name: "sgd" lr: 0.05 }
+    training {
+      batch_size: )",
+                                        32 / workers, R"(
+      iterations: )",
+                                        kIterations, R"(
+      warmup_iterations: 2
+      log_every: 10
+      evaluate: true
+      threads: 1
+    }
+    scheduling { slice_params: 500 }
+  )");
+  absl::StatusOr<config::ExperimentConfig> config = config::ParseConfig(text, {});
+  CATCH_CAPTURE(config.status().ToString());
+  CATCH_REQUIRE(config.ok());
+  return *config;
+}
+
+double MeanLoss(const TrainResult& result, size_t first, size_t count) {
+  double sum = 0;
+  for (size_t i = first; i < first + count; ++i) sum += result.records[i].loss;
+  return sum / static_cast<double>(count);
+}
+
+CATCH_TEST_CASE("a local run trains every iteration, reports progress and learns") {
+  torch::set_num_threads(1);  // RunTraining leaves the thread count to its caller
+  std::ostringstream progress;
+  TrainerOptions options;
+  options.progress = &progress;
+  absl::StatusOr<TrainResult> result = RunTraining(SmallConfig("local", 2), options);
+  CATCH_CAPTURE(result.status().ToString());
+  CATCH_REQUIRE(result.ok());
+  CATCH_CHECK(result->rank == 0);
+  CATCH_CHECK(result->iterations == kIterations);
+  CATCH_REQUIRE(result->records.size() == kIterations);
+  for (int i = 0; i < kIterations; ++i) {
+    CATCH_CHECK(result->records[i].iteration == i);
+    CATCH_CHECK(std::isfinite(result->records[i].loss));
+  }
+  // Learns: the last 20 iterations' mean loss (final_loss) is well below the first 5's.
+  CATCH_CHECK(result->final_loss == Approx(MeanLoss(*result, kIterations - 20, 20)));
+  CATCH_CHECK(result->final_loss < 0.9 * MeanLoss(*result, 0, 5));
+  CATCH_REQUIRE(result->test_accuracy.has_value());
+  CATCH_CHECK(*result->test_accuracy > 0.5);  // chance is 0.1
+  CATCH_CHECK(*result->test_accuracy <= 1.0);
+  CATCH_CHECK(result->param_l2 > 0);
+  // No cluster, no traffic.
+  CATCH_CHECK(result->bytes_sent == 0);
+  CATCH_CHECK(result->bytes_received == 0);
+
+  // A PROGRESS line every 10 iterations, in the launcher's format.
+  std::vector<ProgressLine> lines;
+  for (absl::string_view line : absl::StrSplit(progress.str(), '\n', absl::SkipEmpty())) {
+    std::optional<ProgressLine> parsed = ParseProgressLine(line);
+    CATCH_CAPTURE(std::string(line));
+    CATCH_REQUIRE(parsed.has_value());
+    lines.push_back(*parsed);
+  }
+  CATCH_REQUIRE(lines.size() == 4);
+  for (size_t i = 0; i < lines.size(); ++i) {
+    CATCH_CHECK(lines[i].iteration == static_cast<int64_t>(10 * (i + 1)));
+    CATCH_CHECK(lines[i].total == kIterations);
+    CATCH_CHECK(lines[i].loss == Approx(result->records[10 * i + 9].loss).margin(1e-4));
+    CATCH_CHECK(lines[i].samples_per_second.has_value());
+    CATCH_REQUIRE(lines[i].sent_mbps.has_value());
+    CATCH_CHECK(*lines[i].sent_mbps == 0.0);
+    CATCH_REQUIRE(lines[i].received_mbps.has_value());
+    CATCH_CHECK(*lines[i].received_mbps == 0.0);
+  }
+
+  // The CSV has a header and one row per record.
+  const std::vector<std::string> csv =
+      absl::StrSplit(result->RecordsCsv(), '\n', absl::SkipEmpty());
+  CATCH_CHECK(csv.size() == kIterations + 1);
+  CATCH_CHECK(result->ToJson().find("\"iterations\": 40") != std::string::npos);
+}
+
+CATCH_TEST_CASE("one worker and one server train what the local run trains") {
+  torch::set_num_threads(1);
+  absl::StatusOr<TrainResult> local = RunTraining(SmallConfig("local", 1), {});
+  CATCH_REQUIRE(local.ok());
+
+  const config::ExperimentConfig config = SmallConfig("p3", 1);
+  ServerOptions so;  // 127.0.0.1, port 0
+  so.shard.num_workers = 1;
+  so.shard.optimizer = OptimizerFromConfig(config);
+  absl::StatusOr<std::unique_ptr<ParameterServer>> server = ParameterServer::Start(so);
+  CATCH_REQUIRE(server.ok());
+  TrainerOptions options;
+  options.servers = {absl::StrCat("127.0.0.1:", (*server)->port())};
+  absl::StatusOr<TrainResult> cluster = RunTraining(config, options);
+  CATCH_CAPTURE(cluster.status().ToString());
+  CATCH_REQUIRE(cluster.ok());
+  CATCH_CHECK((*server)->Wait().ok());
+
+  CATCH_CHECK(cluster->iterations == kIterations);
+  CATCH_REQUIRE(cluster->records.size() == local->records.size());
+  for (size_t i = 0; i < local->records.size(); ++i) {
+    CATCH_CHECK(cluster->records[i].loss == Approx(local->records[i].loss).epsilon(1e-4));
+  }
+  CATCH_CHECK(cluster->param_l2 == Approx(local->param_l2).epsilon(1e-5));
+  CATCH_CHECK(cluster->bytes_sent > 0);
+  CATCH_CHECK(cluster->bytes_received > 0);
+}
+
+CATCH_TEST_CASE("a config the trainer cannot run is an error naming what is wrong") {
+  config::ExperimentConfig config = SmallConfig("local", 1);
+  config.set_mode("fastest");
+  absl::StatusOr<TrainResult> result = RunTraining(config, {});
+  CATCH_REQUIRE_FALSE(result.ok());
+  CATCH_CHECK(result.status().code() == absl::StatusCode::kInvalidArgument);
+  CATCH_CHECK(std::string(result.status().message()).find("fastest") != std::string::npos);
+
+  config = SmallConfig("local", 1);
+  config.mutable_model()->set_name("no_such_model");
+  result = RunTraining(config, {});
+  CATCH_REQUIRE_FALSE(result.ok());
+  CATCH_CHECK(std::string(result.status().message()).find("no_such_model") != std::string::npos);
+
+  config = SmallConfig("local", 1);
+  config.mutable_data()->set_dataset("fashion_mnist");
+  config.mutable_data()->set_path("/nonexistent/fashion-mnist");
+  result = RunTraining(config, {});
+  CATCH_REQUIRE_FALSE(result.ok());
+  CATCH_CHECK(std::string(result.status().message()).find("/nonexistent/fashion-mnist") !=
+              std::string::npos);
+
+  // A cluster mode needs servers to talk to.
+  result = RunTraining(SmallConfig("p3", 1), {});
+  CATCH_REQUIRE_FALSE(result.ok());
+  CATCH_CHECK(result.status().code() == absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace p3
