@@ -18,6 +18,7 @@
 #include "proto/config.h"
 #include "tools/launcher/backends.h"
 #include "tools/launcher/network_setup.h"
+#include "tools/launcher/run_layout.h"
 #include "tools/launcher/summary.h"
 #include "tools/trace_merge.h"
 
@@ -33,8 +34,6 @@ ProgressDisplay::Options DisplayOptions(const LauncherOptions& options) {
 }
 
 }  // namespace
-
-std::string Launcher::Child::name() const { return absl::StrCat(role, "_", index); }
 
 std::string Launcher::Child::label() const {
   return host != nullptr ? absl::StrCat(role, " ", index, " on ", host->destination)
@@ -68,56 +67,21 @@ int Launcher::PidOf(const Child& child) const {
 }
 
 absl::Status Launcher::PrepareOutputDir(bool clear_stale, bool write_config) {
-  fs::path out(config_.output_dir());
-  if (out.is_relative()) out = fs::path(options_.working_dir) / out;
-  out = out.lexically_normal();
-  output_dir_ = out.string();
-  std::error_code error;
-  for (const char* sub : {"", "logs", "ports", "results", "records", "traces"}) {
-    if (std::string(sub) == "traces" && !config_.trace()) continue;
-    fs::create_directories(out / sub, error);
-    if (error) {
-      return absl::PermissionDeniedError(
-          absl::StrCat("output_dir: cannot create ", (out / sub).string(), ": ", error.message()));
-    }
-  }
-  config_out_ = (out / "config.textproto").string();
-  summary_path_ = (out / "summary.json").string();
-  // Files of an earlier run in the same folder must not be mistaken for this run's.
-  if (clear_stale) {
-    fs::remove(summary_path_, error);
-    fs::remove(out / "trace.json", error);
-  }
   const bool emulated = config::NetworkEmulated(config_) && options_.hosts.empty();
-  const int machines = !options_.hosts.empty() ? static_cast<int>(options_.hosts.size())
-                                               : (emulated ? config_.network().machines() : 1);
-  auto add = [&](const std::string& role, int index, int machine) -> Child& {
+  RunLayoutOptions layout_options;
+  layout_options.working_dir = options_.working_dir;
+  layout_options.machines = !options_.hosts.empty() ? static_cast<int>(options_.hosts.size())
+                                                    : (emulated ? config_.network().machines() : 1);
+  layout_options.clear_stale = clear_stale;
+  P3_ASSIGN_OR_RETURN(const RunLayout layout, MakeRunLayout(config_, layout_options));
+  output_dir_ = layout.output_dir;
+  config_out_ = layout.config_path;
+  summary_path_ = layout.summary_path;
+  for (const ProcessFiles& files : layout.processes) {
     Child child;
-    child.role = role;
-    child.index = index;
-    child.machine = machine;
-    if (!options_.hosts.empty()) child.host = &options_.hosts[machine];
-    child.log_path = (out / "logs" / (child.name() + ".log")).string();
-    if (config_.trace()) {
-      child.trace_file = (out / "traces" / (child.name() + ".json")).string();
-      if (clear_stale) fs::remove(child.trace_file, error);
-    }
+    static_cast<ProcessFiles&>(child) = files;
+    if (!options_.hosts.empty()) child.host = &options_.hosts[child.machine];
     children_.push_back(child);
-    return children_.back();
-  };
-  for (int i = 0; i < config::ServerProcessCount(config_); ++i) {
-    Child& server = add("server", i, config::ServerMachine(config_, i, machines));
-    server.port_file = (out / "ports" / (server.name() + ".port")).string();
-    if (clear_stale) fs::remove(server.port_file, error);
-  }
-  for (int r = 0; r < config::WorkerProcessCount(config_); ++r) {
-    Child& worker = add("worker", r, config::WorkerMachine(config_, r, machines));
-    worker.result_file = (out / "results" / (worker.name() + ".json")).string();
-    worker.records_file = (out / "records" / (worker.name() + ".csv")).string();
-    if (clear_stale) {
-      fs::remove(worker.result_file, error);
-      fs::remove(worker.records_file, error);
-    }
   }
   if (!write_config) return absl::OkStatus();
 

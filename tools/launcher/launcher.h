@@ -5,8 +5,9 @@
 // reads the results, merges the traces and writes summary.json. If a process fails, or a
 // termination signal arrives, it stops the others and reports the first failure.
 //
-// The pieces are separate units: ProcessSupervisor (fork/exec, signalfd/inotify loop),
-// ProgressDisplay, summary.h, network_setup.h and backends.h. launch_cluster.cc reads the
+// The pieces are separate units: run_layout.h (the output folder), ProcessSupervisor
+// (fork/exec, signalfd/inotify loop), ProgressDisplay, summary.h, network_setup.h and
+// backends.h. launch_cluster.cc reads the
 // flags and fills LauncherOptions.
 //
 // Example:
@@ -37,6 +38,7 @@
 #include "proto/config.pb.h"
 #include "tools/launcher/process_supervisor.h"
 #include "tools/launcher/progress_display.h"
+#include "tools/launcher/run_layout.h"
 #include "tools/multihost.h"
 #include "tools/netem.h"
 
@@ -91,23 +93,15 @@ class Launcher {
   int Collect();
 
  private:
-  // One server or worker process.
-  struct Child {
-    std::string role;  // "server" or "worker".
-    int index = 0;     // Server index or worker rank.
-    int machine = 0;   // Emulated machine, or host index with --hosts.
-    std::string log_path;
-    std::string port_file;                         // Servers.
-    std::string result_file;                       // Workers.
-    std::string records_file;                      // Workers.
-    std::string trace_file;                        // When the config says trace: true.
+  // One server or worker process: its files and what the launcher knows of it.
+  struct Child : ProcessFiles {
     std::string ns_path;                           // Network namespace to enter (emulated network).
     const Host* host = nullptr;                    // With --hosts: the host it runs on over ssh.
     int id = -1;                                   // In supervisor_, once started.
     std::optional<int> port;                       // Servers, once published.
     std::optional<nlohmann::ordered_json> result;  // Workers, once read.
 
-    std::string name() const;
+    // "worker 1", "worker 1 on alice@node2".
     std::string label() const;
   };
 

@@ -20,6 +20,23 @@
 #include "tools/netem.h"
 
 namespace p3::tools::launcher {
+namespace {
+
+// In a forked child, before unblocking signals: the parent's handlers (a test framework's,
+// say) must not run in the child if a signal arrives before exec. Ignored signals stay
+// ignored, as exec would keep them. Async-signal-safe.
+void ResetSignalHandlers() {
+  struct sigaction default_action = {};
+  default_action.sa_handler = SIG_DFL;
+  for (int sig = 1; sig < NSIG; ++sig) {
+    struct sigaction current = {};
+    if (sigaction(sig, nullptr, &current) != 0) continue;
+    if (current.sa_handler == SIG_DFL || current.sa_handler == SIG_IGN) continue;
+    sigaction(sig, &default_action, nullptr);
+  }
+}
+
+}  // namespace
 
 bool ProcessState::exited_cleanly() const {
   return !running && pid > 0 && WIFEXITED(wait_status) && WEXITSTATUS(wait_status) == 0;
@@ -98,6 +115,7 @@ absl::StatusOr<int> ProcessSupervisor::Start(const ProcessSpec& spec) {
     setpgid(0, 0);  // Own process group: stopped as a group, deaf to the terminal's ^C.
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (getppid() != parent) _exit(127);  // The launcher died before prctl.
+    ResetSignalHandlers();
     sigprocmask(SIG_SETMASK, &original_mask_, nullptr);
     if (stdin_fd >= 0) dup2(stdin_fd, STDIN_FILENO);
     dup2(log_fd, STDOUT_FILENO);
@@ -244,6 +262,7 @@ bool ProcessSupervisor::RunQuietly(const std::vector<std::string>& argv,
   }
   const pid_t pid = fork();
   if (pid == 0) {
+    ResetSignalHandlers();
     sigprocmask(SIG_SETMASK, &original_mask_, nullptr);
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     dup2(null_fd, STDIN_FILENO);
