@@ -58,11 +58,13 @@
 ABSL_FLAG(std::string, config, "configs/default.textproto",
           "Experiment config (text format). A relative path is looked up first in "
           "$BUILD_WORKING_DIRECTORY (where `bazel run` was invoked), then in the current "
-          "directory (the runfiles tree under `bazel run`).");
+          "directory, then in the launcher's runfiles (configs/ comes with it).");
 ABSL_FLAG(std::string, server_binary, "server/p3_server",
-          "Server executable; relative paths resolve like --config.");
+          "Server executable; relative paths resolve like --config (the default is in the "
+          "launcher's runfiles).");
 ABSL_FLAG(std::string, worker_binary, "worker/p3_worker",
-          "Worker executable; relative paths resolve like --config.");
+          "Worker executable; relative paths resolve like --config (the default is in the "
+          "launcher's runfiles).");
 ABSL_FLAG(double, kill_grace_s, 5, "Seconds between SIGTERM and SIGKILL when stopping processes.");
 ABSL_FLAG(int, log_tail_lines, 20, "Lines of a failed process's log to print.");
 ABSL_FLAG(
