@@ -1,6 +1,7 @@
 #include "tools/multihost.h"
 
 #include <algorithm>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -37,9 +38,11 @@ std::string Indent(absl::string_view text, int indent) {
   return out;
 }
 
-// A YAML double-quoted scalar.
+// A YAML double-quoted scalar: a JSON string is one (YAML 1.2 is a superset of JSON), and
+// nlohmann/json escapes quotes, backslashes and control characters.
 std::string YamlString(absl::string_view text) {
-  return absl::StrCat("\"", absl::StrReplaceAll(text, {{"\\", "\\\\"}, {"\"", "\\\""}}), "\"");
+  return nlohmann::json(std::string(text))
+      .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
 }  // namespace

@@ -28,6 +28,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "p3/status_macros.h"
 
 namespace p3::tools {
 namespace {
@@ -216,16 +217,15 @@ std::string SubnetProblem(const std::string& subnet) {
 }
 
 absl::StatusOr<std::vector<std::string>> MachineAddresses(const std::string& subnet, int machines) {
-  absl::StatusOr<Subnet> parsed = ParseSubnet(subnet);
-  if (!parsed.ok()) return parsed.status();
-  const int64_t hosts = (int64_t{1} << (32 - parsed->prefix)) - 2;
+  P3_ASSIGN_OR_RETURN(const Subnet parsed, ParseSubnet(subnet));
+  const int64_t hosts = (int64_t{1} << (32 - parsed.prefix)) - 2;
   if (machines < 1 || machines > hosts) {
     return absl::InvalidArgumentError(
         absl::StrCat("subnet ", subnet, " has room for ", hosts, " machines, not ", machines));
   }
   std::vector<std::string> addresses;
   for (int i = 0; i < machines; ++i) {
-    addresses.push_back(FormatAddress(parsed->network + static_cast<uint32_t>(i) + 1));
+    addresses.push_back(FormatAddress(parsed.network + static_cast<uint32_t>(i) + 1));
   }
   return addresses;
 }
@@ -245,8 +245,8 @@ int64_t EffectiveBurstBytes(const NetworkSpec& spec) {
 }
 
 absl::StatusOr<std::vector<std::vector<std::string>>> NetworkCommands(const NetworkSpec& spec) {
-  absl::StatusOr<std::vector<std::string>> addresses = MachineAddresses(spec.subnet, spec.machines);
-  if (!addresses.ok()) return addresses.status();
+  P3_ASSIGN_OR_RETURN(const std::vector<std::string> addresses,
+                      MachineAddresses(spec.subnet, spec.machines));
   if (!(spec.rate_bits_per_second >= 0) || std::isinf(spec.rate_bits_per_second)) {
     return absl::InvalidArgumentError("the link rate must be a finite number >= 0");
   }
@@ -276,7 +276,7 @@ absl::StatusOr<std::vector<std::vector<std::string>>> NetworkCommands(const Netw
         {"ip", "-n", ns, "link", "set", "lo", "up"},
         {"ip", "link", "add", "eth0", "netns", ns, "type", "veth", "peer", "name", port, "netns",
          bridge},
-        {"ip", "-n", ns, "addr", "add", absl::StrCat((*addresses)[i], "/", prefix_length), "dev",
+        {"ip", "-n", ns, "addr", "add", absl::StrCat(addresses[i], "/", prefix_length), "dev",
          "eth0"},
         {"ip", "-n", ns, "link", "set", "eth0", "up"},
         {"ip", "-n", bridge, "link", "set", port, "master", "br0"},
@@ -410,12 +410,11 @@ absl::StatusOr<std::unique_ptr<EmulatedNetwork>> EmulatedNetwork::Create(const N
 
 absl::StatusOr<std::unique_ptr<EmulatedNetwork>> EmulatedNetwork::CreateWithRunner(
     const NetworkSpec& spec, CommandRunner run) {
-  absl::StatusOr<std::vector<std::vector<std::string>>> commands = NetworkCommands(spec);
-  if (!commands.ok()) return commands.status();
+  P3_ASSIGN_OR_RETURN(const std::vector<std::vector<std::string>> commands, NetworkCommands(spec));
   absl::StatusOr<std::vector<std::string>> addresses = MachineAddresses(spec.subnet, spec.machines);
   std::unique_ptr<EmulatedNetwork> network(
       new EmulatedNetwork(spec, *std::move(addresses), std::move(run)));
-  for (const std::vector<std::string>& command : *commands) {
+  for (const std::vector<std::string>& command : commands) {
     absl::Status status = network->run_(command);
     if (!status.ok()) {
       network->Destroy().IgnoreError();

@@ -2,10 +2,11 @@
 //
 // Each worker and server writes its own trace (p3/trace.h) with a distinct pid (workers
 // 100 + rank, servers 200 + index); timestamps are microseconds of the wall clock, so the
-// files merge by concatenating their `traceEvents` arrays. Events are copied verbatim
-// (metadata events such as process_name / thread_name included); nothing is re-encoded.
-// The input may be the JSON Object Format ({"traceEvents": [...], ...}) or the JSON Array
-// Format ([...]); the output is always the Object Format, which Perfetto
+// files merge by concatenating their `traceEvents` arrays. Every event is kept, metadata
+// events such as process_name / thread_name included, with its members in file order
+// (parsed and written again by nlohmann/json: only the spacing changes). The input may be
+// the JSON Object Format ({"traceEvents": [...], ...}) or the JSON Array Format ([...]);
+// the output is always the Object Format, one event per line, which Perfetto
 // (https://ui.perfetto.dev) and chrome://tracing open.
 //
 // Example:
@@ -27,7 +28,7 @@
 
 namespace p3::tools {
 
-// One parsed trace file: its events as raw JSON texts, in file order.
+// One parsed trace file: its events as compact JSON texts, in file order.
 struct TraceEvents {
   std::vector<std::string> events;
   // Sum of otherData.dropped_events (events a recorder dropped at its limit). Default: 0.
@@ -42,11 +43,12 @@ struct TraceMergeStats {
 };
 
 // Parses one trace in the Object or the Array Format. The JSON must be well formed and
-// every event must be an object; errors say where (byte offset) and what was expected.
+// every event must be an object; errors say where (byte offset of a syntax error, index
+// of an event that is not an object) and what was expected.
 absl::StatusOr<TraceEvents> ParseTraceEvents(absl::string_view json);
 
 // Reads every file in `inputs` (errors name the file), and writes one trace with all
-// their events to `output` atomically (temporary file + rename). An input that cannot be
+// their events to `output` atomically (p3::WriteFileAtomically). An input that cannot be
 // read or parsed is an error: nothing is written.
 absl::StatusOr<TraceMergeStats> MergeTraceFiles(const std::vector<std::string>& inputs,
                                                 const std::string& output);

@@ -1,0 +1,90 @@
+#include <catch2/catch.hpp>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "tools/launcher/command_line.h"
+
+namespace p3::tools::launcher {
+namespace {
+
+namespace fs = std::filesystem;
+
+// A fresh folder under TEST_TMPDIR.
+std::string FreshDir(const std::string& name) {
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  const fs::path dir = fs::path(tmp != nullptr ? tmp : "/tmp") / name;
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  return dir.string();
+}
+
+void Touch(const std::string& path) {
+  fs::create_directories(fs::path(path).parent_path());
+  std::ofstream(path) << "x";
+}
+
+CATCH_TEST_CASE(
+    "a relative path is found where bazel run was invoked, then here, then in runfiles") {
+  const std::string invoked = FreshDir("invoked");
+  const std::string current = FreshDir("current");
+  const std::string runfiles = FreshDir("runfiles");
+  PathSearch search;
+  search.invocation_dir = invoked;
+  search.current_dir = current;
+  search.runfile = [&](const std::string& path) { return runfiles + "/p3/" + path; };
+
+  Touch(runfiles + "/p3/server/p3_server");
+  CATCH_CHECK(ResolveInputPath("server/p3_server", search) == runfiles + "/p3/server/p3_server");
+  Touch(current + "/server/p3_server");
+  CATCH_CHECK(ResolveInputPath("server/p3_server", search) == current + "/server/p3_server");
+  Touch(invoked + "/server/p3_server");
+  CATCH_CHECK(ResolveInputPath("./server//p3_server", search) == invoked + "/server/p3_server");
+}
+
+CATCH_TEST_CASE("a folder of the same name is skipped, and a missing file resolves to here") {
+  const std::string current = FreshDir("current_dir_case");
+  const std::string runfiles = FreshDir("runfiles_dir_case");
+  PathSearch search;
+  search.current_dir = current;
+  search.runfile = [&](const std::string& path) { return runfiles + "/p3/" + path; };
+  // A source folder named like the binary (the workspace has server/, not the binary).
+  fs::create_directories(current + "/server/p3_server");
+  Touch(runfiles + "/p3/server/p3_server");
+  CATCH_CHECK(ResolveInputPath("server/p3_server", search) == runfiles + "/p3/server/p3_server");
+
+  CATCH_CHECK(ResolveInputPath("no/such_file", search) == current + "/no/such_file");
+  search.runfile = nullptr;  // No runfiles (a copied binary): still the current folder.
+  CATCH_CHECK(ResolveInputPath("no/such_file", search) == current + "/no/such_file");
+}
+
+CATCH_TEST_CASE("an absolute path is only normalised") {
+  PathSearch search;
+  search.current_dir = "/somewhere";
+  CATCH_CHECK(ResolveInputPath("/a/./b/../c", search) == "/a/c");
+}
+
+CATCH_TEST_CASE("--set flags are taken out in order, with or without '=', commas kept") {
+  std::vector<std::string> words = {"launch_cluster",
+                                    "--config=x.textproto",
+                                    "--set=training.iterations=5",
+                                    "--set",
+                                    "cluster.host=::1",
+                                    "-set=name=a,b",
+                                    "--kill_grace_s=1",
+                                    "--",
+                                    "--set=after_dashes"};
+  std::vector<char*> argv;
+  for (std::string& word : words) argv.push_back(word.data());
+  const std::vector<std::string> sets = ExtractSetFlags(argv);
+  CATCH_CHECK(sets ==
+              std::vector<std::string>{"training.iterations=5", "cluster.host=::1", "name=a,b"});
+  std::vector<std::string> rest(argv.begin(), argv.end());
+  CATCH_CHECK(rest == std::vector<std::string>{"launch_cluster", "--config=x.textproto",
+                                               "--kill_grace_s=1", "--", "--set=after_dashes"});
+}
+
+}  // namespace
+}  // namespace p3::tools::launcher

@@ -1,0 +1,160 @@
+// One experiment on a local cluster, or over ssh on several hosts: the launcher's
+// orchestration (docs/launcher.md). It writes the resolved config, builds the emulated
+// network if the config asks for one, starts the servers and waits for their ports,
+// starts the workers, shows rank 0's progress, and when every process has exited cleanly
+// reads the results, merges the traces and writes summary.json. If a process fails, or a
+// termination signal arrives, it stops the others and reports the first failure.
+//
+// The pieces are separate units: run_layout.h (the output folder), ProcessSupervisor
+// (fork/exec, signalfd/inotify loop), ProgressDisplay, summary.h, network_setup.h and
+// backends.h. launch_cluster.cc reads the
+// flags and fills LauncherOptions.
+//
+// Example:
+//   LauncherOptions options;
+//   options.config_path = "/home/me/p3/configs/local.textproto";
+//   options.server_binary = "/home/me/p3/bazel-bin/server/p3_server";
+//   options.worker_binary = "/home/me/p3/bazel-bin/worker/p3_worker";
+//   options.working_dir = "/home/me/p3";
+//   absl::StatusOr<config::ExperimentConfig> config =
+//       config::LoadConfig(options.config_path, {});
+//   Launcher launcher(options, *config);
+//   return launcher.Run();   // the process exit status
+//
+// Thread-compatible; meant for a single-threaded program (Run() forks, and blocks
+// SIGCHLD, SIGINT, SIGTERM and SIGHUP while it runs).
+#ifndef P3_TOOLS_LAUNCHER_LAUNCHER_H_
+#define P3_TOOLS_LAUNCHER_LAUNCHER_H_
+
+#include <iostream>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "proto/config.pb.h"
+#include "tools/launcher/process_supervisor.h"
+#include "tools/launcher/progress_display.h"
+#include "tools/launcher/run_layout.h"
+#include "tools/multihost.h"
+#include "tools/netem.h"
+
+namespace p3::tools::launcher {
+
+struct LauncherOptions {
+  // Absolute paths of the config file (named in the resolved config's header) and of the
+  // binaries. Required (the binaries not for Collect()).
+  std::string config_path;
+  std::string server_binary;
+  std::string worker_binary;
+  // Folder that a relative config output_dir is relative to. Required.
+  std::string working_dir;
+  // The --set overrides, in order (listed in the resolved config's header). Default: none.
+  std::vector<std::string> overrides;
+  // Between SIGTERM and SIGKILL when stopping processes. Default: 5 seconds.
+  absl::Duration kill_grace = absl::Seconds(5);
+  // Lines of a failed process's log to show. Default: 20.
+  int log_tail_lines = 20;
+  // Redraw one progress line in place (stdout is a terminal). Default: false.
+  bool live_progress = false;
+  // Hosts to run on over ssh; empty: this machine. Default: empty.
+  std::vector<Host> hosts;
+  // The ssh command with --hosts. Default: {"ssh"}.
+  std::vector<std::string> ssh_command = {"ssh"};
+  // Servers listen on server_port + index when > 0; 0: OS-chosen, read from port files.
+  // Default: 0.
+  int server_port = 0;
+  // With hosts: the processes' output folder on their hosts; empty: output_dir (a shared
+  // file system). Default: empty.
+  std::string remote_output_dir;
+};
+
+class Launcher {
+ public:
+  Launcher(LauncherOptions options, config::ExperimentConfig config);
+  // Stops any process still running and removes the emulated network.
+  ~Launcher();
+
+  Launcher(const Launcher&) = delete;
+  Launcher& operator=(const Launcher&) = delete;
+
+  // Runs the experiment; returns the process exit status (0 success, 1 a process failed
+  // or a result was malformed, 2 the output folder cannot be made, 128 + signal when
+  // interrupted).
+  int Run();
+
+  // --check_network: builds the network, measures its links strictly, removes it.
+  int CheckNetworkOnly();
+
+  // --collect: summary.json and trace.json from the files a run left in output_dir.
+  int Collect();
+
+ private:
+  // One server or worker process: its files and what the launcher knows of it.
+  struct Child : ProcessFiles {
+    std::string ns_path;                           // Network namespace to enter (emulated network).
+    const Host* host = nullptr;                    // With --hosts: the host it runs on over ssh.
+    int id = -1;                                   // In supervisor_, once started.
+    std::optional<int> port;                       // Servers, once published.
+    std::optional<nlohmann::ordered_json> result;  // Workers, once read.
+
+    // "worker 1", "worker 1 on alice@node2".
+    std::string label() const;
+  };
+
+  // The child's process state; null before it started.
+  const ProcessState* StateOf(const Child& child) const;
+  bool Running(const Child& child) const;
+  int PidOf(const Child& child) const;
+
+  // Lists the processes with their files (removing those of an earlier run when
+  // `clear_stale`) and, when `write_config`, writes the resolved config.
+  absl::Status PrepareOutputDir(bool clear_stale, bool write_config);
+  absl::Status SetUpNetwork();
+  absl::Status CheckLinks(bool strict);
+  void MergeTraces();
+  absl::Status FetchRemoteFiles();
+  std::string RemotePath(const std::string& local) const;
+  std::string ServerAddress(const Child& child) const;
+  absl::Status StartProcess(Child& child, const std::string& binary,
+                            const std::vector<std::string>& args);
+  absl::Status StartServers();
+  absl::Status StartWorkers();
+  absl::Status WaitForPorts();
+  absl::Status WaitForWorkers();
+  absl::Status WaitForServers();
+  absl::Status ReadResults();
+  absl::Status WriteSummary();
+  absl::Status CheckForFailure();
+  absl::Status FailureOf(const Child& child, const std::string& what);
+  absl::Status Interrupted() const;
+  void StopAll();
+  void UpdateProgress();
+  void PrintTable();
+  void Say(const std::string& line) { display_.Say(line); }
+
+  const LauncherOptions options_;
+  const config::ExperimentConfig config_;
+  std::vector<Child> children_;  // Servers first, then workers by rank.
+  // Declared before supervisor_: removed after every process in it was stopped.
+  std::unique_ptr<EmulatedNetwork> network_;
+  bool network_used_ = false;
+  std::unique_ptr<ProcessSupervisor> supervisor_;
+  std::vector<LinkMeasurement> link_checks_;
+  ProgressDisplay display_;
+  std::optional<LogFollower> rank0_log_;
+  std::string trace_path_;  // Set once trace.json is written.
+  absl::Time start_time_;
+
+  std::string output_dir_;
+  std::string config_out_;
+  std::string config_text_;
+  std::string summary_path_;
+};
+
+}  // namespace p3::tools::launcher
+
+#endif  // P3_TOOLS_LAUNCHER_LAUNCHER_H_
