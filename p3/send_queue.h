@@ -64,7 +64,9 @@ class PrioritySendQueue {
   // std::nullopt once the queue is closed.
   std::optional<Item> Pop() {
     absl::MutexLock lock(&mu_);
+    ++waiters_;
     mu_.Await(absl::Condition(this, &PrioritySendQueue::CanPopOrClosed));
+    --waiters_;
     if (closed_) return std::nullopt;
     return TakeTop();
   }
@@ -93,6 +95,19 @@ class PrioritySendQueue {
   size_t size() const {
     absl::MutexLock lock(&mu_);
     return heap_.size();
+  }
+
+  // Threads blocked in Pop() now. For tests and monitoring.
+  int waiters() const {
+    absl::MutexLock lock(&mu_);
+    return waiters_;
+  }
+
+  // For tests: returns once at least `n` threads are blocked in Pop().
+  void AwaitWaiters(int n) const {
+    absl::MutexLock lock(&mu_);
+    auto enough = [this, n]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return waiters_ >= n; };
+    mu_.Await(absl::Condition(&enough));
   }
 
  private:
@@ -128,6 +143,7 @@ class PrioritySendQueue {
   int64_t in_flight_bytes_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t in_flight_items_ ABSL_GUARDED_BY(mu_) = 0;
   bool closed_ ABSL_GUARDED_BY(mu_) = false;
+  int waiters_ ABSL_GUARDED_BY(mu_) = 0;  // Threads inside Pop()'s wait.
 };
 
 }  // namespace p3

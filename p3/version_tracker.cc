@@ -21,7 +21,10 @@ absl::Status VersionTracker::WaitFor(int first, int last, uint64_t version, absl
     while (cursor < last && versions_[cursor] >= version + 1) ++cursor;
     return cursor >= last;
   };
-  if (!mu_.AwaitWithDeadline(absl::Condition(&ready), deadline)) {
+  ++waiters_;
+  const bool in_time = mu_.AwaitWithDeadline(absl::Condition(&ready), deadline);
+  --waiters_;
+  if (!in_time) {
     int missing = 0;
     for (int i = first; i < last; ++i) missing += versions_[i] < version + 1;
     return absl::DeadlineExceededError(absl::StrCat(
@@ -41,6 +44,17 @@ int VersionTracker::Missing(int first, int last, uint64_t version) const {
   int missing = 0;
   for (int i = first; i < last; ++i) missing += versions_[i] < version + 1;
   return missing;
+}
+
+int VersionTracker::waiters() const {
+  absl::MutexLock lock(&mu_);
+  return waiters_;
+}
+
+void VersionTracker::AwaitWaiters(int n) const {
+  absl::MutexLock lock(&mu_);
+  auto enough = [this, n]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return waiters_ >= n; };
+  mu_.Await(absl::Condition(&enough));
 }
 
 }  // namespace p3

@@ -42,11 +42,18 @@ class VersionTracker {
   // Number of slices in [first, last) holding less than `version`.
   int Missing(int first, int last, uint64_t version) const;
 
+  // Threads blocked in WaitFor() now. For tests and monitoring.
+  int waiters() const;
+
+  // For tests: returns once at least `n` threads are blocked in WaitFor().
+  void AwaitWaiters(int n) const;
+
  private:
   mutable absl::Mutex mu_;
   // versions_[i] = version + 1 of slice i, 0 when nothing has arrived.
   std::vector<uint64_t> versions_ ABSL_GUARDED_BY(mu_);
   absl::Status abort_status_ ABSL_GUARDED_BY(mu_);
+  int waiters_ ABSL_GUARDED_BY(mu_) = 0;  // Threads inside WaitFor()'s wait.
 };
 
 }  // namespace p3

@@ -22,6 +22,9 @@ PACKAGES=(
   iproute2       # launch_cluster's emulated network: ip netns, veth, bridge, tc tbf
   iperf3         # tools_netem_test cross-checks the emulated links with it
   openssh-client # launch_cluster --hosts runs processes over ssh
+  openssh-server # //tests/tools:multihost_launch_test's ssh cases start their own sshd
+                 # (own config, free loopback port); the package's ssh service is not used
+  procps         # pgrep, in the same ssh cases
   python3-yaml   # tools_multihost_launch_test parses the Kubernetes manifests
 )
 

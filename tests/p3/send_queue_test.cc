@@ -78,9 +78,12 @@ CATCH_TEST_CASE("closing wakes a blocked consumer and refuses further pushes") {
   PrioritySendQueue<std::string> q;
   bool got_nullopt = false;
   std::thread consumer([&] { got_nullopt = !q.Pop().has_value(); });
+  q.AwaitWaiters(1);  // The consumer is blocked in Pop(): Close() must wake it.
+  CATCH_CHECK(q.waiters() == 1);
   q.Close();
   consumer.join();
   CATCH_CHECK(got_nullopt);
+  CATCH_CHECK(q.waiters() == 0);
   CATCH_CHECK_FALSE(q.Push("x", 0, 0, 1));
   q.Close();  // twice is fine
 }

@@ -14,6 +14,7 @@ CATCH_TEST_CASE("waiting for a block returns once all its slices reach the versi
   CATCH_CHECK(t.WaitFor(0, 2, 0, absl::InfiniteFuture()).ok());
   CATCH_CHECK(t.Missing(0, 4, 0) == 2);
   std::thread receiver([&] {
+    t.AwaitWaiters(1);  // The slices arrive while the main thread waits for them.
     t.MarkArrived(2, 0);
     t.MarkArrived(3, 1);
   });
@@ -32,10 +33,14 @@ CATCH_TEST_CASE("a slice that never arrives gives DeadlineExceeded, not a hang")
 
 CATCH_TEST_CASE("abort wakes waiters with the abort status") {
   VersionTracker t(1);
-  std::thread killer([&] { t.Abort(absl::UnavailableError("server 1 is gone")); });
+  std::thread killer([&] {
+    t.AwaitWaiters(1);  // The main thread is blocked in WaitFor(): Abort() must wake it.
+    t.Abort(absl::UnavailableError("server 1 is gone"));
+  });
   absl::Status s = t.WaitFor(0, 1, 0, absl::InfiniteFuture());
   killer.join();
   CATCH_CHECK(absl::IsUnavailable(s));
+  CATCH_CHECK(t.waiters() == 0);
   t.Abort(absl::InternalError("second"));  // the first wins
   CATCH_CHECK(absl::IsUnavailable(t.WaitFor(0, 1, 0, absl::InfiniteFuture())));
 }

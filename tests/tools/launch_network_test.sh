@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # //tools:launch_cluster with an emulated network (docs/network.md), against the fake
-# server and worker. Needs root (network namespaces); otherwise it says so and passes.
+# server and worker. Needs root (network namespaces); otherwise its cases are reported as
+# skipped (tests/testing/skip.sh), and it passes.
 # Every case checks that the launcher's namespaces are gone afterwards. Link checks are
 # bounded (1 s per link at 1 Gbit/s).
 set -uo pipefail
+
+source tests/testing/skip.sh
 
 LAUNCHER=tools/launch_cluster
 TMP="${TEST_TMPDIR:-$(mktemp -d)}"
@@ -29,7 +32,11 @@ namespaces_of() { ip netns list 2>/dev/null | grep -c "^p3-$1-" ; }
 # The "needs root" message can be checked by anyone root can become: do it first.
 case_name=not_root
 output="$TMP/$case_name.out"
-if [[ $(id -u) -eq 0 ]] && command -v setpriv >/dev/null; then
+if ! p3_is_root; then
+  p3_skip "not_root case" "becoming nobody to check the launcher's message needs root (running as $(id -un))"
+elif ! command -v setpriv >/dev/null; then
+  p3_skip "not_root case" "setpriv (util-linux) is not installed"
+else
   # The test's files are under root's home: give the unprivileged user copies.
   public=$(mktemp -d /tmp/p3_network_test.XXXXXX)
   chmod 755 "$public"
@@ -54,14 +61,20 @@ if [[ $(id -u) -eq 0 ]] && command -v setpriv >/dev/null; then
   fi
 fi
 
-if [[ $(id -u) -ne 0 ]] || ! ip netns add "p3-$$-probe" 2>"$TMP/probe.err"; then
-  echo "SKIPPED: emulated-network cases need root and network namespaces" \
-    "($(id -un); $(cat "$TMP/probe.err" 2>/dev/null))"
+can_emulate=0
+if ! p3_is_root; then
+  p3_skip "emulated-network cases" "need root for network namespaces (running as $(id -un))"
+elif ! ip netns add "p3-$$-probe" 2>"$TMP/probe.err"; then
+  p3_skip "emulated-network cases" "cannot create a network namespace: $(head -c 300 "$TMP/probe.err")"
+else
+  ip netns delete "p3-$$-probe"
+  can_emulate=1
+fi
+if ((!can_emulate)); then
   echo "$passed passed, $failed failed"
   [[ $failed -eq 0 ]]
   exit
 fi
-ip netns delete "p3-$$-probe"
 
 # Runs the launcher in the background; sets $launcher_pid. Output in $output.
 start_launcher() {

@@ -8,9 +8,13 @@
 #     each task's role, the processes run, and `--collect` writes summary.json.
 #   - ssh: when Debian's sshd is installed and we are root, a throwaway sshd on a free
 #     loopback port (own host key, own authorized key, in a temp folder) runs the
-#     processes of `launch_cluster --hosts`; it is stopped at the end. Otherwise skipped.
+#     processes of `launch_cluster --hosts`; it is stopped at the end. Otherwise those
+#     cases are reported as skipped (tests/testing/skip.sh). tools/install_deps.sh
+#     installs openssh-server and CI runs as root, so there they run.
 # Everything is bounded in time.
 set -uo pipefail
+
+source tests/testing/skip.sh
 
 LAUNCHER="$PWD/tools/launch_cluster"
 FAKE_SERVER="$PWD/tests/tools/fake_p3_server"
@@ -183,8 +187,16 @@ else
 fi
 
 # ========================================= ssh ============================================
-if [[ $(id -u) -ne 0 || ! -x /usr/sbin/sshd ]] || ! command -v ssh >/dev/null; then
-  echo "SKIPPED: ssh cases need root and openssh-server (/usr/sbin/sshd) and openssh-client"
+ssh_missing=""
+if ! p3_is_root; then
+  ssh_missing="need root to start a throwaway sshd (running as $(id -un))"
+elif [[ ! -x /usr/sbin/sshd ]]; then
+  ssh_missing="/usr/sbin/sshd is missing (apt-get install openssh-server, or tools/install_deps.sh)"
+elif ! command -v ssh >/dev/null || ! command -v ssh-keygen >/dev/null; then
+  ssh_missing="ssh or ssh-keygen is missing (apt-get install openssh-client)"
+fi
+if [[ -n "$ssh_missing" ]]; then
+  p3_skip "ssh cases" "$ssh_missing"
   echo "$passed passed, $failed failed"
   [[ $failed -eq 0 ]]
   exit

@@ -4,6 +4,7 @@
 #include "tools/multihost.h"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -48,29 +49,50 @@ struct ShellResult {
   double seconds = 0;
 };
 
+// The descriptor on which a script run by RunShell says it is ready: `echo >&9`.
+constexpr int kReadyFd = 9;
+
 // Runs `sh -c script` with a pipe as stdin (standing for the ssh connection) and waits
-// for the shell. The pipe is closed after `close_after_ms` >= 0, else only once the shell
-// has exited (as the launcher keeps it open while the process runs).
-ShellResult RunShell(const std::string& script, int close_after_ms = -1) {
+// for the shell. With `close_when_ready`, the pipe is closed as soon as the script has
+// written a line to descriptor kReadyFd, else only once the shell has exited (as the
+// launcher keeps it open while the process runs).
+ShellResult RunShell(const std::string& script, bool close_when_ready = false) {
   int in[2];
-  if (pipe(in) != 0) return {};
+  int ready[2];
+  if (pipe2(in, O_CLOEXEC) != 0) return {};
+  if (pipe2(ready, O_CLOEXEC) != 0) return {};
   const auto start = std::chrono::steady_clock::now();
   const pid_t pid = fork();
   if (pid == 0) {
+    // dup2 clears close-on-exec on the copies; the originals close at exec.
     dup2(in[0], STDIN_FILENO);
-    close(in[0]);
-    close(in[1]);
+    dup2(ready[1], kReadyFd);
+    fcntl(kReadyFd, F_SETFD, 0);  // Also when ready[1] already was kReadyFd.
     execl("/bin/sh", "sh", "-c", script.c_str(), nullptr);
     _exit(127);
   }
   close(in[0]);
-  if (close_after_ms >= 0) {
-    usleep(close_after_ms * 1000);
+  close(ready[1]);
+  if (close_when_ready) {
+    // Until the first newline, or end of file once every copy of the write end closed.
+    // Bounded: a script that never says it is ready fails its test instead of hanging.
+    const auto deadline = start + std::chrono::seconds(10);
+    pollfd readable = {ready[0], POLLIN, 0};
+    char c = 0;
+    while (c != '\n') {
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+          deadline - std::chrono::steady_clock::now());
+      if (left.count() <= 0 || poll(&readable, 1, static_cast<int>(left.count())) <= 0 ||
+          read(ready[0], &c, 1) != 1) {
+        break;
+      }
+    }
     close(in[1]);
   }
   int status = 0;
   waitpid(pid, &status, 0);
-  if (close_after_ms < 0) close(in[1]);
+  if (!close_when_ready) close(in[1]);
+  close(ready[0]);
   ShellResult result;
   result.status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -151,11 +173,12 @@ CATCH_TEST_CASE("when ssh's stdin closes, the remote process gets SIGTERM") {
   const std::string dir = TempDir("watchdog");
   RemoteProcess process;
   process.working_directory = dir;
-  // Stands for a server: runs until stopped, and says how it was stopped.
+  // Stands for a server: runs until stopped, and says how it was stopped. It says it is
+  // ready once its handler is in place; only then does the "connection" close.
   process.argv = {"/bin/sh", "-c",
-                  "trap 'echo terminated > stopped; exit 143' TERM; "
-                  "while :; do sleep 0.05; done"};
-  const ShellResult result = RunShell(RemoteScript(process), /*close_after_ms=*/300);
+                  "trap 'kill $s; echo terminated > stopped; exit 143' TERM; "
+                  "sleep 60 9>&- & s=$!; echo ready >&9; exec 9>&-; wait $s"};
+  const ShellResult result = RunShell(RemoteScript(process), /*close_when_ready=*/true);
   CATCH_CHECK(result.status == 143);
   CATCH_CHECK(result.seconds < 5);
   CATCH_CHECK(ReadFile(dir + "/stopped") == "terminated\n");

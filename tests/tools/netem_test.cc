@@ -1,7 +1,7 @@
 // Tests of tools/netem.h. The command lines, addresses and clean-up logic are checked
 // everywhere; the real network (namespaces, tbf, a bounded TCP measurement at 1 Gbit/s)
-// only as root, otherwise those cases say why they were skipped. Every namespace a case
-// creates is removed before it ends (checked).
+// only as root, otherwise those cases are reported as skipped, with the reason
+// (tests/testing/skip.h). Every namespace a case creates is removed before it ends (checked).
 #include "tools/netem.h"
 
 #include <sys/wait.h>
@@ -20,6 +20,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "tests/testing/skip.h"
 
 namespace p3::tools {
 namespace {
@@ -38,7 +39,9 @@ std::vector<std::string> NamesWithPrefix(const std::string& prefix) {
 
 // Why the real-network cases cannot run here, or "" when they can.
 std::string WhyNoRealNetwork() {
-  if (geteuid() != 0) return "not root (network namespaces need CAP_NET_ADMIN and CAP_SYS_ADMIN)";
+  if (!p3::testing::IsRoot()) {
+    return "not root (network namespaces need CAP_NET_ADMIN and CAP_SYS_ADMIN)";
+  }
   const std::string probe = absl::StrCat("p3-", getpid(), "-probe");
   absl::Status added = RunCommand({"ip", "netns", "add", probe});
   if (!added.ok()) return absl::StrCat("cannot create a network namespace: ", added.message());
@@ -196,20 +199,51 @@ CATCH_TEST_CASE("without root, creating the network says root is needed") {
   CATCH_CHECK(absl::StrContains(message, "emulating the network needs root"));
 }
 
+// Reads lines of `pipe` into `out` until one contains `text` (true) or the output ends
+// (false). An empty `text` reads to the end.
+bool ReadUntil(FILE* pipe, const std::string& text, std::string* out) {
+  char buffer[256];
+  std::string line;
+  while (fgets(buffer, sizeof(buffer), pipe) != nullptr) {
+    line += buffer;
+    if (line.back() != '\n') continue;
+    out->append(line);
+    if (!text.empty() && absl::StrContains(line, text)) return true;
+    line.clear();
+  }
+  out->append(line);
+  return false;
+}
+
 // iperf3's receiver goodput from machine `from` to `to`, in Gbit/s, or -1. (A fixed
 // port is fine here: it is inside the test's own, private namespaces.)
 double Iperf3Gbps(const EmulatedNetwork& network, int from, int to) {
-  const std::string server = absl::StrCat(
-      "timeout 15 ip netns exec ", network.namespace_name(to), " iperf3 -s -1 -B ",
-      network.address(to), " -p 5201 >/dev/null 2>&1 & sleep 0.5; timeout 10 ip netns exec ",
-      network.namespace_name(from), " iperf3 -J -t 1 -p 5201 -c ", network.address(to),
-      " | grep -A8 '\"sum_received\"' | grep bits_per_second; wait");
-  FILE* pipe = popen(server.c_str(), "r");
-  if (pipe == nullptr) return -1;
+  // The server serves one test (-1) and prints "Server listening on 5201" once it
+  // listens; --forceflush sends that line through the pipe at once. The client starts
+  // only then. Both are bounded by `timeout`: a server that never listens ends the read.
+  const std::string server_command =
+      absl::StrCat("timeout 15 ip netns exec ", network.namespace_name(to),
+                   " iperf3 -s -1 --forceflush -B ", network.address(to), " -p 5201 2>&1");
+  FILE* server = popen(server_command.c_str(), "r");
+  if (server == nullptr) return -1;
+  std::string server_out;
+  const bool listening = ReadUntil(server, "Server listening", &server_out);
   std::string out;
-  char buffer[256];
-  while (fgets(buffer, sizeof(buffer), pipe) != nullptr) out += buffer;
-  pclose(pipe);
+  if (listening) {
+    const std::string client_command = absl::StrCat(
+        "timeout 10 ip netns exec ", network.namespace_name(from), " iperf3 -J -t 1 -p 5201 -c ",
+        network.address(to), " | grep -A8 '\"sum_received\"' | grep bits_per_second");
+    if (FILE* client = popen(client_command.c_str(), "r"); client != nullptr) {
+      ReadUntil(client, "", &out);
+      pclose(client);
+    }
+  }
+  ReadUntil(server, "", &server_out);  // Until it exits, after its one test.
+  pclose(server);
+  if (!listening) {
+    std::printf("the iperf3 server did not listen:\n%s\n", server_out.c_str());
+    return -1;
+  }
   // "bits_per_second": 9.5e+08,
   const size_t colon = out.find(':');
   if (colon == std::string::npos) return -1;
@@ -224,7 +258,7 @@ double Iperf3Gbps(const EmulatedNetwork& network, int from, int to) {
 CATCH_TEST_CASE("a 1 Gbit/s emulated link measures close to 1 Gbit/s; nothing is left after") {
   const std::string why = WhyNoRealNetwork();
   if (!why.empty()) {
-    CATCH_WARN("SKIPPED the real-network case: " << why);
+    p3::testing::ReportSkip("the real-network case", why);
     return;
   }
   NetworkSpec spec;
@@ -255,7 +289,8 @@ CATCH_TEST_CASE("a 1 Gbit/s emulated link measures close to 1 Gbit/s; nothing is
       CATCH_CHECK(gbps > 0.05);
       CATCH_CHECK(gbps < 1.01);
     } else {
-      CATCH_WARN("iperf3 is not installed: no cross-check (apt-get install iperf3)");
+      p3::testing::ReportSkip("the iperf3 cross-check",
+                              "iperf3 is not installed (apt-get install iperf3)");
     }
     CATCH_CHECK(!MeasureLink(**network, 0, 0, absl::Seconds(1)).ok());
   }
