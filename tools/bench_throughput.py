@@ -161,7 +161,7 @@ def sh(args, check=True):
 
 
 def ddp_network(prefix, bw):
-    """Two machines on a bridge, tbf on both ends of each veth (as tools/netem.cc does)."""
+    """Two machines on a bridge, tbf on both ends of each veth (as tools/launcher/netem.cc does)."""
     br = f"{prefix}-br"
     cmds = [["ip", "netns", "add", br], ["ip", "-n", br, "link", "add", "br0", "type", "bridge"],
             ["ip", "-n", br, "link", "set", "br0", "up"]]

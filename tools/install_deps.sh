@@ -20,12 +20,12 @@ PACKAGES=(
   python3-matplotlib
   python3-torch python3-torchvision
   iproute2       # launch_cluster's emulated network: ip netns, veth, bridge, tc tbf
-  iperf3         # tools_netem_test cross-checks the emulated links with it
+  iperf3         # //tests/tools:netem_test cross-checks the emulated links with it
   openssh-client # launch_cluster --hosts runs processes over ssh
   openssh-server # //tests/tools:multihost_launch_test's ssh cases start their own sshd
                  # (own config, free loopback port); the package's ssh service is not used
   procps         # pgrep, in the same ssh cases
-  python3-yaml   # tools_multihost_launch_test parses the Kubernetes manifests
+  python3-yaml   # //tests/tools:multihost_launch_test parses the Kubernetes manifests
 )
 
 missing=()

@@ -53,7 +53,7 @@
 #include "tools/launcher/command_line.h"
 #include "tools/launcher/launcher.h"
 #include "tools/launcher/network_setup.h"
-#include "tools/multihost.h"
+#include "tools/launcher/multihost.h"
 
 ABSL_FLAG(std::string, config, "configs/default.textproto",
           "Experiment config (text format). A relative path is looked up first in "

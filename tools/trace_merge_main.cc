@@ -1,4 +1,4 @@
-// trace_merge: merges Chrome trace-event JSON files into one (tools/trace_merge.h).
+// trace_merge: merges Chrome trace-event JSON files into one (tools/launcher/trace_merge.h).
 //
 //   bazel-bin/tools/trace_merge_tool --output=trace.json traces/worker_0.json traces/server_0.json
 //
@@ -11,7 +11,7 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
-#include "tools/trace_merge.h"
+#include "tools/launcher/trace_merge.h"
 
 ABSL_FLAG(std::string, output, "trace.json", "Merged trace to write.");
 

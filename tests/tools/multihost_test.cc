@@ -1,7 +1,7 @@
-// Tests of tools/multihost.h: host files, shell quoting, the script that runs a process
+// Tests of tools/launcher/multihost.h: host files, shell quoting, the script that runs a process
 // over ssh (run here with a local sh), and key lines of the Slurm batch script and the
 // Kubernetes manifests.
-#include "tools/multihost.h"
+#include "tools/launcher/multihost.h"
 
 #include <fcntl.h>
 #include <poll.h>

@@ -1,8 +1,8 @@
-// Tests of tools/netem.h. The command lines, addresses and clean-up logic are checked
+// Tests of tools/launcher/netem.h. The command lines, addresses and clean-up logic are checked
 // everywhere; the real network (namespaces, tbf, a bounded TCP measurement at 1 Gbit/s)
 // only as root, otherwise those cases are reported as skipped, with the reason
 // (tests/testing/skip.h). Every namespace a case creates is removed before it ends (checked).
-#include "tools/netem.h"
+#include "tools/launcher/netem.h"
 
 #include <sys/wait.h>
 #include <unistd.h>

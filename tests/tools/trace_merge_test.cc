@@ -1,4 +1,4 @@
-#include "tools/trace_merge.h"
+#include "tools/launcher/trace_merge.h"
 
 #include <catch2/catch.hpp>
 #include <cstdlib>

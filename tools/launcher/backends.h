@@ -1,4 +1,4 @@
-// The launcher's multi-host back ends (docs/multihost.md), on top of tools/multihost.h:
+// The launcher's multi-host back ends (docs/multihost.md), on top of tools/launcher/multihost.h:
 // the ssh command that copies a host's files back (--hosts with --remote_output_dir),
 // and the files written instead of running: a Slurm batch script (--slurm) and
 // Kubernetes manifests (--kubernetes). Everything arrives in options structs; nothing
@@ -28,7 +28,7 @@
 
 #include "absl/status/status.h"
 #include "proto/config.pb.h"
-#include "tools/multihost.h"
+#include "tools/launcher/multihost.h"
 
 namespace p3::tools::launcher {
 

@@ -20,7 +20,7 @@
 #include "tools/launcher/network_setup.h"
 #include "tools/launcher/run_layout.h"
 #include "tools/launcher/summary.h"
-#include "tools/trace_merge.h"
+#include "tools/launcher/trace_merge.h"
 
 namespace p3::tools::launcher {
 namespace {

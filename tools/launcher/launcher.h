@@ -39,8 +39,8 @@
 #include "tools/launcher/process_supervisor.h"
 #include "tools/launcher/progress_display.h"
 #include "tools/launcher/run_layout.h"
-#include "tools/multihost.h"
-#include "tools/netem.h"
+#include "tools/launcher/multihost.h"
+#include "tools/launcher/netem.h"
 
 namespace p3::tools::launcher {
 

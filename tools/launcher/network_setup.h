@@ -1,4 +1,4 @@
-// The launcher's emulated network (docs/network.md), on top of tools/netem.h: building
+// The launcher's emulated network (docs/network.md), on top of tools/launcher/netem.h: building
 // it from the config's `network` block and saying what was built, measuring its links
 // (--check_network, network.check_links), and removing namespaces left behind by
 // launchers that were killed (--cleanup_network).
@@ -35,7 +35,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "proto/config.pb.h"
-#include "tools/netem.h"
+#include "tools/launcher/netem.h"
 
 namespace p3::tools::launcher {
 

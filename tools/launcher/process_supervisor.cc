@@ -17,7 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
-#include "tools/netem.h"
+#include "tools/launcher/netem.h"
 
 namespace p3::tools::launcher {
 namespace {

@@ -7,7 +7,7 @@
 // terminal's ^C reaches only the launcher) with PR_SET_PDEATHSIG = SIGKILL (it dies with
 // the launcher, even one killed with SIGKILL), stdout and stderr to its log file, and
 // stdin from /dev/null or from a pipe the supervisor holds (ssh: closing it stops the
-// remote process). It may first enter a network namespace (tools/netem.h).
+// remote process). It may first enter a network namespace (tools/launcher/netem.h).
 //
 // Example:
 //   absl::StatusOr<std::unique_ptr<ProcessSupervisor>> supervisor =

@@ -20,7 +20,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "proto/config.pb.h"
-#include "tools/netem.h"
+#include "tools/launcher/netem.h"
 
 namespace p3::tools::launcher {
 

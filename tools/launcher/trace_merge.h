@@ -16,8 +16,8 @@
 //   else std::cout << stats->events << " events\n";
 //
 // Thread-compatible; no state.
-#ifndef P3_TOOLS_TRACE_MERGE_H_
-#define P3_TOOLS_TRACE_MERGE_H_
+#ifndef P3_TOOLS_LAUNCHER_TRACE_MERGE_H_
+#define P3_TOOLS_LAUNCHER_TRACE_MERGE_H_
 
 #include <cstdint>
 #include <string>
@@ -55,4 +55,4 @@ absl::StatusOr<TraceMergeStats> MergeTraceFiles(const std::vector<std::string>& 
 
 }  // namespace p3::tools
 
-#endif  // P3_TOOLS_TRACE_MERGE_H_
+#endif  // P3_TOOLS_LAUNCHER_TRACE_MERGE_H_

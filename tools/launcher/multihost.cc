@@ -1,4 +1,4 @@
-#include "tools/multihost.h"
+#include "tools/launcher/multihost.h"
 
 #include <algorithm>
 #include <nlohmann/json.hpp>

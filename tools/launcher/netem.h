@@ -35,8 +35,8 @@
 //   (*net)->Destroy();   // Also done by the destructor.
 //
 // EmulatedNetwork is thread-compatible (one owner); it does not fork threads.
-#ifndef P3_TOOLS_NETEM_H_
-#define P3_TOOLS_NETEM_H_
+#ifndef P3_TOOLS_LAUNCHER_NETEM_H_
+#define P3_TOOLS_LAUNCHER_NETEM_H_
 
 #include <sys/types.h>
 
@@ -170,4 +170,4 @@ std::vector<std::pair<int, int>> RingLinks(int machines);
 
 }  // namespace p3::tools
 
-#endif  // P3_TOOLS_NETEM_H_
+#endif  // P3_TOOLS_LAUNCHER_NETEM_H_

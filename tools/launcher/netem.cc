@@ -1,4 +1,4 @@
-#include "tools/netem.h"
+#include "tools/launcher/netem.h"
 
 #include <arpa/inet.h>
 #include <dirent.h>

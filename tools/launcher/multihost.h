@@ -14,8 +14,8 @@
 //   // {"ssh", "-o", "BatchMode=yes", "node2", "--", "sh -c 'echo hi'"}
 //
 // Thread-compatible; no state.
-#ifndef P3_TOOLS_MULTIHOST_H_
-#define P3_TOOLS_MULTIHOST_H_
+#ifndef P3_TOOLS_LAUNCHER_MULTIHOST_H_
+#define P3_TOOLS_LAUNCHER_MULTIHOST_H_
 
 #include <string>
 #include <vector>
@@ -124,4 +124,4 @@ std::string KubernetesManifests(const config::ExperimentConfig& config,
 
 }  // namespace p3::tools
 
-#endif  // P3_TOOLS_MULTIHOST_H_
+#endif  // P3_TOOLS_LAUNCHER_MULTIHOST_H_

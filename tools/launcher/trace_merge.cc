@@ -1,4 +1,4 @@
-#include "tools/trace_merge.h"
+#include "tools/launcher/trace_merge.h"
 
 #include <nlohmann/json.hpp>
 #include <string>
