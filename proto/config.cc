@@ -317,14 +317,19 @@ std::string ConfigToText(const ExperimentConfig& config) {
 std::vector<std::string> TakeOverrideFlags(int* argc, char** argv) {
   std::vector<std::string> overrides;
   int kept = 1;
-  for (int i = 1; i < *argc; ++i) {
-    const absl::string_view arg = argv[i];
-    if (absl::StartsWith(arg, "--set=")) {
-      overrides.emplace_back(arg.substr(6));
+  int i = 1;
+  for (; i < *argc; ++i) {
+    absl::string_view arg = argv[i];
+    if (arg == "--") break;  // The rest is positional: left as it is.
+    if (absl::ConsumePrefix(&arg, "--set=") || absl::ConsumePrefix(&arg, "-set=")) {
+      overrides.emplace_back(arg);
+    } else if ((arg == "--set" || arg == "-set") && i + 1 < *argc) {
+      overrides.emplace_back(argv[++i]);
     } else {
       argv[kept++] = argv[i];
     }
   }
+  for (; i < *argc; ++i) argv[kept++] = argv[i];
   *argc = kept;
   return overrides;
 }

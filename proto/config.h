@@ -84,9 +84,11 @@ absl::Status ValidateConfig(const ExperimentConfig& config);
 // Text format of `config`, parseable by ParseConfig().
 std::string ConfigToText(const ExperimentConfig& config);
 
-// Takes every "--set=field.path=value" out of argv and returns the overrides in order;
-// argc and argv keep the other arguments for absl::ParseCommandLine (whose list flags
-// would keep only the last --set).
+// Takes every config override out of argv and returns them in order: "--set=v",
+// "--set v", "-set=v" and "-set v" (a value may contain commas and spaces). argc and argv
+// keep the other arguments, argv[0] included, for absl::ParseCommandLine (whose list
+// flags would keep only the last --set). Everything from a "--" on is left as it is.
+// The one parser of --set for every binary (launcher, server, worker, pipeline).
 std::vector<std::string> TakeOverrideFlags(int* argc, char** argv);
 
 // Samples per iteration over the whole cluster: training.batch_size * cluster.workers.

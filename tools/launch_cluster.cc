@@ -52,8 +52,8 @@
 #include "tools/launcher/backends.h"
 #include "tools/launcher/command_line.h"
 #include "tools/launcher/launcher.h"
-#include "tools/launcher/network_setup.h"
 #include "tools/launcher/multihost.h"
+#include "tools/launcher/network_setup.h"
 
 ABSL_FLAG(std::string, config, "configs/default.textproto",
           "Experiment config (text format). A relative path is looked up first in "
@@ -135,10 +135,8 @@ std::string SelfPath() {
 
 int Main(int argc, char** argv) {
   absl::SetProgramUsageMessage(kUsage);
-  std::vector<char*> args(argv, argv + argc);
-  std::vector<std::string> overrides = ExtractSetFlags(args);
-  std::vector<char*> positional =
-      absl::ParseCommandLine(static_cast<int>(args.size()), args.data());
+  std::vector<std::string> overrides = p3::config::TakeOverrideFlags(&argc, argv);
+  std::vector<char*> positional = absl::ParseCommandLine(argc, argv);
   if (positional.size() > 1) {
     std::cerr << "launch_cluster: unexpected argument \"" << positional[1]
               << "\"; config fields are set with --set=field.path=value\n";

@@ -1,13 +1,12 @@
 #include "proto/config.h"
 
+#include <catch2/catch.hpp>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <string>
 #include <vector>
-
-#include <catch2/catch.hpp>
 
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
@@ -381,6 +380,29 @@ CATCH_TEST_CASE("every --set is taken out of argv in order, the rest is kept for
   CATCH_CHECK(std::string(argv[0]) == "p3_worker");
   CATCH_CHECK(std::string(argv[1]) == "--rank=1");
   CATCH_CHECK(std::string(argv[2]) == "--servers=h:1");
+}
+
+CATCH_TEST_CASE("every form of --set is taken out in order and \"--\" ends the flags") {
+  std::vector<std::string> words = {"launch_cluster",
+                                    "--config=x.textproto",
+                                    "--set=training.iterations=5",
+                                    "--set",
+                                    "cluster.host=::1",
+                                    "-set=name=a,b",
+                                    "-set",
+                                    "name=a b",
+                                    "--kill_grace_s=1",
+                                    "--",
+                                    "--set=after_dashes"};
+  std::vector<char*> argv;
+  for (std::string& word : words) argv.push_back(word.data());
+  int argc = static_cast<int>(argv.size());
+  const std::vector<std::string> sets = TakeOverrideFlags(&argc, argv.data());
+  CATCH_CHECK(sets == std::vector<std::string>{"training.iterations=5", "cluster.host=::1",
+                                               "name=a,b", "name=a b"});
+  std::vector<std::string> rest(argv.begin(), argv.begin() + argc);
+  CATCH_CHECK(rest == std::vector<std::string>{"launch_cluster", "--config=x.textproto",
+                                               "--kill_grace_s=1", "--", "--set=after_dashes"});
 }
 
 }  // namespace

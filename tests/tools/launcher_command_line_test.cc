@@ -66,25 +66,5 @@ CATCH_TEST_CASE("an absolute path is only normalised") {
   CATCH_CHECK(ResolveInputPath("/a/./b/../c", search) == "/a/c");
 }
 
-CATCH_TEST_CASE("--set flags are taken out in order, with or without '=', commas kept") {
-  std::vector<std::string> words = {"launch_cluster",
-                                    "--config=x.textproto",
-                                    "--set=training.iterations=5",
-                                    "--set",
-                                    "cluster.host=::1",
-                                    "-set=name=a,b",
-                                    "--kill_grace_s=1",
-                                    "--",
-                                    "--set=after_dashes"};
-  std::vector<char*> argv;
-  for (std::string& word : words) argv.push_back(word.data());
-  const std::vector<std::string> sets = ExtractSetFlags(argv);
-  CATCH_CHECK(sets ==
-              std::vector<std::string>{"training.iterations=5", "cluster.host=::1", "name=a,b"});
-  std::vector<std::string> rest(argv.begin(), argv.end());
-  CATCH_CHECK(rest == std::vector<std::string>{"launch_cluster", "--config=x.textproto",
-                                               "--kill_grace_s=1", "--", "--set=after_dashes"});
-}
-
 }  // namespace
 }  // namespace p3::tools::launcher

@@ -37,26 +37,4 @@ std::string ResolveInputPath(const std::string& path, const PathSearch& search) 
   return in_current.lexically_normal().string();
 }
 
-std::vector<std::string> ExtractSetFlags(std::vector<char*>& argv) {
-  std::vector<std::string> values;
-  if (argv.empty()) return values;
-  std::vector<char*> rest(argv.begin(), argv.begin() + 1);
-  for (size_t i = 1; i < argv.size(); ++i) {
-    absl::string_view arg = argv[i];
-    if (arg == "--") {  // Everything after "--" is left to absl (as positional).
-      rest.insert(rest.end(), argv.begin() + i, argv.end());
-      break;
-    }
-    if (absl::ConsumePrefix(&arg, "--set=") || absl::ConsumePrefix(&arg, "-set=")) {
-      values.emplace_back(arg);
-    } else if ((arg == "--set" || arg == "-set") && i + 1 < argv.size()) {
-      values.emplace_back(argv[++i]);
-    } else {
-      rest.push_back(argv[i]);
-    }
-  }
-  argv = rest;
-  return values;
-}
-
 }  // namespace p3::tools::launcher

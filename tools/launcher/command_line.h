@@ -1,5 +1,4 @@
-// The launcher's command-line helpers: taking the repeatable --set flags out of argv and
-// resolving the relative paths a user gives (or the defaults name) to absolute ones.
+// The launcher's command-line helper: resolving the relative paths a user gives (or the defaults name) to absolute ones.
 //
 // A relative path is looked up, in order, in the directory `bazel run` was invoked from
 // ($BUILD_WORKING_DIRECTORY), in the current directory, and in the launcher's runfiles
@@ -42,10 +41,6 @@ struct PathSearch {
 // directory; else current_dir/path (so that an error names where it was expected).
 std::string ResolveInputPath(const std::string& path, const PathSearch& search);
 
-// Removes every --set / -set argument (`--set=v` or `--set v`) from `argv` (argv[0] is
-// kept) and returns their values in order: absl's repeated flags keep only the last
-// value, and a value may contain commas. Everything from a "--" on is left as it is.
-std::vector<std::string> ExtractSetFlags(std::vector<char*>& argv);
 
 }  // namespace p3::tools::launcher
 
