@@ -2,6 +2,8 @@
 // prediction against a hand computation, every weight mode against an independent
 // simulation written out by hand, vanilla and data_parallel against single-device
 // training, the 1F1B order of operations, weight stashing, and failures.
+#include "p3/pipeline/engine.h"
+
 #include <torch/torch.h>
 
 #include <algorithm>
@@ -13,6 +15,7 @@
 #include <stdexcept>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -20,10 +23,10 @@
 #include "absl/synchronization/mutex.h"
 #include "models/block_list_model.h"
 #include "models/zoo.h"
-#include "p3/pipeline/engine.h"
 #include "p3/pipeline/profile.h"
 #include "p3/pipeline/schedule.h"
 #include "p3/pipeline/stage_sgd.h"
+#include "p3/status_macros.h"
 
 namespace p3::pipeline {
 namespace {
@@ -344,11 +347,10 @@ SimResult Simulate(const std::vector<int64_t>& dims, const std::vector<Batch>& b
 absl::StatusOr<std::pair<std::vector<torch::Tensor>, TrainStats>> RunEngine(
     const PipelineOptions& options, const PipelineEngine::ModelFactory& factory,
     const std::vector<Batch>& batches) {
-  absl::StatusOr<std::unique_ptr<PipelineEngine>> engine = PipelineEngine::Create(options, factory);
-  if (!engine.ok()) return engine.status();
-  absl::StatusOr<TrainStats> stats = (*engine)->Train(batches.size(), SourceOf(batches));
-  if (!stats.ok()) return stats.status();
-  return std::make_pair((*engine)->Parameters(), *stats);
+  P3_ASSIGN_OR_RETURN(std::unique_ptr<PipelineEngine> engine,
+                      PipelineEngine::Create(options, factory));
+  P3_ASSIGN_OR_RETURN(TrainStats stats, engine->Train(batches.size(), SourceOf(batches)));
+  return std::make_pair(engine->Parameters(), std::move(stats));
 }
 
 CATCH_TEST_CASE("every pipelined weight mode trains as the hand-written simulation says") {
@@ -735,7 +737,7 @@ CATCH_TEST_CASE("the profiler times every block and counts its parameters") {
   CATCH_REQUIRE(profile->size() == 3);
   CATCH_CHECK((*profile)[0].name == "fc1");
   CATCH_CHECK((*profile)[0].parameters == 12 * 40 + 40);
-  CATCH_CHECK((*profile)[1].output_bytes == 8 * 30 * 4);
+  CATCH_CHECK((*profile)[1].output_bytes == static_cast<int64_t>(8 * 30 * sizeof(float)));
   for (const BlockProfile& b : *profile) {
     CATCH_CHECK(b.forward_seconds > 0);
     CATCH_CHECK(b.backward_seconds > 0);
