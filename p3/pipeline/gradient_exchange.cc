@@ -51,10 +51,7 @@ std::optional<GradientExchange::Result> GradientExchange::Reduce(int replica,
   return Result{&sums_, loss_};
 }
 
-// Reads grads_ and weights_ without the lock: nobody writes them until every replica has
-// finished its share (see the class comment).
-void GradientExchange::SumShare(int replica, size_t count,
-                                const torch::Device& device) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+void GradientExchange::SumShare(int replica, size_t count, const torch::Device& device) {
   torch::NoGradGuard no_grad;
   for (size_t j = replica; j < count; j += n_) {
     torch::Tensor& sum = sums_[j];

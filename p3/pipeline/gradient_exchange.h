@@ -56,7 +56,10 @@ class GradientExchange {
   void Close();
 
  private:
-  void SumShare(int replica, size_t count, const torch::Device& device);
+  // Sums replica `replica`'s share of the parameters. Reads grads_ and weights_ without
+  // the lock: nobody writes them until every replica has finished its share.
+  void SumShare(int replica, size_t count,
+                const torch::Device& device) ABSL_NO_THREAD_SAFETY_ANALYSIS;
 
   const int n_;
   absl::Mutex mu_;
