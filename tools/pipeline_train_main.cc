@@ -6,14 +6,15 @@
 //
 // Prints PROGRESS and EPOCH lines and a final "RESULT {json}" line on stdout; exits 2 for
 // a bad config, 1 when the run fails, with the reason on stderr.
-#include <cstdio>
-#include <fstream>
+#include <torch/utils.h>
+
 #include <iostream>
 #include <string>
 #include <vector>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
+#include "p3/file_util.h"
 #include "p3/pipeline/runner.h"
 #include "proto/config.h"
 
@@ -23,33 +24,17 @@ ABSL_FLAG(std::string, epochs_file, "", "where to write the per-epoch records (C
 
 namespace {
 
-bool WriteFile(const std::string& path, const std::string& text) {
-  if (path.empty()) return true;
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp);
-    out << text;
-    if (!out.good()) return false;
-  }
-  return std::rename(tmp.c_str(), path.c_str()) == 0;
+// Writes `contents` to `path` unless the path is empty (the flag not given).
+absl::Status WriteIfRequested(const std::string& path, const std::string& contents) {
+  if (path.empty()) return absl::OkStatus();
+  return p3::WriteFileAtomically(path, contents);
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  // --set=field.path=value may repeat (absl's list flags keep only the last): take them
-  // out before absl parses the rest.
-  std::vector<std::string> overrides;
-  std::vector<char*> rest;
-  for (int i = 0; i < argc; ++i) {
-    const std::string arg = argv[i];
-    if (i > 0 && arg.rfind("--set=", 0) == 0) {
-      overrides.push_back(arg.substr(6));
-    } else {
-      rest.push_back(argv[i]);
-    }
-  }
-  absl::ParseCommandLine(static_cast<int>(rest.size()), rest.data());
+  const std::vector<std::string> overrides = p3::config::TakeOverrideFlags(&argc, argv);
+  absl::ParseCommandLine(argc, argv);
   if (absl::GetFlag(FLAGS_config).empty()) {
     std::cerr << "pipeline_train: --config=PATH is required\n";
     return 2;
@@ -65,6 +50,9 @@ int main(int argc, char** argv) {
               << "\"; this binary runs mode \"pipeline\" (use --set=mode=pipeline)\n";
     return 2;
   }
+  // Process-wide: this (main) thread profiles the blocks and evaluates; each stage
+  // thread sets its own count from the same field (PipelineOptions::threads_per_stage).
+  if (config->training().threads() > 0) torch::set_num_threads(config->training().threads());
   p3::pipeline::RunOptions options;
   options.progress = &std::cout;
   absl::StatusOr<p3::pipeline::RunResult> result = p3::pipeline::RunPipeline(*config, options);
@@ -72,10 +60,13 @@ int main(int argc, char** argv) {
     std::cerr << "pipeline_train: " << result.status() << "\n";
     return 1;
   }
-  if (!WriteFile(absl::GetFlag(FLAGS_result_file), result->ToJson() + "\n") ||
-      !WriteFile(absl::GetFlag(FLAGS_epochs_file), result->EpochsCsv())) {
-    std::cerr << "pipeline_train: cannot write the result files\n";
-    return 1;
+  for (const absl::Status& written :
+       {WriteIfRequested(absl::GetFlag(FLAGS_result_file), result->ToJson() + "\n"),
+        WriteIfRequested(absl::GetFlag(FLAGS_epochs_file), result->EpochsCsv())}) {
+    if (!written.ok()) {
+      std::cerr << "pipeline_train: " << written.message() << "\n";
+      return 1;
+    }
   }
   std::cout << "RESULT " << result->ToJson() << std::endl;
   return 0;

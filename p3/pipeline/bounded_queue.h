@@ -40,7 +40,7 @@ class BoundedQueue {
   // once the queue is closed.
   bool Push(T value) {
     absl::MutexLock lock(&mu_);
-    mu_.Await(absl::Condition(this, &BoundedQueue::HasRoomOrClosed));
+    Wait(&BoundedQueue::HasRoomOrClosed);
     if (closed_) return false;
     items_.push_back(std::move(value));
     return true;
@@ -49,7 +49,7 @@ class BoundedQueue {
   // The oldest item, waiting while the queue is empty; std::nullopt once closed.
   std::optional<T> Pop() {
     absl::MutexLock lock(&mu_);
-    mu_.Await(absl::Condition(this, &BoundedQueue::HasItemOrClosed));
+    Wait(&BoundedQueue::HasItemOrClosed);
     if (closed_) return std::nullopt;
     T value = std::move(items_.front());
     items_.pop_front();
@@ -71,7 +71,30 @@ class BoundedQueue {
 
   size_t capacity() const { return capacity_; }
 
+  // Threads waiting in Push() or Pop() right now.
+  size_t blocked() const {
+    absl::MutexLock lock(&mu_);
+    return blocked_;
+  }
+
+  // Returns once at least `count` threads wait in Push() or Pop(), i.e. have found the
+  // queue full (or empty) and released its lock: a deterministic handshake for tests of
+  // what wakes them.
+  void AwaitBlocked(size_t count) const {
+    absl::MutexLock lock(&mu_);
+    auto enough = [this, count]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return blocked_ >= count; };
+    mu_.Await(absl::Condition(&enough));
+  }
+
  private:
+  // Waits until `(this->*ready)()`, counted in blocked_ while it has to wait.
+  void Wait(bool (BoundedQueue::*ready)() const) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if ((this->*ready)()) return;
+    ++blocked_;
+    mu_.Await(absl::Condition(this, ready));
+    --blocked_;
+  }
+
   bool HasRoomOrClosed() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     return closed_ || items_.size() < capacity_;
   }
@@ -83,6 +106,7 @@ class BoundedQueue {
   mutable absl::Mutex mu_;
   std::deque<T> items_ ABSL_GUARDED_BY(mu_);
   bool closed_ ABSL_GUARDED_BY(mu_) = false;
+  size_t blocked_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace p3::pipeline

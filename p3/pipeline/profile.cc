@@ -1,21 +1,14 @@
 #include "p3/pipeline/profile.h"
 
-#include <algorithm>
+#include <torch/torch.h>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "p3/pipeline/torch_errors.h"
+#include "p3/stats.h"
+#include "p3/status_macros.h"
 
 namespace p3::pipeline {
-namespace {
-
-double Median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
-}  // namespace
 
 absl::StatusOr<std::vector<BlockProfile>> ProfileBlocks(models::BlockModel& model,
                                                         const std::vector<models::Batch>& batches) {
@@ -27,7 +20,7 @@ absl::StatusOr<std::vector<BlockProfile>> ProfileBlocks(models::BlockModel& mode
   std::vector<std::vector<double>> forward(num_blocks);
   std::vector<std::vector<double>> backward(num_blocks);
   std::vector<int64_t> output_bytes(num_blocks, 0);
-  try {
+  P3_RETURN_IF_ERROR(CatchTorchErrors("profiling the model's blocks", [&]() -> absl::Status {
     for (size_t b = 0; b < batches.size(); ++b) {
       const bool timed = b > 0;
       std::vector<torch::Tensor> inputs(num_blocks);
@@ -58,12 +51,8 @@ absl::StatusOr<std::vector<BlockProfile>> ProfileBlocks(models::BlockModel& mode
       }
       model.zero_grad();
     }
-  } catch (const c10::Error& e) {
-    return absl::InternalError(
-        absl::StrCat("profiling the model's blocks: ", e.what_without_backtrace()));
-  } catch (const std::exception& e) {
-    return absl::InternalError(absl::StrCat("profiling the model's blocks: ", e.what()));
-  }
+    return absl::OkStatus();
+  }));
   std::vector<BlockProfile> profile(num_blocks);
   for (int64_t i = 0; i < num_blocks; ++i) {
     profile[i].name = model.BlockName(i);

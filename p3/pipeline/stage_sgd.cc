@@ -2,7 +2,26 @@
 
 #include <utility>
 
+#include "absl/strings/str_cat.h"
+
 namespace p3::pipeline {
+
+OptimizerOptions ToOptimizerOptions(const SgdOptions& options) {
+  OptimizerOptions o;
+  o.kind = OptimizerKind::kSgd;
+  o.lr = options.lr;
+  o.momentum = options.momentum;
+  o.dampening = options.dampening;
+  o.weight_decay = options.weight_decay;
+  o.nesterov = options.nesterov;
+  return o;
+}
+
+absl::Status ValidateSgdOptions(const SgdOptions& options) {
+  const absl::Status status = ValidateOptimizerOptions(ToOptimizerOptions(options));
+  if (status.ok()) return status;
+  return absl::Status(status.code(), absl::StrCat("sgd: ", status.message()));
+}
 
 torch::Tensor PredictedWeight(const torch::Tensor& w, const torch::Tensor& v, double lr,
                               int steps) {

@@ -43,6 +43,9 @@
 #include <cstdint>
 #include <vector>
 
+#include "absl/status/status.h"
+#include "p3/optimizer.h"
+
 namespace p3::pipeline {
 
 struct SgdOptions {
@@ -52,6 +55,14 @@ struct SgdOptions {
   double weight_decay = 1e-4;  // Default: 1e-4.
   bool nesterov = false;       // Default: false.
 };
+
+// The same settings as the core's optimizer options (kind SGD), so that one validation
+// (p3::ValidateOptimizerOptions) covers the cluster's optimizer and the stages'.
+OptimizerOptions ToOptimizerOptions(const SgdOptions& options);
+// p3::ValidateOptimizerOptions() on ToOptimizerOptions(options): InvalidArgumentError
+// "sgd: optimizer.<field>: ..." for a learning rate <= 0, a momentum outside [0, 1), a
+// negative weight decay, or nesterov without momentum or with dampening.
+absl::Status ValidateSgdOptions(const SgdOptions& options);
 
 // w - steps * lr * v, a new tensor: SpecTrain's predicted weight.
 torch::Tensor PredictedWeight(const torch::Tensor& w, const torch::Tensor& v, double lr, int steps);

@@ -1,7 +1,9 @@
-// The pipeline engine: the stage optimizer against torch::optim::SGD, SpecTrain's
-// prediction against a hand computation, every weight mode against an independent
-// simulation written out by hand, vanilla and data_parallel against single-device
-// training, the 1F1B order of operations, weight stashing, and failures.
+// The pipeline engine: every weight mode against an independent simulation written out
+// by hand, vanilla and data_parallel against single-device training, the 1F1B order of
+// operations, weight stashing, failures, bad options, and the profiler. The stage
+// optimizer alone is tested in stage_sgd_test.cc.
+#include "p3/pipeline/engine.h"
+
 #include <torch/torch.h>
 
 #include <algorithm>
@@ -13,6 +15,7 @@
 #include <stdexcept>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -20,10 +23,10 @@
 #include "absl/synchronization/mutex.h"
 #include "models/block_list_model.h"
 #include "models/zoo.h"
-#include "p3/pipeline/engine.h"
 #include "p3/pipeline/profile.h"
 #include "p3/pipeline/schedule.h"
 #include "p3/pipeline/stage_sgd.h"
+#include "p3/status_macros.h"
 
 namespace p3::pipeline {
 namespace {
@@ -91,153 +94,6 @@ PipelineEngine::ModelFactory ZooFactory(const std::string& name, uint64_t seed =
     o.seed = seed;
     return models::CreateModel(o);
   };
-}
-
-// ---------------------------------------------------------------------------------------
-// The stage optimizer and the prediction.
-
-CATCH_TEST_CASE("stage SGD updates exactly as torch::optim::SGD, and v is torch's buffer") {
-  struct Case {
-    double momentum, weight_decay, dampening;
-    bool nesterov;
-  };
-  for (const bool separate : {false, true}) {
-    for (const Case& c : {Case{0.9, 1e-3, 0, false}, Case{0.9, 0, 0, true}, Case{0, 1e-2, 0, false},
-                          Case{0.5, 1e-4, 0.1, false}, Case{0.9, 1e-3, 0, true}}) {
-      CATCH_CAPTURE(separate, c.momentum, c.weight_decay, c.nesterov);
-      torch::manual_seed(11);
-      torch::Tensor w0 = torch::randn({5, 3});
-      torch::Tensor b0 = torch::randn({5});
-      torch::Tensor ours_w = w0.clone().requires_grad_(true);
-      torch::Tensor ours_b = b0.clone().requires_grad_(true);
-      torch::Tensor ref_w = w0.clone().requires_grad_(true);
-      torch::Tensor ref_b = b0.clone().requires_grad_(true);
-      SgdOptions o{0.05, c.momentum, c.dampening, c.weight_decay, c.nesterov};
-      StageSgd ours({ours_w, ours_b}, o, separate);
-      torch::optim::SGD ref({ref_w, ref_b}, torch::optim::SGDOptions(0.05)
-                                                .momentum(c.momentum)
-                                                .dampening(c.dampening)
-                                                .weight_decay(c.weight_decay)
-                                                .nesterov(c.nesterov));
-      for (int step = 0; step < 6; ++step) {
-        torch::Tensor x = torch::randn({4, 3});
-        ours.ZeroGrad();
-        ref.zero_grad();
-        torch::tanh(torch::nn::functional::linear(x, ours_w, ours_b)).pow(2).sum().backward();
-        torch::tanh(torch::nn::functional::linear(x, ref_w, ref_b)).pow(2).sum().backward();
-        ours.Step();
-        ours.WriteReal();  // with separate real weights, the parameters are written back
-        ref.step();
-      }
-      CATCH_CHECK(torch::equal(ours_w, ref_w));
-      CATCH_CHECK(torch::equal(ours_b, ref_b));
-      CATCH_CHECK(torch::equal(ours.real()[0], ref_w));
-      CATCH_CHECK(ours.steps() == 6);
-      if (c.momentum != 0) {
-        auto& state = ref.state();
-        auto it = state.find(c10::guts::to_string(ref_w.unsafeGetTensorImpl()));
-        CATCH_REQUIRE(it != state.end());
-        const auto& buf = static_cast<torch::optim::SGDParamState&>(*it->second).momentum_buffer();
-        CATCH_CHECK(torch::equal(ours.velocity()[0], buf));
-      }
-    }
-  }
-}
-
-CATCH_TEST_CASE("with separate real weights, Step updates them and leaves the parameters") {
-  torch::Tensor param = torch::tensor({1.0f, 2.0f}).requires_grad_(true);
-  StageSgd sgd({param}, SgdOptions{0.1, 0, 0, 0, false}, /*separate_real=*/true);
-  param.mutable_grad() = torch::tensor({1.0f, -1.0f});
-  sgd.Step();
-  CATCH_CHECK(param[0].item<float>() == 1.0f);  // the working values are untouched
-  CATCH_CHECK(sgd.real()[0][0].item<float>() == Approx(0.9).epsilon(1e-6));
-  std::vector<torch::Tensor> copy;
-  sgd.CopyWorking(&copy);
-  sgd.WriteReal();
-  CATCH_CHECK(param[1].item<float>() == Approx(2.1).epsilon(1e-6));
-  sgd.WriteWorking(copy);
-  CATCH_CHECK(torch::equal(param, torch::tensor({1.0f, 2.0f})));
-}
-
-CATCH_TEST_CASE("predicted weights match a hand computation: W - s * lr * v") {
-  // PredictedWeight alone.
-  torch::Tensor w = torch::tensor({1.0f, 2.0f, -0.5f});
-  torch::Tensor v = torch::tensor({0.5f, -1.0f, 2.0f});
-  torch::Tensor p = PredictedWeight(w, v, 0.1, 3);
-  CATCH_CHECK(p[0].item<float>() == Approx(0.85).epsilon(1e-6));
-  CATCH_CHECK(p[1].item<float>() == Approx(2.3).epsilon(1e-6));
-  CATCH_CHECK(p[2].item<float>() == Approx(-1.1).epsilon(1e-6));
-
-  // Through the optimizer: lr 0.1, momentum 0.9, no weight decay.
-  torch::Tensor param = torch::tensor({1.0f, 2.0f}).requires_grad_(true);
-  StageSgd sgd({param}, SgdOptions{0.1, 0.9, 0, 0, false}, /*separate_real=*/true);
-  CATCH_CHECK(sgd.WritePredicted(2) == 0);  // no v before the first update
-  CATCH_CHECK(param[0].item<float>() == 1.0f);
-  param.mutable_grad() = torch::tensor({0.5f, -1.0f});
-  sgd.Step();                                 // v = [0.5, -1]; W = [0.95, 2.1]
-  CATCH_REQUIRE(sgd.WritePredicted(2) == 2);  // [0.95 - 0.2 * 0.5, 2.1 + 0.2 * 1]
-  CATCH_CHECK(param[0].item<float>() == Approx(0.85).epsilon(1e-6));
-  CATCH_CHECK(param[1].item<float>() == Approx(2.3).epsilon(1e-6));
-  CATCH_CHECK(sgd.real()[0][0].item<float>() == Approx(0.95).epsilon(1e-6));  // W kept
-  sgd.WriteReal();
-  CATCH_CHECK(torch::equal(param, sgd.real()[0]));
-  sgd.ZeroGrad();
-  param.mutable_grad() = torch::tensor({1.0f, 1.0f});
-  sgd.Step();  // v = 0.9 * [0.5, -1] + [1, 1] = [1.45, 0.1]; W = [0.805, 2.09]
-  CATCH_CHECK(sgd.velocity()[0][0].item<float>() == Approx(1.45).epsilon(1e-6));
-  CATCH_REQUIRE(sgd.WritePredicted(3) == 3);  // [0.805 - 0.3 * 1.45, 2.09 - 0.03]
-  CATCH_CHECK(param[0].item<float>() == Approx(0.37).epsilon(1e-5));
-  CATCH_CHECK(param[1].item<float>() == Approx(2.06).epsilon(1e-5));
-  // Bit for bit the same as PredictedWeight() on the real weights.
-  CATCH_CHECK(torch::equal(param, PredictedWeight(sgd.real()[0], sgd.velocity()[0], 0.1, 3)));
-}
-
-CATCH_TEST_CASE("weight decay is not part of the prediction beyond what v holds") {
-  torch::Tensor param = torch::tensor({2.0f}).requires_grad_(true);
-  StageSgd sgd({param}, SgdOptions{0.1, 0.9, 0, 0.5, false}, /*separate_real=*/true);
-  param.mutable_grad() = torch::tensor({1.0f});
-  sgd.Step();                                 // d = 1 + 0.5 * 2 = 2 = v; W = 2 - 0.2 = 1.8
-  CATCH_REQUIRE(sgd.WritePredicted(1) == 1);  // 1.8 - 0.1 * 2 = 1.6 (no extra decay of W)
-  CATCH_CHECK(param.item<float>() == Approx(1.6).epsilon(1e-6));
-}
-
-CATCH_TEST_CASE("restoring stashed weights before backward gives the stashed version's gradients") {
-  // The mechanism PipeDream's stashing (and SpecTrain v2) rests on, for every block
-  // of small_cnn: forward with W1, an update changes the values to W2, the stash puts W1
-  // back, backward -> exactly the gradients of a forward and backward with W1.
-  absl::StatusOr<std::shared_ptr<BlockModel>> made = ZooFactory("small_cnn")();
-  CATCH_REQUIRE(made.ok());
-  BlockModel& model = **made;
-  torch::manual_seed(2);
-  torch::Tensor x = torch::randn({3, 1, 28, 28});
-  for (int64_t b = 0; b < model.num_blocks(); ++b) {
-    CATCH_CAPTURE(b);
-    std::vector<torch::Tensor> params = model.BlockParameters(b);
-    StageSgd sgd(params, SgdOptions{}, /*separate_real=*/true);
-    std::vector<torch::Tensor> w1;
-    sgd.CopyWorking(&w1);
-    std::vector<torch::Tensor> w2;
-    for (const torch::Tensor& w : w1) w2.push_back(w + 0.3 * torch::randn_like(w));
-    torch::Tensor input = x.detach().requires_grad_(true);
-    torch::Tensor y = model.ForwardBlock(b, input);
-    torch::Tensor g = torch::randn_like(y);
-    sgd.WriteWorking(w2);  // other weights are written between forward and backward
-    sgd.WriteWorking(w1);  // the stash is put back
-    sgd.ZeroGrad();
-    torch::autograd::backward({y}, {g});
-    std::vector<torch::Tensor> stashed_grads;
-    for (const torch::Tensor& p : params) stashed_grads.push_back(p.grad().clone());
-    torch::Tensor stashed_input_grad = input.grad().clone();
-
-    torch::Tensor input2 = x.detach().requires_grad_(true);
-    sgd.ZeroGrad();
-    torch::autograd::backward({model.ForwardBlock(b, input2)}, {g});
-    std::vector<torch::Tensor> fresh_grads;
-    for (const torch::Tensor& p : params) fresh_grads.push_back(p.grad().clone());
-    CATCH_CHECK(MaxAbsDiff(stashed_grads, fresh_grads) == 0);
-    CATCH_CHECK(torch::equal(stashed_input_grad, input2.grad()));
-    x = y.detach();
-  }
 }
 
 // ---------------------------------------------------------------------------------------
@@ -344,11 +200,10 @@ SimResult Simulate(const std::vector<int64_t>& dims, const std::vector<Batch>& b
 absl::StatusOr<std::pair<std::vector<torch::Tensor>, TrainStats>> RunEngine(
     const PipelineOptions& options, const PipelineEngine::ModelFactory& factory,
     const std::vector<Batch>& batches) {
-  absl::StatusOr<std::unique_ptr<PipelineEngine>> engine = PipelineEngine::Create(options, factory);
-  if (!engine.ok()) return engine.status();
-  absl::StatusOr<TrainStats> stats = (*engine)->Train(batches.size(), SourceOf(batches));
-  if (!stats.ok()) return stats.status();
-  return std::make_pair((*engine)->Parameters(), *stats);
+  P3_ASSIGN_OR_RETURN(std::unique_ptr<PipelineEngine> engine,
+                      PipelineEngine::Create(options, factory));
+  P3_ASSIGN_OR_RETURN(TrainStats stats, engine->Train(batches.size(), SourceOf(batches)));
+  return std::make_pair(engine->Parameters(), std::move(stats));
 }
 
 CATCH_TEST_CASE("every pipelined weight mode trains as the hand-written simulation says") {
@@ -735,7 +590,7 @@ CATCH_TEST_CASE("the profiler times every block and counts its parameters") {
   CATCH_REQUIRE(profile->size() == 3);
   CATCH_CHECK((*profile)[0].name == "fc1");
   CATCH_CHECK((*profile)[0].parameters == 12 * 40 + 40);
-  CATCH_CHECK((*profile)[1].output_bytes == 8 * 30 * 4);
+  CATCH_CHECK((*profile)[1].output_bytes == static_cast<int64_t>(8 * 30 * sizeof(float)));
   for (const BlockProfile& b : *profile) {
     CATCH_CHECK(b.forward_seconds > 0);
     CATCH_CHECK(b.backward_seconds > 0);

@@ -1,8 +1,11 @@
 // The pipeline's scheduling parts, which build without libtorch: the 1F1B order,
 // SpecTrain's version differences, the partitioner, the bounded queue, and the
 // "pipeline" section of experiment configs.
-#include <atomic>
+#include "p3/pipeline/schedule.h"
+
+#include <algorithm>
 #include <catch2/catch.hpp>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -10,7 +13,6 @@
 #include "absl/strings/match.h"
 #include "p3/pipeline/bounded_queue.h"
 #include "p3/pipeline/partition.h"
-#include "p3/pipeline/schedule.h"
 #include "proto/config.h"
 
 namespace p3::pipeline {
@@ -179,23 +181,49 @@ CATCH_TEST_CASE("partitions that leave a stage empty are rejected") {
   CATCH_CHECK((StageRanges({1, 3}, 4) == std::vector<StageRange>{{0, 1}, {1, 3}, {3, 4}}));
 }
 
+// Catch2's assertions are not thread-safe: the worker threads below only record what
+// they saw, and the main thread asserts on it after join().
+
 CATCH_TEST_CASE("bounded queue hands items over in order and blocks the producer when full") {
   BoundedQueue<int> queue(2);
-  std::atomic<int> pushed{0};
+  int pushed = 0;
+  size_t max_size = 0;  // the largest size the producer saw right after a Push()
   std::thread producer([&] {
     for (int i = 0; i < 100; ++i) {
       if (!queue.Push(i)) return;
-      pushed.fetch_add(1);
-      CATCH_CHECK(queue.size() <= 2);
+      ++pushed;
+      max_size = std::max(max_size, queue.size());
     }
   });
+  std::vector<int> popped;
   for (int i = 0; i < 100; ++i) {
     std::optional<int> item = queue.Pop();
-    CATCH_REQUIRE(item.has_value());
-    CATCH_CHECK(*item == i);
+    if (!item.has_value()) break;
+    popped.push_back(*item);
   }
   producer.join();
-  CATCH_CHECK(pushed.load() == 100);
+  std::vector<int> expected(100);
+  for (int i = 0; i < 100; ++i) expected[i] = i;
+  CATCH_CHECK(popped == expected);
+  CATCH_CHECK(pushed == 100);
+  CATCH_CHECK(max_size <= 2);
+  CATCH_CHECK(queue.blocked() == 0);
+}
+
+CATCH_TEST_CASE("a bounded queue's producer waits while it is full until a Pop() makes room") {
+  BoundedQueue<int> queue(1);
+  CATCH_REQUIRE(queue.Push(1));
+  bool pushed = false;
+  std::thread producer([&] { pushed = queue.Push(2); });
+  queue.AwaitBlocked(1);  // the producer found the queue full and waits
+  CATCH_CHECK(queue.blocked() == 1);
+  CATCH_CHECK(queue.size() == 1);
+  std::optional<int> first = queue.Pop();
+  producer.join();
+  CATCH_CHECK(pushed);
+  CATCH_CHECK(first == std::optional<int>(1));
+  CATCH_CHECK(queue.Pop() == std::optional<int>(2));
+  CATCH_CHECK(queue.blocked() == 0);
 }
 
 CATCH_TEST_CASE("closing a bounded queue wakes a blocked consumer and a blocked producer") {
@@ -206,14 +234,22 @@ CATCH_TEST_CASE("closing a bounded queue wakes a blocked consumer and a blocked 
   bool push_result = true;
   std::thread consumer([&] { popped = empty.Pop(); });
   std::thread producer([&] { push_result = full.Push(8); });
+  // Close only once both really wait: what is tested is the wake-up, not a refusal.
+  empty.AwaitBlocked(1);
+  full.AwaitBlocked(1);
+  CATCH_CHECK(empty.blocked() == 1);
+  CATCH_CHECK(full.blocked() == 1);
   empty.Close();
   full.Close();
   consumer.join();
   producer.join();
   CATCH_CHECK_FALSE(popped.has_value());
   CATCH_CHECK_FALSE(push_result);
+  CATCH_CHECK(empty.blocked() == 0);
+  CATCH_CHECK(full.blocked() == 0);
   CATCH_CHECK_FALSE(full.Pop().has_value());
   empty.Close();  // idempotent
+  CATCH_CHECK_FALSE(empty.Push(3));
 }
 
 CATCH_TEST_CASE("pipeline configs get defaults and name bad fields") {

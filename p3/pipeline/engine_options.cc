@@ -1,0 +1,33 @@
+#include "p3/pipeline/engine_options.h"
+
+#include "absl/strings/str_cat.h"
+
+namespace p3::pipeline {
+namespace {
+
+constexpr int kMaxStages = 64;
+
+}  // namespace
+
+absl::Status ValidatePipelineOptions(const PipelineOptions& o) {
+  if (o.num_stages < 1 || o.num_stages > kMaxStages) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("num_stages: ", o.num_stages, " is out of range; allowed 1..", kMaxStages));
+  }
+  if (o.spectrain_version != 1 && o.spectrain_version != 2) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("spectrain_version: ", o.spectrain_version, " is not allowed; allowed: 1, 2"));
+  }
+  if (!o.devices.empty() && static_cast<int>(o.devices.size()) != o.num_stages) {
+    return absl::InvalidArgumentError(absl::StrCat("devices: ", o.devices.size(), " devices for ",
+                                                   o.num_stages,
+                                                   " stages; give one per stage or none"));
+  }
+  if (o.threads_per_stage < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("threads_per_stage: ", o.threads_per_stage, " is out of range; allowed >= 0"));
+  }
+  return ValidateSgdOptions(o.sgd);
+}
+
+}  // namespace p3::pipeline

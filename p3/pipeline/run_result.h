@@ -1,0 +1,61 @@
+// What a pipeline run (runner.h) reports: one record per epoch and the run's summary, as
+// JSON (the RESULT line and --result_file), CSV (--epochs_file) and the EPOCH line.
+//
+// Example:
+//   RunResult result;
+//   result.epochs.push_back({.epoch = 1, .iterations = 12, .train_loss = 0.9});
+//   std::cout << FormatEpochLine(result.epochs[0]) << "\n" << result.ToJson() << "\n";
+//
+// Plain values; thread-compatible.
+#ifndef P3_PIPELINE_RUN_RESULT_H_
+#define P3_PIPELINE_RUN_RESULT_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace p3::pipeline {
+
+struct EpochRecord {
+  int epoch = 0;  // 1-based
+  int64_t iterations = 0;
+  double train_loss = 0;  // mean over the epoch's mini-batches
+  double seconds = 0;     // training time of the epoch, evaluation excluded
+  // Steady-state rate: samples of the mini-batches after the first
+  // training.warmup_iterations over the time they took.
+  double samples_per_second = 0;
+  std::optional<double> test_accuracy;  // with training.evaluate
+};
+
+struct RunResult {
+  std::string name;
+  std::string weights;  // pipeline.weights
+  int spectrain_version = 1;
+  int stages = 0;
+  std::vector<std::string> devices;
+  std::vector<int64_t> boundaries;        // used (data_parallel: none)
+  std::vector<std::string> stage_blocks;  // e.g. "conv1+conv2", per stage
+  std::vector<std::string> block_names;
+  std::vector<double> block_seconds;  // profiled forward + backward; empty if not profiled
+  int64_t batch_size = 0;
+  int64_t iterations = 0;
+  double samples_per_second = 0;        // median over the epochs
+  double final_loss = 0;                // mean of the last (up to) 20 mini-batches
+  std::optional<double> test_accuracy;  // after the last epoch
+  double wall_seconds = 0;
+  std::vector<EpochRecord> epochs;
+
+  // One line; a loss that is not finite (a diverged run) is null, as JSON has no NaN.
+  std::string ToJson() const;
+  // epoch,iterations,train_loss,seconds,samples_per_second,test_accuracy
+  std::string EpochsCsv() const;
+};
+
+// "EPOCH epoch=<e> train_loss=<f> seconds=<f> samples_per_second=<f> test_accuracy=<f|null>",
+// without a newline.
+std::string FormatEpochLine(const EpochRecord& record);
+
+}  // namespace p3::pipeline
+
+#endif  // P3_PIPELINE_RUN_RESULT_H_

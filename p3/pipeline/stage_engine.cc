@@ -1,0 +1,206 @@
+#include "p3/pipeline/stage_engine.h"
+
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <optional>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "p3/pipeline/schedule.h"
+#include "p3/pipeline/torch_errors.h"
+#include "p3/status_macros.h"
+
+namespace p3::pipeline {
+namespace {
+
+absl::Status Stopped(int k) {
+  return absl::CancelledError(absl::StrCat("stage ", k, " stopped: another part failed"));
+}
+
+}  // namespace
+
+int StageEngine::Stage::SetWorkingPredicted(int s) {
+  StageSgd& sgd = *replica->sgd;
+  const int64_t version = sgd.steps();
+  const int applied = version > 0 && !sgd.velocity().empty() ? std::max(s, 0) : 0;
+  if (!sgd.separate_real()) return 0;
+  if (working_version != version || working_prediction != applied) {
+    sgd.WritePredicted(applied);
+    working_version = version;
+    working_prediction = applied;
+  }
+  return applied;
+}
+
+void StageEngine::Stage::SetWorkingStash(const InFlight& f) {
+  if (working_version != f.version || working_prediction != f.prediction) {
+    replica->sgd->WriteWorking(f.stash);
+    working_version = f.version;
+    working_prediction = f.prediction;
+  }
+}
+
+StageEngine::StageEngine(const PipelineOptions& options, std::vector<StageReplica*> replicas)
+    : options_(options), n_(static_cast<int>(replicas.size())), stages_(replicas.size()) {
+  for (int k = 0; k < n_; ++k) {
+    stages_[k].replica = replicas[k];
+    forward_.push_back(std::make_unique<BoundedQueue<Message>>(n_ + 1));
+    backward_.push_back(std::make_unique<BoundedQueue<Message>>(n_ + 1));
+  }
+}
+
+void StageEngine::Close() {
+  for (auto& q : forward_) q->Close();
+  for (auto& q : backward_) q->Close();
+}
+
+void StageEngine::Emit(const PipelineEvent& event) const {
+  if (options_.on_event) options_.on_event(event);
+}
+
+absl::Status StageEngine::RunJob(int k, const TrainJob& job) {
+  Stage& stage = stages_[k];
+  for (const ScheduleStep& step : OneFOneBSchedule(n_, k, job.count, IsPipelined(options_.mode))) {
+    std::optional<Message> message;
+    if (step.pass == Pass::kForward || k + 1 < n_) {
+      message = (step.pass == Pass::kForward ? forward_[k] : backward_[k])->Pop();
+      if (!message) return Stopped(k);
+      if (message->microbatch != step.microbatch) {
+        return absl::InternalError(absl::StrCat("stage ", k, ": expected ", StepName(step),
+                                                ", received mini-batch ", message->microbatch));
+      }
+    }
+    if (step.pass == Pass::kForward) {
+      P3_RETURN_IF_ERROR(Forward(stage, k, std::move(*message), job));
+    } else {
+      P3_RETURN_IF_ERROR(
+          Backward(stage, k, step.microbatch, message ? message->tensor : torch::Tensor(), job));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status StageEngine::Forward(Stage& stage, int k, Message message, const TrainJob& job) {
+  const int64_t i = message.microbatch;
+  const StageReplica& replica = *stage.replica;
+  const bool stash = options_.mode == WeightMode::kPipeDream ||
+                     (options_.mode == WeightMode::kSpecTrain && options_.spectrain_version == 2);
+  bool pushed = true;
+  P3_RETURN_IF_ERROR(CatchTorchErrors(
+      absl::StrCat("stage ", k, ": forward of mini-batch ", i), [&]() -> absl::Status {
+        InFlight f;
+        torch::Tensor x = message.tensor.to(replica.device);
+        if (k > 0) x = x.detach().requires_grad_(true);
+        // The weights of this forward: the real ones (stale, vanilla: they are the
+        // parameters), or predicted s ahead (spectrain; pipedream: s = 0).
+        f.prediction = stage.SetWorkingPredicted(
+            PredictionDistance(options_.mode, options_.spectrain_version, n_, k, Pass::kForward));
+        f.version = replica.sgd->steps();
+        if (stash) {
+          if (!stage.free_stashes.empty()) {
+            f.stash = std::move(stage.free_stashes.back());
+            stage.free_stashes.pop_back();
+          }
+          replica.sgd->CopyWorking(&f.stash);
+        }
+        torch::Tensor y = x;
+        for (int64_t b = replica.range.begin; b < replica.range.end; ++b) {
+          y = replica.model->ForwardBlock(b, y);
+        }
+        if (k + 1 == n_) {
+          torch::Tensor loss = replica.model->Loss(y, message.target.to(replica.device));
+          job.stats->losses[i] = loss.item<double>();
+          f.output = loss;
+        } else {
+          f.output = y;
+        }
+        f.input = x;
+        PipelineEvent event{k, Pass::kForward, i, f.version, f.prediction, 0};
+        stage.in_flight.emplace(i, std::move(f));
+        for (const auto& entry : stage.in_flight) {
+          event.stashed += entry.second.stash.empty() ? 0 : 1;
+        }
+        // Before the hand-over, so that events are recorded in an order consistent with
+        // the data flow (the next stage's forward of i comes after this one).
+        Emit(event);
+        if (k + 1 < n_) pushed = forward_[k + 1]->Push(Message{i, y.detach(), message.target});
+        return absl::OkStatus();
+      }));
+  return pushed ? absl::OkStatus() : Stopped(k);
+}
+
+absl::Status StageEngine::Backward(Stage& stage, int k, int64_t i, const torch::Tensor& grad,
+                                   const TrainJob& job) {
+  auto it = stage.in_flight.find(i);
+  if (it == stage.in_flight.end()) {
+    return absl::InternalError(
+        absl::StrCat("stage ", k, ": backward of mini-batch ", i, " before its forward"));
+  }
+  InFlight& f = it->second;
+  StageReplica& replica = *stage.replica;
+  bool pushed = true;
+  P3_RETURN_IF_ERROR(CatchTorchErrors(
+      absl::StrCat("stage ", k, ": backward of mini-batch ", i), [&]() -> absl::Status {
+        PipelineEvent event{k, Pass::kBackward, i, replica.sgd->steps(), 0, 0};
+        if (!f.stash.empty()) {
+          // The forward's weights: stashed (pipedream) or predicted (spectrain v2).
+          event.weight_version = f.version;
+          event.prediction = f.prediction;
+          stage.SetWorkingStash(f);
+        } else {
+          // The current real weights (stale, vanilla: they are the parameters), or
+          // predicted s ahead (spectrain v1).
+          event.prediction = stage.SetWorkingPredicted(PredictionDistance(
+              options_.mode, options_.spectrain_version, n_, k, Pass::kBackward));
+        }
+        replica.sgd->ZeroGrad();
+        if (k + 1 == n_) {
+          f.output.backward();
+        } else {
+          torch::autograd::backward({f.output}, {grad.to(replica.device)});
+        }
+        for (const auto& entry : stage.in_flight) {
+          if (entry.first != i && !entry.second.stash.empty()) ++event.stashed;
+        }
+        Emit(event);
+        // Hand the input's gradient on before updating, so that the previous stage can
+        // start its backward during this stage's update.
+        if (k > 0) pushed = backward_[k - 1]->Push(Message{i, f.input.grad(), {}});
+        replica.sgd->Step();
+        return absl::OkStatus();
+      }));
+  if (!f.stash.empty()) stage.free_stashes.push_back(std::move(f.stash));
+  stage.in_flight.erase(it);
+  if (k == 0) {
+    job.stats->done_seconds[i] = absl::ToDoubleSeconds(absl::Now() - job.start);
+    if (options_.on_done) options_.on_done(i, job.stats->losses[i]);
+  }
+  return pushed ? absl::OkStatus() : Stopped(k);
+}
+
+absl::Status StageEngine::Feed(int64_t count, const BatchSource& source) {
+  for (int64_t i = 0; i < count; ++i) {
+    P3_ASSIGN_OR_RETURN(models::Batch batch, LoadBatch(source, i));
+    if (!forward_[0]->Push(Message{i, std::move(batch.input), std::move(batch.target)})) {
+      return absl::OkStatus();  // a stage failed; its error is already recorded
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status StageEngine::EndJob(int k) {
+  Stage& stage = stages_[k];
+  for (auto& entry : stage.in_flight) {
+    if (!entry.second.stash.empty()) stage.free_stashes.push_back(std::move(entry.second.stash));
+  }
+  stage.in_flight.clear();
+  // The model holds the real weights between runs (for Infer(), Parameters()).
+  return CatchTorchErrors(absl::StrCat("stage ", k), [&]() -> absl::Status {
+    stage.SetWorkingPredicted(0);
+    return absl::OkStatus();
+  });
+}
+
+}  // namespace p3::pipeline

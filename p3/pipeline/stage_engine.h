@@ -1,0 +1,99 @@
+// The 1F1B stage pipeline behind PipelineEngine (engine.h) for the modes spectrain,
+// pipedream, stale and vanilla: stage k runs blocks [begin_k, end_k) of its replica and
+// follows OneFOneBSchedule() (schedule.h).
+//
+// Data path. Feed() puts the mini-batches into stage 0's forward queue; each stage passes
+// its output (detached) forward and, in its backward, the gradient of its input back,
+// through bounded queues of N + 1 items (in 1F1B no stage runs more than N forwards
+// ahead of the next one, so N + 1 slots never block a stage that the schedule lets run).
+// The last stage computes the loss. A stage applies its update right after each backward,
+// having handed its input's gradient on first.
+//
+// Weights, mini-batch i on stage k (v: SGD's momentum buffer, s: PredictionDistance()):
+//   spectrain v1  forward with W - s_f lr v, backward with W - s_b lr v (current W, v)
+//   spectrain v2  forward with W - s_f lr v; the backward reuses those weights (stashed)
+//   pipedream     forward with the current W, stashed; the backward uses the stash
+//   stale         forward and backward each with whatever W is current
+//   vanilla       like stale, but with no warm-up forwards: one mini-batch in flight
+// In spectrain and pipedream the replica's optimizer keeps the real weights apart and the
+// stage writes the values each pass needs into the model's parameters (stage_sgd.h).
+//
+// Thread-safety: as ModeEngine (mode_engine.h).
+#ifndef P3_PIPELINE_STAGE_ENGINE_H_
+#define P3_PIPELINE_STAGE_ENGINE_H_
+
+#include <torch/types.h>
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "p3/pipeline/bounded_queue.h"
+#include "p3/pipeline/engine_options.h"
+#include "p3/pipeline/mode_engine.h"
+
+namespace p3::pipeline {
+
+class StageEngine : public ModeEngine {
+ public:
+  // `options.mode` is one of spectrain, pipedream, stale, vanilla; `replicas` (one per
+  // stage, options.num_stages of them) outlive the engine.
+  StageEngine(const PipelineOptions& options, std::vector<StageReplica*> replicas);
+
+  absl::Status RunJob(int k, const TrainJob& job) override;
+  absl::Status Feed(int64_t count, const BatchSource& source) override;
+  absl::Status EndJob(int k) override;
+  void Close() override;
+
+ private:
+  struct Message {
+    int64_t microbatch = 0;
+    torch::Tensor tensor;  // activation (forward) or gradient (backward)
+    torch::Tensor target;  // forward only
+  };
+  // One mini-batch between its forward and its backward on a stage.
+  struct InFlight {
+    torch::Tensor input;               // the stage's input; a leaf with grad on stages > 0
+    torch::Tensor output;              // the stage's output; the loss on the last stage
+    std::vector<torch::Tensor> stash;  // the forward's weights (pipedream, spectrain v2)
+    int64_t version = 0;               // updates applied when the forward ran
+    int prediction = 0;                // s applied in the forward
+  };
+  struct Stage {
+    StageReplica* replica = nullptr;
+    std::map<int64_t, InFlight> in_flight;  // by mini-batch
+    // What the parameters hold (spectrain, pipedream: the optimizer keeps the real
+    // weights apart): the real weights after `working_version` updates, predicted
+    // `working_prediction` ahead. Writes that would change nothing are skipped.
+    int64_t working_version = 0;
+    int working_prediction = 0;
+    std::vector<std::vector<torch::Tensor>> free_stashes;  // reused weight copies
+
+    // Parameters := the real weights after the current update count, predicted `s`
+    // ahead (0: none; nothing before the first update). Returns the s applied.
+    int SetWorkingPredicted(int s);
+    // Parameters := a stash taken when they held (version, prediction).
+    void SetWorkingStash(const InFlight& f);
+  };
+
+  // The forward of one mini-batch on `stage` and its hand-over to the next stage.
+  absl::Status Forward(Stage& stage, int k, Message message, const TrainJob& job);
+  // The backward of mini-batch `i`, the hand-over of its input's gradient, the update.
+  absl::Status Backward(Stage& stage, int k, int64_t i, const torch::Tensor& grad,
+                        const TrainJob& job);
+  void Emit(const PipelineEvent& event) const;
+
+  const PipelineOptions options_;
+  const int n_;
+  std::vector<Stage> stages_;
+  // forward_[k] feeds stage k (forward_[0] from Feed()); backward_[k] carries the
+  // gradient of stage k's output from stage k+1.
+  std::vector<std::unique_ptr<BoundedQueue<Message>>> forward_;
+  std::vector<std::unique_ptr<BoundedQueue<Message>>> backward_;
+};
+
+}  // namespace p3::pipeline
+
+#endif  // P3_PIPELINE_STAGE_ENGINE_H_
