@@ -1,5 +1,6 @@
 #include "p3/trace.h"
 
+#include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
@@ -8,30 +9,8 @@
 namespace p3 {
 namespace {
 
-std::string JsonEscape(absl::string_view s) {
-  std::string out;
-  out.reserve(s.size());
-  for (char c : s) {
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) {
-          absl::StrAppend(&out, "\\u00", absl::Hex(static_cast<unsigned char>(c), absl::kZeroPad2));
-        } else {
-          out += c;
-        }
-    }
-  }
-  return out;
-}
+// A JSON string literal, quoted and escaped.
+std::string Quoted(absl::string_view s) { return nlohmann::json(std::string(s)).dump(); }
 
 }  // namespace
 
@@ -75,17 +54,17 @@ absl::Status TraceRecorder::WriteJson(const std::string& path) const {
     out << "{\"displayTimeUnit\": \"ms\", \"otherData\": {\"dropped_events\": " << dropped_
         << "}, \"traceEvents\": [\n";
     out << "{\"ph\": \"M\", \"name\": \"process_name\", \"pid\": " << options_.pid
-        << ", \"tid\": 0, \"args\": {\"name\": \"" << JsonEscape(options_.process_name) << "\"}}";
+        << ", \"tid\": 0, \"args\": {\"name\": " << Quoted(options_.process_name) << "}}";
     for (size_t t = 0; t < tracks_.size(); ++t) {
       out << ",\n{\"ph\": \"M\", \"name\": \"thread_name\", \"pid\": " << options_.pid
-          << ", \"tid\": " << t << ", \"args\": {\"name\": \"" << JsonEscape(tracks_[t]) << "\"}}";
+          << ", \"tid\": " << t << ", \"args\": {\"name\": " << Quoted(tracks_[t]) << "}}";
       out << ",\n{\"ph\": \"M\", \"name\": \"thread_sort_index\", \"pid\": " << options_.pid
           << ", \"tid\": " << t << ", \"args\": {\"sort_index\": " << t << "}}";
     }
     for (const Event& e : events_) {
       out << ",\n{\"ph\": \"X\", \"pid\": " << options_.pid << ", \"tid\": " << e.track
-          << ", \"ts\": " << e.start_us << ", \"dur\": " << e.duration_us << ", \"name\": \""
-          << JsonEscape(e.name) << "\", \"cat\": \"" << JsonEscape(e.category) << "\"";
+          << ", \"ts\": " << e.start_us << ", \"dur\": " << e.duration_us
+          << ", \"name\": " << Quoted(e.name) << ", \"cat\": " << Quoted(e.category);
       if (!e.args.empty()) out << ", \"args\": {" << e.args << "}";
       out << "}";
     }

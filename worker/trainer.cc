@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <sstream>
 #include <utility>
@@ -252,21 +253,20 @@ void Summarize(int64_t warmup, TrainResult* result) {
 
 }  // namespace
 
-// JSON has no NaN or infinity: a diverged run's loss is written as null.
-namespace {
-std::string JsonNumber(double v) { return std::isfinite(v) ? absl::StrFormat("%.6f", v) : "null"; }
-}  // namespace
-
 std::string TrainResult::ToJson() const {
-  std::ostringstream out;
-  out << absl::StrFormat(
-      "{\"rank\": %d, \"iterations\": %d, \"samples_per_second\": %.3f, \"final_loss\": %s, "
-      "\"test_accuracy\": %s, \"param_l2\": %s, \"wall_seconds\": %.3f, \"bytes_sent\": %d, "
-      "\"bytes_received\": %d, \"forward_wait_seconds\": %.3f}",
-      rank, iterations, samples_per_second, JsonNumber(final_loss),
-      test_accuracy ? absl::StrFormat("%.4f", *test_accuracy) : "null", JsonNumber(param_l2),
-      wall_seconds, bytes_sent, bytes_received, forward_wait_seconds);
-  return out.str();
+  // nlohmann writes NaN and infinity as null: JSON has neither (a diverged run's loss).
+  nlohmann::ordered_json j;
+  j["rank"] = rank;
+  j["iterations"] = iterations;
+  j["samples_per_second"] = samples_per_second;
+  j["final_loss"] = final_loss;
+  j["test_accuracy"] = test_accuracy ? nlohmann::ordered_json(*test_accuracy) : nullptr;
+  j["param_l2"] = param_l2;
+  j["wall_seconds"] = wall_seconds;
+  j["bytes_sent"] = bytes_sent;
+  j["bytes_received"] = bytes_received;
+  j["forward_wait_seconds"] = forward_wait_seconds;
+  return j.dump();
 }
 
 std::string TrainResult::RecordsCsv() const {

@@ -1,6 +1,7 @@
 #include "p3/pipeline/run_result.h"
 
 #include <cmath>
+#include <nlohmann/json.hpp>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -9,53 +10,47 @@
 namespace p3::pipeline {
 namespace {
 
-std::string JsonString(const std::string& s) {
-  std::string out = "\"";
-  for (char c : s) {
-    if (c == '"' || c == '\\') out += '\\';
-    out += c;
-  }
-  return out + "\"";
-}
-
 std::string OptionalNumber(const std::optional<double>& v) {
   return v ? absl::StrFormat("%.4f", *v) : "null";
 }
 
-// JSON has no NaN or infinity: a diverged run's loss is written as null.
-std::string Number(double v) { return std::isfinite(v) ? absl::StrFormat("%.6f", v) : "null"; }
-
-std::string QuotedList(const std::vector<std::string>& values) {
-  std::vector<std::string> quoted;
-  for (const std::string& v : values) quoted.push_back(JsonString(v));
-  return absl::StrJoin(quoted, ", ");
+nlohmann::ordered_json OptionalJson(const std::optional<double>& v) {
+  return v ? nlohmann::ordered_json(*v) : nlohmann::ordered_json(nullptr);
 }
 
-std::string EpochJson(const EpochRecord& e) {
-  return absl::StrFormat(
-      "{\"epoch\": %d, \"iterations\": %d, \"train_loss\": %s, \"seconds\": %.3f, "
-      "\"samples_per_second\": %.3f, \"test_accuracy\": %s}",
-      e.epoch, e.iterations, Number(e.train_loss), e.seconds, e.samples_per_second,
-      OptionalNumber(e.test_accuracy));
+nlohmann::ordered_json EpochJson(const EpochRecord& e) {
+  nlohmann::ordered_json j;
+  j["epoch"] = e.epoch;
+  j["iterations"] = e.iterations;
+  j["train_loss"] = e.train_loss;  // NaN and infinity are written as null
+  j["seconds"] = e.seconds;
+  j["samples_per_second"] = e.samples_per_second;
+  j["test_accuracy"] = OptionalJson(e.test_accuracy);
+  return j;
 }
 
 }  // namespace
 
 std::string RunResult::ToJson() const {
-  std::vector<std::string> epoch_json;
-  for (const EpochRecord& e : epochs) epoch_json.push_back(EpochJson(e));
-  std::vector<std::string> seconds;
-  for (double s : block_seconds) seconds.push_back(absl::StrFormat("%.6f", s));
-  return absl::StrFormat(
-      "{\"name\": %s, \"weights\": %s, \"spectrain_version\": %d, \"stages\": %d, "
-      "\"devices\": [%s], \"boundaries\": [%s], \"stage_blocks\": [%s], \"block_names\": [%s], "
-      "\"block_seconds\": [%s], \"batch_size\": %d, \"iterations\": %d, "
-      "\"samples_per_second\": %.3f, \"final_loss\": %s, \"test_accuracy\": %s, "
-      "\"wall_seconds\": %.3f, \"epochs\": [%s]}",
-      JsonString(name), JsonString(weights), spectrain_version, stages, QuotedList(devices),
-      absl::StrJoin(boundaries, ", "), QuotedList(stage_blocks), QuotedList(block_names),
-      absl::StrJoin(seconds, ", "), batch_size, iterations, samples_per_second, Number(final_loss),
-      OptionalNumber(test_accuracy), wall_seconds, absl::StrJoin(epoch_json, ", "));
+  nlohmann::ordered_json j;
+  j["name"] = name;
+  j["weights"] = weights;
+  j["spectrain_version"] = spectrain_version;
+  j["stages"] = stages;
+  j["devices"] = devices;
+  j["boundaries"] = boundaries;
+  j["stage_blocks"] = stage_blocks;
+  j["block_names"] = block_names;
+  j["block_seconds"] = block_seconds;
+  j["batch_size"] = batch_size;
+  j["iterations"] = iterations;
+  j["samples_per_second"] = samples_per_second;
+  j["final_loss"] = final_loss;  // NaN and infinity are written as null
+  j["test_accuracy"] = OptionalJson(test_accuracy);
+  j["wall_seconds"] = wall_seconds;
+  j["epochs"] = nlohmann::ordered_json::array();
+  for (const EpochRecord& e : epochs) j["epochs"].push_back(EpochJson(e));
+  return j.dump();
 }
 
 std::string RunResult::EpochsCsv() const {

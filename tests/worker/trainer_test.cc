@@ -7,6 +7,7 @@
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -109,7 +110,10 @@ CATCH_TEST_CASE("a local run trains every iteration, reports progress and learns
   const std::vector<std::string> csv =
       absl::StrSplit(result->RecordsCsv(), '\n', absl::SkipEmpty());
   CATCH_CHECK(csv.size() == kIterations + 1);
-  CATCH_CHECK(result->ToJson().find("\"iterations\": 40") != std::string::npos);
+  const nlohmann::json json = nlohmann::json::parse(result->ToJson());
+  CATCH_CHECK(json["iterations"] == 40);
+  CATCH_CHECK(json["rank"] == 0);
+  CATCH_CHECK(json["final_loss"] == result->final_loss);
 }
 
 CATCH_TEST_CASE("one worker and one server train what the local run trains") {
