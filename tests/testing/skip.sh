@@ -1,6 +1,9 @@
 # Shared by the shell tests: report a case that did not run, so that it shows as skipped.
 #
-# Bazel 4.2.3 has no "skipped" status: a test that returns 0 is PASSED, and the file
+# A target that needs root or sshd as a whole declares it (target_compatible_with, see
+# third_party/host_facts.bzl) and `bazel test` lists it as SKIPPED where the machine lacks
+# it. This is for a case a test can only find out about at run time. Bazel 4.2.3 has no
+# "skipped" status for that: a test that returns 0 is PASSED, and the file
 # $TEST_WARNINGS_OUTPUT_FILE it offers is kept in bazel-testlogs but never printed. So a
 # skip is one line in the test's log,
 #   P3_SKIPPED: <what>: <reason>

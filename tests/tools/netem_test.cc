@@ -255,7 +255,8 @@ double Iperf3Gbps(const EmulatedNetwork& network, int from, int to) {
   return absl::SimpleAtod(number, &bits) ? bits / 1e9 : -1;
 }
 
-CATCH_TEST_CASE("a 1 Gbit/s emulated link measures close to 1 Gbit/s; nothing is left after") {
+CATCH_TEST_CASE("a 1 Gbit/s emulated link measures close to 1 Gbit/s; nothing is left after",
+                "[root]") {
   const std::string why = WhyNoRealNetwork();
   if (!why.empty()) {
     p3::testing::ReportSkip("the real-network case", why);
