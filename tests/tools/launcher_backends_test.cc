@@ -11,6 +11,7 @@
 #include "absl/strings/match.h"
 #include "p3/file_util.h"
 #include "proto/config.h"
+#include "tests/testing/temp_dir.h"
 #include "tools/launcher/backends.h"
 
 namespace p3::tools::launcher {
@@ -18,13 +19,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string FreshDir(const std::string& name) {
-  const char* tmp = std::getenv("TEST_TMPDIR");
-  const fs::path dir = fs::path(tmp != nullptr ? tmp : "/tmp") / name;
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir.string();
-}
+using p3::testing::FreshDir;
 
 config::ExperimentConfig Config(const std::vector<std::string>& overrides) {
   absl::StatusOr<config::ExperimentConfig> config = config::ParseConfig("", overrides);

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "tests/testing/temp_dir.h"
 #include "tools/launcher/command_line.h"
 
 namespace p3::tools::launcher {
@@ -13,13 +14,7 @@ namespace {
 namespace fs = std::filesystem;
 
 // A fresh folder under TEST_TMPDIR.
-std::string FreshDir(const std::string& name) {
-  const char* tmp = std::getenv("TEST_TMPDIR");
-  const fs::path dir = fs::path(tmp != nullptr ? tmp : "/tmp") / name;
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir.string();
-}
+using p3::testing::FreshDir;
 
 void Touch(const std::string& path) {
   fs::create_directories(fs::path(path).parent_path());

@@ -12,6 +12,7 @@
 #include "absl/strings/match.h"
 #include "p3/file_util.h"
 #include "proto/config.h"
+#include "tests/testing/temp_dir.h"
 
 namespace p3::tools::launcher {
 namespace {
@@ -19,13 +20,7 @@ namespace {
 namespace fs = std::filesystem;
 using Json = nlohmann::json;
 
-std::string FreshDir(const std::string& name) {
-  const char* tmp = std::getenv("TEST_TMPDIR");
-  const fs::path dir = fs::path(tmp != nullptr ? tmp : "/tmp") / name;
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir.string();
-}
+using p3::testing::FreshDir;
 
 // The fakes, from the test's runfiles (its working directory).
 LauncherOptions FakeOptions() {
