@@ -5,20 +5,11 @@
 # Runs from the runfiles tree (bazel test), where the paths below are relative.
 set -uo pipefail
 
+source tests/testing/cases.sh
+
 LAUNCHER=tools/launch_cluster
 TMP="${TEST_TMPDIR:-$(mktemp -d)}"
-passed=0
-failed=0
 
-fail() {
-  echo "FAIL [$case_name]: $*"
-  [[ -f "${output:-/dev/null}" ]] && sed 's/^/    | /' "$output"
-  failed=$((failed + 1))
-}
-ok() {
-  echo "ok   [$case_name]"
-  passed=$((passed + 1))
-}
 
 # Runs the launcher with the fakes; output (stdout + stderr) goes to $output, the exit
 # status to $rc.
@@ -46,10 +37,6 @@ no_process_left() {
   done < <(sed -n 's/^\(\(server\|worker\)_[0-9][0-9]*\)  *\([1-9][0-9]*\) .*/\1 \3/p' "$output")
 }
 
-json_check() {  # json_check FILE PYTHON_EXPRESSION_ON_s [sys.argv[3]]
-  /usr/bin/python3 -c "import json, sys; s = json.load(open(sys.argv[1])); assert $2, sys.argv[2]" \
-    "$1" "$2" "${3:-}"
-}
 
 # --- everything succeeds: outputs, summary.json, progress lines -----------------------
 case_name=success
@@ -313,5 +300,4 @@ else
   ok
 fi
 
-echo "$passed passed, $failed failed"
-[[ $failed -eq 0 ]]
+finish_cases

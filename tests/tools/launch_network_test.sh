@@ -6,26 +6,12 @@
 # bounded (1 s per link at 1 Gbit/s).
 set -uo pipefail
 
+source tests/testing/cases.sh
 source tests/testing/skip.sh
 
 LAUNCHER=tools/launch_cluster
 TMP="${TEST_TMPDIR:-$(mktemp -d)}"
-passed=0
-failed=0
 
-fail() {
-  echo "FAIL [$case_name]: $*"
-  [[ -f "${output:-/dev/null}" ]] && sed 's/^/    | /' "$output"
-  failed=$((failed + 1))
-}
-ok() {
-  echo "ok   [$case_name]"
-  passed=$((passed + 1))
-}
-json_check() {  # json_check FILE PYTHON_EXPRESSION_ON_s
-  /usr/bin/python3 -c "import json, sys; s = json.load(open(sys.argv[1])); assert $2, sys.argv[2]" \
-    "$1" "$2"
-}
 # Namespaces of the launcher with process id $1.
 namespaces_of() { ip netns list 2>/dev/null | grep -c "^p3-$1-" ; }
 
@@ -71,9 +57,7 @@ else
   can_emulate=1
 fi
 if ((!can_emulate)); then
-  echo "$passed passed, $failed failed"
-  [[ $failed -eq 0 ]]
-  exit
+  finish_cases
 fi
 
 # Runs the launcher in the background; sets $launcher_pid. Output in $output.
@@ -196,5 +180,4 @@ else
   ok
 fi
 
-echo "$passed passed, $failed failed"
-[[ $failed -eq 0 ]]
+finish_cases

@@ -24,6 +24,7 @@ case "$cases" in
   *) echo "usage: $0 files|ssh|all" >&2; exit 2 ;;
 esac
 
+source tests/testing/cases.sh
 source tests/testing/skip.sh
 
 LAUNCHER="$PWD/tools/launch_cluster"
@@ -33,21 +34,7 @@ TASK_SCRIPT="$PWD/tools/p3_slurm_task.sh"
 CONFIG="$PWD/configs/default.textproto"
 TMP="${TEST_TMPDIR:-$(mktemp -d)}"
 PY=/usr/bin/python3
-passed=0
-failed=0
 
-fail() {
-  echo "FAIL [$case_name]: $*"
-  [[ -f "${output:-/dev/null}" ]] && sed 's/^/    | /' "$output"
-  failed=$((failed + 1))
-}
-ok() {
-  echo "ok   [$case_name]"
-  passed=$((passed + 1))
-}
-json_check() {  # json_check FILE PYTHON_EXPRESSION_ON_s
-  "$PY" -c "import json, sys; s = json.load(open(sys.argv[1])); assert $2, sys.argv[2]" "$1" "$2"
-}
 free_port() {  # A port P such that P and P + 1 are free on loopback now.
   "$PY" - <<'EOF'
 import socket
@@ -200,9 +187,7 @@ fi
 fi  # files
 
 if [[ "$cases" == files ]]; then
-  echo "$passed passed, $failed failed"
-  [[ $failed -eq 0 ]]
-  exit
+  finish_cases
 fi
 
 # ========================================= ssh ============================================
@@ -216,9 +201,7 @@ elif ! command -v ssh >/dev/null || ! command -v ssh-keygen >/dev/null; then
 fi
 if [[ -n "$ssh_missing" ]]; then
   p3_skip "ssh cases" "$ssh_missing"
-  echo "$passed passed, $failed failed"
-  [[ $failed -eq 0 ]]
-  exit
+  finish_cases
 fi
 ssh_dir="$TMP/sshd"
 mkdir -p "$ssh_dir"
@@ -346,5 +329,4 @@ else
   ok
 fi
 
-echo "$passed passed, $failed failed"
-[[ $failed -eq 0 ]]
+finish_cases
