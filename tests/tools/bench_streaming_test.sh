@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# Smoke test of //tools:bench_streaming (docs/results/streaming.md): a few iterations of
+# the real worker library against the real p3_server on loopback (no network emulation,
+# no iperf3), checking the exit status and that the bytes reported are exactly those of
+# the iterations measured; a bad command line; and bench_streaming.py's table from a CSV.
+# Runs from the runfiles tree (bazel test), where the paths below are relative.
+set -uo pipefail
+
+BENCH=tools/bench_streaming
+SERVER=server/p3_server
+PY=/usr/bin/python3
+TMP="${TEST_TMPDIR:-$(mktemp -d)}"
+passed=0
+failed=0
+
+fail() {
+  echo "FAIL [$case_name]: $*"
+  [[ -f "${output:-/dev/null}" ]] && sed 's/^/    | /' "$output"
+  failed=$((failed + 1))
+}
+ok() {
+  echo "ok   [$case_name]"
+  passed=$((passed + 1))
+}
+# Asserts a Python expression over the result JSON `r` (the last line of $output).
+check_json() {
+  "$PY" -c "import json, sys; r = json.loads(open(sys.argv[1]).read().strip().splitlines()[-1]); assert $1, r" \
+    "$output" 2>>"$output.check" || { fail "$1"; return 1; }
+}
+
+case_name="loopback: 400,000 parameters, 3 measured iterations, exact byte counts"
+output="$TMP/loopback.out"
+"$BENCH" --server_binary="$SERVER" --params=400000 --tensors=4 --slice_params=10000 \
+  --warmup=1 --iterations=3 --out_dir="$TMP/loopback" --result_json="$TMP/result.json" \
+  >"$output" 2>&1
+rc=$?
+if [[ $rc -ne 0 ]]; then
+  fail "exit status $rc"
+elif check_json 'r["network"] == "loopback" and r["params"] == 400000' &&
+  check_json 'r["bytes_sent"] == 3 * 400000 * 4 and r["bytes_received"] == 3 * 400000 * 4' &&
+  check_json 'r["seconds"] > 0 and r["goodput_up_gbps"] > 0 and r["cpu_s_per_gb"] > 0' &&
+  check_json 'r["worker_cpu_s"] > 0 and r["server_cpu_s"] >= 0' &&
+  check_json '"iperf3_gbps" not in r'; then
+  if [[ ! -s "$TMP/result.json" ]] || ! grep -q '"bytes_sent":4800000' "$TMP/result.json"; then
+    fail "--result_json not written"
+  elif ! grep -q "all workers done" "$TMP/loopback/server.log"; then
+    fail "the server did not end cleanly"
+  else
+    ok
+  fi
+fi
+
+case_name="no --server_binary: exit 1 with the reason"
+output="$TMP/noserver.out"
+"$BENCH" >"$output" 2>&1
+rc=$?
+if [[ $rc -ne 1 ]]; then
+  fail "exit status $rc, expected 1"
+elif ! grep -q -- "--server_binary is required" "$output"; then
+  fail "no reason given"
+else
+  ok
+fi
+
+case_name="bench_streaming.py --report: medians per rate into the page's table"
+output="$TMP/report.out"
+cat >"$TMP/s.csv" <<'CSV'
+date,commit,rate_gbps,run,iperf3_gbps,goodput_gbps,ratio,cpu_s_per_gb,worker_cpu_s,worker_training_thread_cpu_s,server_cpu_s,seconds,bytes_sent,bytes_received,params,tensors,slice_params,iterations,load1_start,load1_end
+x,c,1.0,0,0.95,0.90,0.947,2.5,1.0,0.1,1.0,3.5,400000000,400000000,25000000,10,40000,4,1.5,2.0
+x,c,1.0,1,0.96,0.80,0.833,2.7,1.1,0.1,1.1,4.0,400000000,400000000,25000000,10,40000,4,2.5,2.0
+x,c,1.0,2,0.95,0.85,0.895,2.6,1.0,0.1,1.1,3.8,400000000,400000000,25000000,10,40000,4,3.5,2.0
+x,c,0.0,0,10.0,2.5,0.25,1.6,1.6,0.3,1.6,3.0,1000000000,1000000000,25000000,10,40000,10,3.0,4.0
+CSV
+printf '# t\n\n<!-- streaming-table:begin (tools/bench_streaming.py) -->\nold\n<!-- streaming-table:end -->\ntail\n' >"$TMP/s.md"
+"$PY" tools/bench_streaming.py --report --csv="$TMP/s.csv" --md="$TMP/s.md" >"$output" 2>&1
+rc=$?
+if [[ $rc -ne 0 ]]; then
+  fail "exit status $rc"
+elif ! grep -q '^| 1 | 0.95 (0.95–0.96) | 0.85 (0.80–0.90) | 0.90 (0.83–0.95) | 2.60 (2.50–2.70) | 1.25 / 1.38 | 3 | 1.5–3.5 |$' "$TMP/s.md" ||
+  ! grep -q '^| unlimited (loopback) |' "$TMP/s.md" || grep -q '^old$' "$TMP/s.md" ||
+  ! grep -q '^tail$' "$TMP/s.md"; then
+  cp "$TMP/s.md" "$output"
+  fail "unexpected table"
+else
+  ok
+fi
+
+echo "$passed passed, $failed failed"
+[[ $failed -eq 0 ]]

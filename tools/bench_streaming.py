@@ -1,0 +1,153 @@
+#!/usr/bin/python3
+"""Streaming micro-benchmark of the data path (docs/results/streaming.md): one worker and
+one server move slices with no computation over an emulated link, iperf3 on the same link
+right before each run. Runs bazel-bin/tools/bench_streaming (build it first) once per rate
+and repetition, rates interleaved, and writes every run to a CSV and the table of medians
+into the markdown page.
+
+  bazel build --jobs=2 //tools:bench_streaming
+  sudo /usr/bin/python3 tools/bench_streaming.py                 # 1, 2.5, 5 Gbit/s, unlimited; 3 runs
+  /usr/bin/python3 tools/bench_streaming.py --report             # the table again from the CSV
+  sudo /usr/bin/python3 tools/bench_streaming.py --rates=1 --runs=1 --csv=/tmp/s.csv --md=
+
+Rates are Gbit/s per machine and direction (tools/launcher/netem.h builds the network);
+0 = "unlimited": loopback, no namespaces, no shaping (no root needed for that one).
+"""
+import argparse
+import csv
+import datetime
+import json
+import os
+import statistics
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BENCH = os.path.join(ROOT, "bazel-bin/tools/bench_streaming")
+SERVER = os.path.join(ROOT, "bazel-bin/server/p3_server")
+# Measured iterations per rate: each run's window is a few seconds (100 MB each way per
+# iteration with the default 25 M parameters).
+ITERATIONS = {1.0: 4, 2.5: 8, 5.0: 10, 0.0: 10}
+FIELDS = ["date", "commit", "rate_gbps", "run", "iperf3_gbps", "goodput_gbps", "ratio",
+          "cpu_s_per_gb", "worker_cpu_s", "worker_training_thread_cpu_s", "server_cpu_s",
+          "seconds", "bytes_sent", "bytes_received", "params", "tensors", "slice_params",
+          "iterations", "load1_start", "load1_end"]
+BEGIN = "<!-- streaming-table:begin (tools/bench_streaming.py) -->"
+END = "<!-- streaming-table:end -->"
+
+
+def commit():
+    def git(*args):
+        return subprocess.run(["git", "-C", ROOT] + list(args), capture_output=True,
+                              text=True).stdout.strip()
+    dirty = git("status", "--porcelain", "--untracked-files=no")
+    return git("rev-parse", "--short", "HEAD") + ("+dirty" if dirty else "")
+
+
+def run_once(a, rate, rep, out_dir):
+    iterations = a.iterations or ITERATIONS.get(rate, 8)
+    cmd = [a.bench, f"--server_binary={a.server}", f"--bandwidth_gbps={rate}",
+           f"--iperf3_seconds={a.iperf3_seconds}", f"--params={a.params}",
+           f"--slice_params={a.slice_params}", f"--iterations={iterations}",
+           f"--out_dir={out_dir}"]
+    print("[bench] " + " ".join(cmd), flush=True)
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=a.timeout)
+    if p.returncode != 0:
+        sys.exit(f"bench_streaming failed ({p.returncode}):\n{p.stderr}")
+    r = json.loads(p.stdout.strip().splitlines()[-1])
+    row = {k: r.get(k, "") for k in FIELDS}
+    row.update(date=datetime.datetime.utcnow().strftime("%Y-%m-%dT%H:%M:%SZ"), commit=a.commit,
+               rate_gbps=rate, run=rep, goodput_gbps=r["goodput_up_gbps"])
+    print("[bench]   " + " ".join(f"{k}={row[k]}" for k in
+                                  ["rate_gbps", "iperf3_gbps", "goodput_gbps", "ratio",
+                                   "cpu_s_per_gb", "load1_start"]), flush=True)
+    return row
+
+
+def fmt_rate(rate):
+    return "unlimited (loopback)" if float(rate) == 0 else f"{float(rate):g}"
+
+
+def table(rows):
+    by_rate = {}
+    for r in rows:
+        by_rate.setdefault(float(r["rate_gbps"]), []).append(r)
+    lines = ["| rate (Gbit/s) | iperf3 (Gbit/s) | p3 goodput (Gbit/s) | ratio | CPU s/GB "
+             "| worker / server CPU s per GB | runs | load1 |",
+             "|---|---:|---:|---:|---:|---:|---:|---|"]
+
+    def med(rs, k):
+        return statistics.median(float(r[k]) for r in rs)
+
+    def rng(rs, k, f):
+        v = [float(r[k]) for r in rs]
+        return f"{med(rs, k):{f}} ({min(v):{f}}–{max(v):{f}})"
+
+    for rate in sorted(by_rate, key=lambda x: (x == 0, x)):
+        rs = by_rate[rate]
+        gb = [(float(r["bytes_sent"]) + float(r["bytes_received"])) / 1e9 for r in rs]
+        w = statistics.median(float(r["worker_cpu_s"]) / g for r, g in zip(rs, gb))
+        s = statistics.median(float(r["server_cpu_s"]) / g for r, g in zip(rs, gb))
+        loads = [float(r["load1_start"]) for r in rs]
+        lines.append(f"| {fmt_rate(rate)} | {rng(rs, 'iperf3_gbps', '.2f')} | "
+                     f"{rng(rs, 'goodput_gbps', '.2f')} | {rng(rs, 'ratio', '.2f')} | "
+                     f"{rng(rs, 'cpu_s_per_gb', '.2f')} | {w:.2f} / {s:.2f} | {len(rs)} | "
+                     f"{min(loads):.1f}–{max(loads):.1f} |")
+    return "\n".join(lines)
+
+
+def write_table(md, rows):
+    text = open(md).read() if os.path.exists(md) else f"# Streaming\n\n{BEGIN}\n{END}\n"
+    if BEGIN not in text or END not in text:
+        sys.exit(f"{md}: no {BEGIN} ... {END} markers")
+    head, rest = text.split(BEGIN, 1)
+    _, tail = rest.split(END, 1)
+    with open(md, "w") as f:
+        f.write(f"{head}{BEGIN}\n{table(rows)}\n{END}{tail}")
+    print(f"[bench] wrote the table into {md}")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--rates", default="1,2.5,5,0", help="Gbit/s, 0 = unlimited (loopback)")
+    ap.add_argument("--runs", type=int, default=3, help="repetitions per rate (median)")
+    ap.add_argument("--iperf3_seconds", type=float, default=2)
+    ap.add_argument("--params", type=int, default=25_000_000)
+    ap.add_argument("--slice_params", type=int, default=40_000)
+    ap.add_argument("--iterations", type=int, default=0, help="0: per rate (ITERATIONS)")
+    ap.add_argument("--timeout", type=float, default=180, help="seconds per run")
+    ap.add_argument("--bench", default=BENCH)
+    ap.add_argument("--server", default=SERVER)
+    ap.add_argument("--out_dir", default=os.path.join(ROOT, "out/bench_streaming"))
+    ap.add_argument("--csv", default=os.path.join(ROOT, "docs/results/streaming.csv"))
+    ap.add_argument("--md", default=os.path.join(ROOT, "docs/results/streaming.md"),
+                    help="page whose table is rewritten; empty: none")
+    ap.add_argument("--report", action="store_true", help="only rewrite the table from --csv")
+    a = ap.parse_args()
+    if a.report:
+        write_table(a.md, list(csv.DictReader(open(a.csv))))
+        return
+    rates = [float(x) for x in a.rates.split(",")]
+    if any(r > 0 for r in rates) and os.geteuid() != 0:
+        sys.exit("emulated links need root (network namespaces, tbf); run as root, or --rates=0")
+    for path in (a.bench, a.server):
+        if not os.access(path, os.X_OK):
+            sys.exit(f"{path}: not built; bazel build --jobs=2 //tools:bench_streaming")
+    a.commit = commit()
+    rows = []
+    for rep in range(a.runs):  # Rates interleaved: a burst of load hits every rate alike.
+        for rate in rates:
+            rows.append(run_once(a, rate, rep, os.path.join(a.out_dir, f"r{rate:g}_{rep}")))
+    with open(a.csv, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=FIELDS)
+        w.writeheader()
+        w.writerows(rows)
+    print(f"[bench] wrote {len(rows)} runs to {a.csv}")
+    print(table(rows))
+    if a.md:
+        write_table(a.md, rows)
+
+
+if __name__ == "__main__":
+    main()

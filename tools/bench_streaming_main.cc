@@ -1,0 +1,397 @@
+// bench_streaming: a streaming micro-benchmark of P3's data path (docs/results/streaming.md).
+//
+// One worker and one server move slices with no computation worth the name: the worker
+// is the real worker library (worker/worker.h, hence worker/server_connection.h) over a
+// synthetic BlockModel of large one-dimensional parameters whose forward pass is a mean
+// per parameter; the server is the real //server:p3_server binary, started by this
+// program. Each iteration pushes every parameter's gradient (P x 4 bytes up) and receives
+// every updated value (P x 4 bytes down), exactly as training does.
+//
+//   bench_streaming --server_binary=bazel-bin/server/p3_server                  # loopback
+//   bench_streaming --server_binary=... --bandwidth_gbps=2.5 --iperf3_seconds=3  # root
+//
+// With --bandwidth_gbps > 0 it builds a 2-machine emulated network with the launcher's
+// own code (tools/launcher/netem.h: namespaces, a bridge, tbf both ways), runs the server
+// on machine 1 and itself (the worker) on machine 0. With --iperf3_seconds > 0 it first
+// measures the same link (or loopback) with iperf3, worker's machine -> server's machine.
+//
+// Measured window: after --warmup iterations and a Sync() (every value of the current
+// version arrived), `--iterations` more iterations and a final Sync(). In that window:
+// wall time, the worker's payload bytes each way (WorkerStats), the worker's CPU time
+// (getrusage: every thread of this process) with the training thread's own share, and
+// the server's (utime + stime from /proc/<pid>/stat). Prints one JSON object on stdout
+// (and writes it to --result_json). Exit status 0, or 1 with the reason on stderr.
+#include <netinet/in.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <torch/torch.h>
+#include <unistd.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "models/model.h"
+#include "nlohmann/json.hpp"
+#include "p3/allocator.h"
+#include "p3/file_util.h"
+#include "p3/status_macros.h"
+#include "tools/launcher/netem.h"
+#include "tools/launcher/process_supervisor.h"
+#include "worker/worker.h"
+
+ABSL_FLAG(std::string, server_binary, "", "the p3_server executable (required)");
+ABSL_FLAG(double, bandwidth_gbps, 0,
+          "emulated link per machine and direction (root); 0: loopback, no shaping");
+ABSL_FLAG(int64_t, params, 25'000'000, "parameters in total (4 bytes each, each direction)");
+ABSL_FLAG(int, tensors, 10, "number of parameters (one block each), of equal size");
+ABSL_FLAG(int64_t, slice_params, 40'000, "slice size in parameters (scheduling.slice_params)");
+ABSL_FLAG(int, warmup, 2, "iterations before the measured window");
+ABSL_FLAG(int, iterations, 5, "iterations measured");
+ABSL_FLAG(double, iperf3_seconds, 0, "measure the same link with iperf3 first; 0: skip");
+ABSL_FLAG(std::string, out_dir, "",
+          "folder for the server's config, logs; default: a temporary one");
+ABSL_FLAG(std::string, result_json, "", "also write the result here");
+
+namespace p3::tools {
+namespace {
+
+using launcher::ProcessSpec;
+using launcher::ProcessSupervisor;
+
+// `tensors` blocks of one flat parameter each. Forward: x + mean(p) per block, so the
+// gradient of each parameter is a broadcast scalar: the compute is one read of the
+// parameters forward and autograd's materialised gradient backward, no matrix products.
+class StreamingModel : public models::BlockModel {
+ public:
+  StreamingModel(int tensors, int64_t per_tensor) {
+    for (int i = 0; i < tensors; ++i) {
+      params_.push_back(register_parameter(absl::StrCat("p", i), torch::full({per_tensor}, 0.01f)));
+    }
+  }
+  int64_t num_blocks() const override { return static_cast<int64_t>(params_.size()); }
+  torch::Tensor ForwardBlock(int64_t i, const torch::Tensor& x) override {
+    return x + params_[i].mean();
+  }
+  std::vector<torch::Tensor> BlockParameters(int64_t i) override { return {params_[i]}; }
+  std::string BlockName(int64_t i) const override { return absl::StrCat("block", i); }
+  torch::Tensor Loss(const torch::Tensor& output, const torch::Tensor&) override {
+    return output.sum();
+  }
+
+ private:
+  std::vector<torch::Tensor> params_;
+};
+
+double ProcessCpuSeconds() {
+  rusage ru{};
+  getrusage(RUSAGE_SELF, &ru);
+  return ru.ru_utime.tv_sec + ru.ru_stime.tv_sec +
+         1e-6 * (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec);
+}
+
+double ThreadCpuSeconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return ts.tv_sec + 1e-9 * ts.tv_nsec;
+}
+
+// utime + stime of another process, from /proc/<pid>/stat (fields 14 and 15).
+absl::StatusOr<double> OtherProcessCpuSeconds(pid_t pid) {
+  std::ifstream in(absl::StrCat("/proc/", pid, "/stat"));
+  std::string line;
+  if (!std::getline(in, line)) return absl::NotFoundError(absl::StrCat("no /proc/", pid, "/stat"));
+  // The command name (field 2) may hold spaces: fields after it follow the last ')'.
+  const size_t close = line.rfind(')');
+  if (close == std::string::npos) return absl::InternalError("malformed /proc/<pid>/stat");
+  std::vector<std::string> fields = absl::StrSplit(line.substr(close + 2), ' ');
+  // fields[0] is field 3 (state); utime is field 14, stime 15.
+  int64_t utime = 0, stime = 0;
+  if (fields.size() < 13 || !absl::SimpleAtoi(fields[11], &utime) ||
+      !absl::SimpleAtoi(fields[12], &stime)) {
+    return absl::InternalError("malformed /proc/<pid>/stat");
+  }
+  return static_cast<double>(utime + stime) / static_cast<double>(sysconf(_SC_CLK_TCK));
+}
+
+double Load1() {
+  std::ifstream in("/proc/loadavg");
+  double load = -1;
+  in >> load;
+  return load;
+}
+
+// A port that was free a moment ago (for iperf3, which cannot report the one it bound).
+absl::StatusOr<int> FreePort() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return absl::InternalError("socket() failed");
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(addr);
+  int port = -1;
+  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
+      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0) {
+    port = ntohs(addr.sin_port);
+  }
+  close(fd);
+  if (port < 0) return absl::InternalError("no free port");
+  return port;
+}
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// Waits for child `id` to end, at most `timeout`; its exit status must be 0.
+absl::Status WaitForExit(ProcessSupervisor* sup, int id, const std::string& what,
+                         const std::string& log, absl::Duration timeout) {
+  const absl::Time deadline = absl::Now() + timeout;
+  while (sup->process(id).running && absl::Now() < deadline) {
+    sup->WaitForEvent(deadline - absl::Now());
+    if (sup->interrupt_signal() != 0) return sup->InterruptedError();
+  }
+  if (sup->process(id).running) {
+    return absl::DeadlineExceededError(
+        absl::StrCat(what, " did not exit within ", absl::FormatDuration(timeout), "; log: ", log));
+  }
+  if (!sup->process(id).exited_cleanly()) {
+    return absl::InternalError(
+        absl::StrCat(what, " ", launcher::DescribeWaitStatus(sup->process(id).wait_status), ":\n",
+                     launcher::TailOfFile(log, 10)));
+  }
+  return absl::OkStatus();
+}
+
+// Waits until `text` appears in the file at `path` (a child's log) or the child ends.
+absl::Status WaitForText(ProcessSupervisor* sup, int id, const std::string& path,
+                         const std::string& text, absl::Duration timeout) {
+  sup->WatchFile(path);
+  const absl::Time deadline = absl::Now() + timeout;
+  while (ReadFile(path).find(text) == std::string::npos) {
+    if (!sup->process(id).running) {
+      return absl::InternalError(absl::StrCat(path, ": the process ended before '", text, "':\n",
+                                              launcher::TailOfFile(path, 10)));
+    }
+    if (absl::Now() >= deadline)
+      return absl::DeadlineExceededError(absl::StrCat(path, ": no '", text, "'"));
+    sup->WaitForEvent(absl::Milliseconds(200));
+    if (sup->interrupt_signal() != 0) return sup->InterruptedError();
+  }
+  return absl::OkStatus();
+}
+
+// iperf3 from `client_ns` to `host` in `server_ns` for `seconds`: the receiver's Gbit/s.
+absl::StatusOr<double> RunIperf3(ProcessSupervisor* sup, const std::string& dir,
+                                 const std::string& host, const std::string& server_ns,
+                                 const std::string& client_ns, double seconds) {
+  P3_ASSIGN_OR_RETURN(int port, FreePort());
+  const std::string server_log = dir + "/iperf3_server.log";
+  const std::string client_log = dir + "/iperf3_client.json";
+  P3_ASSIGN_OR_RETURN(
+      int server, sup->Start(ProcessSpec{.argv = {"iperf3", "-s", "-1", "--forceflush", "-B", host,
+                                                  "-p", absl::StrCat(port)},
+                                         .log_path = server_log,
+                                         .ns_path = server_ns,
+                                         .label = "iperf3 server"}));
+  P3_RETURN_IF_ERROR(WaitForText(sup, server, server_log, "listening", absl::Seconds(10)));
+  P3_ASSIGN_OR_RETURN(
+      int client, sup->Start(ProcessSpec{.argv = {"iperf3", "-c", host, "-p", absl::StrCat(port),
+                                                  "-t", absl::StrCat(seconds), "-J"},
+                                         .log_path = client_log,
+                                         .ns_path = client_ns,
+                                         .label = "iperf3 client"}));
+  P3_RETURN_IF_ERROR(
+      WaitForExit(sup, client, "iperf3 client", client_log, absl::Seconds(seconds + 20)));
+  P3_RETURN_IF_ERROR(WaitForExit(sup, server, "iperf3 server", server_log, absl::Seconds(10)));
+  try {
+    const nlohmann::json j = nlohmann::json::parse(ReadFile(client_log));
+    return j.at("end").at("sum_received").at("bits_per_second").get<double>() / 1e9;
+  } catch (const nlohmann::json::exception& e) {
+    return absl::InternalError(absl::StrCat(client_log, ": ", e.what()));
+  }
+}
+
+absl::StatusOr<nlohmann::json> Run() {
+  const std::string server_binary = absl::GetFlag(FLAGS_server_binary);
+  const double gbps = absl::GetFlag(FLAGS_bandwidth_gbps);
+  const int tensors = absl::GetFlag(FLAGS_tensors);
+  const int64_t params = absl::GetFlag(FLAGS_params);
+  const int warmup = absl::GetFlag(FLAGS_warmup);
+  const int iterations = absl::GetFlag(FLAGS_iterations);
+  if (server_binary.empty()) return absl::InvalidArgumentError("--server_binary is required");
+  if (tensors < 1 || params < tensors) {
+    return absl::InvalidArgumentError("--tensors must be >= 1 and <= --params");
+  }
+  if (warmup < 1 || iterations < 1) {
+    return absl::InvalidArgumentError("--warmup and --iterations must be >= 1");
+  }
+  std::string dir = absl::GetFlag(FLAGS_out_dir);
+  if (dir.empty()) {
+    char tmpl[] = "/tmp/bench_streaming.XXXXXX";
+    if (mkdtemp(tmpl) == nullptr) return absl::InternalError("mkdtemp failed");
+    dir = tmpl;
+  }
+  std::filesystem::create_directories(dir);
+
+  // Children are started while this process has one thread (fork safety; the
+  // supervisor's contract); the worker's threads come later.
+  P3_ASSIGN_OR_RETURN(std::unique_ptr<ProcessSupervisor> sup,
+                      ProcessSupervisor::Create(ProcessSupervisor::Options{}));
+  std::unique_ptr<EmulatedNetwork> net;
+  std::string host = "127.0.0.1", server_ns, worker_ns;
+  if (gbps > 0) {
+    NetworkSpec spec;
+    spec.run_id = RunIdForPid(getpid());  // So `launch_cluster --cleanup_network` finds leftovers.
+    spec.machines = 2;
+    spec.rate_bits_per_second = gbps * 1e9;
+    P3_ASSIGN_OR_RETURN(net, EmulatedNetwork::Create(spec));
+    host = net->address(1);
+    server_ns = net->namespace_path(1);
+    worker_ns = net->namespace_path(0);
+  }
+  nlohmann::json result;
+  result["network"] = gbps > 0 ? "netem" : "loopback";
+  result["bandwidth_gbps"] = gbps;
+  result["load1_start"] = Load1();
+  const double iperf3_seconds = absl::GetFlag(FLAGS_iperf3_seconds);
+  if (iperf3_seconds > 0) {
+    P3_ASSIGN_OR_RETURN(double iperf3,
+                        RunIperf3(sup.get(), dir, host, server_ns, worker_ns, iperf3_seconds));
+    result["iperf3_gbps"] = iperf3;
+  }
+
+  // The real server, with the optimizer reduced to plain SGD (no momentum, no decay).
+  const std::string config = dir + "/server.textproto";
+  P3_RETURN_IF_ERROR(WriteFileAtomically(
+      config, absl::StrCat("name: \"bench_streaming\"\nmode: \"p3\"\n",
+                           "cluster { workers: 1 servers: 1 host: \"", host, "\" }\n",
+                           "optimizer { name: \"sgd\" lr: 0.001 momentum: 0 weight_decay: 0 }\n",
+                           "scheduling { slice_params: ", absl::GetFlag(FLAGS_slice_params), " }\n",
+                           "output_dir: \"", dir, "\"\n")));
+  const std::string port_file = dir + "/server.port";
+  const std::string server_log = dir + "/server.log";
+  std::filesystem::remove(port_file);
+  sup->WatchFolder(dir);
+  P3_ASSIGN_OR_RETURN(
+      int server, sup->Start(ProcessSpec{.argv = {server_binary, "--config=" + config,
+                                                  "--server_index=0", "--port_file=" + port_file},
+                                         .log_path = server_log,
+                                         .ns_path = server_ns,
+                                         .label = "server"}));
+  P3_RETURN_IF_ERROR(
+      WaitForText(sup.get(), server, server_log, "listening on port", absl::Seconds(30)));
+  std::string port(absl::StripAsciiWhitespace(ReadFile(port_file)));
+  const pid_t server_pid = sup->process(server).pid;
+
+  // This process becomes the worker's machine: setns() applies to the calling thread,
+  // and every thread started later (gRPC's, the connections') inherits it.
+  if (!worker_ns.empty()) {
+    if (int err = EnterNamespace(worker_ns.c_str()); err != 0) {
+      return absl::InternalError(absl::StrCat("setns ", worker_ns, ": ", strerror(err)));
+    }
+  }
+
+  torch::set_num_threads(1);
+  const int64_t per_tensor = params / tensors;
+  auto model = std::make_shared<StreamingModel>(tensors, per_tensor);
+  WorkerOptions options;
+  options.servers = {absl::StrCat(host, ":", port)};
+  options.slice_params = absl::GetFlag(FLAGS_slice_params);
+  P3_ASSIGN_OR_RETURN(std::unique_ptr<Worker> worker, Worker::Create(options, model));
+  const torch::Tensor input = torch::zeros({1});
+  const torch::Tensor target;
+  auto iterate = [&]() -> absl::Status {
+    P3_ASSIGN_OR_RETURN(torch::Tensor out, worker->Forward(input));
+    return worker->Backward(model->Loss(out, target));
+  };
+  for (int i = 0; i < warmup; ++i) P3_RETURN_IF_ERROR(iterate());
+  P3_RETURN_IF_ERROR(worker->Sync());
+
+  const WorkerStats stats0 = worker->stats();
+  const double cpu0 = ProcessCpuSeconds(), thread0 = ThreadCpuSeconds();
+  P3_ASSIGN_OR_RETURN(double server0, OtherProcessCpuSeconds(server_pid));
+  const absl::Time t0 = absl::Now();
+  for (int i = 0; i < iterations; ++i) P3_RETURN_IF_ERROR(iterate());
+  P3_RETURN_IF_ERROR(worker->Sync());
+  const absl::Time t1 = absl::Now();
+  const double cpu1 = ProcessCpuSeconds(), thread1 = ThreadCpuSeconds();
+  P3_ASSIGN_OR_RETURN(double server1, OtherProcessCpuSeconds(server_pid));
+  const WorkerStats stats1 = worker->stats();
+
+  P3_RETURN_IF_ERROR(worker->Finish());
+  worker.reset();
+  P3_RETURN_IF_ERROR(WaitForExit(sup.get(), server, "server", server_log, absl::Seconds(30)));
+  if (net != nullptr) P3_RETURN_IF_ERROR(net->Destroy());
+
+  const double seconds = absl::ToDoubleSeconds(t1 - t0);
+  const int64_t sent = stats1.bytes_sent - stats0.bytes_sent;
+  const int64_t received = stats1.bytes_received - stats0.bytes_received;
+  const double worker_cpu = cpu1 - cpu0, server_cpu = server1 - server0;
+  result["params"] = per_tensor * tensors;
+  result["tensors"] = tensors;
+  result["slice_params"] = absl::GetFlag(FLAGS_slice_params);
+  result["warmup"] = warmup;
+  result["iterations"] = iterations;
+  result["seconds"] = seconds;
+  result["bytes_sent"] = sent;
+  result["bytes_received"] = received;
+  // Each direction carries P x 4 bytes per iteration; iperf3 measures one direction.
+  result["goodput_up_gbps"] = sent * 8 / seconds / 1e9;
+  result["goodput_down_gbps"] = received * 8 / seconds / 1e9;
+  result["worker_cpu_s"] = worker_cpu;
+  result["worker_training_thread_cpu_s"] = thread1 - thread0;
+  result["server_cpu_s"] = server_cpu;
+  result["cpu_s_per_gb"] = (worker_cpu + server_cpu) / ((sent + received) / 1e9);
+  result["load1_end"] = Load1();
+  if (result.contains("iperf3_gbps")) {
+    result["ratio"] = result["goodput_up_gbps"].get<double>() / result["iperf3_gbps"].get<double>();
+  }
+  return result;
+}
+
+}  // namespace
+}  // namespace p3::tools
+
+int main(int argc, char** argv) {
+  // As p3_worker and p3_server do, before any thread (p3/allocator.h).
+  if (absl::Status tuned = p3::TuneAllocatorForLargeMessages(); !tuned.ok()) {
+    std::cerr << "bench_streaming: " << tuned.message() << " (continuing)\n";
+  }
+  absl::ParseCommandLine(argc, argv);
+  absl::StatusOr<nlohmann::json> result = p3::tools::Run();
+  if (!result.ok()) {
+    std::cerr << "bench_streaming: " << result.status() << "\n";
+    return 1;
+  }
+  const std::string text = result->dump();
+  std::cout << text << std::endl;
+  const std::string path = absl::GetFlag(FLAGS_result_json);
+  if (!path.empty()) {
+    if (absl::Status s = p3::WriteFileAtomically(path, text + "\n"); !s.ok()) {
+      std::cerr << "bench_streaming: " << s << "\n";
+      return 1;
+    }
+  }
+  return 0;
+}
