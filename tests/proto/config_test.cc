@@ -152,7 +152,8 @@ CATCH_TEST_CASE("names outside their allowed set list the allowed values") {
   CATCH_CHECK(absl::StrContains(
       ErrorOf("mode: \"fast\""),
       "mode: \"fast\" is not allowed; allowed: \"p3\", \"baseline\", \"slicing_only\", "
-      "\"priority_only\", \"no_overlap\", \"local\""));
+      "\"priority_only\", \"values_only\", \"no_overlap\", \"no_backward_overlap\", "
+      "\"no_forward_overlap\", \"local\", \"pipeline\""));
   CATCH_CHECK(absl::StrContains(ErrorOf("data { dataset: \"cifar\" }"),
                                 "data.dataset: \"cifar\" is not allowed; allowed: "
                                 "\"fashion_mnist\", \"synthetic\""));
