@@ -72,6 +72,7 @@ class Worker::Impl : public ConnectionListener {
       copts.server_index = s;
       copts.address = options_.servers[s];
       copts.priority = traits_.priority;
+      copts.credit_bytes = options_.credit_bytes;
       copts.peer_timeout = options_.peer_timeout;
       copts.max_message_params = options_.max_message_params;
       copts.trace = options_.trace;
