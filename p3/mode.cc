@@ -8,20 +8,34 @@
 namespace p3 {
 
 ModeTraits TraitsOf(Mode mode) {
+  ModeTraits t;  // p3's: every switch on
   switch (mode) {
     case Mode::kP3:
     case Mode::kLocal:
-      return {.sliced = true, .priority = true, .values_on_push = true, .overlap = true};
+      break;
     case Mode::kBaseline:
-      return {.sliced = false, .priority = false, .values_on_push = false, .overlap = true};
+      t.sliced = t.priority = t.values_on_push = false;
+      break;
     case Mode::kSlicingOnly:
-      return {.sliced = true, .priority = false, .values_on_push = false, .overlap = true};
+      t.priority = t.values_on_push = false;
+      break;
     case Mode::kPriorityOnly:
-      return {.sliced = false, .priority = true, .values_on_push = false, .overlap = true};
+      t.sliced = t.values_on_push = false;
+      break;
+    case Mode::kValuesOnly:
+      t.sliced = t.priority = false;
+      break;
     case Mode::kNoOverlap:
-      return {.sliced = true, .priority = true, .values_on_push = true, .overlap = false};
+      t.overlap_backward = t.overlap_forward = false;
+      break;
+    case Mode::kNoBackwardOverlap:
+      t.overlap_backward = false;
+      break;
+    case Mode::kNoForwardOverlap:
+      t.overlap_forward = false;
+      break;
   }
-  return {};
+  return t;
 }
 
 std::string ModeName(Mode mode) {

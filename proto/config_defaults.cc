@@ -98,6 +98,7 @@ void FillDefaults(ExperimentConfig* config) {
   if (scheduling->max_message_params() == 0) {
     scheduling->set_max_message_params(kDefaultMaxMessageParams);
   }
+  // credit_bytes stays 0, its default: one message at a time.
 
   // Only when the network is emulated, so that other resolved configs stay as they were.
   if (config->network().bandwidth_gbps() > 0) {

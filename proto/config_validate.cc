@@ -175,6 +175,11 @@ absl::Status ValidateConfig(const ExperimentConfig& config) {
   check.IntAtLeast("scheduling.slice_params", scheduling.slice_params(), 1);
   check.IntAtLeast("scheduling.split_threshold", scheduling.split_threshold(), 1);
   check.IntAtLeast("scheduling.max_message_params", scheduling.max_message_params(), 1);
+  if (scheduling.credit_bytes() < 0) {
+    check.Add("scheduling.credit_bytes",
+              absl::StrCat(scheduling.credit_bytes(),
+                           " is out of range; allowed >= 0 (0: one message at a time)"));
+  }
 
   // Fields left at zero / empty are checked only when the network is emulated (they are
   // then filled).

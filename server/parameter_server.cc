@@ -114,7 +114,8 @@ class ParameterServer::Impl final : public wire::ParameterServer::Service {
     PrioritySendQueue<Pending> queue;
     int receive_track = 0;
     int send_track = 0;
-    explicit Connection(bool priority) : queue(SendQueueOptions{.priority = priority}) {}
+    Connection(bool priority, int64_t credit_bytes)
+        : queue(SendQueueOptions{.priority = priority, .credit_bytes = credit_bytes}) {}
   };
 
   absl::Status Serve(grpc::ServerContext* context, TrainStream* stream) {
@@ -139,7 +140,7 @@ class ParameterServer::Impl final : public wire::ParameterServer::Service {
                           HandleHello(&shard_, hello, options_.shard.server_index));
       rank = joined.rank;
       initial = std::move(joined.out);
-      conn = std::make_unique<Connection>(joined.signature.priority);
+      conn = std::make_unique<Connection>(joined.signature.priority, options_.credit_bytes);
       conn->rank = rank;
       conn->context = context;
       // The Welcome goes first, also in FIFO order: queued before anyone can see the queue.

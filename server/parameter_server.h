@@ -43,6 +43,10 @@ struct ServerOptions {
   // The most values one message down carries; a larger slice is written as consecutive
   // parts. Default: kDefaultMaxMessageParams (1,048,576).
   int64_t max_message_params = kDefaultMaxMessageParams;
+  // Bytes of messages to one worker that may be handed to its stream and not yet
+  // written (the send queue's credit, p3/send_queue.h); one message is always allowed,
+  // however large. 0: one message at a time. Default: 0.
+  int64_t credit_bytes = 0;
   // TLS: PEM certificate chain and private key of this server. Both empty: plaintext.
   // Default: "".
   std::string tls_cert_pem;

@@ -1,6 +1,7 @@
 #!/usr/bin/python3
-"""Throughput benchmark: the p3 cluster (modes baseline, slicing_only, priority_only, p3,
-no_overlap, local) over emulated links, side by side with PyTorch DDP (tools/ddp_peer.py)
+"""Throughput benchmark: the p3 cluster (modes baseline, slicing_only, priority_only,
+values_only, p3, no_overlap, no_backward_overlap, no_forward_overlap, local; docs/modes.md)
+over emulated links, side by side with PyTorch DDP (tools/ddp_peer.py)
 over the same kind of links. See docs/results/throughput.md.
 
   # the whole sweep of docs/results/throughput.md (root: network namespaces), ~1 hour
@@ -280,7 +281,8 @@ def cmd_run(a):
 
 
 # The sweep of docs/results/throughput.md: (model, extra `run` arguments), in this order.
-MODES = "baseline,slicing_only,priority_only,p3,no_overlap"
+MODES = ("baseline,slicing_only,priority_only,values_only,p3,no_overlap,no_backward_overlap,"
+         "no_forward_overlap")
 SWEEP = [
     ("resnet50", ["--bandwidths=1,2.5,5,0", f"--modes={MODES}", "--ddp", "--local",
                   "--one_plus_one", "--runs=3"]),
@@ -313,7 +315,8 @@ def bandwidth_bound(model, bw, batch, workers=2):
     return batch * workers / seconds
 
 
-ORDER = ["baseline", "slicing_only", "priority_only", "p3", "no_overlap", "ddp"]
+ORDER = ["baseline", "slicing_only", "priority_only", "values_only", "p3", "no_overlap",
+         "no_backward_overlap", "no_forward_overlap", "ddp"]
 
 
 def fmt_bw(bw):
@@ -457,12 +460,14 @@ def cmd_report(a):
                g["mode"] != "local" and g["slice_params"] in ("", str(a.slice_params))]
         bws = sorted({g["bandwidth_gbps"] for g in pts})
         xpos = {b: (b if b > 0 else max(bws) * 2 if bws else 10) for b in bws}
-        for mode in ["baseline", "slicing_only", "priority_only", "no_overlap", "p3", "ddp"]:
+        for mode in ["baseline", "slicing_only", "priority_only", "values_only", "no_overlap",
+                     "no_backward_overlap", "no_forward_overlap", "p3", "ddp"]:
             mp = sorted([g for g in pts if g["mode"] == mode], key=lambda g: xpos[g["bandwidth_gbps"]])
             if not mp:
                 continue
             colors = {"baseline": "C0", "slicing_only": "C1", "priority_only": "C2",
-                      "no_overlap": "C3", "p3": "C4", "ddp": "C5"}
+                      "no_overlap": "C3", "p3": "C4", "ddp": "C5", "values_only": "C6",
+                      "no_backward_overlap": "C7", "no_forward_overlap": "C8"}
             ax.plot([xpos[g["bandwidth_gbps"]] for g in mp], [g["median_sps"] for g in mp],
                     marker="o", color=colors[mode], label=("PyTorch DDP (gloo)" if mode == "ddp" else mode))
         batch = pts[0]["batch"] if pts else 0

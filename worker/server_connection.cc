@@ -15,7 +15,8 @@ ServerConnection::ServerConnection(const ConnectionOptions& options, Builder bui
     : options_(options),
       builder_(std::move(builder)),
       listener_(listener),
-      queue_(SendQueueOptions{.priority = options.priority}) {}
+      queue_(SendQueueOptions{.priority = options.priority, .credit_bytes = options.credit_bytes}) {
+}
 
 absl::StatusOr<std::unique_ptr<ServerConnection>> ServerConnection::Open(
     const ConnectionOptions& options, const wire::Hello& hello, Builder builder,

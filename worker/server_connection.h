@@ -52,6 +52,10 @@ struct ConnectionOptions {
   std::string address;
   // Priority order (else FIFO). Default: true.
   bool priority = true;
+  // Bytes of messages that may be handed to the stream and not yet written (the send
+  // queue's credit, p3/send_queue.h); one message is always allowed, however large.
+  // 0: one message at a time. Default: 0.
+  int64_t credit_bytes = 0;
   // How long to wait for the server to accept the connection; also the keepalive bound.
   // Default: 60 s.
   absl::Duration peer_timeout = absl::Seconds(60);

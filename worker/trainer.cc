@@ -106,7 +106,8 @@ absl::StatusOr<TrainingData> LoadData(const config::ExperimentConfig& config, Mo
   return data;
 }
 
-// The worker library's options for this worker of the cluster the config describes.
+}  // namespace
+
 absl::StatusOr<WorkerOptions> WorkerOptionsFromConfig(const config::ExperimentConfig& config,
                                                       Mode mode, const TrainerOptions& options) {
   WorkerOptions wo;
@@ -117,6 +118,7 @@ absl::StatusOr<WorkerOptions> WorkerOptionsFromConfig(const config::ExperimentCo
   wo.slice_params = config.scheduling().slice_params();
   wo.split_threshold = config.scheduling().split_threshold();
   wo.max_message_params = config.scheduling().max_message_params();
+  wo.credit_bytes = config.scheduling().credit_bytes();
   wo.peer_timeout = absl::Seconds(config.cluster().peer_timeout_s());
   wo.trace = options.trace;
   P3_ASSIGN_OR_RETURN(const SecuritySettings security, SecurityFromConfig(config));
@@ -126,6 +128,8 @@ absl::StatusOr<WorkerOptions> WorkerOptionsFromConfig(const config::ExperimentCo
   wo.token = security.token;
   return wo;
 }
+
+namespace {
 
 // What runs a step: a libtorch optimizer in mode local, the cluster otherwise.
 struct Backend {

@@ -18,9 +18,11 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "p3/mode.h"
 #include "p3/optimizer.h"
 #include "p3/trace.h"
 #include "proto/config.pb.h"
+#include "worker/worker.h"
 
 namespace p3 {
 
@@ -68,6 +70,13 @@ struct TrainResult {
 // configs, or sets its own thread count, is not overridden.
 absl::StatusOr<TrainResult> RunTraining(const config::ExperimentConfig& config,
                                         const TrainerOptions& options);
+
+// The worker library's options for worker `options.rank` of the cluster `config`
+// (defaults filled, validated) describes, in `mode` (not kLocal): the scheduling fields,
+// the peer timeout and the security settings, whose files it reads (errors name the
+// field).
+absl::StatusOr<WorkerOptions> WorkerOptionsFromConfig(const config::ExperimentConfig& config,
+                                                      Mode mode, const TrainerOptions& options);
 
 }  // namespace p3
 

@@ -72,6 +72,7 @@ class Worker::Impl : public ConnectionListener {
       copts.server_index = s;
       copts.address = options_.servers[s];
       copts.priority = traits_.priority;
+      copts.credit_bytes = options_.credit_bytes;
       copts.peer_timeout = options_.peer_timeout;
       copts.max_message_params = options_.max_message_params;
       copts.trace = options_.trace;
@@ -111,9 +112,11 @@ class Worker::Impl : public ConnectionListener {
     const uint64_t version = static_cast<uint64_t>(iteration_);
     torch::Tensor x = input;
     try {
-      if (!traits_.overlap) P3_RETURN_IF_ERROR(WaitFor(0, plan_.slices().size(), version));
+      if (!traits_.overlap_forward) {
+        P3_RETURN_IF_ERROR(WaitFor(0, plan_.slices().size(), version));
+      }
       for (int64_t b = 0; b < model_->num_blocks(); ++b) {
-        if (traits_.overlap) {
+        if (traits_.overlap_forward) {
           P3_RETURN_IF_ERROR(WaitFor(block_slices_[b].first, block_slices_[b].second, version));
         }
         const absl::Time start = tracing() ? absl::Now() : absl::Time();
@@ -144,7 +147,7 @@ class Worker::Impl : public ConnectionListener {
     }
     // The hooks have the gradients; autograd's own copies are not needed.
     for (torch::Tensor& p : params_) p.mutable_grad().reset();
-    if (!traits_.overlap) {
+    if (!traits_.overlap_backward) {
       for (const Slice& slice : plan_.slices()) SendGradient(slice);
     }
     ++iteration_;
@@ -261,7 +264,7 @@ class Worker::Impl : public ConnectionListener {
     }
     torch::NoGradGuard no_grad;
     flat_grads_.narrow(0, plan_.tensor_offset(t), grad.numel()).view(grad.sizes()).copy_(grad);
-    if (!traits_.overlap) return;
+    if (!traits_.overlap_backward) return;
     for (int id = plan_.first_slice(t); id < plan_.first_slice(t + 1); ++id) {
       SendGradient(plan_.slices()[id]);
     }

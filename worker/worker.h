@@ -60,6 +60,10 @@ struct WorkerOptions {
   // The most values one message carries; a larger slice or tensor travels as consecutive
   // parts (docs/protocol.md). Default: 1,048,576.
   int64_t max_message_params = kDefaultMaxMessageParams;
+  // Bytes of messages that may be handed to the stream and not yet written (the send
+  // queue's credit, p3/send_queue.h); one message is always allowed, however large.
+  // 0: one message at a time. Default: 0.
+  int64_t credit_bytes = 0;
   // A server silent for this long (or a wait for parameters longer than this) ends the
   // run with an error. Default: 60 s.
   absl::Duration peer_timeout = absl::Seconds(60);

@@ -14,6 +14,7 @@
 #include "absl/synchronization/mutex.h"
 #include "models/model.h"
 #include "p3/checkpoint.h"
+#include "p3/mode.h"
 #include "server/parameter_server.h"
 #include "tests/cluster/test_mlp.h"
 #include "worker/worker.h"
@@ -191,8 +192,14 @@ double RelativeError(const torch::Tensor& a, const torch::Tensor& b) {
 CATCH_TEST_CASE("every mode trains the same parameters as local on the union of the batches") {
   torch::set_num_threads(1);
   double worst = 0;
-  for (Mode mode :
-       {Mode::kP3, Mode::kBaseline, Mode::kSlicingOnly, Mode::kPriorityOnly, Mode::kNoOverlap}) {
+  // Every cluster mode of p3/mode.h, so that a new one is covered when it is added.
+  std::vector<Mode> modes;
+  for (const char* name : kModeNames) {
+    const Mode mode = *ParseMode(name);
+    if (mode != Mode::kLocal) modes.push_back(mode);
+  }
+  CATCH_CHECK(modes.size() == 8);
+  for (Mode mode : modes) {
     for (int workers : {1, 2, 3}) {
       const torch::Tensor want = TrainLocal(workers);
       for (int servers : {1, 2}) {
@@ -216,7 +223,7 @@ CATCH_TEST_CASE("slices and tensors sent in parts train the same parameters as s
   const torch::Tensor want = TrainLocal(2);
   // 7 values per message: every slice (50) and tensor (up to 1200 values, split over the
   // servers at 1000) travels in parts, the last one shorter, in both directions.
-  for (Mode mode : {Mode::kP3, Mode::kBaseline, Mode::kPriorityOnly}) {
+  for (Mode mode : {Mode::kP3, Mode::kBaseline, Mode::kPriorityOnly, Mode::kValuesOnly}) {
     CATCH_CAPTURE(ModeName(mode));
     ClusterResult got =
         TrainCluster(RunSpec{.mode = mode, .workers = 2, .servers = 2, .max_message_params = 7});

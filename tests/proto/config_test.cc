@@ -54,6 +54,7 @@ CATCH_TEST_CASE("an empty config gets every default from config.proto") {
   CATCH_CHECK(config->training().threads() == 1);
   CATCH_CHECK(config->scheduling().slice_params() == 40000);
   CATCH_CHECK(config->scheduling().split_threshold() == 1000000);
+  CATCH_CHECK(config->scheduling().credit_bytes() == 0);  // one message at a time
 }
 
 CATCH_TEST_CASE("output_dir defaults to out/<name>") {
@@ -144,6 +145,9 @@ CATCH_TEST_CASE("out-of-range values name the field and the allowed range") {
                                 "training.batch_size: -4 is out of range; allowed >= 1"));
   CATCH_CHECK(absl::StrContains(ErrorOf("scheduling { slice_params: -1 }"),
                                 "scheduling.slice_params: -1 is out of range; allowed >= 1"));
+  CATCH_CHECK(absl::StrContains(ErrorOf("scheduling { credit_bytes: -1 }"),
+                                "scheduling.credit_bytes: -1 is out of range; allowed >= 0 "
+                                "(0: one message at a time)"));
   CATCH_CHECK(absl::StrContains(ErrorOf("cluster { peer_timeout_s: -1 }"),
                                 "cluster.peer_timeout_s: -1 is out of range; allowed > 0"));
 }
@@ -152,7 +156,8 @@ CATCH_TEST_CASE("names outside their allowed set list the allowed values") {
   CATCH_CHECK(absl::StrContains(
       ErrorOf("mode: \"fast\""),
       "mode: \"fast\" is not allowed; allowed: \"p3\", \"baseline\", \"slicing_only\", "
-      "\"priority_only\", \"no_overlap\", \"local\""));
+      "\"priority_only\", \"values_only\", \"no_overlap\", \"no_backward_overlap\", "
+      "\"no_forward_overlap\", \"local\", \"pipeline\""));
   CATCH_CHECK(absl::StrContains(ErrorOf("data { dataset: \"cifar\" }"),
                                 "data.dataset: \"cifar\" is not allowed; allowed: "
                                 "\"fashion_mnist\", \"synthetic\""));
@@ -238,6 +243,15 @@ CATCH_TEST_CASE("an override value of the wrong type names the field and its typ
 CATCH_TEST_CASE("an override value is validated like the file") {
   CATCH_CHECK(ErrorOf("", {"cluster.workers=-3"}) ==
               "cluster.workers: -3 is out of range; allowed 1..64");
+}
+
+CATCH_TEST_CASE("a positive credit is kept, in the file and in overrides") {
+  absl::StatusOr<ExperimentConfig> config = ParseConfig("scheduling { credit_bytes: 4096 }", {});
+  CATCH_REQUIRE(config.ok());
+  CATCH_CHECK(config->scheduling().credit_bytes() == 4096);
+  config = ParseConfig("", {"scheduling.credit_bytes=1048576"});
+  CATCH_REQUIRE(config.ok());
+  CATCH_CHECK(config->scheduling().credit_bytes() == 1048576);
 }
 
 CATCH_TEST_CASE("a zero non-optional field means its default, in the file and in overrides") {

@@ -15,6 +15,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "p3/mode.h"
 #include "p3/progress.h"
 #include "proto/config.h"
 #include "proto/config_options.h"
@@ -142,6 +143,30 @@ CATCH_TEST_CASE("one worker and one server train what the local run trains") {
   CATCH_CHECK(cluster->param_l2 == Approx(local->param_l2).epsilon(1e-5));
   CATCH_CHECK(cluster->bytes_sent > 0);
   CATCH_CHECK(cluster->bytes_received > 0);
+}
+
+CATCH_TEST_CASE("the worker's options carry the config's scheduling fields, credit included") {
+  config::ExperimentConfig config = SmallConfig("values_only", 2);
+  TrainerOptions options;
+  options.rank = 1;
+  options.servers = {"127.0.0.1:1", "127.0.0.1:2"};
+
+  absl::StatusOr<WorkerOptions> defaults =
+      WorkerOptionsFromConfig(config, Mode::kValuesOnly, options);
+  CATCH_REQUIRE(defaults.ok());
+  CATCH_CHECK(defaults->credit_bytes == 0);  // one message at a time, as before the field
+
+  config.mutable_scheduling()->set_credit_bytes(1 << 20);
+  config.mutable_scheduling()->set_max_message_params(4096);
+  absl::StatusOr<WorkerOptions> wo = WorkerOptionsFromConfig(config, Mode::kValuesOnly, options);
+  CATCH_REQUIRE(wo.ok());
+  CATCH_CHECK(wo->credit_bytes == (1 << 20));
+  CATCH_CHECK(wo->max_message_params == 4096);
+  CATCH_CHECK(wo->slice_params == 500);
+  CATCH_CHECK(wo->mode == Mode::kValuesOnly);
+  CATCH_CHECK(wo->rank == 1);
+  CATCH_CHECK(wo->num_workers == 2);
+  CATCH_CHECK(wo->servers == options.servers);
 }
 
 CATCH_TEST_CASE("a config the trainer cannot run is an error naming what is wrong") {
