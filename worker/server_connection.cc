@@ -81,8 +81,9 @@ void ServerConnection::WriteLoop() {
   wire::WorkerMessage msg;
   while (std::optional<PrioritySendQueue<Upstream>::Item> item = queue_.Pop()) {
     msg.Clear();
-    const absl::Time start = absl::Now();
     const Upstream& up = item->value;
+    if (options_.before_write) options_.before_write(up);
+    const absl::Time start = absl::Now();
     bool ok = true;
     if (up.kind == Upstream::Kind::kInit || up.kind == Upstream::Kind::kGradient) {
       // Values: `bytes` / sizeof(float) of them, in parts of at most max_message_params,

@@ -69,6 +69,10 @@ struct ConnectionOptions {
   int64_t max_message_params = kDefaultMaxMessageParams;
   // Timeline of writes and receives; not owned, may be null. Default: none.
   TraceRecorder* trace = nullptr;
+  // Fault injection for tests: called on the writer thread with each message just before
+  // it is written. It may block: the stream then has no write in flight, and later
+  // messages wait in the send queue, which orders them. Default: none.
+  std::function<void(const Upstream&)> before_write;
 };
 
 class ServerConnection {

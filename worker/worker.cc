@@ -79,6 +79,13 @@ class Worker::Impl : public ConnectionListener {
       copts.tls = options_.tls;
       copts.tls_ca_pem = options_.tls_ca_pem;
       copts.tls_server_name = options_.tls_server_name;
+      if (options_.before_gradient_write) {
+        copts.before_write = [hook = options_.before_gradient_write, s](const Upstream& up) {
+          if (up.kind == Upstream::Kind::kGradient) {
+            hook(s, up.slice_id, static_cast<int64_t>(up.iteration));
+          }
+        };
+      }
       P3_ASSIGN_OR_RETURN(std::unique_ptr<ServerConnection> conn,
                           ServerConnection::Open(
                               copts, hello,

@@ -27,6 +27,7 @@
 #define P3_WORKER_WORKER_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -77,6 +78,12 @@ struct WorkerOptions {
   // Records forward/backward per block, waits, and every slice sent and received; not
   // owned, may be null. Default: none.
   TraceRecorder* trace = nullptr;
+  // Fault injection for tests: called on the writer thread of the connection to server
+  // `server` just before a gradient slice of `iteration` is written. It may block: that
+  // connection then has no write in flight, and the gradients queued meanwhile are
+  // written afterwards in the send queue's order (tests/cluster/scheduling_test.cc).
+  // Default: none.
+  std::function<void(int server, int slice, int64_t iteration)> before_gradient_write;
 };
 
 // Counters since Create().
