@@ -169,9 +169,10 @@ class ParameterServer::Impl final : public wire::ParameterServer::Service {
   // Reads until the worker's Done (OK) or an error.
   absl::Status ReadLoop(int rank, int track, TrainStream* stream) {
     wire::WorkerMessage msg;
+    Handled handled;  // reused: no allocation per message
     while (stream->Read(&msg)) {
       const absl::Time start = absl::Now();
-      P3_ASSIGN_OR_RETURN(Handled handled, HandleWorkerMessage(&shard_, rank, msg));
+      P3_RETURN_IF_ERROR(HandleWorkerMessage(&shard_, rank, msg, &handled));
       if (handled.done) {
         if (handled.all_done) {
           absl::MutexLock lock(&mu_);
