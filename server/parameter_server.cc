@@ -198,6 +198,9 @@ class ParameterServer::Impl final : public wire::ParameterServer::Service {
       }
       if (tracing()) Trace(track, msg, handled.out, start);
       Dispatch(handled.out);
+      // The queues hold their own references: dropping ours now lets the shard reuse a
+      // snapshot's buffer as soon as the messages are written.
+      handled.out.clear();
     }
     {
       absl::MutexLock lock(&mu_);
