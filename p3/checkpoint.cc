@@ -9,6 +9,7 @@
 #include <cstring>
 #include <fstream>
 #include <sstream>
+#include <utility>
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
@@ -195,6 +196,56 @@ absl::StatusOr<ShardCheckpoint> ReadLatestCheckpoint(const std::string& dir, uin
         absl::StrCat("no valid checkpoint of iteration ", iteration, " in ", dir, skipped));
   }
   return absl::NotFoundError(absl::StrCat("no valid checkpoint in ", dir, skipped));
+}
+
+CheckpointWriter::CheckpointWriter(std::function<void(ShardCheckpoint)> write, size_t max_pending)
+    : write_(std::move(write)), max_pending_(std::max<size_t>(1, max_pending)) {
+  absl::MutexLock lock(&join_mu_);
+  thread_ = std::thread([this] { Loop(); });
+}
+
+CheckpointWriter::~CheckpointWriter() { Shutdown(); }
+
+void CheckpointWriter::Submit(ShardCheckpoint checkpoint) {
+  {
+    absl::MutexLock lock(&mu_);
+    mu_.Await(absl::Condition(
+        +[](CheckpointWriter* w) ABSL_EXCLUSIVE_LOCKS_REQUIRED(w->mu_) {
+          return w->stopping_ || w->queue_.size() < w->max_pending_;
+        },
+        this));
+    if (!stopping_) {
+      queue_.push_back(std::move(checkpoint));
+      return;
+    }
+  }
+  write_(std::move(checkpoint));
+}
+
+void CheckpointWriter::Loop() {
+  while (true) {
+    ShardCheckpoint next;
+    {
+      absl::MutexLock lock(&mu_);
+      mu_.Await(absl::Condition(
+          +[](CheckpointWriter* w)
+               ABSL_EXCLUSIVE_LOCKS_REQUIRED(w->mu_) { return w->stopping_ || !w->queue_.empty(); },
+          this));
+      if (queue_.empty()) return;  // stopping, and everything is handed on
+      next = std::move(queue_.front());
+      queue_.pop_front();
+    }
+    write_(std::move(next));
+  }
+}
+
+void CheckpointWriter::Shutdown() {
+  {
+    absl::MutexLock lock(&mu_);
+    stopping_ = true;
+  }
+  absl::MutexLock lock(&join_mu_);
+  if (thread_.joinable()) thread_.join();
 }
 
 }  // namespace p3

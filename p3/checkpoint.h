@@ -10,14 +10,23 @@
 //   ShardCheckpoint ckpt = ...;                       // from ParameterShard's callback
 //   absl::Status s = WriteCheckpoint(ckpt, "ckpt/server_0");   // ckpt/server_0/ckpt_000020.bin
 //   absl::StatusOr<ShardCheckpoint> latest = ReadLatestCheckpoint("ckpt/server_0", 0);
+//
+//   CheckpointWriter writer([](ShardCheckpoint c) { ... WriteCheckpoint(c, dir) ... });
+//   writer.Submit(std::move(ckpt));   // returns at once; written on the writer's thread
+//   writer.Shutdown();                // writes what is queued, then joins
 #ifndef P3_P3_CHECKPOINT_H_
 #define P3_P3_CHECKPOINT_H_
 
 #include <cstdint>
+#include <deque>
+#include <functional>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "p3/optimizer.h"
 
 namespace p3 {
@@ -47,6 +56,43 @@ absl::StatusOr<ShardCheckpoint> ReadCheckpoint(const std::string& path);
 // NotFound when there is none; corrupt files are skipped (the reason is in the error
 // when nothing valid is left).
 absl::StatusOr<ShardCheckpoint> ReadLatestCheckpoint(const std::string& dir, uint64_t iteration);
+
+// Hands checkpoints to a function (usually one that calls WriteCheckpoint and reports
+// the outcome) on a thread of its own, one at a time and in the order submitted, so that
+// the thread that cut a checkpoint — a worker's stream handler — does not wait for the
+// disk. The checkpoint is the caller's consistent copy; the writer only moves it.
+//
+// Thread-safe. Owns its thread; Shutdown() (also run by the destructor) hands on what is
+// queued, then joins, and is safe to call twice.
+class CheckpointWriter {
+ public:
+  // `write` runs on the writer's thread. At most `max_pending` checkpoints wait: Submit
+  // blocks beyond that (a disk slower than the checkpoints come bounds the memory
+  // instead of queueing copies of the shard without end). Default: 2.
+  explicit CheckpointWriter(std::function<void(ShardCheckpoint)> write, size_t max_pending = 2);
+  ~CheckpointWriter();
+
+  CheckpointWriter(const CheckpointWriter&) = delete;
+  CheckpointWriter& operator=(const CheckpointWriter&) = delete;
+
+  // Queues `checkpoint`. Once Shutdown has begun, runs `write` on the calling thread
+  // instead, so that nothing is lost.
+  void Submit(ShardCheckpoint checkpoint);
+
+  // Hands on every queued checkpoint, then joins the thread.
+  void Shutdown();
+
+ private:
+  void Loop();
+
+  const std::function<void(ShardCheckpoint)> write_;
+  const size_t max_pending_;
+  absl::Mutex mu_;
+  std::deque<ShardCheckpoint> queue_ ABSL_GUARDED_BY(mu_);
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Mutex join_mu_;  // serialises Shutdown's join
+  std::thread thread_ ABSL_GUARDED_BY(join_mu_);
+};
 
 }  // namespace p3
 

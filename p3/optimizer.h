@@ -9,6 +9,8 @@
 //   SliceOptimizer opt(options);
 //   SliceOptimizerState state;           // one per slice
 //   opt.Apply(params, mean_grad, n, &state);
+//   const float* grads[] = {g0, g1};     // or: the mean of the workers' gradients and
+//   opt.ApplyMean(params, grads, 2, n, &state);   // the update in one pass
 //
 // SliceOptimizer is immutable after construction and safe to share; a state must not be
 // used by two threads at once.
@@ -51,8 +53,8 @@ absl::Status ValidateOptimizerOptions(const OptimizerOptions& options);
 
 // Per-slice optimizer state (momentum buffer; Adam's moments and step count).
 struct SliceOptimizerState {
-  std::vector<float> buf;      // SGD momentum buffer, or Adam's first moment
-  std::vector<float> buf_sq;   // Adam's second moment
+  std::vector<float> buf;     // SGD momentum buffer, or Adam's first moment
+  std::vector<float> buf_sq;  // Adam's second moment
   int64_t steps = 0;
 };
 
@@ -61,13 +63,25 @@ class SliceOptimizer {
   explicit SliceOptimizer(const OptimizerOptions& options) : options_(options) {}
 
   // params[i] -= update(grad[i]) for i in [0, n), advancing `state`.
-  void Apply(float* params, const float* grad, int64_t n, SliceOptimizerState* state) const;
+  void Apply(float* params, const float* grad, int64_t n, SliceOptimizerState* state) const {
+    ApplyMean(params, &grad, 1, n, state);
+  }
+
+  // Apply() of the mean of `num_grads` >= 1 gradients of n values each, in one pass over
+  // the values: per element, grads[0][i] + grads[1][i] + ... in this order, divided by
+  // num_grads when it is more than 1, then the update. Bit for bit what summing whole
+  // arrays rank by rank, dividing, and Apply() compute. The gradients may be unaligned
+  // but must not overlap `params` or `state`.
+  void ApplyMean(float* params, const float* const* grads, int num_grads, int64_t n,
+                 SliceOptimizerState* state) const;
 
   const OptimizerOptions& options() const { return options_; }
 
  private:
-  void ApplySgd(float* params, const float* grad, int64_t n, SliceOptimizerState* state) const;
-  void ApplyAdam(float* params, const float* grad, int64_t n, SliceOptimizerState* state) const;
+  void ApplySgd(float* params, const float* const* grads, int num_grads, int64_t n,
+                SliceOptimizerState* state) const;
+  void ApplyAdam(float* params, const float* const* grads, int num_grads, int64_t n,
+                 SliceOptimizerState* state) const;
 
   const OptimizerOptions options_;
 };

@@ -1,6 +1,7 @@
 #include "p3/parameter_shard.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <utility>
 
@@ -91,6 +92,7 @@ absl::StatusOr<std::vector<Outgoing>> ParameterShard::Join(const ClusterSignatur
       {
         absl::MutexLock slice_lock(&state->mu);
         state->grads.resize(sig.num_workers);
+        state->grad_ptrs.assign(sig.num_workers, nullptr);
         state->has.assign(sig.num_workers, false);
         state->received.assign(sig.num_workers, 0);
       }
@@ -121,8 +123,7 @@ absl::StatusOr<std::vector<Outgoing>> ParameterShard::Join(const ClusterSignatur
     for (int id : plan_->server_slices(options_.server_index)) {
       SliceState& s = *slices_[id];
       absl::MutexLock slice_lock(&s.mu);
-      std::vector<Outgoing> one = ParamsToRanks(id, s, {rank});
-      out.insert(out.end(), one.begin(), one.end());
+      AppendParams(id, s, rank, &out);
     }
   }
   return out;
@@ -158,7 +159,7 @@ absl::Status ParameterShard::Restore() {
     state.opt = s.optimizer;
     state.version = ckpt.iteration;
     state.initialized = true;
-    state.snapshot = std::make_shared<const std::vector<float>>(state.params);
+    TakeSnapshot(&state);
   }
   uninitialized_ = 0;
   return absl::OkStatus();
@@ -222,21 +223,30 @@ bool ParameterShard::signature_values_on_push() const {
   return signature_.has_value() && signature_->values_on_push;
 }
 
-std::vector<Outgoing> ParameterShard::ParamsToRanks(int slice_id, const SliceState& s,
-                                                    const std::vector<int>& ranks) const {
-  std::vector<Outgoing> out;
-  out.reserve(ranks.size());
-  for (int r : ranks) {
-    Outgoing o;
-    o.kind = Outgoing::Kind::kParams;
-    o.rank = r;
-    o.slice_id = slice_id;
-    o.iteration = s.version;
-    o.priority = s.priority;
-    o.values = s.snapshot;
-    out.push_back(std::move(o));
+void ParameterShard::AppendParams(int slice_id, const SliceState& s, int rank,
+                                  std::vector<Outgoing>* out) {
+  Outgoing& o = out->emplace_back();
+  o.kind = Outgoing::Kind::kParams;
+  o.rank = rank;
+  o.slice_id = slice_id;
+  o.iteration = s.version;
+  o.priority = s.priority;
+  o.values = s.snapshot;
+}
+
+void ParameterShard::TakeSnapshot(SliceState* s) {
+  std::shared_ptr<std::vector<float>> next = std::move(s->spare);
+  // use_count() 1: only this slice holds the buffer, and nobody can take a new reference
+  // without the slice's lock. The fence pairs with the release in the last holder's
+  // decrement, so its reads of the old values happen before these writes.
+  if (next != nullptr && next.use_count() == 1 && next->size() == s->params.size()) {
+    std::atomic_thread_fence(std::memory_order_acquire);
+    std::copy(s->params.begin(), s->params.end(), next->begin());
+  } else {
+    next = std::make_shared<std::vector<float>>(s->params);
   }
-  return out;
+  s->spare = std::move(s->snapshot);
+  s->snapshot = std::move(next);
 }
 
 absl::StatusOr<std::vector<Outgoing>> ParameterShard::Init(int rank, int slice_id,
@@ -261,7 +271,7 @@ absl::StatusOr<std::vector<Outgoing>> ParameterShard::Init(int rank, int slice_i
     std::memcpy(s.params.data() + offset, values, n * sizeof(float));
     s.init_received = offset + n;
     if (s.init_received < s.length) return std::vector<Outgoing>{};
-    s.snapshot = std::make_shared<const std::vector<float>>(s.params);
+    TakeSnapshot(&s);
     s.initialized = true;
   }
   {
@@ -281,8 +291,7 @@ absl::StatusOr<std::vector<Outgoing>> ParameterShard::Init(int rank, int slice_i
   for (int id : owned) {
     SliceState& t = *slices_[id];
     absl::MutexLock slice_lock(&t.mu);
-    std::vector<Outgoing> one = ParamsToRanks(id, t, ranks);
-    out.insert(out.end(), one.begin(), one.end());
+    for (int r : ranks) AppendParams(id, t, r, &out);
   }
   return out;
 }
@@ -291,10 +300,17 @@ absl::StatusOr<std::vector<Outgoing>> ParameterShard::Gradient(int rank, int sli
                                                                uint64_t iteration,
                                                                const float* values, int64_t n,
                                                                int64_t offset) {
+  std::vector<Outgoing> out;
+  P3_RETURN_IF_ERROR(Gradient(rank, slice_id, iteration, values, n, offset, &out));
+  return out;
+}
+
+absl::Status ParameterShard::Gradient(int rank, int slice_id, uint64_t iteration,
+                                      const float* values, int64_t n, int64_t offset,
+                                      std::vector<Outgoing>* out) {
   P3_ASSIGN_OR_RETURN(SliceState* const found, Lookup(rank, slice_id, "gradient"));
   SliceState& s = *found;
   const bool values_on_push = signature_values_on_push();
-  std::vector<Outgoing> out;
   std::optional<SliceCheckpoint> captured;
   uint64_t captured_version = 0;
   {
@@ -314,59 +330,48 @@ absl::StatusOr<std::vector<Outgoing>> ParameterShard::Gradient(int rank, int sli
                                                    rank));
     }
     P3_RETURN_IF_ERROR(CheckPart("gradient", slice_id, s.length, s.received[rank], offset, n));
+    // Allocates only the first time: the buffer keeps its size between iterations.
     s.grads[rank].resize(s.length);
     // may be unaligned
     std::memcpy(s.grads[rank].data() + offset, values, n * sizeof(float));
     s.received[rank] = offset + n;
-    if (s.received[rank] < s.length) return out;  // more parts to come
+    if (s.received[rank] < s.length) return absl::OkStatus();  // more parts to come
     s.received[rank] = 0;
     s.has[rank] = true;
     ++s.count;
     if (!values_on_push) {
-      Outgoing ack;
+      Outgoing& ack = out->emplace_back();
       ack.kind = Outgoing::Kind::kAck;
       ack.rank = rank;
       ack.slice_id = slice_id;
       ack.iteration = iteration;
       ack.priority = s.priority;
-      out.push_back(std::move(ack));
     }
     const int workers = static_cast<int>(s.has.size());
-    if (s.count < workers) return out;
+    if (s.count < workers) return absl::OkStatus();
 
-    // All gradients are in: their mean, summed in rank order so that the result
-    // does not depend on arrival order.
-    n = s.length;
-    std::vector<float>& mean = s.grads[0];
-    for (int r = 1; r < workers; ++r) {
-      const float* g = s.grads[r].data();
-      for (int64_t i = 0; i < n; ++i) mean[i] += g[i];
-    }
-    if (workers > 1) {
-      const float w = static_cast<float>(workers);
-      for (int64_t i = 0; i < n; ++i) mean[i] /= w;
-    }
-    optimizer_.Apply(s.params.data(), mean.data(), n, &s.opt);
+    // All gradients are in: their mean, summed in rank order so that the result does
+    // not depend on arrival order, and the update, in one pass (SliceOptimizer::ApplyMean).
+    for (int r = 0; r < workers; ++r) s.grad_ptrs[r] = s.grads[r].data();
+    optimizer_.ApplyMean(s.params.data(), s.grad_ptrs.data(), workers, s.length, &s.opt);
     ++s.version;
     s.has.assign(workers, false);
     s.count = 0;
-    s.snapshot = std::make_shared<const std::vector<float>>(s.params);
-    std::vector<int> ranks;
+    TakeSnapshot(&s);
     if (values_on_push) {
-      for (int r = 0; r < workers; ++r) ranks.push_back(r);
+      for (int r = 0; r < workers; ++r) AppendParams(slice_id, s, r, out);
     } else {
-      ranks.swap(s.pending_pulls);
+      for (int r : s.pending_pulls) AppendParams(slice_id, s, r, out);
+      s.pending_pulls.clear();  // keeps its capacity for the next iteration
     }
-    std::vector<Outgoing> params = ParamsToRanks(slice_id, s, ranks);
-    out.insert(out.end(), params.begin(), params.end());
     if (options_.checkpoint_every > 0 && s.version % options_.checkpoint_every == 0) {
       captured = SliceCheckpoint{slice_id, s.params, s.opt};
       captured_version = s.version;
     }
   }  // slice_lock
-  // Outside the slice's lock: the last slice of a checkpoint writes it.
+  // Outside the slice's lock: the last slice of a checkpoint hands it on.
   if (captured.has_value()) AddToCheckpoint(captured_version, *std::move(captured));
-  return out;
+  return absl::OkStatus();
 }
 
 absl::StatusOr<std::vector<Outgoing>> ParameterShard::Pull(int rank, int slice_id,
@@ -378,7 +383,11 @@ absl::StatusOr<std::vector<Outgoing>> ParameterShard::Pull(int rank, int slice_i
     return absl::FailedPreconditionError(
         absl::StrCat("pull of slice ", slice_id, " before its initial values"));
   }
-  if (version == s.version) return ParamsToRanks(slice_id, s, {rank});
+  if (version == s.version) {
+    std::vector<Outgoing> out;
+    AppendParams(slice_id, s, rank, &out);
+    return out;
+  }
   if (version == s.version + 1 && s.has[rank]) {
     for (int r : s.pending_pulls) {
       if (r == rank) {

@@ -98,6 +98,11 @@ class ParameterShard {
   absl::StatusOr<std::vector<Outgoing>> Gradient(int rank, int slice_id, uint64_t iteration,
                                                  const float* values, int64_t n,
                                                  int64_t offset = 0);
+  // The same, appending to `out` (which the caller reuses from message to message, so
+  // that the hot path allocates nothing once the slice's buffers exist). On an error
+  // nothing is appended.
+  absl::Status Gradient(int rank, int slice_id, uint64_t iteration, const float* values, int64_t n,
+                        int64_t offset, std::vector<Outgoing>* out);
 
   // Worker `rank` asks for `version` of `slice_id` (modes without values on push).
   absl::StatusOr<std::vector<Outgoing>> Pull(int rank, int slice_id, uint64_t version);
@@ -126,19 +131,26 @@ class ParameterShard {
     SliceOptimizerState opt ABSL_GUARDED_BY(mu);
     // grads[r] holds rank r's gradient of the current iteration when has[r].
     std::vector<std::vector<float>> grads ABSL_GUARDED_BY(mu);
+    std::vector<const float*> grad_ptrs ABSL_GUARDED_BY(mu);  // grads[r].data(), by rank
     std::vector<bool> has ABSL_GUARDED_BY(mu);
     // received[r]: values of rank r's gradient in so far (< length while parts arrive).
     std::vector<int64_t> received ABSL_GUARDED_BY(mu);
     int count ABSL_GUARDED_BY(mu) = 0;
     std::vector<int> pending_pulls ABSL_GUARDED_BY(mu);  // ranks waiting for version+1
-    std::shared_ptr<const std::vector<float>> snapshot ABSL_GUARDED_BY(mu);
+    // The current version's values as sent to the workers: never written while anyone
+    // else holds a reference. `spare` is the previous one, reused for the next version
+    // when no outgoing message holds it any more.
+    std::shared_ptr<std::vector<float>> snapshot ABSL_GUARDED_BY(mu);
+    std::shared_ptr<std::vector<float>> spare ABSL_GUARDED_BY(mu);
   };
 
   // Validates rank and slice ownership; returns the slice's state.
   absl::StatusOr<SliceState*> Lookup(int rank, int slice_id, const char* what) const;
-  std::vector<Outgoing> ParamsToRanks(int slice_id, const SliceState& s,
-                                      const std::vector<int>& ranks) const
+  // Appends the slice's current version for worker `rank` to `out`.
+  static void AppendParams(int slice_id, const SliceState& s, int rank, std::vector<Outgoing>* out)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(s.mu);
+  // s.snapshot := a copy of s.params, in the spare buffer when it is free.
+  static void TakeSnapshot(SliceState* s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s->mu);
   std::vector<int> JoinedRanks() const;
   bool signature_values_on_push() const;
 

@@ -42,6 +42,15 @@ absl::StatusOr<HelloResult> HandleHello(ParameterShard* shard, const wire::Hello
 absl::StatusOr<Handled> HandleWorkerMessage(ParameterShard* shard, int rank,
                                             const wire::WorkerMessage& msg) {
   Handled handled;
+  P3_RETURN_IF_ERROR(HandleWorkerMessage(shard, rank, msg, &handled));
+  return handled;
+}
+
+absl::Status HandleWorkerMessage(ParameterShard* shard, int rank, const wire::WorkerMessage& msg,
+                                 Handled* handled) {
+  handled->out.clear();
+  handled->done = false;
+  handled->all_done = false;
   absl::StatusOr<std::vector<Outgoing>> out;
   switch (msg.kind_case()) {
     case wire::WorkerMessage::kInit:
@@ -58,9 +67,12 @@ absl::StatusOr<Handled> HandleWorkerMessage(ParameterShard* shard, int rank,
         return absl::InvalidArgumentError(absl::StrCat("offset ", d.offset(), " is out of range"));
       }
       const int64_t offset = static_cast<int64_t>(d.offset());
-      out = msg.has_init() ? shard->Init(rank, static_cast<int>(d.slice_id()), values, n, offset)
-                           : shard->Gradient(rank, static_cast<int>(d.slice_id()), d.iteration(),
-                                             values, n, offset);
+      if (msg.has_gradient()) {
+        // The hot path: appends to the reused vector.
+        return shard->Gradient(rank, static_cast<int>(d.slice_id()), d.iteration(), values, n,
+                               offset, &handled->out);
+      }
+      out = shard->Init(rank, static_cast<int>(d.slice_id()), values, n, offset);
       break;
     }
     case wire::WorkerMessage::kPull:
@@ -70,16 +82,16 @@ absl::StatusOr<Handled> HandleWorkerMessage(ParameterShard* shard, int rank,
       out = shard->Pull(rank, static_cast<int>(msg.pull().slice_id()), msg.pull().version());
       break;
     case wire::WorkerMessage::kDone:
-      handled.done = true;
-      handled.all_done = shard->Finish(rank);
-      return handled;
+      handled->done = true;
+      handled->all_done = shard->Finish(rank);
+      return absl::OkStatus();
     case wire::WorkerMessage::kHello:
       return absl::InvalidArgumentError("a second Hello on the same stream");
     default:
       return absl::InvalidArgumentError("an empty or unknown message");
   }
-  P3_ASSIGN_OR_RETURN(handled.out, std::move(out));
-  return handled;
+  P3_ASSIGN_OR_RETURN(handled->out, std::move(out));
+  return absl::OkStatus();
 }
 
 }  // namespace p3

@@ -38,6 +38,11 @@ struct Handled {
 absl::StatusOr<Handled> HandleWorkerMessage(ParameterShard* shard, int rank,
                                             const wire::WorkerMessage& msg);
 
+// The same into `handled`, which a stream reuses from message to message: its `out`
+// keeps its capacity, so a gradient allocates nothing here.
+absl::Status HandleWorkerMessage(ParameterShard* shard, int rank, const wire::WorkerMessage& msg,
+                                 Handled* handled);
+
 }  // namespace p3
 
 #endif  // P3_SERVER_MESSAGE_HANDLER_H_

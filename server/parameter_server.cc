@@ -32,11 +32,25 @@ struct Pending {
   absl::Status abort;
 };
 
+// The shard hands its checkpoints to the server's writer thread instead of running
+// `on_checkpoint` on the stream handler that completed the iteration.
+ShardOptions WithCheckpointWriter(ShardOptions shard, CheckpointWriter* writer) {
+  if (writer != nullptr) {
+    shard.on_checkpoint = [writer](ShardCheckpoint c) { writer->Submit(std::move(c)); };
+  }
+  return shard;
+}
+
 }  // namespace
 
 class ParameterServer::Impl final : public wire::ParameterServer::Service {
  public:
-  explicit Impl(const ServerOptions& options) : options_(options), shard_(options.shard) {}
+  explicit Impl(const ServerOptions& options)
+      : options_(options),
+        checkpoint_writer_(options.shard.on_checkpoint
+                               ? std::make_unique<CheckpointWriter>(options.shard.on_checkpoint)
+                               : nullptr),
+        shard_(WithCheckpointWriter(options.shard, checkpoint_writer_.get())) {}
 
   absl::Status Start() {
     grpc::ServerBuilder builder;
@@ -102,6 +116,8 @@ class ParameterServer::Impl final : public wire::ParameterServer::Service {
     // Waits for the handlers still running, and cancels them after the grace period.
     if (server_ != nullptr)
       server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
+    // No handler cuts a checkpoint any more: the queued ones are written before this returns.
+    if (checkpoint_writer_ != nullptr) checkpoint_writer_->Shutdown();
   }
 
   int port() const { return port_; }
@@ -170,9 +186,10 @@ class ParameterServer::Impl final : public wire::ParameterServer::Service {
   // Reads until the worker's Done (OK) or an error.
   absl::Status ReadLoop(int rank, int track, TrainStream* stream) {
     wire::WorkerMessage msg;
+    Handled handled;  // reused: no allocation per message
     while (stream->Read(&msg)) {
       const absl::Time start = absl::Now();
-      P3_ASSIGN_OR_RETURN(Handled handled, HandleWorkerMessage(&shard_, rank, msg));
+      P3_RETURN_IF_ERROR(HandleWorkerMessage(&shard_, rank, msg, &handled));
       if (handled.done) {
         if (handled.all_done) {
           absl::MutexLock lock(&mu_);
@@ -182,6 +199,9 @@ class ParameterServer::Impl final : public wire::ParameterServer::Service {
       }
       if (tracing()) Trace(track, msg, handled.out, start);
       Dispatch(handled.out);
+      // The queues hold their own references: dropping ours now lets the shard reuse a
+      // snapshot's buffer as soon as the messages are written.
+      handled.out.clear();
     }
     {
       absl::MutexLock lock(&mu_);
@@ -318,6 +338,9 @@ class ParameterServer::Impl final : public wire::ParameterServer::Service {
   }
 
   const ServerOptions options_;
+  // Runs options_.shard.on_checkpoint; null without one. Declared before shard_, which
+  // hands it the checkpoints.
+  std::unique_ptr<CheckpointWriter> checkpoint_writer_;
   ParameterShard shard_;
   std::unique_ptr<grpc::Server> server_;
   int port_ = 0;

@@ -36,7 +36,10 @@ namespace p3 {
 struct ServerOptions {
   // host:port to bind; port 0 picks a free port. Default: "127.0.0.1:0".
   std::string address = "127.0.0.1:0";
-  // Shard settings: server index, number of workers, optimizer.
+  // Shard settings: server index, number of workers, optimizer, checkpoints. The server
+  // runs `shard.on_checkpoint` on a checkpoint writer thread of its own, so that a disk
+  // write does not stall the stream that completed the iteration; Shutdown() waits for the
+  // queued checkpoints.
   ShardOptions shard;
   // A silent worker connection is declared dead after this long. Default: 60 s.
   absl::Duration peer_timeout = absl::Seconds(60);

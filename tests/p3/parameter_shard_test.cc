@@ -1,9 +1,8 @@
 // The server's state machine, driven directly: no transport.
 #include "p3/parameter_shard.h"
 
-#include <vector>
-
 #include <catch2/catch.hpp>
+#include <vector>
 
 namespace p3 {
 namespace {
@@ -104,13 +103,18 @@ CATCH_TEST_CASE("malformed gradients are refused and change nothing") {
   CATCH_REQUIRE(shard.Join(Signature(2), 1).ok());
   InitAll(shard);
   std::vector<float> g = {1, 1, 1, 1};
-  CATCH_CHECK(absl::IsInvalidArgument(shard.Gradient(0, 9, 0, g.data(), 3).status()));  // unknown slice
-  CATCH_CHECK(absl::IsInvalidArgument(shard.Gradient(0, 0, 0, g.data(), 4).status()));  // wrong length
-  CATCH_CHECK(absl::IsInvalidArgument(shard.Gradient(0, 0, 1, g.data(), 3).status()));  // wrong iteration
+  CATCH_CHECK(
+      absl::IsInvalidArgument(shard.Gradient(0, 9, 0, g.data(), 3).status()));  // unknown slice
+  CATCH_CHECK(
+      absl::IsInvalidArgument(shard.Gradient(0, 0, 0, g.data(), 4).status()));  // wrong length
+  CATCH_CHECK(
+      absl::IsInvalidArgument(shard.Gradient(0, 0, 1, g.data(), 3).status()));  // wrong iteration
   CATCH_REQUIRE(shard.Gradient(0, 0, 0, g.data(), 3).ok());
   CATCH_CHECK(absl::IsAlreadyExists(shard.Gradient(0, 0, 0, g.data(), 3).status()));  // duplicate
-  CATCH_CHECK(absl::IsFailedPrecondition(shard.Gradient(5, 0, 0, g.data(), 3).status()));  // no such worker
-  CATCH_CHECK(absl::IsInvalidArgument(shard.Init(1, 0, g.data(), 3).status()));  // init not from rank 0
+  CATCH_CHECK(
+      absl::IsFailedPrecondition(shard.Gradient(5, 0, 0, g.data(), 3).status()));  // no such worker
+  CATCH_CHECK(
+      absl::IsInvalidArgument(shard.Init(1, 0, g.data(), 3).status()));  // init not from rank 0
   CATCH_CHECK(absl::IsAlreadyExists(shard.Init(0, 0, g.data(), 3).status()));
   // The slice still completes normally with worker 1's gradient.
   auto done = shard.Gradient(1, 0, 0, g.data(), 3);
@@ -157,8 +161,10 @@ CATCH_TEST_CASE("parts out of order, overlapping or past the end are refused and
   std::vector<float> g = {1, 1, 1, 1};
   CATCH_CHECK(absl::IsInvalidArgument(shard.Gradient(0, 0, 0, g.data(), 1, 1).status()));  // gap
   CATCH_REQUIRE(shard.Gradient(0, 0, 0, g.data(), 2, 0).ok());
-  CATCH_CHECK(absl::IsInvalidArgument(shard.Gradient(0, 0, 0, g.data(), 1, 0).status()));  // overlap
-  CATCH_CHECK(absl::IsInvalidArgument(shard.Gradient(0, 0, 0, g.data(), 2, 2).status()));  // past end
+  CATCH_CHECK(
+      absl::IsInvalidArgument(shard.Gradient(0, 0, 0, g.data(), 1, 0).status()));  // overlap
+  CATCH_CHECK(
+      absl::IsInvalidArgument(shard.Gradient(0, 0, 0, g.data(), 2, 2).status()));  // past end
   CATCH_CHECK(absl::IsInvalidArgument(shard.Gradient(0, 0, 0, g.data(), 0, 2).status()));  // empty
   CATCH_CHECK(absl::IsInvalidArgument(shard.Gradient(0, 0, 0, g.data(), 1, -1).status()));
   CATCH_CHECK(shard.SliceValues(0)->second == 0);
@@ -176,9 +182,9 @@ CATCH_TEST_CASE("a handshake that does not fit is refused with a clear reason") 
   auto bad_shape = shard.Join(other, 1);
   CATCH_REQUIRE(absl::IsFailedPrecondition(bad_shape.status()));
   CATCH_CHECK(bad_shape.status().message().find("shape [6], expected [5]") != std::string::npos);
-  CATCH_CHECK(absl::IsFailedPrecondition(shard.Join(Signature(3), 1).status()));   // cluster size
-  CATCH_CHECK(absl::IsInvalidArgument(shard.Join(Signature(2), 2).status()));      // rank range
-  CATCH_CHECK(absl::IsAlreadyExists(shard.Join(Signature(2), 0).status()));        // twice
+  CATCH_CHECK(absl::IsFailedPrecondition(shard.Join(Signature(3), 1).status()));  // cluster size
+  CATCH_CHECK(absl::IsInvalidArgument(shard.Join(Signature(2), 2).status()));     // rank range
+  CATCH_CHECK(absl::IsAlreadyExists(shard.Join(Signature(2), 0).status()));       // twice
   ClusterSignature sliced_differently = Signature(2);
   sliced_differently.plan.slice_params = 4;
   CATCH_CHECK(absl::IsFailedPrecondition(shard.Join(sliced_differently, 1).status()));
@@ -209,6 +215,29 @@ CATCH_TEST_CASE("without values on push the server acks and answers pulls once u
   CATCH_REQUIRE(pull1->size() == 1);
   CATCH_CHECK((*pull1)[0].iteration == 1);
   CATCH_CHECK(absl::IsInvalidArgument(shard.Pull(1, 0, 7).status()));
+}
+
+CATCH_TEST_CASE("values already handed out stay unchanged while later versions are computed") {
+  ParameterShard shard(Options(1, 1.0));
+  CATCH_REQUIRE(shard.Join(Signature(1), 0).ok());
+  InitAll(shard);
+  std::vector<float> g = {1, 1, 1};
+  // Version 1 is held (an outgoing message not sent yet) while versions 2 and 3 are
+  // computed: the shard must not reuse its buffer. Version 2 is dropped at once, so its
+  // buffer may be reused for version 4.
+  auto v1 = shard.Gradient(0, 0, 0, g.data(), 3);
+  CATCH_REQUIRE(v1.ok());
+  CATCH_REQUIRE(v1->size() == 1);
+  const std::shared_ptr<const std::vector<float>> held = (*v1)[0].values;
+  for (uint64_t it = 1; it < 4; ++it) {
+    auto out = shard.Gradient(0, 0, it, g.data(), 3);
+    CATCH_REQUIRE(out.ok());
+    CATCH_REQUIRE(out->size() == 1);
+    CATCH_CHECK(*(*out)[0].values ==
+                std::vector<float>{1.0f - (it + 1), 2.0f - (it + 1), 3.0f - (it + 1)});
+  }
+  CATCH_CHECK(*held == std::vector<float>{0, 1, 2});
+  CATCH_CHECK(shard.SliceValues(0)->first == std::vector<float>{-3, -2, -1});
 }
 
 CATCH_TEST_CASE("the server is finished when every worker is") {

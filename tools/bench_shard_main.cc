@@ -1,0 +1,160 @@
+// bench_shard: the parameter server's hot loop without gRPC. A ParameterShard gets W
+// workers' gradients of every slice for a number of iterations; the time per parameter
+// value and iteration covers what the shard does per message: copying each gradient into
+// its slot, the mean in rank order, the optimizer and the snapshot sent back.
+//
+//   bazel build //tools:bench_shard --jobs=2
+//   bazel-bin/tools/bench_shard --workers=4 --slice_params=40000 --slices=64 \
+//       --iterations=20 --optimizer=sgd --repeats=5
+//
+// Prints one CSV line per repeat: optimizer,workers,slice_params,slices,iterations,
+// ns_per_value,grad_gb_per_s,allocs_per_slice_update. See docs/results/server_hot_loop.md.
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <new>
+#include <random>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "p3/parameter_shard.h"
+
+ABSL_FLAG(int, workers, 4, "number of workers (gradients per slice and iteration)");
+ABSL_FLAG(int64_t, slice_params, 40000, "values per slice");
+ABSL_FLAG(int, slices, 64, "number of slices");
+ABSL_FLAG(int, iterations, 20, "iterations timed (after 2 of warm-up)");
+ABSL_FLAG(std::string, optimizer, "sgd", "sgd (momentum 0.9, weight decay 1e-4) or adam");
+ABSL_FLAG(int, repeats, 1, "timed repeats, one CSV line each");
+ABSL_FLAG(bool, header, false, "print the CSV header first");
+
+namespace {
+// Counts every allocation of the process; the bench reports those made while timing.
+std::atomic<int64_t> g_allocations{0};
+}  // namespace
+
+void* operator new(std::size_t size) {
+  g_allocations.fetch_add(1, std::memory_order_relaxed);
+  if (void* p = std::malloc(size == 0 ? 1 : size)) return p;
+  throw std::bad_alloc();
+}
+void operator delete(void* p) noexcept { std::free(p); }
+void operator delete(void* p, std::size_t) noexcept { std::free(p); }
+
+namespace p3 {
+namespace {
+
+// Whether the shard has Gradient(..., std::vector<Outgoing>* out), the reusable-output
+// form the server uses. The same source then also builds against the shard before that
+// form existed, for before/after figures from one benchmark.
+template <typename S, typename = void>
+struct HasAppendingGradient : std::false_type {};
+template <typename S>
+struct HasAppendingGradient<S,
+                            std::void_t<decltype(std::declval<S&>().Gradient(
+                                0, 0, 0, nullptr, 0, 0, std::declval<std::vector<Outgoing>*>()))>>
+    : std::true_type {};
+
+template <typename Shard>
+bool SendGradient(Shard& shard, int rank, int slice, uint64_t iteration, const float* values,
+                  int64_t n, std::vector<Outgoing>* out) {
+  if constexpr (HasAppendingGradient<Shard>::value) {
+    out->clear();
+    return shard.Gradient(rank, slice, iteration, values, n, 0, out).ok();
+  } else {
+    auto result = shard.Gradient(rank, slice, iteration, values, n);
+    return result.ok();
+  }
+}
+
+int Run() {
+  const int workers = absl::GetFlag(FLAGS_workers);
+  const int64_t slice_params = absl::GetFlag(FLAGS_slice_params);
+  const int slices = absl::GetFlag(FLAGS_slices);
+  const int iterations = absl::GetFlag(FLAGS_iterations);
+  const std::string optimizer = absl::GetFlag(FLAGS_optimizer);
+  if (workers < 1 || slice_params < 1 || slices < 1 || iterations < 1 ||
+      (optimizer != "sgd" && optimizer != "adam")) {
+    std::fprintf(stderr, "bench_shard: bad flags\n");
+    return 2;
+  }
+  ShardOptions options;
+  options.num_workers = workers;
+  options.optimizer.kind = optimizer == "adam" ? OptimizerKind::kAdam : OptimizerKind::kSgd;
+  options.optimizer.lr = optimizer == "adam" ? 1e-3 : 0.05;
+  options.optimizer.weight_decay = 1e-4;
+  ParameterShard shard(options);
+  ClusterSignature sig;
+  sig.num_workers = workers;
+  sig.num_servers = 1;
+  sig.tensors = {{"w", {slice_params * slices}, "float32"}};
+  sig.plan.granularity = Granularity::kSliced;
+  sig.plan.slice_params = slice_params;
+  for (int r = 0; r < workers; ++r) {
+    if (!shard.Join(sig, r).ok()) {
+      std::fprintf(stderr, "bench_shard: join failed\n");
+      return 1;
+    }
+  }
+  std::mt19937 rng(1);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> init(slice_params);
+  for (float& x : init) x = normal(rng);
+  for (int s = 0; s < slices; ++s) {
+    if (!shard.Init(0, s, init.data(), slice_params).ok()) return 1;
+  }
+  // One gradient per worker, reused for every slice: the bench measures the server, not
+  // the generation of gradients.
+  std::vector<std::vector<float>> grads(workers, std::vector<float>(slice_params));
+  for (auto& g : grads) {
+    for (float& x : g) x = 1e-3f * normal(rng);
+  }
+  std::vector<Outgoing> out;
+  out.reserve(2 * workers);
+  uint64_t iteration = 0;
+  auto run = [&](int count) {
+    for (int i = 0; i < count; ++i, ++iteration) {
+      for (int s = 0; s < slices; ++s) {
+        for (int r = 0; r < workers; ++r) {
+          if (!SendGradient(shard, r, s, iteration, grads[r].data(), slice_params, &out)) {
+            std::fprintf(stderr, "bench_shard: gradient refused\n");
+            std::exit(1);
+          }
+        }
+      }
+    }
+    out.clear();
+  };
+  run(2);  // warm-up: buffers, optimizer state
+  if (absl::GetFlag(FLAGS_header)) {
+    std::printf(
+        "optimizer,workers,slice_params,slices,iterations,ns_per_value,grad_gb_per_s,"
+        "allocs_per_slice_update\n");
+  }
+  for (int rep = 0; rep < absl::GetFlag(FLAGS_repeats); ++rep) {
+    const int64_t allocs_before = g_allocations.load();
+    const auto start = std::chrono::steady_clock::now();
+    run(iterations);
+    const auto end = std::chrono::steady_clock::now();
+    const int64_t allocs = g_allocations.load() - allocs_before;
+    const double ns = std::chrono::duration<double, std::nano>(end - start).count();
+    const double values = static_cast<double>(iterations) * slices * slice_params;
+    const double grad_bytes = values * workers * sizeof(float);
+    std::printf("%s,%d,%lld,%d,%d,%.4f,%.3f,%.2f\n", optimizer.c_str(), workers,
+                static_cast<long long>(slice_params), slices, iterations, ns / values,
+                grad_bytes / ns, static_cast<double>(allocs) / (iterations * slices));
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace p3
+
+int main(int argc, char** argv) {
+  absl::ParseCommandLine(argc, argv);
+  return p3::Run();
+}
