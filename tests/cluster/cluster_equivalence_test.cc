@@ -82,8 +82,8 @@ struct ClusterResult {
   std::vector<absl::Status> status;
 };
 
-// The servers write checkpoints on their gRPC handler threads, where Catch2's assertions
-// are not safe: the outcomes are collected here and checked on the test's thread.
+// The servers write checkpoints on their checkpoint writer threads (p3::CheckpointWriter),
+// where Catch2's assertions are not safe: the outcomes are collected here and checked on the test's thread.
 struct CheckpointWrites {
   absl::Mutex mu;
   std::vector<absl::Status> statuses ABSL_GUARDED_BY(mu);
