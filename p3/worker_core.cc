@@ -1,0 +1,162 @@
+#include "p3/worker_core.h"
+
+#include <cstring>
+#include <string>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+
+namespace p3 {
+
+WorkerCore::WorkerCore(const WorkerCoreOptions& options, const SlicePlan* plan, float* params,
+                       const float* grads, VersionTracker* tracker)
+    : options_(options), plan_(plan), params_(params), grads_(grads), tracker_(tracker) {
+  slices_.reserve(plan_->slices().size());
+  for (size_t i = 0; i < plan_->slices().size(); ++i) {
+    slices_.push_back(std::make_unique<SliceState>());
+  }
+}
+
+absl::Status WorkerCore::CheckSlice(int server, int64_t slice_id, const char* what) const {
+  if (slice_id < 0 || slice_id >= static_cast<int64_t>(plan_->slices().size()) ||
+      (server >= 0 && plan_->slices()[slice_id].server != server)) {
+    if (server < 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(what, " of slice ", slice_id, ", which the plan does not have"));
+    }
+    return absl::InternalError(absl::StrCat("server ", server, " sent ", what, " of slice ",
+                                            slice_id, ", which it does not own"));
+  }
+  return absl::OkStatus();
+}
+
+ToServer WorkerCore::Message(Upstream::Kind kind, int slice_id, uint64_t iteration,
+                             bool values) const {
+  const Slice& slice = plan_->slices()[slice_id];
+  return ToServer{.server = slice.server,
+                  .message = Upstream{.kind = kind, .slice_id = slice_id, .iteration = iteration},
+                  .priority = slice.priority,
+                  .tiebreak = slice.id,
+                  .bytes = values ? slice.length * static_cast<int64_t>(sizeof(float)) : 0};
+}
+
+bool WorkerCore::started() const {
+  absl::MutexLock lock(&mu_);
+  return started_;
+}
+
+uint64_t WorkerCore::start_version() const {
+  absl::MutexLock lock(&mu_);
+  return start_version_;
+}
+
+absl::StatusOr<std::vector<ToServer>> WorkerCore::Start(
+    const std::vector<uint64_t>& start_versions) {
+  if (static_cast<int>(start_versions.size()) != options_.num_servers) {
+    return absl::InvalidArgumentError(absl::StrCat("start versions of ", start_versions.size(),
+                                                   " servers, expected ", options_.num_servers));
+  }
+  // Every server must start from the same version: 0 (fresh) or a checkpoint's.
+  const uint64_t start = start_versions[0];
+  for (size_t s = 1; s < start_versions.size(); ++s) {
+    if (start_versions[s] != start) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "servers resumed from different checkpoints: server 0 at iteration ", start, ", server ",
+          s, " at ", start_versions[s], "; choose a common one with checkpoint.resume_iteration"));
+    }
+  }
+  {
+    absl::MutexLock lock(&mu_);
+    if (started_) return absl::FailedPreconditionError("the worker has started already");
+    started_ = true;
+    start_version_ = start;
+  }
+  std::vector<ToServer> out;
+  if (options_.rank == 0 && start == 0) {
+    out.reserve(plan_->slices().size());
+    for (const Slice& slice : plan_->slices()) {
+      out.push_back(Message(Upstream::Kind::kInit, slice.id, 0, /*values=*/true));
+    }
+  }
+  return out;
+}
+
+absl::StatusOr<ToServer> WorkerCore::Gradient(int slice_id, uint64_t iteration) {
+  if (!started()) return absl::FailedPreconditionError("a gradient before the handshake");
+  if (absl::Status s = CheckSlice(-1, slice_id, "a gradient"); !s.ok()) return s;
+  if (!options_.values_on_push) {
+    SliceState& state = *slices_[slice_id];
+    absl::MutexLock lock(&state.mu);
+    state.awaiting_ack = iteration;
+  }
+  return Message(Upstream::Kind::kGradient, slice_id, iteration, /*values=*/true);
+}
+
+absl::StatusOr<bool> WorkerCore::Params(int server, int64_t slice_id, uint64_t version,
+                                        uint64_t offset, const char* bytes, size_t size) {
+  if (absl::Status s = CheckSlice(server, slice_id, "values"); !s.ok()) return s;
+  const Slice& slice = plan_->slices()[slice_id];
+  SliceState& state = *slices_[slice_id];
+  absl::MutexLock lock(&state.mu);
+  if (state.has_version && version <= state.version) {
+    return absl::InternalError(absl::StrCat("server ", server, " sent version ", version,
+                                            " of slice ", slice_id, ", which holds version ",
+                                            state.version, " already"));
+  }
+  if (state.received > 0 && version != state.receiving_version) {
+    return absl::InternalError(absl::StrCat("server ", server, " sent a part of version ", version,
+                                            " of slice ", slice_id, " while version ",
+                                            state.receiving_version, " was arriving"));
+  }
+  // Each part continues the previous ones exactly: no gap, no overlap, not past the end.
+  const int64_t n = static_cast<int64_t>(size / sizeof(float));
+  if (size % sizeof(float) != 0 || n < 1 || n > slice.length - state.received ||
+      offset != static_cast<uint64_t>(state.received)) {
+    return absl::InternalError(absl::StrCat(
+        "server ", server, " sent slice ", slice_id, " (", slice.length, " values) with ", size,
+        " bytes at offset ", offset, "; expected offset ", state.received));
+  }
+  std::memcpy(params_ + slice.offset + state.received, bytes, size);
+  state.received += n;
+  state.receiving_version = version;
+  if (state.received < slice.length) return false;  // more parts to come
+  state.received = 0;
+  state.has_version = true;
+  state.version = version;
+  tracker_->MarkArrived(slice_id, version);
+  return true;
+}
+
+absl::StatusOr<ToServer> WorkerCore::Ack(int server, int64_t slice_id, uint64_t iteration) {
+  if (absl::Status s = CheckSlice(server, slice_id, "an Ack"); !s.ok()) return s;
+  if (options_.values_on_push) {
+    return absl::InternalError(absl::StrCat("server ", server, " sent an Ack of slice ", slice_id,
+                                            ", but in this mode the values come with the push"));
+  }
+  SliceState& state = *slices_[slice_id];
+  absl::MutexLock lock(&state.mu);
+  if (state.awaiting_ack != iteration) {
+    return absl::InternalError(absl::StrCat(
+        "server ", server, " acknowledged iteration ", iteration, " of slice ", slice_id, ", ",
+        state.awaiting_ack ? absl::StrCat("expected ", *state.awaiting_ack)
+                           : std::string("which has no gradient awaiting an Ack")));
+  }
+  state.awaiting_ack.reset();
+  return Message(Upstream::Kind::kPull, static_cast<int>(slice_id), iteration + 1,
+                 /*values=*/false);
+}
+
+const float* WorkerCore::Values(const Upstream& message, int64_t offset) const {
+  switch (message.kind) {
+    case Upstream::Kind::kInit:
+      return params_ + plan_->slices()[message.slice_id].offset + offset;
+    case Upstream::Kind::kGradient:
+      return grads_ + plan_->slices()[message.slice_id].offset + offset;
+    case Upstream::Kind::kPull:
+    case Upstream::Kind::kDone:
+      break;
+  }
+  return nullptr;
+}
+
+}  // namespace p3

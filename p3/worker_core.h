@@ -1,0 +1,152 @@
+// The protocol state of one worker, without any transport: what it has sent and received
+// of each slice, and what it must send next. The worker's counterpart of ParameterShard.
+//
+// The transport (worker/transport.h) feeds it the servers' messages and sends what each
+// call returns. Every call validates its input and returns an error for a message that
+// does not fit (unknown slice, slice of another server, a part that does not continue the
+// slice's previous parts, a stale or duplicate version, an unexpected Ack, ...) without
+// changing any state; the worker then ends the run with that error.
+//
+// Protocol, per slice s (see docs/protocol.md):
+//   Start(start versions)  -> Init of every slice (rank 0 of a fresh run only)
+//   Gradient(s, t)         -> Gradient{s, t} to s's server
+//   Params(s, v, part)     -> the part copied into the parameters; with the last part the
+//                             slice holds version v (the VersionTracker is told)
+//   Ack(s, t)              -> Pull{s, t+1} (modes without values on push; refused otherwise)
+//
+// The values themselves stay in the caller's flat buffers: a message to send is a small
+// descriptor, and the transport reads its values with Values() right before writing it.
+//
+// Example:
+//   VersionTracker tracker(plan.slices().size());
+//   WorkerCore core({.rank = 0, .num_servers = 2, .values_on_push = true}, &plan,
+//                   params.data(), grads.data(), &tracker);
+//   absl::StatusOr<std::vector<ToServer>> out = core.Start({0, 0});   // after the Welcomes
+//   for (const ToServer& m : *out) transports[m.server]->Send(m);
+//   absl::StatusOr<ToServer> g = core.Gradient(/*slice_id=*/3, /*iteration=*/0);
+//   absl::StatusOr<bool> complete =                                   // reader thread
+//       core.Params(/*server=*/1, /*slice_id=*/3, /*version=*/1, /*offset=*/0, bytes, size);
+//
+// Thread-safe: the transports' reader threads and the training thread may call it
+// concurrently; calls for one slice are serialised by that slice's lock.
+#ifndef P3_P3_WORKER_CORE_H_
+#define P3_P3_WORKER_CORE_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "p3/slice_plan.h"
+#include "p3/version_tracker.h"
+
+namespace p3 {
+
+// A message to one server, as a descriptor; the transport fills in the values.
+struct Upstream {
+  enum class Kind { kInit, kGradient, kPull, kDone };
+  Kind kind = Kind::kGradient;
+  int slice_id = 0;
+  uint64_t iteration = 0;  // kGradient: iteration; kPull: wanted version
+};
+
+// What the transport must send: `message` to server `server`, ordered in that server's
+// send queue by `priority` (smaller first), then `tiebreak`. `bytes` of values go with it
+// (0 for a Pull).
+struct ToServer {
+  int server = 0;
+  Upstream message;
+  int64_t priority = 0;
+  int64_t tiebreak = 0;
+  int64_t bytes = 0;
+};
+
+struct WorkerCoreOptions {
+  // This worker's rank; rank 0 provides the initial values. Default: 0.
+  int rank = 0;
+  // Number of servers; must match the plan's. Default: 1.
+  int num_servers = 1;
+  // The servers return updated values on the push (else Ack, then the worker Pulls).
+  // Default: true.
+  bool values_on_push = true;
+};
+
+class WorkerCore {
+ public:
+  // `plan`, the flat buffers `params` (written by Params) and `grads` (read by Values)
+  // of plan->total_params() floats each, and `tracker` (told of every complete slice)
+  // must outlive the core.
+  WorkerCore(const WorkerCoreOptions& options, const SlicePlan* plan, float* params,
+             const float* grads, VersionTracker* tracker);
+
+  WorkerCore(const WorkerCore&) = delete;
+  WorkerCore& operator=(const WorkerCore&) = delete;
+
+  // The init handshake, once every server has welcomed this worker with the version it
+  // starts from (0, or a checkpoint's iteration). The servers must agree; returns the
+  // Init of every slice for rank 0 of a fresh run, else nothing. Once only.
+  absl::StatusOr<std::vector<ToServer>> Start(const std::vector<uint64_t>& start_versions);
+
+  // The gradient of `slice_id` at `iteration` is in the gradient buffer: the message to
+  // send. Refused before Start() or for a slice outside the plan.
+  absl::StatusOr<ToServer> Gradient(int slice_id, uint64_t iteration);
+
+  // A part of `version` of `slice_id` from `server`: `size` bytes of float32 values for
+  // the slice's values from `offset` on, copied into the parameters (memcpy: `bytes` need
+  // not be aligned). Parts must arrive in order, without gaps or overlap, all of one
+  // version, and each version newer than the last one the slice completed. Returns true
+  // when this part completed the slice, which the tracker then holds at `version`.
+  absl::StatusOr<bool> Params(int server, int64_t slice_id, uint64_t version, uint64_t offset,
+                              const char* bytes, size_t size);
+
+  // `server` acknowledges the gradient of `slice_id` at `iteration`. Without values on
+  // push: the Pull of version iteration+1 to send. An Ack for a gradient not sent, or
+  // acknowledged already, or in a mode with values on push, is refused.
+  absl::StatusOr<ToServer> Ack(int server, int64_t slice_id, uint64_t iteration);
+
+  // The values of `message` from `offset` on (the transport's writer thread reads them
+  // right before the write): the parameters for kInit, the gradient for kGradient, null
+  // for other kinds.
+  const float* Values(const Upstream& message, int64_t offset) const;
+
+  // The version the servers started from; 0 before Start().
+  uint64_t start_version() const;
+
+ private:
+  struct SliceState {
+    absl::Mutex mu;
+    // Values of the version arriving in parts received so far, and that version.
+    int64_t received ABSL_GUARDED_BY(mu) = 0;
+    uint64_t receiving_version ABSL_GUARDED_BY(mu) = 0;
+    // The last version completed; none yet when !has_version.
+    bool has_version ABSL_GUARDED_BY(mu) = false;
+    uint64_t version ABSL_GUARDED_BY(mu) = 0;
+    // The iteration of the gradient sent and not yet acknowledged (Ack modes).
+    std::optional<uint64_t> awaiting_ack ABSL_GUARDED_BY(mu);
+  };
+
+  // Validates slice id (and ownership by `server` when >= 0).
+  absl::Status CheckSlice(int server, int64_t slice_id, const char* what) const;
+  ToServer Message(Upstream::Kind kind, int slice_id, uint64_t iteration, bool values) const;
+  bool started() const;
+
+  const WorkerCoreOptions options_;
+  const SlicePlan* const plan_;
+  float* const params_;
+  const float* const grads_;
+  VersionTracker* const tracker_;
+  std::vector<std::unique_ptr<SliceState>> slices_;
+
+  mutable absl::Mutex mu_;
+  bool started_ ABSL_GUARDED_BY(mu_) = false;
+  uint64_t start_version_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+}  // namespace p3
+
+#endif  // P3_P3_WORKER_CORE_H_

@@ -1,0 +1,266 @@
+#include "p3/worker_core.h"
+
+#include <catch2/catch.hpp>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "p3/slice_plan.h"
+#include "p3/version_tracker.h"
+
+namespace p3 {
+namespace {
+
+// Two tensors over two servers, slices of 4 values:
+//   slice 0: a[0,4) server 0, slice 1: a[4,8) server 1, slice 2: a[8,10) server 0,
+//   slice 3: b[0,3) server 1.
+SlicePlan TestPlan() {
+  SlicePlanOptions options;
+  options.granularity = Granularity::kSliced;
+  options.slice_params = 4;
+  options.num_servers = 2;
+  absl::StatusOr<SlicePlan> plan = SlicePlan::Create({{"a", 10}, {"b", 3}}, options);
+  return *plan;
+}
+
+// A worker core with its buffers and tracker.
+struct Fixture {
+  explicit Fixture(int rank = 0, bool values_on_push = true)
+      : plan(TestPlan()),
+        params(plan.total_params(), -1.0f),
+        grads(plan.total_params(), 0.0f),
+        tracker(static_cast<int>(plan.slices().size())),
+        core({.rank = rank, .num_servers = 2, .values_on_push = values_on_push}, &plan,
+             params.data(), grads.data(), &tracker) {
+    for (size_t i = 0; i < grads.size(); ++i) grads[i] = 100.0f + static_cast<float>(i);
+  }
+
+  // Params of `n` values v0, v0+1, ... as the bytes a transport would hand over.
+  absl::StatusOr<bool> Part(int server, int64_t slice, uint64_t version, uint64_t offset, int n,
+                            float v0) {
+    std::vector<float> values(n);
+    for (int i = 0; i < n; ++i) values[i] = v0 + static_cast<float>(i);
+    std::string bytes(reinterpret_cast<const char*>(values.data()), n * sizeof(float));
+    return core.Params(server, slice, version, offset, bytes.data(), bytes.size());
+  }
+
+  bool Holds(int slice, uint64_t version) const {
+    return tracker.Missing(slice, slice + 1, version) == 0;
+  }
+
+  SlicePlan plan;
+  std::vector<float> params;
+  std::vector<float> grads;
+  VersionTracker tracker;
+  WorkerCore core;
+};
+
+bool Mentions(const absl::Status& s, const std::string& text) {
+  return s.message().find(text) != absl::string_view::npos;
+}
+
+CATCH_TEST_CASE("parts of a slice reassemble into the whole, marked with the last part") {
+  Fixture f;
+  absl::StatusOr<bool> first = f.Part(/*server=*/0, /*slice=*/0, /*version=*/0, 0, 3, 10.0f);
+  CATCH_REQUIRE(first.ok());
+  CATCH_CHECK_FALSE(*first);
+  CATCH_CHECK_FALSE(f.Holds(0, 0));
+  absl::StatusOr<bool> last = f.Part(0, 0, 0, 3, 1, 13.0f);
+  CATCH_REQUIRE(last.ok());
+  CATCH_CHECK(*last);
+  CATCH_CHECK(f.Holds(0, 0));
+  CATCH_CHECK(f.params[0] == 10.0f);
+  CATCH_CHECK(f.params[1] == 11.0f);
+  CATCH_CHECK(f.params[2] == 12.0f);
+  CATCH_CHECK(f.params[3] == 13.0f);
+  CATCH_CHECK(f.params[4] == -1.0f);  // the next slice is untouched
+  // A whole slice in one message; the slice's offset in the flat buffer is respected.
+  absl::StatusOr<bool> whole = f.Part(1, 3, 0, 0, 3, 7.0f);
+  CATCH_REQUIRE(whole.ok());
+  CATCH_CHECK(*whole);
+  CATCH_CHECK(f.params[10] == 7.0f);
+  CATCH_CHECK(f.params[12] == 9.0f);
+  CATCH_CHECK(f.Holds(3, 0));
+}
+
+CATCH_TEST_CASE(
+    "a part with a gap, an overlap, past the end or empty is refused, naming the "
+    "slice, and changes nothing") {
+  Fixture f;
+  CATCH_REQUIRE(f.Part(0, 0, 0, 0, 2, 10.0f).ok());
+  const std::vector<float> before = f.params;
+
+  absl::StatusOr<bool> gap = f.Part(0, 0, 0, 3, 1, 50.0f);
+  CATCH_CHECK(gap.status().code() == absl::StatusCode::kInternal);
+  CATCH_CHECK(Mentions(gap.status(), "slice 0"));
+  CATCH_CHECK(Mentions(gap.status(), "expected offset 2"));
+
+  absl::StatusOr<bool> overlap = f.Part(0, 0, 0, 1, 2, 50.0f);
+  CATCH_CHECK_FALSE(overlap.ok());
+  CATCH_CHECK(Mentions(overlap.status(), "slice 0"));
+
+  absl::StatusOr<bool> oversize = f.Part(0, 0, 0, 2, 3, 50.0f);
+  CATCH_CHECK_FALSE(oversize.ok());
+  CATCH_CHECK(Mentions(oversize.status(), "slice 0 (4 values)"));
+
+  absl::StatusOr<bool> empty = f.Part(0, 0, 0, 2, 0, 50.0f);
+  CATCH_CHECK_FALSE(empty.ok());
+
+  const char odd[5] = {};
+  CATCH_CHECK_FALSE(f.core.Params(0, 0, 0, 2, odd, sizeof(odd)).ok());
+
+  // Parts of one slice belong to one version.
+  absl::StatusOr<bool> other = f.Part(0, 0, 1, 2, 2, 50.0f);
+  CATCH_CHECK_FALSE(other.ok());
+  CATCH_CHECK(Mentions(other.status(), "slice 0"));
+
+  CATCH_CHECK(f.params == before);
+  CATCH_CHECK_FALSE(f.Holds(0, 0));
+  // The refusals left the reassembly where it was: the right continuation completes it.
+  absl::StatusOr<bool> rest = f.Part(0, 0, 0, 2, 2, 12.0f);
+  CATCH_REQUIRE(rest.ok());
+  CATCH_CHECK(*rest);
+  CATCH_CHECK(f.Holds(0, 0));
+}
+
+CATCH_TEST_CASE("values of a slice the server does not own, or outside the plan, are refused") {
+  Fixture f;
+  absl::StatusOr<bool> foreign = f.Part(/*server=*/1, /*slice=*/0, 0, 0, 4, 1.0f);
+  CATCH_CHECK(foreign.status().code() == absl::StatusCode::kInternal);
+  CATCH_CHECK(Mentions(foreign.status(), "server 1 sent values of slice 0, which it does not own"));
+  CATCH_CHECK_FALSE(f.Part(0, 4, 0, 0, 4, 1.0f).ok());
+  CATCH_CHECK_FALSE(f.Part(0, -1, 0, 0, 4, 1.0f).ok());
+  CATCH_CHECK(f.params[0] == -1.0f);
+  CATCH_CHECK(f.tracker.Missing(0, 4, 0) == 4);
+}
+
+CATCH_TEST_CASE(
+    "each version is marked once per complete slice; duplicates and stale ones are "
+    "refused") {
+  Fixture f;
+  CATCH_REQUIRE(f.Part(1, 1, 0, 0, 4, 1.0f).value());
+  CATCH_CHECK(f.Holds(1, 0));
+  CATCH_CHECK_FALSE(f.Holds(1, 1));
+
+  absl::StatusOr<bool> duplicate = f.Part(1, 1, 0, 0, 4, 9.0f);
+  CATCH_CHECK_FALSE(duplicate.ok());
+  CATCH_CHECK(Mentions(duplicate.status(), "slice 1"));
+  CATCH_CHECK(f.params[4] == 1.0f);
+
+  CATCH_REQUIRE(f.Part(1, 1, 1, 0, 2, 20.0f).ok());
+  CATCH_CHECK_FALSE(f.Holds(1, 1));  // not before its last part
+  CATCH_REQUIRE(f.Part(1, 1, 1, 2, 2, 22.0f).value());
+  CATCH_CHECK(f.Holds(1, 1));
+
+  absl::StatusOr<bool> stale = f.Part(1, 1, 0, 0, 4, 9.0f);
+  CATCH_CHECK_FALSE(stale.ok());
+  CATCH_CHECK(Mentions(stale.status(), "holds version 1"));
+  CATCH_CHECK(f.params[4] == 20.0f);
+  CATCH_CHECK(f.params[7] == 23.0f);
+}
+
+CATCH_TEST_CASE("rank 0 of a fresh run sends every slice's initial values at the start") {
+  Fixture f(/*rank=*/0);
+  absl::StatusOr<std::vector<ToServer>> out = f.core.Start({0, 0});
+  CATCH_REQUIRE(out.ok());
+  CATCH_REQUIRE(out->size() == 4);
+  for (int i = 0; i < 4; ++i) {
+    const ToServer& m = (*out)[i];
+    const Slice& slice = f.plan.slices()[i];
+    CATCH_CHECK(m.message.kind == Upstream::Kind::kInit);
+    CATCH_CHECK(m.message.slice_id == i);
+    CATCH_CHECK(m.server == slice.server);
+    CATCH_CHECK(m.priority == slice.priority);
+    CATCH_CHECK(m.tiebreak == slice.id);
+    CATCH_CHECK(m.bytes == slice.length * 4);
+  }
+  // Init reads the parameters, Gradient the gradient buffer, from the part's offset on.
+  CATCH_CHECK(f.core.Values((*out)[2].message, 1) == f.params.data() + 9);
+  CATCH_CHECK(f.core.Values(Upstream{.kind = Upstream::Kind::kGradient, .slice_id = 3}, 2) ==
+              f.grads.data() + 12);
+  CATCH_CHECK(f.core.Values(Upstream{.kind = Upstream::Kind::kPull, .slice_id = 3}, 0) == nullptr);
+  CATCH_CHECK(f.core.start_version() == 0);
+  CATCH_CHECK(f.core.Start({0, 0}).status().code() == absl::StatusCode::kFailedPrecondition);
+}
+
+CATCH_TEST_CASE("other ranks, and a run resumed from a checkpoint, send no initial values") {
+  Fixture other(/*rank=*/1);
+  absl::StatusOr<std::vector<ToServer>> none = other.core.Start({0, 0});
+  CATCH_REQUIRE(none.ok());
+  CATCH_CHECK(none->empty());
+
+  Fixture resumed(/*rank=*/0);
+  absl::StatusOr<std::vector<ToServer>> after = resumed.core.Start({30, 30});
+  CATCH_REQUIRE(after.ok());
+  CATCH_CHECK(after->empty());
+  CATCH_CHECK(resumed.core.start_version() == 30);
+}
+
+CATCH_TEST_CASE("servers that start from different versions, or a wrong count, are refused") {
+  Fixture f;
+  absl::StatusOr<std::vector<ToServer>> mixed = f.core.Start({0, 30});
+  CATCH_CHECK(mixed.status().code() == absl::StatusCode::kFailedPrecondition);
+  CATCH_CHECK(Mentions(mixed.status(), "server 1 at 30"));
+  CATCH_CHECK(f.core.Start({0}).status().code() == absl::StatusCode::kInvalidArgument);
+  // Nothing changed: the handshake can still happen, and gradients wait for it.
+  CATCH_CHECK(f.core.start_version() == 0);
+  CATCH_CHECK(f.core.Gradient(0, 0).status().code() == absl::StatusCode::kFailedPrecondition);
+  CATCH_CHECK(f.core.Start({0, 0}).ok());
+}
+
+CATCH_TEST_CASE("a gradient goes to its slice's server with the slice's priority") {
+  Fixture f;
+  CATCH_REQUIRE(f.core.Start({0, 0}).ok());
+  absl::StatusOr<ToServer> g = f.core.Gradient(3, 7);
+  CATCH_REQUIRE(g.ok());
+  CATCH_CHECK(g->server == 1);
+  CATCH_CHECK(g->message.kind == Upstream::Kind::kGradient);
+  CATCH_CHECK(g->message.slice_id == 3);
+  CATCH_CHECK(g->message.iteration == 7);
+  CATCH_CHECK(g->priority == 1);
+  CATCH_CHECK(g->bytes == 12);
+  CATCH_CHECK(f.core.Gradient(4, 7).status().code() == absl::StatusCode::kInvalidArgument);
+  CATCH_CHECK(f.core.Gradient(-1, 7).status().code() == absl::StatusCode::kInvalidArgument);
+}
+
+CATCH_TEST_CASE("without values on push, an Ack leads to a Pull of the next version, once") {
+  Fixture f(/*rank=*/0, /*values_on_push=*/false);
+  CATCH_REQUIRE(f.core.Start({0, 0}).ok());
+  // An Ack for a gradient never sent.
+  absl::StatusOr<ToServer> early = f.core.Ack(0, 2, 0);
+  CATCH_CHECK_FALSE(early.ok());
+  CATCH_CHECK(Mentions(early.status(), "slice 2"));
+
+  CATCH_REQUIRE(f.core.Gradient(2, 5).ok());
+  CATCH_CHECK_FALSE(f.core.Ack(0, 2, 4).ok());  // not the iteration sent
+  CATCH_CHECK_FALSE(f.core.Ack(1, 2, 5).ok());  // not the slice's server
+  absl::StatusOr<ToServer> pull = f.core.Ack(0, 2, 5);
+  CATCH_REQUIRE(pull.ok());
+  CATCH_CHECK(pull->server == 0);
+  CATCH_CHECK(pull->message.kind == Upstream::Kind::kPull);
+  CATCH_CHECK(pull->message.slice_id == 2);
+  CATCH_CHECK(pull->message.iteration == 6);
+  CATCH_CHECK(pull->priority == 0);
+  CATCH_CHECK(pull->tiebreak == 2);
+  CATCH_CHECK(pull->bytes == 0);
+  // The same Ack again.
+  absl::StatusOr<ToServer> again = f.core.Ack(0, 2, 5);
+  CATCH_CHECK_FALSE(again.ok());
+  CATCH_CHECK(Mentions(again.status(), "slice 2"));
+  // The next iteration's gradient is acknowledged in turn.
+  CATCH_REQUIRE(f.core.Gradient(2, 6).ok());
+  CATCH_CHECK(f.core.Ack(0, 2, 6).ok());
+}
+
+CATCH_TEST_CASE("with values on push, an Ack never leads to a Pull") {
+  Fixture f(/*rank=*/0, /*values_on_push=*/true);
+  CATCH_REQUIRE(f.core.Start({0, 0}).ok());
+  CATCH_REQUIRE(f.core.Gradient(2, 0).ok());
+  absl::StatusOr<ToServer> ack = f.core.Ack(0, 2, 0);
+  CATCH_CHECK_FALSE(ack.ok());
+  CATCH_CHECK(Mentions(ack.status(), "values come with the push"));
+  CATCH_CHECK(Mentions(ack.status(), "slice 2"));
+}
+
+}  // namespace
+}  // namespace p3
