@@ -10,19 +10,18 @@
 
 namespace p3 {
 
-ServerConnection::ServerConnection(const ConnectionOptions& options, Builder builder,
-                                   ConnectionListener* listener)
+ServerConnection::ServerConnection(const ConnectionOptions& options, const WorkerCore* core,
+                                   TransportListener* listener)
     : options_(options),
-      builder_(std::move(builder)),
+      core_(core),
       listener_(listener),
       queue_(SendQueueOptions{.priority = options.priority, .credit_bytes = options.credit_bytes}) {
 }
 
 absl::StatusOr<std::unique_ptr<ServerConnection>> ServerConnection::Open(
-    const ConnectionOptions& options, const wire::Hello& hello, Builder builder,
-    ConnectionListener* listener) {
-  std::unique_ptr<ServerConnection> conn(
-      new ServerConnection(options, std::move(builder), listener));
+    const ConnectionOptions& options, const ClusterSignature& signature, const WorkerCore* core,
+    TransportListener* listener) {
+  std::unique_ptr<ServerConnection> conn(new ServerConnection(options, core, listener));
   std::shared_ptr<grpc::ChannelCredentials> credentials = grpc::InsecureChannelCredentials();
   grpc::ChannelArguments args = ChannelArgs(options.peer_timeout);
   if (options.tls) {
@@ -45,7 +44,11 @@ absl::StatusOr<std::unique_ptr<ServerConnection>> ServerConnection::Open(
   conn->stub_ = wire::ParameterServer::NewStub(channel);
   conn->stream_ = conn->stub_->Train(&conn->context_);
   wire::WorkerMessage first;
-  *first.mutable_hello() = hello;
+  wire::Hello* hello = first.mutable_hello();
+  SignatureToHello(signature, hello);
+  hello->set_rank(options.rank);
+  hello->set_server_index(options.server_index);
+  hello->set_token(options.token);
   wire::ServerMessage reply;
   if (!conn->stream_->Write(first) || !conn->stream_->Read(&reply)) {
     absl::Status status = FromGrpcStatus(conn->stream_->Finish());
@@ -73,8 +76,33 @@ absl::StatusOr<std::unique_ptr<ServerConnection>> ServerConnection::Open(
 
 ServerConnection::~ServerConnection() { Shutdown(); }
 
-void ServerConnection::Send(const Upstream& up, int64_t priority, int64_t tiebreak, int64_t bytes) {
-  queue_.Push(up, priority, tiebreak, bytes);
+void ServerConnection::Send(const ToServer& message) {
+  queue_.Push(message.message, message.priority, message.tiebreak, message.bytes);
+}
+
+void ServerConnection::Build(const Upstream& up, int64_t offset, int64_t count,
+                             wire::WorkerMessage* msg) const {
+  auto fill = [&](wire::SliceData* d) {
+    d->set_slice_id(static_cast<uint32_t>(up.slice_id));
+    d->set_iteration(up.iteration);
+    d->set_offset(static_cast<uint64_t>(offset));
+    d->set_values(reinterpret_cast<const char*>(core_->Values(up, offset)), count * sizeof(float));
+  };
+  switch (up.kind) {
+    case Upstream::Kind::kInit:
+      fill(msg->mutable_init());
+      break;
+    case Upstream::Kind::kGradient:
+      fill(msg->mutable_gradient());
+      break;
+    case Upstream::Kind::kPull:
+      msg->mutable_pull()->set_slice_id(static_cast<uint32_t>(up.slice_id));
+      msg->mutable_pull()->set_version(up.iteration);
+      break;
+    case Upstream::Kind::kDone:
+      msg->mutable_done();
+      break;
+  }
 }
 
 void ServerConnection::WriteLoop() {
@@ -91,11 +119,11 @@ void ServerConnection::WriteLoop() {
       ok = WriteInParts(item->bytes / static_cast<int64_t>(sizeof(float)),
                         options_.max_message_params, [&](int64_t offset, int64_t count) {
                           msg.Clear();
-                          builder_(up, offset, count, &msg);
+                          Build(up, offset, count, &msg);
                           return stream_->Write(msg);
                         });
     } else {
-      builder_(up, 0, 0, &msg);
+      Build(up, 0, 0, &msg);
       ok = stream_->Write(msg);
     }
     if (options_.trace != nullptr && options_.trace->enabled()) {
@@ -125,7 +153,9 @@ void ServerConnection::ReadLoop() {
     if (msg.has_params()) {
       const absl::Time start = absl::Now();
       bytes_received_ += static_cast<int64_t>(msg.params().values().size());
-      listener_->OnParams(options_.server_index, msg.params());
+      const wire::SliceData& params = msg.params();
+      listener_->OnParams(options_.server_index, params.slice_id(), params.iteration(),
+                          params.offset(), params.values());
       if (options_.trace != nullptr && options_.trace->enabled()) {
         options_.trace->Complete(receive_track_, absl::StrCat("params ", msg.params().slice_id()),
                                  "receive", start, absl::Now(),
@@ -134,8 +164,7 @@ void ServerConnection::ReadLoop() {
                                               ", \"bytes\": ", msg.params().values().size()));
       }
     } else if (msg.has_ack()) {
-      listener_->OnAck(options_.server_index, static_cast<int>(msg.ack().slice_id()),
-                       msg.ack().iteration());
+      listener_->OnAck(options_.server_index, msg.ack().slice_id(), msg.ack().iteration());
     } else if (msg.has_abort()) {
       abort = absl::Status(static_cast<absl::StatusCode>(msg.abort().code()),
                            absl::StrCat("server ", options_.server_index,

@@ -1,10 +1,12 @@
-// A worker's connection to one parameter server: one bidirectional Train stream, a
-// priority send queue in front of it, a writer thread that keeps exactly one Write in
-// flight, and a reader thread that hands the server's messages to a listener.
+// A worker's connection to one parameter server over gRPC, the Transport
+// (worker/transport.h) of a cluster: one bidirectional Train stream, a priority send
+// queue in front of it, a writer thread that keeps exactly one Write in flight, and a
+// reader thread that hands the server's messages to a listener. The one place where the
+// worker converts between protobuf and the core's types.
 //
 // Messages are queued as small descriptors and turned into protobuf by the writer
 // thread right before they are written, so the values serialised are read from the
-// worker's buffers off the training thread.
+// worker's buffers (WorkerCore::Values) off the training thread.
 //
 // Thread-safe. The listener is called from the reader thread.
 #ifndef P3_WORKER_SERVER_CONNECTION_H_
@@ -22,34 +24,23 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "p3/cluster_signature.h"
 #include "p3/send_queue.h"
 #include "p3/slice_plan.h"
 #include "p3/trace.h"
+#include "p3/worker_core.h"
 #include "proto/p3.grpc.pb.h"
+#include "worker/transport.h"
 
 namespace p3 {
-
-// What the worker wants sent; the writer thread turns it into a WorkerMessage.
-struct Upstream {
-  enum class Kind { kInit, kGradient, kPull, kDone };
-  Kind kind = Kind::kGradient;
-  int slice_id = 0;
-  uint64_t iteration = 0;  // kGradient: iteration; kPull: wanted version
-};
-
-class ConnectionListener {
- public:
-  virtual ~ConnectionListener() = default;
-  virtual void OnParams(int server, const wire::SliceData& data) = 0;
-  virtual void OnAck(int server, int slice_id, uint64_t iteration) = 0;
-  // The stream ended before a clean close: the run cannot go on.
-  virtual void OnFailure(int server, const absl::Status& status) = 0;
-};
 
 struct ConnectionOptions {
   // Index of the server (0 .. S-1) and its host:port.
   int server_index = 0;
   std::string address;
+  // This worker's rank and the cluster's shared token, sent in the Hello. Default: 0, "".
+  int rank = 0;
+  std::string token;
   // Priority order (else FIFO). Default: true.
   bool priority = true;
   // Bytes of messages that may be handed to the stream and not yet written (the send
@@ -75,45 +66,42 @@ struct ConnectionOptions {
   std::function<void(const Upstream&)> before_write;
 };
 
-class ServerConnection {
+class ServerConnection : public Transport {
  public:
-  // Fills a message for an Upstream descriptor (called on the writer thread). For kInit
-  // and kGradient: the part of `count` values from `offset` on (the whole slice unless it
-  // is larger than max_message_params).
-  using Builder =
-      std::function<void(const Upstream&, int64_t offset, int64_t count, wire::WorkerMessage*)>;
-
-  // Connects, sends `hello` and waits for the Welcome. A refused handshake returns the
-  // server's status (e.g. FailedPrecondition: "worker 1 refused: tensor 3 ...").
+  // Connects, sends the Hello (`signature`, rank, token) and waits for the Welcome. A
+  // refused handshake returns the server's status (e.g. FailedPrecondition: "worker 1
+  // refused: tensor 3 ..."). The
+  // values of Init and Gradient messages are read from `core`; `core` and `listener`
+  // must outlive the connection.
   static absl::StatusOr<std::unique_ptr<ServerConnection>> Open(const ConnectionOptions& options,
-                                                                const wire::Hello& hello,
-                                                                Builder builder,
-                                                                ConnectionListener* listener);
-  ~ServerConnection();
+                                                                const ClusterSignature& signature,
+                                                                const WorkerCore* core,
+                                                                TransportListener* listener);
+  ~ServerConnection() override;
 
-  // Queues a message; smaller priority first (ties by `tiebreak`).
-  void Send(const Upstream& up, int64_t priority, int64_t tiebreak, int64_t bytes);
-
-  // Queues Done after everything else and waits until the server closes the stream.
-  absl::Status Close(absl::Time deadline);
-
-  // Ends the stream at once. Safe to call twice.
-  void Shutdown();
+  // Transport. Send queues a message; smaller priority first (ties by `tiebreak`).
+  void Send(const ToServer& message) override;
+  absl::Status Close(absl::Time deadline) override;
+  void Shutdown() override;
+  uint64_t start_version() const override { return welcome_.start_version(); }
+  int64_t bytes_sent() const override { return bytes_sent_.load(); }
+  int64_t bytes_received() const override { return bytes_received_.load(); }
 
   // The server's Welcome.
   const wire::Welcome& welcome() const { return welcome_; }
 
-  int64_t bytes_sent() const { return bytes_sent_.load(); }
-  int64_t bytes_received() const { return bytes_received_.load(); }
-
  private:
-  ServerConnection(const ConnectionOptions& options, Builder builder, ConnectionListener* listener);
+  ServerConnection(const ConnectionOptions& options, const WorkerCore* core,
+                   TransportListener* listener);
+  // Fills `msg` for `up`; for kInit and kGradient the part of `count` values from
+  // `offset` on (the whole slice unless it is larger than max_message_params).
+  void Build(const Upstream& up, int64_t offset, int64_t count, wire::WorkerMessage* msg) const;
   void WriteLoop();
   void ReadLoop();
 
   const ConnectionOptions options_;
-  const Builder builder_;
-  ConnectionListener* const listener_;
+  const WorkerCore* const core_;
+  TransportListener* const listener_;
   std::unique_ptr<wire::ParameterServer::Stub> stub_;
   grpc::ClientContext context_;
   std::unique_ptr<grpc::ClientReaderWriter<wire::WorkerMessage, wire::ServerMessage>> stream_;

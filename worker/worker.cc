@@ -2,7 +2,6 @@
 
 #include <torch/torch.h>
 
-#include <cstring>
 #include <utility>
 
 #include "absl/base/thread_annotations.h"
@@ -12,12 +11,13 @@
 #include "p3/cluster_signature.h"
 #include "p3/status_macros.h"
 #include "p3/version_tracker.h"
-#include "proto/wire.h"
+#include "p3/worker_core.h"
 #include "worker/server_connection.h"
+#include "worker/transport.h"
 
 namespace p3 {
 
-class Worker::Impl : public ConnectionListener {
+class Worker::Impl : public TransportListener {
  public:
   Impl(const WorkerOptions& options, std::shared_ptr<models::BlockModel> model, SlicePlan plan,
        std::vector<torch::Tensor> params)
@@ -26,12 +26,12 @@ class Worker::Impl : public ConnectionListener {
         model_(std::move(model)),
         plan_(std::move(plan)),
         params_(std::move(params)),
-        tracker_(static_cast<int>(plan_.slices().size())),
-        params_received_(plan_.slices().size(), 0) {}
+        tracker_(static_cast<int>(plan_.slices().size())) {}
 
   ~Impl() override { Shutdown(); }
 
-  // Moves the parameters into one flat buffer, hooks the gradients, connects.
+  // Moves the parameters into one flat buffer, hooks the gradients, connects, and takes
+  // part in the init handshake.
   absl::Status Setup(const ClusterSignature& sig) {
     flat_params_ = torch::empty({plan_.total_params()}, torch::kFloat32);
     flat_grads_ = torch::zeros({plan_.total_params()}, torch::kFloat32);
@@ -44,6 +44,11 @@ class Worker::Impl : public ConnectionListener {
         params_[t].set_data(view);
       }
     }
+    core_ = std::make_unique<WorkerCore>(
+        WorkerCoreOptions{.rank = options_.rank,
+                          .num_servers = static_cast<int>(options_.servers.size()),
+                          .values_on_push = traits_.values_on_push},
+        &plan_, flat_params_.data_ptr<float>(), flat_grads_.data_ptr<float>(), &tracker_);
     for (size_t t = 0; t < params_.size(); ++t) {
       const int tensor = static_cast<int>(t);
       hooks_.push_back(params_[t].register_hook(
@@ -63,14 +68,11 @@ class Worker::Impl : public ConnectionListener {
     }
 
     for (int s = 0; s < static_cast<int>(options_.servers.size()); ++s) {
-      wire::Hello hello;
-      SignatureToHello(sig, &hello);
-      hello.set_rank(options_.rank);
-      hello.set_server_index(s);
-      hello.set_token(options_.token);
       ConnectionOptions copts;
       copts.server_index = s;
       copts.address = options_.servers[s];
+      copts.rank = options_.rank;
+      copts.token = options_.token;
       copts.priority = traits_.priority;
       copts.credit_bytes = options_.credit_bytes;
       copts.peer_timeout = options_.peer_timeout;
@@ -87,31 +89,14 @@ class Worker::Impl : public ConnectionListener {
         };
       }
       P3_ASSIGN_OR_RETURN(std::unique_ptr<ServerConnection> conn,
-                          ServerConnection::Open(
-                              copts, hello,
-                              [this](const Upstream& up, int64_t offset, int64_t count,
-                                     wire::WorkerMessage* msg) { Build(up, offset, count, msg); },
-                              this));
-      conns_.push_back(std::move(conn));
+                          ServerConnection::Open(copts, sig, core_.get(), this));
+      links_.push_back(std::move(conn));
     }
-    // Every server must start from the same version: 0 (fresh) or a checkpoint's.
-    const uint64_t start = conns_[0]->welcome().start_version();
-    for (size_t s = 1; s < conns_.size(); ++s) {
-      if (conns_[s]->welcome().start_version() != start) {
-        return absl::FailedPreconditionError(
-            absl::StrCat("servers resumed from different checkpoints: server 0 at iteration ",
-                         start, ", server ", s, " at ", conns_[s]->welcome().start_version(),
-                         "; choose a common one with checkpoint.resume_iteration"));
-      }
-    }
-    iteration_ = static_cast<int64_t>(start);
-    if (options_.rank == 0 && start == 0) {
-      for (const Slice& slice : plan_.slices()) {
-        conns_[slice.server]->Send(Upstream{.kind = Upstream::Kind::kInit, .slice_id = slice.id},
-                                   slice.priority, slice.id,
-                                   slice.length * static_cast<int64_t>(sizeof(float)));
-      }
-    }
+    std::vector<uint64_t> starts;
+    for (const auto& link : links_) starts.push_back(link->start_version());
+    P3_ASSIGN_OR_RETURN(std::vector<ToServer> inits, core_->Start(starts));
+    iteration_ = static_cast<int64_t>(core_->start_version());
+    for (const ToServer& m : inits) links_[m.server]->Send(m);
     return absl::OkStatus();
   }
 
@@ -169,55 +154,34 @@ class Worker::Impl : public ConnectionListener {
     P3_RETURN_IF_ERROR(Sync());
     const absl::Time deadline = absl::Now() + options_.peer_timeout;
     absl::Status result;
-    for (auto& conn : conns_) {
-      absl::Status s = conn->Close(deadline);
+    for (auto& link : links_) {
+      absl::Status s = link->Close(deadline);
       if (result.ok()) result = s;
     }
     return result;
   }
 
   void Shutdown() {
-    for (auto& conn : conns_) conn->Shutdown();
+    for (auto& link : links_) link->Shutdown();
     for (size_t t = 0; t < hooks_.size(); ++t) params_[t].remove_hook(hooks_[t]);
     hooks_.clear();
   }
 
-  // ConnectionListener: called on the connections' reader threads.
-  void OnParams(int server, const wire::SliceData& data) override {
-    const int id = static_cast<int>(data.slice_id());
-    if (id < 0 || id >= static_cast<int>(plan_.slices().size()) ||
-        plan_.slices()[id].server != server) {
-      Fail(absl::InternalError(absl::StrCat("server ", server, " sent slice ", data.slice_id(),
-                                            ", which it does not own")));
-      return;
-    }
-    const Slice& slice = plan_.slices()[id];
-    // A slice may come in consecutive parts; each slice is written by its server's reader
-    // thread only, so params_received_[id] needs no lock.
-    int64_t& received = params_received_[id];
-    const int64_t n = static_cast<int64_t>(data.values().size() / sizeof(float));
-    if (data.values().size() % sizeof(float) != 0 || n < 1 || n > slice.length - received ||
-        data.offset() != static_cast<uint64_t>(received)) {
-      Fail(absl::InternalError(absl::StrCat("server ", server, " sent slice ", id, " (",
-                                            slice.length, " values) with ", data.values().size(),
-                                            " bytes at offset ", data.offset(),
-                                            "; expected offset ", received)));
-      return;
-    }
-    std::memcpy(flat_params_.data_ptr<float>() + slice.offset + received, data.values().data(),
-                data.values().size());
-    received += n;
-    if (received < slice.length) return;  // more parts to come
-    received = 0;
-    tracker_.MarkArrived(id, data.iteration());
+  // TransportListener: called on the transports' reader threads.
+  void OnParams(int server, int64_t slice_id, uint64_t version, uint64_t offset,
+                absl::string_view values) override {
+    absl::StatusOr<bool> complete =
+        core_->Params(server, slice_id, version, offset, values.data(), values.size());
+    if (!complete.ok()) Fail(complete.status());
   }
 
-  void OnAck(int server, int slice_id, uint64_t iteration) override {
-    if (slice_id < 0 || slice_id >= static_cast<int>(plan_.slices().size())) return;
-    const Slice& slice = plan_.slices()[slice_id];
-    conns_[server]->Send(
-        Upstream{.kind = Upstream::Kind::kPull, .slice_id = slice_id, .iteration = iteration + 1},
-        slice.priority, slice.id, 0);
+  void OnAck(int server, int64_t slice_id, uint64_t iteration) override {
+    absl::StatusOr<ToServer> pull = core_->Ack(server, slice_id, iteration);
+    if (!pull.ok()) {
+      Fail(pull.status());
+      return;
+    }
+    links_[server]->Send(*pull);
   }
 
   void OnFailure(int server, const absl::Status& status) override { Fail(status); }
@@ -227,9 +191,9 @@ class Worker::Impl : public ConnectionListener {
 
   WorkerStats stats() const {
     WorkerStats s;
-    for (const auto& conn : conns_) {
-      s.bytes_sent += conn->bytes_sent();
-      s.bytes_received += conn->bytes_received();
+    for (const auto& link : links_) {
+      s.bytes_sent += link->bytes_sent();
+      s.bytes_received += link->bytes_received();
     }
     s.forward_wait = forward_wait_;
     return s;
@@ -278,39 +242,12 @@ class Worker::Impl : public ConnectionListener {
   }
 
   void SendGradient(const Slice& slice) {
-    conns_[slice.server]->Send(Upstream{.kind = Upstream::Kind::kGradient,
-                                        .slice_id = slice.id,
-                                        .iteration = static_cast<uint64_t>(iteration_)},
-                               slice.priority, slice.id,
-                               slice.length * static_cast<int64_t>(sizeof(float)));
-  }
-
-  // Fills a message on a connection's writer thread, reading the values from the flat
-  // buffers only now, when they are about to be written.
-  void Build(const Upstream& up, int64_t offset, int64_t count, wire::WorkerMessage* msg) {
-    const Slice& slice = plan_.slices()[up.slice_id];
-    auto fill = [&](wire::SliceData* d, const torch::Tensor& flat) {
-      d->set_slice_id(slice.id);
-      d->set_iteration(up.iteration);
-      d->set_offset(static_cast<uint64_t>(offset));
-      d->set_values(reinterpret_cast<const char*>(flat.data_ptr<float>() + slice.offset + offset),
-                    count * sizeof(float));
-    };
-    switch (up.kind) {
-      case Upstream::Kind::kInit:
-        fill(msg->mutable_init(), flat_params_);
-        break;
-      case Upstream::Kind::kGradient:
-        fill(msg->mutable_gradient(), flat_grads_);
-        break;
-      case Upstream::Kind::kPull:
-        msg->mutable_pull()->set_slice_id(up.slice_id);
-        msg->mutable_pull()->set_version(up.iteration);
-        break;
-      case Upstream::Kind::kDone:
-        msg->mutable_done();
-        break;
+    absl::StatusOr<ToServer> m = core_->Gradient(slice.id, static_cast<uint64_t>(iteration_));
+    if (!m.ok()) {
+      Fail(m.status());
+      return;
     }
+    links_[m->server]->Send(*m);
   }
 
   bool tracing() const { return options_.trace != nullptr && options_.trace->enabled(); }
@@ -335,9 +272,9 @@ class Worker::Impl : public ConnectionListener {
   std::vector<torch::Tensor> params_;  // forward order
   VersionTracker tracker_;
   torch::Tensor flat_params_;
-  // Per slice, values of a version arriving in parts received so far (reader threads).
-  std::vector<int64_t> params_received_;
   torch::Tensor flat_grads_;
+  // The protocol state; reads and writes the flat buffers, tells the tracker.
+  std::unique_ptr<WorkerCore> core_;
   std::vector<unsigned> hooks_;
   std::vector<std::pair<int, int>> block_slices_;  // [first, last) slice ids per block
   std::vector<int> tensor_block_;                  // block of each tensor
@@ -345,7 +282,7 @@ class Worker::Impl : public ConnectionListener {
   int wait_track_ = 0;
   absl::Time last_gradient_time_;
   int last_traced_block_ = -1;
-  std::vector<std::unique_ptr<ServerConnection>> conns_;
+  std::vector<std::unique_ptr<Transport>> links_;  // one per server
   int64_t iteration_ = 0;
   bool collecting_ = false;
   absl::Duration forward_wait_;

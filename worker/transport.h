@@ -1,0 +1,72 @@
+// The seam between the worker and the way it talks to one server: the worker's protocol
+// state is a WorkerCore (p3/worker_core.h), which says what to send; a Transport carries
+// those messages to one server and hands what comes back to a TransportListener. The
+// gRPC stream (worker/server_connection.h) is one implementation; another (e.g. shared
+// memory for a colocated server) plugs in beside it, one Transport per server.
+//
+// A Transport keeps one write in flight and orders the rest in a priority send queue
+// (p3/send_queue.h); the values of Init and Gradient messages are read from the
+// WorkerCore (WorkerCore::Values) right before they are written, off the training thread.
+//
+// Example:
+//   std::vector<std::unique_ptr<Transport>> links = ...;  // one per server, opened
+//   std::vector<uint64_t> starts;
+//   for (auto& link : links) starts.push_back(link->start_version());
+//   P3_ASSIGN_OR_RETURN(std::vector<ToServer> out, core.Start(starts));
+//   for (const ToServer& m : out) links[m.server]->Send(m);
+//   ...
+//   for (auto& link : links) P3_RETURN_IF_ERROR(link->Close(deadline));
+//
+// Implementations are thread-safe; the listener is called from the transport's own
+// threads, one thread per Transport at a time.
+#ifndef P3_WORKER_TRANSPORT_H_
+#define P3_WORKER_TRANSPORT_H_
+
+#include <cstdint>
+
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "p3/worker_core.h"
+
+namespace p3 {
+
+// What a transport delivers from server `server`, in core types.
+class TransportListener {
+ public:
+  virtual ~TransportListener() = default;
+  // A part of version `version` of `slice_id`: raw float32 bytes for the slice's values
+  // from `offset` on, valid during the call only.
+  virtual void OnParams(int server, int64_t slice_id, uint64_t version, uint64_t offset,
+                        absl::string_view values) = 0;
+  virtual void OnAck(int server, int64_t slice_id, uint64_t iteration) = 0;
+  // The peer is dead, aborted the run, or ended the stream before a clean close: the run
+  // cannot go on. Called at most once.
+  virtual void OnFailure(int server, const absl::Status& status) = 0;
+};
+
+// A worker's open link to one server, after the handshake.
+class Transport {
+ public:
+  virtual ~Transport() = default;
+
+  // Queues `message` (message.server is this link's server): smaller priority first, ties
+  // by tiebreak (FIFO when the link was opened without priority).
+  virtual void Send(const ToServer& message) = 0;
+
+  // Queues Done after everything else and waits until the server has closed the link.
+  virtual absl::Status Close(absl::Time deadline) = 0;
+
+  // Ends the link at once; its threads are joined. Safe to call twice.
+  virtual void Shutdown() = 0;
+
+  // The version the server starts from (its Welcome): 0, or a checkpoint's iteration.
+  virtual uint64_t start_version() const = 0;
+
+  virtual int64_t bytes_sent() const = 0;
+  virtual int64_t bytes_received() const = 0;
+};
+
+}  // namespace p3
+
+#endif  // P3_WORKER_TRANSPORT_H_
