@@ -6,22 +6,12 @@
 # Runs from the runfiles tree (bazel test), where the paths below are relative.
 set -uo pipefail
 
+source tests/testing/cases.sh
+
 BENCH=tools/bench_streaming
 SERVER=server/p3_server
 PY=/usr/bin/python3
 TMP="${TEST_TMPDIR:-$(mktemp -d)}"
-passed=0
-failed=0
-
-fail() {
-  echo "FAIL [$case_name]: $*"
-  [[ -f "${output:-/dev/null}" ]] && sed 's/^/    | /' "$output"
-  failed=$((failed + 1))
-}
-ok() {
-  echo "ok   [$case_name]"
-  passed=$((passed + 1))
-}
 # Asserts a Python expression over the result JSON `r` (the last line of $output).
 check_json() {
   "$PY" -c "import json, sys; r = json.loads(open(sys.argv[1]).read().strip().splitlines()[-1]); assert $1, r" \
@@ -85,5 +75,4 @@ else
   ok
 fi
 
-echo "$passed passed, $failed failed"
-[[ $failed -eq 0 ]]
+finish_cases

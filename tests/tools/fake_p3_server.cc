@@ -39,22 +39,12 @@
 #include "absl/strings/str_format.h"
 #include "p3/file_util.h"
 #include "proto/config.h"
+#include "tests/tools/fake_common.h"
 
 namespace {
 
-std::string FlagValue(int argc, char** argv, const std::string& name) {
-  const std::string prefix = "--" + name + "=";
-  for (int i = 1; i < argc; ++i) {
-    if (absl::StartsWith(argv[i], prefix)) return argv[i] + prefix.size();
-  }
-  return "";
-}
-
-int64_t NowMicros() {
-  return std::chrono::duration_cast<std::chrono::microseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
+using p3::fake::FlagValue;
+using p3::fake::NowMicros;
 
 int Fail(const std::string& message) {
   std::cerr << "fake_p3_server: " << message << std::endl;

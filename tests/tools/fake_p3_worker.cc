@@ -40,22 +40,12 @@
 #include "p3/file_util.h"
 #include "p3/progress.h"
 #include "proto/config.h"
+#include "tests/tools/fake_common.h"
 
 namespace {
 
-std::string FlagValue(int argc, char** argv, const std::string& name) {
-  const std::string prefix = "--" + name + "=";
-  for (int i = 1; i < argc; ++i) {
-    if (absl::StartsWith(argv[i], prefix)) return argv[i] + prefix.size();
-  }
-  return "";
-}
-
-int64_t NowMicros() {
-  return std::chrono::duration_cast<std::chrono::microseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
+using p3::fake::FlagValue;
+using p3::fake::NowMicros;
 
 // "address:port" of the local end of a connected socket.
 std::string LocalAddress(int fd) {
