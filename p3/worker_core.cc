@@ -94,6 +94,37 @@ absl::StatusOr<ToServer> WorkerCore::Gradient(int slice_id, uint64_t iteration) 
 
 absl::StatusOr<bool> WorkerCore::Params(int server, int64_t slice_id, uint64_t version,
                                         uint64_t offset, const char* bytes, size_t size) {
+  return Receive(server, slice_id, version, offset, &bytes, &size, bytes == nullptr ? 0 : 1,
+                 size);
+}
+
+absl::StatusOr<bool> WorkerCore::Params(int server, int64_t slice_id, uint64_t version,
+                                        uint64_t offset,
+                                        const std::vector<absl::string_view>& segments,
+                                        size_t size) {
+  size_t total = 0;
+  for (const absl::string_view& segment : segments) total += segment.size();
+  if (total != size) {
+    return absl::InternalError(absl::StrCat("values of slice ", slice_id, ": segments of ", total,
+                                            " bytes, expected ", size));
+  }
+  return Receive(server, slice_id, version, offset, nullptr, nullptr, 0, size, &segments);
+}
+
+absl::StatusOr<bool> WorkerCore::ParamsInPlace(int server, int64_t slice_id, uint64_t version,
+                                               uint64_t offset, int64_t count) {
+  if (count < 1) {
+    return absl::InternalError(absl::StrCat("server ", server, " sent ", count,
+                                            " values of slice ", slice_id, " in shared memory"));
+  }
+  return Receive(server, slice_id, version, offset, nullptr, nullptr, 0,
+                 static_cast<size_t>(count) * sizeof(float));
+}
+
+absl::StatusOr<bool> WorkerCore::Receive(int server, int64_t slice_id, uint64_t version,
+                                         uint64_t offset, const char* const* parts,
+                                         const size_t* part_sizes, int num_parts, size_t size,
+                                         const std::vector<absl::string_view>* segments) {
   if (absl::Status s = CheckSlice(server, slice_id, "values"); !s.ok()) return s;
   const Slice& slice = plan_->slices()[slice_id];
   SliceState& state = *slices_[slice_id];
@@ -116,7 +147,18 @@ absl::StatusOr<bool> WorkerCore::Params(int server, int64_t slice_id, uint64_t v
         "server ", server, " sent slice ", slice_id, " (", slice.length, " values) with ", size,
         " bytes at offset ", offset, "; expected offset ", state.received));
   }
-  std::memcpy(params_ + slice.offset + state.received, bytes, size);
+  // Byte-wise: a float may straddle two segments of a received message.
+  char* dest = reinterpret_cast<char*>(params_ + slice.offset + state.received);
+  for (int i = 0; i < num_parts; ++i) {
+    std::memcpy(dest, parts[i], part_sizes[i]);
+    dest += part_sizes[i];
+  }
+  if (segments != nullptr) {
+    for (const absl::string_view& segment : *segments) {
+      std::memcpy(dest, segment.data(), segment.size());
+      dest += segment.size();
+    }
+  }
   state.received += n;
   state.receiving_version = version;
   if (state.received < slice.length) return false;  // more parts to come

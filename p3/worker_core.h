@@ -41,6 +41,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "p3/slice_plan.h"
 #include "p3/version_tracker.h"
@@ -104,6 +105,16 @@ class WorkerCore {
   absl::StatusOr<bool> Params(int server, int64_t slice_id, uint64_t version, uint64_t offset,
                               const char* bytes, size_t size);
 
+  // The same for a part received as `segments` of bytes (a message's buffers, split at
+  // any byte) of `size` bytes in all; they are copied once, straight into the parameters.
+  absl::StatusOr<bool> Params(int server, int64_t slice_id, uint64_t version, uint64_t offset,
+                              const std::vector<absl::string_view>& segments, size_t size);
+
+  // The same for `count` values that `server` has written into the parameters itself
+  // (shared memory, p3/shared_memory.h): the same checks and bookkeeping, no copy.
+  absl::StatusOr<bool> ParamsInPlace(int server, int64_t slice_id, uint64_t version,
+                                     uint64_t offset, int64_t count);
+
   // `server` acknowledges the gradient of `slice_id` at `iteration`. Without values on
   // push: the Pull of version iteration+1 to send. An Ack for a gradient not sent, or
   // acknowledged already, or in a mode with values on push, is refused.
@@ -130,6 +141,12 @@ class WorkerCore {
     std::optional<uint64_t> awaiting_ack ABSL_GUARDED_BY(mu);
   };
 
+  // Params() of `size` bytes given as `num_parts` buffers and/or `segments` (none: the
+  // values are in place already).
+  absl::StatusOr<bool> Receive(int server, int64_t slice_id, uint64_t version, uint64_t offset,
+                               const char* const* parts, const size_t* part_sizes, int num_parts,
+                               size_t size,
+                               const std::vector<absl::string_view>* segments = nullptr);
   // Validates slice id (and ownership by `server` when >= 0).
   absl::Status CheckSlice(int server, int64_t slice_id, const char* what) const;
   ToServer Message(Upstream::Kind kind, int slice_id, uint64_t iteration, bool values) const;

@@ -114,6 +114,9 @@ int ServerMachine(const ExperimentConfig& config, int index, int machines);
 // Whether the launcher emulates the network: network.bandwidth_gbps > 0 and the mode
 // starts servers (not "local").
 bool NetworkEmulated(const ExperimentConfig& config);
+// The servers on worker `rank`'s machine, with which it exchanges values through shared
+// memory (scheduling.shared_memory); empty when that is off, or in mode local.
+std::vector<int> SharedMemoryServers(const ExperimentConfig& config, int rank);
 int WorkerProcessCount(const ExperimentConfig& config);
 
 }  // namespace p3::config

@@ -99,6 +99,7 @@ void FillDefaults(ExperimentConfig* config) {
     scheduling->set_max_message_params(kDefaultMaxMessageParams);
   }
   // credit_bytes stays 0, its default: one message at a time.
+  if (!scheduling->has_shared_memory()) scheduling->set_shared_memory(true);
 
   // Only when the network is emulated, so that other resolved configs stay as they were.
   if (config->network().bandwidth_gbps() > 0) {

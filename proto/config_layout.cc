@@ -2,6 +2,7 @@
 // the placement of processes on machines.
 #include <algorithm>
 #include <cstdint>
+#include <vector>
 
 #include "proto/config.h"
 
@@ -35,6 +36,17 @@ int ServerMachine(const ExperimentConfig& config, int index, int machines) {
 
 bool NetworkEmulated(const ExperimentConfig& config) {
   return config.network().bandwidth_gbps() > 0 && ServerProcessCount(config) > 0;
+}
+
+std::vector<int> SharedMemoryServers(const ExperimentConfig& config, int rank) {
+  std::vector<int> servers;
+  if (!config.scheduling().shared_memory()) return servers;
+  const int machines = MachineCount(config);
+  const int mine = WorkerMachine(config, rank, machines);
+  for (int i = 0; i < ServerProcessCount(config); ++i) {
+    if (ServerMachine(config, i, machines) == mine) servers.push_back(i);
+  }
+  return servers;
 }
 
 int ServerProcessCount(const ExperimentConfig& config) {

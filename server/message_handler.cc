@@ -18,6 +18,32 @@ absl::StatusOr<int64_t> FloatCount(const std::string& bytes) {
   return static_cast<int64_t>(bytes.size() / sizeof(float));
 }
 
+// Where the values of a slice message with shared_count are: checked against the plan
+// before any pointer is formed (the shard checks the same again).
+absl::StatusOr<const float*> SharedSlice(const wire::SliceData& d, bool init,
+                                         const SharedValues* shared) {
+  if (shared == nullptr || shared->plan == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "slice ", d.slice_id(), ": values in shared memory, which this stream did not set up"));
+  }
+  if (!d.values().empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "slice ", d.slice_id(), ": values both in the message and in shared memory"));
+  }
+  const std::vector<Slice>& slices = shared->plan->slices();
+  if (d.slice_id() >= slices.size()) {
+    return absl::InvalidArgumentError(absl::StrCat("slice id ", d.slice_id(), " is out of range"));
+  }
+  const Slice& slice = slices[d.slice_id()];
+  const uint64_t length = static_cast<uint64_t>(slice.length);
+  if (d.shared_count() > length || d.offset() > length - d.shared_count()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("slice ", d.slice_id(), " (", slice.length, " values): ", d.shared_count(),
+                     " values in shared memory at offset ", d.offset(), " run past its end"));
+  }
+  return (init ? shared->params : shared->grads) + slice.offset + d.offset();
+}
+
 }  // namespace
 
 absl::StatusOr<HelloResult> HandleHello(ParameterShard* shard, const wire::Hello& hello,
@@ -47,7 +73,7 @@ absl::StatusOr<Handled> HandleWorkerMessage(ParameterShard* shard, int rank,
 }
 
 absl::Status HandleWorkerMessage(ParameterShard* shard, int rank, const wire::WorkerMessage& msg,
-                                 Handled* handled) {
+                                 Handled* handled, const SharedValues* shared) {
   handled->out.clear();
   handled->done = false;
   handled->all_done = false;
@@ -60,13 +86,20 @@ absl::Status HandleWorkerMessage(ParameterShard* shard, int rank, const wire::Wo
         return absl::InvalidArgumentError(
             absl::StrCat("slice id ", d.slice_id(), " is out of range"));
       }
-      P3_ASSIGN_OR_RETURN(const int64_t n, FloatCount(d.values()));
-      // The shard copies the values out with memcpy: no alignment is assumed.
-      const float* values = reinterpret_cast<const float*>(d.values().data());
       if (d.offset() > static_cast<uint64_t>(INT64_MAX)) {
         return absl::InvalidArgumentError(absl::StrCat("offset ", d.offset(), " is out of range"));
       }
       const int64_t offset = static_cast<int64_t>(d.offset());
+      int64_t n = 0;
+      const float* values = nullptr;
+      if (d.shared_count() != 0) {
+        P3_ASSIGN_OR_RETURN(values, SharedSlice(d, msg.has_init(), shared));
+        n = static_cast<int64_t>(d.shared_count());
+      } else {
+        P3_ASSIGN_OR_RETURN(n, FloatCount(d.values()));
+        // The shard copies the values out with memcpy: no alignment is assumed.
+        values = reinterpret_cast<const float*>(d.values().data());
+      }
       if (msg.has_gradient()) {
         // The hot path: appends to the reused vector.
         return shard->Gradient(rank, static_cast<int>(d.slice_id()), d.iteration(), values, n,

@@ -28,6 +28,14 @@ struct HelloResult {
 absl::StatusOr<HelloResult> HandleHello(ParameterShard* shard, const wire::Hello& hello,
                                         int server_index);
 
+// A worker's buffers in shared memory (p3/shared_memory.h), mapped by this server: a
+// slice message with shared_count names values there instead of carrying them.
+struct SharedValues {
+  const float* params = nullptr;  // the worker's flat parameters (Init reads them)
+  const float* grads = nullptr;   // and gradients (Gradient reads them)
+  const SlicePlan* plan = nullptr;
+};
+
 struct Handled {
   std::vector<Outgoing> out;
   bool done = false;      // the worker said Done
@@ -39,9 +47,10 @@ absl::StatusOr<Handled> HandleWorkerMessage(ParameterShard* shard, int rank,
                                             const wire::WorkerMessage& msg);
 
 // The same into `handled`, which a stream reuses from message to message: its `out`
-// keeps its capacity, so a gradient allocates nothing here.
+// keeps its capacity, so a gradient allocates nothing here. `shared`: the worker's shared
+// memory, null when the stream did not set any up (a message naming it is then refused).
 absl::Status HandleWorkerMessage(ParameterShard* shard, int rank, const wire::WorkerMessage& msg,
-                                 Handled* handled);
+                                 Handled* handled, const SharedValues* shared = nullptr);
 
 }  // namespace p3
 

@@ -54,6 +54,7 @@ int main(int argc, char** argv) {
   options.peer_timeout = absl::Seconds(config->cluster().peer_timeout_s());
   options.max_message_params = config->scheduling().max_message_params();
   options.credit_bytes = config->scheduling().credit_bytes();
+  options.shared_memory = config->scheduling().shared_memory();
   absl::StatusOr<p3::SecuritySettings> security = p3::SecurityFromConfig(*config);
   if (!security.ok()) {
     std::cerr << "p3_server " << index << ": " << security.status().message() << "\n";

@@ -3,6 +3,8 @@
 #include <grpcpp/grpcpp.h>
 
 #include <algorithm>
+#include <iostream>
+#include <optional>
 #include <cstring>
 #include <limits>
 #include <map>
@@ -14,6 +16,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "p3/send_queue.h"
+#include "p3/shared_memory.h"
+#include "p3/slice_plan.h"
 #include "p3/status_macros.h"
 #include "proto/p3.grpc.pb.h"
 #include "proto/wire.h"
@@ -130,6 +134,11 @@ class ParameterServer::Impl final : public wire::ParameterServer::Service {
     PrioritySendQueue<Pending> queue;
     int receive_track = 0;
     int send_track = 0;
+    // The worker's shared memory and the plan locating slices in it; set before the
+    // stream's threads start, null when the values go over the stream.
+    std::unique_ptr<SharedRegion> shared;
+    std::optional<SlicePlan> plan;
+    SharedValues shared_values;
     Connection(bool priority, int64_t credit_bytes)
         : queue(SendQueueOptions{.priority = priority, .credit_bytes = credit_bytes}) {}
   };
@@ -159,6 +168,9 @@ class ParameterServer::Impl final : public wire::ParameterServer::Service {
       conn = std::make_unique<Connection>(joined.signature.priority, options_.credit_bytes);
       conn->rank = rank;
       conn->context = context;
+      if (!hello.shared_memory_name().empty() && options_.shared_memory) {
+        MapSharedMemory(hello, conn.get());
+      }
       // The Welcome goes first, also in FIFO order: queued before anyone can see the queue.
       conn->queue.Push(Pending{.kind = Pending::Kind::kWelcome},
                        std::numeric_limits<int64_t>::min(), 0, 0);
@@ -172,7 +184,7 @@ class ParameterServer::Impl final : public wire::ParameterServer::Service {
     }
     std::thread writer([this, &connection, stream] { WriteLoop(&connection, stream); });
 
-    absl::Status status = ReadLoop(rank, connection.receive_track, stream);
+    absl::Status status = ReadLoop(rank, connection, stream);
     if (!status.ok()) Fail(rank, status);
     connection.queue.Close();
     writer.join();
@@ -184,12 +196,14 @@ class ParameterServer::Impl final : public wire::ParameterServer::Service {
   }
 
   // Reads until the worker's Done (OK) or an error.
-  absl::Status ReadLoop(int rank, int track, TrainStream* stream) {
+  absl::Status ReadLoop(int rank, const Connection& conn, TrainStream* stream) {
+    const int track = conn.receive_track;
+    const SharedValues* shared = conn.shared != nullptr ? &conn.shared_values : nullptr;
     wire::WorkerMessage msg;
     Handled handled;  // reused: no allocation per message
     while (stream->Read(&msg)) {
       const absl::Time start = absl::Now();
-      P3_RETURN_IF_ERROR(HandleWorkerMessage(&shard_, rank, msg, &handled));
+      P3_RETURN_IF_ERROR(HandleWorkerMessage(&shard_, rank, msg, &handled, shared));
       if (handled.done) {
         if (handled.all_done) {
           absl::MutexLock lock(&mu_);
@@ -209,6 +223,23 @@ class ParameterServer::Impl final : public wire::ParameterServer::Service {
     }
     return absl::UnavailableError(
         absl::StrCat("worker ", rank, " disconnected before it was done"));
+  }
+
+  // Maps the shared memory worker `hello.rank()` offers, or declines it with a warning.
+  void MapSharedMemory(const wire::Hello& hello, Connection* conn) {
+    conn->plan = shard_.plan();
+    absl::StatusOr<std::unique_ptr<SharedRegion>> region =
+        SharedRegion::Open(hello.shared_memory_name(), hello.shared_memory_nonce(),
+                           conn->plan ? conn->plan->total_params() : 0);
+    if (!region.ok()) {
+      std::cerr << "server " << options_.shard.server_index << ": worker " << hello.rank()
+                << "'s shared memory declined (" << region.status().message()
+                << "); its values go over the stream" << std::endl;
+      return;
+    }
+    conn->shared = std::move(*region);
+    conn->shared_values = SharedValues{
+        .params = conn->shared->params(), .grads = conn->shared->grads(), .plan = &*conn->plan};
   }
 
   // Compares in time independent of where the tokens differ.
@@ -265,6 +296,7 @@ class ParameterServer::Impl final : public wire::ParameterServer::Service {
           wire::Welcome* w = msg.mutable_welcome();
           w->set_server_index(options_.shard.server_index);
           w->set_start_version(shard_.start_version());
+          w->set_shared_memory(conn->shared != nullptr);
           break;
         }
         case Pending::Kind::kAbort:
@@ -282,7 +314,15 @@ class ParameterServer::Impl final : public wire::ParameterServer::Service {
           break;
       }
       bool ok;
-      if (p.kind == Pending::Kind::kOutgoing && p.out.kind == Outgoing::Kind::kParams) {
+      if (p.kind == Pending::Kind::kOutgoing && p.out.kind == Outgoing::Kind::kParams &&
+          conn->shared != nullptr) {
+        // Straight into the worker's parameters; only the descriptor goes on the stream.
+        // The worker reads this slice again only after it has the message (version order).
+        std::memcpy(conn->shared->params() + conn->plan->slices()[p.out.slice_id].offset,
+                    p.out.values->data(), p.out.values->size() * sizeof(float));
+        msg.mutable_params()->set_shared_count(p.out.values->size());
+        ok = stream->Write(msg);
+      } else if (p.kind == Pending::Kind::kOutgoing && p.out.kind == Outgoing::Kind::kParams) {
         // A large slice goes as consecutive parts, back to back.
         wire::SliceData* d = msg.mutable_params();
         const float* values = p.out.values->data();

@@ -50,6 +50,11 @@ struct ServerOptions {
   // written (the send queue's credit, p3/send_queue.h); one message is always allowed,
   // however large. 0: one message at a time. Default: 0.
   int64_t credit_bytes = 0;
+  // Map the shared memory a worker on the same machine offers in its Hello
+  // (p3/shared_memory.h), and exchange that worker's values through it. A region that
+  // cannot be mapped (another machine, a stale offer) is declined with a warning on stderr
+  // and the values go over the stream. Default: true.
+  bool shared_memory = true;
   // TLS: PEM certificate chain and private key of this server. Both empty: plaintext.
   // Default: "".
   std::string tls_cert_pem;

@@ -49,6 +49,10 @@ absl::StatusOr<std::unique_ptr<ServerConnection>> ServerConnection::Open(
   hello->set_rank(options.rank);
   hello->set_server_index(options.server_index);
   hello->set_token(options.token);
+  if (!options.shared_memory_name.empty()) {
+    hello->set_shared_memory_name(options.shared_memory_name);
+    hello->set_shared_memory_nonce(options.shared_memory_nonce);
+  }
   wire::ServerMessage reply;
   if (!conn->stream_->Write(first) || !conn->stream_->Read(&reply)) {
     absl::Status status = FromGrpcStatus(conn->stream_->Finish());
@@ -62,6 +66,12 @@ absl::StatusOr<std::unique_ptr<ServerConnection>> ServerConnection::Open(
     conn->stream_->Finish();
     return absl::InternalError(
         absl::StrCat("server ", options.server_index, " answered the Hello without a Welcome"));
+  }
+  if (reply.welcome().shared_memory() && options.shared_memory_name.empty()) {
+    conn->context_.TryCancel();
+    conn->stream_->Finish();
+    return absl::InternalError(absl::StrCat(
+        "server ", options.server_index, " accepted shared memory that was not offered"));
   }
   conn->welcome_ = reply.welcome();
   if (options.trace != nullptr) {
@@ -86,7 +96,10 @@ void ServerConnection::Build(const Upstream& up, int64_t offset, int64_t count,
     d->set_slice_id(static_cast<uint32_t>(up.slice_id));
     d->set_iteration(up.iteration);
     d->set_offset(static_cast<uint64_t>(offset));
-    d->set_values(reinterpret_cast<const char*>(core_->Values(up, offset)), count * sizeof(float));
+    if (count > 0) {
+      d->set_values(reinterpret_cast<const char*>(core_->Values(up, offset)),
+                    count * sizeof(float));
+    }
   };
   switch (up.kind) {
     case Upstream::Kind::kInit:
@@ -113,7 +126,16 @@ void ServerConnection::WriteLoop() {
     if (options_.before_write) options_.before_write(up);
     const absl::Time start = absl::Now();
     bool ok = true;
-    if (up.kind == Upstream::Kind::kInit || up.kind == Upstream::Kind::kGradient) {
+    const bool has_values = up.kind == Upstream::Kind::kInit || up.kind == Upstream::Kind::kGradient;
+    if (has_values && shared_memory()) {
+      // The server reads the values from the shared buffers: only the descriptor goes.
+      Build(up, 0, 0, &msg);
+      wire::SliceData* d = up.kind == Upstream::Kind::kInit ? msg.mutable_init()
+                                                            : msg.mutable_gradient();
+      d->set_shared_count(static_cast<uint64_t>(item->bytes) / sizeof(float));
+      ok = stream_->Write(msg);
+      bytes_shared_ += item->bytes;
+    } else if (has_values) {
       // Values: `bytes` / sizeof(float) of them, in parts of at most max_message_params,
       // back to back.
       ok = WriteInParts(item->bytes / static_cast<int64_t>(sizeof(float)),
@@ -134,7 +156,7 @@ void ServerConnection::WriteLoop() {
           absl::StrCat("\"slice\": ", up.slice_id, ", \"iteration\": ", up.iteration,
                        ", \"bytes\": ", item->bytes));
     }
-    bytes_sent_ += item->bytes;
+    if (!(has_values && shared_memory())) bytes_sent_ += item->bytes;
     queue_.Release(item->bytes);
     if (!ok) break;
     if (item->value.kind == Upstream::Kind::kDone) {
@@ -149,13 +171,33 @@ void ServerConnection::WriteLoop() {
 void ServerConnection::ReadLoop() {
   wire::ServerMessage msg;
   absl::Status abort;
+  ReceivedValues received;  // reused: no allocation per message
   while (stream_->Read(&msg)) {
     if (msg.has_params()) {
       const absl::Time start = absl::Now();
-      bytes_received_ += static_cast<int64_t>(msg.params().values().size());
       const wire::SliceData& params = msg.params();
+      received.segments.clear();
+      received.bytes = 0;
+      received.in_place_count = 0;
+      if (params.shared_count() != 0) {
+        if (!shared_memory() || !params.values().empty() ||
+            params.shared_count() > static_cast<uint64_t>(INT64_MAX / sizeof(float))) {
+          abort = absl::InternalError(absl::StrCat(
+              "server ", options_.server_index, " sent slice ", params.slice_id(),
+              shared_memory() ? " with values both in the message and in shared memory"
+                              : " in shared memory, which this stream did not set up"));
+          context_.TryCancel();
+          break;
+        }
+        received.in_place_count = static_cast<int64_t>(params.shared_count());
+        bytes_shared_ += received.in_place_count * static_cast<int64_t>(sizeof(float));
+      } else {
+        received.segments.push_back(params.values());
+        received.bytes = params.values().size();
+        bytes_received_ += static_cast<int64_t>(received.bytes);
+      }
       listener_->OnParams(options_.server_index, params.slice_id(), params.iteration(),
-                          params.offset(), params.values());
+                          params.offset(), received);
       if (options_.trace != nullptr && options_.trace->enabled()) {
         options_.trace->Complete(receive_track_, absl::StrCat("params ", msg.params().slice_id()),
                                  "receive", start, absl::Now(),

@@ -60,6 +60,11 @@ struct ConnectionOptions {
   int64_t max_message_params = kDefaultMaxMessageParams;
   // Timeline of writes and receives; not owned, may be null. Default: none.
   TraceRecorder* trace = nullptr;
+  // Shared memory holding this worker's parameters and gradients (p3/shared_memory.h),
+  // offered to the server in the Hello: a server on the same machine maps it, and from
+  // then on the values travel through it. Empty name: no offer. Default: none.
+  std::string shared_memory_name;
+  uint64_t shared_memory_nonce = 0;
   // Fault injection for tests: called on the writer thread with each message just before
   // it is written. It may block: the stream then has no write in flight, and later
   // messages wait in the send queue, which orders them. Default: none.
@@ -86,6 +91,10 @@ class ServerConnection : public Transport {
   uint64_t start_version() const override { return welcome_.start_version(); }
   int64_t bytes_sent() const override { return bytes_sent_.load(); }
   int64_t bytes_received() const override { return bytes_received_.load(); }
+  int64_t bytes_shared() const override { return bytes_shared_.load(); }
+
+  // The server accepted the shared memory: values travel through it.
+  bool shared_memory() const { return welcome_.shared_memory(); }
 
   // The server's Welcome.
   const wire::Welcome& welcome() const { return welcome_; }
@@ -111,6 +120,7 @@ class ServerConnection : public Transport {
   wire::Welcome welcome_;
   std::atomic<int64_t> bytes_sent_{0};
   std::atomic<int64_t> bytes_received_{0};
+  std::atomic<int64_t> bytes_shared_{0};
   int send_track_ = 0;
   int receive_track_ = 0;
 

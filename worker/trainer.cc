@@ -23,6 +23,7 @@
 #include "p3/progress.h"
 #include "p3/stats.h"
 #include "p3/status_macros.h"
+#include "proto/config.h"
 #include "proto/config_options.h"
 #include "worker/worker.h"
 
@@ -119,6 +120,7 @@ absl::StatusOr<WorkerOptions> WorkerOptionsFromConfig(const config::ExperimentCo
   wo.split_threshold = config.scheduling().split_threshold();
   wo.max_message_params = config.scheduling().max_message_params();
   wo.credit_bytes = config.scheduling().credit_bytes();
+  wo.shared_memory_servers = config::SharedMemoryServers(config, options.rank);
   wo.peer_timeout = absl::Seconds(config.cluster().peer_timeout_s());
   wo.trace = options.trace;
   P3_ASSIGN_OR_RETURN(const SecuritySettings security, SecurityFromConfig(config));
@@ -269,6 +271,7 @@ std::string TrainResult::ToJson() const {
   j["wall_seconds"] = wall_seconds;
   j["bytes_sent"] = bytes_sent;
   j["bytes_received"] = bytes_received;
+  j["bytes_shared"] = bytes_shared;
   j["forward_wait_seconds"] = forward_wait_seconds;
   return j.dump();
 }
@@ -300,6 +303,7 @@ absl::StatusOr<TrainResult> RunTraining(const config::ExperimentConfig& config,
     const WorkerStats stats = backend.worker->stats();
     result.bytes_sent = stats.bytes_sent;
     result.bytes_received = stats.bytes_received;
+    result.bytes_shared = stats.bytes_shared;
     result.forward_wait_seconds = absl::ToDoubleSeconds(stats.forward_wait);
   }
   Summarize(config.training().warmup_iterations(), &result);

@@ -56,6 +56,8 @@ struct TrainResult {
   double wall_seconds = 0;
   int64_t bytes_sent = 0;
   int64_t bytes_received = 0;
+  // Values exchanged with colocated servers through shared memory (WorkerStats).
+  int64_t bytes_shared = 0;
   double forward_wait_seconds = 0;
   std::vector<IterationRecord> records;
 

@@ -1,8 +1,9 @@
 // The seam between the worker and the way it talks to one server: the worker's protocol
 // state is a WorkerCore (p3/worker_core.h), which says what to send; a Transport carries
 // those messages to one server and hands what comes back to a TransportListener. The
-// gRPC stream (worker/server_connection.h) is one implementation; another (e.g. shared
-// memory for a colocated server) plugs in beside it, one Transport per server.
+// gRPC stream (worker/server_connection.h) is the implementation; with a server on the
+// same machine it moves the values through shared memory (p3/shared_memory.h) and only
+// descriptors over the stream.
 //
 // A Transport keeps one write in flight and orders the rest in a priority send queue
 // (p3/send_queue.h); the values of Init and Gradient messages are read from the
@@ -23,6 +24,7 @@
 #define P3_WORKER_TRANSPORT_H_
 
 #include <cstdint>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
@@ -31,14 +33,24 @@
 
 namespace p3 {
 
+// The values of one received part: bytes to copy, or values the server has written
+// into the parameters itself (shared memory with a colocated server).
+struct ReceivedValues {
+  // Raw float32 bytes, in order, possibly split at any byte (a message's buffers), valid
+  // during the call only; `bytes` in all.
+  std::vector<absl::string_view> segments;
+  size_t bytes = 0;
+  // Non-zero: no bytes; this many values are in place in the parameters already.
+  int64_t in_place_count = 0;
+};
+
 // What a transport delivers from server `server`, in core types.
 class TransportListener {
  public:
   virtual ~TransportListener() = default;
-  // A part of version `version` of `slice_id`: raw float32 bytes for the slice's values
-  // from `offset` on, valid during the call only.
+  // A part of version `version` of `slice_id`: the slice's values from `offset` on.
   virtual void OnParams(int server, int64_t slice_id, uint64_t version, uint64_t offset,
-                        absl::string_view values) = 0;
+                        const ReceivedValues& values) = 0;
   virtual void OnAck(int server, int64_t slice_id, uint64_t iteration) = 0;
   // The peer is dead, aborted the run, or ended the stream before a clean close: the run
   // cannot go on. Called at most once.
@@ -63,8 +75,11 @@ class Transport {
   // The version the server starts from (its Welcome): 0, or a checkpoint's iteration.
   virtual uint64_t start_version() const = 0;
 
+  // Bytes of values sent and received through the link's stream (not shared memory).
   virtual int64_t bytes_sent() const = 0;
   virtual int64_t bytes_received() const = 0;
+  // Bytes of values exchanged through shared memory, both directions.
+  virtual int64_t bytes_shared() const { return 0; }
 };
 
 }  // namespace p3

@@ -2,6 +2,8 @@
 
 #include <torch/torch.h>
 
+#include <algorithm>
+#include <iostream>
 #include <utility>
 
 #include "absl/base/thread_annotations.h"
@@ -9,6 +11,7 @@
 #include "absl/synchronization/mutex.h"
 #include "models/model.h"
 #include "p3/cluster_signature.h"
+#include "p3/shared_memory.h"
 #include "p3/status_macros.h"
 #include "p3/version_tracker.h"
 #include "p3/worker_core.h"
@@ -33,8 +36,7 @@ class Worker::Impl : public TransportListener {
   // Moves the parameters into one flat buffer, hooks the gradients, connects, and takes
   // part in the init handshake.
   absl::Status Setup(const ClusterSignature& sig) {
-    flat_params_ = torch::empty({plan_.total_params()}, torch::kFloat32);
-    flat_grads_ = torch::zeros({plan_.total_params()}, torch::kFloat32);
+    AllocateFlatBuffers();
     {
       torch::NoGradGuard no_grad;
       for (size_t t = 0; t < params_.size(); ++t) {
@@ -81,6 +83,12 @@ class Worker::Impl : public TransportListener {
       copts.tls = options_.tls;
       copts.tls_ca_pem = options_.tls_ca_pem;
       copts.tls_server_name = options_.tls_server_name;
+      if (shared_ != nullptr && std::find(options_.shared_memory_servers.begin(),
+                                          options_.shared_memory_servers.end(),
+                                          s) != options_.shared_memory_servers.end()) {
+        copts.shared_memory_name = shared_->name();
+        copts.shared_memory_nonce = shared_->nonce();
+      }
       if (options_.before_gradient_write) {
         copts.before_write = [hook = options_.before_gradient_write, s](const Upstream& up) {
           if (up.kind == Upstream::Kind::kGradient) {
@@ -90,8 +98,15 @@ class Worker::Impl : public TransportListener {
       }
       P3_ASSIGN_OR_RETURN(std::unique_ptr<ServerConnection> conn,
                           ServerConnection::Open(copts, sig, core_.get(), this));
+      if (!copts.shared_memory_name.empty() && !conn->shared_memory()) {
+        std::cerr << "worker " << options_.rank << ": server " << s
+                  << " did not map the shared memory (see its log); values go over the stream"
+                  << std::endl;
+      }
       links_.push_back(std::move(conn));
     }
+    // Every server has answered: no one else needs the name.
+    if (shared_ != nullptr) shared_->Unlink();
     std::vector<uint64_t> starts;
     for (const auto& link : links_) starts.push_back(link->start_version());
     P3_ASSIGN_OR_RETURN(std::vector<ToServer> inits, core_->Start(starts));
@@ -169,9 +184,11 @@ class Worker::Impl : public TransportListener {
 
   // TransportListener: called on the transports' reader threads.
   void OnParams(int server, int64_t slice_id, uint64_t version, uint64_t offset,
-                absl::string_view values) override {
+                const ReceivedValues& values) override {
     absl::StatusOr<bool> complete =
-        core_->Params(server, slice_id, version, offset, values.data(), values.size());
+        values.in_place_count != 0
+            ? core_->ParamsInPlace(server, slice_id, version, offset, values.in_place_count)
+            : core_->Params(server, slice_id, version, offset, values.segments, values.bytes);
     if (!complete.ok()) Fail(complete.status());
   }
 
@@ -194,12 +211,34 @@ class Worker::Impl : public TransportListener {
     for (const auto& link : links_) {
       s.bytes_sent += link->bytes_sent();
       s.bytes_received += link->bytes_received();
+      s.bytes_shared += link->bytes_shared();
     }
     s.forward_wait = forward_wait_;
     return s;
   }
 
  private:
+  // The flat parameter and gradient buffers: in shared memory when a server shares this
+  // machine (the tensors keep the mapping alive), else ordinary memory.
+  void AllocateFlatBuffers() {
+    const int64_t n = plan_.total_params();
+    if (!options_.shared_memory_servers.empty()) {
+      absl::StatusOr<std::unique_ptr<SharedRegion>> region = SharedRegion::Create(n);
+      if (region.ok()) {
+        shared_ = std::shared_ptr<SharedRegion>(std::move(*region));
+        auto keep = [region = shared_](void*) {};
+        const auto f32 = torch::TensorOptions().dtype(torch::kFloat32);
+        flat_params_ = torch::from_blob(shared_->params(), {n}, keep, f32);
+        flat_grads_ = torch::from_blob(shared_->grads(), {n}, keep, f32);  // zero-filled
+        return;
+      }
+      std::cerr << "worker " << options_.rank << ": " << region.status().message()
+                << "; values go over the streams" << std::endl;
+    }
+    flat_params_ = torch::empty({n}, torch::kFloat32);
+    flat_grads_ = torch::zeros({n}, torch::kFloat32);
+  }
+
   absl::Status WaitFor(int first, int last, uint64_t version) {
     const absl::Time start = absl::Now();
     absl::Status s = tracker_.WaitFor(first, last, version, start + options_.peer_timeout);
@@ -271,6 +310,8 @@ class Worker::Impl : public TransportListener {
   const SlicePlan plan_;
   std::vector<torch::Tensor> params_;  // forward order
   VersionTracker tracker_;
+  // Shared memory behind the flat buffers; null when they are private.
+  std::shared_ptr<SharedRegion> shared_;
   torch::Tensor flat_params_;
   torch::Tensor flat_grads_;
   // The protocol state; reads and writes the flat buffers, tells the tracker.

@@ -65,6 +65,12 @@ struct WorkerOptions {
   // queue's credit, p3/send_queue.h); one message is always allowed, however large.
   // 0: one message at a time. Default: 0.
   int64_t credit_bytes = 0;
+  // Servers on this worker's machine (indices into `servers`): the worker's parameters
+  // and gradients live in shared memory (p3/shared_memory.h) that these servers map, so
+  // that slice values between them never cross a socket; only descriptors go over the
+  // stream. A server that cannot map it (another machine after all, a full /dev/shm)
+  // gets the values over the stream, with a warning on stderr. Empty: none. Default: none.
+  std::vector<int> shared_memory_servers;
   // A server silent for this long (or a wait for parameters longer than this) ends the
   // run with an error. Default: 60 s.
   absl::Duration peer_timeout = absl::Seconds(60);
@@ -90,6 +96,9 @@ struct WorkerOptions {
 struct WorkerStats {
   int64_t bytes_sent = 0;
   int64_t bytes_received = 0;
+  // Bytes of values exchanged with colocated servers through shared memory (both
+  // directions); not part of bytes_sent / bytes_received, which count the streams.
+  int64_t bytes_shared = 0;
   // Time Forward() spent waiting for parameters.
   absl::Duration forward_wait;
 };

@@ -75,11 +75,15 @@ struct RunSpec {
   bool resume = false;  // servers start from their newest checkpoint
   // The most values per message, both directions (larger slices travel in parts).
   int64_t max_message_params = kDefaultMaxMessageParams;
+  // Worker r and server r share a machine, as in a colocated cluster: their values go
+  // through shared memory (false: every value over the streams).
+  bool shared_memory = true;
 };
 
 struct ClusterResult {
   std::vector<torch::Tensor> params;  // per worker
   std::vector<absl::Status> status;
+  std::vector<WorkerStats> stats;
 };
 
 // The servers write checkpoints on their checkpoint writer threads (p3::CheckpointWriter),
@@ -122,6 +126,7 @@ ClusterResult TrainCluster(const RunSpec& spec) {
   ClusterResult result;
   result.params.resize(workers);
   result.status.resize(workers);
+  result.stats.resize(workers);
   // libtorch's generator is global: draw every batch and model before the threads start.
   std::vector<std::pair<torch::Tensor, torch::Tensor>> batches;
   for (int step = 0; step < spec.steps; ++step) batches.push_back(GlobalBatch(step, workers));
@@ -141,6 +146,7 @@ ClusterResult TrainCluster(const RunSpec& spec) {
       wo.split_threshold = 1000;  // fc2's weight (1200) is split over the servers
       wo.peer_timeout = absl::Seconds(30);
       wo.max_message_params = spec.max_message_params;
+      if (spec.shared_memory && r < spec.servers) wo.shared_memory_servers = {r};
       auto worker = Worker::Create(wo, model);
       if (!worker.ok()) {
         result.status[r] = worker.status();
@@ -160,6 +166,7 @@ ClusterResult TrainCluster(const RunSpec& spec) {
         }
       }
       if (spec.finish) result.status[r] = (*worker)->Finish();
+      result.stats[r] = (*worker)->stats();
       result.params[r] = Flatten(*model).clone();
     });
   }
@@ -218,6 +225,37 @@ CATCH_TEST_CASE("every mode trains the same parameters as local on the union of 
   std::cout << "largest relative error against local over all runs: " << worst << "\n";
 }
 
+CATCH_TEST_CASE("values through shared memory train bit for bit what values over the streams do") {
+  torch::set_num_threads(1);
+  for (Mode mode : {Mode::kP3, Mode::kBaseline, Mode::kValuesOnly}) {
+    for (int servers : {1, 2}) {
+      CATCH_CAPTURE(ModeName(mode), servers);
+      ClusterResult streams = TrainCluster(
+          RunSpec{.mode = mode, .workers = 3, .servers = servers, .shared_memory = false});
+      ClusterResult shared =
+          TrainCluster(RunSpec{.mode = mode, .workers = 3, .servers = servers});
+      for (int r = 0; r < 3; ++r) {
+        CATCH_CAPTURE(r, streams.status[r].ToString(), shared.status[r].ToString());
+        CATCH_REQUIRE(streams.status[r].ok());
+        CATCH_REQUIRE(shared.status[r].ok());
+        CATCH_CHECK(torch::equal(shared.params[r], streams.params[r]));
+        CATCH_CHECK(streams.stats[r].bytes_shared == 0);
+        if (r < servers) {
+          // Its own server's slices went through shared memory, the others' over a stream.
+          CATCH_CHECK(shared.stats[r].bytes_shared > 0);
+          if (servers == 1) CATCH_CHECK(shared.stats[r].bytes_sent == 0);
+          if (servers == 1) CATCH_CHECK(shared.stats[r].bytes_received == 0);
+          CATCH_CHECK(shared.stats[r].bytes_shared + shared.stats[r].bytes_sent +
+                          shared.stats[r].bytes_received ==
+                      streams.stats[r].bytes_sent + streams.stats[r].bytes_received);
+        } else {
+          CATCH_CHECK(shared.stats[r].bytes_shared == 0);  // no server on its machine
+        }
+      }
+    }
+  }
+}
+
 CATCH_TEST_CASE("slices and tensors sent in parts train the same parameters as sent whole") {
   torch::set_num_threads(1);
   const torch::Tensor want = TrainLocal(2);
@@ -226,7 +264,11 @@ CATCH_TEST_CASE("slices and tensors sent in parts train the same parameters as s
   for (Mode mode : {Mode::kP3, Mode::kBaseline, Mode::kPriorityOnly, Mode::kValuesOnly}) {
     CATCH_CAPTURE(ModeName(mode));
     ClusterResult got =
-        TrainCluster(RunSpec{.mode = mode, .workers = 2, .servers = 2, .max_message_params = 7});
+        TrainCluster(RunSpec{.mode = mode,
+                             .workers = 2,
+                             .servers = 2,
+                             .max_message_params = 7,
+                             .shared_memory = false});  // every value through the stream
     for (int r = 0; r < 2; ++r) {
       CATCH_CAPTURE(r, got.status[r].ToString());
       CATCH_REQUIRE(got.status[r].ok());

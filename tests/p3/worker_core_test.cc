@@ -262,5 +262,47 @@ CATCH_TEST_CASE("with values on push, an Ack never leads to a Pull") {
   CATCH_CHECK(Mentions(ack.status(), "slice 2"));
 }
 
+CATCH_TEST_CASE("a part split into segments at any byte is copied once into its place") {
+  std::vector<float> values = {1.5f, -2.25f, 3.0f, 4.125f};
+  const std::string bytes(reinterpret_cast<const char*>(values.data()), 16);
+  for (size_t cut1 = 0; cut1 <= 16; ++cut1) {
+    for (size_t cut2 = cut1; cut2 <= 16; ++cut2) {
+      Fixture f;
+      const absl::string_view all(bytes);
+      const std::vector<absl::string_view> segments = {
+          all.substr(0, cut1), all.substr(cut1, cut2 - cut1), all.substr(cut2)};
+      absl::StatusOr<bool> done = f.core.Params(0, 0, 0, 0, segments, 16);
+      CATCH_REQUIRE(done.ok());
+      CATCH_REQUIRE(*done);
+      CATCH_REQUIRE(std::vector<float>(f.params.begin(), f.params.begin() + 4) == values);
+      CATCH_REQUIRE(f.params[4] == -1.0f);
+    }
+  }
+  Fixture f;
+  const std::vector<absl::string_view> short_segments = {absl::string_view(bytes).substr(0, 8)};
+  CATCH_CHECK_FALSE(f.core.Params(0, 0, 0, 0, short_segments, 16).ok());  // sizes disagree
+  CATCH_CHECK(f.params[0] == -1.0f);
+}
+
+CATCH_TEST_CASE("values written in place are checked and marked like copied ones, not copied") {
+  Fixture f;
+  f.params[4] = 42.0f;  // the server wrote slice 1 (a[4,8)) itself
+  absl::StatusOr<bool> done = f.core.ParamsInPlace(/*server=*/1, /*slice=*/1, 0, 0, 4);
+  CATCH_REQUIRE(done.ok());
+  CATCH_CHECK(*done);
+  CATCH_CHECK(f.Holds(1, 0));
+  CATCH_CHECK(f.params[4] == 42.0f);
+  // The same checks as for copied values: a stale version, a slice of another server, a
+  // count past the end, nothing at all.
+  CATCH_CHECK(Mentions(f.core.ParamsInPlace(1, 1, 0, 0, 4).status(), "version 0 already"));
+  CATCH_CHECK(Mentions(f.core.ParamsInPlace(0, 1, 1, 0, 4).status(), "does not own"));
+  CATCH_CHECK_FALSE(f.core.ParamsInPlace(1, 1, 1, 0, 5).ok());
+  CATCH_CHECK_FALSE(f.core.ParamsInPlace(1, 1, 1, 0, 0).ok());
+  CATCH_CHECK_FALSE(f.core.ParamsInPlace(1, 1, 1, 0, -3).ok());
+  CATCH_CHECK_FALSE(f.Holds(1, 1));
+  CATCH_CHECK(f.core.ParamsInPlace(1, 1, 1, 0, 4).ok());
+  CATCH_CHECK(f.Holds(1, 1));
+}
+
 }  // namespace
 }  // namespace p3

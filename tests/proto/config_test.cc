@@ -343,6 +343,32 @@ CATCH_TEST_CASE("colocated placement puts worker i and server i on machine i") {
   CATCH_CHECK(ServerMachine(*config, 1, 1) == 0);
 }
 
+CATCH_TEST_CASE("a worker shares memory with the servers on its machine, unless switched off") {
+  absl::StatusOr<ExperimentConfig> colocated =
+      ParseConfig("cluster { workers: 3 servers: 2 }", {});  // no emulation: same layout
+  CATCH_REQUIRE(colocated.ok());
+  CATCH_CHECK(colocated->scheduling().shared_memory());
+  CATCH_CHECK(SharedMemoryServers(*colocated, 0) == std::vector<int>{0});
+  CATCH_CHECK(SharedMemoryServers(*colocated, 1) == std::vector<int>{1});
+  CATCH_CHECK(SharedMemoryServers(*colocated, 2).empty());  // machine 2 has no server
+  absl::StatusOr<ExperimentConfig> one_machine = ParseConfig(
+      "cluster { workers: 2 servers: 2 } network { bandwidth_gbps: 1 machines: 1 }", {});
+  CATCH_REQUIRE(one_machine.ok());
+  CATCH_CHECK(SharedMemoryServers(*one_machine, 1) == std::vector<int>({0, 1}));
+  absl::StatusOr<ExperimentConfig> separate = ParseConfig(
+      "cluster { workers: 2 servers: 2 } network { bandwidth_gbps: 1 placement: \"separate\" }",
+      {});
+  CATCH_REQUIRE(separate.ok());
+  CATCH_CHECK(SharedMemoryServers(*separate, 0).empty());
+  absl::StatusOr<ExperimentConfig> off =
+      ParseConfig("cluster { workers: 2 servers: 2 } scheduling { shared_memory: false }", {});
+  CATCH_REQUIRE(off.ok());
+  CATCH_CHECK(SharedMemoryServers(*off, 0).empty());
+  absl::StatusOr<ExperimentConfig> local = ParseConfig("mode: \"local\"", {});
+  CATCH_REQUIRE(local.ok());
+  CATCH_CHECK(SharedMemoryServers(*local, 0).empty());
+}
+
 CATCH_TEST_CASE("separate placement puts servers after the workers") {
   absl::StatusOr<ExperimentConfig> config = ParseConfig(
       "cluster { workers: 2 servers: 3 } network { bandwidth_gbps: 1 placement: \"separate\" }",

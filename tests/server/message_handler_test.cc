@@ -1,0 +1,99 @@
+// The server's protobuf edge, driven directly: messages whose values are in a worker's
+// shared memory, and the hostile forms of them.
+#include "server/message_handler.h"
+
+#include <catch2/catch.hpp>
+#include <string>
+#include <vector>
+
+namespace p3 {
+namespace {
+
+// One tensor "w" of 5 values, slices of 3: slice 0 = [0,3), slice 1 = [3,5). One server,
+// one worker, plain SGD with lr 1.
+struct Fixture {
+  Fixture() : shard(Options()) {
+    ClusterSignature sig;
+    sig.num_workers = 1;
+    sig.num_servers = 1;
+    sig.tensors = {{"w", {5}, "float32"}};
+    sig.plan.granularity = Granularity::kSliced;
+    sig.plan.slice_params = 3;
+    CATCH_REQUIRE(shard.Join(sig, 0).ok());
+    plan = *shard.plan();
+    shared = SharedValues{.params = params.data(), .grads = grads.data(), .plan = &plan};
+  }
+  static ShardOptions Options() {
+    ShardOptions o;
+    o.optimizer.lr = 1.0;
+    o.optimizer.momentum = 0;
+    return o;
+  }
+  // A slice message naming `count` values at `offset` in shared memory.
+  static wire::WorkerMessage Shared(bool init, uint32_t slice, uint64_t offset, uint64_t count) {
+    wire::WorkerMessage msg;
+    wire::SliceData* d = init ? msg.mutable_init() : msg.mutable_gradient();
+    d->set_slice_id(slice);
+    d->set_offset(offset);
+    d->set_shared_count(count);
+    return msg;
+  }
+  absl::Status Handle(const wire::WorkerMessage& msg, const SharedValues* with) {
+    return HandleWorkerMessage(&shard, 0, msg, &handled, with);
+  }
+
+  ParameterShard shard;
+  SlicePlan plan = *SlicePlan::Create({{"w", 5}}, {});
+  std::vector<float> params = {1, 2, 3, 4, 5};
+  std::vector<float> grads = {10, 20, 30, 40, 50};
+  SharedValues shared;
+  Handled handled;
+};
+
+bool Mentions(const absl::Status& s, const std::string& text) {
+  return s.message().find(text) != absl::string_view::npos;
+}
+
+CATCH_TEST_CASE("init and gradient values are read from the worker's shared memory") {
+  Fixture f;
+  CATCH_REQUIRE(f.Handle(Fixture::Shared(true, 0, 0, 3), &f.shared).ok());
+  CATCH_REQUIRE(f.Handle(Fixture::Shared(true, 1, 0, 2), &f.shared).ok());
+  CATCH_REQUIRE(f.handled.out.size() == 2);  // version 0 of both slices goes out
+  CATCH_CHECK(*f.handled.out[1].values == std::vector<float>{4, 5});
+  // Gradient of slice 1 in two parts: [3,4) then [4,5) of the gradient buffer.
+  CATCH_REQUIRE(f.Handle(Fixture::Shared(false, 1, 0, 1), &f.shared).ok());
+  CATCH_CHECK(f.handled.out.empty());
+  CATCH_REQUIRE(f.Handle(Fixture::Shared(false, 1, 1, 1), &f.shared).ok());
+  CATCH_REQUIRE(f.handled.out.size() == 1);
+  CATCH_CHECK(*f.handled.out[0].values == std::vector<float>{4 - 40, 5 - 50});
+}
+
+CATCH_TEST_CASE("a shared-memory message that does not fit is refused and changes nothing") {
+  Fixture f;
+  CATCH_REQUIRE(f.Handle(Fixture::Shared(true, 0, 0, 3), &f.shared).ok());
+  CATCH_REQUIRE(f.Handle(Fixture::Shared(true, 1, 0, 2), &f.shared).ok());
+  // No shared memory set up on this stream.
+  absl::Status none = f.Handle(Fixture::Shared(false, 0, 0, 3), nullptr);
+  CATCH_CHECK(absl::IsInvalidArgument(none));
+  CATCH_CHECK(Mentions(none, "did not set up"));
+  // Values both in the message and in shared memory.
+  wire::WorkerMessage both = Fixture::Shared(false, 0, 0, 3);
+  both.mutable_gradient()->set_values(std::string(12, '\0'));
+  CATCH_CHECK(Mentions(f.Handle(both, &f.shared), "both in the message and in shared memory"));
+  // Past the end of the slice, by count or by offset, including overflowing sums.
+  CATCH_CHECK(Mentions(f.Handle(Fixture::Shared(false, 0, 0, 4), &f.shared), "past its end"));
+  CATCH_CHECK(Mentions(f.Handle(Fixture::Shared(false, 0, 2, 2), &f.shared), "past its end"));
+  CATCH_CHECK(Mentions(f.Handle(Fixture::Shared(false, 0, UINT64_MAX - 1, 2), &f.shared),
+                       "out of range"));
+  CATCH_CHECK(
+      Mentions(f.Handle(Fixture::Shared(false, 0, 1, UINT64_MAX), &f.shared), "past its end"));
+  // A slice the plan does not have.
+  CATCH_CHECK(Mentions(f.Handle(Fixture::Shared(false, 7, 0, 1), &f.shared), "out of range"));
+  // Nothing was aggregated: the whole gradient still completes the update.
+  CATCH_REQUIRE(f.Handle(Fixture::Shared(false, 0, 0, 3), &f.shared).ok());
+  CATCH_REQUIRE(f.handled.out.size() == 1);
+  CATCH_CHECK(*f.handled.out[0].values == std::vector<float>{1 - 10, 2 - 20, 3 - 30});
+}
+
+}  // namespace
+}  // namespace p3
