@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # Coverage-guided fuzzing with libFuzzer (Debian's clang + libclang-rt-14-dev):
-#   tools/fuzz.sh shard|config [SECONDS]     (default 60 s)
+#   tools/fuzz.sh shard|config|wire_codec [SECONDS]     (default 60 s)
 # Builds the target with -fsanitize=fuzzer,address,undefined, runs it on its corpus
 # folder tests/fuzz/corpus/<target> (new interesting inputs are added there: commit
 # them), and stops at the first crash, leaving the input in out/fuzz/<target>/.
 set -euo pipefail
-target=${1:?usage: tools/fuzz.sh shard|config [SECONDS]}
+target=${1:?usage: tools/fuzz.sh shard|config|wire_codec [SECONDS]}
 seconds=${2:-60}
 cd "$(dirname "$0")/.."
 
@@ -17,10 +17,13 @@ case "$target" in
     srcs=(tests/fuzz/shard_fuzz.cc server/message_handler.cc proto/wire.cc p3/parameter_shard.cc
           p3/slice_plan.cc p3/optimizer.cc p3/checkpoint.cc "$gen/proto/p3.pb.cc")
     libs=(-lgrpc++ -lgrpc -lgpr) ;;
+  wire_codec)
+    srcs=(tests/fuzz/wire_codec_fuzz.cc proto/wire_codec.cc "$gen/proto/p3.pb.cc")
+    libs=(-lgrpc++ -lgrpc -lgpr) ;;
   config)
     srcs=(tests/fuzz/config_fuzz.cc tools/config.cc "$gen/proto/config.pb.cc")
     libs=() ;;
-  *) echo "unknown target $target; allowed: shard, config" >&2; exit 2 ;;
+  *) echo "unknown target $target; allowed: shard, config, wire_codec" >&2; exit 2 ;;
 esac
 
 out=out/fuzz/$target
