@@ -308,6 +308,25 @@ absl::StatusOr<std::vector<Outgoing>> ParameterShard::Gradient(int rank, int sli
 absl::Status ParameterShard::Gradient(int rank, int slice_id, uint64_t iteration,
                                       const float* values, int64_t n, int64_t offset,
                                       std::vector<Outgoing>* out) {
+  return GradientFrom(rank, slice_id, iteration, values, nullptr, n, offset, out);
+}
+
+absl::Status ParameterShard::Gradient(int rank, int slice_id, uint64_t iteration,
+                                      const std::vector<absl::string_view>& segments, int64_t n,
+                                      int64_t offset, std::vector<Outgoing>* out) {
+  size_t bytes = 0;
+  for (const absl::string_view& segment : segments) bytes += segment.size();
+  if (n < 0 || bytes != static_cast<size_t>(n) * sizeof(float)) {
+    return absl::InvalidArgumentError(absl::StrCat("gradient of slice ", slice_id, ": ", bytes,
+                                                   " bytes for ", n, " values"));
+  }
+  return GradientFrom(rank, slice_id, iteration, nullptr, &segments, n, offset, out);
+}
+
+absl::Status ParameterShard::GradientFrom(int rank, int slice_id, uint64_t iteration,
+                                          const float* values,
+                                          const std::vector<absl::string_view>* segments,
+                                          int64_t n, int64_t offset, std::vector<Outgoing>* out) {
   P3_ASSIGN_OR_RETURN(SliceState* const found, Lookup(rank, slice_id, "gradient"));
   SliceState& s = *found;
   const bool values_on_push = signature_values_on_push();
@@ -332,8 +351,16 @@ absl::Status ParameterShard::Gradient(int rank, int slice_id, uint64_t iteration
     P3_RETURN_IF_ERROR(CheckPart("gradient", slice_id, s.length, s.received[rank], offset, n));
     // Allocates only the first time: the buffer keeps its size between iterations.
     s.grads[rank].resize(s.length);
-    // may be unaligned
-    std::memcpy(s.grads[rank].data() + offset, values, n * sizeof(float));
+    if (segments == nullptr) {
+      std::memcpy(s.grads[rank].data() + offset, values, n * sizeof(float));  // may be unaligned
+    } else {
+      // Byte-wise: a float may straddle two segments.
+      char* dest = reinterpret_cast<char*>(s.grads[rank].data() + offset);
+      for (const absl::string_view& segment : *segments) {
+        std::memcpy(dest, segment.data(), segment.size());
+        dest += segment.size();
+      }
+    }
     s.received[rank] = offset + n;
     if (s.received[rank] < s.length) return absl::OkStatus();  // more parts to come
     s.received[rank] = 0;

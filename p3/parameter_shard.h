@@ -32,6 +32,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "p3/checkpoint.h"
 #include "p3/cluster_signature.h"
@@ -104,6 +105,11 @@ class ParameterShard {
   absl::Status Gradient(int rank, int slice_id, uint64_t iteration, const float* values, int64_t n,
                         int64_t offset, std::vector<Outgoing>* out);
 
+  // The same with the n values as byte `segments` (a received message's buffers, cut at
+  // any byte; their sizes add up to n * 4): copied once, straight into the worker's slot.
+  absl::Status Gradient(int rank, int slice_id, uint64_t iteration,
+                        const std::vector<absl::string_view>& segments, int64_t n, int64_t offset,
+                        std::vector<Outgoing>* out);
   // Worker `rank` asks for `version` of `slice_id` (modes without values on push).
   absl::StatusOr<std::vector<Outgoing>> Pull(int rank, int slice_id, uint64_t version);
 
@@ -144,6 +150,10 @@ class ParameterShard {
     std::shared_ptr<std::vector<float>> spare ABSL_GUARDED_BY(mu);
   };
 
+  // Both Gradient()s: the values from `values` (n floats) or from `segments`.
+  absl::Status GradientFrom(int rank, int slice_id, uint64_t iteration, const float* values,
+                            const std::vector<absl::string_view>* segments, int64_t n,
+                            int64_t offset, std::vector<Outgoing>* out);
   // Validates rank and slice ownership; returns the slice's state.
   absl::StatusOr<SliceState*> Lookup(int rank, int slice_id, const char* what) const;
   // Appends the slice's current version for worker `rank` to `out`.

@@ -20,28 +20,28 @@ absl::StatusOr<int64_t> FloatCount(const std::string& bytes) {
 
 // Where the values of a slice message with shared_count are: checked against the plan
 // before any pointer is formed (the shard checks the same again).
-absl::StatusOr<const float*> SharedSlice(const wire::SliceData& d, bool init,
-                                         const SharedValues* shared) {
+absl::StatusOr<const float*> SharedSlice(uint32_t slice_id, uint64_t offset, uint64_t count,
+                                         bool has_values, bool init, const SharedValues* shared) {
   if (shared == nullptr || shared->plan == nullptr) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "slice ", d.slice_id(), ": values in shared memory, which this stream did not set up"));
+        "slice ", slice_id, ": values in shared memory, which this stream did not set up"));
   }
-  if (!d.values().empty()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "slice ", d.slice_id(), ": values both in the message and in shared memory"));
+  if (has_values) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("slice ", slice_id, ": values both in the message and in shared memory"));
   }
   const std::vector<Slice>& slices = shared->plan->slices();
-  if (d.slice_id() >= slices.size()) {
-    return absl::InvalidArgumentError(absl::StrCat("slice id ", d.slice_id(), " is out of range"));
+  if (slice_id >= slices.size()) {
+    return absl::InvalidArgumentError(absl::StrCat("slice id ", slice_id, " is out of range"));
   }
-  const Slice& slice = slices[d.slice_id()];
+  const Slice& slice = slices[slice_id];
   const uint64_t length = static_cast<uint64_t>(slice.length);
-  if (d.shared_count() > length || d.offset() > length - d.shared_count()) {
+  if (count > length || offset > length - count) {
     return absl::InvalidArgumentError(
-        absl::StrCat("slice ", d.slice_id(), " (", slice.length, " values): ", d.shared_count(),
-                     " values in shared memory at offset ", d.offset(), " run past its end"));
+        absl::StrCat("slice ", slice_id, " (", slice.length, " values): ", count,
+                     " values in shared memory at offset ", offset, " run past its end"));
   }
-  return (init ? shared->params : shared->grads) + slice.offset + d.offset();
+  return (init ? shared->params : shared->grads) + slice.offset + offset;
 }
 
 }  // namespace
@@ -93,7 +93,8 @@ absl::Status HandleWorkerMessage(ParameterShard* shard, int rank, const wire::Wo
       int64_t n = 0;
       const float* values = nullptr;
       if (d.shared_count() != 0) {
-        P3_ASSIGN_OR_RETURN(values, SharedSlice(d, msg.has_init(), shared));
+        P3_ASSIGN_OR_RETURN(values, SharedSlice(d.slice_id(), d.offset(), d.shared_count(),
+                                                !d.values().empty(), msg.has_init(), shared));
         n = static_cast<int64_t>(d.shared_count());
       } else {
         P3_ASSIGN_OR_RETURN(n, FloatCount(d.values()));
@@ -124,6 +125,59 @@ absl::Status HandleWorkerMessage(ParameterShard* shard, int rank, const wire::Wo
       return absl::InvalidArgumentError("an empty or unknown message");
   }
   P3_ASSIGN_OR_RETURN(handled->out, std::move(out));
+  return absl::OkStatus();
+}
+
+absl::Status HandleWorkerMessage(ParameterShard* shard, int rank,
+                                 const DecodedWorkerMessage& msg, Handled* handled,
+                                 const SharedValues* shared, std::string* scratch) {
+  if (!msg.is_slice) return HandleWorkerMessage(shard, rank, msg.control, handled, shared);
+  handled->out.clear();
+  handled->done = false;
+  handled->all_done = false;
+  const SliceHeader& h = msg.header;
+  if (h.slice_id > static_cast<uint32_t>(INT32_MAX)) {
+    return absl::InvalidArgumentError(absl::StrCat("slice id ", h.slice_id, " is out of range"));
+  }
+  if (msg.value_bytes % sizeof(float) != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "slice values have ", msg.value_bytes, " bytes, not a whole number of float32"));
+  }
+  if (h.offset > static_cast<uint64_t>(INT64_MAX)) {
+    return absl::InvalidArgumentError(absl::StrCat("offset ", h.offset, " is out of range"));
+  }
+  const int64_t offset = static_cast<int64_t>(h.offset);
+  const bool init = msg.field == kInitField;
+  if (h.shared_count != 0) {
+    P3_ASSIGN_OR_RETURN(const float* values,
+                        SharedSlice(h.slice_id, h.offset, h.shared_count, msg.value_bytes != 0,
+                                    init, shared));
+    const int64_t count = static_cast<int64_t>(h.shared_count);
+    if (!init) {
+      return shard->Gradient(rank, static_cast<int>(h.slice_id), h.iteration, values, count,
+                             offset, &handled->out);
+    }
+    P3_ASSIGN_OR_RETURN(handled->out,
+                        shard->Init(rank, static_cast<int>(h.slice_id), values, count, offset));
+    return absl::OkStatus();
+  }
+  const int64_t n = static_cast<int64_t>(msg.value_bytes / sizeof(float));
+  if (!init) {
+    return shard->Gradient(rank, static_cast<int>(h.slice_id), h.iteration, msg.values, n, offset,
+                           &handled->out);
+  }
+  // Init: once per slice at the start; values in one piece are used where they are.
+  const char* bytes = msg.values.empty() ? nullptr : msg.values[0].data();
+  if (msg.values.size() > 1) {
+    scratch->clear();
+    for (const absl::string_view& segment : msg.values) {
+      scratch->append(segment.data(), segment.size());
+    }
+    bytes = scratch->data();
+  }
+  P3_ASSIGN_OR_RETURN(handled->out,
+                      shard->Init(rank, static_cast<int>(h.slice_id),
+                                  reinterpret_cast<const float*>(bytes), n, offset));
   return absl::OkStatus();
 }
 

@@ -10,11 +10,13 @@
 #ifndef P3_SERVER_MESSAGE_HANDLER_H_
 #define P3_SERVER_MESSAGE_HANDLER_H_
 
+#include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "p3/parameter_shard.h"
 #include "proto/p3.pb.h"
+#include "proto/wire_codec.h"
 
 namespace p3 {
 
@@ -51,6 +53,13 @@ absl::StatusOr<Handled> HandleWorkerMessage(ParameterShard* shard, int rank,
 // memory, null when the stream did not set any up (a message naming it is then refused).
 absl::Status HandleWorkerMessage(ParameterShard* shard, int rank, const wire::WorkerMessage& msg,
                                  Handled* handled, const SharedValues* shared = nullptr);
+
+// The same for a message decoded from the raw stream (proto/wire_codec.h): the values of
+// a gradient are copied once, from gRPC's buffers straight into the shard. `scratch` is
+// the caller's reusable buffer for the rare Init whose values arrived in pieces.
+absl::Status HandleWorkerMessage(ParameterShard* shard, int rank,
+                                 const DecodedWorkerMessage& msg, Handled* handled,
+                                 const SharedValues* shared, std::string* scratch);
 
 }  // namespace p3
 

@@ -19,14 +19,17 @@
 #include "p3/shared_memory.h"
 #include "p3/slice_plan.h"
 #include "p3/status_macros.h"
-#include "proto/p3.grpc.pb.h"
+#include "proto/raw_train.h"
 #include "proto/wire.h"
+#include "proto/wire_codec.h"
 #include "server/message_handler.h"
 
 namespace p3 {
 namespace {
 
-using TrainStream = grpc::ServerReaderWriter<wire::ServerMessage, wire::WorkerMessage>;
+// Raw streams (proto/raw_train.h): messages are encoded and decoded by proto/wire_codec.h,
+// so that slice values never pass through a protobuf string.
+using TrainStream = RawTrainServerStream;
 
 // One message waiting to go down a stream.
 struct Pending {
@@ -47,10 +50,13 @@ ShardOptions WithCheckpointWriter(ShardOptions shard, CheckpointWriter* writer) 
 
 }  // namespace
 
-class ParameterServer::Impl final : public wire::ParameterServer::Service {
+class ParameterServer::Impl {
  public:
   explicit Impl(const ServerOptions& options)
       : options_(options),
+        service_([this](grpc::ServerContext* context, TrainStream* stream) {
+          return ToGrpcStatus(Serve(context, stream));
+        }),
         checkpoint_writer_(options.shard.on_checkpoint
                                ? std::make_unique<CheckpointWriter>(options.shard.on_checkpoint)
                                : nullptr),
@@ -65,7 +71,7 @@ class ParameterServer::Impl final : public wire::ParameterServer::Service {
       credentials = grpc::SslServerCredentials(ssl);
     }
     builder.AddListeningPort(options_.address, credentials, &port_);
-    builder.RegisterService(this);
+    builder.RegisterService(&service_);
     builder.SetMaxReceiveMessageSize(kMaxMessageBytes);
     builder.SetMaxSendMessageSize(kMaxMessageBytes);
     // The same keepalive settings as the workers' channels (proto/wire.h).
@@ -77,10 +83,6 @@ class ParameterServer::Impl final : public wire::ParameterServer::Service {
       return absl::UnavailableError(absl::StrCat("cannot listen on ", options_.address));
     }
     return absl::OkStatus();
-  }
-
-  grpc::Status Train(grpc::ServerContext* context, TrainStream* stream) override {
-    return ToGrpcStatus(Serve(context, stream));
   }
 
   absl::Status Wait() {
@@ -144,10 +146,17 @@ class ParameterServer::Impl final : public wire::ParameterServer::Service {
   };
 
   absl::Status Serve(grpc::ServerContext* context, TrainStream* stream) {
-    wire::WorkerMessage first;
-    if (!stream->Read(&first)) return absl::CancelledError("stream closed before the Hello");
-    if (!first.has_hello()) return absl::InvalidArgumentError("the first message must be a Hello");
-    const wire::Hello& hello = first.hello();
+    grpc::ByteBuffer buffer;
+    if (!stream->Read(&buffer)) return absl::CancelledError("stream closed before the Hello");
+    DecodedWorkerMessage first;
+    if (absl::Status decoded = Decode(&buffer, &first); !decoded.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("the first message is malformed: ", decoded.message()));
+    }
+    if (first.field != kHelloField) {
+      return absl::InvalidArgumentError("the first message must be a Hello");
+    }
+    const wire::Hello& hello = first.control.hello();
     if (!TokenMatches(hello.token())) {
       return absl::UnauthenticatedError(
           absl::StrCat("worker ", hello.rank(), " refused: missing or wrong cluster token"));
@@ -199,11 +208,18 @@ class ParameterServer::Impl final : public wire::ParameterServer::Service {
   absl::Status ReadLoop(int rank, const Connection& conn, TrainStream* stream) {
     const int track = conn.receive_track;
     const SharedValues* shared = conn.shared != nullptr ? &conn.shared_values : nullptr;
-    wire::WorkerMessage msg;
-    Handled handled;  // reused: no allocation per message
-    while (stream->Read(&msg)) {
+    // All reused from message to message: no allocation per gradient.
+    grpc::ByteBuffer buffer;
+    DecodedWorkerMessage msg;
+    Handled handled;
+    std::string scratch;
+    while (stream->Read(&buffer)) {
       const absl::Time start = absl::Now();
-      P3_RETURN_IF_ERROR(HandleWorkerMessage(&shard_, rank, msg, &handled, shared));
+      if (absl::Status decoded = Decode(&buffer, &msg); !decoded.ok()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("a malformed message: ", decoded.message()));
+      }
+      P3_RETURN_IF_ERROR(HandleWorkerMessage(&shard_, rank, msg, &handled, shared, &scratch));
       if (handled.done) {
         if (handled.all_done) {
           absl::MutexLock lock(&mu_);
@@ -257,7 +273,7 @@ class ParameterServer::Impl final : public wire::ParameterServer::Service {
   bool tracing() const { return options_.trace != nullptr && options_.trace->enabled(); }
 
   // One event per message handled; "update" when it completed a slice's aggregation.
-  void Trace(int track, const wire::WorkerMessage& msg, const std::vector<Outgoing>& out,
+  void Trace(int track, const DecodedWorkerMessage& msg, const std::vector<Outgoing>& out,
              absl::Time start) {
     const bool updated = std::any_of(out.begin(), out.end(), [](const Outgoing& o) {
       return o.kind == Outgoing::Kind::kParams;
@@ -267,17 +283,17 @@ class ParameterServer::Impl final : public wire::ParameterServer::Service {
     const char* counter = "iteration";
     uint64_t count = 0;
     const char* what = "message";
-    if (msg.has_gradient()) {
-      slice = msg.gradient().slice_id();
-      count = msg.gradient().iteration();
+    if (msg.is_slice && msg.field == kGradientField) {
+      slice = msg.header.slice_id;
+      count = msg.header.iteration;
       what = updated ? "aggregate+update" : "aggregate";
-    } else if (msg.has_init()) {
-      slice = msg.init().slice_id();
+    } else if (msg.is_slice) {
+      slice = msg.header.slice_id;
       what = "init";
-    } else if (msg.has_pull()) {
-      slice = msg.pull().slice_id();
+    } else if (msg.control.has_pull()) {
+      slice = msg.control.pull().slice_id();
       counter = "version";
-      count = msg.pull().version();
+      count = msg.control.pull().version();
       what = "pull";
     }
     options_.trace->Complete(track, absl::StrCat(what, " ", slice),
@@ -286,55 +302,33 @@ class ParameterServer::Impl final : public wire::ParameterServer::Service {
   }
 
   void WriteLoop(Connection* conn, TrainStream* stream) {
-    wire::ServerMessage msg;
+    wire::ServerMessage msg;  // control messages only
     while (std::optional<PrioritySendQueue<Pending>::Item> item = conn->queue.Pop()) {
       const absl::Time start = absl::Now();
-      msg.Clear();
       const Pending& p = item->value;
-      switch (p.kind) {
-        case Pending::Kind::kWelcome: {
-          wire::Welcome* w = msg.mutable_welcome();
-          w->set_server_index(options_.shard.server_index);
-          w->set_start_version(shard_.start_version());
-          w->set_shared_memory(conn->shared != nullptr);
-          break;
-        }
-        case Pending::Kind::kAbort:
-          msg.mutable_abort()->set_code(static_cast<int>(p.abort.code()));
-          msg.mutable_abort()->set_message(std::string(p.abort.message()));
-          break;
-        case Pending::Kind::kOutgoing:
-          if (p.out.kind == Outgoing::Kind::kAck) {
+      bool ok = true;
+      if (p.kind == Pending::Kind::kOutgoing && p.out.kind == Outgoing::Kind::kParams) {
+        ok = WriteParams(*conn, p.out, stream);
+      } else {
+        msg.Clear();
+        switch (p.kind) {
+          case Pending::Kind::kWelcome: {
+            wire::Welcome* w = msg.mutable_welcome();
+            w->set_server_index(options_.shard.server_index);
+            w->set_start_version(shard_.start_version());
+            w->set_shared_memory(conn->shared != nullptr);
+            break;
+          }
+          case Pending::Kind::kAbort:
+            msg.mutable_abort()->set_code(static_cast<int>(p.abort.code()));
+            msg.mutable_abort()->set_message(std::string(p.abort.message()));
+            break;
+          case Pending::Kind::kOutgoing:  // an Ack
             msg.mutable_ack()->set_slice_id(p.out.slice_id);
             msg.mutable_ack()->set_iteration(p.out.iteration);
-          } else {
-            msg.mutable_params()->set_slice_id(p.out.slice_id);
-            msg.mutable_params()->set_iteration(p.out.iteration);
-          }
-          break;
-      }
-      bool ok;
-      if (p.kind == Pending::Kind::kOutgoing && p.out.kind == Outgoing::Kind::kParams &&
-          conn->shared != nullptr) {
-        // Straight into the worker's parameters; only the descriptor goes on the stream.
-        // The worker reads this slice again only after it has the message (version order).
-        std::memcpy(conn->shared->params() + conn->plan->slices()[p.out.slice_id].offset,
-                    p.out.values->data(), p.out.values->size() * sizeof(float));
-        msg.mutable_params()->set_shared_count(p.out.values->size());
-        ok = stream->Write(msg);
-      } else if (p.kind == Pending::Kind::kOutgoing && p.out.kind == Outgoing::Kind::kParams) {
-        // A large slice goes as consecutive parts, back to back.
-        wire::SliceData* d = msg.mutable_params();
-        const float* values = p.out.values->data();
-        ok = WriteInParts(static_cast<int64_t>(p.out.values->size()), options_.max_message_params,
-                          [&](int64_t offset, int64_t count) {
-                            d->set_offset(static_cast<uint64_t>(offset));
-                            d->set_values(reinterpret_cast<const char*>(values + offset),
-                                          count * sizeof(float));
-                            return stream->Write(msg);
-                          });
-      } else {
-        ok = stream->Write(msg);
+            break;
+        }
+        ok = stream->Write(EncodeMessage(msg));
       }
       conn->queue.Release(item->bytes);
       if (tracing() && p.kind == Pending::Kind::kOutgoing) {
@@ -350,6 +344,32 @@ class ParameterServer::Impl final : public wire::ParameterServer::Service {
       if (p.kind == Pending::Kind::kAbort) conn->context->TryCancel();
       if (!ok) break;
     }
+  }
+
+  // Writes version `out.iteration` of a slice to the worker: into its shared memory with a
+  // descriptor on the stream, or on the stream in parts of at most max_message_params,
+  // back to back. The stream's buffers point into the shard's snapshot, which they keep
+  // alive until gRPC has sent them (the shard then takes a fresh buffer for the next
+  // version instead of overwriting this one).
+  bool WriteParams(const Connection& conn, const Outgoing& out, TrainStream* stream) {
+    SliceHeader header;
+    header.slice_id = static_cast<uint32_t>(out.slice_id);
+    header.iteration = out.iteration;
+    const int64_t n = static_cast<int64_t>(out.values->size());
+    if (conn.shared != nullptr) {
+      // Straight into the worker's parameters; only the descriptor goes on the stream.
+      // The worker reads this slice again only after it has the message (version order).
+      std::memcpy(conn.shared->params() + conn.plan->slices()[out.slice_id].offset,
+                  out.values->data(), n * sizeof(float));
+      header.shared_count = static_cast<uint64_t>(n);
+      return stream->Write(EncodeSlice(kParamsField, header, nullptr, 0, nullptr));
+    }
+    const float* values = out.values->data();
+    return WriteInParts(n, options_.max_message_params, [&](int64_t offset, int64_t count) {
+      header.offset = static_cast<uint64_t>(offset);
+      return stream->Write(
+          EncodeSlice(kParamsField, header, values + offset, count * sizeof(float), out.values));
+    });
   }
 
   // Routes the shard's answers to the workers' queues.
@@ -378,6 +398,7 @@ class ParameterServer::Impl final : public wire::ParameterServer::Service {
   }
 
   const ServerOptions options_;
+  RawTrainService service_;
   // Runs options_.shard.on_checkpoint; null without one. Declared before shard_, which
   // hands it the checkpoints.
   std::unique_ptr<CheckpointWriter> checkpoint_writer_;

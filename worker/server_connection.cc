@@ -6,7 +6,9 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "proto/raw_train.h"
 #include "proto/wire.h"
+#include "proto/wire_codec.h"
 
 namespace p3 {
 
@@ -41,8 +43,8 @@ absl::StatusOr<std::unique_ptr<ServerConnection>> ServerConnection::Open(
                                                absl::FormatDuration(options.peer_timeout),
                                                " (is it up, and do both sides agree on TLS?)"));
   }
-  conn->stub_ = wire::ParameterServer::NewStub(channel);
-  conn->stream_ = conn->stub_->Train(&conn->context_);
+  conn->channel_ = channel;
+  conn->stream_ = OpenRawTrain(channel.get(), &conn->context_);
   wire::WorkerMessage first;
   wire::Hello* hello = first.mutable_hello();
   SignatureToHello(signature, hello);
@@ -53,27 +55,30 @@ absl::StatusOr<std::unique_ptr<ServerConnection>> ServerConnection::Open(
     hello->set_shared_memory_name(options.shared_memory_name);
     hello->set_shared_memory_nonce(options.shared_memory_nonce);
   }
-  wire::ServerMessage reply;
-  if (!conn->stream_->Write(first) || !conn->stream_->Read(&reply)) {
+  grpc::ByteBuffer buffer;
+  if (!conn->stream_->Write(EncodeMessage(first)) || !conn->stream_->Read(&buffer)) {
     absl::Status status = FromGrpcStatus(conn->stream_->Finish());
     if (status.ok())
       status = absl::UnavailableError("the server closed the stream during the handshake");
     return absl::Status(status.code(), absl::StrCat("server ", options.server_index, " (",
                                                     options.address, "): ", status.message()));
   }
-  if (!reply.has_welcome()) {
+  DecodedServerMessage reply;
+  const absl::Status decoded = Decode(&buffer, &reply);
+  if (!decoded.ok() || reply.field != kWelcomeField) {
     conn->context_.TryCancel();
     conn->stream_->Finish();
     return absl::InternalError(
-        absl::StrCat("server ", options.server_index, " answered the Hello without a Welcome"));
+        absl::StrCat("server ", options.server_index, " answered the Hello without a Welcome",
+                     decoded.ok() ? "" : absl::StrCat(" (", decoded.message(), ")")));
   }
-  if (reply.welcome().shared_memory() && options.shared_memory_name.empty()) {
+  if (reply.control.welcome().shared_memory() && options.shared_memory_name.empty()) {
     conn->context_.TryCancel();
     conn->stream_->Finish();
     return absl::InternalError(absl::StrCat(
         "server ", options.server_index, " accepted shared memory that was not offered"));
   }
-  conn->welcome_ = reply.welcome();
+  conn->welcome_ = reply.control.welcome();
   if (options.trace != nullptr) {
     conn->send_track_ = options.trace->Track(absl::StrCat("send to server ", options.server_index));
     conn->receive_track_ =
@@ -90,63 +95,53 @@ void ServerConnection::Send(const ToServer& message) {
   queue_.Push(message.message, message.priority, message.tiebreak, message.bytes);
 }
 
-void ServerConnection::Build(const Upstream& up, int64_t offset, int64_t count,
-                             wire::WorkerMessage* msg) const {
-  auto fill = [&](wire::SliceData* d) {
-    d->set_slice_id(static_cast<uint32_t>(up.slice_id));
-    d->set_iteration(up.iteration);
-    d->set_offset(static_cast<uint64_t>(offset));
-    if (count > 0) {
-      d->set_values(reinterpret_cast<const char*>(core_->Values(up, offset)),
-                    count * sizeof(float));
-    }
-  };
-  switch (up.kind) {
-    case Upstream::Kind::kInit:
-      fill(msg->mutable_init());
-      break;
-    case Upstream::Kind::kGradient:
-      fill(msg->mutable_gradient());
-      break;
-    case Upstream::Kind::kPull:
-      msg->mutable_pull()->set_slice_id(static_cast<uint32_t>(up.slice_id));
-      msg->mutable_pull()->set_version(up.iteration);
-      break;
-    case Upstream::Kind::kDone:
-      msg->mutable_done();
-      break;
+bool ServerConnection::WriteValues(const Upstream& up, int64_t bytes) {
+  SliceHeader header;
+  header.slice_id = static_cast<uint32_t>(up.slice_id);
+  header.iteration = up.iteration;
+  const int field = up.kind == Upstream::Kind::kInit ? kInitField : kGradientField;
+  const int64_t n = bytes / static_cast<int64_t>(sizeof(float));
+  if (shared_memory()) {
+    // The server reads the values from the shared buffers: only the descriptor goes.
+    header.shared_count = static_cast<uint64_t>(n);
+    bytes_shared_ += bytes;
+    return stream_->Write(EncodeSlice(field, header, nullptr, 0, nullptr));
   }
+  // No copy: gRPC's slices point into the worker's buffers. The protocol keeps them
+  // unchanged until the server has received them: a gradient's region is written again
+  // only in the next backward pass, after the updated values, which need every worker's
+  // gradient, have come back; the parameters sent by Init, only by the servers' values.
+  bytes_sent_ += bytes;
+  return WriteInParts(n, options_.max_message_params, [&](int64_t offset, int64_t count) {
+    header.offset = static_cast<uint64_t>(offset);
+    return stream_->Write(EncodeSlice(field, header, core_->Values(up, offset),
+                                      count * sizeof(float), nullptr));
+  });
 }
 
 void ServerConnection::WriteLoop() {
-  wire::WorkerMessage msg;
+  wire::WorkerMessage msg;  // control messages only
   while (std::optional<PrioritySendQueue<Upstream>::Item> item = queue_.Pop()) {
-    msg.Clear();
     const Upstream& up = item->value;
     if (options_.before_write) options_.before_write(up);
     const absl::Time start = absl::Now();
     bool ok = true;
-    const bool has_values = up.kind == Upstream::Kind::kInit || up.kind == Upstream::Kind::kGradient;
-    if (has_values && shared_memory()) {
-      // The server reads the values from the shared buffers: only the descriptor goes.
-      Build(up, 0, 0, &msg);
-      wire::SliceData* d = up.kind == Upstream::Kind::kInit ? msg.mutable_init()
-                                                            : msg.mutable_gradient();
-      d->set_shared_count(static_cast<uint64_t>(item->bytes) / sizeof(float));
-      ok = stream_->Write(msg);
-      bytes_shared_ += item->bytes;
-    } else if (has_values) {
-      // Values: `bytes` / sizeof(float) of them, in parts of at most max_message_params,
-      // back to back.
-      ok = WriteInParts(item->bytes / static_cast<int64_t>(sizeof(float)),
-                        options_.max_message_params, [&](int64_t offset, int64_t count) {
-                          msg.Clear();
-                          Build(up, offset, count, &msg);
-                          return stream_->Write(msg);
-                        });
-    } else {
-      Build(up, 0, 0, &msg);
-      ok = stream_->Write(msg);
+    switch (up.kind) {
+      case Upstream::Kind::kInit:
+      case Upstream::Kind::kGradient:
+        ok = WriteValues(up, item->bytes);
+        break;
+      case Upstream::Kind::kPull:
+        msg.Clear();
+        msg.mutable_pull()->set_slice_id(static_cast<uint32_t>(up.slice_id));
+        msg.mutable_pull()->set_version(up.iteration);
+        ok = stream_->Write(EncodeMessage(msg));
+        break;
+      case Upstream::Kind::kDone:
+        msg.Clear();
+        msg.mutable_done();
+        ok = stream_->Write(EncodeMessage(msg));
+        break;
     }
     if (options_.trace != nullptr && options_.trace->enabled()) {
       static constexpr const char* kNames[] = {"init", "gradient", "pull", "done"};
@@ -156,7 +151,6 @@ void ServerConnection::WriteLoop() {
           absl::StrCat("\"slice\": ", up.slice_id, ", \"iteration\": ", up.iteration,
                        ", \"bytes\": ", item->bytes));
     }
-    if (!(has_values && shared_memory())) bytes_sent_ += item->bytes;
     queue_.Release(item->bytes);
     if (!ok) break;
     if (item->value.kind == Upstream::Kind::kDone) {
@@ -169,48 +163,55 @@ void ServerConnection::WriteLoop() {
 }
 
 void ServerConnection::ReadLoop() {
-  wire::ServerMessage msg;
+  // All reused from message to message: no allocation per slice.
+  grpc::ByteBuffer buffer;
+  DecodedServerMessage msg;
+  ReceivedValues received;
   absl::Status abort;
-  ReceivedValues received;  // reused: no allocation per message
-  while (stream_->Read(&msg)) {
-    if (msg.has_params()) {
+  while (stream_->Read(&buffer)) {
+    if (absl::Status decoded = Decode(&buffer, &msg); !decoded.ok()) {
+      abort = absl::InternalError(absl::StrCat("server ", options_.server_index,
+                                               " sent a malformed message: ", decoded.message()));
+      context_.TryCancel();
+      break;
+    }
+    if (msg.is_slice) {
       const absl::Time start = absl::Now();
-      const wire::SliceData& params = msg.params();
+      const SliceHeader& h = msg.header;
       received.segments.clear();
       received.bytes = 0;
       received.in_place_count = 0;
-      if (params.shared_count() != 0) {
-        if (!shared_memory() || !params.values().empty() ||
-            params.shared_count() > static_cast<uint64_t>(INT64_MAX / sizeof(float))) {
+      if (h.shared_count != 0) {
+        if (!shared_memory() || msg.value_bytes != 0 ||
+            h.shared_count > static_cast<uint64_t>(INT64_MAX / sizeof(float))) {
           abort = absl::InternalError(absl::StrCat(
-              "server ", options_.server_index, " sent slice ", params.slice_id(),
+              "server ", options_.server_index, " sent slice ", h.slice_id,
               shared_memory() ? " with values both in the message and in shared memory"
                               : " in shared memory, which this stream did not set up"));
           context_.TryCancel();
           break;
         }
-        received.in_place_count = static_cast<int64_t>(params.shared_count());
+        received.in_place_count = static_cast<int64_t>(h.shared_count);
         bytes_shared_ += received.in_place_count * static_cast<int64_t>(sizeof(float));
       } else {
-        received.segments.push_back(params.values());
-        received.bytes = params.values().size();
+        received.segments.assign(msg.values.begin(), msg.values.end());
+        received.bytes = msg.value_bytes;
         bytes_received_ += static_cast<int64_t>(received.bytes);
       }
-      listener_->OnParams(options_.server_index, params.slice_id(), params.iteration(),
-                          params.offset(), received);
+      listener_->OnParams(options_.server_index, h.slice_id, h.iteration, h.offset, received);
       if (options_.trace != nullptr && options_.trace->enabled()) {
-        options_.trace->Complete(receive_track_, absl::StrCat("params ", msg.params().slice_id()),
-                                 "receive", start, absl::Now(),
-                                 absl::StrCat("\"slice\": ", msg.params().slice_id(),
-                                              ", \"version\": ", msg.params().iteration(),
-                                              ", \"bytes\": ", msg.params().values().size()));
+        options_.trace->Complete(receive_track_, absl::StrCat("params ", h.slice_id), "receive",
+                                 start, absl::Now(),
+                                 absl::StrCat("\"slice\": ", h.slice_id, ", \"version\": ",
+                                              h.iteration, ", \"bytes\": ", msg.value_bytes));
       }
-    } else if (msg.has_ack()) {
-      listener_->OnAck(options_.server_index, msg.ack().slice_id(), msg.ack().iteration());
-    } else if (msg.has_abort()) {
-      abort = absl::Status(static_cast<absl::StatusCode>(msg.abort().code()),
+    } else if (msg.control.has_ack()) {
+      listener_->OnAck(options_.server_index, msg.control.ack().slice_id(),
+                       msg.control.ack().iteration());
+    } else if (msg.control.has_abort()) {
+      abort = absl::Status(static_cast<absl::StatusCode>(msg.control.abort().code()),
                            absl::StrCat("server ", options_.server_index,
-                                        " aborted the run: ", msg.abort().message()));
+                                        " aborted the run: ", msg.control.abort().message()));
     }
   }
   // The stream is over: stop the writer before Finish().

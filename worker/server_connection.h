@@ -2,11 +2,13 @@
 // (worker/transport.h) of a cluster: one bidirectional Train stream, a priority send
 // queue in front of it, a writer thread that keeps exactly one Write in flight, and a
 // reader thread that hands the server's messages to a listener. The one place where the
-// worker converts between protobuf and the core's types.
+// worker converts between the wire (proto/wire_codec.h: slice values go from the worker's
+// buffers into gRPC's slices and back without a protobuf string) and the core's types.
 //
-// Messages are queued as small descriptors and turned into protobuf by the writer
-// thread right before they are written, so the values serialised are read from the
-// worker's buffers (WorkerCore::Values) off the training thread.
+// Messages are queued as small descriptors and encoded by the writer thread right before
+// they are written: a hand-encoded header plus gRPC slices pointing at the worker's
+// buffers (WorkerCore::Values), so values are never copied on the training thread, nor
+// into a protobuf string.
 //
 // Thread-safe. The listener is called from the reader thread.
 #ifndef P3_WORKER_SERVER_CONNECTION_H_
@@ -29,7 +31,10 @@
 #include "p3/slice_plan.h"
 #include "p3/trace.h"
 #include "p3/worker_core.h"
-#include "proto/p3.grpc.pb.h"
+#include <grpcpp/channel.h>
+
+#include "proto/p3.pb.h"
+#include "proto/raw_train.h"
 #include "worker/transport.h"
 
 namespace p3 {
@@ -102,18 +107,19 @@ class ServerConnection : public Transport {
  private:
   ServerConnection(const ConnectionOptions& options, const WorkerCore* core,
                    TransportListener* listener);
-  // Fills `msg` for `up`; for kInit and kGradient the part of `count` values from
-  // `offset` on (the whole slice unless it is larger than max_message_params).
-  void Build(const Upstream& up, int64_t offset, int64_t count, wire::WorkerMessage* msg) const;
+  // Writes the values of an Init or Gradient (`bytes` of them): a descriptor when they are
+  // in shared memory, else the values themselves, zero-copy, in parts of at most
+  // max_message_params.
+  bool WriteValues(const Upstream& up, int64_t bytes);
   void WriteLoop();
   void ReadLoop();
 
   const ConnectionOptions options_;
   const WorkerCore* const core_;
   TransportListener* const listener_;
-  std::unique_ptr<wire::ParameterServer::Stub> stub_;
+  std::shared_ptr<grpc::Channel> channel_;
   grpc::ClientContext context_;
-  std::unique_ptr<grpc::ClientReaderWriter<wire::WorkerMessage, wire::ServerMessage>> stream_;
+  std::unique_ptr<RawTrainClientStream> stream_;
   PrioritySendQueue<Upstream> queue_;
   std::thread writer_;
   std::thread reader_;
