@@ -15,6 +15,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "p3/link_queue.h"
 #include "p3/send_queue.h"
 #include "p3/shared_memory.h"
 #include "p3/slice_plan.h"
@@ -114,7 +115,7 @@ class ParameterServer::Impl {
               absl::Seconds(2));
         }
         for (auto& [rank, conn] : streams_) {
-          conn->queue.Close();
+          conn->queue->Close(conn->lane);
           conn->context->TryCancel();
         }
       }
@@ -133,7 +134,11 @@ class ParameterServer::Impl {
   struct Connection {
     int rank = 0;
     grpc::ServerContext* context = nullptr;
-    PrioritySendQueue<Pending> queue;
+    // The send queue: a lane of the server's link_, or own_queue for a worker whose
+    // values go through shared memory (they do not use the network link).
+    LinkSendQueue<Pending>* queue = nullptr;
+    int lane = 0;
+    std::unique_ptr<LinkSendQueue<Pending>> own_queue;
     int receive_track = 0;
     int send_track = 0;
     // The worker's shared memory and the plan locating slices in it; set before the
@@ -141,8 +146,10 @@ class ParameterServer::Impl {
     std::unique_ptr<SharedRegion> shared;
     std::optional<SlicePlan> plan;
     SharedValues shared_values;
-    Connection(bool priority, int64_t credit_bytes)
-        : queue(SendQueueOptions{.priority = priority, .credit_bytes = credit_bytes}) {}
+
+    bool Push(Pending pending, int64_t priority, int64_t tiebreak, int64_t bytes) {
+      return queue->Push(lane, std::move(pending), priority, tiebreak, bytes);
+    }
   };
 
   absl::Status Serve(grpc::ServerContext* context, TrainStream* stream) {
@@ -174,15 +181,26 @@ class ParameterServer::Impl {
                           HandleHello(&shard_, hello, options_.shard.server_index));
       rank = joined.rank;
       initial = std::move(joined.out);
-      conn = std::make_unique<Connection>(joined.signature.priority, options_.credit_bytes);
+      conn = std::make_unique<Connection>();
       conn->rank = rank;
       conn->context = context;
       if (!hello.shared_memory_name().empty() && options_.shared_memory) {
         MapSharedMemory(hello, conn.get());
       }
+      const SendQueueOptions order{.priority = joined.signature.priority,
+                                   .credit_bytes = options_.credit_bytes};
+      if (conn->shared != nullptr) {
+        conn->own_queue = std::make_unique<LinkSendQueue<Pending>>(order);
+        conn->queue = conn->own_queue.get();
+      } else {
+        // Every stream over the network shares one send order (the signature, and so the
+        // order, is the same for every worker).
+        if (link_ == nullptr) link_ = std::make_unique<LinkSendQueue<Pending>>(order);
+        conn->queue = link_.get();
+      }
+      conn->lane = conn->queue->AddLane();
       // The Welcome goes first, also in FIFO order: queued before anyone can see the queue.
-      conn->queue.Push(Pending{.kind = Pending::Kind::kWelcome},
-                       std::numeric_limits<int64_t>::min(), 0, 0);
+      conn->Push(Pending{.kind = Pending::Kind::kWelcome}, LinkSendQueue<Pending>::kUrgent, 0, 0);
       streams_[rank] = conn.get();
     }
     Connection& connection = *conn;
@@ -195,7 +213,7 @@ class ParameterServer::Impl {
 
     absl::Status status = ReadLoop(rank, connection, stream);
     if (!status.ok()) Fail(rank, status);
-    connection.queue.Close();
+    connection.queue->Close(connection.lane);
     writer.join();
     {
       absl::MutexLock lock(&mu_);
@@ -303,7 +321,7 @@ class ParameterServer::Impl {
 
   void WriteLoop(Connection* conn, TrainStream* stream) {
     wire::ServerMessage msg;  // control messages only
-    while (std::optional<PrioritySendQueue<Pending>::Item> item = conn->queue.Pop()) {
+    while (std::optional<LinkSendQueue<Pending>::Item> item = conn->queue->Pop(conn->lane)) {
       const absl::Time start = absl::Now();
       const Pending& p = item->value;
       bool ok = true;
@@ -330,7 +348,7 @@ class ParameterServer::Impl {
         }
         ok = stream->Write(EncodeMessage(msg));
       }
-      conn->queue.Release(item->bytes);
+      conn->queue->Release(conn->lane, item->bytes);
       if (tracing() && p.kind == Pending::Kind::kOutgoing) {
         options_.trace->Complete(
             conn->send_track,
@@ -344,6 +362,8 @@ class ParameterServer::Impl {
       if (p.kind == Pending::Kind::kAbort) conn->context->TryCancel();
       if (!ok) break;
     }
+    // Nothing more goes out on this lane: its queued messages must not hold up the others.
+    conn->queue->Close(conn->lane);
   }
 
   // Writes version `out.iteration` of a slice to the worker: into its shared memory with a
@@ -365,10 +385,14 @@ class ParameterServer::Impl {
       return stream->Write(EncodeSlice(kParamsField, header, nullptr, 0, nullptr));
     }
     const float* values = out.values->data();
+    // Write-through: the write completes once the bytes are in the kernel, so that the
+    // link queue's credit counts what is really still waiting above the socket.
+    const grpc::WriteOptions through = grpc::WriteOptions().set_write_through();
     return WriteInParts(n, options_.max_message_params, [&](int64_t offset, int64_t count) {
       header.offset = static_cast<uint64_t>(offset);
       return stream->Write(
-          EncodeSlice(kParamsField, header, values + offset, count * sizeof(float), out.values));
+          EncodeSlice(kParamsField, header, values + offset, count * sizeof(float), out.values),
+          through);
     });
   }
 
@@ -380,7 +404,7 @@ class ParameterServer::Impl {
       auto it = streams_.find(o.rank);
       if (it == streams_.end()) continue;  // that worker's stream has ended
       const int64_t bytes = o.values ? static_cast<int64_t>(o.values->size() * sizeof(float)) : 0;
-      it->second->queue.Push(Pending{.kind = Pending::Kind::kOutgoing, .out = o}, o.priority,
+      it->second->Push(Pending{.kind = Pending::Kind::kOutgoing, .out = o}, o.priority,
                              o.slice_id, bytes);
     }
   }
@@ -392,8 +416,9 @@ class ParameterServer::Impl {
     failure_ = absl::Status(status.code(), absl::StrCat("worker ", rank, ": ", status.message()));
     for (auto& [other, conn] : streams_) {
       if (other == rank) continue;
-      conn->queue.Push(Pending{.kind = Pending::Kind::kAbort, .abort = failure_},
-                       std::numeric_limits<int64_t>::min(), 0, 0);
+      // Ahead of everything queued, in FIFO modes too.
+      conn->Push(Pending{.kind = Pending::Kind::kAbort, .abort = failure_},
+                 LinkSendQueue<Pending>::kUrgent, 0, 0);
     }
   }
 
@@ -408,6 +433,8 @@ class ParameterServer::Impl {
 
   absl::Mutex mu_;
   std::map<int, Connection*> streams_ ABSL_GUARDED_BY(mu_);
+  // The send order of the streams that cross the network; made at the first join.
+  std::unique_ptr<LinkSendQueue<Pending>> link_ ABSL_GUARDED_BY(mu_);
   absl::Status failure_ ABSL_GUARDED_BY(mu_);
   bool all_done_ ABSL_GUARDED_BY(mu_) = false;
   bool shut_down_ ABSL_GUARDED_BY(mu_) = false;

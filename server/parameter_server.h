@@ -3,7 +3,11 @@
 // Each worker opens one bidirectional Train stream. The server reads the worker's
 // messages on the stream's handler thread and hands them to the shard; what the shard
 // answers goes into that worker's send queue, and one writer thread per stream keeps
-// exactly one Write in flight, highest priority first (or FIFO, per the handshake).
+// at most one Write in flight, highest priority first (or FIFO, per the handshake). The
+// streams that cross the network are lanes of one link queue (p3/link_queue.h): one
+// priority order and one credit over all of them, because they share the machine's link.
+// A colocated worker's values go through its shared memory instead (ServerOptions::
+// shared_memory).
 //
 // Failure handling: a refused handshake ends only that stream, with a status saying
 // why. Once a worker has joined, synchronous training needs it: if its stream breaks or
@@ -46,9 +50,9 @@ struct ServerOptions {
   // The most values one message down carries; a larger slice is written as consecutive
   // parts. Default: kDefaultMaxMessageParams (1,048,576).
   int64_t max_message_params = kDefaultMaxMessageParams;
-  // Bytes of messages to one worker that may be handed to its stream and not yet
-  // written (the send queue's credit, p3/send_queue.h); one message is always allowed,
-  // however large. 0: one message at a time. Default: 0.
+  // Bytes of messages that may be handed to the streams that cross the network and not
+  // yet written to their sockets, over all of them (p3/link_queue.h); one message is
+  // always allowed, however large. 0: one message at a time on the link. Default: 0.
   int64_t credit_bytes = 0;
   // Map the shared memory a worker on the same machine offers in its Hello
   // (p3/shared_memory.h), and exchange that worker's values through it. A region that

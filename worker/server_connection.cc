@@ -14,11 +14,7 @@ namespace p3 {
 
 ServerConnection::ServerConnection(const ConnectionOptions& options, const WorkerCore* core,
                                    TransportListener* listener)
-    : options_(options),
-      core_(core),
-      listener_(listener),
-      queue_(SendQueueOptions{.priority = options.priority, .credit_bytes = options.credit_bytes}) {
-}
+    : options_(options), core_(core), listener_(listener) {}
 
 absl::StatusOr<std::unique_ptr<ServerConnection>> ServerConnection::Open(
     const ConnectionOptions& options, const ClusterSignature& signature, const WorkerCore* core,
@@ -79,6 +75,16 @@ absl::StatusOr<std::unique_ptr<ServerConnection>> ServerConnection::Open(
         "server ", options.server_index, " accepted shared memory that was not offered"));
   }
   conn->welcome_ = reply.control.welcome();
+  // Values through shared memory do not use the network link: such a connection orders
+  // its messages alone instead of taking turns with the others.
+  if (options.link != nullptr && !conn->shared_memory()) {
+    conn->queue_ = options.link;
+  } else {
+    conn->own_link_ = std::make_unique<LinkSendQueue<Upstream>>(
+        SendQueueOptions{.priority = options.priority, .credit_bytes = options.credit_bytes});
+    conn->queue_ = conn->own_link_.get();
+  }
+  conn->lane_ = conn->queue_->AddLane();
   if (options.trace != nullptr) {
     conn->send_track_ = options.trace->Track(absl::StrCat("send to server ", options.server_index));
     conn->receive_track_ =
@@ -92,7 +98,7 @@ absl::StatusOr<std::unique_ptr<ServerConnection>> ServerConnection::Open(
 ServerConnection::~ServerConnection() { Shutdown(); }
 
 void ServerConnection::Send(const ToServer& message) {
-  queue_.Push(message.message, message.priority, message.tiebreak, message.bytes);
+  queue_->Push(lane_, message.message, message.priority, message.tiebreak, message.bytes);
 }
 
 bool ServerConnection::WriteValues(const Upstream& up, int64_t bytes) {
@@ -107,6 +113,10 @@ bool ServerConnection::WriteValues(const Upstream& up, int64_t bytes) {
     bytes_shared_ += bytes;
     return stream_->Write(EncodeSlice(field, header, nullptr, 0, nullptr));
   }
+  // Write-through: the write completes once the bytes are in the kernel, not when gRPC
+  // has merely buffered them, so that the link queue's credit counts what is really
+  // still waiting above the socket.
+  const grpc::WriteOptions through = grpc::WriteOptions().set_write_through();
   // No copy: gRPC's slices point into the worker's buffers. The protocol keeps them
   // unchanged until the server has received them: a gradient's region is written again
   // only in the next backward pass, after the updated values, which need every worker's
@@ -115,13 +125,14 @@ bool ServerConnection::WriteValues(const Upstream& up, int64_t bytes) {
   return WriteInParts(n, options_.max_message_params, [&](int64_t offset, int64_t count) {
     header.offset = static_cast<uint64_t>(offset);
     return stream_->Write(EncodeSlice(field, header, core_->Values(up, offset),
-                                      count * sizeof(float), nullptr));
+                                      count * sizeof(float), nullptr),
+                          through);
   });
 }
 
 void ServerConnection::WriteLoop() {
   wire::WorkerMessage msg;  // control messages only
-  while (std::optional<PrioritySendQueue<Upstream>::Item> item = queue_.Pop()) {
+  while (std::optional<LinkSendQueue<Upstream>::Item> item = queue_->Pop(lane_)) {
     const Upstream& up = item->value;
     if (options_.before_write) options_.before_write(up);
     const absl::Time start = absl::Now();
@@ -151,13 +162,15 @@ void ServerConnection::WriteLoop() {
           absl::StrCat("\"slice\": ", up.slice_id, ", \"iteration\": ", up.iteration,
                        ", \"bytes\": ", item->bytes));
     }
-    queue_.Release(item->bytes);
+    queue_->Release(lane_, item->bytes);
     if (!ok) break;
     if (item->value.kind == Upstream::Kind::kDone) {
       stream_->WritesDone();
       break;
     }
   }
+  // Nothing more goes out on this lane: its queued messages must not hold up the others.
+  queue_->Close(lane_);
   absl::MutexLock lock(&mu_);
   writer_done_ = true;
 }
@@ -215,7 +228,7 @@ void ServerConnection::ReadLoop() {
     }
   }
   // The stream is over: stop the writer before Finish().
-  queue_.Close();
+  queue_->Close(lane_);
   {
     absl::MutexLock lock(&mu_);
     mu_.Await(absl::Condition(&writer_done_));
@@ -246,7 +259,8 @@ absl::Status ServerConnection::Close(absl::Time deadline) {
     absl::MutexLock lock(&mu_);
     closing_ = true;
   }
-  queue_.Push(Upstream{.kind = Upstream::Kind::kDone}, std::numeric_limits<int64_t>::max(), 0, 0);
+  queue_->Push(lane_, Upstream{.kind = Upstream::Kind::kDone}, std::numeric_limits<int64_t>::max(),
+               0, 0);
   absl::MutexLock lock(&mu_);
   if (!mu_.AwaitWithDeadline(absl::Condition(&reader_done_), deadline)) {
     return absl::DeadlineExceededError(
@@ -256,7 +270,7 @@ absl::Status ServerConnection::Close(absl::Time deadline) {
 }
 
 void ServerConnection::Shutdown() {
-  queue_.Close();
+  if (queue_ != nullptr) queue_->Close(lane_);
   context_.TryCancel();
   if (writer_.joinable()) writer_.join();
   if (reader_.joinable()) reader_.join();

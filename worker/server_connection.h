@@ -27,6 +27,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "p3/cluster_signature.h"
+#include "p3/link_queue.h"
 #include "p3/send_queue.h"
 #include "p3/slice_plan.h"
 #include "p3/trace.h"
@@ -48,9 +49,14 @@ struct ConnectionOptions {
   std::string token;
   // Priority order (else FIFO). Default: true.
   bool priority = true;
-  // Bytes of messages that may be handed to the stream and not yet written (the send
-  // queue's credit, p3/send_queue.h); one message is always allowed, however large.
-  // 0: one message at a time. Default: 0.
+  // The send order shared with this worker's other connections over the same network
+  // link (p3/link_queue.h): one priority order and one credit across them. Not owned;
+  // must outlive the connection. A connection whose values go through shared memory does
+  // not use the link and orders its messages alone. Null: a queue of its own. Default:
+  // null.
+  LinkSendQueue<Upstream>* link = nullptr;
+  // Credit of the queue of its own (when `link` is null or unused), in bytes.
+  // Default: 0.
   int64_t credit_bytes = 0;
   // How long to wait for the server to accept the connection; also the keepalive bound.
   // Default: 60 s.
@@ -120,7 +126,10 @@ class ServerConnection : public Transport {
   std::shared_ptr<grpc::Channel> channel_;
   grpc::ClientContext context_;
   std::unique_ptr<RawTrainClientStream> stream_;
-  PrioritySendQueue<Upstream> queue_;
+  // The send queue: `link` (a lane of the worker's link), or own_link_.
+  std::unique_ptr<LinkSendQueue<Upstream>> own_link_;
+  LinkSendQueue<Upstream>* queue_ = nullptr;
+  int lane_ = 0;
   std::thread writer_;
   std::thread reader_;
   wire::Welcome welcome_;

@@ -11,6 +11,7 @@
 #include "absl/synchronization/mutex.h"
 #include "models/model.h"
 #include "p3/cluster_signature.h"
+#include "p3/link_queue.h"
 #include "p3/shared_memory.h"
 #include "p3/status_macros.h"
 #include "p3/version_tracker.h"
@@ -69,6 +70,9 @@ class Worker::Impl : public TransportListener {
       wait_track_ = options_.trace->Track("wait for parameters");
     }
 
+    // The streams to remote servers share this machine's link: one send order for all.
+    link_ = std::make_unique<LinkSendQueue<Upstream>>(
+        SendQueueOptions{.priority = traits_.priority, .credit_bytes = options_.credit_bytes});
     for (int s = 0; s < static_cast<int>(options_.servers.size()); ++s) {
       ConnectionOptions copts;
       copts.server_index = s;
@@ -76,6 +80,7 @@ class Worker::Impl : public TransportListener {
       copts.rank = options_.rank;
       copts.token = options_.token;
       copts.priority = traits_.priority;
+      copts.link = link_.get();
       copts.credit_bytes = options_.credit_bytes;
       copts.peer_timeout = options_.peer_timeout;
       copts.max_message_params = options_.max_message_params;
@@ -323,6 +328,9 @@ class Worker::Impl : public TransportListener {
   int wait_track_ = 0;
   absl::Time last_gradient_time_;
   int last_traced_block_ = -1;
+  // The send order of the streams that cross the network (declared before links_, which
+  // use it until they are destroyed).
+  std::unique_ptr<LinkSendQueue<Upstream>> link_;
   std::vector<std::unique_ptr<Transport>> links_;  // one per server
   int64_t iteration_ = 0;
   bool collecting_ = false;

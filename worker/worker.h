@@ -61,9 +61,10 @@ struct WorkerOptions {
   // The most values one message carries; a larger slice or tensor travels as consecutive
   // parts (docs/protocol.md). Default: 1,048,576.
   int64_t max_message_params = kDefaultMaxMessageParams;
-  // Bytes of messages that may be handed to the stream and not yet written (the send
-  // queue's credit, p3/send_queue.h); one message is always allowed, however large.
-  // 0: one message at a time. Default: 0.
+  // Bytes of messages that may be handed to the streams and not yet written, over all
+  // streams that cross the network (p3/link_queue.h: they share one priority order and
+  // this credit); one message is always allowed, however large. 0: one message at a time
+  // on the link. Default: 0.
   int64_t credit_bytes = 0;
   // Servers on this worker's machine (indices into `servers`): the worker's parameters
   // and gradients live in shared memory (p3/shared_memory.h) that these servers map, so

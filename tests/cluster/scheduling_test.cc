@@ -2,8 +2,9 @@
 // on loopback (OS-chosen ports), read from the worker's trace (p3/trace.h):
 //   - per-block gating: the next forward's first block runs before the last block's new
 //     values have arrived (no_overlap: after all of them);
-//   - priority: within one connection, gradients queued while a write is held are written
-//     highest priority first (baseline: in the order they became ready);
+//   - priority: gradients queued while a write is held are written highest priority
+//     first, within one connection and across the connections to several servers, which
+//     share one send order (baseline: in the order they became ready);
 //   - values on push: no Pull is sent (baseline: one per slice per iteration).
 // Nothing here depends on timing: the order that matters is forced by holding a message
 // until the event it must come after has happened (a proxy that holds the server's
@@ -230,6 +231,8 @@ struct RunSpec {
   // Hold the first gradient write of iteration kHeldIteration until Backward() of that
   // iteration has returned, so that every other gradient of it waits in the send queue.
   bool hold_backward = false;
+  // Servers, each one connection of the worker; they share one send order (the link).
+  int servers = 1;
 };
 
 struct RunResult {
@@ -240,16 +243,24 @@ struct RunResult {
   bool released_by_safety = false;
 };
 
-// One worker, one server (so one connection: the send queue under test), kSteps steps.
+// One worker and spec.servers servers (one connection each, over loopback: no shared
+// memory), kSteps steps.
 RunResult Run(const RunSpec& spec, const std::string& name) {
   RunResult result;
-  ServerOptions so;
-  so.shard.num_workers = 1;
-  so.shard.optimizer.lr = 0.1;
-  so.peer_timeout = kPeerTimeout;
-  auto server = ParameterServer::Start(so);
-  CATCH_REQUIRE(server.ok());
-  std::string address = "127.0.0.1:" + std::to_string((*server)->port());
+  std::vector<std::unique_ptr<ParameterServer>> servers;
+  std::vector<std::string> addresses;
+  for (int i = 0; i < spec.servers; ++i) {
+    ServerOptions so;
+    so.shard.server_index = i;
+    so.shard.num_workers = 1;
+    so.shard.optimizer.lr = 0.1;
+    so.peer_timeout = kPeerTimeout;
+    auto started = ParameterServer::Start(so);
+    CATCH_REQUIRE(started.ok());
+    addresses.push_back("127.0.0.1:" + std::to_string((*started)->port()));
+    servers.push_back(*std::move(started));
+  }
+  std::string& address = addresses[0];
   std::unique_ptr<HoldingProxy> proxy;
   if (spec.hold_last_block) {
     proxy = std::make_unique<HoldingProxy>(address);
@@ -269,7 +280,7 @@ RunResult Run(const RunSpec& spec, const std::string& name) {
     if (proxy != nullptr && block == 1 && step == kHeldIteration + 1) proxy->Release();
   };
   WorkerOptions wo;
-  wo.servers = {address};
+  wo.servers = addresses;
   wo.mode = spec.mode;
   wo.slice_params = kSliceParams;
   wo.peer_timeout = kPeerTimeout;
@@ -309,13 +320,15 @@ RunResult Run(const RunSpec& spec, const std::string& name) {
     backward_returned = true;  // never leave the writer held
   }
   if (result.status.ok()) result.status = (*worker)->Finish();
-  if (result.status.ok()) result.status = (*server)->Wait();
+  for (auto& server : servers) {
+    if (result.status.ok()) result.status = server->Wait();
+  }
   if (proxy != nullptr) {
     result.released_by_safety = proxy->released_by_safety();
   }
   worker->reset();
   proxy.reset();
-  (*server)->Shutdown();
+  for (auto& server : servers) server->Shutdown();
   const char* tmp = std::getenv("TEST_TMPDIR");
   result.events =
       ReadTrace(trace, std::string(tmp != nullptr ? tmp : "/tmp") + "/" + name + ".json");
@@ -410,8 +423,6 @@ CATCH_TEST_CASE("no_overlap: the next forward starts only after every value has 
   }
 }
 
-// Priority is checked within one connection (one server): each connection has its own
-// send queue and writer, and nothing orders writes across connections.
 CATCH_TEST_CASE("p3: gradients queued behind a held write go highest priority first") {
   torch::set_num_threads(1);
   RunResult run = Run({.mode = Mode::kP3, .hold_backward = true}, "priority_p3");
@@ -430,6 +441,41 @@ CATCH_TEST_CASE("p3: gradients queued behind a held write go highest priority fi
       std::find_if(sent.begin() + 1, sent.end(), [&](int s) { return run.slice_block[s] == 2; }) -
       sent.begin();
   CATCH_CHECK(first_layer < last_block);
+}
+
+CATCH_TEST_CASE(
+    "p3: gradients to two servers queued behind a held write go in one priority order") {
+  torch::set_num_threads(1);
+  RunResult run =
+      Run({.mode = Mode::kP3, .hold_backward = true, .servers = 2}, "priority_p3_two_servers");
+  CATCH_REQUIRE(run.status.ok());
+  // The two connections share the link (p3/link_queue.h, credit 0): while the first
+  // gradient is held on one, the other writes nothing either, and afterwards the writes
+  // of both go in one order, highest priority first, alternating between the servers as
+  // the slices do (slice i belongs to server i mod 2).
+  const std::vector<int> sent = GradientSends(run, kHeldIteration);
+  CATCH_CAPTURE(sent);
+  CATCH_REQUIRE(sent.size() == run.slice_block.size());
+  const std::vector<int> queued(sent.begin() + 1, sent.end());
+  CATCH_CHECK(std::is_sorted(queued.begin(), queued.end()));
+  int switches = 0;
+  for (size_t i = 1; i < queued.size(); ++i) switches += (queued[i] % 2) != (queued[i - 1] % 2);
+  CATCH_CHECK(switches > static_cast<int>(queued.size()) / 2);
+}
+
+CATCH_TEST_CASE("baseline: gradients to two servers go in one FIFO order, as ready") {
+  torch::set_num_threads(1);
+  RunResult run = Run({.mode = Mode::kBaseline, .hold_backward = true, .servers = 2},
+                      "priority_baseline_two_servers");
+  CATCH_REQUIRE(run.status.ok());
+  const std::vector<int> sent = GradientSends(run, kHeldIteration);
+  CATCH_CAPTURE(sent);
+  // Whole tensors (baseline): every tensor once, over both servers.
+  CATCH_REQUIRE(sent.size() == run.slice_block.size());
+  std::vector<int> blocks;
+  for (int s : sent) blocks.push_back(run.slice_block[s]);
+  CATCH_CAPTURE(blocks);
+  CATCH_CHECK(std::is_sorted(blocks.rbegin(), blocks.rend()));
 }
 
 CATCH_TEST_CASE("baseline: gradients queued behind a held write go in the order ready") {
