@@ -207,6 +207,7 @@ absl::Status ValidateConfig(const ExperimentConfig& config) {
     if (!problem.empty()) check.Add("network.subnet", problem);
   }
   check.IntAtLeast("network.tbf_burst_bytes", network.tbf_burst_bytes(), 0);
+  check.IntAtLeast("network.tcp_notsent_lowat", network.tcp_notsent_lowat(), 0);
   if (emulated || network.tbf_latency_ms() != 0) {
     check.Positive("network.tbf_latency_ms", network.tbf_latency_ms());
   }

@@ -106,6 +106,23 @@ CATCH_TEST_CASE("the network is built in its own namespaces with tbf on both end
     CATCH_CHECK((absl::StrContains(line, " -n ") || absl::StartsWith(line, "ip netns add") ||
                  absl::StrContains(line, " netns p3-42-")));
   }
+  CATCH_CHECK_FALSE(std::any_of(lines.begin(), lines.end(), [](const std::string& line) {
+    return absl::StrContains(line, "sysctl");  // not asked for: the kernel's default stays
+  }));
+  // A bound on unsent bytes is set in each machine's namespace, never in the root one.
+  spec.tcp_notsent_lowat = 131072;
+  absl::StatusOr<std::vector<std::vector<std::string>>> bounded = NetworkCommands(spec);
+  CATCH_REQUIRE(bounded.ok());
+  std::vector<std::string> bounded_lines;
+  for (const std::vector<std::string>& argv : *bounded) {
+    bounded_lines.push_back(absl::StrJoin(argv, " "));
+  }
+  for (const char* expected :
+       {"ip netns exec p3-42-m0 sysctl -q -w net.ipv4.tcp_notsent_lowat=131072",
+        "ip netns exec p3-42-m1 sysctl -q -w net.ipv4.tcp_notsent_lowat=131072"}) {
+    CATCH_CAPTURE(expected);
+    CATCH_CHECK(Contains(bounded_lines, expected));
+  }
 
   spec.rate_bits_per_second = 0;  // No limit: no qdisc.
   absl::StatusOr<std::vector<std::vector<std::string>>> unlimited = NetworkCommands(spec);

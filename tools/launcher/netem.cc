@@ -282,6 +282,10 @@ absl::StatusOr<std::vector<std::vector<std::string>>> NetworkCommands(const Netw
         {"ip", "-n", bridge, "link", "set", port, "master", "br0"},
         {"ip", "-n", bridge, "link", "set", port, "up"},
     };
+    if (spec.tcp_notsent_lowat > 0) {
+      machine.push_back({"ip", "netns", "exec", ns, "sysctl", "-q", "-w",
+                         absl::StrCat("net.ipv4.tcp_notsent_lowat=", spec.tcp_notsent_lowat)});
+    }
     if (!tbf.empty()) {
       std::vector<std::string> upload = {"tc", "-n", ns, "qdisc", "add", "dev", "eth0"};
       upload.insert(upload.end(), tbf.begin(), tbf.end());

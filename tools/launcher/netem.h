@@ -66,6 +66,9 @@ struct NetworkSpec {
   int64_t burst_bytes = 0;
   // tbf queue bound (how long a packet may wait; not an added delay). Default: 20 ms.
   absl::Duration latency = absl::Milliseconds(20);
+  // net.ipv4.tcp_notsent_lowat in every machine's namespace; 0: left at the kernel's
+  // default. Default: 0.
+  int64_t tcp_notsent_lowat = 0;
 };
 
 // "p3-<pid>": the run id of the network of the launcher with process id `pid`.

@@ -19,6 +19,7 @@ NetworkSpec NetworkSpecFromConfig(const config::NetworkConfig& network, const st
   spec.rate_bits_per_second = network.bandwidth_gbps() * 1e9;
   spec.burst_bytes = network.tbf_burst_bytes();
   spec.latency = absl::Milliseconds(network.tbf_latency_ms());
+  spec.tcp_notsent_lowat = network.tcp_notsent_lowat();
   return spec;
 }
 
