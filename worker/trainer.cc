@@ -19,6 +19,7 @@
 #include "models/model.h"
 #include "models/sampler.h"
 #include "models/zoo.h"
+#include "p3/lr_schedule.h"
 #include "p3/mode.h"
 #include "p3/progress.h"
 #include "p3/stats.h"
@@ -136,6 +137,7 @@ struct Backend {
   std::shared_ptr<models::BlockModel> model;
   std::unique_ptr<Worker> worker;                            // cluster modes
   std::unique_ptr<torch::optim::Optimizer> local_optimizer;  // mode local
+  OptimizerOptions local_options;                            // mode local: base rate, schedule
 };
 
 // Connects to the cluster (rank 0 sends the model's initial values), or makes the local
@@ -146,8 +148,8 @@ absl::StatusOr<Backend> CreateBackend(const config::ExperimentConfig& config, Mo
   Backend backend;
   backend.model = std::move(model);
   if (mode == Mode::kLocal) {
-    backend.local_optimizer =
-        LocalOptimizer(OptimizerFromConfig(config), backend.model->parameters());
+    backend.local_options = OptimizerFromConfig(config);
+    backend.local_optimizer = LocalOptimizer(backend.local_options, backend.model->parameters());
   } else {
     P3_ASSIGN_OR_RETURN(const WorkerOptions wo, WorkerOptionsFromConfig(config, mode, options));
     P3_ASSIGN_OR_RETURN(backend.worker, Worker::Create(wo, backend.model));
@@ -161,6 +163,12 @@ absl::StatusOr<double> Step(Backend& backend, const models::Batch& batch, int64_
   try {
     torch::Tensor loss;
     if (backend.worker == nullptr) {
+      // The rate of this iteration, as the servers compute it (p3/lr_schedule.h).
+      const double lr = ScheduledLr(backend.local_options.schedule, backend.local_options.lr,
+                                    iteration);
+      for (torch::optim::OptimizerParamGroup& group : backend.local_optimizer->param_groups()) {
+        group.options().set_lr(lr);
+      }
       backend.local_optimizer->zero_grad();
       loss = model.Loss(model.forward(batch.input), batch.target);
       loss.backward();
