@@ -22,17 +22,16 @@ double MainLr(const LrScheduleOptions& s, double base_lr, int64_t t) {
       return base_lr * std::pow(s.gamma, static_cast<double>(t / s.step_size));
     case LrScheduleKind::kMultiStep: {
       // bisect_right: the milestones at or before t.
-      const auto passed = std::upper_bound(s.milestones.begin(), s.milestones.end(), t) -
-                          s.milestones.begin();
+      const auto passed =
+          std::upper_bound(s.milestones.begin(), s.milestones.end(), t) - s.milestones.begin();
       return base_lr * std::pow(s.gamma, static_cast<double>(passed));
     }
     case LrScheduleKind::kExponential:
       return base_lr * std::pow(s.gamma, static_cast<double>(t));
     case LrScheduleKind::kCosine:
-      return s.eta_min + (base_lr - s.eta_min) *
-                             (1 + std::cos(kPi * static_cast<double>(t) /
-                                           static_cast<double>(s.t_max))) /
-                             2;
+      return s.eta_min +
+             (base_lr - s.eta_min) *
+                 (1 + std::cos(kPi * static_cast<double>(t) / static_cast<double>(s.t_max))) / 2;
   }
   return base_lr;
 }
@@ -116,8 +115,8 @@ absl::Status ValidateLrSchedule(const LrScheduleOptions& s) {
                                   " is out of range; allowed >= 0"));
   }
   if (!(s.warmup_start_factor > 0 && s.warmup_start_factor <= 1)) {
-    errors.push_back(absl::StrCat("optimizer.schedule.warmup_start_factor: ",
-                                  s.warmup_start_factor, " is out of range; allowed (0, 1]"));
+    errors.push_back(absl::StrCat("optimizer.schedule.warmup_start_factor: ", s.warmup_start_factor,
+                                  " is out of range; allowed (0, 1]"));
   }
   if (errors.empty()) return absl::OkStatus();
   return absl::InvalidArgumentError(absl::StrJoin(errors, "\n"));

@@ -36,8 +36,8 @@ namespace p3 {
 enum class LrScheduleKind { kConstant, kStep, kMultiStep, kExponential, kCosine };
 
 // The names used by configs (optimizer.schedule.name), in the order of LrScheduleKind.
-inline constexpr std::array<const char*, 5> kLrScheduleNames = {
-    "constant", "step", "multi_step", "exponential", "cosine"};
+inline constexpr std::array<const char*, 5> kLrScheduleNames = {"constant", "step", "multi_step",
+                                                                "exponential", "cosine"};
 
 struct LrScheduleOptions {
   // Default: constant (the base rate at every iteration).

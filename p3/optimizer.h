@@ -49,9 +49,10 @@ struct OptimizerOptions {
   LrScheduleOptions schedule;
 };
 
-// Checks every range (both optimizers' fields, whichever kind is chosen); the one
-// definition of what an optimizer accepts, used by the config validator, the servers and
-// the pipeline. The schedule is checked too (ValidateLrSchedule). InvalidArgument with one line per bad field, each naming it, e.g.
+// Checks every range (both optimizers' fields, whichever kind is chosen) and the
+// schedule (ValidateLrSchedule); the one definition of what an optimizer accepts, used by
+// the config validator, the servers and the pipeline. InvalidArgument with one line per
+// bad field, each naming it, e.g.
 //   optimizer.lr: -0.5 is out of range; allowed > 0 (finite)
 absl::Status ValidateOptimizerOptions(const OptimizerOptions& options);
 

@@ -26,8 +26,8 @@ constexpr double kDefaultBeta1 = 0.9;
 constexpr double kDefaultBeta2 = 0.999;
 constexpr double kDefaultEps = 1e-8;
 constexpr char kDefaultSchedule[] = "constant";
-constexpr double kDefaultScheduleGamma = 0.1;                 // step, multi_step
-constexpr double kDefaultWarmupStartFactor = 1.0 / 3.0;       // PyTorch's LinearLR
+constexpr double kDefaultScheduleGamma = 0.1;            // step, multi_step
+constexpr double kDefaultWarmupStartFactor = 1.0 / 3.0;  // PyTorch's LinearLR
 constexpr int kDefaultBatchSize = 32;
 constexpr int kDefaultEpochs = 1;
 constexpr uint64_t kDefaultSeed = 1;
@@ -86,7 +86,8 @@ void FillDefaults(ExperimentConfig* config) {
   if (optimizer->has_schedule()) {
     LrScheduleConfig* schedule = optimizer->mutable_schedule();
     if (schedule->name().empty()) schedule->set_name(kDefaultSchedule);
-    if (!schedule->has_gamma() && (schedule->name() == "step" || schedule->name() == "multi_step")) {
+    if (!schedule->has_gamma() &&
+        (schedule->name() == "step" || schedule->name() == "multi_step")) {
       schedule->set_gamma(kDefaultScheduleGamma);
     }
     if (!schedule->has_warmup_start_factor() && schedule->warmup_iterations() > 0) {

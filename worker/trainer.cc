@@ -164,8 +164,8 @@ absl::StatusOr<double> Step(Backend& backend, const models::Batch& batch, int64_
     torch::Tensor loss;
     if (backend.worker == nullptr) {
       // The rate of this iteration, as the servers compute it (p3/lr_schedule.h).
-      const double lr = ScheduledLr(backend.local_options.schedule, backend.local_options.lr,
-                                    iteration);
+      const double lr =
+          ScheduledLr(backend.local_options.schedule, backend.local_options.lr, iteration);
       for (torch::optim::OptimizerParamGroup& group : backend.local_optimizer->param_groups()) {
         group.options().set_lr(lr);
       }

@@ -46,9 +46,9 @@ struct IterationRecord {
 
 // One epoch of training (a last, incomplete epoch of a run that stops mid-epoch too).
 struct EpochRecord {
-  int64_t epoch = 0;           // 1 for the first
-  int64_t end_iteration = 0;   // the epoch's last iteration + 1
-  double train_loss = 0;       // mean of this worker's batch losses in the epoch
+  int64_t epoch = 0;                    // 1 for the first
+  int64_t end_iteration = 0;            // the epoch's last iteration + 1
+  double train_loss = 0;                // mean of this worker's batch losses in the epoch
   std::optional<double> test_accuracy;  // rank 0 only, when training.evaluate
 };
 

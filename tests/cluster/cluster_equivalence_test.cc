@@ -95,11 +95,11 @@ torch::Tensor TrainLocal(int workers, const OptimizerOptions& o = Sgd(),
   auto model = MakeModel(1, kind);
   std::unique_ptr<torch::optim::Optimizer> opt;
   if (o.kind == OptimizerKind::kAdam) {
-    opt = std::make_unique<torch::optim::Adam>(
-        model->parameters(), torch::optim::AdamOptions(o.lr)
-                                 .betas({o.beta1, o.beta2})
-                                 .eps(o.eps)
-                                 .weight_decay(o.weight_decay));
+    opt = std::make_unique<torch::optim::Adam>(model->parameters(),
+                                               torch::optim::AdamOptions(o.lr)
+                                                   .betas({o.beta1, o.beta2})
+                                                   .eps(o.eps)
+                                                   .weight_decay(o.weight_decay));
   } else {
     opt = std::make_unique<torch::optim::SGD>(
         model->parameters(),
@@ -107,7 +107,8 @@ torch::Tensor TrainLocal(int workers, const OptimizerOptions& o = Sgd(),
   }
   for (int step = 0; step < kSteps; ++step) {
     auto [x, y] = GlobalBatch(step, workers);
-    for (auto& group : opt->param_groups()) group.options().set_lr(ScheduledLr(o.schedule, o.lr, step));
+    for (auto& group : opt->param_groups())
+      group.options().set_lr(ScheduledLr(o.schedule, o.lr, step));
     opt->zero_grad();
     if (kind == ModelKind::kBatchNorm && !normalise_union) {
       torch::Tensor loss = torch::zeros({});
@@ -292,8 +293,8 @@ double WorstErrorOverModes(const torch::Tensor& want, const OptimizerOptions& op
   double worst = 0;
   for (Mode mode : ClusterModes()) {
     CATCH_CAPTURE(ModeName(mode));
-    ClusterResult got = TrainCluster(RunSpec{
-        .mode = mode, .workers = 2, .servers = 2, .optimizer = optimizer, .model = model});
+    ClusterResult got = TrainCluster(
+        RunSpec{.mode = mode, .workers = 2, .servers = 2, .optimizer = optimizer, .model = model});
     for (int r = 0; r < 2; ++r) {
       CATCH_CAPTURE(r, got.status[r].ToString());
       CATCH_REQUIRE(got.status[r].ok());
@@ -372,8 +373,8 @@ CATCH_TEST_CASE("a run interrupted and resumed from checkpoints ends with the sa
   scheduled.schedule.step_size = 3;
   scheduled.schedule.gamma = 0.5;
   scheduled.schedule.warmup_iterations = 3;
-  ClusterResult uninterrupted = TrainCluster(
-      RunSpec{.workers = 2, .servers = 2, .steps = kTotal, .optimizer = scheduled});
+  ClusterResult uninterrupted =
+      TrainCluster(RunSpec{.workers = 2, .servers = 2, .steps = kTotal, .optimizer = scheduled});
   CATCH_REQUIRE(uninterrupted.status[0].ok());
 
   // Checkpoints at 2 and 4; the cluster dies in iteration 5.

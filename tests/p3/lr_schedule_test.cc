@@ -207,8 +207,7 @@ CATCH_TEST_CASE("validation names every bad field and refuses fields the kind do
               "optimizer.schedule.step_size: 0 is out of range; allowed >= 1 for \"step\"");
   s.step_size = 5;
   s.gamma = -1;
-  CATCH_CHECK(Errors(s) ==
-              "optimizer.schedule.gamma: -1 is out of range; allowed > 0 (finite)");
+  CATCH_CHECK(Errors(s) == "optimizer.schedule.gamma: -1 is out of range; allowed > 0 (finite)");
 
   s = Kind(LrScheduleKind::kMultiStep);
   CATCH_CHECK(Errors(s) ==
@@ -233,11 +232,10 @@ CATCH_TEST_CASE("validation names every bad field and refuses fields the kind do
   s = Kind(LrScheduleKind::kExponential);
   s.milestones = {1};
   s.t_max = 3;
-  CATCH_CHECK(
-      Errors(s) ==
-      "optimizer.schedule.milestones: used only by \"multi_step\"; the schedule is "
-      "\"exponential\"\n"
-      "optimizer.schedule.t_max: used only by \"cosine\"; the schedule is \"exponential\"");
+  CATCH_CHECK(Errors(s) ==
+              "optimizer.schedule.milestones: used only by \"multi_step\"; the schedule is "
+              "\"exponential\"\n"
+              "optimizer.schedule.t_max: used only by \"cosine\"; the schedule is \"exponential\"");
 }
 
 CATCH_TEST_CASE("an invalid schedule gives the base rate instead of dividing by zero") {

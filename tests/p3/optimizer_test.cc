@@ -163,7 +163,8 @@ CATCH_TEST_CASE("a bad schedule is refused by the optimizer's validation, field 
   OptimizerOptions o;
   o.schedule.kind = LrScheduleKind::kCosine;
   const absl::Status s = ValidateOptimizerOptions(o);
-  CATCH_CHECK(s.message() == "optimizer.schedule.t_max: 0 is out of range; allowed >= 1 for \"cosine\"");
+  CATCH_CHECK(s.message() ==
+              "optimizer.schedule.t_max: 0 is out of range; allowed >= 1 for \"cosine\"");
 }
 
 CATCH_TEST_CASE("optimizer options out of range are refused with the field named") {

@@ -130,7 +130,8 @@ CATCH_TEST_CASE("predicted weights match a hand computation: W - s * lr * v") {
   CATCH_CHECK(torch::equal(param, PredictedWeight(sgd.real()[0], sgd.velocity()[0], 0.1, 3)));
 }
 
-CATCH_TEST_CASE("under a schedule, each update uses its own rate and a prediction the coming ones") {
+CATCH_TEST_CASE(
+    "under a schedule, each update uses its own rate and a prediction the coming ones") {
   // Step schedule halving every update: rates 0.4, 0.2, 0.1, 0.05, ...
   SgdOptions o{0.4, 0.9, 0, 0, false};
   o.schedule.kind = LrScheduleKind::kStep;
