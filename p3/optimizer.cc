@@ -40,6 +40,8 @@ absl::Status ValidateOptimizerOptions(const OptimizerOptions& o) {
   Check(o.beta1 >= 0 && o.beta1 < 1, "optimizer.beta1", o.beta1, "[0, 1)", &errors);
   Check(o.beta2 >= 0 && o.beta2 < 1, "optimizer.beta2", o.beta2, "[0, 1)", &errors);
   Check(o.eps > 0 && std::isfinite(o.eps), "optimizer.eps", o.eps, "> 0 (finite)", &errors);
+  const absl::Status schedule = ValidateLrSchedule(o.schedule);
+  if (!schedule.ok()) errors.push_back(std::string(schedule.message()));
   if (errors.empty()) return absl::OkStatus();
   return absl::InvalidArgumentError(absl::StrJoin(errors, "\n"));
 }
@@ -138,11 +140,11 @@ inline void AdamBlock(const AdamConstants& c, const float* __restrict g, Len len
 }  // namespace
 
 void SliceOptimizer::ApplyMean(float* params, const float* const* grads, int num_grads, int64_t n,
-                               SliceOptimizerState* state) const {
+                               SliceOptimizerState* state, double lr) const {
   if (options_.kind == OptimizerKind::kSgd) {
-    ApplySgd(params, grads, num_grads, n, state);
+    ApplySgd(params, grads, num_grads, n, state, lr);
   } else {
-    ApplyAdam(params, grads, num_grads, n, state);
+    ApplyAdam(params, grads, num_grads, n, state, lr);
   }
 }
 
@@ -150,8 +152,8 @@ void SliceOptimizer::ApplyMean(float* params, const float* const* grads, int num
 //   d = grad + wd * param;  buf = first ? d : buf * momentum + (1 - dampening) * d;
 //   param += -lr * (nesterov ? d + momentum * buf : buf)      (momentum 0: -lr * d)
 void SliceOptimizer::ApplySgd(float* params, const float* const* grads, int num_grads, int64_t n,
-                              SliceOptimizerState* state) const {
-  const float neg_lr = -static_cast<float>(options_.lr);
+                              SliceOptimizerState* state, double lr) const {
+  const float neg_lr = -static_cast<float>(lr);
   const float wd = static_cast<float>(options_.weight_decay);
   const float momentum = static_cast<float>(options_.momentum);
   const float keep = static_cast<float>(1.0 - options_.dampening);
@@ -176,7 +178,7 @@ void SliceOptimizer::ApplySgd(float* params, const float* const* grads, int num_
 //   g = grad + wd * param;  m = m * b1 + (1 - b1) * g;  v = v * b2 + (1 - b2) * g * g;
 //   param += -(lr / bias1) * (m / (sqrt(v) / sqrt(bias2) + eps))
 void SliceOptimizer::ApplyAdam(float* params, const float* const* grads, int num_grads, int64_t n,
-                               SliceOptimizerState* state) const {
+                               SliceOptimizerState* state, double lr) const {
   if (state->steps == 0) {
     state->buf.assign(n, 0.0f);
     state->buf_sq.assign(n, 0.0f);
@@ -191,7 +193,7 @@ void SliceOptimizer::ApplyAdam(float* params, const float* const* grads, int num
   c.b2 = static_cast<float>(b2);
   c.one_minus_b1 = 1 - c.b1;
   c.one_minus_b2 = 1 - c.b2;
-  c.neg_step_size = -static_cast<float>(options_.lr / bias1);
+  c.neg_step_size = -static_cast<float>(lr / bias1);
   c.bias2_sqrt = static_cast<float>(std::sqrt(bias2));
   c.eps = static_cast<float>(options_.eps);
   const float wd = static_cast<float>(options_.weight_decay);

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "p3/lr_schedule.h"
 
 namespace p3 {
 
@@ -43,11 +44,15 @@ struct OptimizerOptions {
   double beta1 = 0.9;
   double beta2 = 0.999;
   double eps = 1e-8;
+  // How the rate changes with the iteration (p3/lr_schedule.h); `lr` is its base rate.
+  // Default: constant.
+  LrScheduleOptions schedule;
 };
 
-// Checks every range (both optimizers' fields, whichever kind is chosen); the one
-// definition of what an optimizer accepts, used by the config validator, the servers and
-// the pipeline. InvalidArgument with one line per bad field, each naming it, e.g.
+// Checks every range (both optimizers' fields, whichever kind is chosen) and the
+// schedule (ValidateLrSchedule); the one definition of what an optimizer accepts, used by
+// the config validator, the servers and the pipeline. InvalidArgument with one line per
+// bad field, each naming it, e.g.
 //   optimizer.lr: -0.5 is out of range; allowed > 0 (finite)
 absl::Status ValidateOptimizerOptions(const OptimizerOptions& options);
 
@@ -72,16 +77,28 @@ class SliceOptimizer {
   // num_grads when it is more than 1, then the update. Bit for bit what summing whole
   // arrays rank by rank, dividing, and Apply() compute. The gradients may be unaligned
   // but must not overlap `params` or `state`.
+  // Uses the base rate options().lr; the overload below takes the rate of this update.
   void ApplyMean(float* params, const float* const* grads, int num_grads, int64_t n,
-                 SliceOptimizerState* state) const;
+                 SliceOptimizerState* state) const {
+    ApplyMean(params, grads, num_grads, n, state, options_.lr);
+  }
+  // The same with learning rate `lr` for this update, e.g. LearningRate(iteration).
+  void ApplyMean(float* params, const float* const* grads, int num_grads, int64_t n,
+                 SliceOptimizerState* state, double lr) const;
+
+  // The scheduled rate of the update made from iteration `iteration`'s gradients
+  // (ScheduledLr(options().schedule, options().lr, iteration)). No allocation.
+  double LearningRate(int64_t iteration) const {
+    return ScheduledLr(options_.schedule, options_.lr, iteration);
+  }
 
   const OptimizerOptions& options() const { return options_; }
 
  private:
   void ApplySgd(float* params, const float* const* grads, int num_grads, int64_t n,
-                SliceOptimizerState* state) const;
+                SliceOptimizerState* state, double lr) const;
   void ApplyAdam(float* params, const float* const* grads, int num_grads, int64_t n,
-                 SliceOptimizerState* state) const;
+                 SliceOptimizerState* state, double lr) const;
 
   const OptimizerOptions options_;
 };

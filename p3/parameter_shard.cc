@@ -378,9 +378,12 @@ absl::Status ParameterShard::GradientFrom(int rank, int slice_id, uint64_t itera
     if (s.count < workers) return absl::OkStatus();
 
     // All gradients are in: their mean, summed in rank order so that the result does
-    // not depend on arrival order, and the update, in one pass (SliceOptimizer::ApplyMean).
+    // not depend on arrival order, and the update, in one pass (SliceOptimizer::ApplyMean),
+    // at the scheduled rate of this iteration: the version is the iteration whose
+    // gradients these are, also after a restore, so a resumed run keeps its schedule.
     for (int r = 0; r < workers; ++r) s.grad_ptrs[r] = s.grads[r].data();
-    optimizer_.ApplyMean(s.params.data(), s.grad_ptrs.data(), workers, s.length, &s.opt);
+    optimizer_.ApplyMean(s.params.data(), s.grad_ptrs.data(), workers, s.length, &s.opt,
+                         optimizer_.LearningRate(static_cast<int64_t>(s.version)));
     ++s.version;
     s.has.assign(workers, false);
     s.count = 0;

@@ -25,6 +25,9 @@ constexpr double kDefaultWeightDecay = 1e-4;
 constexpr double kDefaultBeta1 = 0.9;
 constexpr double kDefaultBeta2 = 0.999;
 constexpr double kDefaultEps = 1e-8;
+constexpr char kDefaultSchedule[] = "constant";
+constexpr double kDefaultScheduleGamma = 0.1;            // step, multi_step
+constexpr double kDefaultWarmupStartFactor = 1.0 / 3.0;  // PyTorch's LinearLR
 constexpr int kDefaultBatchSize = 32;
 constexpr int kDefaultEpochs = 1;
 constexpr uint64_t kDefaultSeed = 1;
@@ -78,6 +81,19 @@ void FillDefaults(ExperimentConfig* config) {
   if (optimizer->beta1() == 0) optimizer->set_beta1(kDefaultBeta1);
   if (optimizer->beta2() == 0) optimizer->set_beta2(kDefaultBeta2);
   if (optimizer->eps() == 0) optimizer->set_eps(kDefaultEps);
+  // Only a schedule section that is there is filled in, so a run without one has none in
+  // its resolved config (as for `network`).
+  if (optimizer->has_schedule()) {
+    LrScheduleConfig* schedule = optimizer->mutable_schedule();
+    if (schedule->name().empty()) schedule->set_name(kDefaultSchedule);
+    if (!schedule->has_gamma() &&
+        (schedule->name() == "step" || schedule->name() == "multi_step")) {
+      schedule->set_gamma(kDefaultScheduleGamma);
+    }
+    if (!schedule->has_warmup_start_factor() && schedule->warmup_iterations() > 0) {
+      schedule->set_warmup_start_factor(kDefaultWarmupStartFactor);
+    }
+  }
 
   TrainingConfig* training = config->mutable_training();
   if (training->batch_size() == 0) training->set_batch_size(kDefaultBatchSize);

@@ -1,6 +1,5 @@
 #include "proto/config_options.h"
 
-
 #include "absl/strings/str_cat.h"
 #include "p3/file_util.h"
 #include "p3/status_macros.h"
@@ -31,6 +30,20 @@ OptimizerOptions OptimizerFromConfig(const config::ExperimentConfig& config) {
   o.beta1 = c.beta1();
   o.beta2 = c.beta2();
   o.eps = c.eps();
+  if (c.has_schedule()) {
+    const config::LrScheduleConfig& sc = c.schedule();
+    // An unknown name stays constant here; the validator names it.
+    for (size_t k = 0; k < kLrScheduleNames.size(); ++k) {
+      if (sc.name() == kLrScheduleNames[k]) o.schedule.kind = static_cast<LrScheduleKind>(k);
+    }
+    o.schedule.step_size = sc.step_size();
+    o.schedule.milestones.assign(sc.milestones().begin(), sc.milestones().end());
+    if (sc.has_gamma()) o.schedule.gamma = sc.gamma();
+    o.schedule.t_max = sc.t_max();
+    o.schedule.eta_min = sc.eta_min();
+    o.schedule.warmup_iterations = sc.warmup_iterations();
+    if (sc.has_warmup_start_factor()) o.schedule.warmup_start_factor = sc.warmup_start_factor();
+  }
   return o;
 }
 

@@ -14,7 +14,9 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
+#include "p3/lr_schedule.h"
 #include "p3/mode.h"
+#include "p3/optimizer.h"
 #include "proto/config.h"
 #include "proto/config_options.h"
 
@@ -160,8 +162,35 @@ absl::Status ValidateConfig(const ExperimentConfig& config) {
   const OptimizerConfig& optimizer = config.optimizer();
   check.OneOf("optimizer.name", optimizer.name(), kOptimizers);
   // The ranges are the optimizer's own (p3/optimizer.h), checked in one place.
-  const absl::Status optimizer_ranges = ValidateOptimizerOptions(OptimizerFromConfig(config));
+  OptimizerOptions optimizer_options = OptimizerFromConfig(config);
+  // An unknown schedule name is reported alone, not with its fields judged as "constant".
+  if (!IsOneOf(optimizer.schedule().name(), kLrScheduleNames)) {
+    optimizer_options.schedule = LrScheduleOptions();
+  }
+  const absl::Status optimizer_ranges = ValidateOptimizerOptions(optimizer_options);
   if (!optimizer_ranges.ok()) check.AddLines(std::string(optimizer_ranges.message()));
+  if (optimizer.has_schedule()) {
+    // The ranges are the schedule's own (p3/lr_schedule.h, through the optimizer's
+    // validation above); here what only the config can tell: the name, and which
+    // optional fields were given.
+    const LrScheduleConfig& schedule = optimizer.schedule();
+    check.OneOf("optimizer.schedule.name", schedule.name(), kLrScheduleNames);
+    const bool uses_gamma = schedule.name() == "step" || schedule.name() == "multi_step" ||
+                            schedule.name() == "exponential";
+    if (schedule.name() == "exponential" && !schedule.has_gamma()) {
+      check.Add("optimizer.schedule.gamma", "required for \"exponential\"");
+    }
+    if (schedule.has_gamma() && !uses_gamma && IsOneOf(schedule.name(), kLrScheduleNames)) {
+      check.Add("optimizer.schedule.gamma",
+                absl::StrCat("used only by \"step\", \"multi_step\", \"exponential\"; the "
+                             "schedule is \"",
+                             schedule.name(), "\""));
+    }
+    if (schedule.has_warmup_start_factor() && schedule.warmup_iterations() == 0) {
+      check.Add("optimizer.schedule.warmup_start_factor",
+                "used only with optimizer.schedule.warmup_iterations > 0");
+    }
+  }
 
   const TrainingConfig& training = config.training();
   check.IntAtLeast("training.batch_size", training.batch_size(), 1);

@@ -65,6 +65,15 @@ ABSL_FLAG(std::string, server_binary, "server/p3_server",
 ABSL_FLAG(std::string, worker_binary, "worker/p3_worker",
           "Worker executable; relative paths resolve like --config (the default is in the "
           "launcher's runfiles).");
+ABSL_FLAG(bool, plot, true,
+          "After summary.json, draw <output_dir>/curves.png (loss and test accuracy per epoch) "
+          "with --python and tools/plot_records.py; a missing matplotlib is reported, not an "
+          "error.");
+ABSL_FLAG(std::string, python, "/usr/bin/python3",
+          "Python with matplotlib (Debian's python3-matplotlib) for --plot.");
+ABSL_FLAG(std::string, plot_script, "tools/plot_records.py",
+          "The plotting script; relative paths resolve like --config (the default is in the "
+          "launcher's runfiles).");
 ABSL_FLAG(double, kill_grace_s, 5, "Seconds between SIGTERM and SIGKILL when stopping processes.");
 ABSL_FLAG(int, log_tail_lines, 20, "Lines of a failed process's log to print.");
 ABSL_FLAG(
@@ -174,6 +183,9 @@ int Main(int argc, char** argv) {
   options.live_progress = isatty(STDOUT_FILENO) == 1;
   options.server_port = absl::GetFlag(FLAGS_server_port);
   options.remote_output_dir = absl::GetFlag(FLAGS_remote_output_dir);
+  if (absl::GetFlag(FLAGS_plot)) {
+    options.plot_command = {absl::GetFlag(FLAGS_python), resolve(absl::GetFlag(FLAGS_plot_script))};
+  }
   options.ssh_command = absl::StrSplit(absl::GetFlag(FLAGS_ssh), ' ', absl::SkipEmpty());
   const bool check_network_only = absl::GetFlag(FLAGS_check_network);
   if (options.server_port < 0 || options.server_port + config::kMaxProcesses > 65535) {

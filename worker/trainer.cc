@@ -19,6 +19,7 @@
 #include "models/model.h"
 #include "models/sampler.h"
 #include "models/zoo.h"
+#include "p3/lr_schedule.h"
 #include "p3/mode.h"
 #include "p3/progress.h"
 #include "p3/stats.h"
@@ -138,6 +139,7 @@ struct Backend {
   std::shared_ptr<models::BlockModel> model;
   std::unique_ptr<Worker> worker;                            // cluster modes
   std::unique_ptr<torch::optim::Optimizer> local_optimizer;  // mode local
+  OptimizerOptions local_options;                            // mode local: base rate, schedule
 };
 
 // Connects to the cluster (rank 0 sends the model's initial values), or makes the local
@@ -148,8 +150,8 @@ absl::StatusOr<Backend> CreateBackend(const config::ExperimentConfig& config, Mo
   Backend backend;
   backend.model = std::move(model);
   if (mode == Mode::kLocal) {
-    backend.local_optimizer =
-        LocalOptimizer(OptimizerFromConfig(config), backend.model->parameters());
+    backend.local_options = OptimizerFromConfig(config);
+    backend.local_optimizer = LocalOptimizer(backend.local_options, backend.model->parameters());
   } else {
     P3_ASSIGN_OR_RETURN(const WorkerOptions wo, WorkerOptionsFromConfig(config, mode, options));
     P3_ASSIGN_OR_RETURN(backend.worker, Worker::Create(wo, backend.model));
@@ -163,6 +165,12 @@ absl::StatusOr<double> Step(Backend& backend, const models::Batch& batch, int64_
   try {
     torch::Tensor loss;
     if (backend.worker == nullptr) {
+      // The rate of this iteration, as the servers compute it (p3/lr_schedule.h).
+      const double lr =
+          ScheduledLr(backend.local_options.schedule, backend.local_options.lr, iteration);
+      for (torch::optim::OptimizerParamGroup& group : backend.local_optimizer->param_groups()) {
+        group.options().set_lr(lr);
+      }
       backend.local_optimizer->zero_grad();
       loss = model.Loss(model.forward(batch.input), batch.target);
       loss.backward();
@@ -223,6 +231,9 @@ absl::Status TrainLoop(const config::ExperimentConfig& config, const TrainerOpti
     *options.progress << "RESUMED iteration=" << first << std::endl;
   }
   ProgressReporter progress(options.progress, config.training().log_every(), data.iterations);
+  const int64_t per_epoch = std::max<int64_t>(1, data.sampler->iterations_per_epoch());
+  double epoch_loss_sum = 0;
+  int64_t epoch_count = 0;
   for (int64_t it = first; it < data.iterations; ++it) {
     const models::Batch batch = data.train->Get(data.sampler->Indices(it));
     const absl::Time start = absl::Now();
@@ -235,6 +246,29 @@ absl::Status TrainLoop(const config::ExperimentConfig& config, const TrainerOpti
         rec.seconds > 0 ? static_cast<double>(data.global_batch) / rec.seconds : 0;
     result->records.push_back(rec);
     progress.Report(rec, backend.worker.get());
+    epoch_loss_sum += loss;
+    ++epoch_count;
+    if ((it + 1) % per_epoch == 0 || it + 1 == data.iterations) {
+      EpochRecord epoch;
+      epoch.epoch = it / per_epoch + 1;
+      epoch.end_iteration = it + 1;
+      epoch.train_loss = epoch_loss_sum / static_cast<double>(epoch_count);
+      // The last epoch's accuracy is the run's, measured after Finish (RunTraining).
+      // Others: rank 0 evaluates with every parameter at the current version; the other
+      // workers wait for its next gradients meanwhile.
+      if (data.test != nullptr && it + 1 < data.iterations) {
+        if (backend.worker != nullptr) P3_RETURN_IF_ERROR(backend.worker->Sync());
+        try {
+          epoch.test_accuracy = Accuracy(*backend.model, *data.test);
+        } catch (const c10::Error& e) {
+          return absl::InternalError(absl::StrCat("evaluation after epoch ", epoch.epoch, ": ",
+                                                  e.what_without_backtrace()));
+        }
+      }
+      result->epochs.push_back(epoch);
+      epoch_loss_sum = 0;
+      epoch_count = 0;
+    }
   }
   return absl::OkStatus();
 }
@@ -277,10 +311,25 @@ std::string TrainResult::ToJson() const {
 }
 
 std::string TrainResult::RecordsCsv() const {
-  std::string csv = "iteration,loss,iteration_seconds,samples_per_second\n";
+  std::string csv =
+      "iteration,loss,iteration_seconds,samples_per_second,epoch,epoch_loss,test_accuracy\n";
+  size_t next_epoch = 0;  // epochs and records are both in iteration order
   for (const IterationRecord& r : records) {
-    absl::StrAppendFormat(&csv, "%d,%.6f,%.6f,%.3f\n", r.iteration, r.loss, r.seconds,
+    absl::StrAppendFormat(&csv, "%d,%.6f,%.6f,%.3f,", r.iteration, r.loss, r.seconds,
                           r.samples_per_second);
+    while (next_epoch < epochs.size() && epochs[next_epoch].end_iteration <= r.iteration) {
+      ++next_epoch;
+    }
+    if (next_epoch < epochs.size() && epochs[next_epoch].end_iteration == r.iteration + 1) {
+      const EpochRecord& e = epochs[next_epoch];
+      absl::StrAppendFormat(&csv, "%d,%.6f,", e.epoch, e.train_loss);
+      if (e.test_accuracy) absl::StrAppendFormat(&csv, "%.6f", *e.test_accuracy);
+      csv += "\n";
+    } else {
+      // The epoch this iteration belongs to: the next one to end.
+      const int64_t epoch = next_epoch < epochs.size() ? epochs[next_epoch].epoch : 0;
+      absl::StrAppendFormat(&csv, "%d,,\n", epoch);
+    }
   }
   return csv;
 }
@@ -309,6 +358,9 @@ absl::StatusOr<TrainResult> RunTraining(const config::ExperimentConfig& config,
   Summarize(config.training().warmup_iterations(), &result);
   result.param_l2 = ParamL2(*backend.model);
   if (data.test != nullptr) result.test_accuracy = Accuracy(*backend.model, *data.test);
+  if (!result.epochs.empty() && result.test_accuracy) {
+    result.epochs.back().test_accuracy = result.test_accuracy;
+  }
   result.wall_seconds = absl::ToDoubleSeconds(absl::Now() - start);
   return result;
 }

@@ -44,6 +44,14 @@ struct IterationRecord {
   double samples_per_second = 0;  // the whole cluster's samples / this iteration's time
 };
 
+// One epoch of training (a last, incomplete epoch of a run that stops mid-epoch too).
+struct EpochRecord {
+  int64_t epoch = 0;                    // 1 for the first
+  int64_t end_iteration = 0;            // the epoch's last iteration + 1
+  double train_loss = 0;                // mean of this worker's batch losses in the epoch
+  std::optional<double> test_accuracy;  // rank 0 only, when training.evaluate
+};
+
 struct TrainResult {
   int rank = 0;
   int64_t iterations = 0;
@@ -60,8 +68,13 @@ struct TrainResult {
   int64_t bytes_shared = 0;
   double forward_wait_seconds = 0;
   std::vector<IterationRecord> records;
+  std::vector<EpochRecord> epochs;
 
   std::string ToJson() const;
+  // One row per iteration:
+  //   iteration,loss,iteration_seconds,samples_per_second,epoch,epoch_loss,test_accuracy
+  // `epoch` (from 1) on every row; epoch_loss and test_accuracy only on the row that ends
+  // an epoch (test_accuracy only where it was measured), empty elsewhere.
   std::string RecordsCsv() const;
 };
 

@@ -2,6 +2,7 @@
 
 #include "p3/pipeline/schedule.h"
 #include "p3/status_macros.h"
+#include "proto/config_options.h"
 
 namespace p3::pipeline {
 
@@ -19,6 +20,7 @@ absl::StatusOr<PipelineOptions> PipelineOptionsFromConfig(const config::Experime
   po.sgd.momentum = config.optimizer().momentum();
   po.sgd.weight_decay = config.optimizer().weight_decay();
   po.sgd.nesterov = config.optimizer().nesterov();
+  po.sgd.schedule = OptimizerFromConfig(config).schedule;
   po.threads_per_stage = config.training().threads();
   return po;
 }

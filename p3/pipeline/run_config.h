@@ -20,7 +20,7 @@ namespace p3::pipeline {
 
 // mode (pipeline.weights), spectrain_version, num_stages, devices ("cpu" for each stage
 // when none are given), boundaries (pipeline.boundaries; empty: the runner chooses),
-// sgd (optimizer.lr, momentum, weight_decay, nesterov) and threads_per_stage
+// sgd (optimizer.lr, momentum, weight_decay, nesterov, schedule) and threads_per_stage
 // (training.threads). No callbacks. InvalidArgumentError for an unknown weight mode.
 absl::StatusOr<PipelineOptions> PipelineOptionsFromConfig(const config::ExperimentConfig& config);
 

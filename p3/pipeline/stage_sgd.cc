@@ -14,6 +14,7 @@ OptimizerOptions ToOptimizerOptions(const SgdOptions& options) {
   o.dampening = options.dampening;
   o.weight_decay = options.weight_decay;
   o.nesterov = options.nesterov;
+  o.schedule = options.schedule;
   return o;
 }
 
@@ -47,6 +48,7 @@ void StageSgd::Step() {
 void StageSgd::Step(const std::vector<torch::Tensor>& grads) {
   torch::NoGradGuard no_grad;
   if (velocity_.empty()) velocity_.resize(params_.size());
+  const double lr = current_lr();
   for (size_t j = 0; j < params_.size() && j < grads.size(); ++j) {
     if (!grads[j].defined()) continue;
     torch::Tensor w = real_[j].data();
@@ -78,9 +80,19 @@ void StageSgd::Step(const std::vector<torch::Tensor>& grads) {
     } else {
       velocity_[j].copy_(d_p);
     }
-    w.add_(d_p, -1 * options_.lr);
+    w.add_(d_p, -1 * lr);
   }
   ++steps_;
+}
+
+double StageSgd::PredictionRate(int steps) const {
+  if (options_.schedule.kind == LrScheduleKind::kConstant &&
+      options_.schedule.warmup_iterations == 0) {
+    return static_cast<double>(steps) * options_.lr;  // PredictedWeight()'s arithmetic
+  }
+  double sum = 0;
+  for (int k = 0; k < steps; ++k) sum += ScheduledLr(options_.schedule, options_.lr, steps_ + k);
+  return sum;
 }
 
 int StageSgd::WritePredicted(int steps) {
@@ -91,7 +103,7 @@ int StageSgd::WritePredicted(int steps) {
     torch::Tensor out = params_[j].data();
     if (predict && velocity_[j].defined()) {
       // One pass; the same kernel and arithmetic as PredictedWeight().
-      torch::add_out(out, real_[j], velocity_[j], -static_cast<double>(steps) * options_.lr);
+      torch::add_out(out, real_[j], velocity_[j], -PredictionRate(steps));
     } else {
       out.copy_(real_[j]);
     }

@@ -9,6 +9,10 @@
 //   d = nesterov ? d + momentum * buf : buf
 //   w = w - lr * d
 // (into buffers kept from step to step: the same arithmetic, no allocation per step).
+// The rate of the update number t (0 for the first) is ScheduledLr(schedule, lr, t)
+// (p3/lr_schedule.h), as the servers and mode `local` take it; SpecTrain's prediction s
+// updates ahead uses the rates of those s updates, lr(t) + ... + lr(t+s-1) in place of
+// s * lr (exactly s * lr under the constant schedule).
 // v (velocity()) is `buf` as torch keeps it; with momentum 0 torch keeps no buffer, and v
 // is the last d instead (what the buffer would hold).
 //
@@ -44,6 +48,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "p3/lr_schedule.h"
 #include "p3/optimizer.h"
 
 namespace p3::pipeline {
@@ -54,6 +59,8 @@ struct SgdOptions {
   double dampening = 0;        // Default: 0.
   double weight_decay = 1e-4;  // Default: 1e-4.
   bool nesterov = false;       // Default: false.
+  // The rate per update (stage updates count iterations). Default: constant.
+  LrScheduleOptions schedule;
 };
 
 // The same settings as the core's optimizer options (kind SGD), so that one validation
@@ -99,6 +106,8 @@ class StageSgd {
   const std::vector<torch::Tensor>& velocity() const { return velocity_; }
   // Updates applied so far.
   int64_t steps() const { return steps_; }
+  // The rate of the next update, ScheduledLr(options().schedule, options().lr, steps()).
+  double current_lr() const { return ScheduledLr(options_.schedule, options_.lr, steps_); }
   // The model's parameters (the working values with separate_real).
   const std::vector<torch::Tensor>& params() const { return params_; }
   const SgdOptions& options() const { return options_; }
@@ -112,6 +121,9 @@ class StageSgd {
   std::vector<torch::Tensor> velocity_;
   std::vector<torch::Tensor> scratch_;  // d = grad + weight_decay * w, per parameter
   int64_t steps_ = 0;
+
+  // The sum of the rates of the next `steps` updates (steps * lr when constant).
+  double PredictionRate(int steps) const;
 };
 
 }  // namespace p3::pipeline

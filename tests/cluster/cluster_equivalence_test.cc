@@ -1,6 +1,8 @@
 // End to end over real gRPC on loopback: W workers and S in-process servers on
 // OS-chosen ports must train the same parameters as the plain libtorch loop (`local`)
-// on the union of the workers' batches, in every mode.
+// on the union of the workers' batches, in every mode: with SGD, with Adam, with a
+// learning-rate schedule (the rate set on libtorch's optimizer per iteration, as mode
+// `local` does), and with a model that has batch normalisation.
 #include <torch/torch.h>
 
 #include <algorithm>
@@ -14,6 +16,7 @@
 #include "absl/synchronization/mutex.h"
 #include "models/model.h"
 #include "p3/checkpoint.h"
+#include "p3/lr_schedule.h"
 #include "p3/mode.h"
 #include "server/parameter_server.h"
 #include "tests/cluster/test_mlp.h"
@@ -26,7 +29,13 @@ constexpr int64_t kBatch = 4;  // per worker
 constexpr int64_t kSliceParams = 50;
 constexpr int kSteps = 4;
 
-std::shared_ptr<TestMlp> MakeModel(uint64_t seed) { return MakeTestMlp(seed); }
+// The model of a run: the plain MLP, or the one with batch normalisation.
+enum class ModelKind { kMlp, kBatchNorm };
+
+std::shared_ptr<models::BlockModel> MakeModel(uint64_t seed, ModelKind kind = ModelKind::kMlp) {
+  if (kind == ModelKind::kBatchNorm) return MakeTestBnMlp(seed);
+  return MakeTestMlp(seed);
+}
 
 // The global batch of step `step`: rows [r*kBatch, (r+1)*kBatch) belong to worker r.
 std::pair<torch::Tensor, torch::Tensor> GlobalBatch(int step, int workers) {
@@ -42,24 +51,76 @@ OptimizerOptions Sgd() {
   return o;
 }
 
-torch::Tensor Flatten(TestMlp& model) {
+// Warm-up over 2 iterations from 1/4, then cosine to 0.01 over the 4 steps of a run:
+// every iteration has a rate of its own.
+LrScheduleOptions WarmCosine() {
+  LrScheduleOptions s;
+  s.kind = LrScheduleKind::kCosine;
+  s.t_max = kSteps;
+  s.eta_min = 0.01;
+  s.warmup_iterations = 2;
+  s.warmup_start_factor = 0.25;
+  return s;
+}
+
+OptimizerOptions ScheduledSgd() {
+  OptimizerOptions o = Sgd();
+  o.schedule = WarmCosine();
+  return o;
+}
+
+OptimizerOptions ScheduledAdam() {
+  OptimizerOptions o;
+  o.kind = OptimizerKind::kAdam;
+  o.lr = 0.01;
+  o.weight_decay = 0.01;
+  o.schedule.kind = LrScheduleKind::kStep;
+  o.schedule.step_size = 2;
+  o.schedule.gamma = 0.3;
+  return o;
+}
+
+torch::Tensor Flatten(models::BlockModel& model) {
   std::vector<torch::Tensor> parts;
   for (auto& [name, p] : model.OrderedParameters()) parts.push_back(p.detach().reshape(-1));
   return torch::cat(parts);
 }
 
-// The reference: plain libtorch training on the union of the batches.
-torch::Tensor TrainLocal(int workers) {
-  auto model = MakeModel(1);
-  const OptimizerOptions o = Sgd();
-  torch::optim::SGD opt(
-      model->parameters(),
-      torch::optim::SGDOptions(o.lr).momentum(o.momentum).weight_decay(o.weight_decay));
+// The reference: plain libtorch training on the union of the batches, with libtorch's
+// optimizer at the scheduled rate of each iteration. With batch normalisation, each
+// worker's rows are normalised on their own and the loss is the mean of the workers'.
+// `normalise_union` instead runs one forward over the union (to show that it differs).
+torch::Tensor TrainLocal(int workers, const OptimizerOptions& o = Sgd(),
+                         ModelKind kind = ModelKind::kMlp, bool normalise_union = false) {
+  auto model = MakeModel(1, kind);
+  std::unique_ptr<torch::optim::Optimizer> opt;
+  if (o.kind == OptimizerKind::kAdam) {
+    opt = std::make_unique<torch::optim::Adam>(model->parameters(),
+                                               torch::optim::AdamOptions(o.lr)
+                                                   .betas({o.beta1, o.beta2})
+                                                   .eps(o.eps)
+                                                   .weight_decay(o.weight_decay));
+  } else {
+    opt = std::make_unique<torch::optim::SGD>(
+        model->parameters(),
+        torch::optim::SGDOptions(o.lr).momentum(o.momentum).weight_decay(o.weight_decay));
+  }
   for (int step = 0; step < kSteps; ++step) {
     auto [x, y] = GlobalBatch(step, workers);
-    opt.zero_grad();
-    model->Loss(model->forward(x), y).backward();
-    opt.step();
+    for (auto& group : opt->param_groups())
+      group.options().set_lr(ScheduledLr(o.schedule, o.lr, step));
+    opt->zero_grad();
+    if (kind == ModelKind::kBatchNorm && !normalise_union) {
+      torch::Tensor loss = torch::zeros({});
+      for (int r = 0; r < workers; ++r) {
+        loss = loss + model->Loss(model->forward(x.narrow(0, r * kBatch, kBatch)),
+                                  y.narrow(0, r * kBatch, kBatch));
+      }
+      (loss / workers).backward();
+    } else {
+      model->Loss(model->forward(x), y).backward();
+    }
+    opt->step();
   }
   return Flatten(*model);
 }
@@ -78,6 +139,8 @@ struct RunSpec {
   // Worker r and server r share a machine, as in a colocated cluster: their values go
   // through shared memory (false: every value over the streams).
   bool shared_memory = true;
+  OptimizerOptions optimizer = Sgd();
+  ModelKind model = ModelKind::kMlp;
 };
 
 struct ClusterResult {
@@ -102,7 +165,7 @@ ClusterResult TrainCluster(const RunSpec& spec) {
     ServerOptions so;
     so.shard.server_index = s;
     so.shard.num_workers = workers;
-    so.shard.optimizer = Sgd();
+    so.shard.optimizer = spec.optimizer;
     so.max_message_params = spec.max_message_params;
     const std::string dir = spec.checkpoint_dir + "/server_" + std::to_string(s);
     if (spec.checkpoint_every > 0) {
@@ -130,13 +193,13 @@ ClusterResult TrainCluster(const RunSpec& spec) {
   // libtorch's generator is global: draw every batch and model before the threads start.
   std::vector<std::pair<torch::Tensor, torch::Tensor>> batches;
   for (int step = 0; step < spec.steps; ++step) batches.push_back(GlobalBatch(step, workers));
-  std::vector<std::shared_ptr<TestMlp>> models;
+  std::vector<std::shared_ptr<models::BlockModel>> models;
   // Ranks other than 0 start from different values: the servers must hand out rank 0's.
-  for (int r = 0; r < workers; ++r) models.push_back(MakeModel(r == 0 ? 1 : 77 + r));
+  for (int r = 0; r < workers; ++r) models.push_back(MakeModel(r == 0 ? 1 : 77 + r, spec.model));
   std::vector<std::thread> threads;
   for (int r = 0; r < workers; ++r) {
     threads.emplace_back([&, r] {
-      std::shared_ptr<TestMlp> model = models[r];
+      std::shared_ptr<models::BlockModel> model = models[r];
       WorkerOptions wo;
       wo.servers = addresses;
       wo.rank = r;
@@ -196,15 +259,20 @@ double RelativeError(const torch::Tensor& a, const torch::Tensor& b) {
   return ((a - b).norm() / b.norm()).item<double>();
 }
 
-CATCH_TEST_CASE("every mode trains the same parameters as local on the union of the batches") {
-  torch::set_num_threads(1);
-  double worst = 0;
-  // Every cluster mode of p3/mode.h, so that a new one is covered when it is added.
+// Every cluster mode of p3/mode.h, so that a new one is covered when it is added.
+std::vector<Mode> ClusterModes() {
   std::vector<Mode> modes;
   for (const char* name : kModeNames) {
     const Mode mode = *ParseMode(name);
     if (mode != Mode::kLocal) modes.push_back(mode);
   }
+  return modes;
+}
+
+CATCH_TEST_CASE("every mode trains the same parameters as local on the union of the batches") {
+  torch::set_num_threads(1);
+  double worst = 0;
+  const std::vector<Mode> modes = ClusterModes();
   CATCH_CHECK(modes.size() == 8);
   for (Mode mode : modes) {
     for (int workers : {1, 2, 3}) {
@@ -256,6 +324,55 @@ CATCH_TEST_CASE("values through shared memory train bit for bit what values over
   }
 }
 
+// Every cluster mode on 2 workers and 2 servers against `want`; returns the largest
+// relative error.
+double WorstErrorOverModes(const torch::Tensor& want, const OptimizerOptions& optimizer,
+                           ModelKind model) {
+  double worst = 0;
+  for (Mode mode : ClusterModes()) {
+    CATCH_CAPTURE(ModeName(mode));
+    ClusterResult got = TrainCluster(
+        RunSpec{.mode = mode, .workers = 2, .servers = 2, .optimizer = optimizer, .model = model});
+    for (int r = 0; r < 2; ++r) {
+      CATCH_CAPTURE(r, got.status[r].ToString());
+      CATCH_REQUIRE(got.status[r].ok());
+      const double error = RelativeError(got.params[r], want);
+      worst = std::max(worst, error);
+      CATCH_CHECK(error <= 1e-5);
+    }
+  }
+  return worst;
+}
+
+CATCH_TEST_CASE("with a learning-rate schedule every mode equals local with the same schedule") {
+  torch::set_num_threads(1);
+  const torch::Tensor want = TrainLocal(2, ScheduledSgd());
+  // The schedule changes the result, so a server that ignored it would fail below.
+  CATCH_CHECK(RelativeError(TrainLocal(2, Sgd()), want) > 1e-3);
+  std::cout << "schedule (SGD, warm-up + cosine): largest relative error against local "
+            << WorstErrorOverModes(want, ScheduledSgd(), ModelKind::kMlp) << "\n";
+}
+
+CATCH_TEST_CASE("with Adam and a step schedule every mode equals local") {
+  torch::set_num_threads(1);
+  const torch::Tensor want = TrainLocal(2, ScheduledAdam());
+  OptimizerOptions constant = ScheduledAdam();
+  constant.schedule = LrScheduleOptions();
+  CATCH_CHECK(RelativeError(TrainLocal(2, constant), want) > 1e-4);
+  std::cout << "Adam + step schedule: largest relative error against local "
+            << WorstErrorOverModes(want, ScheduledAdam(), ModelKind::kMlp) << "\n";
+}
+
+CATCH_TEST_CASE("with batch normalisation every mode equals local over per-worker batches") {
+  torch::set_num_threads(1);
+  const torch::Tensor want = TrainLocal(2, ScheduledSgd(), ModelKind::kBatchNorm);
+  // Normalising the union instead gives other parameters: the reference must be per worker.
+  CATCH_CHECK(RelativeError(TrainLocal(2, ScheduledSgd(), ModelKind::kBatchNorm, true), want) >
+              1e-4);
+  std::cout << "batch normalisation: largest relative error against local "
+            << WorstErrorOverModes(want, ScheduledSgd(), ModelKind::kBatchNorm) << "\n";
+}
+
 CATCH_TEST_CASE("slices and tensors sent in parts train the same parameters as sent whole") {
   torch::set_num_threads(1);
   const torch::Tensor want = TrainLocal(2);
@@ -291,7 +408,15 @@ CATCH_TEST_CASE("a run interrupted and resumed from checkpoints ends with the sa
   const std::string dir = std::string(tmp != nullptr ? tmp : "/tmp") + "/resume_test";
   CATCH_REQUIRE(std::system(("rm -rf " + dir).c_str()) == 0);
   constexpr int kTotal = 8;
-  ClusterResult uninterrupted = TrainCluster(RunSpec{.workers = 2, .servers = 2, .steps = kTotal});
+  // A schedule whose rate changes at iterations 1, 2, 3 and 6: the resumed servers must
+  // take up the rate of iteration 4, not of iteration 0.
+  OptimizerOptions scheduled = Sgd();
+  scheduled.schedule.kind = LrScheduleKind::kStep;
+  scheduled.schedule.step_size = 3;
+  scheduled.schedule.gamma = 0.5;
+  scheduled.schedule.warmup_iterations = 3;
+  ClusterResult uninterrupted =
+      TrainCluster(RunSpec{.workers = 2, .servers = 2, .steps = kTotal, .optimizer = scheduled});
   CATCH_REQUIRE(uninterrupted.status[0].ok());
 
   // Checkpoints at 2 and 4; the cluster dies in iteration 5.
@@ -300,7 +425,8 @@ CATCH_TEST_CASE("a run interrupted and resumed from checkpoints ends with the sa
                        .steps = 5,
                        .finish = false,
                        .checkpoint_dir = dir,
-                       .checkpoint_every = 2});
+                       .checkpoint_every = 2,
+                       .optimizer = scheduled});
   for (int s = 0; s < 2; ++s) {
     auto latest = ReadLatestCheckpoint(dir + "/server_" + std::to_string(s), 0);
     CATCH_REQUIRE(latest.ok());
@@ -312,7 +438,8 @@ CATCH_TEST_CASE("a run interrupted and resumed from checkpoints ends with the sa
                                                .steps = kTotal,
                                                .checkpoint_dir = dir,
                                                .checkpoint_every = 2,
-                                               .resume = true});
+                                               .resume = true,
+                                               .optimizer = scheduled});
   for (int r = 0; r < 2; ++r) {
     CATCH_REQUIRE(resumed.status[r].ok());
     CATCH_CHECK(torch::equal(resumed.params[r], uninterrupted.params[r]));  // bit for bit

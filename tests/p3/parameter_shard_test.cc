@@ -2,6 +2,8 @@
 #include "p3/parameter_shard.h"
 
 #include <catch2/catch.hpp>
+#include <optional>
+#include <utility>
 #include <vector>
 
 namespace p3 {
@@ -246,6 +248,49 @@ CATCH_TEST_CASE("the server is finished when every worker is") {
   CATCH_REQUIRE(shard.Join(Signature(2), 1).ok());
   CATCH_CHECK_FALSE(shard.Finish(1));
   CATCH_CHECK(shard.Finish(0));
+}
+
+CATCH_TEST_CASE("each update uses the scheduled rate of its iteration, also after a restore") {
+  // Plain SGD with rate 1, then 0.5 from iteration 2 on (step schedule): gradient 1 on
+  // every value moves it by -1, -1, -0.5, -0.5.
+  ShardOptions o = Options(1);
+  o.optimizer.schedule.kind = LrScheduleKind::kStep;
+  o.optimizer.schedule.step_size = 2;
+  o.optimizer.schedule.gamma = 0.5;
+  o.checkpoint_every = 2;
+  std::optional<ShardCheckpoint> saved;
+  o.on_checkpoint = [&saved](ShardCheckpoint c) {
+    if (!saved) saved = std::move(c);  // the one of iteration 2
+  };
+  const std::vector<float> ones = {1, 1, 1};
+  const std::vector<float> want = {-2.0f, -1.0f, 0.0f};  // {1, 2, 3} - 3
+  {
+    ParameterShard shard(o);
+    CATCH_REQUIRE(shard.Join(Signature(1), 0).ok());
+    InitAll(shard);
+    for (uint64_t it = 0; it < 4; ++it) {
+      for (int slice = 0; slice < 3; ++slice) {
+        const int64_t n = slice == 0 ? 3 : 2;
+        CATCH_REQUIRE(shard.Gradient(0, slice, it, ones.data(), n).ok());
+      }
+    }
+    CATCH_CHECK(shard.SliceValues(0)->first == want);
+  }
+  // A new shard restored at iteration 2 continues at the rate of iteration 2.
+  CATCH_REQUIRE(saved.has_value());
+  CATCH_REQUIRE(saved->iteration == 2);
+  o.on_checkpoint = nullptr;
+  o.checkpoint_every = 0;
+  o.restore = *saved;
+  ParameterShard restored(o);
+  CATCH_REQUIRE(restored.Join(Signature(1), 0).ok());
+  for (uint64_t it = 2; it < 4; ++it) {
+    for (int slice = 0; slice < 3; ++slice) {
+      const int64_t n = slice == 0 ? 3 : 2;
+      CATCH_REQUIRE(restored.Gradient(0, slice, it, ones.data(), n).ok());
+    }
+  }
+  CATCH_CHECK(restored.SliceValues(0)->first == want);
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 
@@ -50,6 +51,38 @@ CATCH_TEST_CASE("the optimizer options are the config's optimizer fields") {
   CATCH_CHECK(got.kind == OptimizerKind::kAdam);
   CATCH_CHECK_FALSE(got.nesterov);
   CATCH_CHECK(ValidateOptimizerOptions(got).ok());
+}
+
+CATCH_TEST_CASE("the schedule options are the config's schedule fields") {
+  config::ExperimentConfig config;
+  CATCH_CHECK(OptimizerFromConfig(config).schedule.kind == LrScheduleKind::kConstant);
+  config::LrScheduleConfig* s = config.mutable_optimizer()->mutable_schedule();
+  s->set_name("multi_step");
+  s->add_milestones(10);
+  s->add_milestones(20);
+  s->set_gamma(0.5);
+  s->set_warmup_iterations(7);
+  s->set_warmup_start_factor(0.2);
+  LrScheduleOptions got = OptimizerFromConfig(config).schedule;
+  CATCH_CHECK(got.kind == LrScheduleKind::kMultiStep);
+  CATCH_CHECK(got.milestones == std::vector<int64_t>{10, 20});
+  CATCH_CHECK(got.gamma == 0.5);
+  CATCH_CHECK(got.warmup_iterations == 7);
+  CATCH_CHECK(got.warmup_start_factor == 0.2);
+  s->Clear();
+  s->set_name("cosine");
+  s->set_t_max(937);
+  s->set_eta_min(1e-4);
+  got = OptimizerFromConfig(config).schedule;
+  CATCH_CHECK(got.kind == LrScheduleKind::kCosine);
+  CATCH_CHECK(got.t_max == 937);
+  CATCH_CHECK(got.eta_min == 1e-4);
+  CATCH_CHECK(got.milestones.empty());
+  s->set_name("step");
+  s->set_step_size(3);
+  CATCH_CHECK(OptimizerFromConfig(config).schedule.step_size == 3);
+  s->set_name("exponential");
+  CATCH_CHECK(OptimizerFromConfig(config).schedule.kind == LrScheduleKind::kExponential);
 }
 
 CATCH_TEST_CASE("no security settings: plaintext and no token") {

@@ -166,6 +166,56 @@ CATCH_TEST_CASE("names outside their allowed set list the allowed values") {
                                 "\"sgd\", \"adam\""));
 }
 
+CATCH_TEST_CASE("a schedule section gets its defaults; a config without one has none") {
+  absl::StatusOr<ExperimentConfig> plain = ParseConfig("", {});
+  CATCH_REQUIRE(plain.ok());
+  CATCH_CHECK_FALSE(plain->optimizer().has_schedule());
+  absl::StatusOr<ExperimentConfig> step =
+      ParseConfig("optimizer { schedule { name: \"step\" step_size: 100 } }", {});
+  CATCH_REQUIRE(step.ok());
+  CATCH_CHECK(step->optimizer().schedule().gamma() == 0.1);
+  CATCH_CHECK_FALSE(step->optimizer().schedule().has_warmup_start_factor());
+  absl::StatusOr<ExperimentConfig> warm =
+      ParseConfig("optimizer { schedule { warmup_iterations: 50 } }", {});
+  CATCH_REQUIRE(warm.ok());
+  CATCH_CHECK(warm->optimizer().schedule().name() == "constant");
+  CATCH_CHECK(warm->optimizer().schedule().warmup_start_factor() == 1.0 / 3.0);
+  CATCH_CHECK_FALSE(warm->optimizer().schedule().has_gamma());
+  // Overrides reach the schedule's scalar fields.
+  absl::StatusOr<ExperimentConfig> cosine =
+      ParseConfig("", {"optimizer.schedule.name=cosine", "optimizer.schedule.t_max=937"});
+  CATCH_REQUIRE(cosine.ok());
+  CATCH_CHECK(cosine->optimizer().schedule().t_max() == 937);
+  // The resolved text loads back to the same config.
+  absl::StatusOr<ExperimentConfig> again = ParseConfig(ConfigToText(*warm), {});
+  CATCH_REQUIRE(again.ok());
+  CATCH_CHECK(again->optimizer().schedule().warmup_start_factor() ==
+              warm->optimizer().schedule().warmup_start_factor());
+}
+
+CATCH_TEST_CASE("bad schedule fields are named with what is allowed") {
+  CATCH_CHECK(ErrorOf("optimizer { schedule { name: \"cosin\" t_max: 10 } }") ==
+              "optimizer.schedule.name: \"cosin\" is not allowed; allowed: \"constant\", "
+              "\"step\", \"multi_step\", \"exponential\", \"cosine\"");
+  CATCH_CHECK(ErrorOf("optimizer { schedule { name: \"cosine\" } }") ==
+              "optimizer.schedule.t_max: 0 is out of range; allowed >= 1 for \"cosine\"");
+  CATCH_CHECK(ErrorOf("optimizer { schedule { name: \"exponential\" } }") ==
+              "optimizer.schedule.gamma: required for \"exponential\"");
+  CATCH_CHECK(ErrorOf("optimizer { schedule { name: \"cosine\" t_max: 5 gamma: 0.5 } }") ==
+              "optimizer.schedule.gamma: used only by \"step\", \"multi_step\", "
+              "\"exponential\"; the schedule is \"cosine\"");
+  CATCH_CHECK(ErrorOf("optimizer { schedule { warmup_start_factor: 0.1 } }") ==
+              "optimizer.schedule.warmup_start_factor: used only with "
+              "optimizer.schedule.warmup_iterations > 0");
+  CATCH_CHECK(ErrorOf("optimizer { schedule { name: \"multi_step\" milestones: [5, 2] } }") ==
+              "optimizer.schedule.milestones: [5, 2] is not allowed; allowed: strictly "
+              "increasing, each >= 1");
+  CATCH_CHECK(ErrorOf("optimizer { schedule { name: \"step\" step_size: 3 t_max: 9 } }") ==
+              "optimizer.schedule.t_max: used only by \"cosine\"; the schedule is \"step\"");
+  CATCH_CHECK(ErrorOf("optimizer { schedule { warmup_iterations: 4 warmup_start_factor: 2 } }") ==
+              "optimizer.schedule.warmup_start_factor: 2 is out of range; allowed (0, 1]");
+}
+
 CATCH_TEST_CASE("every invalid field is reported, one per line") {
   const std::string error = ErrorOf("cluster { workers: 100 servers: 100 }");
   CATCH_CHECK(error ==

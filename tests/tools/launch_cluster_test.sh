@@ -15,8 +15,9 @@ TMP="${TEST_TMPDIR:-$(mktemp -d)}"
 # status to $rc.
 launch() {
   output="$TMP/$case_name.out"
+  # No curves (a python start per run) unless a case asks for them with --plot=true.
   "$LAUNCHER" --server_binary=tests/tools/fake_p3_server --worker_binary=tests/tools/fake_p3_worker \
-    --kill_grace_s=2 "$@" >"$output" 2>&1
+    --kill_grace_s=2 --plot=false "$@" >"$output" 2>&1
   rc=$?
 }
 
@@ -41,7 +42,7 @@ no_process_left() {
 # --- everything succeeds: outputs, summary.json, progress lines -----------------------
 case_name=success
 out_dir="$TMP/success"
-launch --config=configs/default.textproto \
+launch --config=configs/default.textproto --plot=true \
   --set=output_dir="$out_dir" --set=training.iterations=12 --set training.log_every=4 \
   --set=name=ok_run
 if [[ $rc -ne 0 ]]; then
@@ -59,6 +60,13 @@ elif ! grep -q '^PROGRESS iteration=12 total=12 ' "$out_dir/logs/worker_0.log"; 
   fail "rank 0's stdout did not go to its log"
 elif ! head -1 "$out_dir/records/worker_0.csv" | grep -qx 'iteration,loss,iteration_seconds,samples_per_second'; then
   fail "records file missing"
+elif /usr/bin/python3 -c 'import matplotlib' 2>/dev/null &&
+     { ! grep -q "^\[p3\] curves: $out_dir/curves.png" "$output" ||
+       [[ "$(head -c 8 "$out_dir/curves.png" | od -An -tx1 | tr -d ' \n')" != 89504e470d0a1a0a ]]; }; then
+  fail "curves.png was not drawn beside summary.json"
+elif ! /usr/bin/python3 -c 'import matplotlib' 2>/dev/null &&
+     ! grep -q '^\[p3\] no curves drawn: .*matplotlib' "$output"; then
+  fail "a missing matplotlib is not reported"
 elif ! grep -q '^\[p3\] iter 4/12  loss' "$output" || ! grep -q '^\[p3\] iter 12/12  loss' "$output"; then
   fail "progress lines missing"
 elif ! grep -q '^\[p3\] iter 4/12  loss [0-9.]*  6400 samples/s  sent 250 Mbit/s  received 125 Mbit/s  elapsed' "$output"; then

@@ -13,7 +13,9 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "p3/mode.h"
 #include "p3/progress.h"
@@ -107,22 +109,64 @@ CATCH_TEST_CASE("a local run trains every iteration, reports progress and learns
     CATCH_CHECK(*lines[i].received_mbps == 0.0);
   }
 
-  // The CSV has a header and one row per record.
+  // Epochs of 512 / 32 = 16 iterations: two whole ones and 8 iterations of a third.
+  CATCH_REQUIRE(result->epochs.size() == 3);
+  const std::vector<int64_t> ends = {16, 32, 40};
+  for (size_t e = 0; e < 3; ++e) {
+    CATCH_CAPTURE(e);
+    CATCH_CHECK(result->epochs[e].epoch == static_cast<int64_t>(e + 1));
+    CATCH_CHECK(result->epochs[e].end_iteration == ends[e]);
+    const int64_t begin = e == 0 ? 0 : ends[e - 1];
+    CATCH_CHECK(result->epochs[e].train_loss ==
+                Approx(MeanLoss(*result, begin, ends[e] - begin)).epsilon(1e-12));
+    CATCH_REQUIRE(result->epochs[e].test_accuracy.has_value());
+  }
+  // The last epoch's accuracy is the run's; training improves it.
+  CATCH_CHECK(result->epochs[2].test_accuracy == result->test_accuracy);
+  CATCH_CHECK(*result->epochs[2].test_accuracy > *result->epochs[0].test_accuracy);
+
+  // The CSV has a header and one row per record; the epoch figures on the epochs' last rows.
   const std::vector<std::string> csv =
       absl::StrSplit(result->RecordsCsv(), '\n', absl::SkipEmpty());
   CATCH_CHECK(csv.size() == kIterations + 1);
+  CATCH_CHECK(csv[0] ==
+              "iteration,loss,iteration_seconds,samples_per_second,epoch,epoch_loss,test_accuracy");
+  CATCH_CHECK(absl::EndsWith(csv[1], ",1,,"));
+  CATCH_CHECK(absl::EndsWith(csv[16], absl::StrFormat(",1,%.6f,%.6f", result->epochs[0].train_loss,
+                                                      *result->epochs[0].test_accuracy)));
+  CATCH_CHECK(absl::EndsWith(csv[17], ",2,,"));
+  CATCH_CHECK(absl::EndsWith(csv[40], absl::StrFormat(",3,%.6f,%.6f", result->epochs[2].train_loss,
+                                                      *result->epochs[2].test_accuracy)));
   const nlohmann::json json = nlohmann::json::parse(result->ToJson());
   CATCH_CHECK(json["iterations"] == 40);
   CATCH_CHECK(json["rank"] == 0);
   CATCH_CHECK(json["final_loss"] == result->final_loss);
 }
 
-CATCH_TEST_CASE("one worker and one server train what the local run trains") {
-  torch::set_num_threads(1);
-  absl::StatusOr<TrainResult> local = RunTraining(SmallConfig("local", 1), {});
-  CATCH_REQUIRE(local.ok());
+// A learning-rate schedule from the config: warm-up over 5 iterations, then halved
+// every 10.
+void AddSchedule(config::ExperimentConfig* config) {
+  config::LrScheduleConfig* s = config->mutable_optimizer()->mutable_schedule();
+  s->set_name("step");
+  s->set_step_size(10);
+  s->set_gamma(0.5);
+  s->set_warmup_iterations(5);
+  s->set_warmup_start_factor(0.2);
+}
 
-  const config::ExperimentConfig config = SmallConfig("p3", 1);
+CATCH_TEST_CASE("one worker and one server train what the local run trains, schedule included") {
+  torch::set_num_threads(1);
+  config::ExperimentConfig local_config = SmallConfig("local", 1);
+  AddSchedule(&local_config);
+  absl::StatusOr<TrainResult> local = RunTraining(local_config, {});
+  CATCH_REQUIRE(local.ok());
+  // The schedule changes what local trains.
+  absl::StatusOr<TrainResult> unscheduled = RunTraining(SmallConfig("local", 1), {});
+  CATCH_REQUIRE(unscheduled.ok());
+  CATCH_CHECK(unscheduled->param_l2 != Approx(local->param_l2).epsilon(1e-4));
+
+  config::ExperimentConfig config = SmallConfig("p3", 1);
+  AddSchedule(&config);
   ServerOptions so;  // 127.0.0.1, port 0
   so.shard.num_workers = 1;
   so.shard.optimizer = OptimizerFromConfig(config);
@@ -141,6 +185,13 @@ CATCH_TEST_CASE("one worker and one server train what the local run trains") {
     CATCH_CHECK(cluster->records[i].loss == Approx(local->records[i].loss).epsilon(1e-4));
   }
   CATCH_CHECK(cluster->param_l2 == Approx(local->param_l2).epsilon(1e-5));
+  // The epochs' accuracies, the first two measured mid-run after Sync().
+  CATCH_REQUIRE(cluster->epochs.size() == local->epochs.size());
+  for (size_t e = 0; e < local->epochs.size(); ++e) {
+    CATCH_REQUIRE(cluster->epochs[e].test_accuracy.has_value());
+    CATCH_CHECK(*cluster->epochs[e].test_accuracy ==
+                Approx(*local->epochs[e].test_accuracy).margin(0.01));
+  }
   // Worker 0 and server 0 share a machine: every value went through shared memory.
   CATCH_CHECK(cluster->bytes_shared > 0);
   CATCH_CHECK(cluster->bytes_sent == 0);

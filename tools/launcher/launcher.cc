@@ -267,6 +267,22 @@ absl::Status Launcher::ReadResults() {
   return absl::OkStatus();
 }
 
+void Launcher::DrawCurves() {
+  if (options_.plot_command.empty()) return;
+  if (access(options_.plot_command[0].c_str(), X_OK) != 0) {
+    Say(absl::StrCat("no curves drawn: ", options_.plot_command[0], " is not there"));
+    return;
+  }
+  std::vector<std::string> argv = options_.plot_command;
+  argv.push_back(output_dir_);
+  const absl::Status drawn = RunCommand(argv);
+  if (drawn.ok()) {
+    Say(absl::StrCat("curves: ", (std::filesystem::path(output_dir_) / "curves.png").string()));
+  } else {
+    Say(absl::StrCat("no curves drawn: ", drawn.message()));
+  }
+}
+
 absl::Status Launcher::WriteSummary() {
   SummaryInput input;
   input.config = &config_;
@@ -563,6 +579,7 @@ int Launcher::Run() {
                    NumberText(rank0.at("test_accuracy"))));
   if (!trace_path_.empty()) Say(absl::StrCat("trace: ", trace_path_));
   Say(absl::StrCat("summary: ", summary_path_));
+  DrawCurves();
   return 0;
 }
 
@@ -599,6 +616,7 @@ int Launcher::Collect() {
   }
   PrintTable();
   Say(absl::StrCat("summary: ", summary_path_));
+  DrawCurves();
   return 0;
 }
 

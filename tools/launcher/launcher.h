@@ -70,6 +70,10 @@ struct LauncherOptions {
   // With hosts: the processes' output folder on their hosts; empty: output_dir (a shared
   // file system). Default: empty.
   std::string remote_output_dir;
+  // After summary.json, this command with the output folder appended draws the curves
+  // (tools/plot_records.py writes <output_dir>/curves.png); its failure, e.g. matplotlib
+  // missing, is reported and does not fail the run. Empty: no curves. Default: empty.
+  std::vector<std::string> plot_command;
 };
 
 class Launcher {
@@ -128,6 +132,8 @@ class Launcher {
   absl::Status WaitForServers();
   absl::Status ReadResults();
   absl::Status WriteSummary();
+  // Runs options_.plot_command on the output folder; says what it drew or why not.
+  void DrawCurves();
   absl::Status CheckForFailure();
   absl::Status FailureOf(const Child& child, const std::string& what);
   absl::Status Interrupted() const;

@@ -252,7 +252,11 @@ std::vector<torch::Tensor> TrainSingleDevice(const PipelineEngine::ModelFactory&
   torch::optim::SGD opt(
       model->parameters(),
       torch::optim::SGDOptions(o.lr).momentum(o.momentum).weight_decay(o.weight_decay));
+  int64_t t = 0;
   for (const Batch& b : batches) {
+    // The schedule's rate, set as mode `local` sets it (worker/trainer.cc).
+    for (auto& group : opt.param_groups()) group.options().set_lr(ScheduledLr(o.schedule, o.lr, t));
+    ++t;
     opt.zero_grad();
     model->Loss(model->forward(b.input), b.target).backward();
     opt.step();
@@ -319,6 +323,32 @@ CATCH_TEST_CASE("data_parallel equals single-device training on the union batch"
     auto got = RunEngine(options, ZooFactory("mlp"), batches);
     CATCH_REQUIRE(got.ok());
     CATCH_CHECK(MaxAbsDiff(got->first, want) < 1e-5);
+  }
+}
+
+CATCH_TEST_CASE("with a learning-rate schedule, vanilla and data_parallel equal single-device") {
+  SgdOptions sgd{0.05, 0.9, 0, 1e-4, false};
+  sgd.schedule.kind = LrScheduleKind::kCosine;
+  sgd.schedule.t_max = 8;
+  sgd.schedule.eta_min = 0.005;
+  sgd.schedule.warmup_iterations = 3;
+  sgd.schedule.warmup_start_factor = 0.2;
+  const std::vector<Batch> batches = MakeBatches(8, 10, {12}, 10, 37);
+  const std::vector<torch::Tensor> want =
+      TrainSingleDevice(ZooFactory("mlp"), batches, sgd, nullptr, {});
+  const SgdOptions constant{0.05, 0.9, 0, 1e-4, false};
+  // The schedule matters, so the comparisons below could fail.
+  CATCH_CHECK(MaxAbsDiff(TrainSingleDevice(ZooFactory("mlp"), batches, constant, nullptr, {}),
+                         want) > 1e-4);
+  for (WeightMode mode : {WeightMode::kVanilla, WeightMode::kDataParallel}) {
+    CATCH_CAPTURE(WeightModeName(mode));
+    PipelineOptions options;
+    options.mode = mode;
+    options.num_stages = 2;
+    options.sgd = sgd;
+    auto got = RunEngine(options, ZooFactory("mlp"), batches);
+    CATCH_REQUIRE(got.ok());
+    CATCH_CHECK(MaxAbsDiff(got->first, want) < (mode == WeightMode::kVanilla ? 1e-12 : 1e-5));
   }
 }
 

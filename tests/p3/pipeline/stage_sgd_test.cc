@@ -130,6 +130,33 @@ CATCH_TEST_CASE("predicted weights match a hand computation: W - s * lr * v") {
   CATCH_CHECK(torch::equal(param, PredictedWeight(sgd.real()[0], sgd.velocity()[0], 0.1, 3)));
 }
 
+CATCH_TEST_CASE(
+    "under a schedule, each update uses its own rate and a prediction the coming ones") {
+  // Step schedule halving every update: rates 0.4, 0.2, 0.1, 0.05, ...
+  SgdOptions o{0.4, 0.9, 0, 0, false};
+  o.schedule.kind = LrScheduleKind::kStep;
+  o.schedule.step_size = 1;
+  o.schedule.gamma = 0.5;
+  torch::Tensor param = torch::tensor({1.0f, 2.0f}).requires_grad_(true);
+  StageSgd sgd({param}, o, /*separate_real=*/true);
+  CATCH_CHECK(sgd.current_lr() == 0.4);
+  param.mutable_grad() = torch::tensor({0.5f, -1.0f});
+  sgd.Step();  // v = [0.5, -1]; W = [1 - 0.4 * 0.5, 2 + 0.4] = [0.8, 2.4]
+  CATCH_CHECK(sgd.real()[0][0].item<float>() == Approx(0.8).epsilon(1e-6));
+  CATCH_CHECK(sgd.real()[0][1].item<float>() == Approx(2.4).epsilon(1e-6));
+  CATCH_CHECK(sgd.current_lr() == Approx(0.2).epsilon(1e-15));
+  // Two updates ahead at rates 0.2 and 0.1: W - 0.3 * v.
+  CATCH_REQUIRE(sgd.WritePredicted(2) == 2);
+  CATCH_CHECK(param[0].item<float>() == Approx(0.65).epsilon(1e-6));
+  CATCH_CHECK(param[1].item<float>() == Approx(2.7).epsilon(1e-6));
+  sgd.WriteReal();
+  sgd.ZeroGrad();
+  param.mutable_grad() = torch::tensor({1.0f, 1.0f});
+  sgd.Step();  // v = [1.45, 0.1]; W = [0.8 - 0.2 * 1.45, 2.4 - 0.02] = [0.51, 2.38]
+  CATCH_CHECK(sgd.real()[0][0].item<float>() == Approx(0.51).epsilon(1e-6));
+  CATCH_CHECK(sgd.real()[0][1].item<float>() == Approx(2.38).epsilon(1e-6));
+}
+
 CATCH_TEST_CASE("weight decay is not part of the prediction beyond what v holds") {
   torch::Tensor param = torch::tensor({2.0f}).requires_grad_(true);
   StageSgd sgd({param}, SgdOptions{0.1, 0.9, 0, 0.5, false}, /*separate_real=*/true);
