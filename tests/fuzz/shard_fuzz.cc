@@ -8,15 +8,26 @@
 //
 // Whatever the bytes, the handler must not crash, and every answer must be well formed:
 // parameter messages carry exactly the slice's number of values.
+//
+// Differential: a second shard gets every message through the servers' real receive path
+// instead (proto/wire_codec.h's Decode over the bytes cut into two gRPC slices, then the
+// decoded-message handler). Both must accept and refuse the same messages and answer
+// with the same messages and values.
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 #include <vector>
+
+#include <grpcpp/support/byte_buffer.h>
+#include <grpcpp/support/slice.h>
 
 #include "p3/parameter_shard.h"
 #include "proto/p3.pb.h"
 #include "proto/wire.h"
+#include "proto/wire_codec.h"
 #include "server/message_handler.h"
 #include "tests/fuzz/fuzz_seeds.h"
 
@@ -35,9 +46,13 @@ p3::wire::Hello ValidHello(int rank, bool values_on_push) {
   return hello;
 }
 
-void Check(bool condition) {
-  if (!condition) std::abort();
+void CheckAt(bool condition, int line) {
+  if (!condition) {
+    std::fprintf(stderr, "shard_fuzz: check failed at line %d\n", line);
+    std::abort();
+  }
 }
+#define Check(condition) CheckAt((condition), __LINE__)
 
 void CheckOutgoing(const p3::ParameterShard& shard, const std::vector<p3::Outgoing>& out) {
   std::optional<p3::SlicePlan> plan = shard.plan();
@@ -50,6 +65,32 @@ void CheckOutgoing(const p3::ParameterShard& shard, const std::vector<p3::Outgoi
             static_cast<int64_t>(o.values->size()) == plan->slices()[o.slice_id].length);
     }
   }
+}
+
+bool SameOutgoing(const std::vector<p3::Outgoing>& a, const std::vector<p3::Outgoing>& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (a[i].kind != b[i].kind || a[i].rank != b[i].rank || a[i].slice_id != b[i].slice_id ||
+        a[i].iteration != b[i].iteration || (a[i].values == nullptr) != (b[i].values == nullptr)) {
+      return false;
+    }
+    // Bit for bit: fuzzed values include NaNs, which never compare equal as floats.
+    if (a[i].values != nullptr &&
+        (a[i].values->size() != b[i].values->size() ||
+         std::memcmp(a[i].values->data(), b[i].values->data(),
+                     a[i].values->size() * sizeof(float)) != 0)) {
+      return false;
+    }
+  }
+  return true;
+}
+
+// `bytes` as a received message: two gRPC slices, cut at `cut` (clamped).
+grpc::ByteBuffer Received(const std::string& bytes, size_t cut) {
+  cut = std::min(cut, bytes.size());
+  grpc::Slice parts[2] = {grpc::Slice(bytes.data(), cut),
+                          grpc::Slice(bytes.data() + cut, bytes.size() - cut)};
+  return grpc::ByteBuffer(parts, 2);
 }
 
 }  // namespace
@@ -75,6 +116,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   options.checkpoint_every = 2;
   options.on_checkpoint = [](p3::ShardCheckpoint c) { Check(c.slices.size() == 4); };
   p3::ParameterShard shard(options);
+  p3::ParameterShard twin(options);  // the same messages through the codec
 
   bool joined[2] = {false, false};
   int rank = 0;
@@ -83,6 +125,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     p3::wire::Hello hello;
     if (hello.ParseFromString(bytes)) {
       auto result = p3::HandleHello(&shard, hello, 0);
+      auto twin_result = p3::HandleHello(&twin, hello, 0);
+      Check(result.ok() == twin_result.ok());
       if (result.ok()) {
         joined[result->rank] = true;
         CheckOutgoing(shard, result->out);
@@ -92,13 +136,29 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   for (int r = 0; r < 2; ++r) {
     if (joined[r]) continue;
     auto result = p3::HandleHello(&shard, ValidHello(r, values_on_push), 0);
+    auto twin_result = p3::HandleHello(&twin, ValidHello(r, values_on_push), 0);
+    Check(result.ok() == twin_result.ok());
     if (result.ok()) joined[r] = true;  // refused when a fuzzed Hello fixed another model
   }
+  p3::DecodedWorkerMessage decoded;
+  p3::Handled twin_handled;
+  std::string scratch;
   while (next_chunk(&rank, &bytes)) {
     p3::wire::WorkerMessage msg;
-    if (!msg.ParseFromString(bytes)) continue;
+    const bool parsed = msg.ParseFromString(bytes);
+    grpc::ByteBuffer received = Received(bytes, bytes.empty() ? 0 : bytes[0] % (bytes.size() + 1));
+    const bool decoded_ok = p3::Decode(&received, &decoded).ok();
+    Check(parsed == decoded_ok);
+    if (!parsed) continue;
     auto handled = p3::HandleWorkerMessage(&shard, rank, msg);
-    if (handled.ok()) CheckOutgoing(shard, handled->out);
+    const absl::Status twin_status =
+        p3::HandleWorkerMessage(&twin, rank, decoded, &twin_handled, nullptr, &scratch);
+    Check(handled.ok() == twin_status.ok());
+    if (handled.ok()) {
+      CheckOutgoing(shard, handled->out);
+      Check(SameOutgoing(handled->out, twin_handled.out));
+      Check(handled->done == twin_handled.done && handled->all_done == twin_handled.all_done);
+    }
   }
   return 0;
 }
