@@ -42,16 +42,17 @@ absl::Status CheckBlocksCoverParameters(BlockModel& model) {
             "block \"", model.BlockName(b), "\" has a parameter that is not the model's"));
       }
       if (owner[it->second] >= 0) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("parameter \"", names[it->second], "\" is in blocks \"",
-                         model.BlockName(owner[it->second]), "\" and \"", model.BlockName(b), "\""));
+        return absl::InvalidArgumentError(absl::StrCat(
+            "parameter \"", names[it->second], "\" is in blocks \"",
+            model.BlockName(owner[it->second]), "\" and \"", model.BlockName(b), "\""));
       }
       owner[it->second] = b;
     }
   }
   for (size_t i = 0; i < names.size(); ++i) {
     if (owner[i] < 0) {
-      return absl::InvalidArgumentError(absl::StrCat("parameter \"", names[i], "\" is in no block"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("parameter \"", names[i], "\" is in no block"));
     }
   }
   return absl::OkStatus();

@@ -23,7 +23,6 @@ std::string ShapeText(const torch::Tensor& t) {
   return absl::StrCat("[", absl::StrJoin(t.sizes(), ", "), "]");
 }
 
-
 // --- Reading torch.save's zip archive -------------------------------------------------
 //
 // libtorch's torch::pickle_load turns the collections.OrderedDict that Python's
@@ -36,15 +35,27 @@ struct PyObj;
 using PyRef = std::shared_ptr<PyObj>;
 
 struct PyObj {
-  enum class Kind { kNone, kBool, kInt, kFloat, kString, kTuple, kList, kDict, kGlobal, kTensor,
-                    kStorage, kMark };
+  enum class Kind {
+    kNone,
+    kBool,
+    kInt,
+    kFloat,
+    kString,
+    kTuple,
+    kList,
+    kDict,
+    kGlobal,
+    kTensor,
+    kStorage,
+    kMark
+  };
   Kind kind = Kind::kNone;
   int64_t i = 0;
   double f = 0;
-  std::string s;                             // string; global "module.name"
-  std::vector<PyRef> items;                  // tuple, list
+  std::string s;                              // string; global "module.name"
+  std::vector<PyRef> items;                   // tuple, list
   std::vector<std::pair<PyRef, PyRef>> dict;  // dict, in insertion order
-  torch::Tensor tensor;                      // tensor; storage (1-d, its dtype)
+  torch::Tensor tensor;                       // tensor; storage (1-d, its dtype)
 };
 
 PyRef Make(PyObj::Kind kind) {
@@ -63,23 +74,36 @@ class PickleReader {
     while (true) {
       const uint8_t op = Byte();
       switch (op) {
-        case 0x80: Byte(); break;  // PROTO
-        case '.': {                // STOP
+        case 0x80:
+          Byte();
+          break;     // PROTO
+        case '.': {  // STOP
           if (stack_.size() != 1) Fail("unbalanced stack at STOP");
           return stack_.back();
         }
-        case '(': stack_.push_back(Make(PyObj::Kind::kMark)); break;  // MARK
-        case 'N': stack_.push_back(Make(PyObj::Kind::kNone)); break;
-        case 0x88: case 0x89: {  // NEWTRUE, NEWFALSE
+        case '(':
+          stack_.push_back(Make(PyObj::Kind::kMark));
+          break;  // MARK
+        case 'N':
+          stack_.push_back(Make(PyObj::Kind::kNone));
+          break;
+        case 0x88:
+        case 0x89: {  // NEWTRUE, NEWFALSE
           PyRef o = Make(PyObj::Kind::kBool);
           o->i = op == 0x88;
           stack_.push_back(o);
           break;
         }
-        case 'J': PushInt(static_cast<int32_t>(Le(4))); break;  // BININT
-        case 'K': PushInt(static_cast<int64_t>(Le(1))); break;  // BININT1
-        case 'M': PushInt(static_cast<int64_t>(Le(2))); break;  // BININT2
-        case 0x8a: {                                              // LONG1
+        case 'J':
+          PushInt(static_cast<int32_t>(Le(4)));
+          break;  // BININT
+        case 'K':
+          PushInt(static_cast<int64_t>(Le(1)));
+          break;  // BININT1
+        case 'M':
+          PushInt(static_cast<int64_t>(Le(2)));
+          break;      // BININT2
+        case 0x8a: {  // LONG1
           const size_t n = Le(1);
           if (n > 8) Fail("integer wider than 64 bits");
           uint64_t v = Le(n);
@@ -95,19 +119,31 @@ class PickleReader {
           stack_.push_back(o);
           break;
         }
-        case 'X': PushString(Le(4)); break;       // BINUNICODE
-        case 0x8c: PushString(Le(1)); break;      // SHORT_BINUNICODE
-        case 'U': PushString(Le(1)); break;       // SHORT_BINSTRING
-        case 'T': PushString(Le(4)); break;       // BINSTRING
-        case 'c': {                               // GLOBAL "module\nname\n"
+        case 'X':
+          PushString(Le(4));
+          break;  // BINUNICODE
+        case 0x8c:
+          PushString(Le(1));
+          break;  // SHORT_BINUNICODE
+        case 'U':
+          PushString(Le(1));
+          break;  // SHORT_BINSTRING
+        case 'T':
+          PushString(Le(4));
+          break;     // BINSTRING
+        case 'c': {  // GLOBAL "module\nname\n"
           PyRef o = Make(PyObj::Kind::kGlobal);
           o->s = Line();  // the module first: not one expression, whose order is open
           o->s += "." + Line();
           stack_.push_back(o);
           break;
         }
-        case ')': stack_.push_back(Make(PyObj::Kind::kTuple)); break;  // EMPTY_TUPLE
-        case 0x85: case 0x86: case 0x87: {                              // TUPLE1..3
+        case ')':
+          stack_.push_back(Make(PyObj::Kind::kTuple));
+          break;  // EMPTY_TUPLE
+        case 0x85:
+        case 0x86:
+        case 0x87: {  // TUPLE1..3
           PyRef o = Make(PyObj::Kind::kTuple);
           const size_t n = op - 0x84;
           if (stack_.size() < n) Fail("stack underflow");
@@ -122,8 +158,10 @@ class PickleReader {
           stack_.push_back(o);
           break;
         }
-        case ']': stack_.push_back(Make(PyObj::Kind::kList)); break;  // EMPTY_LIST
-        case 'a': {                                                     // APPEND
+        case ']':
+          stack_.push_back(Make(PyObj::Kind::kList));
+          break;     // EMPTY_LIST
+        case 'a': {  // APPEND
           PyRef v = Pop();
           Top(PyObj::Kind::kList)->items.push_back(v);
           break;
@@ -134,8 +172,10 @@ class PickleReader {
           list->items.insert(list->items.end(), vs.begin(), vs.end());
           break;
         }
-        case '}': stack_.push_back(Make(PyObj::Kind::kDict)); break;  // EMPTY_DICT
-        case 's': {                                                     // SETITEM
+        case '}':
+          stack_.push_back(Make(PyObj::Kind::kDict));
+          break;     // EMPTY_DICT
+        case 's': {  // SETITEM
           PyRef v = Pop();
           PyRef k = Pop();
           Top(PyObj::Kind::kDict)->dict.emplace_back(k, v);
@@ -148,19 +188,32 @@ class PickleReader {
           for (size_t k = 0; k < kv.size(); k += 2) d->dict.emplace_back(kv[k], kv[k + 1]);
           break;
         }
-        case 'q': memo_[Le(1)] = Peek(); break;  // BINPUT
-        case 'r': memo_[Le(4)] = Peek(); break;  // LONG_BINPUT
-        case 'h': stack_.push_back(Memo(Le(1))); break;  // BINGET
-        case 'j': stack_.push_back(Memo(Le(4))); break;  // LONG_BINGET
-        case 'Q': stack_.push_back(Storage(Pop())); break;  // BINPERSID
-        case 'R': {                                          // REDUCE
+        case 'q':
+          memo_[Le(1)] = Peek();
+          break;  // BINPUT
+        case 'r':
+          memo_[Le(4)] = Peek();
+          break;  // LONG_BINPUT
+        case 'h':
+          stack_.push_back(Memo(Le(1)));
+          break;  // BINGET
+        case 'j':
+          stack_.push_back(Memo(Le(4)));
+          break;  // LONG_BINGET
+        case 'Q':
+          stack_.push_back(Storage(Pop()));
+          break;     // BINPERSID
+        case 'R': {  // REDUCE
           PyRef args = Pop();
           PyRef fn = Pop();
           stack_.push_back(Call(fn, args));
           break;
         }
-        case 'b': Pop(); break;  // BUILD: an OrderedDict's _metadata, not needed
-        default: Fail("unsupported pickle opcode " + std::to_string(op));
+        case 'b':
+          Pop();
+          break;  // BUILD: an OrderedDict's _metadata, not needed
+        default:
+          Fail("unsupported pickle opcode " + std::to_string(op));
       }
     }
   }
@@ -245,11 +298,11 @@ class PickleReader {
       Fail("unsupported persistent id");
     }
     static const std::map<std::string, torch::ScalarType> kTypes = {
-        {"torch.FloatStorage", torch::kFloat32},   {"torch.DoubleStorage", torch::kFloat64},
-        {"torch.HalfStorage", torch::kFloat16},    {"torch.BFloat16Storage", torch::kBFloat16},
-        {"torch.LongStorage", torch::kInt64},      {"torch.IntStorage", torch::kInt32},
-        {"torch.ShortStorage", torch::kInt16},     {"torch.CharStorage", torch::kInt8},
-        {"torch.ByteStorage", torch::kUInt8},      {"torch.BoolStorage", torch::kBool}};
+        {"torch.FloatStorage", torch::kFloat32}, {"torch.DoubleStorage", torch::kFloat64},
+        {"torch.HalfStorage", torch::kFloat16},  {"torch.BFloat16Storage", torch::kBFloat16},
+        {"torch.LongStorage", torch::kInt64},    {"torch.IntStorage", torch::kInt32},
+        {"torch.ShortStorage", torch::kInt16},   {"torch.CharStorage", torch::kInt8},
+        {"torch.ByteStorage", torch::kUInt8},    {"torch.BoolStorage", torch::kBool}};
     auto type = kTypes.find(pid->items[1]->s);
     if (type == kTypes.end()) Fail("unsupported storage type " + pid->items[1]->s);
     const std::string key = pid->items[2]->s;
@@ -260,8 +313,8 @@ class PickleReader {
     const int64_t item = static_cast<int64_t>(c10::elementSize(type->second));
     if (static_cast<int64_t>(bytes) < numel * item) Fail("storage " + key + " is truncated");
     PyRef o = Make(PyObj::Kind::kStorage);
-    o->tensor = torch::from_blob(ptr.get(), {numel}, torch::TensorOptions().dtype(type->second))
-                    .clone();
+    o->tensor =
+        torch::from_blob(ptr.get(), {numel}, torch::TensorOptions().dtype(type->second)).clone();
     storages_[key] = o;
     return o;
   }
@@ -322,8 +375,8 @@ absl::Status WriteStateDict(const StateDict& state, const std::string& path) {
     }
     bytes = torch::pickle_save(dict);
   } catch (const c10::Error& e) {
-    return absl::InternalError(
-        absl::StrCat("cannot serialise the state dict for ", path, ": ", e.what_without_backtrace()));
+    return absl::InternalError(absl::StrCat("cannot serialise the state dict for ", path, ": ",
+                                            e.what_without_backtrace()));
   }
   return WriteFileAtomically(path, absl::string_view(bytes.data(), bytes.size()));
 }
@@ -361,8 +414,9 @@ absl::StatusOr<StateDict> ReadStateDict(const std::string& path) {
     }
   } catch (const c10::Error& e) {
     return absl::InvalidArgumentError(absl::StrCat(
-        path, ": not a zip archive written by torch.save (PyTorch >= 1.6; the legacy format of "
-              "_use_new_zipfile_serialization=False is not read): ",
+        path,
+        ": not a zip archive written by torch.save (PyTorch >= 1.6; the legacy format of "
+        "_use_new_zipfile_serialization=False is not read): ",
         e.what_without_backtrace()));
   } catch (const std::exception& e) {
     return absl::InvalidArgumentError(
@@ -384,8 +438,7 @@ absl::Status CopyStateDict(const StateDict& state, torch::nn::Module& module) {
     expected.insert(name);
     auto it = given.find(name);
     if (it == given.end()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("missing \"", name, "\" ", ShapeText(tensor)));
+      return absl::InvalidArgumentError(absl::StrCat("missing \"", name, "\" ", ShapeText(tensor)));
     }
     const torch::Tensor& from = *it->second;
     if (from.sizes() != tensor.sizes()) {
@@ -393,8 +446,7 @@ absl::Status CopyStateDict(const StateDict& state, torch::nn::Module& module) {
                                                      " in the file, ", ShapeText(tensor),
                                                      " in the model"));
     }
-    if (!torch::isFloatingType(tensor.scalar_type()) &&
-        torch::isFloatingType(from.scalar_type())) {
+    if (!torch::isFloatingType(tensor.scalar_type()) && torch::isFloatingType(from.scalar_type())) {
       return absl::InvalidArgumentError(absl::StrCat("\"", name, "\": ", from.scalar_type(),
                                                      " in the file, ", tensor.scalar_type(),
                                                      " in the model"));
@@ -413,8 +465,8 @@ absl::Status CopyStateDict(const StateDict& state, torch::nn::Module& module) {
       target.copy_(*given.at(name));
     }
   } catch (const c10::Error& e) {
-    return absl::InvalidArgumentError(absl::StrCat("copying the state dict failed: ",
-                                                   e.what_without_backtrace()));
+    return absl::InvalidArgumentError(
+        absl::StrCat("copying the state dict failed: ", e.what_without_backtrace()));
   }
   return absl::OkStatus();
 }

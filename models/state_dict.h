@@ -18,11 +18,11 @@
 #ifndef P3_MODELS_STATE_DICT_H_
 #define P3_MODELS_STATE_DICT_H_
 
+#include <torch/types.h>
+
 #include <string>
 #include <utility>
 #include <vector>
-
-#include <torch/types.h>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"

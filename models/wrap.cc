@@ -23,7 +23,8 @@ class WrappedModel : public BlockModel {
     for (const auto& p : module.named_parameters(/*recurse=*/false)) {
       register_parameter(p.key(), p.value(), p.value().requires_grad());
     }
-    for (const auto& b : module.named_buffers(/*recurse=*/false)) register_buffer(b.key(), b.value());
+    for (const auto& b : module.named_buffers(/*recurse=*/false))
+      register_buffer(b.key(), b.value());
     for (const auto& c : module.named_children()) register_module(c.key(), c.value());
   }
 

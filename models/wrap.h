@@ -39,13 +39,13 @@
 #ifndef P3_MODELS_WRAP_H_
 #define P3_MODELS_WRAP_H_
 
+#include <torch/torch.h>
+
 #include <functional>
 #include <memory>
 #include <string>
 #include <utility>
 #include <vector>
-
-#include <torch/torch.h>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"

@@ -17,7 +17,8 @@ namespace {
 // Conv + BatchNorm + Linear, registered as torchvision would name them.
 struct NetImpl : torch::nn::Module {
   explicit NetImpl(int64_t classes = 3) {
-    conv = register_module("conv", torch::nn::Conv2d(torch::nn::Conv2dOptions(2, 4, 3).bias(false)));
+    conv =
+        register_module("conv", torch::nn::Conv2d(torch::nn::Conv2dOptions(2, 4, 3).bias(false)));
     bn = register_module("bn", torch::nn::BatchNorm2d(4));
     fc = register_module("fc", torch::nn::Linear(4, classes));
   }
@@ -36,9 +37,10 @@ CATCH_TEST_CASE("ModuleState names parameters and buffers as PyTorch's state_dic
   Net net;
   std::vector<std::string> names;
   for (const auto& [name, tensor] : ModuleState(*net)) names.push_back(name);
-  const std::vector<std::string> expected = {
-      "conv.weight",     "bn.weight",           "bn.bias",   "bn.running_mean",
-      "bn.running_var",  "bn.num_batches_tracked", "fc.weight", "fc.bias"};
+  const std::vector<std::string> expected = {"conv.weight",    "bn.weight",
+                                             "bn.bias",        "bn.running_mean",
+                                             "bn.running_var", "bn.num_batches_tracked",
+                                             "fc.weight",      "fc.bias"};
   CATCH_CHECK(names == expected);
   CATCH_CHECK(ModuleState(*net)[5].second.scalar_type() == torch::kInt64);
 }
@@ -81,10 +83,12 @@ CATCH_TEST_CASE("a parameter that views a larger buffer is written alone") {
   CATCH_REQUIRE(read.ok());
   CATCH_REQUIRE(read->size() == 1);
   CATCH_CHECK(read->front().first == "w");
-  CATCH_CHECK(torch::equal(read->front().second, torch::arange(10, 16).view({2, 3}).to(torch::kFloat32)));
+  CATCH_CHECK(
+      torch::equal(read->front().second, torch::arange(10, 16).view({2, 3}).to(torch::kFloat32)));
 }
 
-CATCH_TEST_CASE("loading refuses the first missing, unexpected or misshapen entry, copying nothing") {
+CATCH_TEST_CASE(
+    "loading refuses the first missing, unexpected or misshapen entry, copying nothing") {
   Net net;
   const torch::Tensor before = net->conv->weight.detach().clone();
   StateDict good;
@@ -124,7 +128,8 @@ CATCH_TEST_CASE("loading writes into the module's tensors in place, so views sta
     net->fc->weight.set_data(flat.view({3, 4}));
   }
   StateDict state;
-  for (const auto& [name, tensor] : ModuleState(*net)) state.emplace_back(name, torch::ones_like(tensor));
+  for (const auto& [name, tensor] : ModuleState(*net))
+    state.emplace_back(name, torch::ones_like(tensor));
   CATCH_REQUIRE(CopyStateDict(state, *net).ok());
   CATCH_CHECK(flat.sum().item<float>() == 12.0f);
 }

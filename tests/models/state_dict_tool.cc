@@ -34,8 +34,7 @@ absl::Status Run() {
   options.name = absl::GetFlag(FLAGS_model);
   options.num_classes = absl::GetFlag(FLAGS_num_classes);
   options.image_size = absl::GetFlag(FLAGS_image_size);
-  absl::StatusOr<std::shared_ptr<p3::models::BlockModel>> model =
-      p3::models::CreateModel(options);
+  absl::StatusOr<std::shared_ptr<p3::models::BlockModel>> model = p3::models::CreateModel(options);
   if (!model.ok()) return model.status();
   if (!absl::GetFlag(FLAGS_init_from).empty()) {
     absl::Status loaded = p3::models::LoadStateDict(absl::GetFlag(FLAGS_init_from), **model);

@@ -31,7 +31,8 @@ std::string Message(const absl::Status& s) { return std::string(s.message()); }
 // A module with a forward() of its own, a root-level parameter and BatchNorm.
 struct NetImpl : torch::nn::Module {
   NetImpl() {
-    conv1 = register_module("conv1", torch::nn::Conv2d(torch::nn::Conv2dOptions(1, 4, 3).bias(false)));
+    conv1 =
+        register_module("conv1", torch::nn::Conv2d(torch::nn::Conv2dOptions(1, 4, 3).bias(false)));
     bn1 = register_module("bn1", torch::nn::BatchNorm2d(4));
     fc = register_module("fc", torch::nn::Linear(4, 3));
     scale = register_parameter("scale", torch::ones({1}));
@@ -111,8 +112,8 @@ CATCH_TEST_CASE("a module's children in forward order become its blocks") {
     torch::nn::Linear a{nullptr}, b{nullptr};
   };
   auto chain = std::make_shared<ChainImpl>();
-  absl::StatusOr<std::shared_ptr<BlockModel>> model =
-      WrapChildren(chain, {{"a", torch::nn::AnyModule(chain->a)}, {"b", torch::nn::AnyModule(chain->b)}});
+  absl::StatusOr<std::shared_ptr<BlockModel>> model = WrapChildren(
+      chain, {{"a", torch::nn::AnyModule(chain->a)}, {"b", torch::nn::AnyModule(chain->b)}});
   CATCH_REQUIRE(model.ok());
   CATCH_CHECK(BlockNames(**model) == std::vector<std::string>{"a", "b"});
   const torch::Tensor x = torch::randn({2, 3});
@@ -127,7 +128,8 @@ CATCH_TEST_CASE("a module's children in forward order become its blocks") {
               "\"c\" is not a child of the module");
   CATCH_CHECK(Message(WrapChildren(chain, {{"a", torch::nn::AnyModule(torch::nn::Linear(3, 4))},
                                            {"b", torch::nn::AnyModule(chain->b)}})
-                          .status()) == "the module given for \"a\" is not the module's child of that name");
+                          .status()) ==
+              "the module given for \"a\" is not the module's child of that name");
   // A child twice.
   CATCH_CHECK(Message(WrapChildren(chain, {{"a", torch::nn::AnyModule(chain->a)},
                                            {"a", torch::nn::AnyModule(chain->a)},
@@ -150,15 +152,18 @@ CATCH_TEST_CASE("functions over named children: forward, state dict and buffers 
   CATCH_CHECK(net->bn1->num_batches_tracked.item<int64_t>() == 2);
 }
 
-CATCH_TEST_CASE("a parameter in no block, in two blocks, unknown names and frozen ones are refused") {
+CATCH_TEST_CASE(
+    "a parameter in no block, in two blocks, unknown names and frozen ones are refused") {
   Net net;
   std::vector<FunctionBlock> blocks = NetBlocks(net);
   blocks[1].owns = {"fc"};  // scale forgotten
-  CATCH_CHECK(Message(WrapFunctions(net.ptr(), blocks).status()) == "parameter \"scale\" is in no block");
+  CATCH_CHECK(Message(WrapFunctions(net.ptr(), blocks).status()) ==
+              "parameter \"scale\" is in no block");
 
   blocks = NetBlocks(net);
   blocks[1].owns = {"fc.weight", "scale"};  // a single parameter of a child can be owned...
-  CATCH_CHECK(Message(WrapFunctions(net.ptr(), blocks).status()) == "parameter \"fc.bias\" is in no block");
+  CATCH_CHECK(Message(WrapFunctions(net.ptr(), blocks).status()) ==
+              "parameter \"fc.bias\" is in no block");
 
   blocks = NetBlocks(net);
   blocks[1].owns = {"fc", "scale", "bn1"};  // ...but not twice
@@ -177,7 +182,8 @@ CATCH_TEST_CASE("a parameter in no block, in two blocks, unknown names and froze
 
   blocks = NetBlocks(net);
   blocks[1].fn = nullptr;
-  CATCH_CHECK(Message(WrapFunctions(net.ptr(), blocks).status()) == "block \"head\" has no function");
+  CATCH_CHECK(Message(WrapFunctions(net.ptr(), blocks).status()) ==
+              "block \"head\" has no function");
   CATCH_CHECK(Message(WrapFunctions(net.ptr(), {}).status()) == "at least one block is needed");
 
   net->scale.set_requires_grad(false);
