@@ -21,6 +21,8 @@
 
 #include <torch/torch.h>
 
+#include "absl/status/status.h"
+
 namespace p3::models {
 
 class BlockModel : public torch::nn::Module {
@@ -48,6 +50,15 @@ class BlockModel : public torch::nn::Module {
   // All parameters in forward (block) order, with names "block_name/param_index".
   std::vector<std::pair<std::string, torch::Tensor>> OrderedParameters();
 };
+
+// OK when every parameter of `model` (parameters(), recursively) is in exactly one block's
+// BlockParameters() and every block parameter is the model's; else InvalidArgument
+// naming the first one that is not, in the model's order, then the blocks':
+// "parameter \"fc.bias\" is in no block", "parameter \"fc.bias\" is in blocks \"a\" and
+// \"b\"", "block \"a\" has a parameter that is not the model's". The Worker synchronises
+// only the blocks' parameters, so a model that fails this would train partly
+// unsynchronised. Not thread-safe with training.
+absl::Status CheckBlocksCoverParameters(BlockModel& model);
 
 }  // namespace p3::models
 

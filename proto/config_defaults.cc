@@ -117,6 +117,11 @@ void FillDefaults(ExperimentConfig* config) {
   // credit_bytes stays 0, its default: one message at a time.
   if (!scheduling->has_shared_memory()) scheduling->set_shared_memory(true);
 
+  // output.model_file stays "": "<output_dir>/model.pt", resolved where it is written, so
+  // that a launcher back end that moves output_dir moves it too.
+  OutputConfig* output = config->mutable_output();
+  if (!output->has_save_model()) output->set_save_model(true);
+
   // Only when the network is emulated, so that other resolved configs stay as they were.
   if (config->network().bandwidth_gbps() > 0) {
     NetworkConfig* network = config->mutable_network();

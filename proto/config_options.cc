@@ -47,6 +47,12 @@ OptimizerOptions OptimizerFromConfig(const config::ExperimentConfig& config) {
   return o;
 }
 
+std::string ModelFileFromConfig(const config::ExperimentConfig& config) {
+  if (!config.output().save_model()) return "";
+  if (!config.output().model_file().empty()) return config.output().model_file();
+  return config.output_dir() + "/model.pt";
+}
+
 absl::StatusOr<SecuritySettings> SecurityFromConfig(const config::ExperimentConfig& config) {
   const config::SecurityConfig& c = config.security();
   SecuritySettings s;

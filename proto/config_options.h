@@ -15,6 +15,10 @@ namespace p3 {
 // The optimizer the servers apply; `local` builds libtorch's own from the same options.
 OptimizerOptions OptimizerFromConfig(const config::ExperimentConfig& config);
 
+// Where rank 0 writes the trained model: output.model_file, by default
+// "<output_dir>/model.pt"; "" when output.save_model is false.
+std::string ModelFileFromConfig(const config::ExperimentConfig& config);
+
 // The contents of the files named in config.security.
 struct SecuritySettings {
   bool tls = false;

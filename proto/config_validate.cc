@@ -153,6 +153,9 @@ absl::Status ValidateConfig(const ExperimentConfig& config) {
   check.IntAtLeast("model.in_channels", model.in_channels(), 0);
   check.IntAtLeast("model.vocab_size", model.vocab_size(), 0);
   check.IntAtLeast("model.seq_len", model.seq_len(), 0);
+  if (!model.init_from().empty() && config.mode() == kPipelineMode) {
+    check.Add("model.init_from", "is not supported in mode \"pipeline\" (leave it empty)");
+  }
 
   const DataConfig& data = config.data();
   check.OneOf("data.dataset", data.dataset(), kDatasets);

@@ -16,6 +16,7 @@
 #include "p3/allocator.h"
 #include "p3/file_util.h"
 #include "proto/config.h"
+#include "proto/config_options.h"
 #include "worker/trainer.h"
 
 ABSL_FLAG(std::string, config, "", "experiment config (text format)");
@@ -53,6 +54,8 @@ int main(int argc, char** argv) {
   const std::string servers = absl::GetFlag(FLAGS_servers);
   if (!servers.empty()) options.servers = absl::StrSplit(servers, ',');
   options.progress = &std::cout;
+  // Rank 0's parameters are the cluster's; it alone writes the model.
+  if (options.rank == 0) options.model_file = p3::ModelFileFromConfig(*config);
   const std::string trace_file = absl::GetFlag(FLAGS_trace_file);
   p3::TraceRecorder trace({.enabled = !trace_file.empty(),
                            .process_name = "worker " + std::to_string(options.rank),

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -18,6 +19,7 @@
 #include "models/from_config.h"
 #include "models/model.h"
 #include "models/sampler.h"
+#include "models/state_dict.h"
 #include "models/zoo.h"
 #include "p3/lr_schedule.h"
 #include "p3/mode.h"
@@ -291,6 +293,19 @@ void Summarize(int64_t warmup, TrainResult* result) {
   }
 }
 
+// Writes the state dict to `path` (creating its folder) and records where.
+absl::Status SaveModel(const std::string& path, models::BlockModel& model, TrainResult* result) {
+  std::error_code error;
+  const std::filesystem::path file = std::filesystem::absolute(path, error);
+  if (file.has_parent_path()) std::filesystem::create_directories(file.parent_path(), error);
+  absl::Status saved = models::SaveStateDict(model, file.string());
+  if (!saved.ok()) {
+    return absl::Status(saved.code(), absl::StrCat("output.model_file: ", saved.message()));
+  }
+  result->model_file = file.string();
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 std::string TrainResult::ToJson() const {
@@ -307,6 +322,7 @@ std::string TrainResult::ToJson() const {
   j["bytes_received"] = bytes_received;
   j["bytes_shared"] = bytes_shared;
   j["forward_wait_seconds"] = forward_wait_seconds;
+  if (!model_file.empty()) j["model_file"] = model_file;
   return j.dump();
 }
 
@@ -341,6 +357,12 @@ absl::StatusOr<TrainResult> RunTraining(const config::ExperimentConfig& config,
   // The cluster is joined last: a missing data set fails before the handshake.
   P3_ASSIGN_OR_RETURN(std::shared_ptr<models::BlockModel> model,
                       models::CreateModel(models::ModelOptionsFromConfig(config)));
+  if (!config.model().init_from().empty()) {
+    absl::Status loaded = models::LoadStateDict(config.model().init_from(), *model);
+    if (!loaded.ok()) {
+      return absl::Status(loaded.code(), absl::StrCat("model.init_from: ", loaded.message()));
+    }
+  }
   P3_ASSIGN_OR_RETURN(TrainingData data, LoadData(config, mode, options.rank));
   P3_ASSIGN_OR_RETURN(Backend backend, CreateBackend(config, mode, options, std::move(model)));
   TrainResult result;
@@ -360,6 +382,9 @@ absl::StatusOr<TrainResult> RunTraining(const config::ExperimentConfig& config,
   if (data.test != nullptr) result.test_accuracy = Accuracy(*backend.model, *data.test);
   if (!result.epochs.empty() && result.test_accuracy) {
     result.epochs.back().test_accuracy = result.test_accuracy;
+  }
+  if (!options.model_file.empty()) {
+    P3_RETURN_IF_ERROR(SaveModel(options.model_file, *backend.model, &result));
   }
   result.wall_seconds = absl::ToDoubleSeconds(absl::Now() - start);
   return result;

@@ -35,6 +35,11 @@ struct TrainerOptions {
   std::ostream* progress = nullptr;
   // Timeline of the run (cluster modes); not owned, may be null. Default: none.
   TraceRecorder* trace = nullptr;
+  // Where to write the trained model as a PyTorch state dict (models/state_dict.h) at the
+  // end of the run; its folder is created. p3_worker passes ModelFileFromConfig()
+  // (proto/config_options.h) on rank 0. BatchNorm's running statistics are this worker's
+  // own (docs/config.md#output). Default: "" (not written).
+  std::string model_file;
 };
 
 struct IterationRecord {
@@ -67,6 +72,8 @@ struct TrainResult {
   // Values exchanged with colocated servers through shared memory (WorkerStats).
   int64_t bytes_shared = 0;
   double forward_wait_seconds = 0;
+  // Absolute path of the state dict written (TrainerOptions::model_file); "" if none.
+  std::string model_file;
   std::vector<IterationRecord> records;
   std::vector<EpochRecord> epochs;
 
@@ -78,7 +85,9 @@ struct TrainResult {
   std::string RecordsCsv() const;
 };
 
-// Trains per `config` (defaults filled, validated) and returns the figures.
+// Trains per `config` (defaults filled, validated) and returns the figures. With
+// model.init_from set, the model starts from that state dict (every rank loads it; rank 0's
+// values are the ones the servers take).
 //
 // Leaves process-wide state alone: training.threads is applied by the caller (p3_worker's
 // main calls torch::set_num_threads before this), so a program that trains several

@@ -350,6 +350,8 @@ absl::StatusOr<std::unique_ptr<Worker>> Worker::Create(const WorkerOptions& opti
     return absl::InvalidArgumentError(absl::StrCat("rank: ", options.rank, " is out of range for ",
                                                    options.num_workers, " workers"));
   }
+  // A parameter outside the blocks would train unsynchronised: refuse it, naming it.
+  P3_RETURN_IF_ERROR(models::CheckBlocksCoverParameters(*model));
   const ModeTraits traits = TraitsOf(options.mode);
   ClusterSignature sig;
   sig.num_workers = options.num_workers;

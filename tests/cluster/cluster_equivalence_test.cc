@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/strings/match.h"
 #include "absl/synchronization/mutex.h"
 #include "models/model.h"
 #include "p3/checkpoint.h"
@@ -477,6 +478,17 @@ CATCH_TEST_CASE("a worker whose model does not match is refused with the differe
   CATCH_REQUIRE(absl::IsFailedPrecondition(other_size.status()));
   CATCH_CHECK(other_size.status().message().find("3 workers") != std::string::npos);
   (*server)->Shutdown();
+}
+
+CATCH_TEST_CASE("a model with a parameter outside its blocks is refused, naming it") {
+  torch::manual_seed(1);
+  auto model = std::make_shared<TestMlp>();
+  model->register_parameter("stray", torch::zeros({3}));
+  WorkerOptions wo;
+  wo.servers = {"127.0.0.1:1"};  // refused before connecting
+  absl::StatusOr<std::unique_ptr<Worker>> worker = Worker::Create(wo, model);
+  CATCH_CHECK(absl::IsInvalidArgument(worker.status()));
+  CATCH_CHECK(absl::StrContains(worker.status().message(), "stray"));
 }
 
 CATCH_TEST_CASE("a worker that never comes gives the others an error in bounded time") {

@@ -22,6 +22,17 @@ bool Contains(const absl::Status& s, const std::string& text) {
   return std::string(s.message()).find(text) != std::string::npos;
 }
 
+CATCH_TEST_CASE("the model file is <output_dir>/model.pt unless named, none when not saved") {
+  config::ExperimentConfig config;
+  config.set_output_dir("out/x");
+  config.mutable_output()->set_save_model(true);
+  CATCH_CHECK(ModelFileFromConfig(config) == "out/x/model.pt");
+  config.mutable_output()->set_model_file("/models/final.pt");
+  CATCH_CHECK(ModelFileFromConfig(config) == "/models/final.pt");
+  config.mutable_output()->set_save_model(false);
+  CATCH_CHECK(ModelFileFromConfig(config).empty());
+}
+
 CATCH_TEST_CASE("the optimizer options are the config's optimizer fields") {
   config::ExperimentConfig config;
   config::OptimizerConfig* o = config.mutable_optimizer();

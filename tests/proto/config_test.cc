@@ -57,6 +57,20 @@ CATCH_TEST_CASE("an empty config gets every default from config.proto") {
   CATCH_CHECK(config->scheduling().credit_bytes() == 0);  // one message at a time
 }
 
+CATCH_TEST_CASE("the model is saved by default; init_from is empty, and refused in pipeline mode") {
+  absl::StatusOr<ExperimentConfig> config = ParseConfig("", {});
+  CATCH_REQUIRE(config.ok());
+  CATCH_CHECK(config->output().save_model());
+  CATCH_CHECK(config->output().model_file().empty());  // <output_dir>/model.pt
+  CATCH_CHECK(config->model().init_from().empty());
+  config = ParseConfig("output { save_model: false }", {"model.init_from=/tmp/m.pt"});
+  CATCH_REQUIRE(config.ok());
+  CATCH_CHECK(!config->output().save_model());
+  CATCH_CHECK(config->model().init_from() == "/tmp/m.pt");
+  const std::string error = ErrorOf("mode: \"pipeline\" model { init_from: \"m.pt\" }");
+  CATCH_CHECK(absl::StrContains(error, "model.init_from"));
+}
+
 CATCH_TEST_CASE("output_dir defaults to out/<name>") {
   absl::StatusOr<ExperimentConfig> config = ParseConfig("name: \"run7\"", {});
   CATCH_REQUIRE(config.ok());

@@ -108,6 +108,18 @@ CATCH_TEST_CASE("trace, network and hosts members appear only when there is one"
   CATCH_CHECK(full["hosts"] == Json{"alice@node1", "node2"});
 }
 
+CATCH_TEST_CASE("model_file is rank 0's, and absent when rank 0 wrote none") {
+  const config::ExperimentConfig config = Config({});
+  SummaryInput input;
+  input.config = &config;
+  input.worker_results = {*ParseWorkerResult(kResult0)};
+  CATCH_CHECK(!BuildSummary(input).contains("model_file"));
+  Json rank0 = *ParseWorkerResult(kResult0);
+  rank0["model_file"] = "/out/model.pt";
+  input.worker_results = {rank0};
+  CATCH_CHECK(BuildSummary(input)["model_file"] == "/out/model.pt");
+}
+
 CATCH_TEST_CASE("the table shows each process, and '-' for a missing or non-numeric result") {
   const Json result = *ParseWorkerResult(kResult0);
   const Json partial = Json{{"iterations", 7}, {"final_loss", "nan?"}};

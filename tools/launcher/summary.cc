@@ -73,6 +73,8 @@ Json BuildSummary(const SummaryInput& input) {
                           "param_l2", "wall_seconds"}) {
     summary[key] = rank0.contains(key) ? rank0.at(key) : Json();
   }
+  // Where rank 0 wrote the trained model (output.save_model), when it did.
+  if (rank0.contains("model_file")) summary["model_file"] = rank0.at("model_file");
   summary["launcher_wall_seconds"] = Rounded(input.launcher_wall_seconds, 3);
   summary["config"] = input.config_path;
   summary["output_dir"] = input.output_dir;
