@@ -229,6 +229,14 @@ int Main(int argc, char** argv) {
     std::cerr << "launch_cluster: invalid config:\n" << config.status().message() << "\n";
     return 2;
   }
+  if (config->mode() == config::kPipelineMode) {
+    // One process on this machine, no servers: refused before anything starts, with the
+    // command that runs it.
+    std::cerr << "launch_cluster: mode \"pipeline\" runs in one process without servers; run it "
+                 "with\n  bazel run //tools:pipeline_train -- --config="
+              << options.config_path << "\n(docs/pipeline.md)\n";
+    return 2;
+  }
   if (!collect_dir.empty()) {
     config->set_output_dir(resolve(collect_dir));
     Launcher launcher(std::move(options), *std::move(config));

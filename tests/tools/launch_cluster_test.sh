@@ -134,6 +134,20 @@ else
   ok
 fi
 
+# --- a pipeline config is refused before anything starts, naming the command to use ----
+case_name=pipeline_refused
+out_dir="$TMP/pipeline_refused"
+launch --config=configs/pipeline_spectrain.textproto --set=output_dir="$out_dir"
+if [[ $rc -ne 2 ]]; then
+  fail "exit status $rc, expected 2"
+elif ! grep -q 'bazel run //tools:pipeline_train -- --config=.*configs/pipeline_spectrain.textproto' "$output"; then
+  fail "the command that runs a pipeline config is not named"
+elif [[ -e "$out_dir" ]]; then
+  fail "something was started or written for a refused config"
+else
+  ok
+fi
+
 # --- a worker fails: the others are stopped, the failure and its log are shown --------
 case_name=worker_fails
 out_dir="$TMP/worker_fails"
@@ -295,6 +309,8 @@ fi
 case_name=ready_configs
 bad=""
 for config in configs/*.textproto; do
+  # Pipeline configs are refused by design (case pipeline_refused, after they load).
+  [[ $config == configs/pipeline_* ]] && continue
   "$LAUNCHER" --config="$config" --kubernetes --set=output_dir="$TMP/ready" \
     --set=network.bandwidth_gbps=0 \
     >"$TMP/ready.out" 2>&1 || bad="$bad $config"
