@@ -209,8 +209,7 @@ absl::StatusOr<ParameterShard::SliceState*> ParameterShard::Lookup(int rank, int
   return slices_[slice_id].get();
 }
 
-std::vector<int> ParameterShard::JoinedRanks() const {
-  absl::MutexLock lock(&mu_);
+std::vector<int> ParameterShard::JoinedRanksLocked() const {
   std::vector<int> ranks;
   for (int r = 0; r < static_cast<int>(joined_.size()); ++r) {
     if (joined_[r]) ranks.push_back(r);
@@ -274,19 +273,20 @@ absl::StatusOr<std::vector<Outgoing>> ParameterShard::Init(int rank, int slice_i
     TakeSnapshot(&s);
     s.initialized = true;
   }
-  {
-    absl::MutexLock lock(&mu_);
-    last = --uninitialized_ == 0;
-  }
-  if (!last) return std::vector<Outgoing>{};
-  // Every slice is in: version 0 of all of them to every worker that has
-  // joined.
-  std::vector<int> ranks = JoinedRanks();
+  // Every slice is in: version 0 of all of them to every worker that has joined. The
+  // ranks are taken in the same critical section as the count, so that a worker joining
+  // right after gets version 0 from its Join and is not sent it a second time here.
+  std::vector<int> ranks;
   std::vector<int> owned;
   {
     absl::MutexLock lock(&mu_);
-    owned = plan_->server_slices(options_.server_index);
+    last = --uninitialized_ == 0;
+    if (last) {
+      ranks = JoinedRanksLocked();
+      owned = plan_->server_slices(options_.server_index);
+    }
   }
+  if (!last) return std::vector<Outgoing>{};
   std::vector<Outgoing> out;
   for (int id : owned) {
     SliceState& t = *slices_[id];

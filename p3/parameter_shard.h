@@ -161,7 +161,7 @@ class ParameterShard {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(s.mu);
   // s.snapshot := a copy of s.params, in the spare buffer when it is free.
   static void TakeSnapshot(SliceState* s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s->mu);
-  std::vector<int> JoinedRanks() const;
+  std::vector<int> JoinedRanksLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool signature_values_on_push() const;
 
   const ShardOptions options_;

@@ -2,10 +2,13 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <atomic>
 #include <limits>
+#include <thread>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
 #include "proto/raw_train.h"
 #include "proto/wire.h"
 #include "proto/wire_codec.h"
@@ -52,10 +55,28 @@ absl::StatusOr<std::unique_ptr<ServerConnection>> ServerConnection::Open(
     hello->set_shared_memory_nonce(options.shared_memory_nonce);
   }
   grpc::ByteBuffer buffer;
-  if (!conn->stream_->Write(EncodeMessage(first)) || !conn->stream_->Read(&buffer)) {
+  // The handshake is bounded by peer_timeout like everything else: a server that accepts
+  // the stream and never answers is cancelled instead of hanging the worker.
+  absl::Notification answered;
+  std::atomic<bool> timed_out{false};
+  std::thread watchdog([&] {
+    if (!answered.WaitForNotificationWithTimeout(options.peer_timeout)) {
+      timed_out = true;
+      conn->context_.TryCancel();
+    }
+  });
+  const bool replied = conn->stream_->Write(EncodeMessage(first)) && conn->stream_->Read(&buffer);
+  answered.Notify();
+  watchdog.join();
+  if (!replied || timed_out) {
     absl::Status status = FromGrpcStatus(conn->stream_->Finish());
-    if (status.ok())
+    if (timed_out) {
+      status = absl::DeadlineExceededError(
+          absl::StrCat("no Welcome within ", absl::FormatDuration(options.peer_timeout),
+                       " (peer_timeout) after the Hello"));
+    } else if (status.ok()) {
       status = absl::UnavailableError("the server closed the stream during the handshake");
+    }
     return absl::Status(status.code(), absl::StrCat("server ", options.server_index, " (",
                                                     options.address, "): ", status.message()));
   }

@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <iostream>
+#include <map>
+#include <string>
 #include <utility>
 
 #include "absl/base/thread_annotations.h"
@@ -24,12 +26,14 @@ namespace p3 {
 class Worker::Impl : public TransportListener {
  public:
   Impl(const WorkerOptions& options, std::shared_ptr<models::BlockModel> model, SlicePlan plan,
-       std::vector<torch::Tensor> params)
+       std::vector<torch::Tensor> params, std::vector<std::string> names)
       : options_(options),
         traits_(TraitsOf(options.mode)),
         model_(std::move(model)),
         plan_(std::move(plan)),
         params_(std::move(params)),
+        names_(std::move(names)),
+        got_gradient_(params_.size(), false),
         tracker_(static_cast<int>(plan_.slices().size())) {}
 
   ~Impl() override { Shutdown(); }
@@ -148,6 +152,7 @@ class Worker::Impl : public TransportListener {
     P3_RETURN_IF_ERROR(failure());
     try {
       collecting_ = true;
+      got_gradient_.assign(params_.size(), false);
       last_gradient_time_ = absl::Now();
       last_traced_block_ = -1;
       loss.backward();
@@ -159,6 +164,18 @@ class Worker::Impl : public TransportListener {
     }
     // The hooks have the gradients; autograd's own copies are not needed.
     for (torch::Tensor& p : params_) p.mutable_grad().reset();
+    // Synchronous training needs every parameter's gradient from every worker: one the
+    // loss does not reach would leave the servers waiting for it until peer_timeout.
+    for (size_t t = 0; t < params_.size(); ++t) {
+      if (!got_gradient_[t]) {
+        const absl::Status unused = absl::FailedPreconditionError(absl::StrCat(
+            "worker ", options_.rank, ": parameter ", names_[t], " received no gradient in ",
+            "iteration ", iteration_, " (the loss does not depend on it); every parameter of ",
+            "the blocks is synchronised each iteration: leave it out of the blocks"));
+        Fail(unused);
+        return unused;
+      }
+    }
     if (!traits_.overlap_backward) {
       for (const Slice& slice : plan_.slices()) SendGradient(slice);
     }
@@ -265,6 +282,7 @@ class Worker::Impl : public TransportListener {
   // Autograd hook: runs on the training thread as soon as tensor `t`'s gradient exists.
   void OnGradient(int t, const torch::Tensor& grad) {
     if (!collecting_) return;
+    got_gradient_[t] = true;
     if (tracing()) {
       // Backward of a block: from the previous gradient to this block's first one.
       const int block = tensor_block_[t];
@@ -314,6 +332,8 @@ class Worker::Impl : public TransportListener {
   std::shared_ptr<models::BlockModel> model_;
   const SlicePlan plan_;
   std::vector<torch::Tensor> params_;  // forward order
+  std::vector<std::string> names_;     // of params_
+  std::vector<bool> got_gradient_;     // per tensor, in the current Backward()
   VersionTracker tracker_;
   // Shared memory behind the flat buffers; null when they are private.
   std::shared_ptr<SharedRegion> shared_;
@@ -364,6 +384,11 @@ absl::StatusOr<std::unique_ptr<Worker>> Worker::Create(const WorkerOptions& opti
   sig.priority = traits.priority;
   std::vector<TensorEntry> entries;
   std::vector<torch::Tensor> params;
+  std::vector<std::string> names;
+  std::map<const void*, std::string> module_names;
+  for (const auto& named : model->named_parameters()) {
+    module_names[named.value().unsafeGetTensorImpl()] = named.key();
+  }
   for (auto& [name, p] : model->OrderedParameters()) {
     if (p.scalar_type() != torch::kFloat32) {
       return absl::InvalidArgumentError(absl::StrCat("parameter ", name, " is not float32"));
@@ -371,9 +396,14 @@ absl::StatusOr<std::unique_ptr<Worker>> Worker::Create(const WorkerOptions& opti
     sig.tensors.push_back({name, p.sizes().vec(), "float32"});
     entries.push_back({name, p.numel()});
     params.push_back(p);
+    // For messages: the module's own name of the parameter, with its block slot.
+    auto named = module_names.find(p.unsafeGetTensorImpl());
+    names.push_back(named == module_names.end() ? name
+                                                : absl::StrCat(named->second, " (", name, ")"));
   }
   P3_ASSIGN_OR_RETURN(SlicePlan plan, SlicePlan::Create(entries, sig.plan));
-  auto impl = std::make_unique<Impl>(options, std::move(model), std::move(plan), std::move(params));
+  auto impl = std::make_unique<Impl>(options, std::move(model), std::move(plan), std::move(params),
+                                     std::move(names));
   P3_RETURN_IF_ERROR(impl->Setup(sig));
   return std::unique_ptr<Worker>(new Worker(std::move(impl)));
 }

@@ -3,6 +3,7 @@
 // on the union of the workers' batches, in every mode: with SGD, with Adam, with a
 // learning-rate schedule (the rate set on libtorch's optimizer per iteration, as mode
 // `local` does), and with a model that has batch normalisation.
+#include <grpcpp/grpcpp.h>
 #include <torch/torch.h>
 
 #include <algorithm>
@@ -19,6 +20,7 @@
 #include "p3/checkpoint.h"
 #include "p3/lr_schedule.h"
 #include "p3/mode.h"
+#include "proto/raw_train.h"
 #include "server/parameter_server.h"
 #include "tests/cluster/test_mlp.h"
 #include "worker/worker.h"
@@ -510,6 +512,71 @@ CATCH_TEST_CASE("a worker that never comes gives the others an error in bounded 
   auto next = (*worker)->Forward(x);  // needs worker 1's gradients: never comes
   CATCH_CHECK(absl::IsDeadlineExceeded(next.status()));
   (*server)->Shutdown();
+}
+
+// TestMlp with a parameter in its last block that the forward pass never uses.
+class MlpWithUnused : public TestMlp {
+ public:
+  MlpWithUnused() { unused_ = register_parameter("unused", torch::zeros({4})); }
+  std::vector<torch::Tensor> BlockParameters(int64_t i) override {
+    std::vector<torch::Tensor> params = TestMlp::BlockParameters(i);
+    if (i == num_blocks() - 1) params.push_back(unused_);
+    return params;
+  }
+
+ private:
+  torch::Tensor unused_;
+};
+
+CATCH_TEST_CASE("a parameter that receives no gradient ends the run with an error naming it") {
+  torch::set_num_threads(1);
+  ServerOptions so;
+  so.shard.num_workers = 1;
+  auto server = ParameterServer::Start(so);
+  CATCH_REQUIRE(server.ok());
+  WorkerOptions wo;
+  wo.servers = {"127.0.0.1:" + std::to_string((*server)->port())};
+  wo.peer_timeout = absl::Seconds(30);
+  torch::manual_seed(1);
+  auto model = std::make_shared<MlpWithUnused>();
+  auto worker = Worker::Create(wo, model);
+  CATCH_REQUIRE(worker.ok());
+  auto [x, y] = GlobalBatch(0, 1);
+  absl::StatusOr<torch::Tensor> out = (*worker)->Forward(x);
+  CATCH_REQUIRE(out.ok());
+  const absl::Status s = (*worker)->Backward(model->Loss(*out, y));
+  CATCH_CHECK(absl::IsFailedPrecondition(s));
+  CATCH_CAPTURE(s.ToString());
+  CATCH_CHECK(absl::StrContains(s.message(), "parameter unused (fc3/2) received no gradient"));
+  worker->reset();
+  (*server)->Shutdown();
+}
+
+CATCH_TEST_CASE("a server that never answers the Hello fails the worker within peer_timeout") {
+  // Accepts the stream, reads the Hello, then waits for more that never comes: no Welcome.
+  RawTrainService silent([](grpc::ServerContext*, RawTrainServerStream* stream) {
+    grpc::ByteBuffer message;
+    while (stream->Read(&message)) {
+    }
+    return grpc::Status::OK;
+  });
+  int port = 0;
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+  builder.RegisterService(&silent);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  CATCH_REQUIRE(server != nullptr);
+  WorkerOptions wo;
+  wo.servers = {"127.0.0.1:" + std::to_string(port)};
+  wo.peer_timeout = absl::Seconds(2);
+  const absl::Time start = absl::Now();
+  absl::StatusOr<std::unique_ptr<Worker>> worker = Worker::Create(wo, MakeModel(1));
+  CATCH_CHECK(absl::IsDeadlineExceeded(worker.status()));
+  CATCH_CHECK(absl::StrContains(worker.status().message(), "no Welcome"));
+  CATCH_CHECK(absl::StrContains(worker.status().message(), "server 0"));
+  // Bounded: not the default 60 s, nor forever (a loose bound, not a timing assertion).
+  CATCH_CHECK(absl::Now() - start < absl::Seconds(20));
+  server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
 }
 
 CATCH_TEST_CASE("a server that goes away fails the workers instead of hanging them") {

@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 #include <optional>
 #include <utility>
+#include <thread>
 #include <vector>
 
 namespace p3 {
@@ -291,6 +292,31 @@ CATCH_TEST_CASE("each update uses the scheduled rate of its iteration, also afte
     }
   }
   CATCH_CHECK(restored.SliceValues(0)->first == want);
+}
+
+CATCH_TEST_CASE("a worker joining while the last initial values arrive gets version 0 once") {
+  // Join and the last Init race on two threads; whichever wins, worker 1 must receive
+  // version 0 of every slice exactly once (from its Join or from the Init), never twice.
+  for (int round = 0; round < 300; ++round) {
+    ParameterShard shard(Options(2));
+    CATCH_REQUIRE(shard.Join(Signature(2), 0).ok());
+    std::vector<float> w = {1, 2, 3, 4, 5}, b = {6, 7};
+    CATCH_REQUIRE(shard.Init(0, 0, w.data(), 3).ok());
+    CATCH_REQUIRE(shard.Init(0, 1, w.data() + 3, 2).ok());
+    absl::StatusOr<std::vector<Outgoing>> from_init;
+    absl::StatusOr<std::vector<Outgoing>> from_join;
+    std::thread init([&] { from_init = shard.Init(0, 2, b.data(), 2); });
+    std::thread join([&] { from_join = shard.Join(Signature(2), 1); });
+    init.join();
+    join.join();
+    CATCH_REQUIRE(from_init.ok());
+    CATCH_REQUIRE(from_join.ok());
+    int to_worker_1 = 0;
+    for (const auto* out : {&*from_init, &*from_join}) {
+      for (const Outgoing& o : *out) to_worker_1 += o.rank == 1;
+    }
+    CATCH_REQUIRE(to_worker_1 == 3);
+  }
 }
 
 }  // namespace
