@@ -1,9 +1,10 @@
 // The send order of one process's link: several connections (lanes) that share the
 // machine's network link, with one priority order and one credit across all of them.
 //
-// A per-connection queue (p3/send_queue.h) orders only its own stream: a worker's S
-// streams, or a server's W streams, would otherwise each put their next message on the
-// same link at once, a low-priority slice to one server beside a high-priority slice to
+// gRPC ignores HTTP/2 priorities and allows one outstanding write per stream, so the
+// order in which messages are handed to gRPC is the order on the wire. A queue per
+// stream would order only its own stream: a worker's S streams, or a server's W streams,
+// would each put their next message on the same link at once, a low-priority slice to one server beside a high-priority slice to
 // another. Here a lane's writer may hand its next message to the transport only when no
 // other idle lane holds a more urgent one, and when the bytes handed over and not yet
 // released, over all lanes, stay within the credit. Each lane keeps at most one message
@@ -35,9 +36,17 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
-#include "p3/send_queue.h"
 
 namespace p3 {
+
+struct SendQueueOptions {
+  // true: the smallest (priority, tiebreak) first, push order among equal keys.
+  // false: push order (FIFO). Default: true.
+  bool priority = true;
+  // Bytes that may be handed out and not yet released. One message is always allowed
+  // when nothing is in flight; 0 means exactly one message at a time. Default: 0.
+  int64_t credit_bytes = 0;
+};
 
 template <typename T>
 class LinkSendQueue {

@@ -16,7 +16,6 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "p3/link_queue.h"
-#include "p3/send_queue.h"
 #include "p3/shared_memory.h"
 #include "p3/slice_plan.h"
 #include "p3/status_macros.h"

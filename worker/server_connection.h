@@ -28,7 +28,6 @@
 #include "absl/time/time.h"
 #include "p3/cluster_signature.h"
 #include "p3/link_queue.h"
-#include "p3/send_queue.h"
 #include "p3/slice_plan.h"
 #include "p3/trace.h"
 #include "p3/worker_core.h"

@@ -5,8 +5,8 @@
 // same machine it moves the values through shared memory (p3/shared_memory.h) and only
 // descriptors over the stream.
 //
-// A Transport keeps one write in flight and orders the rest in a priority send queue
-// (p3/send_queue.h); the values of Init and Gradient messages are read from the
+// A Transport keeps at most one write in flight and orders the rest in a lane of the send queue
+// (p3/link_queue.h); the values of Init and Gradient messages are read from the
 // WorkerCore (WorkerCore::Values) right before they are written, off the training thread.
 //
 // Example:

@@ -119,5 +119,31 @@ CATCH_TEST_CASE("writer threads of several lanes hand out messages in one priori
   for (int i = 0; i < 30; ++i) CATCH_CHECK(order[i] == i);
 }
 
+CATCH_TEST_CASE("one lane pops higher priority first, then tiebreak, then push order") {
+  Queue link({.priority = true});
+  const int lane = link.AddLane();
+  link.Push(lane, "low", 5, 0, 1);
+  link.Push(lane, "high-b", 1, 2, 1);
+  link.Push(lane, "high-a", 1, 1, 1);
+  link.Push(lane, "high-a2", 1, 1, 1);
+  std::vector<std::string> order;
+  while (std::optional<Queue::Item> item = link.TryPop(lane)) {
+    order.push_back(item->value);
+    link.Release(lane, item->bytes);
+  }
+  CATCH_CHECK(order == std::vector<std::string>{"high-a", "high-a2", "high-b", "low"});
+}
+
+CATCH_TEST_CASE("closing a lane wakes its blocked writer") {
+  Queue link;
+  const int lane = link.AddLane();
+  bool got_nullopt = false;
+  std::thread writer([&] { got_nullopt = !link.Pop(lane).has_value(); });
+  link.AwaitWaiters(1);  // blocked in Pop(): Close() must wake it
+  link.Close(lane);
+  writer.join();
+  CATCH_CHECK(got_nullopt);
+}
+
 }  // namespace
 }  // namespace p3
