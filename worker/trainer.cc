@@ -323,6 +323,17 @@ std::string TrainResult::ToJson() const {
   j["bytes_shared"] = bytes_shared;
   j["forward_wait_seconds"] = forward_wait_seconds;
   if (!model_file.empty()) j["model_file"] = model_file;
+  // Per epoch: this worker's mean training loss, and rank 0's test accuracy.
+  nlohmann::ordered_json per_epoch = nlohmann::ordered_json::array();
+  for (const EpochRecord& e : epochs) {
+    nlohmann::ordered_json row;
+    row["epoch"] = e.epoch;
+    row["end_iteration"] = e.end_iteration;
+    row["train_loss"] = e.train_loss;
+    row["test_accuracy"] = e.test_accuracy ? nlohmann::ordered_json(*e.test_accuracy) : nullptr;
+    per_epoch.push_back(row);
+  }
+  j["epochs"] = per_epoch;
   return j.dump();
 }
 

@@ -108,6 +108,23 @@ CATCH_TEST_CASE("trace, network and hosts members appear only when there is one"
   CATCH_CHECK(full["hosts"] == Json{"alice@node1", "node2"});
 }
 
+CATCH_TEST_CASE("the per-epoch figures are rank 0's, and absent when it reported none") {
+  const config::ExperimentConfig config = Config({});
+  SummaryInput input;
+  input.config = &config;
+  input.worker_results = {*ParseWorkerResult(kResult0), Json{{"rank", 1}}};
+  CATCH_CHECK(!BuildSummary(input).contains("epochs"));
+  Json epochs = Json::array();
+  epochs.push_back({{"epoch", 1}, {"end_iteration", 937}, {"train_loss", 0.4},
+                    {"test_accuracy", 0.89}});
+  input.worker_results[0]["epochs"] = epochs;
+  input.worker_results[1]["epochs"] = Json::array();  // another rank's: not used
+  const Json summary = BuildSummary(input);
+  CATCH_REQUIRE(summary.contains("epochs"));
+  CATCH_CHECK(summary["epochs"].size() == 1);
+  CATCH_CHECK(summary["epochs"][0]["test_accuracy"] == 0.89);
+}
+
 CATCH_TEST_CASE("model_file is rank 0's, and absent when rank 0 wrote none") {
   const config::ExperimentConfig config = Config({});
   SummaryInput input;

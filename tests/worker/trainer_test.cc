@@ -125,6 +125,12 @@ CATCH_TEST_CASE("a local run trains every iteration, reports progress and learns
   CATCH_CHECK(result->epochs[2].test_accuracy == result->test_accuracy);
   CATCH_CHECK(*result->epochs[2].test_accuracy > *result->epochs[0].test_accuracy);
 
+  // The result JSON carries the same epochs (summary.json takes rank 0's).
+  const nlohmann::json result_json = nlohmann::json::parse(result->ToJson());
+  CATCH_REQUIRE(result_json["epochs"].size() == 3);
+  CATCH_CHECK(result_json["epochs"][1]["end_iteration"] == 32);
+  CATCH_CHECK(result_json["epochs"][2]["test_accuracy"] == *result->epochs[2].test_accuracy);
+
   // The CSV has a header and one row per record; the epoch figures on the epochs' last rows.
   const std::vector<std::string> csv =
       absl::StrSplit(result->RecordsCsv(), '\n', absl::SkipEmpty());

@@ -75,6 +75,8 @@ Json BuildSummary(const SummaryInput& input) {
   }
   // Where rank 0 wrote the trained model (output.save_model), when it did.
   if (rank0.contains("model_file")) summary["model_file"] = rank0.at("model_file");
+  // Rank 0's epochs: its training loss and the test accuracy, per epoch.
+  if (rank0.contains("epochs")) summary["epochs"] = rank0.at("epochs");
   summary["launcher_wall_seconds"] = Rounded(input.launcher_wall_seconds, 3);
   summary["config"] = input.config_path;
   summary["output_dir"] = input.output_dir;
