@@ -34,20 +34,30 @@ FIELDS = ["mode", "iterations", "samples_per_second", "final_loss", "test_accura
           "wall_seconds"]
 
 
-def run(launcher, name, config, overrides, out_root):
-    out_dir = os.path.join(out_root, name.replace(", ", "_").replace(" ", "_"))
+def launch(launcher, config, out_dir, overrides, extra_args=()):
+    """One run of the launcher with `config` and `--set` overrides, its output in
+    `out_dir`; exits with the launcher's output on failure. Returns the run's
+    summary.json and the facts of the run (command, seconds, load before and after).
+    Shared with tools/schedule_experiment.py."""
     cmd = [launcher, f"--config={config}", f"--set=output_dir={out_dir}"]
-    cmd += [f"--set={o}" for o in overrides]
+    cmd += [f"--set={o}" for o in overrides] + list(extra_args)
     load_before = os.getloadavg()[0]
     start = time.time()
     proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     if proc.returncode != 0:
-        sys.exit(f"{name}: {' '.join(cmd)} exited {proc.returncode}:\n{proc.stdout[-3000:]}")
+        sys.exit(f"{' '.join(cmd)} exited {proc.returncode}:\n{proc.stdout[-3000:]}")
     with open(os.path.join(out_dir, "summary.json")) as f:
         summary = json.load(f)
-    record = {"run": name, "command": " ".join(cmd), "load1_before": round(load_before, 2),
-              "load1_after": round(os.getloadavg()[0], 2),
-              "seconds": round(time.time() - start, 1)}
+    facts = {"command": " ".join(cmd), "load1_before": round(load_before, 2),
+             "load1_after": round(os.getloadavg()[0], 2),
+             "seconds": round(time.time() - start, 1)}
+    return summary, facts
+
+
+def run(launcher, name, config, overrides, out_root):
+    out_dir = os.path.join(out_root, name.replace(", ", "_").replace(" ", "_"))
+    summary, facts = launch(launcher, config, out_dir, overrides)
+    record = {"run": name, **facts}
     record.update({k: summary.get(k) for k in FIELDS})
     return record
 

@@ -18,8 +18,8 @@ import json
 import os
 import statistics
 import subprocess
-import sys
-import time
+
+from default_experiment import launch  # tools/, beside this script
 
 # One epoch at 32 x 2 samples per iteration: 60000 / 64 = 937 iterations.
 EPOCH = 937
@@ -41,19 +41,12 @@ FIELDS = ["iterations", "final_loss", "test_accuracy", "param_l2", "samples_per_
 def run(launcher, config, name, seed, overrides, out_root, binaries):
     slug = name.split(" (")[0].replace(", ", "_").replace(" ", "_").replace(".", "")
     out_dir = os.path.join(out_root, f"{slug}_seed{seed}")
-    cmd = [launcher, f"--config={config}", f"--set=output_dir={out_dir}",
-           f"--set=training.seed={seed}"]
-    cmd += [f"--set={o}" for o in overrides]
-    if binaries:
-        cmd += [f"--server_binary={binaries}/p3_server", f"--worker_binary={binaries}/p3_worker"]
-    start = time.time()
-    proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    if proc.returncode != 0:
-        sys.exit(f"{name}: {' '.join(cmd)} exited {proc.returncode}:\n{proc.stdout[-3000:]}")
-    with open(os.path.join(out_dir, "summary.json")) as f:
-        summary = json.load(f)
-    record = {"schedule": name, "seed": seed, "command": " ".join(cmd),
-              "seconds": round(time.time() - start, 1)}
+    extra = ([f"--server_binary={binaries}/p3_server", f"--worker_binary={binaries}/p3_worker"]
+             if binaries else [])
+    summary, facts = launch(launcher, config, out_dir, [f"training.seed={seed}"] + overrides,
+                            extra)
+    record = {"schedule": name, "seed": seed, "command": facts["command"],
+              "seconds": facts["seconds"]}
     record.update({k: summary.get(k) for k in FIELDS})
     return record
 
