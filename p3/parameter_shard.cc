@@ -461,4 +461,28 @@ absl::StatusOr<std::pair<std::vector<float>, uint64_t>> ParameterShard::SliceVal
   return std::make_pair(s.params, s.version);
 }
 
+absl::StatusOr<std::vector<Outgoing>> ParameterShard::Buffers(int rank, uint64_t round,
+                                                              const float* values, int64_t n) {
+  if (options_.server_index != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "buffers of worker ", rank, " sent to server ", options_.server_index, ", not server 0"));
+  }
+  {
+    absl::MutexLock lock(&mu_);
+    if (rank < 0 || rank >= static_cast<int>(joined_.size()) || !joined_[rank]) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("buffers of worker ", rank, ", which has not joined"));
+    }
+  }
+  P3_ASSIGN_OR_RETURN(std::shared_ptr<const std::vector<float>> mean,
+                      buffers_.Add(rank, round, values, n));
+  std::vector<Outgoing> out;
+  if (mean == nullptr) return out;
+  for (int r = 0; r < options_.num_workers; ++r) {
+    out.push_back(Outgoing{.kind = Outgoing::Kind::kBuffers, .rank = r, .iteration = round,
+                           .values = mean});
+  }
+  return out;
+}
+
 }  // namespace p3

@@ -34,6 +34,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
+#include "p3/buffer_average.h"
 #include "p3/checkpoint.h"
 #include "p3/cluster_signature.h"
 #include "p3/optimizer.h"
@@ -43,7 +44,8 @@ namespace p3 {
 
 // A message the transport must send to worker `rank`.
 struct Outgoing {
-  enum class Kind { kParams, kAck };
+  // kBuffers: the mean of all workers' buffers (Buffers(); iteration is the round).
+  enum class Kind { kParams, kAck, kBuffers };
   Kind kind = Kind::kParams;
   int rank = 0;
   int slice_id = 0;
@@ -51,7 +53,7 @@ struct Outgoing {
   // reads (docs/protocol.md, "Iterations and versions").
   uint64_t iteration = 0;
   int priority = 0;  // the slice's priority (smaller is more urgent)
-  std::shared_ptr<const std::vector<float>> values;  // kParams only; shared between ranks
+  std::shared_ptr<const std::vector<float>> values;  // kParams, kBuffers; shared between ranks
 };
 
 struct ShardOptions {
@@ -125,6 +127,11 @@ class ParameterShard {
   // Current values and version of a slice this shard owns (for tests and checkpoints).
   absl::StatusOr<std::pair<std::vector<float>, uint64_t>> SliceValues(int slice_id) const;
 
+  // Worker `rank`'s model buffers (p3/buffer_average.h) for exchange `round`; server 0
+  // only. Once every worker's are in, their mean goes to every worker (kBuffers).
+  absl::StatusOr<std::vector<Outgoing>> Buffers(int rank, uint64_t round, const float* values,
+                                                int64_t n);
+
  private:
   struct SliceState {
     mutable absl::Mutex mu;
@@ -166,6 +173,7 @@ class ParameterShard {
 
   const ShardOptions options_;
   const SliceOptimizer optimizer_;
+  BufferAverage buffers_{options_.num_workers};
 
   mutable absl::Mutex mu_;
   std::optional<ClusterSignature> signature_ ABSL_GUARDED_BY(mu_);

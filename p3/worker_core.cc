@@ -196,6 +196,7 @@ const float* WorkerCore::Values(const Upstream& message, int64_t offset) const {
       return grads_ + plan_->slices()[message.slice_id].offset + offset;
     case Upstream::Kind::kPull:
     case Upstream::Kind::kDone:
+    case Upstream::Kind::kBuffers:
       break;
   }
   return nullptr;

@@ -50,10 +50,13 @@ namespace p3 {
 
 // A message to one server, as a descriptor; the transport fills in the values.
 struct Upstream {
-  enum class Kind { kInit, kGradient, kPull, kDone };
+  // kBuffers: the model's buffers for their mean over the workers (server 0 only;
+  // p3/buffer_average.h); not part of the WorkerCore's protocol state.
+  enum class Kind { kInit, kGradient, kPull, kDone, kBuffers };
   Kind kind = Kind::kGradient;
   int slice_id = 0;
-  uint64_t iteration = 0;  // kGradient: iteration; kPull: wanted version
+  uint64_t iteration = 0;  // kGradient: iteration; kPull: wanted version; kBuffers: round
+  std::shared_ptr<const std::vector<float>> buffers;  // kBuffers only
 };
 
 // What the transport must send: `message` to server `server`, ordered in that server's

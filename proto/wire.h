@@ -20,7 +20,7 @@
 namespace p3 {
 
 // Bumped on any incompatible change of proto/p3.proto.
-inline constexpr uint32_t kProtocolVersion = 1;
+inline constexpr uint32_t kProtocolVersion = 2;
 
 // Largest message either side accepts. Default bound for slices of up to 256 MiB.
 inline constexpr int kMaxMessageBytes = 256 * 1024 * 1024 + 4096;

@@ -115,6 +115,12 @@ absl::Status HandleWorkerMessage(ParameterShard* shard, int rank, const wire::Wo
       }
       out = shard->Pull(rank, static_cast<int>(msg.pull().slice_id()), msg.pull().version());
       break;
+    case wire::WorkerMessage::kBuffers: {
+      P3_ASSIGN_OR_RETURN(const int64_t n, FloatCount(msg.buffers().values()));
+      out = shard->Buffers(rank, msg.buffers().round(),
+                           reinterpret_cast<const float*>(msg.buffers().values().data()), n);
+      break;
+    }
     case wire::WorkerMessage::kDone:
       handled->done = true;
       handled->all_done = shard->Finish(rank);

@@ -340,7 +340,13 @@ class ParameterServer::Impl {
             msg.mutable_abort()->set_code(static_cast<int>(p.abort.code()));
             msg.mutable_abort()->set_message(std::string(p.abort.message()));
             break;
-          case Pending::Kind::kOutgoing:  // an Ack
+          case Pending::Kind::kOutgoing:  // an Ack, or the buffers' mean
+            if (p.out.kind == Outgoing::Kind::kBuffers) {
+              msg.mutable_buffers()->set_round(p.out.iteration);
+              msg.mutable_buffers()->set_values(p.out.values->data(),
+                                                p.out.values->size() * sizeof(float));
+              break;
+            }
             msg.mutable_ack()->set_slice_id(p.out.slice_id);
             msg.mutable_ack()->set_iteration(p.out.iteration);
             break;
@@ -351,7 +357,10 @@ class ParameterServer::Impl {
       if (tracing() && p.kind == Pending::Kind::kOutgoing) {
         options_.trace->Complete(
             conn->send_track,
-            absl::StrCat(p.out.kind == Outgoing::Kind::kAck ? "ack " : "params ", p.out.slice_id),
+            absl::StrCat(p.out.kind == Outgoing::Kind::kAck       ? "ack "
+                         : p.out.kind == Outgoing::Kind::kBuffers ? "buffers "
+                                                                  : "params ",
+                         p.out.slice_id),
             "send", start, absl::Now(),
             absl::StrCat(
                 "\"slice\": ", p.out.slice_id,

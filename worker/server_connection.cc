@@ -174,9 +174,16 @@ void ServerConnection::WriteLoop() {
         msg.mutable_done();
         ok = stream_->Write(EncodeMessage(msg));
         break;
+      case Upstream::Kind::kBuffers:
+        msg.Clear();
+        msg.mutable_buffers()->set_round(up.iteration);
+        msg.mutable_buffers()->set_values(up.buffers->data(), up.buffers->size() * sizeof(float));
+        bytes_sent_ += item->bytes;
+        ok = stream_->Write(EncodeMessage(msg));
+        break;
     }
     if (options_.trace != nullptr && options_.trace->enabled()) {
-      static constexpr const char* kNames[] = {"init", "gradient", "pull", "done"};
+      static constexpr const char* kNames[] = {"init", "gradient", "pull", "done", "buffers"};
       options_.trace->Complete(
           send_track_, absl::StrCat(kNames[static_cast<int>(up.kind)], " ", up.slice_id), "send",
           start, absl::Now(),
@@ -242,6 +249,10 @@ void ServerConnection::ReadLoop() {
     } else if (msg.control.has_ack()) {
       listener_->OnAck(options_.server_index, msg.control.ack().slice_id(),
                        msg.control.ack().iteration());
+    } else if (msg.control.has_buffers()) {
+      bytes_received_ += static_cast<int64_t>(msg.control.buffers().values().size());
+      listener_->OnBuffers(options_.server_index, msg.control.buffers().round(),
+                           msg.control.buffers().values());
     } else if (msg.control.has_abort()) {
       abort = absl::Status(static_cast<absl::StatusCode>(msg.control.abort().code()),
                            absl::StrCat("server ", options_.server_index,

@@ -256,8 +256,13 @@ absl::Status TrainLoop(const config::ExperimentConfig& config, const TrainerOpti
       epoch.end_iteration = it + 1;
       epoch.train_loss = epoch_loss_sum / static_cast<double>(epoch_count);
       // The last epoch's accuracy is the run's, measured after Finish (RunTraining).
-      // Others: rank 0 evaluates with every parameter at the current version; the other
-      // workers wait for its next gradients meanwhile.
+      // Others: every worker takes the mean of the workers' buffers (BatchNorm's running
+      // statistics), then rank 0 evaluates with every parameter at the current version;
+      // the other workers wait for its next gradients meanwhile.
+      if (config.training().evaluate() && it + 1 < data.iterations &&
+          backend.worker != nullptr) {
+        P3_RETURN_IF_ERROR(backend.worker->AverageBuffers());
+      }
       if (data.test != nullptr && it + 1 < data.iterations) {
         if (backend.worker != nullptr) P3_RETURN_IF_ERROR(backend.worker->Sync());
         try {
@@ -381,6 +386,8 @@ absl::StatusOr<TrainResult> RunTraining(const config::ExperimentConfig& config,
   result.iterations = data.iterations;
   P3_RETURN_IF_ERROR(TrainLoop(config, options, data, backend, &result));
   if (backend.worker != nullptr) {
+    // The model evaluated, measured and exported is the cluster's: its buffers too.
+    P3_RETURN_IF_ERROR(backend.worker->AverageBuffers());
     P3_RETURN_IF_ERROR(backend.worker->Finish());
     const WorkerStats stats = backend.worker->stats();
     result.bytes_sent = stats.bytes_sent;

@@ -52,6 +52,9 @@ class TransportListener {
   virtual void OnParams(int server, int64_t slice_id, uint64_t version, uint64_t offset,
                         const ReceivedValues& values) = 0;
   virtual void OnAck(int server, int64_t slice_id, uint64_t iteration) = 0;
+  // Round `round` of the mean of all workers' buffers (Upstream::Kind::kBuffers): raw
+  // float32 bytes, valid during the call only.
+  virtual void OnBuffers(int server, uint64_t round, absl::string_view values) = 0;
   // The peer is dead, aborted the run, or ended the stream before a clean close: the run
   // cannot go on. Called at most once.
   virtual void OnFailure(int server, const absl::Status& status) = 0;

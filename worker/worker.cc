@@ -3,8 +3,11 @@
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <cstring>
 #include <iostream>
+#include <limits>
 #include <map>
+#include <optional>
 #include <string>
 #include <utility>
 
@@ -198,6 +201,67 @@ class Worker::Impl : public TransportListener {
     return result;
   }
 
+  absl::Status AverageBuffers() {
+    P3_RETURN_IF_ERROR(failure());
+    std::vector<torch::Tensor> buffers;
+    int64_t n = 0;
+    for (const torch::Tensor& b : model_->buffers()) {
+      if (b.scalar_type() != torch::kFloat32) continue;
+      buffers.push_back(b);
+      n += b.numel();
+    }
+    if (buffers.empty()) return absl::OkStatus();
+    auto mine = std::make_shared<std::vector<float>>();
+    mine->reserve(static_cast<size_t>(n));
+    for (const torch::Tensor& b : buffers) {
+      const torch::Tensor c = b.detach().contiguous();
+      mine->insert(mine->end(), c.data_ptr<float>(), c.data_ptr<float>() + c.numel());
+    }
+    uint64_t round;
+    {
+      absl::MutexLock lock(&mu_);
+      round = buffer_round_;
+      buffer_mean_.reset();
+    }
+    // After this iteration's gradients, which the other workers need first.
+    links_[0]->Send(ToServer{.server = 0,
+                             .message = Upstream{.kind = Upstream::Kind::kBuffers,
+                                                 .iteration = round,
+                                                 .buffers = mine},
+                             .priority = std::numeric_limits<int64_t>::max() - 1,
+                             .bytes = n * static_cast<int64_t>(sizeof(float))});
+    std::vector<float> mean;
+    {
+      absl::MutexLock lock(&mu_);
+      auto arrived = [this] {
+        mu_.AssertHeld();
+        return buffer_mean_.has_value() || !failure_.ok();
+      };
+      if (!mu_.AwaitWithTimeout(absl::Condition(&arrived), options_.peer_timeout)) {
+        return absl::DeadlineExceededError(absl::StrCat(
+            "worker ", options_.rank, ": waited ", absl::FormatDuration(options_.peer_timeout),
+            " for the mean of the workers' buffers (round ", round, ") from server 0"));
+      }
+      P3_RETURN_IF_ERROR(failure_);
+      mean = *std::move(buffer_mean_);
+      buffer_mean_.reset();
+      ++buffer_round_;
+    }
+    if (static_cast<int64_t>(mean.size()) != n) {
+      const absl::Status wrong = absl::InternalError(
+          absl::StrCat("server 0 sent ", mean.size(), " buffer values; this worker has ", n));
+      Fail(wrong);
+      return wrong;
+    }
+    torch::NoGradGuard no_grad;
+    int64_t at = 0;
+    for (torch::Tensor& b : buffers) {
+      b.copy_(torch::from_blob(mean.data() + at, b.sizes(), torch::kFloat32));
+      at += b.numel();
+    }
+    return absl::OkStatus();
+  }
+
   void Shutdown() {
     for (auto& link : links_) link->Shutdown();
     for (size_t t = 0; t < hooks_.size(); ++t) params_[t].remove_hook(hooks_[t]);
@@ -221,6 +285,25 @@ class Worker::Impl : public TransportListener {
       return;
     }
     links_[server]->Send(*pull);
+  }
+
+  void OnBuffers(int server, uint64_t round, absl::string_view values) override {
+    absl::Status wrong;
+    {
+      absl::MutexLock lock(&mu_);
+      if (server != 0 || round != buffer_round_ || buffer_mean_.has_value() ||
+          values.size() % sizeof(float) != 0) {
+        wrong = absl::InternalError(absl::StrCat("server ", server, " sent buffers of round ",
+                                                 round, " (", values.size(),
+                                                 " bytes); this worker awaits round ",
+                                                 buffer_round_, " from server 0"));
+      } else {
+        std::vector<float> mean(values.size() / sizeof(float));
+        std::memcpy(mean.data(), values.data(), values.size());
+        buffer_mean_ = std::move(mean);
+      }
+    }
+    if (!wrong.ok()) Fail(wrong);
   }
 
   void OnFailure(int server, const absl::Status& status) override { Fail(status); }
@@ -358,6 +441,9 @@ class Worker::Impl : public TransportListener {
 
   mutable absl::Mutex mu_;
   absl::Status failure_ ABSL_GUARDED_BY(mu_);
+  // AverageBuffers(): the round awaited, and its mean once server 0 has sent it.
+  uint64_t buffer_round_ ABSL_GUARDED_BY(mu_) = 0;
+  std::optional<std::vector<float>> buffer_mean_ ABSL_GUARDED_BY(mu_);
 };
 
 absl::StatusOr<std::unique_ptr<Worker>> Worker::Create(const WorkerOptions& options,
@@ -416,6 +502,7 @@ absl::StatusOr<torch::Tensor> Worker::Forward(const torch::Tensor& input) {
 absl::Status Worker::Backward(const torch::Tensor& loss) { return impl_->Backward(loss); }
 absl::Status Worker::Sync() { return impl_->Sync(); }
 absl::Status Worker::Finish() { return impl_->Finish(); }
+absl::Status Worker::AverageBuffers() { return impl_->AverageBuffers(); }
 int64_t Worker::iteration() const { return impl_->iteration(); }
 WorkerStats Worker::stats() const { return impl_->stats(); }
 const SlicePlan& Worker::plan() const { return impl_->plan(); }

@@ -124,6 +124,14 @@ class Worker {
   // Waits until every parameter holds the current version (e.g. before evaluating).
   absl::Status Sync();
 
+  // Replaces the model's float32 buffers (BatchNorm's running mean and variance) by
+  // their mean over all workers, summed in rank order, so that every worker evaluates
+  // and exports the same model (docs/protocol.md, "Buffers"). Collective: every worker
+  // must call it at the same point of the run (between iterations), the same number of
+  // times. Returns at once for a model without float32 buffers. Bounded by peer_timeout.
+  // Parameters are not touched; other buffers (num_batches_tracked) are left as they are.
+  absl::Status AverageBuffers();
+
   // Waits for the final parameters, tells the servers this worker is done, closes.
   absl::Status Finish();
 

@@ -128,6 +128,15 @@ torch::Tensor TrainLocal(int workers, const OptimizerOptions& o = Sgd(),
   return Flatten(*model);
 }
 
+// The model's float32 buffers (BatchNorm's running statistics), flattened.
+torch::Tensor FloatBuffers(models::BlockModel& model) {
+  std::vector<torch::Tensor> parts;
+  for (const torch::Tensor& b : model.buffers()) {
+    if (b.scalar_type() == torch::kFloat32) parts.push_back(b.detach().flatten().clone());
+  }
+  return torch::cat(parts);
+}
+
 struct RunSpec {
   Mode mode = Mode::kP3;
   int workers = 1;
@@ -144,10 +153,14 @@ struct RunSpec {
   bool shared_memory = true;
   OptimizerOptions optimizer = Sgd();
   ModelKind model = ModelKind::kMlp;
+  bool average_buffers = false;  // Worker::AverageBuffers() after the last step
 };
 
 struct ClusterResult {
   std::vector<torch::Tensor> params;  // per worker
+  // The float32 buffers flattened, per worker, before and after AverageBuffers().
+  std::vector<torch::Tensor> buffers_before;
+  std::vector<torch::Tensor> buffers_after;
   std::vector<absl::Status> status;
   std::vector<WorkerStats> stats;
 };
@@ -191,6 +204,8 @@ ClusterResult TrainCluster(const RunSpec& spec) {
   }
   ClusterResult result;
   result.params.resize(workers);
+  result.buffers_before.resize(workers);
+  result.buffers_after.resize(workers);
   result.status.resize(workers);
   result.stats.resize(workers);
   // libtorch's generator is global: draw every batch and model before the threads start.
@@ -230,6 +245,14 @@ ClusterResult TrainCluster(const RunSpec& spec) {
           result.status[r] = s;
           return;
         }
+      }
+      if (spec.average_buffers) {
+        result.buffers_before[r] = FloatBuffers(*model);
+        if (absl::Status s = (*worker)->AverageBuffers(); !s.ok()) {
+          result.status[r] = s;
+          return;
+        }
+        result.buffers_after[r] = FloatBuffers(*model);
       }
       if (spec.finish) result.status[r] = (*worker)->Finish();
       result.stats[r] = (*worker)->stats();
@@ -374,6 +397,37 @@ CATCH_TEST_CASE("with batch normalisation every mode equals local over per-worke
               1e-4);
   std::cout << "batch normalisation: largest relative error against local "
             << WorstErrorOverModes(want, ScheduledSgd(), ModelKind::kBatchNorm) << "\n";
+}
+
+CATCH_TEST_CASE("every worker ends with the mean of the workers' batch-norm statistics") {
+  torch::set_num_threads(1);
+  for (const Mode mode : {Mode::kP3, Mode::kBaseline}) {
+    for (const bool shared_memory : {true, false}) {
+      CATCH_CAPTURE(ModeName(mode), shared_memory);
+      ClusterResult run = TrainCluster(RunSpec{.mode = mode,
+                                               .workers = 3,
+                                               .servers = 2,
+                                               .shared_memory = shared_memory,
+                                               .model = ModelKind::kBatchNorm,
+                                               .average_buffers = true});
+      for (const absl::Status& s : run.status) {
+        CATCH_CAPTURE(s.ToString());
+        CATCH_REQUIRE(s.ok());
+      }
+      // Each worker's statistics follow its own batches: they differ before.
+      CATCH_REQUIRE(run.buffers_before[0].numel() > 0);
+      CATCH_CHECK_FALSE(torch::equal(run.buffers_before[0], run.buffers_before[1]));
+      // After: the mean, summed in rank order, on every worker, bit for bit.
+      const torch::Tensor want =
+          ((run.buffers_before[0] + run.buffers_before[1]) + run.buffers_before[2]) / 3.0f;
+      for (int r = 0; r < 3; ++r) {
+        CATCH_CAPTURE(r);
+        CATCH_CHECK(torch::equal(run.buffers_after[r], want));
+      }
+      // The parameters are not touched: still every worker's the same.
+      CATCH_CHECK(torch::equal(run.params[0], run.params[2]));
+    }
+  }
 }
 
 CATCH_TEST_CASE("slices and tensors sent in parts train the same parameters as sent whole") {

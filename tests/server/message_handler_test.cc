@@ -95,5 +95,39 @@ CATCH_TEST_CASE("a shared-memory message that does not fit is refused and change
   CATCH_CHECK(*f.handled.out[0].values == std::vector<float>{1 - 10, 2 - 20, 3 - 30});
 }
 
+CATCH_TEST_CASE("a worker's buffers come back as their mean; malformed ones are refused") {
+  Fixture f;  // one worker: the mean of one contribution is itself
+  wire::WorkerMessage msg;
+  const std::vector<float> values = {0.5f, 2.0f};
+  msg.mutable_buffers()->set_round(0);
+  msg.mutable_buffers()->set_values(values.data(), values.size() * sizeof(float));
+  // Not a whole number of float32.
+  wire::WorkerMessage odd = msg;
+  odd.mutable_buffers()->mutable_values()->push_back('x');
+  absl::Status refused = f.Handle(odd, nullptr);
+  CATCH_CHECK(absl::IsInvalidArgument(refused));
+  CATCH_CHECK(Mentions(refused, "whole number of float32"));
+  // A round that is not open.
+  wire::WorkerMessage later = msg;
+  later.mutable_buffers()->set_round(3);
+  CATCH_CHECK(Mentions(f.Handle(later, nullptr), "round 0 is open"));
+  // The right one, after the refusals: round 0 was not disturbed.
+  CATCH_REQUIRE(f.Handle(msg, nullptr).ok());
+  CATCH_REQUIRE(f.handled.out.size() == 1);
+  CATCH_CHECK(f.handled.out[0].kind == Outgoing::Kind::kBuffers);
+  CATCH_CHECK(f.handled.out[0].iteration == 0);
+  CATCH_CHECK(*f.handled.out[0].values == values);
+}
+
+CATCH_TEST_CASE("buffers sent to a server other than server 0 are refused") {
+  ShardOptions o;
+  o.server_index = 1;
+  ParameterShard shard(o);
+  const float v = 1.0f;
+  absl::StatusOr<std::vector<Outgoing>> out = shard.Buffers(0, 0, &v, 1);
+  CATCH_CHECK(absl::IsInvalidArgument(out.status()));
+  CATCH_CHECK(Mentions(out.status(), "not server 0"));
+}
+
 }  // namespace
 }  // namespace p3

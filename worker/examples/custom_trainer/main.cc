@@ -99,6 +99,8 @@ absl::Status Train() {
     if ((it + 1) % 50 == 0)
       std::cout << "iteration " << it + 1 << " loss " << loss.item<double>() << std::endl;
   }
+  // Every rank: bn1's running statistics become the mean over the workers.
+  P3_RETURN_IF_ERROR(worker->AverageBuffers());
   P3_RETURN_IF_ERROR(worker->Finish());  // the model now holds the final parameters
   if (rank != 0) return absl::OkStatus();
 
