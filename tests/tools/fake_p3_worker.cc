@@ -27,6 +27,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <string>
@@ -40,6 +41,7 @@
 #include "p3/file_util.h"
 #include "p3/progress.h"
 #include "proto/config.h"
+#include "proto/config_options.h"
 #include "tests/tools/fake_common.h"
 
 namespace {
@@ -174,11 +176,22 @@ int Run(int argc, char** argv) {
   if (absl::Status s = p3::WriteFileAtomically(records_file, records); !s.ok()) {
     return Fail(std::string(s.message()));
   }
+  // Rank 0 "saves the model" where p3_worker would (a placeholder file, named in the result).
+  std::string model_json;
+  if (const std::string model = p3::ModelFileFromConfig(*config); rank == 0 && !model.empty()) {
+    std::error_code error;
+    const std::filesystem::path path = std::filesystem::absolute(model, error);
+    std::filesystem::create_directories(path.parent_path(), error);
+    if (absl::Status s = p3::WriteFileAtomically(path.string(), "fake model\n"); !s.ok()) {
+      return Fail(std::string(s.message()));
+    }
+    model_json = absl::StrCat(", \"model_file\": \"", path.string(), "\"");
+  }
   const std::string result = absl::StrFormat(
       "{\"rank\": %d, \"iterations\": %d, \"samples_per_second\": %.3f, \"final_loss\": %.6f, "
-      "\"test_accuracy\": %s, \"param_l2\": 12.5, \"wall_seconds\": %.3f}\n",
+      "\"test_accuracy\": %s, \"param_l2\": 12.5, \"wall_seconds\": %.3f%s}\n",
       rank, total, samples_per_second, loss, config->training().evaluate() ? "0.75" : "null",
-      total * iteration_seconds);
+      total * iteration_seconds, model_json);
   if (absl::Status s = p3::WriteFileAtomically(result_file, result); !s.ok()) {
     return Fail(std::string(s.message()));
   }

@@ -288,6 +288,10 @@ elif [[ ! -s "$out_dir/results/worker_1.json" || ! -s "$out_dir/records/worker_0
   fail "results, records and traces were not copied back"
 elif ! json_check "$out_dir/summary.json" 's["iterations"] == 3 and s["trace"].endswith("trace.json")'; then
   fail "no summary or trace from the copied files"
+elif [[ ! -s "$remote_dir/model.pt" || ! -s "$out_dir/model.pt" ]]; then
+  fail "rank 0's model was not written to --remote_output_dir and copied back"
+elif ! json_check "$out_dir/summary.json" "s['model_file'] == '$(realpath "$out_dir")/model.pt'"; then
+  fail "summary.json does not name the local copy of the model: $(grep model_file "$out_dir/summary.json")"
 elif ! grep -q 'on fixed ports' "$output"; then
   fail "fixed ports not used"
 else

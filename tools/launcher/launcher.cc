@@ -92,7 +92,15 @@ absl::Status Launcher::PrepareOutputDir(bool clear_stale, bool write_config) {
   for (const std::string& override_text : options_.overrides) {
     absl::StrAppend(&text, "# --set=", override_text, "\n");
   }
-  absl::StrAppend(&text, config::ConfigToText(config_));
+  config::ExperimentConfig written = config_;
+  if (!options_.hosts.empty() && !options_.remote_output_dir.empty() &&
+      config_.output().save_model() && config_.output().model_file().empty()) {
+    // No shared folder: rank 0 writes the model into the remote output folder, from
+    // where FetchRemoteModel copies it here.
+    written.mutable_output()->set_model_file(
+        RemotePath((fs::path(output_dir_) / "model.pt").string()));
+  }
+  absl::StrAppend(&text, config::ConfigToText(written));
   config_text_ = text;
   return WriteFileAtomically(config_out_, text);
 }
@@ -444,6 +452,34 @@ absl::Status Launcher::FetchRemoteFiles() {
   return absl::OkStatus();
 }
 
+void Launcher::FetchRemoteModel() {
+  if (options_.hosts.empty() || options_.remote_output_dir.empty()) return;
+  for (Child& child : children_) {
+    if (child.role != "worker" || child.index != 0 || child.host == nullptr || !child.result ||
+        !child.result->contains("model_file") || !child.result->at("model_file").is_string()) {
+      continue;
+    }
+    const std::string remote = child.result->at("model_file").get<std::string>();
+    const fs::path local = fs::absolute(fs::path(output_dir_) / "model.pt");
+    // A model_file of the user's own stays where rank 0 wrote it.
+    if (!absl::EndsWith(remote, RemotePath((fs::path(output_dir_) / "model.pt").string()))) return;
+    const std::string archive = absl::StrCat(output_dir_, "/.fetch_model.tar");
+    const bool fetched =
+        supervisor_->RunQuietly(FetchArchiveArgv(options_.ssh_command, *child.host,
+                                                 options_.remote_output_dir, {"model.pt"}),
+                                archive) &&
+        supervisor_->RunQuietly({"tar", "-C", output_dir_, "-xf", archive}, "");
+    std::error_code error;
+    fs::remove(archive, error);
+    if (fetched && fs::exists(local, error)) {
+      (*child.result)["model_file"] = local.string();
+    } else {
+      Say(absl::StrCat("warning: cannot copy the model from host ", child.host->destination,
+                       "; it stays there: ", remote));
+    }
+  }
+}
+
 absl::Status Launcher::StartServers() {
   const int servers = config::ServerProcessCount(config_);
   for (Child& child : children_) {
@@ -548,6 +584,7 @@ int Launcher::Run() {
   if (status.ok() && servers > 0) status = WaitForServers();
   if (status.ok()) status = FetchRemoteFiles();
   if (status.ok()) status = ReadResults();
+  if (status.ok()) FetchRemoteModel();
   if (status.ok()) MergeTraces();
   if (status.ok()) status = WriteSummary();
 

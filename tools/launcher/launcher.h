@@ -121,6 +121,9 @@ class Launcher {
   absl::Status CheckLinks(bool strict);
   void MergeTraces();
   absl::Status FetchRemoteFiles();
+  // Rank 0's model, written into --remote_output_dir on its host, copied into the output
+  // folder; its result then names the local copy (a warning when it cannot be copied).
+  void FetchRemoteModel();
   std::string RemotePath(const std::string& local) const;
   std::string ServerAddress(const Child& child) const;
   absl::Status StartProcess(Child& child, const std::string& binary,
