@@ -485,4 +485,29 @@ absl::StatusOr<std::vector<Outgoing>> ParameterShard::Buffers(int rank, uint64_t
   return out;
 }
 
+std::vector<SliceWait> ParameterShard::Waits() const {
+  std::vector<SliceWait> waits;
+  std::vector<bool> finished;
+  {
+    absl::MutexLock lock(&mu_);
+    if (!configured_) return waits;
+    finished = finished_;
+  }
+  // slices_ is not resized once configured.
+  for (size_t id = 0; id < slices_.size(); ++id) {
+    const SliceState* s = slices_[id].get();
+    if (s == nullptr) continue;
+    absl::MutexLock lock(&s->mu);
+    if (!s->initialized) continue;
+    SliceWait wait{.slice_id = static_cast<int>(id), .iteration = s->version};
+    for (size_t r = 0; r < s->has.size(); ++r) {
+      if (!s->has[r] && !(r < finished.size() && finished[r])) {
+        wait.missing_ranks.push_back(static_cast<int>(r));
+      }
+    }
+    if (!wait.missing_ranks.empty()) waits.push_back(std::move(wait));
+  }
+  return waits;
+}
+
 }  // namespace p3

@@ -39,6 +39,7 @@
 #include "p3/cluster_signature.h"
 #include "p3/optimizer.h"
 #include "p3/slice_plan.h"
+#include "p3/stall_report.h"
 
 namespace p3 {
 
@@ -131,6 +132,10 @@ class ParameterShard {
   // only. Once every worker's are in, their mean goes to every worker (kBuffers).
   absl::StatusOr<std::vector<Outgoing>> Buffers(int rank, uint64_t round, const float* values,
                                                 int64_t n);
+
+  // The slices whose gradients of their current iteration are not all in, with the
+  // ranks missing (those that have finished are not); for stall reports.
+  std::vector<SliceWait> Waits() const;
 
  private:
   struct SliceState {

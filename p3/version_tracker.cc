@@ -46,6 +46,15 @@ int VersionTracker::Missing(int first, int last, uint64_t version) const {
   return missing;
 }
 
+std::vector<int> VersionTracker::MissingSlices(int first, int last, uint64_t version) const {
+  absl::MutexLock lock(&mu_);
+  std::vector<int> missing;
+  for (int i = first; i < last; ++i) {
+    if (versions_[i] < version + 1) missing.push_back(i);
+  }
+  return missing;
+}
+
 int VersionTracker::waiters() const {
   absl::MutexLock lock(&mu_);
   return waiters_;

@@ -41,6 +41,8 @@ class VersionTracker {
 
   // Number of slices in [first, last) holding less than `version`.
   int Missing(int first, int last, uint64_t version) const;
+  // Their ids, ascending.
+  std::vector<int> MissingSlices(int first, int last, uint64_t version) const;
 
   // Threads blocked in WaitFor() now. For tests and monitoring.
   int waiters() const;

@@ -12,6 +12,7 @@ constexpr int kDefaultWorkers = 2;
 constexpr int kDefaultServers = 2;
 constexpr char kDefaultHost[] = "127.0.0.1";
 constexpr double kDefaultPeerTimeoutS = 60;
+constexpr double kDefaultStallReportS = 10;
 constexpr char kDefaultModel[] = "small_cnn";
 constexpr int kDefaultNumClasses = 10;
 constexpr char kDefaultDataset[] = "fashion_mnist";
@@ -60,6 +61,7 @@ void FillDefaults(ExperimentConfig* config) {
   if (cluster->servers() == 0) cluster->set_servers(kDefaultServers);
   if (cluster->host().empty()) cluster->set_host(kDefaultHost);
   if (cluster->peer_timeout_s() == 0) cluster->set_peer_timeout_s(kDefaultPeerTimeoutS);
+  if (!cluster->has_stall_report_s()) cluster->set_stall_report_s(kDefaultStallReportS);
 
   ModelConfig* model = config->mutable_model();
   if (model->name().empty()) model->set_name(kDefaultModel);

@@ -145,6 +145,11 @@ absl::Status ValidateConfig(const ExperimentConfig& config) {
   check.IntRange("cluster.servers", cluster.servers(), 1, kMaxProcesses);
   check.Word("cluster.host", cluster.host(), "_-.:", "a host name or IP address");
   check.Positive("cluster.peer_timeout_s", cluster.peer_timeout_s());
+  if (!(cluster.stall_report_s() >= 0) || std::isinf(cluster.stall_report_s())) {
+    check.Add("cluster.stall_report_s",
+              absl::StrCat("must be 0 (no reports) or a positive number of seconds, got ",
+                           cluster.stall_report_s()));
+  }
 
   const ModelConfig& model = config.model();
   check.Word("model.name", model.name(), "_", "a model name of the zoo (letters, digits, '_')");

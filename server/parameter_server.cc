@@ -15,9 +15,11 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
 #include "p3/link_queue.h"
 #include "p3/shared_memory.h"
 #include "p3/slice_plan.h"
+#include "p3/stall_report.h"
 #include "p3/status_macros.h"
 #include "proto/raw_train.h"
 #include "proto/wire.h"
@@ -33,10 +35,11 @@ using TrainStream = RawTrainServerStream;
 
 // One message waiting to go down a stream.
 struct Pending {
-  enum class Kind { kWelcome, kOutgoing, kAbort };
+  enum class Kind { kWelcome, kOutgoing, kAbort, kStall };
   Kind kind = Kind::kOutgoing;
   Outgoing out;
   absl::Status abort;
+  std::shared_ptr<const StallReport> stall;  // kStall
 };
 
 // The shard hands its checkpoints to the server's writer thread instead of running
@@ -82,6 +85,9 @@ class ParameterServer::Impl {
     if (server_ == nullptr || port_ == 0) {
       return absl::UnavailableError(absl::StrCat("cannot listen on ", options_.address));
     }
+    if (options_.stall_report > absl::ZeroDuration()) {
+      stall_watcher_ = std::thread([this] { WatchStalls(); });
+    }
     return absl::OkStatus();
   }
 
@@ -124,6 +130,8 @@ class ParameterServer::Impl {
       server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
     // No handler cuts a checkpoint any more: the queued ones are written before this returns.
     if (checkpoint_writer_ != nullptr) checkpoint_writer_->Shutdown();
+    stop_watching_.Notify();
+    if (stall_watcher_.joinable()) stall_watcher_.join();
   }
 
   int port() const { return port_; }
@@ -336,6 +344,13 @@ class ParameterServer::Impl {
             w->set_shared_memory(conn->shared != nullptr);
             break;
           }
+          case Pending::Kind::kStall: {
+            wire::Stall* stall = msg.mutable_stall();
+            stall->set_iteration(p.stall->iteration);
+            for (int r : p.stall->missing_ranks) stall->add_missing_ranks(static_cast<uint32_t>(r));
+            stall->set_waited_s(absl::ToDoubleSeconds(p.stall->waited));
+            break;
+          }
           case Pending::Kind::kAbort:
             msg.mutable_abort()->set_code(static_cast<int>(p.abort.code()));
             msg.mutable_abort()->set_message(std::string(p.abort.message()));
@@ -404,6 +419,27 @@ class ParameterServer::Impl {
     });
   }
 
+  // Every stall_report / 4: logs the gradients awaited for stall_report or longer, and
+  // tells the workers that are waiting for them whom they wait for.
+  void WatchStalls() {
+    GradientStallWatch watch(options_.shard.server_index, options_.stall_report);
+    const absl::Duration poll = std::max(absl::Milliseconds(20), options_.stall_report / 4);
+    while (!stop_watching_.WaitForNotificationWithTimeout(poll)) {
+      std::optional<StallReport> report = watch.Observe(shard_.Waits(), absl::Now());
+      if (!report) continue;
+      std::cerr << report->text << std::endl;
+      auto shared = std::make_shared<const StallReport>(*std::move(report));
+      absl::MutexLock lock(&mu_);
+      for (auto& [rank, conn] : streams_) {
+        if (std::binary_search(shared->missing_ranks.begin(), shared->missing_ranks.end(), rank)) {
+          continue;
+        }
+        conn->Push(Pending{.kind = Pending::Kind::kStall, .stall = shared},
+                   LinkSendQueue<Pending>::kUrgent, 0, 0);
+      }
+    }
+  }
+
   // Routes the shard's answers to the workers' queues.
   void Dispatch(const std::vector<Outgoing>& out) {
     if (out.empty()) return;
@@ -437,6 +473,9 @@ class ParameterServer::Impl {
   std::unique_ptr<CheckpointWriter> checkpoint_writer_;
   ParameterShard shard_;
   std::unique_ptr<grpc::Server> server_;
+  // The stall reports' thread (stall_report > 0), stopped by Shutdown().
+  absl::Notification stop_watching_;
+  std::thread stall_watcher_;
   int port_ = 0;
 
   absl::Mutex mu_;

@@ -47,6 +47,10 @@ struct ServerOptions {
   ShardOptions shard;
   // A silent worker connection is declared dead after this long. Default: 60 s.
   absl::Duration peer_timeout = absl::Seconds(60);
+  // Gradients of a slice awaited this long are logged on stderr with the workers they
+  // wait for, and again every stall_report while the wait lasts; the workers that are
+  // waiting too are told (a Stall message) and log it. Zero: no reports. Default: 10 s.
+  absl::Duration stall_report = absl::Seconds(10);
   // The most values one message down carries; a larger slice is written as consecutive
   // parts. Default: kDefaultMaxMessageParams (1,048,576).
   int64_t max_message_params = kDefaultMaxMessageParams;

@@ -3,12 +3,15 @@
 #include <grpcpp/grpcpp.h>
 
 #include <atomic>
+#include <iostream>
 #include <limits>
 #include <thread>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/synchronization/notification.h"
+#include "p3/stall_report.h"
 #include "proto/raw_train.h"
 #include "proto/wire.h"
 #include "proto/wire_codec.h"
@@ -249,6 +252,13 @@ void ServerConnection::ReadLoop() {
     } else if (msg.control.has_ack()) {
       listener_->OnAck(options_.server_index, msg.control.ack().slice_id(),
                        msg.control.ack().iteration());
+    } else if (msg.control.has_stall()) {
+      const wire::Stall& stall = msg.control.stall();
+      std::vector<int> ranks(stall.missing_ranks().begin(), stall.missing_ranks().end());
+      std::cerr << "[stall] worker " << options_.rank << ": server " << options_.server_index
+                << " has waited " << absl::StrFormat("%.1f", stall.waited_s())
+                << " s for the gradients of iteration " << stall.iteration() << " from worker"
+                << (ranks.size() == 1 ? " " : "s ") << ListIds(ranks) << std::endl;
     } else if (msg.control.has_buffers()) {
       bytes_received_ += static_cast<int64_t>(msg.control.buffers().values().size());
       listener_->OnBuffers(options_.server_index, msg.control.buffers().round(),

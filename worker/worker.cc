@@ -18,6 +18,7 @@
 #include "p3/cluster_signature.h"
 #include "p3/link_queue.h"
 #include "p3/shared_memory.h"
+#include "p3/stall_report.h"
 #include "p3/status_macros.h"
 #include "p3/version_tracker.h"
 #include "p3/worker_core.h"
@@ -346,7 +347,19 @@ class Worker::Impl : public TransportListener {
 
   absl::Status WaitFor(int first, int last, uint64_t version) {
     const absl::Time start = absl::Now();
-    absl::Status s = tracker_.WaitFor(first, last, version, start + options_.peer_timeout);
+    const absl::Time deadline = start + options_.peer_timeout;
+    absl::Status s;
+    // In steps of stall_report, each one over logged with what is still missing.
+    for (absl::Time step = start;;) {
+      const bool report = options_.stall_report > absl::ZeroDuration();
+      if (report) step = std::min(deadline, step + options_.stall_report);
+      s = tracker_.WaitFor(first, last, version, report ? step : deadline);
+      if (!absl::IsDeadlineExceeded(s) || step >= deadline) break;
+      std::cerr << DescribeValueWait(options_.rank, absl::Now() - start, version,
+                                     WaitName(first, last),
+                                     tracker_.MissingSlices(first, last, version), plan_)
+                << std::endl;
+    }
     const absl::Time end = absl::Now();
     forward_wait_ += end - start;
     if (tracing() && end - start > absl::Microseconds(20)) {
@@ -360,6 +373,16 @@ class Worker::Impl : public TransportListener {
                                                       " for parameters: ", s.message()));
     }
     return s;
+  }
+
+  // What [first, last) is, for stall reports: "block 3 (conv2)" or "every block".
+  std::string WaitName(int first, int last) const {
+    for (int64_t b = 0; b < model_->num_blocks(); ++b) {
+      if (block_slices_[b] == std::make_pair(first, last)) {
+        return absl::StrCat("block ", b, " (", model_->BlockName(b), ")");
+      }
+    }
+    return "every block";
   }
 
   // Autograd hook: runs on the training thread as soon as tensor `t`'s gradient exists.

@@ -75,6 +75,10 @@ struct WorkerOptions {
   // A server silent for this long (or a wait for parameters longer than this) ends the
   // run with an error. Default: 60 s.
   absl::Duration peer_timeout = absl::Seconds(60);
+  // A wait for parameters longer than this is logged on stderr with the server and slices
+  // it waits for, and again every stall_report while it lasts (p3/stall_report.h); zero:
+  // no reports. Default: 10 s.
+  absl::Duration stall_report = absl::Seconds(10);
   // TLS to the servers (they must serve TLS too), verified against tls_ca_pem (empty:
   // the system's roots), checking the name tls_server_name when set. Default: plaintext.
   bool tls = false;

@@ -31,6 +31,7 @@ CATCH_TEST_CASE("an empty config gets every default from config.proto") {
   CATCH_CHECK(config->cluster().servers() == 2);
   CATCH_CHECK(config->cluster().host() == "127.0.0.1");
   CATCH_CHECK(config->cluster().peer_timeout_s() == 60);
+  CATCH_CHECK(config->cluster().stall_report_s() == 10);
   CATCH_CHECK(config->model().name() == "small_cnn");
   CATCH_CHECK(config->model().num_classes() == 10);
   CATCH_CHECK(config->model().image_size() == 0);
@@ -164,6 +165,12 @@ CATCH_TEST_CASE("out-of-range values name the field and the allowed range") {
                                 "(0: one message at a time)"));
   CATCH_CHECK(absl::StrContains(ErrorOf("cluster { peer_timeout_s: -1 }"),
                                 "cluster.peer_timeout_s: -1 is out of range; allowed > 0"));
+  CATCH_CHECK(absl::StrContains(ErrorOf("cluster { stall_report_s: -2 }"),
+                                "cluster.stall_report_s: must be 0 (no reports) or a positive"));
+  // 0 turns the reports off; it is kept, not replaced by the default.
+  absl::StatusOr<ExperimentConfig> off = ParseConfig("cluster { stall_report_s: 0 }", {});
+  CATCH_REQUIRE(off.ok());
+  CATCH_CHECK(off->cluster().stall_report_s() == 0);
 }
 
 CATCH_TEST_CASE("names outside their allowed set list the allowed values") {

@@ -1,0 +1,92 @@
+#!/usr/bin/env bash
+# Real processes: a worker stopped with SIGSTOP makes the servers and the other worker
+# log, within cluster.stall_report_s, whom they wait for (the stopped rank); SIGCONT lets
+# the run finish normally.
+set -uo pipefail
+
+SERVER=server/p3_server
+WORKER=worker/p3_worker
+TMP="${TEST_TMPDIR:-$(mktemp -d)}"
+STALL_S=1
+BOUND_S=$((STALL_S + 4))  # report due after STALL_S; the rest is slack for a loaded machine
+failures=0
+pids=()
+
+cleanup() { for p in "${pids[@]}"; do kill -CONT "$p" 2>/dev/null; kill -9 "$p" 2>/dev/null; done; }
+trap cleanup EXIT
+fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+
+cat > "$TMP/c.textproto" <<CFG
+name: "stall"
+mode: "p3"
+cluster { workers: 2 servers: 2 peer_timeout_s: 60 stall_report_s: $STALL_S }
+model { name: "small_cnn" }
+data { dataset: "synthetic" synthetic_size: 2048 }
+training { batch_size: 16 iterations: 150 log_every: 5 evaluate: false }
+scheduling { slice_params: 20000 }
+output { save_model: false }
+CFG
+
+for s in 0 1; do
+  "$SERVER" --config="$TMP/c.textproto" --server_index=$s --port_file="$TMP/s$s.port" \
+    > "$TMP/server_$s.log" 2>&1 &
+  pids+=($!)
+done
+for s in 0 1; do
+  for _ in $(seq 100); do [ -s "$TMP/s$s.port" ] && break; sleep 0.1; done
+  [ -s "$TMP/s$s.port" ] || { fail "server $s did not start"; exit 1; }
+done
+addresses="127.0.0.1:$(cat "$TMP/s0.port"),127.0.0.1:$(cat "$TMP/s1.port")"
+for r in 0 1; do
+  "$WORKER" --config="$TMP/c.textproto" --rank=$r --servers="$addresses" \
+    > "$TMP/worker_$r.log" 2>&1 &
+  pids+=($!)
+  eval "worker_pid_$r=$!"
+done
+for _ in $(seq 600); do grep -q 'PROGRESS iteration=10 ' "$TMP/worker_1.log" && break; sleep 0.1; done
+grep -q 'PROGRESS iteration=10 ' "$TMP/worker_1.log" || { fail "no progress"; tail "$TMP"/*.log; exit 1; }
+
+kill -STOP "$worker_pid_1"
+stopped_ms=$(date +%s%3N)
+# Each line that must appear, with the log it must appear in.
+declare -A want=(
+  ["server_0.log"]='^\[stall\] server 0: waited .* for the gradients of iteration [0-9]+: worker 1 \('
+  ["server_1.log"]='^\[stall\] server 1: waited .* for the gradients of iteration [0-9]+: worker 1 \('
+  ["worker_0.log"]='^\[stall\] worker 0: server [01] has waited .* from worker 1$'
+)
+for log in "${!want[@]}"; do
+  found=""
+  for _ in $(seq $((BOUND_S * 10))); do
+    if grep -qE "${want[$log]}" "$TMP/$log"; then found=1; break; fi
+    sleep 0.1
+  done
+  elapsed_ms=$(( $(date +%s%3N) - stopped_ms ))
+  elapsed="$((elapsed_ms / 1000)).$(printf %03d $((elapsed_ms % 1000)))"
+  if [ -n "$found" ]; then
+    echo "ok: $log after ${elapsed}s: $(grep -m1 -E "${want[$log]}" "$TMP/$log" | head -c 300)"
+  else
+    fail "$log names no stall of worker 1 within ${BOUND_S}s:"; tail -5 "$TMP/$log"
+  fi
+done
+# Worker 0's own wait names the server and block it waits on.
+if grep -qE '^\[stall\] worker 0: waited .* for version [0-9]+ of (block [0-9]+ \(.*\)|every block): server [01]' "$TMP/worker_0.log"; then
+  echo "ok: $(grep -m1 -E '^\[stall\] worker 0: waited' "$TMP/worker_0.log" | head -c 300)"
+else
+  fail "worker 0 does not say which server's values it waits for"; tail -5 "$TMP/worker_0.log"
+fi
+# Only the stopped rank is named by the servers.
+if grep -hE '^\[stall\] server' "$TMP"/server_*.log | grep -q 'worker 0 ('; then
+  fail "a server names worker 0, which is not stopped"
+fi
+
+kill -CONT "$worker_pid_1"
+for r in 0 1; do
+  eval "pid=\$worker_pid_$r"
+  wait "$pid"; rc=$?
+  [ "$rc" -eq 0 ] && echo "ok: worker $r finished after SIGCONT" ||
+    { fail "worker $r exited $rc after SIGCONT"; tail -5 "$TMP/worker_$r.log"; }
+done
+for p in "${pids[@]:0:2}"; do wait "$p" || fail "a server exited $?"; done
+
+echo "$failures failure(s)"
+[ "$failures" -eq 0 ]
