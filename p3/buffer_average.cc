@@ -12,10 +12,8 @@ BufferAverage::BufferAverage(int num_workers)
       contributions_(static_cast<size_t>(num_workers)),
       arrived_(static_cast<size_t>(num_workers), false) {}
 
-absl::StatusOr<std::shared_ptr<const std::vector<float>>> BufferAverage::Add(int rank,
-                                                                             uint64_t round,
-                                                                             const float* values,
-                                                                             int64_t n) {
+absl::StatusOr<BufferAverage::Mean> BufferAverage::Add(int rank, uint64_t round,
+                                                       const float* values, int64_t n) {
   if (rank < 0 || rank >= num_workers_) {
     return absl::InvalidArgumentError(
         absl::StrCat("buffers: rank ", rank, " is out of range for ", num_workers_, " workers"));
@@ -24,15 +22,26 @@ absl::StatusOr<std::shared_ptr<const std::vector<float>>> BufferAverage::Add(int
     return absl::InvalidArgumentError(absl::StrCat("buffers: ", n, " values"));
   }
   absl::MutexLock lock(&mu_);
-  if (round != round_) {
-    return absl::InvalidArgumentError(absl::StrCat("buffers of worker ", rank, " for round ",
-                                                   round, ", but round ", round_, " is open"));
+  if (!open_ && completed_ && round == *completed_) {
+    if (static_cast<int64_t>(last_mean_->size()) != n) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("buffers of worker ", rank, " for round ", round, " have ", n,
+                       " values, the other workers' ", last_mean_->size()));
+    }
+    return Mean{.values = last_mean_, .for_everyone = false};
+  }
+  if (open_ ? round != *open_ : (completed_ && round < *completed_)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "buffers of worker ", rank, " for round ", round, ", but ",
+        open_ ? absl::StrCat("round ", *open_, " is open")
+              : absl::StrCat("round ", *completed_, " has completed")));
   }
   if (length_ >= 0 && n != length_) {
     return absl::InvalidArgumentError(
         absl::StrCat("buffers of worker ", rank, " for round ", round, " have ", n,
                      " values, the other workers' ", length_));
   }
+  open_ = round;
   length_ = n;
   std::vector<float>& mine = contributions_[static_cast<size_t>(rank)];
   // memcpy: `values` may point into a message, with no alignment assumed.
@@ -42,7 +51,7 @@ absl::StatusOr<std::shared_ptr<const std::vector<float>>> BufferAverage::Add(int
     arrived_[static_cast<size_t>(rank)] = true;
     ++arrived_count_;
   }
-  if (arrived_count_ < num_workers_) return std::shared_ptr<const std::vector<float>>();
+  if (arrived_count_ < num_workers_) return Mean{};
   auto mean = std::make_shared<std::vector<float>>(static_cast<size_t>(n), 0.0f);
   for (const std::vector<float>& c : contributions_) {  // rank order
     for (int64_t i = 0; i < n; ++i) (*mean)[static_cast<size_t>(i)] += c[static_cast<size_t>(i)];
@@ -53,13 +62,10 @@ absl::StatusOr<std::shared_ptr<const std::vector<float>>> BufferAverage::Add(int
   arrived_.assign(arrived_.size(), false);
   arrived_count_ = 0;
   length_ = -1;
-  ++round_;
-  return std::shared_ptr<const std::vector<float>>(std::move(mean));
-}
-
-uint64_t BufferAverage::next_round() const {
-  absl::MutexLock lock(&mu_);
-  return round_;
+  completed_ = round;
+  open_.reset();
+  last_mean_ = mean;
+  return Mean{.values = std::move(mean), .for_everyone = true};
 }
 
 }  // namespace p3

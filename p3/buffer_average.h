@@ -11,10 +11,14 @@
 // The mean is deterministic: the contributions are summed in rank order, whatever order
 // they arrive in, then divided by the number of workers.
 //
+// Rounds are named by the iteration at which the workers exchange (they increase, not
+// necessarily by one). A worker that restarted (docs/protocol.md, "Rejoining worker")
+// may send the round that has just completed again: it gets that round's mean back.
+//
 // Example:
 //   BufferAverage average(/*num_workers=*/2);
-//   auto r0 = average.Add(/*rank=*/0, /*round=*/0, a.data(), a.size());  // null: waiting
-//   auto r1 = average.Add(/*rank=*/1, /*round=*/0, b.data(), b.size());  // (a + b) / 2
+//   auto r0 = average.Add(/*rank=*/0, /*round=*/100, a.data(), a.size());  // no mean yet
+//   auto r1 = average.Add(/*rank=*/1, /*round=*/100, b.data(), b.size());  // (a + b) / 2
 //
 // Thread-safe.
 #ifndef P3_P3_BUFFER_AVERAGE_H_
@@ -22,6 +26,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -34,23 +39,26 @@ class BufferAverage {
  public:
   explicit BufferAverage(int num_workers);
 
-  // Worker `rank`'s `n` buffer values (no alignment assumed) of exchange `round`. Returns the mean once every
-  // worker's contribution to `round` is in (the call that completes it), else null.
-  // Rounds complete in order: a contribution to a round that has completed, or to any
-  // round but the open one once one is open, is refused, as is a length that differs
-  // from the round's first contribution, or a rank out of range; nothing changes then.
-  // A second contribution of the same rank to the open round replaces its first (a
-  // worker that restarted sends again).
-  absl::StatusOr<std::shared_ptr<const std::vector<float>>> Add(int rank, uint64_t round,
-                                                                 const float* values, int64_t n);
+  struct Mean {
+    std::shared_ptr<const std::vector<float>> values;  // null: the round is still open
+    bool for_everyone = false;  // the round completed now; else only the caller's
+  };
 
-  // The round the next contribution belongs to: completed rounds so far.
-  uint64_t next_round() const;
+  // Worker `rank`'s `n` buffer values (no alignment assumed) for round `round`. When they
+  // complete the round, returns its mean for every worker. A contribution to the round
+  // that completed last returns that mean for the caller alone (a restarted worker
+  // sending again). Refused without changing anything: a rank out of range; a round
+  // other than the open one while one is open; with none open, a round below the last
+  // completed one; a length that differs from the round's. A second contribution of the
+  // same rank to the open round replaces its first.
+  absl::StatusOr<Mean> Add(int rank, uint64_t round, const float* values, int64_t n);
 
  private:
   const int num_workers_;
   mutable absl::Mutex mu_;
-  uint64_t round_ ABSL_GUARDED_BY(mu_) = 0;
+  std::optional<uint64_t> open_ ABSL_GUARDED_BY(mu_);       // the round being gathered
+  std::optional<uint64_t> completed_ ABSL_GUARDED_BY(mu_);  // the last completed one
+  std::shared_ptr<const std::vector<float>> last_mean_ ABSL_GUARDED_BY(mu_);
   // The open round's contributions by rank; empty vectors for the missing ranks.
   std::vector<std::vector<float>> contributions_ ABSL_GUARDED_BY(mu_);
   std::vector<bool> arrived_ ABSL_GUARDED_BY(mu_);

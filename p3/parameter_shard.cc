@@ -474,13 +474,13 @@ absl::StatusOr<std::vector<Outgoing>> ParameterShard::Buffers(int rank, uint64_t
           absl::StrCat("buffers of worker ", rank, ", which has not joined"));
     }
   }
-  P3_ASSIGN_OR_RETURN(std::shared_ptr<const std::vector<float>> mean,
-                      buffers_.Add(rank, round, values, n));
+  P3_ASSIGN_OR_RETURN(BufferAverage::Mean mean, buffers_.Add(rank, round, values, n));
   std::vector<Outgoing> out;
-  if (mean == nullptr) return out;
+  if (mean.values == nullptr) return out;
   for (int r = 0; r < options_.num_workers; ++r) {
+    if (!mean.for_everyone && r != rank) continue;
     out.push_back(Outgoing{.kind = Outgoing::Kind::kBuffers, .rank = r, .iteration = round,
-                           .values = mean});
+                           .values = mean.values});
   }
   return out;
 }

@@ -129,7 +129,8 @@ class ParameterShard {
   absl::StatusOr<std::pair<std::vector<float>, uint64_t>> SliceValues(int slice_id) const;
 
   // Worker `rank`'s model buffers (p3/buffer_average.h) for exchange `round`; server 0
-  // only. Once every worker's are in, their mean goes to every worker (kBuffers).
+  // only. Once every worker's are in, their mean goes to every worker (kBuffers); a
+  // round sent again after it completed gets the mean back to that worker alone.
   absl::StatusOr<std::vector<Outgoing>> Buffers(int rank, uint64_t round, const float* values,
                                                 int64_t n);
 

@@ -235,6 +235,13 @@ absl::Status TrainLoop(const config::ExperimentConfig& config, const TrainerOpti
   }
   ProgressReporter progress(options.progress, config.training().log_every(), data.iterations);
   const int64_t per_epoch = std::max<int64_t>(1, data.sampler->iterations_per_epoch());
+  // Resuming at an epoch's end (a restarted worker, or servers resumed from a checkpoint):
+  // take part in that epoch's exchange of buffers, which may still be waiting for this
+  // rank, or get its mean (docs/protocol.md, "Buffers").
+  if (first > 0 && first < data.iterations && first % per_epoch == 0 &&
+      config.training().evaluate() && backend.worker != nullptr) {
+    P3_RETURN_IF_ERROR(backend.worker->AverageBuffers());
+  }
   double epoch_loss_sum = 0;
   int64_t epoch_count = 0;
   for (int64_t it = first; it < data.iterations; ++it) {

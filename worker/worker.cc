@@ -218,10 +218,11 @@ class Worker::Impl : public TransportListener {
       const torch::Tensor c = b.detach().contiguous();
       mine->insert(mine->end(), c.data_ptr<float>(), c.data_ptr<float>() + c.numel());
     }
-    uint64_t round;
+    // The round is the iteration: the same on every worker at the same point of the run.
+    const uint64_t round = static_cast<uint64_t>(iteration_);
     {
       absl::MutexLock lock(&mu_);
-      round = buffer_round_;
+      buffer_round_ = round;
       buffer_mean_.reset();
     }
     // After this iteration's gradients, which the other workers need first.
@@ -246,7 +247,6 @@ class Worker::Impl : public TransportListener {
       P3_RETURN_IF_ERROR(failure_);
       mean = *std::move(buffer_mean_);
       buffer_mean_.reset();
-      ++buffer_round_;
     }
     if (static_cast<int64_t>(mean.size()) != n) {
       const absl::Status wrong = absl::InternalError(
@@ -464,8 +464,9 @@ class Worker::Impl : public TransportListener {
 
   mutable absl::Mutex mu_;
   absl::Status failure_ ABSL_GUARDED_BY(mu_);
-  // AverageBuffers(): the round awaited, and its mean once server 0 has sent it.
-  uint64_t buffer_round_ ABSL_GUARDED_BY(mu_) = 0;
+  // AverageBuffers(): the round awaited (the iteration), and its mean once server 0 has
+  // sent it.
+  uint64_t buffer_round_ ABSL_GUARDED_BY(mu_) = UINT64_MAX;
   std::optional<std::vector<float>> buffer_mean_ ABSL_GUARDED_BY(mu_);
 };
 

@@ -131,8 +131,10 @@ class Worker {
   // Replaces the model's float32 buffers (BatchNorm's running mean and variance) by
   // their mean over all workers, summed in rank order, so that every worker evaluates
   // and exports the same model (docs/protocol.md, "Buffers"). Collective: every worker
-  // must call it at the same point of the run (between iterations), the same number of
-  // times. Returns at once for a model without float32 buffers. Bounded by peer_timeout.
+  // must call it at the same point of the run, between iterations, at most once per
+  // iteration (the iteration names the exchange). A worker that restarted (rejoin) may
+  // call it again at the iteration it resumes at, to get the mean of an exchange it
+  // missed. Returns at once for a model without float32 buffers. Bounded by peer_timeout.
   // Parameters are not touched; other buffers (num_batches_tracked) are left as they are.
   absl::Status AverageBuffers();
 

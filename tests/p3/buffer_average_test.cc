@@ -10,17 +10,19 @@ namespace {
 CATCH_TEST_CASE("the mean of the buffers comes once every worker's are in") {
   BufferAverage average(3);
   const std::vector<float> a = {1.0f, 10.0f}, b = {2.0f, 20.0f}, c = {6.0f, 0.0f};
-  auto first = average.Add(0, 0, a.data(), 2);
+  auto first = average.Add(0, 40, a.data(), 2);
   CATCH_REQUIRE(first.ok());
-  CATCH_CHECK(*first == nullptr);
-  auto second = average.Add(2, 0, c.data(), 2);
+  CATCH_CHECK(first->values == nullptr);
+  auto second = average.Add(2, 40, c.data(), 2);
   CATCH_REQUIRE(second.ok());
-  CATCH_CHECK(*second == nullptr);
-  auto last = average.Add(1, 0, b.data(), 2);
+  CATCH_CHECK(second->values == nullptr);
+  auto last = average.Add(1, 40, b.data(), 2);
   CATCH_REQUIRE(last.ok());
-  CATCH_REQUIRE(*last != nullptr);
-  CATCH_CHECK(**last == std::vector<float>{3.0f, 10.0f});
-  CATCH_CHECK(average.next_round() == 1);
+  CATCH_REQUIRE(last->values != nullptr);
+  CATCH_CHECK(last->for_everyone);
+  CATCH_CHECK(*last->values == std::vector<float>{3.0f, 10.0f});
+  // The next round may be any later iteration.
+  CATCH_CHECK(average.Add(0, 80, a.data(), 2).ok());
 }
 
 CATCH_TEST_CASE("the mean sums in rank order whatever order the buffers arrive in") {
@@ -34,7 +36,7 @@ CATCH_TEST_CASE("the mean sums in rank order whatever order the buffers arrive i
     for (int r : order) {
       auto got = average.Add(r, 0, by_rank[r].data(), 1);
       CATCH_REQUIRE(got.ok());
-      if (*got != nullptr) mean = *got;
+      if (got->values != nullptr) mean = got->values;
     }
     CATCH_REQUIRE(mean != nullptr);
     CATCH_CHECK((*mean)[0] == want);
@@ -48,19 +50,38 @@ CATCH_TEST_CASE("buffers that do not fit the open round are refused without chan
               absl::StatusCode::kInvalidArgument);
   CATCH_CHECK(average.Add(-1, 0, v.data(), 3).status().code() ==
               absl::StatusCode::kInvalidArgument);
-  CATCH_CHECK(average.Add(0, 1, v.data(), 3).status().code() ==
+  CATCH_REQUIRE(average.Add(0, 10, v.data(), 3).ok());
+  // Round 10 is open: another round is refused.
+  CATCH_CHECK(average.Add(1, 11, v.data(), 3).status().code() ==
               absl::StatusCode::kInvalidArgument);
-  CATCH_REQUIRE(average.Add(0, 0, v.data(), 3).ok());
-  auto shorter = average.Add(1, 0, v.data(), 2);
+  auto shorter = average.Add(1, 10, v.data(), 2);
   CATCH_CHECK(shorter.status().code() == absl::StatusCode::kInvalidArgument);
   CATCH_CHECK(std::string(shorter.status().message()).find("2 values") != std::string::npos);
   // The round is still open and completes with a fitting contribution.
-  auto done = average.Add(1, 0, v.data(), 3);
+  auto done = average.Add(1, 10, v.data(), 3);
   CATCH_REQUIRE(done.ok());
-  CATCH_REQUIRE(*done != nullptr);
-  CATCH_CHECK(**done == v);
-  // A completed round is over.
-  CATCH_CHECK(average.Add(0, 0, v.data(), 3).status().code() ==
+  CATCH_REQUIRE(done->values != nullptr);
+  CATCH_CHECK(*done->values == v);
+  // A round before the last completed one is over.
+  auto earlier = average.Add(0, 9, v.data(), 3);
+  CATCH_CHECK(earlier.status().code() == absl::StatusCode::kInvalidArgument);
+  CATCH_CHECK(std::string(earlier.status().message()).find("round 10 has completed") !=
+              std::string::npos);
+}
+
+CATCH_TEST_CASE("a worker that sends a completed round again gets its mean back alone") {
+  BufferAverage average(2);
+  const std::vector<float> a = {2.0f}, b = {4.0f}, fresh = {100.0f};
+  CATCH_REQUIRE(average.Add(0, 5, a.data(), 1).ok());
+  CATCH_REQUIRE(average.Add(1, 5, b.data(), 1)->for_everyone);
+  // Rank 1 restarted and sends round 5 again with fresh statistics: it gets round 5's
+  // mean, which does not change.
+  auto again = average.Add(1, 5, fresh.data(), 1);
+  CATCH_REQUIRE(again.ok());
+  CATCH_REQUIRE(again->values != nullptr);
+  CATCH_CHECK_FALSE(again->for_everyone);
+  CATCH_CHECK((*again->values)[0] == 3.0f);
+  CATCH_CHECK(average.Add(1, 5, fresh.data(), 2).status().code() ==
               absl::StatusCode::kInvalidArgument);
 }
 
@@ -70,11 +91,11 @@ CATCH_TEST_CASE("a worker that sends its buffers again replaces its earlier ones
   CATCH_REQUIRE(average.Add(0, 0, stale.data(), 1).ok());
   auto again = average.Add(0, 0, fresh.data(), 1);
   CATCH_REQUIRE(again.ok());
-  CATCH_CHECK(*again == nullptr);  // still waiting for rank 1
+  CATCH_CHECK(again->values == nullptr);  // still waiting for rank 1
   auto done = average.Add(1, 0, other.data(), 1);
   CATCH_REQUIRE(done.ok());
-  CATCH_REQUIRE(*done != nullptr);
-  CATCH_CHECK((**done)[0] == 3.0f);
+  CATCH_REQUIRE(done->values != nullptr);
+  CATCH_CHECK((*done->values)[0] == 3.0f);
 }
 
 CATCH_TEST_CASE("a model without buffers averages an empty round") {
@@ -82,8 +103,8 @@ CATCH_TEST_CASE("a model without buffers averages an empty round") {
   CATCH_REQUIRE(average.Add(0, 0, nullptr, 0).ok());
   auto done = average.Add(1, 0, nullptr, 0);
   CATCH_REQUIRE(done.ok());
-  CATCH_REQUIRE(*done != nullptr);
-  CATCH_CHECK((*done)->empty());
+  CATCH_REQUIRE(done->values != nullptr);
+  CATCH_CHECK(done->values->empty());
 }
 
 }  // namespace

@@ -107,16 +107,17 @@ CATCH_TEST_CASE("a worker's buffers come back as their mean; malformed ones are 
   absl::Status refused = f.Handle(odd, nullptr);
   CATCH_CHECK(absl::IsInvalidArgument(refused));
   CATCH_CHECK(Mentions(refused, "whole number of float32"));
-  // A round that is not open.
-  wire::WorkerMessage later = msg;
-  later.mutable_buffers()->set_round(3);
-  CATCH_CHECK(Mentions(f.Handle(later, nullptr), "round 0 is open"));
-  // The right one, after the refusals: round 0 was not disturbed.
+  // The right one, after the refusal.
+  msg.mutable_buffers()->set_round(3);
   CATCH_REQUIRE(f.Handle(msg, nullptr).ok());
   CATCH_REQUIRE(f.handled.out.size() == 1);
   CATCH_CHECK(f.handled.out[0].kind == Outgoing::Kind::kBuffers);
-  CATCH_CHECK(f.handled.out[0].iteration == 0);
+  CATCH_CHECK(f.handled.out[0].iteration == 3);
   CATCH_CHECK(*f.handled.out[0].values == values);
+  // A round before the one completed.
+  wire::WorkerMessage earlier = msg;
+  earlier.mutable_buffers()->set_round(2);
+  CATCH_CHECK(Mentions(f.Handle(earlier, nullptr), "round 3 has completed"));
 }
 
 CATCH_TEST_CASE("buffers sent to a server other than server 0 are refused") {
