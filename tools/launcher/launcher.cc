@@ -1,11 +1,13 @@
 #include "tools/launcher/launcher.h"
 
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <filesystem>
 #include <system_error>
 #include <utility>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
@@ -244,27 +246,113 @@ absl::Status Launcher::WaitForServers() {
 }
 
 void Launcher::UpdateProgress() {
-  const std::vector<ProgressLine> lines =
-      rank0_log_.has_value() ? rank0_log_->ReadNewProgress() : std::vector<ProgressLine>();
-  display_.Show(lines, absl::Now(), start_time_);
+  std::vector<ProgressLine> rank0_lines;
+  for (size_t rank = 0; rank < worker_logs_.size(); ++rank) {
+    std::vector<ProgressLine> lines = worker_logs_[rank].ReadNewProgress();
+    if (!lines.empty()) worker_iterations_[rank] = lines.back().iteration;
+    if (rank == 0) rank0_lines = std::move(lines);
+  }
+  display_.Show(rank0_lines, absl::Now(), start_time_, worker_iterations_);
 }
 
 absl::Status Launcher::ReadResults() {
+  absl::Status first_problem;
   for (Child& child : children_) {
-    if (child.role != "worker") continue;
+    if (child.role != "worker" || child.result.has_value()) continue;
     absl::StatusOr<std::string> text = ReadFile(child.result_file);
     if (!text.ok()) {
-      return FailureOf(
-          child, absl::StrCat("exited with status 0 but wrote no result file ", child.result_file));
+      first_problem.Update(FailureOf(
+          child, absl::StrCat("exited with status 0 but wrote no result file ", child.result_file)));
+      continue;
     }
     absl::StatusOr<nlohmann::ordered_json> result = ParseWorkerResult(*text);
     if (!result.ok()) {
-      return FailureOf(child, absl::StrCat("wrote a result file ", result.status().message(), ": ",
-                                           child.result_file));
+      first_problem.Update(FailureOf(child, absl::StrCat("wrote a result file ",
+                                                         result.status().message(), ": ",
+                                                         child.result_file)));
+      continue;
     }
     child.result = *std::move(result);
   }
-  return absl::OkStatus();
+  return first_problem;
+}
+
+void Launcher::ReadExitRecords() {
+  for (Child& child : children_) {
+    const std::string path =
+        (fs::path(output_dir_) / "results" / (child.name() + ".exit.json")).string();
+    absl::StatusOr<std::string> text = ReadFile(path);
+    if (!text.ok()) continue;
+    absl::StatusOr<ProcessOutcome> record = ParseExitRecord(*text);
+    if (!record.ok()) {
+      Say(absl::StrCat("warning: ignoring ", path, ": ", record.status().message()));
+      continue;
+    }
+    child.recorded = *std::move(record);
+  }
+}
+
+std::vector<ProcessOutcome> Launcher::Outcomes() const {
+  std::vector<ProcessOutcome> outcomes;
+  for (const Child& child : children_) {
+    ProcessOutcome outcome;
+    if (child.recorded.has_value()) outcome = *child.recorded;
+    outcome.name = child.name();
+    if (const ProcessState* state = StateOf(child); state != nullptr) {
+      outcome.started = true;
+      outcome.ended = !state->running;
+      outcome.start_unix = absl::ToDoubleSeconds(state->start_time - absl::UnixEpoch());
+      if (outcome.ended) {
+        outcome.end_unix = absl::ToDoubleSeconds(state->end_time - absl::UnixEpoch());
+        outcome.stopped = state->end_time >= stop_started_;
+        const int wait_status = state->wait_status;
+        outcome.exit_status = WIFEXITED(wait_status) ? WEXITSTATUS(wait_status) : 0;
+        outcome.signal = WIFSIGNALED(wait_status) ? WTERMSIG(wait_status) : 0;
+      }
+    } else if (!child.recorded.has_value()) {
+      // Collect() without an exit record (a task killed with SIGKILL, or a folder left by
+      // an older task script): what its files show.
+      std::error_code error;
+      outcome.started = fs::exists(child.log_path, error);
+      outcome.unended_status = child.result.has_value()                       ? "result file"
+                               : fs::exists(child.port_file, error)           ? "port file, no exit record"
+                                                                              : "no exit record";
+    }
+    if (outcome.failed()) {
+      // Its own last words: the error it printed (for follow-on errors, naming its peer).
+      const std::string tail = TailOfFile(child.log_path, 1);
+      outcome.last_log_line = std::string(absl::StripAsciiWhitespace(tail));
+    }
+    outcomes.push_back(outcome);
+  }
+  return outcomes;
+}
+
+std::vector<WorkerTiming> Launcher::Timings() const {
+  std::vector<WorkerTiming> timings;
+  for (const Child& child : children_) {
+    if (child.role != "worker" || !child.result.has_value()) continue;
+    absl::StatusOr<std::string> records = ReadFile(child.records_file);
+    if (!records.ok()) continue;
+    absl::StatusOr<WorkerTiming> timing = WorkerTimingFrom(*child.result, *records);
+    if (timing.ok()) timings.push_back(*timing);
+  }
+  return timings;
+}
+
+void Launcher::ReportFailure() {
+  const std::vector<ProcessOutcome> outcomes = Outcomes();
+  const double start_unix = absl::ToDoubleSeconds(start_time_ - absl::UnixEpoch());
+  std::vector<std::string> lines = FailureReportLines(outcomes, RankFailures(outcomes), start_unix);
+  for (const std::string& line : lines) std::cerr << "[p3] " << line << "\n";
+  if (summary_path_.empty()) return;
+  ReadResults().IgnoreError();  // Whatever results there are, for the summary.
+  const absl::Status written = WriteSummary(/*failed=*/true);
+  if (written.ok()) {
+    std::cerr << "[p3] summary (status \"failed\"): " << summary_path_ << "\n";
+  } else {
+    std::cerr << "[p3] cannot write " << summary_path_ << ": " << written.message() << "\n";
+  }
 }
 
 void Launcher::DrawCurves() {
@@ -283,15 +371,21 @@ void Launcher::DrawCurves() {
   }
 }
 
-absl::Status Launcher::WriteSummary() {
+absl::Status Launcher::WriteSummary(bool failed) {
   SummaryInput input;
+  input.failed = failed;
+  input.processes = Outcomes();
+  input.start_unix = absl::ToDoubleSeconds(start_time_ - absl::UnixEpoch());
+  input.timings = Timings();
   input.config = &config_;
   input.config_path = config_out_;
   input.output_dir = output_dir_;
   input.trace_path = trace_path_;
   input.launcher_wall_seconds = absl::ToDoubleSeconds(absl::Now() - start_time_);
   for (const Child& child : children_) {
-    if (child.role == "worker") input.worker_results.push_back(*child.result);
+    if (child.role == "worker" && child.result.has_value()) {
+      input.worker_results.push_back(*child.result);
+    }
   }
   input.network = network_ != nullptr || !link_checks_.empty();
   input.links_checked = link_checks_;
@@ -300,6 +394,7 @@ absl::Status Launcher::WriteSummary() {
 }
 
 void Launcher::StopAll() {
+  if (stop_started_ == absl::InfiniteFuture()) stop_started_ = absl::Now();
   std::vector<int> ids;
   std::vector<std::string> names;
   for (const Child& child : children_) {
@@ -319,6 +414,15 @@ void Launcher::PrintTable() {
     TableRow row;
     row.name = child.name();
     row.status = child.result.has_value() ? "result file" : "not started";
+    if (child.recorded.has_value()) {
+      // Collect() after a Slurm job: as its task script recorded it.
+      row.status = child.recorded->status();
+      if (!child.recorded->node.empty()) absl::StrAppend(&row.status, " on ", child.recorded->node);
+      row.seconds = child.recorded->end_unix - child.recorded->start_unix;
+    } else if (supervisor_ == nullptr && child.role == "server") {
+      std::error_code error;
+      if (fs::exists(child.port_file, error)) row.status = "port file";
+    }
     const ProcessState* state = StateOf(child);
     if (state != nullptr) {
       row.pid = state->pid;
@@ -489,10 +593,9 @@ absl::Status Launcher::StartWorkers() {
                                      "--records_file=" + RemotePath(child.records_file)};
     if (!child.trace_file.empty()) args.push_back("--trace_file=" + RemotePath(child.trace_file));
     P3_RETURN_IF_ERROR(StartProcess(child, options_.worker_binary, args));
-    if (child.index == 0) {
-      supervisor_->WatchFile(child.log_path);
-      rank0_log_.emplace(child.log_path);
-    }
+    supervisor_->WatchFile(child.log_path);
+    worker_logs_.emplace_back(child.log_path);
+    worker_iterations_.push_back(0);
   }
   const int servers = config::ServerProcessCount(config_);
   Say(absl::StrCat("started ", config::WorkerProcessCount(config_),
@@ -561,6 +664,7 @@ int Launcher::Run() {
       std::cerr << "[p3] FAILED: " << status.message() << "\n";
     }
     StopAll();
+    if (!absl::IsCancelled(status)) ReportFailure();
     PrintTable();
     TearDownNetwork(network_, say);
     std::cerr << "[p3] run failed; logs are in " << output_dir_ << "/logs" << std::endl;
@@ -569,6 +673,7 @@ int Launcher::Run() {
 
   std::cout << "\n";
   PrintTable();
+  if (const std::string straggler = StragglerLine(Timings()); !straggler.empty()) Say(straggler);
   TearDownNetwork(network_, say);
   const nlohmann::ordered_json& rank0 = *children_[servers].result;
   Say(absl::StrCat("done in ",
@@ -607,14 +712,36 @@ int Launcher::CheckNetworkOnly() {
 int Launcher::Collect() {
   start_time_ = absl::Now();
   absl::Status status = PrepareOutputDir(/*clear_stale=*/false, /*write_config=*/false);
-  if (status.ok()) status = ReadResults();
-  if (status.ok()) MergeTraces();
-  if (status.ok()) status = WriteSummary();
+  if (!status.ok()) {
+    std::cerr << "[p3] FAILED: " << status.message() << std::endl;
+    return 1;
+  }
+  ReadExitRecords();
+  // The run's start: the earliest recorded one (the failures' times are relative to it).
+  for (const Child& child : children_) {
+    if (!child.recorded.has_value()) continue;
+    const absl::Time started = absl::UnixEpoch() + absl::Seconds(child.recorded->start_unix);
+    if (started < start_time_) start_time_ = started;
+  }
+  status = ReadResults();
+  const std::vector<ProcessOutcome> outcomes = Outcomes();
+  if (RankFailures(outcomes).first >= 0) {
+    status = absl::AbortedError("a process of the job failed");
+  }
+  if (!status.ok()) {
+    std::cerr << "[p3] FAILED: " << status.message() << std::endl;
+    ReportFailure();
+    PrintTable();
+    return 1;
+  }
+  MergeTraces();
+  status = WriteSummary();
   if (!status.ok()) {
     std::cerr << "[p3] FAILED: " << status.message() << std::endl;
     return 1;
   }
   PrintTable();
+  if (const std::string straggler = StragglerLine(Timings()); !straggler.empty()) Say(straggler);
   Say(absl::StrCat("summary: ", summary_path_));
   DrawCurves();
   return 0;

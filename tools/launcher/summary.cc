@@ -1,12 +1,20 @@
 #include "tools/launcher/summary.h"
 
+#include <signal.h>
+
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
+#include <numeric>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
+#include "absl/strings/str_split.h"
 #include "proto/config.h"
 
 namespace p3::tools::launcher {
@@ -30,7 +38,189 @@ std::string Cell(const Json& result, const char* key) {
   return absl::StrFormat("%.4g", number);
 }
 
+// "worker_1" -> "worker 1", for messages.
+std::string Label(const std::string& name) { return absl::StrReplaceAll(name, {{"_", " "}}); }
+
+std::string Seconds(double seconds) { return absl::StrFormat("%.3g s", seconds); }
+
+std::string TimingText(const WorkerTiming& t) {
+  return absl::StrFormat("worker %d, %s compute + %s waiting", t.rank,
+                         Seconds(t.compute_seconds),
+                         t.wait_seconds.has_value() ? Seconds(*t.wait_seconds) : "? s");
+}
+
+Json TimingJson(const WorkerTiming& t) {
+  return Json{{"rank", t.rank},
+              {"iterations", t.iterations},
+              {"iteration_seconds", Rounded(t.iteration_seconds, 6)},
+              {"compute_seconds", Rounded(t.compute_seconds, 6)},
+              {"wait_seconds", t.wait_seconds.has_value() ? Json(Rounded(*t.wait_seconds, 6))
+                                                          : Json()}};
+}
+
+// What a process's part in a failed run was.
+std::string Outcome(const ProcessOutcome& p, const FailureRanking& ranking, int index) {
+  if (index == ranking.first) return "first failure";
+  if (std::find(ranking.follow_on.begin(), ranking.follow_on.end(), index) !=
+      ranking.follow_on.end()) {
+    return "follow-on failure";
+  }
+  if (p.ended && p.stopped) return "stopped by the launcher";
+  if (!p.started) return "not started";
+  if (!p.ended) return p.unended_status;
+  return p.failed() ? "failed" : "ok";
+}
+
 }  // namespace
+
+std::string ProcessOutcome::status() const {
+  if (!started) return "not started";
+  if (!ended) return unended_status;
+  if (signal != 0) {
+    const char* name = strsignal(signal);
+    return absl::StrCat("signal ", signal, name != nullptr ? absl::StrCat(" (", name, ")") : "");
+  }
+  return absl::StrCat("exit ", exit_status);
+}
+
+FailureRanking RankFailures(const std::vector<ProcessOutcome>& outcomes) {
+  std::vector<int> failed;
+  for (size_t i = 0; i < outcomes.size(); ++i) {
+    const ProcessOutcome& p = outcomes[i];
+    if (!p.failed()) continue;
+    // Ended by the launcher's own SIGTERM / SIGKILL: stopped, not failed.
+    if (p.stopped && (p.signal == SIGTERM || p.signal == SIGKILL)) continue;
+    failed.push_back(static_cast<int>(i));
+  }
+  std::stable_sort(failed.begin(), failed.end(), [&](int a, int b) {
+    const ProcessOutcome& x = outcomes[a];
+    const ProcessOutcome& y = outcomes[b];
+    if (x.end_unix != y.end_unix) return x.end_unix < y.end_unix;
+    return (x.signal != 0) > (y.signal != 0);
+  });
+  FailureRanking ranking;
+  if (failed.empty()) return ranking;
+  ranking.first = failed.front();
+  ranking.follow_on.assign(failed.begin() + 1, failed.end());
+  return ranking;
+}
+
+std::vector<std::string> FailureReportLines(const std::vector<ProcessOutcome>& outcomes,
+                                            const FailureRanking& ranking, double start_unix) {
+  std::vector<std::string> lines;
+  if (ranking.first < 0) return lines;
+  const ProcessOutcome& first = outcomes[ranking.first];
+  lines.push_back(absl::StrCat(
+      "first failure: ", Label(first.name), first.node.empty() ? "" : " on " + first.node, " (",
+      first.status(), ") after ", Seconds(first.end_unix - start_unix),
+      ranking.follow_on.empty() ? "" : "; the errors below follow from it",
+      first.last_log_line.empty() ? "" : ": " + first.last_log_line));
+  for (int i : ranking.follow_on) {
+    const ProcessOutcome& p = outcomes[i];
+    lines.push_back(absl::StrCat("  follow-on: ", Label(p.name), " (", p.status(), ") ",
+                                 Seconds(p.end_unix - first.end_unix), " later",
+                                 p.last_log_line.empty() ? "" : ": " + p.last_log_line));
+  }
+  std::vector<std::string> stopped;
+  for (size_t i = 0; i < outcomes.size(); ++i) {
+    const ProcessOutcome& p = outcomes[i];
+    if (p.ended && p.stopped && Outcome(p, ranking, static_cast<int>(i)) ==
+                                    "stopped by the launcher") {
+      stopped.push_back(p.name);
+    }
+  }
+  if (!stopped.empty()) {
+    lines.push_back(absl::StrCat("  stopped by the launcher: ", absl::StrJoin(stopped, ", ")));
+  }
+  return lines;
+}
+
+absl::StatusOr<ProcessOutcome> ParseExitRecord(absl::string_view text) {
+  Json record;
+  try {
+    record = Json::parse(text.begin(), text.end());
+  } catch (const Json::parse_error& error) {
+    return absl::InvalidArgumentError(absl::StrCat("not a JSON object (", error.what(), ")"));
+  }
+  if (!record.is_object()) return absl::InvalidArgumentError("not a JSON object");
+  ProcessOutcome outcome;
+  for (const char* key : {"process", "exit_status", "signal", "start_unix", "end_unix"}) {
+    if (!record.contains(key)) return absl::InvalidArgumentError(absl::StrCat("no \"", key, "\""));
+  }
+  try {
+    outcome.name = record.at("process").get<std::string>();
+    if (record.contains("node")) outcome.node = record.at("node").get<std::string>();
+    outcome.exit_status = record.at("exit_status").get<int>();
+    outcome.signal = record.at("signal").get<int>();
+    outcome.start_unix = record.at("start_unix").get<double>();
+    outcome.end_unix = record.at("end_unix").get<double>();
+  } catch (const Json::exception& error) {
+    return absl::InvalidArgumentError(absl::StrCat("a member of the wrong type (", error.what(), ")"));
+  }
+  outcome.started = true;
+  outcome.ended = true;
+  return outcome;
+}
+
+absl::StatusOr<WorkerTiming> WorkerTimingFrom(const Json& result, absl::string_view records_csv) {
+  WorkerTiming timing;
+  if (result.contains("rank") && result.at("rank").is_number_integer()) {
+    timing.rank = result.at("rank").get<int>();
+  }
+  std::vector<absl::string_view> lines = absl::StrSplit(records_csv, '\n', absl::SkipEmpty());
+  if (lines.empty()) return absl::InvalidArgumentError("the records file is empty");
+  const std::vector<absl::string_view> header = absl::StrSplit(lines[0], ',');
+  const auto column = std::find(header.begin(), header.end(), "iteration_seconds");
+  if (column == header.end()) {
+    return absl::InvalidArgumentError("the records file has no iteration_seconds column");
+  }
+  const size_t at = static_cast<size_t>(column - header.begin());
+  double total = 0;
+  for (size_t i = 1; i < lines.size(); ++i) {
+    const std::vector<absl::string_view> cells = absl::StrSplit(lines[i], ',');
+    double seconds = 0;
+    if (cells.size() <= at || !absl::SimpleAtod(cells[at], &seconds)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("records line ", i + 1, ": no number in column iteration_seconds"));
+    }
+    total += seconds;
+  }
+  timing.iterations = static_cast<int64_t>(lines.size()) - 1;
+  if (timing.iterations == 0) return absl::InvalidArgumentError("the records file has no rows");
+  const double n = static_cast<double>(timing.iterations);
+  timing.iteration_seconds = total / n;
+  timing.compute_seconds = timing.iteration_seconds;
+  auto wait = result.find("forward_wait_seconds");
+  if (wait != result.end() && wait->is_number()) {
+    timing.wait_seconds = std::min(wait->get<double>() / n, timing.iteration_seconds);
+    timing.compute_seconds = timing.iteration_seconds - *timing.wait_seconds;
+  }
+  return timing;
+}
+
+int Straggler(const std::vector<WorkerTiming>& timings) {
+  if (timings.size() < 2) return -1;
+  int slowest = 0;
+  for (size_t i = 1; i < timings.size(); ++i) {
+    if (timings[i].compute_seconds > timings[slowest].compute_seconds) {
+      slowest = static_cast<int>(i);
+    }
+  }
+  return slowest;
+}
+
+std::string StragglerLine(const std::vector<WorkerTiming>& timings) {
+  const int slowest = Straggler(timings);
+  if (slowest < 0) return "";
+  int fastest = 0;
+  for (size_t i = 1; i < timings.size(); ++i) {
+    if (timings[i].compute_seconds < timings[fastest].compute_seconds) {
+      fastest = static_cast<int>(i);
+    }
+  }
+  return absl::StrCat("slowest worker (per iteration): ", TimingText(timings[slowest]),
+                      " (fastest: ", TimingText(timings[fastest]), ")");
+}
 
 const char* const kRequiredResultKeys[7] = {"rank",        "iterations",    "samples_per_second",
                                             "final_loss",  "test_accuracy", "param_l2",
@@ -58,8 +248,11 @@ absl::StatusOr<Json> ParseWorkerResult(absl::string_view text) {
 
 Json BuildSummary(const SummaryInput& input) {
   const config::ExperimentConfig& config = *input.config;
-  const Json& rank0 = input.worker_results.front();
+  // After a failure rank 0's result may be missing: its figures are then null.
+  const Json no_result = Json::object();
+  const Json& rank0 = input.worker_results.empty() ? no_result : input.worker_results.front();
   Json summary;
+  summary["status"] = input.failed ? "failed" : "ok";
   summary["name"] = config.name();
   summary["mode"] = config.mode();
   summary["model"] = config.model().name();
@@ -98,6 +291,51 @@ Json BuildSummary(const SummaryInput& input) {
                               {"links_checked", links}};
   }
   if (!input.hosts.empty()) summary["hosts"] = input.hosts;
+  const FailureRanking ranking =
+      input.failed ? RankFailures(input.processes) : FailureRanking();
+  if (!input.processes.empty()) {
+    Json processes = Json::array();
+    for (size_t i = 0; i < input.processes.size(); ++i) {
+      const ProcessOutcome& p = input.processes[i];
+      Json entry{{"name", p.name}, {"status", p.status()}};
+      if (!p.node.empty()) entry["node"] = p.node;
+      entry["seconds"] =
+          p.ended ? Json(Rounded(p.end_unix - p.start_unix, 3)) : Json();
+      entry["outcome"] = Outcome(p, ranking, static_cast<int>(i));
+      processes.push_back(entry);
+    }
+    summary["processes"] = processes;
+  }
+  if (input.failed) {
+    Json first;  // null when no process failed on its own (e.g. a missing result file)
+    if (ranking.first >= 0) {
+      const ProcessOutcome& p = input.processes[ranking.first];
+      first = Json{{"process", p.name},
+                   {"status", p.status()},
+                   {"seconds_after_start", Rounded(p.end_unix - input.start_unix, 3)},
+                   {"last_log_line", p.last_log_line}};
+      if (!p.node.empty()) first["node"] = p.node;
+    }
+    summary["first_failure"] = first;
+    Json follow_on = Json::array();
+    for (int i : ranking.follow_on) {
+      const ProcessOutcome& p = input.processes[i];
+      follow_on.push_back(
+          Json{{"process", p.name},
+               {"status", p.status()},
+               {"seconds_after_first",
+                Rounded(p.end_unix - input.processes[ranking.first].end_unix, 3)},
+               {"last_log_line", p.last_log_line}});
+    }
+    summary["follow_on_failures"] = follow_on;
+  }
+  if (!input.timings.empty()) {
+    Json timing = Json::array();
+    for (const WorkerTiming& t : input.timings) timing.push_back(TimingJson(t));
+    summary["worker_timing"] = timing;
+    const int slowest = Straggler(input.timings);
+    if (slowest >= 0) summary["straggler"] = TimingJson(input.timings[slowest]);
+  }
   summary["workers_results"] = input.worker_results;
   return summary;
 }

@@ -1,0 +1,194 @@
+# A private two-node Slurm cluster on this machine, for tests: its own munged (own key and
+# socket), a slurmctld and two slurmd processes (`slurmd -N n1`, `slurmd -N n2`), all with
+# one config, state and logs in a folder of the caller's, on free loopback ports. The
+# system's own munge and Slurm services (if any) are neither used nor disturbed. Needs
+# root (slurmd starts job steps as the job's user) and Debian's munge, slurmctld, slurmd
+# and slurm-client (tools/install_deps.sh).
+#
+# Usage, from a test (bash):
+#   source tests/tools/slurm_cluster.sh
+#   if reason=$(slurm_cluster_missing); then p3_skip "Slurm cases" "$reason"; ...; fi
+#   trap slurm_cluster_stop EXIT            # stops every daemon it started, on every path
+#   slurm_cluster_start "$TMP/slurm" || fail "..."   # exports SLURM_CONF
+#   sbatch --wait ...
+#
+# Every wait is bounded (slurm_cluster_start: at most SLURM_CLUSTER_START_S seconds, 60
+# by default) and polls for readiness instead of sleeping a fixed time. The daemons run in
+# the foreground (-F / -D) as this shell's children, so their PIDs are known and
+# slurm_cluster_stop ends exactly them (SIGTERM, then SIGKILL after 10 s).
+
+SLURM_CLUSTER_DIR=""
+SLURM_CLUSTER_PIDS=()
+
+# slurm_cluster_missing: prints why a cluster cannot be started here and returns 0, or
+# returns 1 when it can.
+slurm_cluster_missing() {
+  if [[ -n "${P3_TEST_SIMULATE_NOT_ROOT:-}" || $(id -u) -ne 0 ]]; then
+    echo "need root to start slurmd (running as $(id -un))"
+    return 0
+  fi
+  local tool
+  for tool in /usr/sbin/munged /usr/bin/munge /usr/sbin/slurmctld /usr/sbin/slurmd \
+    /usr/bin/sbatch /usr/bin/scontrol /usr/bin/sinfo /usr/bin/srun; do
+    if [[ ! -x "$tool" ]]; then
+      echo "$tool is missing (apt-get install munge slurmctld slurmd slurm-client, or tools/install_deps.sh)"
+      return 0
+    fi
+  done
+  return 1
+}
+
+# _slurm_free_ports N: N distinct TCP ports free on loopback now, one per line.
+_slurm_free_ports() {
+  /usr/bin/python3 - "$1" <<'EOF'
+import socket, sys
+held = []
+for _ in range(int(sys.argv[1])):
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    held.append(s)
+for s in held:
+    print(s.getsockname()[1])
+EOF
+}
+
+# _slurm_wait SECONDS DESCRIPTION COMMAND...: polls COMMAND every 0.2 s until it succeeds
+# or SECONDS pass (then prints what was awaited and returns 1). Also fails at once when a
+# daemon started here has died.
+_slurm_wait() {
+  local seconds="$1" what="$2"
+  shift 2
+  local deadline=$((SECONDS + seconds)) pid
+  until "$@" >/dev/null 2>&1; do
+    for pid in "${SLURM_CLUSTER_PIDS[@]}"; do
+      if ! kill -0 "$pid" 2>/dev/null; then
+        echo "slurm_cluster: a daemon (pid $pid) exited while waiting for $what" >&2
+        return 1
+      fi
+    done
+    if ((SECONDS >= deadline)); then
+      echo "slurm_cluster: no $what within ${seconds}s" >&2
+      return 1
+    fi
+    sleep 0.2
+  done
+}
+
+_slurm_munge_ok() {
+  /usr/bin/munge -S "$SLURM_CLUSTER_DIR/munge/munge.socket" -n |
+    /usr/bin/unmunge -S "$SLURM_CLUSTER_DIR/munge/munge.socket"
+}
+
+_slurm_controller_up() { /usr/bin/scontrol ping | grep -q 'is UP'; }
+
+# Both nodes registered and idle.
+_slurm_nodes_idle() {
+  [[ "$(/usr/bin/sinfo -h -N -o '%N %t' | sort | tr '\n' ' ')" == "n1 idle n2 idle " ]]
+}
+
+# slurm_cluster_start DIR: starts munged, slurmctld and slurmd n1 and n2 with everything
+# under DIR (created); returns when both nodes are idle. Exports SLURM_CONF (the client
+# commands and jobs find the cluster through it). On failure prints the daemons' logs'
+# last lines and returns 1 (call slurm_cluster_stop all the same).
+slurm_cluster_start() {
+  local dir="$1" limit="${SLURM_CLUSTER_START_S:-60}"
+  SLURM_CLUSTER_DIR="$dir"
+  mkdir -p "$dir/munge" "$dir/state" "$dir/spool" "$dir/log"
+  # munged wants its socket folder searchable by everyone, writable only by its owner.
+  chmod 755 "$dir" "$dir/munge"
+  # munged refuses a key readable by others.
+  head -c 1024 /dev/urandom >"$dir/munge/munge.key"
+  chmod 400 "$dir/munge/munge.key"
+  /usr/sbin/munged -F --socket="$dir/munge/munge.socket" --key-file="$dir/munge/munge.key" \
+    --pid-file="$dir/munge/munged.pid" --log-file="$dir/log/munged.log" \
+    --seed-file="$dir/munge/munged.seed" --num-threads=2 >>"$dir/log/munged.out" 2>&1 &
+  SLURM_CLUSTER_PIDS+=($!)
+  _slurm_wait "$limit" "munge credential" _slurm_munge_ok || { _slurm_cluster_logs; return 1; }
+
+  local ports host
+  mapfile -t ports < <(_slurm_free_ports 3)
+  host=$(hostname -s)
+  cat >"$dir/slurm.conf" <<EOF
+# A private two-node cluster for tests (tests/tools/slurm_cluster.sh).
+ClusterName=p3test
+SlurmctldHost=$host(127.0.0.1)
+SlurmctldPort=${ports[0]}
+SlurmUser=root
+SlurmdUser=root
+AuthType=auth/munge
+CredType=cred/munge
+AuthInfo=socket=$dir/munge/munge.socket
+StateSaveLocation=$dir/state
+SlurmdSpoolDir=$dir/spool/%n
+SlurmctldPidFile=$dir/slurmctld.pid
+SlurmdPidFile=$dir/slurmd-%n.pid
+SlurmctldLogFile=$dir/log/slurmctld.log
+SlurmdLogFile=$dir/log/slurmd-%n.log
+SlurmctldDebug=info
+SlurmdDebug=info
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+JobAcctGatherType=jobacct_gather/none
+AccountingStorageType=accounting_storage/none
+JobCompType=jobcomp/none
+MpiDefault=none
+SchedulerType=sched/builtin
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core
+# The nodes share this machine's CPUs: take the CPU counts below as given.
+SlurmdParameters=config_overrides
+ReturnToService=2
+MailProg=/bin/true
+KillWait=5
+InactiveLimit=0
+MinJobAge=300
+NodeName=n1 NodeHostname=$host NodeAddr=127.0.0.1 Port=${ports[1]} CPUs=2 State=UNKNOWN
+NodeName=n2 NodeHostname=$host NodeAddr=127.0.0.1 Port=${ports[2]} CPUs=2 State=UNKNOWN
+PartitionName=p3test Nodes=n1,n2 Default=YES MaxTime=INFINITE State=UP
+EOF
+  export SLURM_CONF="$dir/slurm.conf"
+  /usr/sbin/slurmctld -D -i -f "$SLURM_CONF" >>"$dir/log/slurmctld.out" 2>&1 &
+  SLURM_CLUSTER_PIDS+=($!)
+  _slurm_wait "$limit" "slurmctld answering" _slurm_controller_up || { _slurm_cluster_logs; return 1; }
+  local node
+  for node in n1 n2; do
+    mkdir -p "$dir/spool/$node"
+    /usr/sbin/slurmd -D -N "$node" -f "$SLURM_CONF" >>"$dir/log/slurmd-$node.out" 2>&1 &
+    SLURM_CLUSTER_PIDS+=($!)
+  done
+  _slurm_wait "$limit" "idle nodes n1 and n2" _slurm_nodes_idle || { _slurm_cluster_logs; return 1; }
+}
+
+# The last lines of every daemon's log, for a failure message.
+_slurm_cluster_logs() {
+  local log
+  for log in "$SLURM_CLUSTER_DIR"/log/*; do
+    [[ -s "$log" ]] || continue
+    echo "--- last lines of $log ---"
+    tail -n 15 "$log"
+  done >&2
+  [[ -n "${SLURM_CONF:-}" ]] && /usr/bin/sinfo -N -l >&2 2>&1
+  return 0
+}
+
+# slurm_cluster_stop: cancels every job and stops the daemons started by
+# slurm_cluster_start (SIGTERM, SIGKILL after 10 s). Safe to call twice or without a start.
+slurm_cluster_stop() {
+  ((${#SLURM_CLUSTER_PIDS[@]} == 0)) && return 0
+  [[ -n "${SLURM_CONF:-}" ]] && timeout 10 /usr/bin/scancel --full --user=root >/dev/null 2>&1
+  local pid i
+  # slurmd first, then slurmctld, then munged: reverse start order.
+  for ((i = ${#SLURM_CLUSTER_PIDS[@]} - 1; i >= 0; i--)); do
+    kill -TERM "${SLURM_CLUSTER_PIDS[$i]}" 2>/dev/null
+  done
+  for pid in "${SLURM_CLUSTER_PIDS[@]}"; do
+    for _ in $(seq 1 50); do
+      kill -0 "$pid" 2>/dev/null || break
+      sleep 0.2
+    done
+    kill -KILL "$pid" 2>/dev/null
+    wait "$pid" 2>/dev/null
+  done
+  SLURM_CLUSTER_PIDS=()
+  return 0
+}
