@@ -115,9 +115,12 @@ record_exit() {
 # run_recorded COMMAND...: runs the process, passing termination signals on, and records
 # how it ended.
 run_recorded() {
+  local child="" stop=0 status
+  # Set before the start: a signal arriving meanwhile stops the process once it runs.
+  trap 'stop=1; [[ -n "$child" ]] && kill -TERM "$child" 2>/dev/null' TERM INT HUP
   "$@" &
-  local child=$! status
-  trap 'kill -TERM "$child" 2>/dev/null' TERM INT HUP
+  child=$!
+  ((stop)) && kill -TERM "$child" 2>/dev/null
   while true; do
     status=0
     wait "$child" || status=$?

@@ -19,6 +19,11 @@
 
 SLURM_CLUSTER_DIR=""
 SLURM_CLUSTER_PIDS=()
+# munged's socket and key and the slurmd spool folders (which hold the job steps'
+# sockets): a short folder of its own under /tmp, because a socket path is at most 107
+# bytes (a test's temp folder is longer) and munged wants every folder above its socket
+# searchable by all (one under /root is not). Removed by slurm_cluster_stop.
+SLURM_SOCKET_DIR=""
 
 # slurm_cluster_missing: prints why a cluster cannot be started here and returns 0, or
 # returns 1 when it can.
@@ -75,8 +80,8 @@ _slurm_wait() {
 }
 
 _slurm_munge_ok() {
-  /usr/bin/munge -S "$SLURM_CLUSTER_DIR/munge/munge.socket" -n |
-    /usr/bin/unmunge -S "$SLURM_CLUSTER_DIR/munge/munge.socket"
+  /usr/bin/munge -S "$SLURM_SOCKET_DIR/munge.socket" -n |
+    /usr/bin/unmunge -S "$SLURM_SOCKET_DIR/munge.socket"
 }
 
 _slurm_controller_up() { /usr/bin/scontrol ping | grep -q 'is UP'; }
@@ -93,15 +98,16 @@ _slurm_nodes_idle() {
 slurm_cluster_start() {
   local dir="$1" limit="${SLURM_CLUSTER_START_S:-60}"
   SLURM_CLUSTER_DIR="$dir"
-  mkdir -p "$dir/munge" "$dir/state" "$dir/spool" "$dir/log"
-  # munged wants its socket folder searchable by everyone, writable only by its owner.
-  chmod 755 "$dir" "$dir/munge"
-  # munged refuses a key readable by others.
-  head -c 1024 /dev/urandom >"$dir/munge/munge.key"
-  chmod 400 "$dir/munge/munge.key"
-  /usr/sbin/munged -F --socket="$dir/munge/munge.socket" --key-file="$dir/munge/munge.key" \
-    --pid-file="$dir/munge/munged.pid" --log-file="$dir/log/munged.log" \
-    --seed-file="$dir/munge/munged.seed" --num-threads=2 >>"$dir/log/munged.out" 2>&1 &
+  mkdir -p "$dir/state" "$dir/log"
+  SLURM_SOCKET_DIR=$(mktemp -d /tmp/p3_slurm.XXXXXX) || return 1
+  local munge="$SLURM_SOCKET_DIR"
+  # Searchable by everyone, writable only by its owner; a key only its owner reads.
+  chmod 755 "$munge"
+  head -c 1024 /dev/urandom >"$munge/munge.key"
+  chmod 400 "$munge/munge.key"
+  /usr/sbin/munged -F --socket="$munge/munge.socket" --key-file="$munge/munge.key" \
+    --pid-file="$munge/munged.pid" --log-file="$dir/log/munged.log" \
+    --seed-file="$munge/munged.seed" --num-threads=2 >>"$dir/log/munged.out" 2>&1 &
   SLURM_CLUSTER_PIDS+=($!)
   _slurm_wait "$limit" "munge credential" _slurm_munge_ok || { _slurm_cluster_logs; return 1; }
 
@@ -117,9 +123,9 @@ SlurmUser=root
 SlurmdUser=root
 AuthType=auth/munge
 CredType=cred/munge
-AuthInfo=socket=$dir/munge/munge.socket
+AuthInfo=socket=$munge/munge.socket
 StateSaveLocation=$dir/state
-SlurmdSpoolDir=$dir/spool/%n
+SlurmdSpoolDir=$SLURM_SOCKET_DIR/spool/%n
 SlurmctldPidFile=$dir/slurmctld.pid
 SlurmdPidFile=$dir/slurmd-%n.pid
 SlurmctldLogFile=$dir/log/slurmctld.log
@@ -152,7 +158,7 @@ EOF
   _slurm_wait "$limit" "slurmctld answering" _slurm_controller_up || { _slurm_cluster_logs; return 1; }
   local node
   for node in n1 n2; do
-    mkdir -p "$dir/spool/$node"
+    mkdir -p "$SLURM_SOCKET_DIR/spool/$node"
     /usr/sbin/slurmd -D -N "$node" -f "$SLURM_CONF" >>"$dir/log/slurmd-$node.out" 2>&1 &
     SLURM_CLUSTER_PIDS+=($!)
   done
@@ -174,7 +180,11 @@ _slurm_cluster_logs() {
 # slurm_cluster_stop: cancels every job and stops the daemons started by
 # slurm_cluster_start (SIGTERM, SIGKILL after 10 s). Safe to call twice or without a start.
 slurm_cluster_stop() {
-  ((${#SLURM_CLUSTER_PIDS[@]} == 0)) && return 0
+  if ((${#SLURM_CLUSTER_PIDS[@]} == 0)); then
+    [[ -n "$SLURM_SOCKET_DIR" ]] && rm -rf "$SLURM_SOCKET_DIR"
+    SLURM_SOCKET_DIR=""
+    return 0
+  fi
   [[ -n "${SLURM_CONF:-}" ]] && timeout 10 /usr/bin/scancel --full --user=root >/dev/null 2>&1
   local pid i
   # slurmd first, then slurmctld, then munged: reverse start order.
@@ -190,5 +200,7 @@ slurm_cluster_stop() {
     wait "$pid" 2>/dev/null
   done
   SLURM_CLUSTER_PIDS=()
+  [[ -n "$SLURM_SOCKET_DIR" ]] && rm -rf "$SLURM_SOCKET_DIR"
+  SLURM_SOCKET_DIR=""
   return 0
 }

@@ -3,7 +3,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <csignal>
 #include <filesystem>
+#include <limits>
 #include <system_error>
 #include <utility>
 
@@ -324,6 +327,19 @@ std::vector<ProcessOutcome> Launcher::Outcomes() const {
       outcome.last_log_line = std::string(absl::StripAsciiWhitespace(tail));
     }
     outcomes.push_back(outcome);
+  }
+  if (supervisor_ == nullptr) {
+    // After a Slurm job: srun ends the step's other tasks with SIGTERM / SIGKILL once one
+    // fails (--kill-on-bad-exit); such an end after another failure is not a failure of
+    // its own.
+    double earliest_failure = std::numeric_limits<double>::infinity();
+    for (const ProcessOutcome& outcome : outcomes) {
+      if (outcome.failed()) earliest_failure = std::min(earliest_failure, outcome.end_unix);
+    }
+    for (ProcessOutcome& outcome : outcomes) {
+      outcome.stopped = outcome.failed() && outcome.end_unix > earliest_failure &&
+                        (outcome.signal == SIGTERM || outcome.signal == SIGKILL);
+    }
   }
   return outcomes;
 }

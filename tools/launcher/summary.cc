@@ -65,7 +65,7 @@ std::string Outcome(const ProcessOutcome& p, const FailureRanking& ranking, int 
       ranking.follow_on.end()) {
     return "follow-on failure";
   }
-  if (p.ended && p.stopped) return "stopped by the launcher";
+  if (p.ended && p.stopped) return "stopped after the first failure";
   if (!p.started) return "not started";
   if (!p.ended) return p.unended_status;
   return p.failed() ? "failed" : "ok";
@@ -125,12 +125,12 @@ std::vector<std::string> FailureReportLines(const std::vector<ProcessOutcome>& o
   for (size_t i = 0; i < outcomes.size(); ++i) {
     const ProcessOutcome& p = outcomes[i];
     if (p.ended && p.stopped && Outcome(p, ranking, static_cast<int>(i)) ==
-                                    "stopped by the launcher") {
+                                    "stopped after the first failure") {
       stopped.push_back(p.name);
     }
   }
   if (!stopped.empty()) {
-    lines.push_back(absl::StrCat("  stopped by the launcher: ", absl::StrJoin(stopped, ", ")));
+    lines.push_back(absl::StrCat("  stopped after the first failure: ", absl::StrJoin(stopped, ", ")));
   }
   return lines;
 }

@@ -48,7 +48,9 @@ struct ProcessOutcome {
   // Seconds since the Unix epoch; end_unix only when ended.
   double start_unix = 0;
   double end_unix = 0;
-  // Ended after the launcher had begun stopping the processes (sent SIGTERM). Default: false.
+  // Ended after the launcher had begun stopping the processes (sent SIGTERM), or, after a
+  // Slurm job, was ended by SIGTERM / SIGKILL after another process had failed (srun
+  // --kill-on-bad-exit). Default: false.
   bool stopped = false;
   // The last non-empty line of its log: a failed process's own error message.
   std::string last_log_line;
@@ -78,7 +80,7 @@ FailureRanking RankFailures(const std::vector<ProcessOutcome>& outcomes);
 // What the launcher prints after a failure, one line each (without "[p3] "):
 //   first failure: server 1 (signal 9 (Killed)) after 3.2 s; the errors below follow from it
 //     follow-on: worker 1 (exit 1) 0.012 s later: p3_worker 1: UNAVAILABLE: ...
-//     stopped by the launcher: worker_0, server_0
+//     stopped after the first failure: worker_0, server_0
 // `start_unix` is when the run started. Empty when nothing failed.
 std::vector<std::string> FailureReportLines(const std::vector<ProcessOutcome>& outcomes,
                                             const FailureRanking& ranking, double start_unix);
