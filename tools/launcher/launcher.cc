@@ -356,14 +356,14 @@ std::vector<WorkerTiming> Launcher::Timings() const {
   return timings;
 }
 
-void Launcher::ReportFailure() {
+void Launcher::ReportFailure(const absl::Status& failure) {
   const std::vector<ProcessOutcome> outcomes = Outcomes();
   const double start_unix = absl::ToDoubleSeconds(start_time_ - absl::UnixEpoch());
   std::vector<std::string> lines = FailureReportLines(outcomes, RankFailures(outcomes), start_unix);
   for (const std::string& line : lines) std::cerr << "[p3] " << line << "\n";
   if (summary_path_.empty()) return;
   ReadResults().IgnoreError();  // Whatever results there are, for the summary.
-  const absl::Status written = WriteSummary(/*failed=*/true);
+  const absl::Status written = WriteSummary(failure);
   if (written.ok()) {
     std::cerr << "[p3] summary (status \"failed\"): " << summary_path_ << "\n";
   } else {
@@ -387,9 +387,10 @@ void Launcher::DrawCurves() {
   }
 }
 
-absl::Status Launcher::WriteSummary(bool failed) {
+absl::Status Launcher::WriteSummary(const absl::Status& failure) {
   SummaryInput input;
-  input.failed = failed;
+  input.failed = !failure.ok();
+  input.error = std::string(failure.message());
   input.processes = Outcomes();
   input.start_unix = absl::ToDoubleSeconds(start_time_ - absl::UnixEpoch());
   input.timings = Timings();
@@ -680,7 +681,7 @@ int Launcher::Run() {
       std::cerr << "[p3] FAILED: " << status.message() << "\n";
     }
     StopAll();
-    if (!absl::IsCancelled(status)) ReportFailure();
+    if (!absl::IsCancelled(status)) ReportFailure(status);
     PrintTable();
     TearDownNetwork(network_, say);
     std::cerr << "[p3] run failed; logs are in " << output_dir_ << "/logs" << std::endl;
@@ -741,12 +742,15 @@ int Launcher::Collect() {
   }
   status = ReadResults();
   const std::vector<ProcessOutcome> outcomes = Outcomes();
-  if (RankFailures(outcomes).first >= 0) {
-    status = absl::AbortedError("a process of the job failed");
+  if (const int first = RankFailures(outcomes).first; first >= 0) {
+    const ProcessOutcome& failed = outcomes[first];
+    status = absl::AbortedError(absl::StrCat(
+        failed.name, failed.node.empty() ? "" : " on " + failed.node, " ended with ",
+        failed.status(), " (its exit record results/", failed.name, ".exit.json)"));
   }
   if (!status.ok()) {
     std::cerr << "[p3] FAILED: " << status.message() << std::endl;
-    ReportFailure();
+    ReportFailure(status);
     PrintTable();
     return 1;
   }

@@ -141,10 +141,11 @@ class Launcher {
   std::vector<ProcessOutcome> Outcomes() const;
   // Each worker's timing per iteration from its result and records (those that have both).
   std::vector<WorkerTiming> Timings() const;
-  // summary.json; `failed`: the run failed, "status": "failed" and the first failure.
-  absl::Status WriteSummary(bool failed = false);
-  // After a failure: prints the first failure and the follow-on ones, writes summary.json.
-  void ReportFailure();
+  // summary.json; a non-OK `failure`: the run failed ("status": "failed", the error and
+  // the first failure).
+  absl::Status WriteSummary(const absl::Status& failure = absl::OkStatus());
+  // After `failure`: prints the first failure and the follow-on ones, writes summary.json.
+  void ReportFailure(const absl::Status& failure);
   // Runs options_.plot_command on the output folder; says what it drew or why not.
   void DrawCurves();
   absl::Status CheckForFailure();

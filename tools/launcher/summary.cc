@@ -307,6 +307,7 @@ Json BuildSummary(const SummaryInput& input) {
     summary["processes"] = processes;
   }
   if (input.failed) {
+    summary["error"] = std::string(input.error.substr(0, input.error.find('\n')));
     Json first;  // null when no process failed on its own (e.g. a missing result file)
     if (ranking.first >= 0) {
       const ProcessOutcome& p = input.processes[ranking.first];

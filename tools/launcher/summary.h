@@ -137,6 +137,9 @@ struct SummaryInput {
   // The run failed: "status" is "failed" and first_failure / follow_on_failures name
   // the failures (RankFailures over `processes`). Default: false ("status": "ok").
   bool failed = false;
+  // With `failed`: what failed the run, as the launcher reported it (its first line).
+  // Default: "".
+  std::string error;
   // Each worker's timing, by rank ("worker_timing", and "straggler" with two or more).
   // Default: none.
   std::vector<WorkerTiming> timings;
@@ -149,7 +152,7 @@ struct SummaryInput {
 
 // summary.json's object, members in the documented order (docs/launcher.md): "status"
 // first, the run's figures (null after a failure without rank 0's result), then
-// processes, first_failure and follow_on_failures (after a failure), worker_timing,
+// processes, error, first_failure and follow_on_failures (after a failure), worker_timing,
 // straggler, workers_results.
 nlohmann::ordered_json BuildSummary(const SummaryInput& input);
 
