@@ -91,6 +91,8 @@ _slurm_nodes_idle() {
   [[ "$(/usr/bin/sinfo -h -N -o '%N %t' | sort | tr '\n' ' ')" == "n1 idle n2 idle " ]]
 }
 
+_slurm_no_jobs() { [[ -z "$(/usr/bin/squeue -h -o %i 2>/dev/null)" ]]; }
+
 # slurm_cluster_start DIR: starts munged, slurmctld and slurmd n1 and n2 with everything
 # under DIR (created); returns when both nodes are idle. Exports SLURM_CONF (the client
 # commands and jobs find the cluster through it). On failure prints the daemons' logs'
@@ -177,16 +179,21 @@ _slurm_cluster_logs() {
   return 0
 }
 
-# slurm_cluster_stop: cancels every job and stops the daemons started by
-# slurm_cluster_start (SIGTERM, SIGKILL after 10 s). Safe to call twice or without a start.
+# slurm_cluster_stop: cancels every job (waiting at most 20 s for them to end), stops the
+# daemons started by slurm_cluster_start (SIGTERM, SIGKILL after 10 s) and any job step
+# of this cluster left behind. Safe to call twice or without a start.
 slurm_cluster_stop() {
   if ((${#SLURM_CLUSTER_PIDS[@]} == 0)); then
     [[ -n "$SLURM_SOCKET_DIR" ]] && rm -rf "$SLURM_SOCKET_DIR"
     SLURM_SOCKET_DIR=""
     return 0
   fi
-  [[ -n "${SLURM_CONF:-}" ]] && timeout 10 /usr/bin/scancel --full --user=root >/dev/null 2>&1
   local pid i
+  if [[ -n "${SLURM_CONF:-}" ]]; then
+    # Jobs first, while the daemons still run: their steps end cleanly.
+    timeout 10 /usr/bin/scancel --full --user=root >/dev/null 2>&1
+    _slurm_wait 20 "the jobs to end" _slurm_no_jobs 2>/dev/null
+  fi
   # slurmd first, then slurmctld, then munged: reverse start order.
   for ((i = ${#SLURM_CLUSTER_PIDS[@]} - 1; i >= 0; i--)); do
     kill -TERM "${SLURM_CLUSTER_PIDS[$i]}" 2>/dev/null
@@ -200,6 +207,20 @@ slurm_cluster_stop() {
     wait "$pid" 2>/dev/null
   done
   SLURM_CLUSTER_PIDS=()
+  # A job step that outlived its slurmd (slurmstepd is not our child: slurmd starts it
+  # detached) is ours if it has our SLURM_CONF, which it inherits from slurmd.
+  local steps=()
+  for pid in $(pgrep -x slurmstepd); do
+    if { tr '\0' '\n' <"/proc/$pid/environ"; } 2>/dev/null | grep -qxF "SLURM_CONF=$SLURM_CONF"; then
+      steps+=("$pid")
+    fi
+  done
+  if ((${#steps[@]} > 0)); then
+    echo "slurm_cluster: stopping job steps left behind: ${steps[*]}" >&2
+    kill -TERM "${steps[@]}" 2>/dev/null
+    sleep 1
+    kill -KILL "${steps[@]}" 2>/dev/null
+  fi
   [[ -n "$SLURM_SOCKET_DIR" ]] && rm -rf "$SLURM_SOCKET_DIR"
   SLURM_SOCKET_DIR=""
   return 0

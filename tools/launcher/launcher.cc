@@ -321,8 +321,9 @@ std::vector<ProcessOutcome> Launcher::Outcomes() const {
                                : fs::exists(child.port_file, error)           ? "port file, no exit record"
                                                                               : "no exit record";
     }
-    if (outcome.failed()) {
-      // Its own last words: the error it printed (for follow-on errors, naming its peer).
+    if (outcome.failed() && outcome.signal == 0) {
+      // Its own last words: the error it printed before exiting (for follow-on errors,
+      // naming its peer). A killed process's last line is no error of its.
       const std::string tail = TailOfFile(child.log_path, 1);
       outcome.last_log_line = std::string(absl::StripAsciiWhitespace(tail));
     }

@@ -52,7 +52,8 @@ struct ProcessOutcome {
   // Slurm job, was ended by SIGTERM / SIGKILL after another process had failed (srun
   // --kill-on-bad-exit). Default: false.
   bool stopped = false;
-  // The last non-empty line of its log: a failed process's own error message.
+  // A process that exited non-zero: the last line of its log, its own error message.
+  // Default: "".
   std::string last_log_line;
   // What status() says of a started process that has not ended. Default: "running".
   std::string unended_status = "running";
