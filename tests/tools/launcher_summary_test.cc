@@ -345,6 +345,11 @@ CATCH_TEST_CASE("the straggler is the worker with the most compute per iteration
   CATCH_CHECK(Straggler({fast, slow}) == 1);
   CATCH_CHECK(Straggler({slow, fast}) == 0);
   CATCH_CHECK(StragglerLine({fast}) == "");
+  WorkerTiming same = fast;
+  same.rank = 1;
+  CATCH_CHECK(StragglerLine({fast, same}) ==
+              "slowest worker (per iteration): worker 0, 0.01 s compute + 0.02 s waiting (fastest: "
+              "worker 1, 0.01 s compute + 0.02 s waiting)");
   CATCH_CHECK(StragglerLine({fast, slow}) ==
               "slowest worker (per iteration): worker 1, 0.03 s compute + 0 s waiting (fastest: "
               "worker 0, 0.01 s compute + 0.02 s waiting)");

@@ -177,8 +177,8 @@ else
     fail "the processes' logs are not where the launcher puts them"
   elif ! json_check "$out_dir/trace.json" 'sorted({e["pid"] for e in s["traceEvents"]}) == [100, 101, 200, 201]'; then
     fail "trace.json does not merge the four processes"
-  elif ! grep -q '^worker_1 .* result file ' "$output"; then
-    fail "--collect did not print the table"
+  elif ! grep -q '^worker_1 .* exit 0 on ' "$output" || ! grep -q '^server_1 .* exit 0 on ' "$output"; then
+    fail "--collect did not print the table with how each process ended"
   else
     ok
   fi

@@ -212,9 +212,11 @@ int Straggler(const std::vector<WorkerTiming>& timings) {
 std::string StragglerLine(const std::vector<WorkerTiming>& timings) {
   const int slowest = Straggler(timings);
   if (slowest < 0) return "";
+  // The last of the fastest: never the slowest itself (the first of the slowest), also
+  // when every worker computes as long.
   int fastest = 0;
   for (size_t i = 1; i < timings.size(); ++i) {
-    if (timings[i].compute_seconds < timings[fastest].compute_seconds) {
+    if (timings[i].compute_seconds <= timings[fastest].compute_seconds) {
       fastest = static_cast<int>(i);
     }
   }
