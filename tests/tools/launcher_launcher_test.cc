@@ -96,8 +96,9 @@ CATCH_TEST_CASE("a run starts every process, merges the traces and writes summar
 void WriteExitRecord(const std::string& out, const std::string& name, const std::string& node,
                      int exit_status, int signal, double end) {
   const std::string text =
-      "{\"process\": \"" + name + "\", \"node\": \"" + node + "\", \"host\": \"vm\", \"exit_status\": " +
-      std::to_string(exit_status) + ", \"signal\": " + std::to_string(signal) +
+      "{\"process\": \"" + name + "\", \"node\": \"" + node +
+      "\", \"host\": \"vm\", \"exit_status\": " + std::to_string(exit_status) +
+      ", \"signal\": " + std::to_string(signal) +
       ", \"start_unix\": 1764575000.5, \"end_unix\": " + std::to_string(1764575000.5 + end) + "}\n";
   CATCH_REQUIRE(WriteFileAtomically(out + "/results/" + name + ".exit.json", text).ok());
 }
@@ -153,8 +154,8 @@ CATCH_TEST_CASE("--collect after a Slurm job shows how each process ended, from 
   std::vector<std::string> outcomes;
   for (const Json& p : summary["processes"]) outcomes.push_back(p["outcome"]);
   CATCH_CHECK(outcomes == std::vector<std::string>{"follow-on failure",
-                                                   "stopped after the first failure",
-                                                   "result file", "first failure"});
+                                                   "stopped after the first failure", "result file",
+                                                   "first failure"});
 }
 
 CATCH_TEST_CASE("a failing worker stops the others; summary.json names it the first failure") {
@@ -209,8 +210,8 @@ CATCH_TEST_CASE("a server dying mid-run is the first failure; the others follow 
   for (const Json& p : summary["processes"]) {
     if (p["name"] == "server_1") continue;
     CATCH_CAPTURE(p.dump());
-    CATCH_CHECK((p["outcome"] == "follow-on failure" ||
-                 p["outcome"] == "stopped after the first failure"));
+    CATCH_CHECK(
+        (p["outcome"] == "follow-on failure" || p["outcome"] == "stopped after the first failure"));
   }
   for (const Json& f : summary["follow_on_failures"]) {
     CATCH_CHECK(f["seconds_after_first"].get<double>() >= 0);

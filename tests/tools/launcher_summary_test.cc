@@ -55,12 +55,26 @@ CATCH_TEST_CASE("summary.json has the documented members in order, rank 0's numb
 
   std::vector<std::string> keys;
   for (const auto& item : summary.items()) keys.push_back(item.key());
-  CATCH_CHECK(keys == std::vector<std::string>{
-                          "status", "name", "mode", "model", "workers", "servers", "worker_processes",
-                          "server_processes", "batch_size_per_worker", "global_batch_size",
-                          "iterations", "samples_per_second", "final_loss", "test_accuracy",
-                          "param_l2", "wall_seconds", "launcher_wall_seconds", "config",
-                          "output_dir", "workers_results"});
+  CATCH_CHECK(keys == std::vector<std::string>{"status",
+                                               "name",
+                                               "mode",
+                                               "model",
+                                               "workers",
+                                               "servers",
+                                               "worker_processes",
+                                               "server_processes",
+                                               "batch_size_per_worker",
+                                               "global_batch_size",
+                                               "iterations",
+                                               "samples_per_second",
+                                               "final_loss",
+                                               "test_accuracy",
+                                               "param_l2",
+                                               "wall_seconds",
+                                               "launcher_wall_seconds",
+                                               "config",
+                                               "output_dir",
+                                               "workers_results"});
   CATCH_CHECK(summary["status"] == "ok");
   CATCH_CHECK(summary["name"] == "run \"1\"");
   CATCH_CHECK(summary["servers"] == 3);
@@ -116,8 +130,8 @@ CATCH_TEST_CASE("the per-epoch figures are rank 0's, and absent when it reported
   input.worker_results = {*ParseWorkerResult(kResult0), Json{{"rank", 1}}};
   CATCH_CHECK(!BuildSummary(input).contains("epochs"));
   Json epochs = Json::array();
-  epochs.push_back({{"epoch", 1}, {"end_iteration", 937}, {"train_loss", 0.4},
-                    {"test_accuracy", 0.89}});
+  epochs.push_back(
+      {{"epoch", 1}, {"end_iteration", 937}, {"train_loss", 0.4}, {"test_accuracy", 0.89}});
   input.worker_results[0]["epochs"] = epochs;
   input.worker_results[1]["epochs"] = Json::array();  // another rank's: not used
   const Json summary = BuildSummary(input);
@@ -247,14 +261,14 @@ CATCH_TEST_CASE("the first failure is the one that ended first; the others follo
 
 CATCH_TEST_CASE("at the same instant a killed process goes first, then the given order") {
   // Reaped together: the one killed by a signal died first; its peers exit with errors.
-  const std::vector<ProcessOutcome> same_time = {Ended("server_0", 2, 1, 0),
-                                                 Ended("server_1", 2, 0, 9),
-                                                 Ended("worker_0", 2, 1, 0)};
+  const std::vector<ProcessOutcome> same_time = {
+      Ended("server_0", 2, 1, 0), Ended("server_1", 2, 0, 9), Ended("worker_0", 2, 1, 0)};
   FailureRanking ranking = RankFailures(same_time);
   CATCH_CHECK(ranking.first == 1);
   CATCH_CHECK(ranking.follow_on == std::vector<int>{0, 2});
 
-  const std::vector<ProcessOutcome> exits = {Ended("worker_0", 2, 1, 0), Ended("worker_1", 2, 4, 0)};
+  const std::vector<ProcessOutcome> exits = {Ended("worker_0", 2, 1, 0),
+                                             Ended("worker_1", 2, 4, 0)};
   CATCH_CHECK(RankFailures(exits).first == 0);
 
   // Time decides before the kind of end.

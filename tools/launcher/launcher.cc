@@ -265,14 +265,15 @@ absl::Status Launcher::ReadResults() {
     absl::StatusOr<std::string> text = ReadFile(child.result_file);
     if (!text.ok()) {
       first_problem.Update(FailureOf(
-          child, absl::StrCat("exited with status 0 but wrote no result file ", child.result_file)));
+          child,
+          absl::StrCat("exited with status 0 but wrote no result file ", child.result_file)));
       continue;
     }
     absl::StatusOr<nlohmann::ordered_json> result = ParseWorkerResult(*text);
     if (!result.ok()) {
-      first_problem.Update(FailureOf(child, absl::StrCat("wrote a result file ",
-                                                         result.status().message(), ": ",
-                                                         child.result_file)));
+      first_problem.Update(
+          FailureOf(child, absl::StrCat("wrote a result file ", result.status().message(), ": ",
+                                        child.result_file)));
       continue;
     }
     child.result = *std::move(result);
@@ -317,9 +318,9 @@ std::vector<ProcessOutcome> Launcher::Outcomes() const {
       // an older task script): what its files show.
       std::error_code error;
       outcome.started = fs::exists(child.log_path, error);
-      outcome.unended_status = child.result.has_value()                       ? "result file"
-                               : fs::exists(child.port_file, error)           ? "port file, no exit record"
-                                                                              : "no exit record";
+      outcome.unended_status = child.result.has_value()             ? "result file"
+                               : fs::exists(child.port_file, error) ? "port file, no exit record"
+                                                                    : "no exit record";
     }
     if (outcome.failed() && outcome.signal == 0) {
       // Its own last words: the error it printed before exiting (for follow-on errors,
@@ -745,9 +746,9 @@ int Launcher::Collect() {
   const std::vector<ProcessOutcome> outcomes = Outcomes();
   if (const int first = RankFailures(outcomes).first; first >= 0) {
     const ProcessOutcome& failed = outcomes[first];
-    status = absl::AbortedError(absl::StrCat(
-        failed.name, failed.node.empty() ? "" : " on " + failed.node, " ended with ",
-        failed.status(), " (its exit record results/", failed.name, ".exit.json)"));
+    status = absl::AbortedError(
+        absl::StrCat(failed.name, failed.node.empty() ? "" : " on " + failed.node, " ended with ",
+                     failed.status(), " (its exit record results/", failed.name, ".exit.json)"));
   }
   if (!status.ok()) {
     std::cerr << "[p3] FAILED: " << status.message() << std::endl;

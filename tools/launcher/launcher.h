@@ -1,9 +1,11 @@
 // One experiment on a local cluster, or over ssh on several hosts: the launcher's
 // orchestration (docs/launcher.md). It writes the resolved config, builds the emulated
 // network if the config asks for one, starts the servers and waits for their ports,
-// starts the workers, shows rank 0's progress, and when every process has exited cleanly
-// reads the results, merges the traces and writes summary.json. If a process fails, or a
-// termination signal arrives, it stops the others and reports the first failure.
+// starts the workers, shows rank 0's progress with every worker's iteration, and when every
+// process has exited cleanly reads the results, merges the traces and writes summary.json
+// (with the straggler). If a process fails, or a termination signal arrives, it stops the
+// others and reports the first failure apart from the errors that followed it (also in a
+// summary.json with "status": "failed"; not after a signal).
 //
 // The pieces are separate units: run_layout.h (the output folder), ProcessSupervisor
 // (fork/exec, signalfd/inotify loop), ProgressDisplay, summary.h, network_setup.h and

@@ -44,18 +44,17 @@ std::string Label(const std::string& name) { return absl::StrReplaceAll(name, {{
 std::string Seconds(double seconds) { return absl::StrFormat("%.3g s", seconds); }
 
 std::string TimingText(const WorkerTiming& t) {
-  return absl::StrFormat("worker %d, %s compute + %s waiting", t.rank,
-                         Seconds(t.compute_seconds),
+  return absl::StrFormat("worker %d, %s compute + %s waiting", t.rank, Seconds(t.compute_seconds),
                          t.wait_seconds.has_value() ? Seconds(*t.wait_seconds) : "? s");
 }
 
 Json TimingJson(const WorkerTiming& t) {
-  return Json{{"rank", t.rank},
-              {"iterations", t.iterations},
-              {"iteration_seconds", Rounded(t.iteration_seconds, 6)},
-              {"compute_seconds", Rounded(t.compute_seconds, 6)},
-              {"wait_seconds", t.wait_seconds.has_value() ? Json(Rounded(*t.wait_seconds, 6))
-                                                          : Json()}};
+  return Json{
+      {"rank", t.rank},
+      {"iterations", t.iterations},
+      {"iteration_seconds", Rounded(t.iteration_seconds, 6)},
+      {"compute_seconds", Rounded(t.compute_seconds, 6)},
+      {"wait_seconds", t.wait_seconds.has_value() ? Json(Rounded(*t.wait_seconds, 6)) : Json()}};
 }
 
 // What a process's part in a failed run was.
@@ -110,11 +109,11 @@ std::vector<std::string> FailureReportLines(const std::vector<ProcessOutcome>& o
   std::vector<std::string> lines;
   if (ranking.first < 0) return lines;
   const ProcessOutcome& first = outcomes[ranking.first];
-  lines.push_back(absl::StrCat(
-      "first failure: ", Label(first.name), first.node.empty() ? "" : " on " + first.node, " (",
-      first.status(), ") after ", Seconds(first.end_unix - start_unix),
-      ranking.follow_on.empty() ? "" : "; the errors below follow from it",
-      first.last_log_line.empty() ? "" : ": " + first.last_log_line));
+  lines.push_back(absl::StrCat("first failure: ", Label(first.name),
+                               first.node.empty() ? "" : " on " + first.node, " (", first.status(),
+                               ") after ", Seconds(first.end_unix - start_unix),
+                               ranking.follow_on.empty() ? "" : "; the errors below follow from it",
+                               first.last_log_line.empty() ? "" : ": " + first.last_log_line));
   for (int i : ranking.follow_on) {
     const ProcessOutcome& p = outcomes[i];
     lines.push_back(absl::StrCat("  follow-on: ", Label(p.name), " (", p.status(), ") ",
@@ -124,13 +123,14 @@ std::vector<std::string> FailureReportLines(const std::vector<ProcessOutcome>& o
   std::vector<std::string> stopped;
   for (size_t i = 0; i < outcomes.size(); ++i) {
     const ProcessOutcome& p = outcomes[i];
-    if (p.ended && p.stopped && Outcome(p, ranking, static_cast<int>(i)) ==
-                                    "stopped after the first failure") {
+    if (p.ended && p.stopped &&
+        Outcome(p, ranking, static_cast<int>(i)) == "stopped after the first failure") {
       stopped.push_back(p.name);
     }
   }
   if (!stopped.empty()) {
-    lines.push_back(absl::StrCat("  stopped after the first failure: ", absl::StrJoin(stopped, ", ")));
+    lines.push_back(
+        absl::StrCat("  stopped after the first failure: ", absl::StrJoin(stopped, ", ")));
   }
   return lines;
 }
@@ -155,7 +155,8 @@ absl::StatusOr<ProcessOutcome> ParseExitRecord(absl::string_view text) {
     outcome.start_unix = record.at("start_unix").get<double>();
     outcome.end_unix = record.at("end_unix").get<double>();
   } catch (const Json::exception& error) {
-    return absl::InvalidArgumentError(absl::StrCat("a member of the wrong type (", error.what(), ")"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("a member of the wrong type (", error.what(), ")"));
   }
   outcome.started = true;
   outcome.ended = true;
@@ -293,16 +294,14 @@ Json BuildSummary(const SummaryInput& input) {
                               {"links_checked", links}};
   }
   if (!input.hosts.empty()) summary["hosts"] = input.hosts;
-  const FailureRanking ranking =
-      input.failed ? RankFailures(input.processes) : FailureRanking();
+  const FailureRanking ranking = input.failed ? RankFailures(input.processes) : FailureRanking();
   if (!input.processes.empty()) {
     Json processes = Json::array();
     for (size_t i = 0; i < input.processes.size(); ++i) {
       const ProcessOutcome& p = input.processes[i];
       Json entry{{"name", p.name}, {"status", p.status()}};
       if (!p.node.empty()) entry["node"] = p.node;
-      entry["seconds"] =
-          p.ended ? Json(Rounded(p.end_unix - p.start_unix, 3)) : Json();
+      entry["seconds"] = p.ended ? Json(Rounded(p.end_unix - p.start_unix, 3)) : Json();
       entry["outcome"] = Outcome(p, ranking, static_cast<int>(i));
       processes.push_back(entry);
     }
@@ -323,12 +322,11 @@ Json BuildSummary(const SummaryInput& input) {
     Json follow_on = Json::array();
     for (int i : ranking.follow_on) {
       const ProcessOutcome& p = input.processes[i];
-      follow_on.push_back(
-          Json{{"process", p.name},
-               {"status", p.status()},
-               {"seconds_after_first",
-                Rounded(p.end_unix - input.processes[ranking.first].end_unix, 3)},
-               {"last_log_line", p.last_log_line}});
+      follow_on.push_back(Json{
+          {"process", p.name},
+          {"status", p.status()},
+          {"seconds_after_first", Rounded(p.end_unix - input.processes[ranking.first].end_unix, 3)},
+          {"last_log_line", p.last_log_line}});
     }
     summary["follow_on_failures"] = follow_on;
   }

@@ -1,5 +1,7 @@
 // The results of a run: reading the workers' result files, summary.json, and the table
-// printed at the end. JSON is read and written with nlohmann/json; member order is kept.
+// printed at the end; which process failed first and which failures followed; where each
+// worker's iterations went (compute vs waiting) and the straggler. JSON is read and
+// written with nlohmann/json; member order is kept.
 //
 // Example:
 //   absl::StatusOr<nlohmann::ordered_json> result = ParseWorkerResult(text);
