@@ -112,15 +112,26 @@ record_exit() {
   exit "$status"
 }
 
-# run_recorded COMMAND...: runs the process, passing termination signals on, and records
-# how it ended.
+# SIGTERM, SIGINT, SIGHUP: passed on to the process once it runs (run_recorded records how
+# it then ends); before that (a worker waiting for the servers' ports) recorded at once as
+# this signal. A trap must not fail: under `set -e` that would end the script unrecorded.
+child=""
+on_signal() {
+  if [[ -n "$child" ]]; then
+    kill -TERM "$child" 2>/dev/null || true
+  else
+    record_exit $((128 + $1))
+  fi
+}
+trap 'on_signal 15' TERM
+trap 'on_signal 2' INT
+trap 'on_signal 1' HUP
+
+# run_recorded COMMAND...: runs the process and records how it ended.
 run_recorded() {
-  local child="" stop=0 status
-  # Set before the start: a signal arriving meanwhile stops the process once it runs.
-  trap 'stop=1; [[ -n "$child" ]] && kill -TERM "$child" 2>/dev/null' TERM INT HUP
+  local status
   "$@" &
   child=$!
-  ((stop)) && kill -TERM "$child" 2>/dev/null
   while true; do
     status=0
     wait "$child" || status=$?

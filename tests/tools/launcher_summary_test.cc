@@ -1,3 +1,5 @@
+#include <signal.h>
+
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -275,6 +277,37 @@ CATCH_TEST_CASE("at the same instant a killed process goes first, then the given
   const std::vector<ProcessOutcome> later_signal = {Ended("server_0", 2.5, 0, 11),
                                                     Ended("worker_1", 2.4, 1, 0)};
   CATCH_CHECK(RankFailures(later_signal).first == 1);
+}
+
+CATCH_TEST_CASE("a cascade reaped together: the killed server first, then by when each gave up") {
+  // Seen in a run: server 1 was killed; worker 1 lost it and exited 1, then server 0 lost
+  // worker 1 and exited 1, all within a millisecond, before the launcher woke. Reaped in
+  // pid order, server 0 "ended" first.
+  std::vector<ProcessOutcome> outcomes = {
+      Ended("server_0", 3.000000, 1, 0, false, "server 0 aborted the run: worker 1 disconnected"),
+      Ended("server_1", 3.000005, 0, 9), Ended("worker_0", 3.001, 0, 15, /*stopped=*/true),
+      Ended("worker_1", 3.000986, 1, 0, false, "worker 1: lost server 1")};
+  outcomes[0].last_output_unix = 1002.9996;  // Printed its error after worker 1's.
+  outcomes[3].last_output_unix = 1002.9994;
+  outcomes[1].last_output_unix = 1001.0;  // Its last line long before: it said nothing.
+  FailureRanking ranking = RankFailures(outcomes);
+  CATCH_CHECK(ranking.first == 1);
+  CATCH_CHECK(ranking.follow_on == std::vector<int>{3, 0});
+  const std::vector<std::string> lines = FailureReportLines(outcomes, ranking, 1000);
+  CATCH_REQUIRE(lines.size() == 4);
+  CATCH_CHECK(lines[1] ==
+              "  follow-on: worker 1 (exit 1) at the same time: worker 1: lost server 1");
+
+  // A crash (SIGSEGV) may be a consequence too: no precedence for it, only its time.
+  outcomes[1].signal = SIGSEGV;
+  ranking = RankFailures(outcomes);
+  CATCH_CHECK(ranking.first == 3);  // Worker 1 gave up first (its last output).
+  CATCH_CHECK(ranking.follow_on == std::vector<int>{0, 1});
+
+  // A process killed well after the first failure (beyond kSimultaneousSeconds) follows it.
+  const std::vector<ProcessOutcome> later = {
+      Ended("worker_0", 2.0, 1, 0), Ended("server_0", 2.0 + 2 * kSimultaneousSeconds, 0, 9)};
+  CATCH_CHECK(RankFailures(later).first == 0);
 }
 
 CATCH_TEST_CASE("processes the launcher stopped are not failures, unless they failed another way") {

@@ -1,5 +1,6 @@
 #include "tools/launcher/launcher.h"
 
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -150,17 +151,30 @@ absl::Status Launcher::FailureOf(const Child& child, const std::string& what) {
 }
 
 absl::Status Launcher::CheckForFailure() {
-  // Report the process that ended first: the others often fail because of it. A server
-  // exiting 0 is not a failure: it may exit as soon as every worker has said it is done
-  // (and if it exits too early, the workers fail and are reported).
-  const Child* first = nullptr;
-  for (const Child& child : children_) {
+  // A server exiting 0 is not a failure: it may exit as soon as every worker has said it
+  // is done (and if it exits too early, the workers fail and are reported).
+  auto failed = [this](const Child& child) {
     const ProcessState* state = StateOf(child);
-    if (state == nullptr || state->running || state->exited_cleanly()) continue;
-    if (first == nullptr || state->end_time < StateOf(*first)->end_time) first = &child;
+    return state != nullptr && !state->running && !state->exited_cleanly();
+  };
+  if (std::none_of(children_.begin(), children_.end(), failed)) return absl::OkStatus();
+  // One failure sets off others within milliseconds (its peers lose it, their peers lose
+  // them): collect that cascade, then name the first (RankFailures), not whichever was
+  // reaped first.
+  const absl::Time settled = absl::Now() + absl::Seconds(kSimultaneousSeconds);
+  for (absl::Time now = absl::Now(); now < settled; now = absl::Now()) {
+    if (std::none_of(children_.begin(), children_.end(),
+                     [this](const Child& child) { return Running(child); })) {
+      break;
+    }
+    supervisor_->WaitForEvent(settled - now);
   }
-  if (first == nullptr) return absl::OkStatus();
-  return FailureOf(*first, DescribeWaitStatus(StateOf(*first)->wait_status));
+  const FailureRanking ranking = RankFailures(Outcomes());
+  // (Nothing is stopped yet, so RankFailures finds the failure seen above.)
+  const Child& first = ranking.first >= 0
+                           ? children_[ranking.first]
+                           : *std::find_if(children_.begin(), children_.end(), failed);
+  return FailureOf(first, DescribeWaitStatus(StateOf(first)->wait_status));
 }
 
 absl::Status Launcher::WaitForPorts() {
@@ -322,6 +336,10 @@ std::vector<ProcessOutcome> Launcher::Outcomes() const {
                                : fs::exists(child.port_file, error) ? "port file, no exit record"
                                                                     : "no exit record";
     }
+    if (struct stat log_stat; outcome.failed() && stat(child.log_path.c_str(), &log_stat) == 0) {
+      outcome.last_output_unix = static_cast<double>(log_stat.st_mtim.tv_sec) +
+                                 static_cast<double>(log_stat.st_mtim.tv_nsec) * 1e-9;
+    }
     if (outcome.failed() && outcome.signal == 0) {
       // Its own last words: the error it printed before exiting (for follow-on errors,
       // naming its peer). A killed process's last line is no error of its.
@@ -428,19 +446,21 @@ void Launcher::StopAll() {
 
 void Launcher::PrintTable() {
   const nlohmann::ordered_json no_result = nlohmann::ordered_json::object();
+  // Collect(): no supervisor; how each process ended is what its Slurm exit record (or,
+  // without one, its files) shows.
+  const std::vector<ProcessOutcome> outcomes =
+      supervisor_ == nullptr ? Outcomes() : std::vector<ProcessOutcome>();
   std::vector<TableRow> rows;
-  for (const Child& child : children_) {
+  for (size_t i = 0; i < children_.size(); ++i) {
+    const Child& child = children_[i];
     TableRow row;
     row.name = child.name();
     row.status = child.result.has_value() ? "result file" : "not started";
-    if (child.recorded.has_value()) {
-      // Collect() after a Slurm job: as its task script recorded it.
-      row.status = child.recorded->status();
-      if (!child.recorded->node.empty()) absl::StrAppend(&row.status, " on ", child.recorded->node);
-      row.seconds = child.recorded->end_unix - child.recorded->start_unix;
-    } else if (supervisor_ == nullptr && child.role == "server") {
-      std::error_code error;
-      if (fs::exists(child.port_file, error)) row.status = "port file";
+    if (i < outcomes.size()) {
+      const ProcessOutcome& outcome = outcomes[i];
+      row.status = outcome.status();
+      if (!outcome.node.empty()) absl::StrAppend(&row.status, " on ", outcome.node);
+      if (outcome.ended) row.seconds = outcome.end_unix - outcome.start_unix;
     }
     const ProcessState* state = StateOf(child);
     if (state != nullptr) {

@@ -6,7 +6,9 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <numeric>
+#include <tuple>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
@@ -84,19 +86,32 @@ std::string ProcessOutcome::status() const {
 
 FailureRanking RankFailures(const std::vector<ProcessOutcome>& outcomes) {
   std::vector<int> failed;
+  double earliest = std::numeric_limits<double>::infinity();
   for (size_t i = 0; i < outcomes.size(); ++i) {
     const ProcessOutcome& p = outcomes[i];
     if (!p.failed()) continue;
     // Ended by the launcher's own SIGTERM / SIGKILL: stopped, not failed.
     if (p.stopped && (p.signal == SIGTERM || p.signal == SIGKILL)) continue;
     failed.push_back(static_cast<int>(i));
+    earliest = std::min(earliest, p.end_unix);
   }
-  std::stable_sort(failed.begin(), failed.end(), [&](int a, int b) {
-    const ProcessOutcome& x = outcomes[a];
-    const ProcessOutcome& y = outcomes[b];
-    if (x.end_unix != y.end_unix) return x.end_unix < y.end_unix;
-    return (x.signal != 0) > (y.signal != 0);
-  });
+  // When each gave up: an error exit printed its message just before.
+  auto gave_up = [&](int i) {
+    const ProcessOutcome& p = outcomes[i];
+    if (p.signal == 0 && p.last_output_unix > 0) return std::min(p.end_unix, p.last_output_unix);
+    return p.end_unix;
+  };
+  auto killed_from_outside = [&](int i) {
+    const int signal = outcomes[i].signal;
+    return signal == SIGKILL || signal == SIGTERM || signal == SIGINT || signal == SIGHUP ||
+           signal == SIGQUIT;
+  };
+  auto key = [&](int i) {
+    const bool simultaneous = outcomes[i].end_unix <= earliest + kSimultaneousSeconds;
+    return std::make_tuple(simultaneous ? 0 : 1, simultaneous && killed_from_outside(i) ? 0 : 1,
+                           gave_up(i));
+  };
+  std::stable_sort(failed.begin(), failed.end(), [&](int a, int b) { return key(a) < key(b); });
   FailureRanking ranking;
   if (failed.empty()) return ranking;
   ranking.first = failed.front();
@@ -116,8 +131,10 @@ std::vector<std::string> FailureReportLines(const std::vector<ProcessOutcome>& o
                                first.last_log_line.empty() ? "" : ": " + first.last_log_line));
   for (int i : ranking.follow_on) {
     const ProcessOutcome& p = outcomes[i];
+    // Within the launcher's resolution (a cascade reaped together) no order is claimed.
+    const double after = p.end_unix - first.end_unix;
     lines.push_back(absl::StrCat("  follow-on: ", Label(p.name), " (", p.status(), ") ",
-                                 Seconds(p.end_unix - first.end_unix), " later",
+                                 after >= 0.001 ? Seconds(after) + " later" : "at the same time",
                                  p.last_log_line.empty() ? "" : ": " + p.last_log_line));
   }
   std::vector<std::string> stopped;
@@ -322,11 +339,12 @@ Json BuildSummary(const SummaryInput& input) {
     Json follow_on = Json::array();
     for (int i : ranking.follow_on) {
       const ProcessOutcome& p = input.processes[i];
-      follow_on.push_back(Json{
-          {"process", p.name},
-          {"status", p.status()},
-          {"seconds_after_first", Rounded(p.end_unix - input.processes[ranking.first].end_unix, 3)},
-          {"last_log_line", p.last_log_line}});
+      follow_on.push_back(
+          Json{{"process", p.name},
+               {"status", p.status()},
+               {"seconds_after_first",
+                std::max(0.0, Rounded(p.end_unix - input.processes[ranking.first].end_unix, 3))},
+               {"last_log_line", p.last_log_line}});
     }
     summary["follow_on_failures"] = follow_on;
   }

@@ -57,6 +57,10 @@ struct ProcessOutcome {
   // A process that exited non-zero: the last line of its log, its own error message.
   // Default: "".
   std::string last_log_line;
+  // When it last wrote to its log (seconds since the Unix epoch); 0: unknown. A process
+  // that exits with an error prints it first (process contract), so for such a process
+  // this is when it gave up, more precisely than end_unix (when the launcher reaped it).
+  double last_output_unix = 0;
   // What status() says of a started process that has not ended. Default: "running".
   std::string unended_status = "running";
 
@@ -70,14 +74,23 @@ struct ProcessOutcome {
 struct FailureRanking {
   // Index in the outcomes of the first failure; -1 when none failed.
   int first = -1;
-  // The other failed processes, by end time; processes the launcher stopped with SIGTERM
-  // or SIGKILL are not among them (they did not fail on their own).
+  // The other failed processes, in the order below; processes the launcher stopped with
+  // SIGTERM or SIGKILL are not among them (they did not fail on their own).
   std::vector<int> follow_on;
 };
 
-// The first failure is the failed process that ended first. At the same instant a process
-// killed by a signal goes first (it died without warning; its peers exit with an error
-// naming it), then the given order. Pure: tested without processes.
+// The launcher learns of a process's end when it reaps it, some milliseconds later under
+// load; processes that ended within this of the earliest failure (a dead server, the
+// workers that lost it, the server that lost those workers: a cascade of a millisecond or
+// two) may have ended in either order.
+inline constexpr double kSimultaneousSeconds = 0.1;
+
+// The first failure, then the others. Failures ending within kSimultaneousSeconds of the
+// earliest one are ordered: first those killed from outside (SIGKILL, SIGTERM, SIGINT,
+// SIGHUP, SIGQUIT: they died without warning, their peers then fail naming them), then
+// by when each gave up — for an exit with an error status the time of its last output
+// (its error message) if earlier than its end, else its end — then the given order.
+// Later failures follow by that same time. Pure: tested without processes.
 FailureRanking RankFailures(const std::vector<ProcessOutcome>& outcomes);
 
 // What the launcher prints after a failure, one line each (without "[p3] "):
