@@ -9,13 +9,15 @@
 #   source tests/tools/slurm_cluster.sh
 #   if reason=$(slurm_cluster_missing); then p3_skip "Slurm cases" "$reason"; ...; fi
 #   trap slurm_cluster_stop EXIT            # stops every daemon it started, on every path
+#   trap 'exit 143' TERM INT HUP            # (so that a signal runs the EXIT trap too)
 #   slurm_cluster_start "$TMP/slurm" || fail "..."   # exports SLURM_CONF
 #   sbatch --wait ...
 #
 # Every wait is bounded (slurm_cluster_start: at most SLURM_CLUSTER_START_S seconds, 60
 # by default) and polls for readiness instead of sleeping a fixed time. The daemons run in
 # the foreground (-F / -D) as this shell's children, so their PIDs are known and
-# slurm_cluster_stop ends exactly them (SIGTERM, then SIGKILL after 10 s).
+# slurm_cluster_stop ends exactly them (SIGTERM, then SIGKILL after 10 s); should the
+# shell itself be killed, they get SIGKILL (PR_SET_PDEATHSIG).
 
 SLURM_CLUSTER_DIR=""
 SLURM_CLUSTER_PIDS=()
@@ -33,7 +35,7 @@ slurm_cluster_missing() {
     return 0
   fi
   local tool
-  for tool in /usr/sbin/munged /usr/bin/munge /usr/sbin/slurmctld /usr/sbin/slurmd \
+  for tool in /usr/bin/setpriv /usr/sbin/munged /usr/bin/munge /usr/sbin/slurmctld /usr/sbin/slurmd \
     /usr/bin/sbatch /usr/bin/scontrol /usr/bin/sinfo /usr/bin/srun; do
     if [[ ! -x "$tool" ]]; then
       echo "$tool is missing (apt-get install munge slurmctld slurmd slurm-client, or tools/install_deps.sh)"
@@ -79,6 +81,16 @@ _slurm_wait() {
   done
 }
 
+# _slurm_spawn LOG COMMAND...: starts a daemon in the foreground mode as this shell's
+# child, output to LOG, and remembers its PID. setpriv --pdeathsig: it gets SIGKILL if
+# this shell dies, even by SIGKILL (a test killed at its timeout leaves no daemon).
+_slurm_spawn() {
+  local log="$1"
+  shift
+  /usr/bin/setpriv --pdeathsig KILL "$@" >>"$log" 2>&1 &
+  SLURM_CLUSTER_PIDS+=($!)
+}
+
 _slurm_munge_ok() {
   /usr/bin/munge -S "$SLURM_SOCKET_DIR/munge.socket" -n |
     /usr/bin/unmunge -S "$SLURM_SOCKET_DIR/munge.socket"
@@ -107,10 +119,9 @@ slurm_cluster_start() {
   chmod 755 "$munge"
   head -c 1024 /dev/urandom >"$munge/munge.key"
   chmod 400 "$munge/munge.key"
-  /usr/sbin/munged -F --socket="$munge/munge.socket" --key-file="$munge/munge.key" \
-    --pid-file="$munge/munged.pid" --log-file="$dir/log/munged.log" \
-    --seed-file="$munge/munged.seed" --num-threads=2 >>"$dir/log/munged.out" 2>&1 &
-  SLURM_CLUSTER_PIDS+=($!)
+  _slurm_spawn "$dir/log/munged.out" /usr/sbin/munged -F --socket="$munge/munge.socket" \
+    --key-file="$munge/munge.key" --pid-file="$munge/munged.pid" \
+    --log-file="$dir/log/munged.log" --seed-file="$munge/munged.seed" --num-threads=2
   _slurm_wait "$limit" "munge credential" _slurm_munge_ok || { _slurm_cluster_logs; return 1; }
 
   local ports host
@@ -155,14 +166,12 @@ NodeName=n2 NodeHostname=$host NodeAddr=127.0.0.1 Port=${ports[2]} CPUs=2 State=
 PartitionName=p3test Nodes=n1,n2 Default=YES MaxTime=INFINITE State=UP
 EOF
   export SLURM_CONF="$dir/slurm.conf"
-  /usr/sbin/slurmctld -D -i -f "$SLURM_CONF" >>"$dir/log/slurmctld.out" 2>&1 &
-  SLURM_CLUSTER_PIDS+=($!)
+  _slurm_spawn "$dir/log/slurmctld.out" /usr/sbin/slurmctld -D -i -f "$SLURM_CONF"
   _slurm_wait "$limit" "slurmctld answering" _slurm_controller_up || { _slurm_cluster_logs; return 1; }
   local node
   for node in n1 n2; do
     mkdir -p "$SLURM_SOCKET_DIR/spool/$node"
-    /usr/sbin/slurmd -D -N "$node" -f "$SLURM_CONF" >>"$dir/log/slurmd-$node.out" 2>&1 &
-    SLURM_CLUSTER_PIDS+=($!)
+    _slurm_spawn "$dir/log/slurmd-$node.out" /usr/sbin/slurmd -D -N "$node" -f "$SLURM_CONF"
   done
   _slurm_wait "$limit" "idle nodes n1 and n2" _slurm_nodes_idle || { _slurm_cluster_logs; return 1; }
 }

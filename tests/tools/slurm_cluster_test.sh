@@ -35,6 +35,8 @@ if reason=$(slurm_cluster_missing); then
 fi
 
 trap slurm_cluster_stop EXIT
+# bazel's timeout sends SIGTERM: exit through the EXIT trap, stopping the cluster.
+trap 'exit 143' TERM INT HUP
 case_name=cluster_start
 output="$TMP/cluster_start.out"
 started=$SECONDS
