@@ -231,6 +231,11 @@ CATCH_TEST_CASE("a server that never publishes its port fails the run at the pee
   unsetenv("FAKE_P3_SERVER_MODE");
   CATCH_CHECK(status == 1);
   CATCH_CHECK(!fs::exists(out + "/logs/worker_0.log"));  // No worker was started.
+  const Json summary = ReadJson(out + "/summary.json");
+  CATCH_CHECK(summary["first_failure"].is_null());  // No process failed: the launcher gave up.
+  CATCH_CHECK(absl::StrContains(summary["error"].get<std::string>(), "server 0 (pid "));
+  CATCH_CHECK(summary["processes"][0]["outcome"] == "stopped by the launcher");
+  CATCH_CHECK(summary["processes"][1]["outcome"] == "not started");
 }
 
 }  // namespace

@@ -7,7 +7,6 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
-#include <numeric>
 #include <tuple>
 
 #include "absl/strings/ascii.h"
@@ -66,7 +65,9 @@ std::string Outcome(const ProcessOutcome& p, const FailureRanking& ranking, int 
       ranking.follow_on.end()) {
     return "follow-on failure";
   }
-  if (p.ended && p.stopped) return "stopped after the first failure";
+  if (p.ended && p.stopped) {
+    return ranking.first >= 0 ? "stopped after the first failure" : "stopped by the launcher";
+  }
   if (!p.started) return "not started";
   if (!p.ended) return p.unended_status;
   return p.failed() ? "failed" : "ok";
