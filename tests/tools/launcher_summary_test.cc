@@ -172,13 +172,13 @@ CATCH_TEST_CASE("the table shows each process, and '-' for a missing or non-nume
   rows[2].result = &partial;
   const std::string table = FormatTable(rows);
   CATCH_CHECK(table ==
-              "process         pid  status                      seconds iterations   samples/s "
-              "final_loss  test_acc\n"
-              "server_0       4242  exit 0                          3.2\n"
-              "worker_0       4243  signal 15 (Terminated)          2.0         12        6400 "
-              "    0.3121    0.8514\n"
-              "worker_1          -  not started                     0.0          7           - "
-              "         -         -\n");
+              "process         pid  status                          seconds iterations   "
+              "samples/s final_loss  test_acc\n"
+              "server_0       4242  exit 0                              3.2\n"
+              "worker_0       4243  signal 15 (Terminated)              2.0         12        "
+              "6400     0.3121    0.8514\n"
+              "worker_1          -  not started                         0.0          7           "
+              "-          -         -\n");
 }
 
 // A process that ended at `end` (seconds after 1000) with `exit_status` or `signal`.

@@ -10,6 +10,9 @@
 #     exited 0 (servers too) on its node, with the figures (param_l2, ...).
 #   - slurm_worker_fails: worker 1 (the fake, with injected failure) exits 3; srun ends
 #     the job; --collect still runs and names worker 1 on n2 as the first failure.
+#   - slurm_server_killed: the real binaries; server 1's process is killed (SIGKILL) once
+#     training runs; --collect names server 1 on n2 as the first failure, the others as
+#     following or stopped.
 #
 # Skipped (tests/testing/skip.sh) when not root or when munge / Slurm are not installed
 # (tools/install_deps.sh installs them). Adding a case: call submit_generated with the
@@ -30,7 +33,7 @@ TMP="${TEST_TMPDIR:-$(mktemp -d)}"
 JOB_TIMEOUT_S="${P3_SLURM_JOB_TIMEOUT_S:-90}"
 
 if reason=$(slurm_cluster_missing); then
-  p3_skip "Slurm cases (slurm_job, slurm_worker_fails)" "$reason"
+  p3_skip "Slurm cases (slurm_job, slurm_worker_fails, slurm_server_killed)" "$reason"
   finish_cases
 fi
 
@@ -165,6 +168,38 @@ elif ! grep -q '^\[p3\] first failure: worker 1 on n2 (exit 3)' "$job_log"; then
   fail "--collect does not report the first failure"
 else
   ok
+fi
+
+# --- a server killed mid-run: --collect names it, not the errors that follow -------------
+case_name=slurm_server_killed
+# Long enough to be killed mid-run; the job ends as soon as the server dies.
+if ! submit_generated slurm_server_killed -- --config=configs/synthetic_smoke.textproto \
+    --server_binary="$SERVER" --worker_binary="$WORKER" --set=training.iterations=5000 \
+    --set=training.log_every=1 --set=cluster.peer_timeout_s=30; then
+  fail "the job could not be generated or submitted"
+else
+  deadline=$((SECONDS + 60))
+  until grep -q '^PROGRESS' "$out_dir/logs/worker_0.log" 2>/dev/null || ((SECONDS >= deadline)); do
+    sleep 0.2
+  done
+  # The p3_server process of server 1 (its task script's command line has no --server_index).
+  server_pid=$(pgrep -f -- "--server_index=1 --port_file=$out_dir/ports/server_1.port")
+  [[ -n "$server_pid" ]] && kill -KILL $server_pid
+  if [[ -z "$server_pid" ]]; then
+    fail "server 1 was not found running once training had started"
+    await_job
+  elif ! await_job; then
+    fail "the job did not end after server 1 was killed"
+  elif [[ "$job_state" != FAILED ]]; then
+    fail "job $job_state, expected FAILED"
+  elif ! json_check "$out_dir/summary.json" \
+      's["status"] == "failed" and s["first_failure"]["process"] == "server_1" and s["first_failure"]["status"] == "signal 9 (Killed)" and s["first_failure"]["node"] == "n2" and all(p["outcome"] in ("follow-on failure", "stopped after the first failure", "no exit record") for p in s["processes"] if p["name"] != "server_1")'; then
+    fail "summary.json does not name server 1 (killed) as the first failure"
+  elif ! grep -q '^\[p3\] first failure: server 1 on n2 (signal 9 (Killed))' "$job_log"; then
+    fail "--collect does not report server 1 as the first failure"
+  else
+    ok
+  fi
 fi
 
 # A worker killed mid-run under --max_restarts (once that flag exists) fits between the

@@ -377,12 +377,12 @@ std::string NumberText(const Json& value) {
 
 std::string FormatTable(const std::vector<TableRow>& rows) {
   std::string table =
-      absl::StrFormat("%-10s %8s  %-26s %8s %10s %11s %10s %9s\n", "process", "pid", "status",
+      absl::StrFormat("%-10s %8s  %-30s %8s %10s %11s %10s %9s\n", "process", "pid", "status",
                       "seconds", "iterations", "samples/s", "final_loss", "test_acc");
   for (const TableRow& row : rows) {
     const Json* result = row.result;
     const std::string line =
-        absl::StrFormat("%-10s %8s  %-26s %8.1f %10s %11s %10s %9s", row.name,
+        absl::StrFormat("%-10s %8s  %-30s %8.1f %10s %11s %10s %9s", row.name,
                         row.pid > 0 ? absl::StrCat(row.pid) : "-", row.status, row.seconds,
                         result != nullptr ? Cell(*result, "iterations") : "",
                         result != nullptr ? Cell(*result, "samples_per_second") : "",
