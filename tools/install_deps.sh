@@ -26,6 +26,10 @@ PACKAGES=(
                  # (own config, free loopback port); the package's ssh service is not used
   procps         # pgrep, in the same ssh cases
   python3-yaml   # //tests/tools:multihost_launch_test parses the Kubernetes manifests
+  # //tests/tools:slurm_cluster_test submits the generated batch script to a private Slurm
+  # cluster it starts itself (munged, slurmctld, two slurmd; own config, keys and ports in
+  # a temp folder). The packages' own services are not used (docs/multihost.md#tests).
+  munge slurmctld slurmd slurm-client
 )
 
 missing=()

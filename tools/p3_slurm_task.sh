@@ -13,6 +13,14 @@
 # <output_dir> must be on a file system every node shares. Each process logs to
 # <output_dir>/logs/<role>_<index>.log.
 #
+# The binary runs as this script's child (not exec'd), so that how it ended can be
+# recorded in <output_dir>/results/<role>_<index>.exit.json for `launch_cluster --collect`:
+#   {"process": "server_1", "node": "n2", "host": "vm", "exit_status": 0, "signal": 0,
+#    "start_unix": 1764575000.123456789, "end_unix": 1764575003.987654321}
+# (signal: the one that ended it, then exit_status is 0). SIGTERM, SIGINT and SIGHUP
+# (scancel, the time limit, srun ending the step) are passed on to it. A task killed with
+# SIGKILL records nothing; --collect then says so.
+#
 #   p3_slurm_task.sh --config=PATH --output_dir=DIR --workers=W --servers=S \
 #       --machines=M --tasks_per_node=K --placement=colocated|separate \
 #       --peer_timeout_s=SECONDS [--trace] --server_binary=PATH --worker_binary=PATH
@@ -80,15 +88,64 @@ fi
 
 mkdir -p "$out/logs" "$out/ports" "$out/results" "$out/records" "$out/traces"
 exec >"$out/logs/${role}_${index}.log" 2>&1
-echo "p3_slurm_task: task $procid of $ntasks on $(hostname) (node $node, slot $slot): $role $index"
+slurm_node="${SLURMD_NODENAME:-$(hostname)}"
+echo "p3_slurm_task: task $procid of $ntasks on $(hostname) (Slurm node $slurm_node, node $node, slot $slot): $role $index"
 trace_flag=()
 ((trace)) && trace_flag=("--trace_file=$out/traces/${role}_${index}.json")
+
+exit_file="$out/results/${role}_${index}.exit.json"
+rm -f "$exit_file"
+start_unix=$(date +%s.%N)
+
+# record_exit STATUS: writes the exit record for a wait status as bash reports it
+# (128 + N: killed by signal N), atomically, and exits with STATUS.
+record_exit() {
+  local status="$1" exit_status="$1" signal=0
+  if ((status > 128)); then
+    exit_status=0
+    signal=$((status - 128))
+  fi
+  printf '{"process": "%s_%s", "node": "%s", "host": "%s", "exit_status": %d, "signal": %d, "start_unix": %s, "end_unix": %s}\n' \
+    "$role" "$index" "$slurm_node" "$(hostname)" "$exit_status" "$signal" "$start_unix" \
+    "$(date +%s.%N)" >"$exit_file.tmp"
+  mv -f "$exit_file.tmp" "$exit_file"
+  exit "$status"
+}
+
+# SIGTERM, SIGINT, SIGHUP: passed on to the process once it runs (run_recorded records how
+# it then ends); before that (a worker waiting for the servers' ports) recorded at once as
+# this signal. A trap must not fail: under `set -e` that would end the script unrecorded.
+child=""
+on_signal() {
+  if [[ -n "$child" ]]; then
+    kill -TERM "$child" 2>/dev/null || true
+  else
+    record_exit $((128 + $1))
+  fi
+}
+trap 'on_signal 15' TERM
+trap 'on_signal 2' INT
+trap 'on_signal 1' HUP
+
+# run_recorded COMMAND...: runs the process and records how it ended.
+run_recorded() {
+  local status
+  "$@" &
+  child=$!
+  while true; do
+    status=0
+    wait "$child" || status=$?
+    # wait also returns (> 128) when a trapped signal arrives; the child may still run.
+    kill -0 "$child" 2>/dev/null || break
+  done
+  record_exit "$status"
+}
 
 if [[ "$role" == server ]]; then
   host="${P3_ADVERTISE_HOST:-$(hostname)}"
   printf '%s\n' "$host" >"$out/ports/server_$index.host.tmp"
   mv -f "$out/ports/server_$index.host.tmp" "$out/ports/server_$index.host"
-  exec "$server_binary" --config="$config" --server_index="$index" \
+  run_recorded "$server_binary" --config="$config" --server_index="$index" \
     --port_file="$out/ports/server_$index.port" --set=cluster.host="${P3_BIND_HOST:-0.0.0.0}" \
     "${trace_flag[@]}"
 fi
@@ -101,7 +158,7 @@ for ((i = 0; i < servers; i++)); do
   while [[ ! -s "$out/ports/server_$i.port" || ! -s "$out/ports/server_$i.host" ]]; do
     if ((SECONDS >= deadline)); then
       echo "p3_slurm_task: server $i published no port within ${timeout_s}s" >&2
-      exit 1
+      record_exit 1
     fi
     sleep 0.2
   done
@@ -111,6 +168,6 @@ servers_flag=$(
   IFS=,
   echo "${addresses[*]}"
 )
-exec "$worker_binary" --config="$config" --rank="$index" --servers="$servers_flag" \
+run_recorded "$worker_binary" --config="$config" --rank="$index" --servers="$servers_flag" \
   --result_file="$out/results/worker_$index.json" \
   --records_file="$out/records/worker_$index.csv" "${trace_flag[@]}"

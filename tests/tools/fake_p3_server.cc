@@ -16,6 +16,11 @@
 //   FAKE_P3_SERVER_MODE=fail     exit 1 with a message before binding;
 //   FAKE_P3_SERVER_MODE=no_port  bind but never write the port file; wait to be killed.
 //   FAKE_P3_SERVER_IGNORE_SIGTERM=1  ignore SIGTERM (only SIGKILL stops it).
+//   FAKE_P3_SERVER_DIE_INDEX=<i>  server i kills itself with SIGKILL
+//                                 FAKE_P3_SERVER_DIE_AFTER_MS (default 200) after every
+//                                 worker has connected: a server dying mid-run.
+//   FAKE_P3_SERVER_ABORT_ON_DISCONNECT=1  like p3_server, a worker disconnecting without
+//                                 "done" ends the run: a message, then exit 1.
 #include <netdb.h>
 #include <poll.h>
 #include <signal.h>
@@ -111,11 +116,32 @@ int Run(int argc, char** argv) {
     if (!written.ok()) return Fail(std::string(written.message()));
   }
 
+  int die_index = -1;
+  const char* die_env = std::getenv("FAKE_P3_SERVER_DIE_INDEX");
+  if (die_env != nullptr) absl::SimpleAtoi(die_env, &die_index);
+  int die_after_ms = 200;
+  const char* die_after_env = std::getenv("FAKE_P3_SERVER_DIE_AFTER_MS");
+  if (die_after_env != nullptr) absl::SimpleAtoi(die_after_env, &die_after_ms);
+  const bool abort_on_disconnect = std::getenv("FAKE_P3_SERVER_ABORT_ON_DISCONNECT") != nullptr;
+  int connected = 0;
+  std::chrono::steady_clock::time_point die_at = std::chrono::steady_clock::time_point::max();
+
   std::vector<pollfd> fds = {{listener, POLLIN, 0}};
   std::map<int, std::string> received;  // Per connection.
   int done = 0;
   while (done < config->cluster().workers()) {
-    if (poll(fds.data(), fds.size(), -1) < 0) return Fail("poll failed");
+    int timeout_ms = -1;
+    if (die_at != std::chrono::steady_clock::time_point::max()) {
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+          die_at - std::chrono::steady_clock::now());
+      if (left.count() <= 0) {
+        std::cout << "fake_p3_server " << index << ": dying (FAKE_P3_SERVER_DIE_INDEX)"
+                  << std::endl;
+        raise(SIGKILL);
+      }
+      timeout_ms = static_cast<int>(left.count()) + 1;
+    }
+    if (poll(fds.data(), fds.size(), timeout_ms) < 0) return Fail("poll failed");
     for (size_t i = 1; i < fds.size(); ++i) {
       if (fds[i].revents == 0) continue;
       char buffer[256];
@@ -128,6 +154,10 @@ int Run(int argc, char** argv) {
           fds[i].events = 0;  // Keep the connection open until everyone is done.
         }
       } else {
+        if (abort_on_disconnect) {
+          return Fail(absl::StrCat("server ", index,
+                                   " aborted the run: a worker disconnected without saying done"));
+        }
         std::cout << "a worker disconnected without saying done" << std::endl;
         close(fds[i].fd);
         fds.erase(fds.begin() + i);
@@ -136,7 +166,12 @@ int Run(int argc, char** argv) {
     }
     if (fds[0].revents & POLLIN) {
       const int connection = accept(listener, nullptr, nullptr);
-      if (connection >= 0) fds.push_back({connection, POLLIN, 0});
+      if (connection >= 0) {
+        fds.push_back({connection, POLLIN, 0});
+        if (++connected == config->cluster().workers() && index == die_index) {
+          die_at = std::chrono::steady_clock::now() + std::chrono::milliseconds(die_after_ms);
+        }
+      }
     }
   }
   for (size_t i = 1; i < fds.size(); ++i) close(fds[i].fd);

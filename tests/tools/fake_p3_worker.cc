@@ -17,7 +17,15 @@
 //   FAKE_P3_WORKER_ITERATION_MS=<ms>  sleep this long per iteration (to watch progress);
 //   FAKE_P3_WORKER_NO_RATES=1     PROGRESS lines without sent_mbps / received_mbps (as
 //                                 binaries before those fields printed them).
+//   FAKE_P3_WORKER_SLOW_RANK=<r>  that rank computes 30 ms per iteration, the others 10 ms
+//                                 and wait 20 ms for it: every records row says 0.03 s,
+//                                 the result's forward_wait_seconds 0.02 s per iteration
+//                                 on the fast ranks, 0 on the slow one (a straggler).
+// The result JSON has forward_wait_seconds (0 without a slow rank). A server that closes
+// its connection before the end (it died) makes the worker exit 1 naming it, as
+// p3_worker does: it looks once per iteration.
 #include <netdb.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -146,7 +154,11 @@ int Run(int argc, char** argv) {
 
   const int64_t total = config->training().iterations() > 0 ? config->training().iterations() : 10;
   const int64_t global_batch = p3::config::GlobalBatchSize(*config);
-  const double iteration_seconds = 0.01;
+  int slow_rank = -1;
+  const char* slow_env = std::getenv("FAKE_P3_WORKER_SLOW_RANK");
+  if (slow_env != nullptr) absl::SimpleAtoi(slow_env, &slow_rank);
+  const double iteration_seconds = slow_rank >= 0 ? 0.03 : 0.01;
+  const double compute_seconds = slow_rank < 0 || slow_rank == rank ? iteration_seconds : 0.01;
   const double samples_per_second = global_batch / iteration_seconds;
   std::string records = "iteration,loss,iteration_seconds,samples_per_second\n";
   double loss = 0;
@@ -156,6 +168,15 @@ int Run(int argc, char** argv) {
   const bool rates = std::getenv("FAKE_P3_WORKER_NO_RATES") == nullptr;
   for (int64_t i = 1; i <= total; ++i) {
     if (iteration_ms > 0) usleep(iteration_ms * 1000);
+    // The servers send nothing before the end: a readable connection has closed.
+    for (size_t s = 0; s < connections.size(); ++s) {
+      pollfd pfd{connections[s], POLLIN, 0};
+      if (poll(&pfd, 1, 0) > 0) {
+        std::cerr << "fake_p3_worker " << rank << ": lost server " << s << " (" << servers[s]
+                  << "): connection closed in iteration " << i << std::endl;
+        return 1;
+      }
+    }
     loss = 2.3 * std::exp(-static_cast<double>(i) / total);
     absl::StrAppendFormat(&records, "%d,%.6f,%.6f,%.3f\n", i, loss, iteration_seconds,
                           samples_per_second);
@@ -189,9 +210,10 @@ int Run(int argc, char** argv) {
   }
   const std::string result = absl::StrFormat(
       "{\"rank\": %d, \"iterations\": %d, \"samples_per_second\": %.3f, \"final_loss\": %.6f, "
-      "\"test_accuracy\": %s, \"param_l2\": 12.5, \"wall_seconds\": %.3f%s}\n",
+      "\"test_accuracy\": %s, \"param_l2\": 12.5, \"wall_seconds\": %.3f, "
+      "\"forward_wait_seconds\": %.6f%s}\n",
       rank, total, samples_per_second, loss, config->training().evaluate() ? "0.75" : "null",
-      total * iteration_seconds, model_json);
+      total * iteration_seconds, total * (iteration_seconds - compute_seconds), model_json);
   if (absl::Status s = p3::WriteFileAtomically(result_file, result); !s.ok()) {
     return Fail(std::string(s.message()));
   }

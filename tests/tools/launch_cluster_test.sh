@@ -88,7 +88,7 @@ FAKE_P3_WORKER_NO_RATES=1 launch --config=configs/default.textproto --set=output
   --set=training.iterations=8 --set=training.log_every=4
 if [[ $rc -ne 0 ]]; then
   fail "exit status $rc, expected 0"
-elif ! grep -q '^\[p3\] iter 8/8  loss [0-9.]*  6400 samples/s  elapsed [0-9]*s$' "$output"; then
+elif ! grep -q '^\[p3\] iter 8/8  loss [0-9.]*  6400 samples/s  elapsed [0-9]*s  workers 8 [048]$' "$output"; then
   fail "a progress line without rates is not shown"
 elif grep -q 'Mbit/s' "$output"; then
   fail "rates shown although the workers printed none"
@@ -165,12 +165,60 @@ elif ! grep -q 'stopping server_0, server_1, worker_0 (SIGTERM)' "$output"; then
   fail "the other processes were not stopped"
 elif [[ $(grep -c '^\(server_[01]\|worker_0\) .* signal 15 (Terminated)' "$output") -ne 3 ]]; then
   fail "the table does not show the three others stopped by SIGTERM"
-elif [[ -e "$out_dir/summary.json" ]]; then
-  fail "summary.json written for a failed run"
+elif ! json_check "$out_dir/summary.json" \
+    's["status"] == "failed" and s["first_failure"]["process"] == "worker_1" and s["first_failure"]["status"] == "exit 3" and [p["outcome"] for p in s["processes"]] == ["stopped after the first failure"] * 2 + ["stopped after the first failure", "first failure"]'; then
+  fail "summary.json of the failed run does not name worker 1 as the first failure"
+elif ! grep -q '^\[p3\] first failure: worker 1 (exit 3) after [0-9.e-]* s: fake_p3_worker: injected failure on rank 1$' "$output" ||
+     ! grep -q '^\[p3\]   stopped after the first failure: server_0, server_1, worker_0$' "$output"; then
+  fail "the report does not tell the first failure from the processes stopped after it"
 elif ! no_process_left; then
   fail "a process was left behind"
 elif [[ $started_count -ne 4 ]]; then
   fail "the table lists $started_count started processes, not 4"
+else
+  ok
+fi
+
+# --- a server dies mid-run: it is the first failure, the others' errors follow from it ---
+case_name=server_dies
+out_dir="$TMP/server_dies"
+# Server 1 kills itself (SIGKILL) 100 ms after both workers connected; the workers find
+# its connection closed at their next iteration (50 ms each) and exit 1 naming it, and
+# server 0 exits 1 when a worker disconnects: follow-on errors, or stopped by the
+# launcher first.
+FAKE_P3_SERVER_DIE_INDEX=1 FAKE_P3_SERVER_DIE_AFTER_MS=100 FAKE_P3_SERVER_ABORT_ON_DISCONNECT=1 \
+  FAKE_P3_WORKER_ITERATION_MS=50 launch --config=configs/default.textproto \
+  --set=output_dir="$out_dir" --set=training.iterations=100
+if [[ $rc -ne 1 ]]; then
+  fail "exit status $rc, expected 1"
+elif ! grep -q 'FAILED: server 1 (pid [0-9]*) was killed by signal 9 (Killed)' "$output" ||
+     ! grep -q '^\[p3\] first failure: server 1 (signal 9 (Killed)) after ' "$output"; then
+  fail "the dead server is not named as the first failure"
+elif grep -q '^\[p3\] first failure: \(worker\|server 0\)' "$output"; then
+  fail "a follow-on error is reported as the first failure"
+elif ! json_check "$out_dir/summary.json" \
+    's["first_failure"]["process"] == "server_1" and all(p["outcome"] in ("follow-on failure", "stopped after the first failure") for p in s["processes"] if p["name"] != "server_1") and all(f["process"] != "server_1" for f in s["follow_on_failures"])'; then
+  fail "summary.json does not name server 1 as the first failure and the others as following"
+elif ! no_process_left; then
+  fail "a process was left behind"
+else
+  ok
+fi
+
+# --- a straggler: the summary names the slowest worker, compute and wait per iteration ---
+case_name=straggler
+out_dir="$TMP/straggler"
+FAKE_P3_WORKER_SLOW_RANK=1 FAKE_P3_WORKER_ITERATION_MS=20 launch --config=configs/default.textproto \
+  --set=output_dir="$out_dir" --set=training.iterations=8 --set=training.log_every=4
+if [[ $rc -ne 0 ]]; then
+  fail "exit status $rc, expected 0"
+elif ! grep -q '^\[p3\] slowest worker (per iteration): worker 1, 0.03 s compute + 0 s waiting (fastest: worker 0, 0.01 s compute + 0.02 s waiting)$' "$output"; then
+  fail "the straggler line is missing or wrong"
+elif ! json_check "$out_dir/summary.json" \
+    's["straggler"] == {"rank": 1, "iterations": 8, "iteration_seconds": 0.03, "compute_seconds": 0.03, "wait_seconds": 0.0} and [t["rank"] for t in s["worker_timing"]] == [0, 1] and s["worker_timing"][0]["wait_seconds"] == 0.02'; then
+  fail "summary.json lacks the straggler or the workers' timing"
+elif ! grep -q '^\[p3\] iter 8/8  .*  workers 8 [048]$' "$output"; then
+  fail "the progress line does not show every worker's iteration"
 else
   ok
 fi

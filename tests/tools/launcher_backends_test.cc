@@ -96,6 +96,9 @@ CATCH_TEST_CASE("--slurm writes the batch script, the task script and the config
   CATCH_CHECK(written->output_dir() == out);
   CATCH_CHECK(
       absl::StrContains(said.str(), "[p3] submit with: sbatch " + out + "/slurm/p3.sbatch\n"));
+  // slurmd opens the job's --output file before the script runs: its folder must exist.
+  CATCH_CHECK(absl::StrContains(batch, "#SBATCH --output=" + out + "/logs/slurm-%j.out\n"));
+  CATCH_CHECK(fs::is_directory(out + "/logs"));
 }
 
 CATCH_TEST_CASE("--slurm without a readable task script writes nothing") {
@@ -110,6 +113,7 @@ CATCH_TEST_CASE("--slurm without a readable task script writes nothing") {
   CATCH_CHECK(absl::StartsWith(status.message(), "--slurm_task_script: "));
   CATCH_CHECK(!fs::exists(work + "/out/slurm/p3.sbatch"));
   CATCH_CHECK(!fs::exists(work + "/out/config.textproto"));
+  CATCH_CHECK(!fs::exists(work + "/out"));
   CATCH_CHECK(said.str().empty());
 }
 

@@ -101,6 +101,39 @@ CATCH_TEST_CASE("live output: one line redrawn, at most once a second without ne
   CATCH_CHECK(out.str() == "\r\033[K[p3] iter 1/2  loss 1  elapsed 4s\n");
 }
 
+CATCH_TEST_CASE("every worker's iteration ends the progress line, by rank") {
+  CATCH_CHECK(FormatWorkerIterations({}) == "");
+  CATCH_CHECK(FormatWorkerIterations({7}) == "");  // One worker: the line says it already.
+  CATCH_CHECK(FormatWorkerIterations({12, 11}) == "  workers 12 11");
+  CATCH_CHECK(FormatWorkerIterations({3, 3, 3, 3, 3, 3, 3, 0}) == "  workers 3 3 3 3 3 3 3 0");
+  // More than eight: the range, and the rank furthest behind.
+  CATCH_CHECK(FormatWorkerIterations({12, 12, 12, 10, 12, 11, 12, 12, 12}) ==
+              "  workers 10..12, behind: rank 3 at 10");
+  CATCH_CHECK(FormatWorkerIterations(std::vector<int64_t>(9, 5)) == "  workers 5..5");
+
+  ProgressLine line;
+  line.iteration = 4;
+  line.total = 12;
+  line.loss = 0.5;
+  line.samples_per_second = 6400;
+  CATCH_CHECK(FormatProgress(line, absl::Seconds(3), {4, 2}) ==
+              "[p3] iter 4/12  loss 0.5  6400 samples/s  elapsed 3s  workers 4 2");
+
+  std::ostringstream out;
+  ProgressDisplay::Options options;
+  options.out = &out;
+  ProgressDisplay plain(options);
+  plain.Show({line}, kStart + absl::Seconds(1), kStart, {4, 3});
+  CATCH_CHECK(out.str() == "[p3] iter 4/12  loss 0.5  6400 samples/s  elapsed 1s  workers 4 3\n");
+
+  out.str("");
+  options.live = true;
+  ProgressDisplay live(options);
+  live.Show({}, kStart + absl::Seconds(2), kStart, {0, 1});  // Rank 1 reported first.
+  CATCH_CHECK(out.str() ==
+              "\r\033[K[p3] waiting for rank 0's first progress line  elapsed 2s  workers 0 1");
+}
+
 CATCH_TEST_CASE("rates above 1000 Mbit/s are shown in Gbit/s") {
   CATCH_CHECK(FormatMbps(812.4) == "812 Mbit/s");
   CATCH_CHECK(FormatMbps(999.4) == "999 Mbit/s");

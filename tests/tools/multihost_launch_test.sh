@@ -5,7 +5,10 @@
 #     hold the expected objects; the ConfigMap's config loads again.
 #   - Slurm: the batch script `launch_cluster --slurm` writes runs under a stand-in `srun`
 #     that starts its tasks here with SLURM_PROCID / SLURM_NTASKS; the task script picks
-#     each task's role, the processes run, and `--collect` writes summary.json.
+#     each task's role, the processes run, and `--collect` writes summary.json. A quick
+#     check that needs no root; it cannot see what slurmd does around the script (such as
+#     opening the #SBATCH --output file first): //tests/tools:slurm_cluster_test submits
+#     the same script to a real Slurm.
 #   - ssh: when Debian's sshd is installed and we are root, a throwaway sshd on a free
 #     loopback port (own host key, own authorized key, in a temp folder) runs the
 #     processes of `launch_cluster --hosts`; it is stopped at the end. Otherwise those
@@ -177,8 +180,8 @@ else
     fail "the processes' logs are not where the launcher puts them"
   elif ! json_check "$out_dir/trace.json" 'sorted({e["pid"] for e in s["traceEvents"]}) == [100, 101, 200, 201]'; then
     fail "trace.json does not merge the four processes"
-  elif ! grep -q '^worker_1 .* result file ' "$output"; then
-    fail "--collect did not print the table"
+  elif ! grep -q '^worker_1 .* exit 0 on ' "$output" || ! grep -q '^server_1 .* exit 0 on ' "$output"; then
+    fail "--collect did not print the table with how each process ended"
   else
     ok
   fi

@@ -217,7 +217,8 @@ CATCH_TEST_CASE("the Slurm script starts machines x tasks-per-node tasks in bloc
            "    --workers=4 --servers=2 --machines=4 --tasks_per_node=2 --placement=colocated \\\n",
            "    --peer_timeout_s=60 --trace \\\n",
            "    --server_binary='/shared/bin/p3_server' \\\n",
-           "\n'/shared/bin/launch_cluster' --collect=\"$OUT\"\n",
+           "\n'/shared/bin/launch_cluster' --collect=\"$OUT\" || collect_status=$?\n",
+           "\nexit $((srun_status != 0 ? srun_status : collect_status))\n",
        }) {
     CATCH_CAPTURE(line);
     CATCH_CHECK(absl::StrContains(script, line));

@@ -60,16 +60,22 @@ std::string ResolvedConfigText(const config::ExperimentConfig& config,
 absl::Status GenerateSlurm(config::ExperimentConfig config, const SlurmJobOptions& options) {
   const fs::path out = AbsoluteOutputDir(config, options.working_dir);
   config.set_output_dir(out.string());
-  std::error_code error;
-  fs::create_directories(out / "slurm", error);
-  if (error) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("cannot create ", (out / "slurm").string(), ": ", error.message()));
-  }
   absl::StatusOr<std::string> script = ReadFile(options.task_script);
   if (!script.ok()) {
     return absl::InvalidArgumentError(
         absl::StrCat("--slurm_task_script: ", script.status().message()));
+  }
+  // logs/ must exist before the job starts: slurmd opens the batch script's
+  // "#SBATCH --output=<out>/logs/slurm-%j.out" before running it, and a missing folder
+  // ends the job at once ("Could not open stdout file"). The other folders are created
+  // again by the script; making them here shows a permission problem before submitting.
+  for (const char* sub : {"slurm", "logs", "ports", "results", "records"}) {
+    std::error_code error;
+    fs::create_directories(out / sub, error);
+    if (error) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("cannot create ", (out / sub).string(), ": ", error.message()));
+    }
   }
   SlurmOptions slurm;
   slurm.server_binary = options.server_binary;
@@ -91,7 +97,10 @@ absl::Status GenerateSlurm(config::ExperimentConfig config, const SlurmJobOption
                << "[p3] " << out.string()
                << " and the binaries must be reachable at the same paths on every node "
                   "(a shared file system)\n"
-               << "[p3] submit with: sbatch " << batch << std::endl;
+               << "[p3] submit with: sbatch " << batch << "\n"
+               << "[p3] the job's output: " << out.string()
+               << "/logs/slurm-<job id>.out; each process's: " << out.string()
+               << "/logs/<role>_<i>.log" << std::endl;
   return absl::OkStatus();
 }
 

@@ -1,11 +1,17 @@
 #include "tools/launcher/launcher.h"
 
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <csignal>
 #include <filesystem>
+#include <limits>
 #include <system_error>
 #include <utility>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
@@ -153,17 +159,30 @@ absl::Status Launcher::FailureOf(const Child& child, const std::string& what) {
 }
 
 absl::Status Launcher::CheckForFailure() {
-  // Report the process that ended first: the others often fail because of it. A server
-  // exiting 0 is not a failure: it may exit as soon as every worker has said it is done
-  // (and if it exits too early, the workers fail and are reported).
-  const Child* first = nullptr;
-  for (const Child& child : children_) {
+  // A server exiting 0 is not a failure: it may exit as soon as every worker has said it
+  // is done (and if it exits too early, the workers fail and are reported).
+  auto failed = [this](const Child& child) {
     const ProcessState* state = StateOf(child);
-    if (state == nullptr || state->running || state->exited_cleanly()) continue;
-    if (first == nullptr || state->end_time < StateOf(*first)->end_time) first = &child;
+    return state != nullptr && !state->running && !state->exited_cleanly();
+  };
+  if (std::none_of(children_.begin(), children_.end(), failed)) return absl::OkStatus();
+  // One failure sets off others within milliseconds (its peers lose it, their peers lose
+  // them): collect that cascade, then name the first (RankFailures), not whichever was
+  // reaped first.
+  const absl::Time settled = absl::Now() + absl::Seconds(kSimultaneousSeconds);
+  for (absl::Time now = absl::Now(); now < settled; now = absl::Now()) {
+    if (std::none_of(children_.begin(), children_.end(),
+                     [this](const Child& child) { return Running(child); })) {
+      break;
+    }
+    supervisor_->WaitForEvent(settled - now);
   }
-  if (first == nullptr) return absl::OkStatus();
-  return FailureOf(*first, DescribeWaitStatus(StateOf(*first)->wait_status));
+  const FailureRanking ranking = RankFailures(Outcomes());
+  // (Nothing is stopped yet, so RankFailures finds the failure seen above.)
+  const Child& first = ranking.first >= 0
+                           ? children_[ranking.first]
+                           : *std::find_if(children_.begin(), children_.end(), failed);
+  return FailureOf(first, DescribeWaitStatus(StateOf(first)->wait_status));
 }
 
 absl::Status Launcher::WaitForPorts() {
@@ -252,27 +271,132 @@ absl::Status Launcher::WaitForServers() {
 }
 
 void Launcher::UpdateProgress() {
-  const std::vector<ProgressLine> lines =
-      rank0_log_.has_value() ? rank0_log_->ReadNewProgress() : std::vector<ProgressLine>();
-  display_.Show(lines, absl::Now(), start_time_);
+  std::vector<ProgressLine> rank0_lines;
+  for (size_t rank = 0; rank < worker_logs_.size(); ++rank) {
+    std::vector<ProgressLine> lines = worker_logs_[rank].ReadNewProgress();
+    if (!lines.empty()) worker_iterations_[rank] = lines.back().iteration;
+    if (rank == 0) rank0_lines = std::move(lines);
+  }
+  display_.Show(rank0_lines, absl::Now(), start_time_, worker_iterations_);
 }
 
 absl::Status Launcher::ReadResults() {
+  absl::Status first_problem;
   for (Child& child : children_) {
-    if (child.role != "worker") continue;
+    if (child.role != "worker" || child.result.has_value()) continue;
     absl::StatusOr<std::string> text = ReadFile(child.result_file);
     if (!text.ok()) {
-      return FailureOf(
-          child, absl::StrCat("exited with status 0 but wrote no result file ", child.result_file));
+      first_problem.Update(FailureOf(
+          child,
+          absl::StrCat("exited with status 0 but wrote no result file ", child.result_file)));
+      continue;
     }
     absl::StatusOr<nlohmann::ordered_json> result = ParseWorkerResult(*text);
     if (!result.ok()) {
-      return FailureOf(child, absl::StrCat("wrote a result file ", result.status().message(), ": ",
-                                           child.result_file));
+      first_problem.Update(
+          FailureOf(child, absl::StrCat("wrote a result file ", result.status().message(), ": ",
+                                        child.result_file)));
+      continue;
     }
     child.result = *std::move(result);
   }
-  return absl::OkStatus();
+  return first_problem;
+}
+
+void Launcher::ReadExitRecords() {
+  for (Child& child : children_) {
+    const std::string path =
+        (fs::path(output_dir_) / "results" / (child.name() + ".exit.json")).string();
+    absl::StatusOr<std::string> text = ReadFile(path);
+    if (!text.ok()) continue;
+    absl::StatusOr<ProcessOutcome> record = ParseExitRecord(*text);
+    if (!record.ok()) {
+      Say(absl::StrCat("warning: ignoring ", path, ": ", record.status().message()));
+      continue;
+    }
+    child.recorded = *std::move(record);
+  }
+}
+
+std::vector<ProcessOutcome> Launcher::Outcomes() const {
+  std::vector<ProcessOutcome> outcomes;
+  for (const Child& child : children_) {
+    ProcessOutcome outcome;
+    if (child.recorded.has_value()) outcome = *child.recorded;
+    outcome.name = child.name();
+    if (const ProcessState* state = StateOf(child); state != nullptr) {
+      outcome.started = true;
+      outcome.ended = !state->running;
+      outcome.start_unix = absl::ToDoubleSeconds(state->start_time - absl::UnixEpoch());
+      if (outcome.ended) {
+        outcome.end_unix = absl::ToDoubleSeconds(state->end_time - absl::UnixEpoch());
+        outcome.stopped = state->end_time >= stop_started_;
+        const int wait_status = state->wait_status;
+        outcome.exit_status = WIFEXITED(wait_status) ? WEXITSTATUS(wait_status) : 0;
+        outcome.signal = WIFSIGNALED(wait_status) ? WTERMSIG(wait_status) : 0;
+      }
+    } else if (!child.recorded.has_value()) {
+      // Collect() without an exit record (a task killed with SIGKILL, or a folder left by
+      // an older task script): what its files show.
+      std::error_code error;
+      outcome.started = fs::exists(child.log_path, error);
+      outcome.unended_status = child.result.has_value()             ? "result file"
+                               : fs::exists(child.port_file, error) ? "port file, no exit record"
+                                                                    : "no exit record";
+    }
+    if (struct stat log_stat; outcome.failed() && stat(child.log_path.c_str(), &log_stat) == 0) {
+      outcome.last_output_unix = static_cast<double>(log_stat.st_mtim.tv_sec) +
+                                 static_cast<double>(log_stat.st_mtim.tv_nsec) * 1e-9;
+    }
+    if (outcome.failed() && outcome.signal == 0) {
+      // Its own last words: the error it printed before exiting (for follow-on errors,
+      // naming its peer). A killed process's last line is no error of its.
+      const std::string tail = TailOfFile(child.log_path, 1);
+      outcome.last_log_line = std::string(absl::StripAsciiWhitespace(tail));
+    }
+    outcomes.push_back(outcome);
+  }
+  if (supervisor_ == nullptr) {
+    // After a Slurm job: srun ends the step's other tasks with SIGTERM / SIGKILL once one
+    // fails (--kill-on-bad-exit); such an end after another failure is not a failure of
+    // its own.
+    double earliest_failure = std::numeric_limits<double>::infinity();
+    for (const ProcessOutcome& outcome : outcomes) {
+      if (outcome.failed()) earliest_failure = std::min(earliest_failure, outcome.end_unix);
+    }
+    for (ProcessOutcome& outcome : outcomes) {
+      outcome.stopped = outcome.failed() && outcome.end_unix > earliest_failure &&
+                        (outcome.signal == SIGTERM || outcome.signal == SIGKILL);
+    }
+  }
+  return outcomes;
+}
+
+std::vector<WorkerTiming> Launcher::Timings() const {
+  std::vector<WorkerTiming> timings;
+  for (const Child& child : children_) {
+    if (child.role != "worker" || !child.result.has_value()) continue;
+    absl::StatusOr<std::string> records = ReadFile(child.records_file);
+    if (!records.ok()) continue;
+    absl::StatusOr<WorkerTiming> timing = WorkerTimingFrom(*child.result, *records);
+    if (timing.ok()) timings.push_back(*timing);
+  }
+  return timings;
+}
+
+void Launcher::ReportFailure(const absl::Status& failure) {
+  const std::vector<ProcessOutcome> outcomes = Outcomes();
+  const double start_unix = absl::ToDoubleSeconds(start_time_ - absl::UnixEpoch());
+  std::vector<std::string> lines = FailureReportLines(outcomes, RankFailures(outcomes), start_unix);
+  for (const std::string& line : lines) std::cerr << "[p3] " << line << "\n";
+  if (summary_path_.empty()) return;
+  ReadResults().IgnoreError();  // Whatever results there are, for the summary.
+  const absl::Status written = WriteSummary(failure);
+  if (written.ok()) {
+    std::cerr << "[p3] summary (status \"failed\"): " << summary_path_ << "\n";
+  } else {
+    std::cerr << "[p3] cannot write " << summary_path_ << ": " << written.message() << "\n";
+  }
 }
 
 void Launcher::DrawCurves() {
@@ -291,15 +415,22 @@ void Launcher::DrawCurves() {
   }
 }
 
-absl::Status Launcher::WriteSummary() {
+absl::Status Launcher::WriteSummary(const absl::Status& failure) {
   SummaryInput input;
+  input.failed = !failure.ok();
+  input.error = std::string(failure.message());
+  input.processes = Outcomes();
+  input.start_unix = absl::ToDoubleSeconds(start_time_ - absl::UnixEpoch());
+  input.timings = Timings();
   input.config = &config_;
   input.config_path = config_out_;
   input.output_dir = output_dir_;
   input.trace_path = trace_path_;
   input.launcher_wall_seconds = absl::ToDoubleSeconds(absl::Now() - start_time_);
   for (const Child& child : children_) {
-    if (child.role == "worker") input.worker_results.push_back(*child.result);
+    if (child.role == "worker" && child.result.has_value()) {
+      input.worker_results.push_back(*child.result);
+    }
   }
   input.network = network_ != nullptr || !link_checks_.empty();
   input.links_checked = link_checks_;
@@ -308,6 +439,7 @@ absl::Status Launcher::WriteSummary() {
 }
 
 void Launcher::StopAll() {
+  if (stop_started_ == absl::InfiniteFuture()) stop_started_ = absl::Now();
   std::vector<int> ids;
   std::vector<std::string> names;
   for (const Child& child : children_) {
@@ -322,11 +454,22 @@ void Launcher::StopAll() {
 
 void Launcher::PrintTable() {
   const nlohmann::ordered_json no_result = nlohmann::ordered_json::object();
+  // Collect(): no supervisor; how each process ended is what its Slurm exit record (or,
+  // without one, its files) shows.
+  const std::vector<ProcessOutcome> outcomes =
+      supervisor_ == nullptr ? Outcomes() : std::vector<ProcessOutcome>();
   std::vector<TableRow> rows;
-  for (const Child& child : children_) {
+  for (size_t i = 0; i < children_.size(); ++i) {
+    const Child& child = children_[i];
     TableRow row;
     row.name = child.name();
     row.status = child.result.has_value() ? "result file" : "not started";
+    if (i < outcomes.size()) {
+      const ProcessOutcome& outcome = outcomes[i];
+      row.status = outcome.status();
+      if (!outcome.node.empty()) absl::StrAppend(&row.status, " on ", outcome.node);
+      if (outcome.ended) row.seconds = outcome.end_unix - outcome.start_unix;
+    }
     const ProcessState* state = StateOf(child);
     if (state != nullptr) {
       row.pid = state->pid;
@@ -525,10 +668,9 @@ absl::Status Launcher::StartWorkers() {
                                      "--records_file=" + RemotePath(child.records_file)};
     if (!child.trace_file.empty()) args.push_back("--trace_file=" + RemotePath(child.trace_file));
     P3_RETURN_IF_ERROR(StartProcess(child, options_.worker_binary, args));
-    if (child.index == 0) {
-      supervisor_->WatchFile(child.log_path);
-      rank0_log_.emplace(child.log_path);
-    }
+    supervisor_->WatchFile(child.log_path);
+    worker_logs_.emplace_back(child.log_path);
+    worker_iterations_.push_back(0);
   }
   const int servers = config::ServerProcessCount(config_);
   Say(absl::StrCat("started ", config::WorkerProcessCount(config_),
@@ -598,6 +740,7 @@ int Launcher::Run() {
       std::cerr << "[p3] FAILED: " << status.message() << "\n";
     }
     StopAll();
+    if (!absl::IsCancelled(status)) ReportFailure(status);
     PrintTable();
     TearDownNetwork(network_, say);
     std::cerr << "[p3] run failed; logs are in " << output_dir_ << "/logs" << std::endl;
@@ -606,6 +749,7 @@ int Launcher::Run() {
 
   std::cout << "\n";
   PrintTable();
+  if (const std::string straggler = StragglerLine(Timings()); !straggler.empty()) Say(straggler);
   TearDownNetwork(network_, say);
   const nlohmann::ordered_json& rank0 = *children_[servers].result;
   Say(absl::StrCat("done in ",
@@ -644,14 +788,39 @@ int Launcher::CheckNetworkOnly() {
 int Launcher::Collect() {
   start_time_ = absl::Now();
   absl::Status status = PrepareOutputDir(/*clear_stale=*/false, /*write_config=*/false);
-  if (status.ok()) status = ReadResults();
-  if (status.ok()) MergeTraces();
-  if (status.ok()) status = WriteSummary();
+  if (!status.ok()) {
+    std::cerr << "[p3] FAILED: " << status.message() << std::endl;
+    return 1;
+  }
+  ReadExitRecords();
+  // The run's start: the earliest recorded one (the failures' times are relative to it).
+  for (const Child& child : children_) {
+    if (!child.recorded.has_value()) continue;
+    const absl::Time started = absl::UnixEpoch() + absl::Seconds(child.recorded->start_unix);
+    if (started < start_time_) start_time_ = started;
+  }
+  status = ReadResults();
+  const std::vector<ProcessOutcome> outcomes = Outcomes();
+  if (const int first = RankFailures(outcomes).first; first >= 0) {
+    const ProcessOutcome& failed = outcomes[first];
+    status = absl::AbortedError(
+        absl::StrCat(failed.name, failed.node.empty() ? "" : " on " + failed.node, " ended with ",
+                     failed.status(), " (its exit record results/", failed.name, ".exit.json)"));
+  }
+  if (!status.ok()) {
+    std::cerr << "[p3] FAILED: " << status.message() << std::endl;
+    ReportFailure(status);
+    PrintTable();
+    return 1;
+  }
+  MergeTraces();
+  status = WriteSummary();
   if (!status.ok()) {
     std::cerr << "[p3] FAILED: " << status.message() << std::endl;
     return 1;
   }
   PrintTable();
+  if (const std::string straggler = StragglerLine(Timings()); !straggler.empty()) Say(straggler);
   Say(absl::StrCat("summary: ", summary_path_));
   DrawCurves();
   return 0;

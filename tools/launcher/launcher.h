@@ -1,9 +1,11 @@
 // One experiment on a local cluster, or over ssh on several hosts: the launcher's
 // orchestration (docs/launcher.md). It writes the resolved config, builds the emulated
 // network if the config asks for one, starts the servers and waits for their ports,
-// starts the workers, shows rank 0's progress, and when every process has exited cleanly
-// reads the results, merges the traces and writes summary.json. If a process fails, or a
-// termination signal arrives, it stops the others and reports the first failure.
+// starts the workers, shows rank 0's progress with every worker's iteration, and when every
+// process has exited cleanly reads the results, merges the traces and writes summary.json
+// (with the straggler). If a process fails, or a termination signal arrives, it stops the
+// others and reports the first failure apart from the errors that followed it (also in a
+// summary.json with "status": "failed"; not after a signal).
 //
 // The pieces are separate units: run_layout.h (the output folder), ProcessSupervisor
 // (fork/exec, signalfd/inotify loop), ProgressDisplay, summary.h, network_setup.h and
@@ -39,6 +41,7 @@
 #include "tools/launcher/process_supervisor.h"
 #include "tools/launcher/progress_display.h"
 #include "tools/launcher/run_layout.h"
+#include "tools/launcher/summary.h"
 #include "tools/launcher/multihost.h"
 #include "tools/launcher/netem.h"
 
@@ -104,6 +107,8 @@ class Launcher {
     int id = -1;                                   // In supervisor_, once started.
     std::optional<int> port;                       // Servers, once published.
     std::optional<nlohmann::ordered_json> result;  // Workers, once read.
+    // Collect(): how it ended, from its Slurm exit record (results/<name>.exit.json).
+    std::optional<ProcessOutcome> recorded;
 
     // "worker 1", "worker 1 on alice@node2".
     std::string label() const;
@@ -133,8 +138,19 @@ class Launcher {
   absl::Status WaitForPorts();
   absl::Status WaitForWorkers();
   absl::Status WaitForServers();
+  // Reads every worker's result file it can; returns the first problem.
   absl::Status ReadResults();
-  absl::Status WriteSummary();
+  // Collect(): the Slurm exit records the task script left (tools/p3_slurm_task.sh).
+  void ReadExitRecords();
+  // How each process ended (servers first), from the supervisor or the exit records.
+  std::vector<ProcessOutcome> Outcomes() const;
+  // Each worker's timing per iteration from its result and records (those that have both).
+  std::vector<WorkerTiming> Timings() const;
+  // summary.json; a non-OK `failure`: the run failed ("status": "failed", the error and
+  // the first failure).
+  absl::Status WriteSummary(const absl::Status& failure = absl::OkStatus());
+  // After `failure`: prints the first failure and the follow-on ones, writes summary.json.
+  void ReportFailure(const absl::Status& failure);
   // Runs options_.plot_command on the output folder; says what it drew or why not.
   void DrawCurves();
   absl::Status CheckForFailure();
@@ -154,7 +170,11 @@ class Launcher {
   std::unique_ptr<ProcessSupervisor> supervisor_;
   std::vector<LinkMeasurement> link_checks_;
   ProgressDisplay display_;
-  std::optional<LogFollower> rank0_log_;
+  // Every worker's log, by rank, for the progress line (rank 0's lines are shown).
+  std::vector<LogFollower> worker_logs_;
+  std::vector<int64_t> worker_iterations_;
+  // When StopAll() began; processes ending later were stopped by the launcher.
+  absl::Time stop_started_ = absl::InfiniteFuture();
   std::string trace_path_;  // Set once trace.json is written.
   absl::Time start_time_;
 

@@ -177,19 +177,21 @@ std::string SlurmBatchScript(const config::ExperimentConfig& config, const Slurm
       "\"$OUT\"/records/* \"$OUT\"/traces/*\n",
       "mkdir -p \"$OUT\"/logs \"$OUT\"/ports \"$OUT\"/results \"$OUT\"/records \"$OUT\"/traces\n",
       "# Block distribution: task p runs on node p / ", per_node,
-      "; the task script derives its role from SLURM_PROCID.\n", "srun --ntasks=", tasks,
-      " --ntasks-per-node=", per_node, " --distribution=block --kill-on-bad-exit=1 \\\n", "  ",
-      ShellQuote(options.task_script), " \\\n",
-      "    --config=\"$OUT\"/config.textproto --output_dir=\"$OUT\" \\\n",
+      "; the task script derives its role from SLURM_PROCID.\n", "srun_status=0\n",
+      "srun --ntasks=", tasks, " --ntasks-per-node=", per_node,
+      " --distribution=block --kill-on-bad-exit=1 \\\n", "  ", ShellQuote(options.task_script),
+      " \\\n", "    --config=\"$OUT\"/config.textproto --output_dir=\"$OUT\" \\\n",
       "    --workers=", config::WorkerProcessCount(config),
       " --servers=", config::ServerProcessCount(config), " --machines=", machines,
       " --tasks_per_node=", per_node, " --placement=",
       config.network().placement().empty() ? "colocated" : config.network().placement(), " \\\n",
       "    --peer_timeout_s=", config.cluster().peer_timeout_s(), config.trace() ? " --trace" : "",
       " \\\n", "    --server_binary=", ShellQuote(options.server_binary), " \\\n",
-      "    --worker_binary=", ShellQuote(options.worker_binary), "\n",
-      "# summary.json (and trace.json) from the files the tasks wrote.\n",
-      ShellQuote(options.launcher), " --collect=\"$OUT\"\n");
+      "    --worker_binary=", ShellQuote(options.worker_binary), " || srun_status=$?\n",
+      "# summary.json (and trace.json) from the files the tasks wrote; after a failure too,\n",
+      "# naming the process that failed first.\n", "collect_status=0\n",
+      ShellQuote(options.launcher), " --collect=\"$OUT\" || collect_status=$?\n",
+      "exit $((srun_status != 0 ? srun_status : collect_status))\n");
   return script;
 }
 

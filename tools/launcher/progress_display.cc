@@ -1,10 +1,12 @@
 #include "tools/launcher/progress_display.h"
 
+#include <algorithm>
 #include <fstream>
 #include <iterator>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
 
 namespace p3::tools::launcher {
@@ -47,11 +49,11 @@ void ProgressDisplay::Finish() {
 }
 
 void ProgressDisplay::Show(const std::vector<ProgressLine>& new_progress, absl::Time now,
-                           absl::Time start) {
+                           absl::Time start, const std::vector<int64_t>& worker_iterations) {
   std::ostream& out = *options_.out;
   if (!options_.live) {
     for (const ProgressLine& progress : new_progress) {
-      out << FormatProgress(progress, now - start) << "\n";
+      out << FormatProgress(progress, now - start, worker_iterations) << "\n";
     }
     if (!new_progress.empty()) out << std::flush;
     return;
@@ -60,9 +62,10 @@ void ProgressDisplay::Show(const std::vector<ProgressLine>& new_progress, absl::
   if (new_progress.empty() && now - last_draw_ < absl::Seconds(1)) return;
   const std::string line =
       latest_.has_value()
-          ? FormatProgress(*latest_, now - start)
-          : absl::StrFormat("[p3] waiting for rank 0's first progress line  elapsed %ds",
-                            absl::ToInt64Seconds(now - start));
+          ? FormatProgress(*latest_, now - start, worker_iterations)
+          : absl::StrFormat("[p3] waiting for rank 0's first progress line  elapsed %ds%s",
+                            absl::ToInt64Seconds(now - start),
+                            FormatWorkerIterations(worker_iterations));
   out << "\r\033[K" << line << std::flush;
   line_shown_ = true;
   last_draw_ = now;
@@ -73,7 +76,21 @@ std::string FormatMbps(double mbps) {
   return absl::StrFormat("%.0f Mbit/s", mbps);
 }
 
-std::string FormatProgress(const ProgressLine& progress, absl::Duration elapsed) {
+std::string FormatWorkerIterations(const std::vector<int64_t>& worker_iterations) {
+  if (worker_iterations.size() < 2) return "";
+  if (worker_iterations.size() <= 8) {
+    return absl::StrCat("  workers ", absl::StrJoin(worker_iterations, " "));
+  }
+  const auto [low, high] = std::minmax_element(worker_iterations.begin(), worker_iterations.end());
+  std::string text = absl::StrCat("  workers ", *low, "..", *high);
+  if (*low < *high) {
+    absl::StrAppend(&text, ", behind: rank ", low - worker_iterations.begin(), " at ", *low);
+  }
+  return text;
+}
+
+std::string FormatProgress(const ProgressLine& progress, absl::Duration elapsed,
+                           const std::vector<int64_t>& worker_iterations) {
   std::string extra;
   if (progress.samples_per_second.has_value()) {
     absl::StrAppendFormat(&extra, "  %.0f samples/s", *progress.samples_per_second);
@@ -84,8 +101,9 @@ std::string FormatProgress(const ProgressLine& progress, absl::Duration elapsed)
   if (progress.received_mbps.has_value()) {
     absl::StrAppend(&extra, "  received ", FormatMbps(*progress.received_mbps));
   }
-  return absl::StrFormat("[p3] iter %d/%d  loss %.4g%s  elapsed %ds", progress.iteration,
-                         progress.total, progress.loss, extra, absl::ToInt64Seconds(elapsed));
+  return absl::StrFormat("[p3] iter %d/%d  loss %.4g%s  elapsed %ds%s", progress.iteration,
+                         progress.total, progress.loss, extra, absl::ToInt64Seconds(elapsed),
+                         FormatWorkerIterations(worker_iterations));
 }
 
 }  // namespace p3::tools::launcher

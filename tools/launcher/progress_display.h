@@ -1,10 +1,11 @@
 // What the launcher prints while a run goes on: its "[p3] ..." messages and rank 0's
-// progress, read from the PROGRESS lines (p3/progress.h) of rank 0's log.
+// progress, read from the PROGRESS lines (p3/progress.h) of rank 0's log, with every
+// worker's latest iteration (from their logs) at the end.
 //
 // On a terminal the progress is one line redrawn in place (at most once a second
-// without news); otherwise one plain line per PROGRESS line, for logs and pipes:
+// without news); otherwise one plain line per PROGRESS line of rank 0, for logs and pipes:
 //   [p3] iter 120/938  loss 0.612  1835 samples/s  sent 812 Mbit/s  received 790 Mbit/s  elapsed
-//   25s
+//   25s  workers 120 118
 //
 // Example:
 //   LogFollower follower("/out/logs/worker_0.log");
@@ -63,7 +64,10 @@ class ProgressDisplay {
   // Shows `new_progress` (rank 0's lines since the last call). `start` is when the run
   // began (for "elapsed"); `now` the current time. Live: redraws the latest line, or
   // every second a "waiting" line or the elapsed time. Plain: one line per entry.
-  void Show(const std::vector<ProgressLine>& new_progress, absl::Time now, absl::Time start);
+  // `worker_iterations`: each worker's latest iteration by rank (0: none yet), shown
+  // when there are two or more.
+  void Show(const std::vector<ProgressLine>& new_progress, absl::Time now, absl::Time start,
+            const std::vector<int64_t>& worker_iterations = {});
 
   // Ends a live progress line with a newline, leaving it on the terminal.
   void Finish();
@@ -81,8 +85,14 @@ class ProgressDisplay {
 std::string FormatMbps(double mbps);
 
 // "[p3] iter 4/12  loss 0.5  6400 samples/s  sent 250 Mbit/s  received 125 Mbit/s  elapsed 3s";
-// the rate and traffic parts only when the line has them.
-std::string FormatProgress(const ProgressLine& progress, absl::Duration elapsed);
+// the rate and traffic parts only when the line has them; then, with two or more
+// workers, FormatWorkerIterations.
+std::string FormatProgress(const ProgressLine& progress, absl::Duration elapsed,
+                           const std::vector<int64_t>& worker_iterations = {});
+
+// Every worker's latest iteration, by rank: "  workers 12 11 12" (up to 8 workers), or
+// "  workers 10..12, behind: rank 3 at 10" (more); "" with fewer than two.
+std::string FormatWorkerIterations(const std::vector<int64_t>& worker_iterations);
 
 }  // namespace p3::tools::launcher
 
