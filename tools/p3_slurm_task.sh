@@ -21,9 +21,14 @@
 # (scancel, the time limit, srun ending the step) are passed on to it. A task killed with
 # SIGKILL records nothing; --collect then says so.
 #
+# With --max_restarts=N (N > 0, launch_cluster --max_restarts), a worker that ends
+# with a failure is started again in the same task with --rejoin, at most N times
+# (docs/reliability.md); the exit record then also says how many restarts it took.
+#
 #   p3_slurm_task.sh --config=PATH --output_dir=DIR --workers=W --servers=S \
 #       --machines=M --tasks_per_node=K --placement=colocated|separate \
-#       --peer_timeout_s=SECONDS [--trace] --server_binary=PATH --worker_binary=PATH
+#       --peer_timeout_s=SECONDS [--trace] [--max_restarts=N] --server_binary=PATH \
+#       --worker_binary=PATH
 #
 # With --print_role it only prints "<role> <index> <node>" (or "idle") and exits.
 set -euo pipefail
@@ -34,7 +39,7 @@ die() {
 }
 
 config="" out="" workers="" servers="" machines="" per_node="" placement="colocated"
-peer_timeout=60 trace=0 server_binary="" worker_binary="" print_role=0
+peer_timeout=60 trace=0 server_binary="" worker_binary="" print_role=0 max_restarts=0
 for arg in "$@"; do
   case "$arg" in
     --config=*) config="${arg#*=}" ;;
@@ -46,6 +51,7 @@ for arg in "$@"; do
     --placement=*) placement="${arg#*=}" ;;
     --peer_timeout_s=*) peer_timeout="${arg#*=}" ;;
     --trace) trace=1 ;;
+    --max_restarts=*) max_restarts="${arg#*=}" ;;
     --server_binary=*) server_binary="${arg#*=}" ;;
     --worker_binary=*) worker_binary="${arg#*=}" ;;
     --print_role) print_role=1 ;;
@@ -55,6 +61,7 @@ done
 for name in config out workers servers machines per_node; do
   [[ -n "${!name}" ]] || die "missing --${name/out/output_dir}"
 done
+[[ "$max_restarts" =~ ^[0-9]+$ ]] || die "--max_restarts=$max_restarts; allowed: an integer >= 0"
 [[ "$placement" == colocated || "$placement" == separate ]] ||
   die "--placement=$placement; allowed: colocated, separate"
 
@@ -105,9 +112,9 @@ record_exit() {
     exit_status=0
     signal=$((status - 128))
   fi
-  printf '{"process": "%s_%s", "node": "%s", "host": "%s", "exit_status": %d, "signal": %d, "start_unix": %s, "end_unix": %s}\n' \
-    "$role" "$index" "$slurm_node" "$(hostname)" "$exit_status" "$signal" "$start_unix" \
-    "$(date +%s.%N)" >"$exit_file.tmp"
+  printf '{"process": "%s_%s", "node": "%s", "host": "%s", "exit_status": %d, "signal": %d, "restarts": %d, "start_unix": %s, "end_unix": %s}\n' \
+    "$role" "$index" "$slurm_node" "$(hostname)" "$exit_status" "$signal" "$restarts" \
+    "$start_unix" "$(date +%s.%N)" >"$exit_file.tmp"
   mv -f "$exit_file.tmp" "$exit_file"
   exit "$status"
 }
@@ -116,7 +123,10 @@ record_exit() {
 # it then ends); before that (a worker waiting for the servers' ports) recorded at once as
 # this signal. A trap must not fail: under `set -e` that would end the script unrecorded.
 child=""
+stopping=0  # a signal came from outside: no restart
+restarts=0
 on_signal() {
+  stopping=1
   if [[ -n "$child" ]]; then
     kill -TERM "$child" 2>/dev/null || true
   else
@@ -127,9 +137,8 @@ trap 'on_signal 15' TERM
 trap 'on_signal 2' INT
 trap 'on_signal 1' HUP
 
-# run_recorded COMMAND...: runs the process and records how it ended.
-run_recorded() {
-  local status
+# run_once COMMAND...: runs the process; its wait status in $status.
+run_once() {
   "$@" &
   child=$!
   while true; do
@@ -138,6 +147,27 @@ run_recorded() {
     # wait also returns (> 128) when a trapped signal arrives; the child may still run.
     kill -0 "$child" 2>/dev/null || break
   done
+  child=""
+}
+
+# run_recorded COMMAND...: runs the process and records how it ended.
+run_recorded() {
+  run_once "$@"
+  record_exit "$status"
+}
+
+# run_worker COMMAND...: like run_recorded, but a failed worker is started again with
+# --rejoin while restarts are left and no signal came from outside.
+run_worker() {
+  run_once "$@"
+  while ((status != 0 && !stopping && restarts < max_restarts)); do
+    restarts=$((restarts + 1))
+    echo "p3_slurm_task: worker $index ended with status $status; restarting it with --rejoin (restart $restarts of $max_restarts)"
+    run_once "$@" --rejoin
+  done
+  if ((status != 0 && max_restarts > 0 && restarts >= max_restarts && !stopping)); then
+    echo "p3_slurm_task: worker $index failed again; no restarts left (--max_restarts=$max_restarts)"
+  fi
   record_exit "$status"
 }
 
@@ -168,6 +198,6 @@ servers_flag=$(
   IFS=,
   echo "${addresses[*]}"
 )
-run_recorded "$worker_binary" --config="$config" --rank="$index" --servers="$servers_flag" \
+run_worker "$worker_binary" --config="$config" --rank="$index" --servers="$servers_flag" \
   --result_file="$out/results/worker_$index.json" \
   --records_file="$out/records/worker_$index.csv" "${trace_flag[@]}"

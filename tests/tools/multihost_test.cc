@@ -225,6 +225,10 @@ CATCH_TEST_CASE("the Slurm script starts machines x tasks-per-node tasks in bloc
   }
   // The #SBATCH lines must come before the first command.
   CATCH_CHECK(script.rfind("#SBATCH") < script.find("set -euo pipefail"));
+  CATCH_CHECK_FALSE(absl::StrContains(script, "--max_restarts"));
+  options.max_restarts = 2;
+  CATCH_CHECK(absl::StrContains(SlurmBatchScript(config, options),
+                                "    --peer_timeout_s=60 --trace --max_restarts=2 \\\n"));
 }
 
 CATCH_TEST_CASE("Kubernetes: a StatefulSet of servers behind a headless Service, an Indexed Job") {
@@ -254,6 +258,30 @@ CATCH_TEST_CASE("Kubernetes: a StatefulSet of servers behind a headless Service,
            "p3-exp-server-1.p3-exp-servers:6000 --result_file=/var/p3/out/results/worker_$r.json",
            "\n        image: \"registry.example/p3:1.0\"\n",
            "\n          claimName: p3-results\n",
+       }) {
+    CATCH_CAPTURE(line);
+    CATCH_CHECK(absl::StrContains(yaml, line));
+  }
+}
+
+CATCH_TEST_CASE("Kubernetes with restarts: a failed worker container restarts and rejoins") {
+  const config::ExperimentConfig config =
+      Config("name: \"Exp\" cluster { workers: 2 servers: 1 }");
+  KubernetesOptions options;
+  const std::string without = KubernetesManifests(config, "name: \"Exp\"\n", options);
+  CATCH_CHECK(absl::StrContains(without, "\n  backoffLimit: 0\n"));
+  CATCH_CHECK(absl::StrContains(without, "\n      restartPolicy: Never\n"));
+  CATCH_CHECK_FALSE(absl::StrContains(without, "rejoin"));
+  options.max_restarts = 3;
+  const std::string yaml = KubernetesManifests(config, "name: \"Exp\"\n", options);
+  for (const char* line : {
+           "\n  backoffLimit: 3\n",
+           "\n      restartPolicy: OnFailure\n",
+           "\n          [ -e /var/p3/state/started ] && rejoin=\"--rejoin\"\n"
+           "          touch /var/p3/state/started\n",
+           "--records_file=/var/p3/out/records/worker_$r.csv $rejoin\n",
+           "\n        - name: state\n          mountPath: /var/p3/state\n",
+           "\n      - name: state\n        emptyDir: {}\n",
        }) {
     CATCH_CAPTURE(line);
     CATCH_CHECK(absl::StrContains(yaml, line));

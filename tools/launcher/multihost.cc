@@ -186,6 +186,7 @@ std::string SlurmBatchScript(const config::ExperimentConfig& config, const Slurm
       " --tasks_per_node=", per_node, " --placement=",
       config.network().placement().empty() ? "colocated" : config.network().placement(), " \\\n",
       "    --peer_timeout_s=", config.cluster().peer_timeout_s(), config.trace() ? " --trace" : "",
+      options.max_restarts > 0 ? absl::StrCat(" --max_restarts=", options.max_restarts) : "",
       " \\\n", "    --server_binary=", ShellQuote(options.server_binary), " \\\n",
       "    --worker_binary=", ShellQuote(options.worker_binary), " || srun_status=$?\n",
       "# summary.json (and trace.json) from the files the tasks wrote; after a failure too,\n",
@@ -205,6 +206,8 @@ std::string KubernetesManifests(const config::ExperimentConfig& config,
   const int servers = config::ServerProcessCount(config);
   const int workers = config::WorkerProcessCount(config);
   const std::string port = absl::StrCat(options.server_port);
+  // Workers restarted in their pods rejoin the cluster (docs/multihost.md).
+  const bool restart = options.max_restarts > 0;
   const std::string ns = options.kube_namespace.empty()
                              ? ""
                              : absl::StrCat("  namespace: ", options.kube_namespace, "\n");
@@ -272,18 +275,27 @@ std::string KubernetesManifests(const config::ExperimentConfig& config,
   absl::StrAppend(
       &yaml, "---\napiVersion: batch/v1\nkind: Job\nmetadata:\n  name: ", job, "\n", ns,
       "  labels:\n", labels, "spec:\n  completionMode: Indexed\n  completions: ", workers,
-      "\n  parallelism: ", workers, "\n  backoffLimit: 0\n  template:\n    metadata:\n",
+      "\n  parallelism: ", workers, "\n  backoffLimit: ", std::max(0, options.max_restarts),
+      "\n  template:\n    metadata:\n",
       "      labels:\n        app.kubernetes.io/name: p3\n        p3/experiment: ", base,
-      "\n        p3/role: worker\n    spec:\n      restartPolicy: Never\n      containers:\n",
+      "\n        p3/role: worker\n    spec:\n      restartPolicy: ", restart ? "OnFailure" : "Never",
+      "\n      containers:\n",
       "      - name: worker\n        image: ", YamlString(options.image), "\n",
       "        command: [\"/bin/sh\", \"-c\"]\n        args:\n        - |\n", "          set -e\n",
       "          r=\"$JOB_COMPLETION_INDEX\"   # the completion index = the worker rank\n",
       "          mkdir -p /var/p3/out/results /var/p3/out/records /var/p3/out/traces\n",
+      restart ? "          # A container restarted in its pod finds the marker: it rejoins.\n"
+                "          rejoin=\"\"\n"
+                "          [ -e /var/p3/state/started ] && rejoin=\"--rejoin\"\n"
+                "          touch /var/p3/state/started\n"
+              : "",
       "          exec ", options.worker_binary,
       " --config=/etc/p3/config.textproto --rank=\"$r\" --servers=", absl::StrJoin(addresses, ","),
       " --result_file=/var/p3/out/results/worker_$r.json"
       " --records_file=/var/p3/out/records/worker_$r.csv",
-      trace_worker, "\n", mounts, pod_volumes());
+      trace_worker, restart ? " $rejoin" : "", "\n", mounts,
+      restart ? "        - name: state\n          mountPath: /var/p3/state\n" : "", pod_volumes(),
+      restart ? "      - name: state\n        emptyDir: {}\n" : "");
   return yaml;
 }
 

@@ -88,6 +88,9 @@ struct SlurmOptions {
   // sbatch --partition and --time; empty: not given (the cluster's defaults).
   std::string partition;
   std::string time_limit;
+  // Restarts of a failed worker, in its task, with --rejoin (the config must have
+  // cluster.rejoin_timeout_s > 0). Default: 0.
+  int max_restarts = 0;
 };
 
 // Tasks per node for `config`: the most processes placement puts on one machine.
@@ -113,6 +116,11 @@ struct KubernetesOptions {
   // A PersistentVolumeClaim (ReadWriteMany) mounted at /var/p3/out in every pod, to keep
   // results, records and traces; empty: an emptyDir (lost with the pod).
   std::string output_claim;
+  // > 0: the worker Job restarts a failed worker container in its pod (restartPolicy
+  // OnFailure, backoffLimit max_restarts), and the restarted process rejoins (--rejoin,
+  // told by a marker in an emptyDir that survives the container). The config must have
+  // cluster.rejoin_timeout_s > 0. Default: 0 (restartPolicy Never, backoffLimit 0).
+  int max_restarts = 0;
 };
 
 // Kubernetes objects for `config` in one multi-document YAML: a ConfigMap with the
