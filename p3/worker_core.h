@@ -9,6 +9,8 @@
 //
 // Protocol, per slice s (see docs/protocol.md):
 //   Start(start versions)  -> Init of every slice (rank 0 of a fresh run only)
+//   Resume(current versions) -> Resume{m} to every server (a restarted worker instead of
+//                             Start; m is the oldest version any server holds)
 //   Gradient(s, t)         -> Gradient{s, t} to s's server
 //   Params(s, v, part)     -> the part copied into the parameters; with the last part the
 //                             slice holds version v (the VersionTracker is told)
@@ -50,10 +52,10 @@ namespace p3 {
 
 // A message to one server, as a descriptor; the transport fills in the values.
 struct Upstream {
-  enum class Kind { kInit, kGradient, kPull, kDone };
+  enum class Kind { kInit, kGradient, kPull, kDone, kResume };
   Kind kind = Kind::kGradient;
   int slice_id = 0;
-  uint64_t iteration = 0;  // kGradient: iteration; kPull: wanted version
+  uint64_t iteration = 0;  // kGradient: iteration; kPull: wanted version; kResume: version
 };
 
 // What the transport must send: `message` to server `server`, ordered in that server's
@@ -93,6 +95,13 @@ class WorkerCore {
   // Init of every slice for rank 0 of a fresh run, else nothing. Once only.
   absl::StatusOr<std::vector<ToServer>> Start(const std::vector<uint64_t>& start_versions);
 
+  // Instead of Start, for a process that replaces a dead worker of the same rank: every
+  // server welcomed it as rejoined with its oldest slice version (UINT64_MAX: it owns no
+  // slice). The worker resumes at the smallest, m: returns Resume{m} for every server,
+  // which answers with version m of each of its slices. start_version() is then m, and
+  // nothing else differs from a worker that started at m. Once only.
+  absl::StatusOr<std::vector<ToServer>> Resume(const std::vector<uint64_t>& current_versions);
+
   // The gradient of `slice_id` at `iteration` is in the gradient buffer: the message to
   // send. Refused before Start() or for a slice outside the plan.
   absl::StatusOr<ToServer> Gradient(int slice_id, uint64_t iteration);
@@ -125,7 +134,7 @@ class WorkerCore {
   // for other kinds.
   const float* Values(const Upstream& message, int64_t offset) const;
 
-  // The version the servers started from; 0 before Start().
+  // The version the servers started from (Resume: where this worker resumed); 0 before.
   uint64_t start_version() const;
 
  private:

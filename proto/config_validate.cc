@@ -145,6 +145,7 @@ absl::Status ValidateConfig(const ExperimentConfig& config) {
   check.IntRange("cluster.servers", cluster.servers(), 1, kMaxProcesses);
   check.Word("cluster.host", cluster.host(), "_-.:", "a host name or IP address");
   check.Positive("cluster.peer_timeout_s", cluster.peer_timeout_s());
+  check.NonNegative("cluster.rejoin_timeout_s", cluster.rejoin_timeout_s());
 
   const ModelConfig& model = config.model();
   check.Word("model.name", model.name(), "_", "a model name of the zoo (letters, digits, '_')");

@@ -60,7 +60,12 @@ absl::StatusOr<HelloResult> HandleHello(ParameterShard* shard, const wire::Hello
                                                       hello.server_index(), ", but this is server ",
                                                       server_index));
   }
-  P3_ASSIGN_OR_RETURN(result.out, shard->Join(sig, result.rank));
+  if (hello.rejoin()) {
+    P3_ASSIGN_OR_RETURN(result.current_version, shard->Rejoin(sig, result.rank));
+    result.rejoined = true;
+  } else {
+    P3_ASSIGN_OR_RETURN(result.out, shard->Join(sig, result.rank));
+  }
   result.signature = std::move(sig);
   return result;
 }
@@ -114,6 +119,9 @@ absl::Status HandleWorkerMessage(ParameterShard* shard, int rank, const wire::Wo
         return absl::InvalidArgumentError("pull: slice id out of range");
       }
       out = shard->Pull(rank, static_cast<int>(msg.pull().slice_id()), msg.pull().version());
+      break;
+    case wire::WorkerMessage::kResume:
+      out = shard->Resume(rank, msg.resume().version());
       break;
     case wire::WorkerMessage::kDone:
       handled->done = true;

@@ -24,9 +24,15 @@ struct HelloResult {
   int rank = 0;
   ClusterSignature signature;
   std::vector<Outgoing> out;  // what the shard sends the new worker at once
+  // A Hello with `rejoin` (ParameterShard::Rejoin): the worker takes a dead process's
+  // place and resumes once it knows every server's oldest version, this server's being
+  // `current_version`.
+  bool rejoined = false;
+  uint64_t current_version = 0;
 };
 
-// Checks a Hello (protocol version, signature, server index) and joins the worker.
+// Checks a Hello (protocol version, signature, server index) and joins the worker, or
+// with `rejoin` set rejoins it.
 absl::StatusOr<HelloResult> HandleHello(ParameterShard* shard, const wire::Hello& hello,
                                         int server_index);
 

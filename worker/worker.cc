@@ -92,6 +92,7 @@ class Worker::Impl : public TransportListener {
       copts.tls = options_.tls;
       copts.tls_ca_pem = options_.tls_ca_pem;
       copts.tls_server_name = options_.tls_server_name;
+      copts.rejoin = options_.rejoin;
       if (shared_ != nullptr && std::find(options_.shared_memory_servers.begin(),
                                           options_.shared_memory_servers.end(),
                                           s) != options_.shared_memory_servers.end()) {
@@ -117,8 +118,11 @@ class Worker::Impl : public TransportListener {
     // Every server has answered: no one else needs the name.
     if (shared_ != nullptr) shared_->Unlink();
     std::vector<uint64_t> starts;
-    for (const auto& link : links_) starts.push_back(link->start_version());
-    P3_ASSIGN_OR_RETURN(std::vector<ToServer> inits, core_->Start(starts));
+    for (const auto& link : links_) {
+      starts.push_back(options_.rejoin ? link->current_version() : link->start_version());
+    }
+    P3_ASSIGN_OR_RETURN(std::vector<ToServer> inits,
+                        options_.rejoin ? core_->Resume(starts) : core_->Start(starts));
     iteration_ = static_cast<int64_t>(core_->start_version());
     for (const ToServer& m : inits) links_[m.server]->Send(m);
     return absl::OkStatus();
@@ -189,7 +193,7 @@ class Worker::Impl : public TransportListener {
 
   absl::Status Finish() {
     P3_RETURN_IF_ERROR(Sync());
-    const absl::Time deadline = absl::Now() + options_.peer_timeout;
+    const absl::Time deadline = absl::Now() + wait_bound();
     absl::Status result;
     for (auto& link : links_) {
       absl::Status s = link->Close(deadline);
@@ -263,7 +267,7 @@ class Worker::Impl : public TransportListener {
 
   absl::Status WaitFor(int first, int last, uint64_t version) {
     const absl::Time start = absl::Now();
-    absl::Status s = tracker_.WaitFor(first, last, version, start + options_.peer_timeout);
+    absl::Status s = tracker_.WaitFor(first, last, version, start + wait_bound());
     const absl::Time end = absl::Now();
     forward_wait_ += end - start;
     if (tracing() && end - start > absl::Microseconds(20)) {
@@ -273,7 +277,7 @@ class Worker::Impl : public TransportListener {
     }
     if (absl::IsDeadlineExceeded(s)) {
       return absl::DeadlineExceededError(absl::StrCat("worker ", options_.rank, ": waited ",
-                                                      absl::FormatDuration(options_.peer_timeout),
+                                                      absl::FormatDuration(wait_bound()),
                                                       " for parameters: ", s.message()));
     }
     return s;
@@ -313,6 +317,10 @@ class Worker::Impl : public TransportListener {
   }
 
   bool tracing() const { return options_.trace != nullptr && options_.trace->enabled(); }
+
+  // How long a wait for the servers may last: a peer that died may be awaited for
+  // rejoin_timeout on top of the usual bound.
+  absl::Duration wait_bound() const { return options_.peer_timeout + options_.rejoin_timeout; }
 
   void Fail(const absl::Status& status) {
     {

@@ -75,6 +75,15 @@ struct WorkerOptions {
   // A server silent for this long (or a wait for parameters longer than this) ends the
   // run with an error. Default: 60 s.
   absl::Duration peer_timeout = absl::Seconds(60);
+  // This process replaces a worker of the same rank that died (launch_cluster
+  // --max_restarts): it rejoins the servers instead of joining, and resumes at the
+  // cluster's iteration with the servers' current values (docs/protocol.md, "Rejoining
+  // worker"); iteration() then starts there. Default: false.
+  bool rejoin = false;
+  // The cluster's cluster.rejoin_timeout_s: while a dead peer is awaited, waits for
+  // parameters may last this much longer than peer_timeout (the servers end the run
+  // first if it does not come back). Default: 0.
+  absl::Duration rejoin_timeout = absl::ZeroDuration();
   // TLS to the servers (they must serve TLS too), verified against tls_ca_pem (empty:
   // the system's roots), checking the name tls_server_name when set. Default: plaintext.
   bool tls = false;

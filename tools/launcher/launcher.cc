@@ -103,6 +103,7 @@ absl::Status Launcher::StartProcess(Child& child, const std::string& binary,
   spec.argv = {binary};
   spec.argv.insert(spec.argv.end(), args.begin(), args.end());
   spec.log_path = child.log_path;
+  spec.append_log = child.restarts > 0;
   spec.ns_path = child.ns_path;
   spec.label = child.label();
   if (child.host != nullptr) {
@@ -155,7 +156,38 @@ absl::Status Launcher::CheckForFailure() {
     if (first == nullptr || state->end_time < StateOf(*first)->end_time) first = &child;
   }
   if (first == nullptr) return absl::OkStatus();
-  return FailureOf(*first, DescribeWaitStatus(StateOf(*first)->wait_status));
+  std::string what = DescribeWaitStatus(StateOf(*first)->wait_status);
+  if (options_.max_restarts > 0 && first->role == "worker") {
+    absl::StrAppend(&what, "; no restarts left (--max_restarts=", options_.max_restarts, ", ",
+                    restarts_used_, " used)");
+  }
+  return FailureOf(*first, what);
+}
+
+absl::Status Launcher::RestartDeadWorkers() {
+  if (options_.max_restarts <= 0) return absl::OkStatus();
+  for (const Child& child : children_) {
+    // A server that ended takes the run with it: no restart would help.
+    if (child.role == "server" && StateOf(child) != nullptr && !Running(child)) {
+      return absl::OkStatus();
+    }
+  }
+  for (Child& child : children_) {
+    const ProcessState* state = StateOf(child);
+    if (child.role != "worker" || state == nullptr || state->running || state->exited_cleanly()) {
+      continue;
+    }
+    if (restarts_used_ >= options_.max_restarts) return absl::OkStatus();
+    ++restarts_used_;
+    ++child.restarts;
+    Say(absl::StrCat(child.label(), " (pid ", state->pid, ") ",
+                     DescribeWaitStatus(state->wait_status), "; restarting it with --rejoin (restart ",
+                     restarts_used_, " of ", options_.max_restarts, ")"));
+    std::vector<std::string> args = child.args;
+    args.push_back("--rejoin");
+    P3_RETURN_IF_ERROR(StartProcess(child, options_.worker_binary, args));
+  }
+  return absl::OkStatus();
 }
 
 absl::Status Launcher::WaitForPorts() {
@@ -206,6 +238,7 @@ absl::Status Launcher::WaitForPorts() {
 absl::Status Launcher::WaitForWorkers() {
   while (true) {
     UpdateProgress();
+    P3_RETURN_IF_ERROR(RestartDeadWorkers());
     P3_RETURN_IF_ERROR(CheckForFailure());
     P3_RETURN_IF_ERROR(Interrupted());
     bool all_done = true;
@@ -488,6 +521,7 @@ absl::Status Launcher::StartWorkers() {
                                      "--result_file=" + RemotePath(child.result_file),
                                      "--records_file=" + RemotePath(child.records_file)};
     if (!child.trace_file.empty()) args.push_back("--trace_file=" + RemotePath(child.trace_file));
+    child.args = args;
     P3_RETURN_IF_ERROR(StartProcess(child, options_.worker_binary, args));
     if (child.index == 0) {
       supervisor_->WatchFile(child.log_path);

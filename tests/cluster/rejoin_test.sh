@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Workers rejoin (docs/reliability.md): real processes under launch_cluster --max_restarts=1.
+# Three seeded kill trials of tools/kill_trials.py (a random worker SIGKILLed at a random
+# iteration, in a random mode, with or without shared memory): each run must complete with
+# param_l2 identical to the uninterrupted run's. Then a restart budget that runs out: the
+# run fails, naming the worker and showing its last log lines.
+set -uo pipefail
+
+TMP="${TEST_TMPDIR:-$(mktemp -d)}"
+failures=0
+common=(--launcher=tools/launch_cluster --server_binary=server/p3_server
+        --worker_binary=worker/p3_worker --iterations=30)
+
+/usr/bin/python3 tools/kill_trials.py "${common[@]}" --trials=3 --seed=7 \
+    --out="$TMP/trials" --csv="$TMP/trials.csv" || failures=$((failures + 1))
+/usr/bin/python3 tools/kill_trials.py "${common[@]}" --exhaust --out="$TMP/exhaust" \
+    || failures=$((failures + 1))
+
+if ((failures > 0)); then
+  echo "FAILED: $failures check(s)"
+  exit 1
+fi
+echo "rejoin_test: all checks passed"

@@ -1,0 +1,282 @@
+#!/usr/bin/python3
+"""Kill trials for worker rejoin (docs/reliability.md, "A worker dies: it is restarted").
+
+Each trial runs launch_cluster with --max_restarts=1 on a small real cluster (2 servers,
+2 workers, small_cnn on synthetic data), SIGKILLs a random worker when its log shows a
+random iteration, and checks that the run completes with param_l2 equal, bit for bit, to
+an uninterrupted run of the same config. Everything random comes from --seed.
+
+Per trial it also measures the cost of the restart: the wall time of the run minus the
+uninterrupted one's, in seconds and in iterations (of the uninterrupted run's median
+iteration time), and the part of it that is the new process starting (from the kill to
+the new process's RESUMED line in the worker's log).
+
+  /usr/bin/python3 tools/kill_trials.py --trials 20 --seed 1 \
+      --csv docs/results/rejoin_kill_trials.csv
+
+--exhaust instead checks a restart budget that runs out: the same worker killed twice
+with --max_restarts=1 must fail the run with a report naming it and its last log lines.
+
+Prints a table; exits 1 if any trial failed.
+"""
+
+import argparse
+import csv
+import json
+import os
+import random
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+MODES = ["p3", "baseline", "slicing_only", "priority_only", "values_only",
+         "no_backward_overlap", "no_forward_overlap", "no_overlap"]
+
+
+def parse_args():
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--launcher", default="bazel-bin/tools/launch_cluster")
+    p.add_argument("--server_binary", default="bazel-bin/server/p3_server")
+    p.add_argument("--worker_binary", default="bazel-bin/worker/p3_worker")
+    p.add_argument("--trials", type=int, default=20)
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--iterations", type=int, default=40)
+    p.add_argument("--workers", type=int, default=2)
+    p.add_argument("--servers", type=int, default=2)
+    p.add_argument("--modes", default=",".join(MODES),
+                   help="modes to draw from (comma-separated)")
+    p.add_argument("--rejoin_timeout_s", type=float, default=30)
+    p.add_argument("--csv", default="", help="write the trials here")
+    p.add_argument("--out", default="", help="run folders here (default: a temporary one)")
+    p.add_argument("--exhaust", action="store_true",
+                   help="check a restart budget that runs out instead of trials")
+    return p.parse_args()
+
+
+def config_text(mode, iterations, workers, servers, shared_memory, rejoin_timeout_s):
+    return f"""name: "kill_trial"
+mode: "{mode}"
+cluster {{ workers: {workers} servers: {servers} peer_timeout_s: 20 rejoin_timeout_s: {rejoin_timeout_s} }}
+model {{ name: "small_cnn" }}
+data {{ dataset: "synthetic" synthetic_size: 2048 }}
+training {{ batch_size: 16 iterations: {iterations} log_every: 1 evaluate: false threads: 1 warmup_iterations: 2 }}
+scheduling {{ slice_params: 5000 shared_memory: {"true" if shared_memory else "false"} }}
+output {{ save_model: false }}
+"""
+
+
+def worker_pid(out_dir, rank):
+    """The pid of the p3_worker process of `rank` writing into `out_dir` (none: None)."""
+    needle = f"--result_file={os.path.abspath(out_dir)}/results/worker_{rank}.json".encode()
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                args = f.read().split(b"\0")
+        except OSError:
+            continue
+        if needle in args and args[0].endswith(b"p3_worker"):
+            return int(entry)
+    return None
+
+
+def log_has(path, text):
+    try:
+        with open(path, "rb") as f:
+            return text.encode() in f.read()
+    except OSError:
+        return False
+
+
+def wait_for(predicate, launcher, timeout_s):
+    """Polls `predicate` every 2 ms until true; False if the launcher ends or time is up."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        if launcher.poll() is not None:
+            return predicate()
+        time.sleep(0.002)
+    return False
+
+
+def launch(args, out_dir, config_path, max_restarts):
+    cmd = [args.launcher, f"--config={config_path}", f"--server_binary={args.server_binary}",
+           f"--worker_binary={args.worker_binary}", f"--set=output_dir={out_dir}", "--plot=false",
+           f"--max_restarts={max_restarts}", "--kill_grace_s=2"]
+    log = open(os.path.join(os.path.dirname(out_dir), os.path.basename(out_dir) + ".launcher.log"),
+               "w")
+    return subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT), log
+
+
+def summary_of(out_dir):
+    with open(os.path.join(out_dir, "summary.json")) as f:
+        return json.load(f)
+
+
+def median_iteration_s(out_dir, rank=0):
+    with open(os.path.join(out_dir, "records", f"worker_{rank}.csv")) as f:
+        rows = list(csv.DictReader(f))
+    return statistics.median(float(r["iteration_seconds"]) for r in rows[2:])
+
+
+def run_reference(args, root, mode, shared_memory):
+    tag = f"ref_{mode}_{'shm' if shared_memory else 'tcp'}"
+    out_dir = os.path.join(root, tag)
+    config_path = os.path.join(root, tag + ".textproto")
+    with open(config_path, "w") as f:
+        f.write(config_text(mode, args.iterations, args.workers, args.servers, shared_memory,
+                            args.rejoin_timeout_s))
+    start = time.monotonic()
+    proc, log = launch(args, out_dir, config_path, max_restarts=1)
+    rc = proc.wait()
+    log.close()
+    wall = time.monotonic() - start
+    if rc != 0:
+        sys.exit(f"kill_trials: the uninterrupted {mode} run failed (exit {rc}); see {log.name}")
+    s = summary_of(out_dir)
+    return {"param_l2": s["param_l2"], "wall_s": wall,
+            "iteration_s": median_iteration_s(out_dir),
+            "all_l2": [w["param_l2"] for w in s["workers_results"]]}
+
+
+def run_trial(args, root, index, rng, references):
+    mode = rng.choice(args.mode_list)
+    shared_memory = rng.random() < 0.5
+    rank = rng.randrange(args.workers)
+    kill_at = rng.randrange(1, args.iterations - 1)
+    key = (mode, shared_memory)
+    if key not in references:
+        references[key] = run_reference(args, root, mode, shared_memory)
+    ref = references[key]
+    tag = f"trial_{index:02d}"
+    out_dir = os.path.join(root, tag)
+    config_path = os.path.join(root, tag + ".textproto")
+    with open(config_path, "w") as f:
+        f.write(config_text(mode, args.iterations, args.workers, args.servers, shared_memory,
+                            args.rejoin_timeout_s))
+    worker_log = os.path.join(out_dir, "logs", f"worker_{rank}.log")
+    start = time.monotonic()
+    proc, log = launch(args, out_dir, config_path, max_restarts=1)
+    row = {"trial": index, "mode": mode, "shared_memory": int(shared_memory),
+           "killed_rank": rank, "kill_at_iteration": kill_at, "resumed_at": "",
+           "param_l2": "", "reference_param_l2": repr(ref["param_l2"]), "identical": 0,
+           "completed": 0, "wall_s": "", "reference_wall_s": f"{ref['wall_s']:.3f}",
+           "iteration_s": f"{ref['iteration_s']:.4f}", "start_s": "", "extra_s": "",
+           "extra_iterations": "", "beyond_start_iterations": ""}
+    # PROGRESS counts from 1: "iteration=k" is printed after iteration k-1.
+    seen = wait_for(lambda: log_has(worker_log, f"PROGRESS iteration={kill_at + 1} "), proc, 120)
+    pid = worker_pid(out_dir, rank) if seen else None
+    killed_at = None
+    if pid is not None:
+        os.kill(pid, signal.SIGKILL)
+        killed_at = time.monotonic()
+        if wait_for(lambda: log_has(worker_log, "RESUMED iteration="), proc, 120):
+            row["start_s"] = f"{time.monotonic() - killed_at:.3f}"
+            with open(worker_log, "rb") as f:
+                text = f.read().decode(errors="replace")
+            row["resumed_at"] = text.split("RESUMED iteration=")[1].split()[0]
+    rc = proc.wait()
+    log.close()
+    wall = time.monotonic() - start
+    row["wall_s"] = f"{wall:.3f}"
+    if rc == 0 and killed_at is not None:
+        s = summary_of(out_dir)
+        row["completed"] = 1
+        row["param_l2"] = repr(s["param_l2"])
+        all_l2 = [w["param_l2"] for w in s["workers_results"]]
+        row["identical"] = int(s["param_l2"] == ref["param_l2"] and all_l2 == ref["all_l2"])
+        extra = wall - ref["wall_s"]
+        row["extra_s"] = f"{extra:.3f}"
+        row["extra_iterations"] = f"{extra / ref['iteration_s']:.2f}"
+        if row["start_s"]:
+            beyond = (extra - float(row["start_s"])) / ref["iteration_s"]
+            row["beyond_start_iterations"] = f"{beyond:.2f}"
+    elif killed_at is None:
+        row["note"] = "no kill (worker log never reached the iteration)"
+    return row
+
+
+def exhaust(args, root):
+    """Kills worker 1 twice with --max_restarts=1: the run must fail naming it."""
+    config_path = os.path.join(root, "exhaust.textproto")
+    with open(config_path, "w") as f:
+        f.write(config_text("p3", 200, args.workers, args.servers, True, args.rejoin_timeout_s))
+    out_dir = os.path.join(root, "exhaust")
+    proc, log = launch(args, out_dir, config_path, max_restarts=1)
+    worker_log = os.path.join(out_dir, "logs", "worker_1.log")
+    ok = True
+    for text in ["PROGRESS iteration=3 ", "RESUMED iteration="]:
+        pid = worker_pid(out_dir, 1) if wait_for(lambda: log_has(worker_log, text), proc, 120) \
+            else None
+        if pid is None:
+            print(f"FAIL: worker 1 never logged {text!r}")
+            ok = False
+            break
+        os.kill(pid, signal.SIGKILL)
+    rc = proc.wait()
+    log.close()
+    with open(log.name) as f:
+        report = f.read()
+    checks = [
+        (rc == 1, f"the launcher exits 1 (got {rc})"),
+        ("restarting it with --rejoin (restart 1 of 1)" in report, "the restart is reported"),
+        ("worker 1 (pid" in report and "no restarts left (--max_restarts=1, 1 used)" in report,
+         "the failure names worker 1 and the spent budget"),
+        (f"--- last lines of {os.path.abspath(worker_log)}" in report or
+         "--- last lines of " in report and "worker_1.log" in report,
+         "its last log lines are shown"),
+        ("RESUMED iteration=" in report, "the log lines include the restarted process's"),
+    ]
+    for passed, what in checks:
+        print(("ok: " if passed else "FAIL: ") + what)
+        ok = ok and passed
+    if not ok:
+        print(report)
+    return ok
+
+
+def main():
+    args = parse_args()
+    args.mode_list = [m for m in args.modes.split(",") if m]
+    root = args.out or tempfile.mkdtemp(prefix="kill_trials_")
+    os.makedirs(root, exist_ok=True)
+    if args.exhaust:
+        sys.exit(0 if exhaust(args, root) else 1)
+    rng = random.Random(args.seed)
+    references = {}
+    rows = []
+    for i in range(args.trials):
+        row = run_trial(args, root, i, rng, references)
+        rows.append(row)
+        print(f"trial {i:2d}  {row['mode']:<20} shm={row['shared_memory']} kill worker "
+              f"{row['killed_rank']} at iteration {row['kill_at_iteration']:>2}  resumed at "
+              f"{row['resumed_at'] or '-':>2}  completed={row['completed']} identical="
+              f"{row['identical']}  param_l2={row['param_l2'] or '-'}  extra="
+              f"{row['extra_s'] or '-'} s ({row['extra_iterations'] or '-'} it; start "
+              f"{row['start_s'] or '-'} s)", flush=True)
+    fields = list(rows[0].keys()) if rows else []
+    fields += [k for r in rows for k in r if k not in fields]
+    if args.csv:
+        with open(args.csv, "w", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=fields)
+            w.writeheader()
+            w.writerows(rows)
+    good = sum(r["identical"] for r in rows)
+    print(f"{good} of {len(rows)} trials completed with param_l2 identical to the "
+          f"uninterrupted run (seed {args.seed}; runs in {root})")
+    extras = [float(r["beyond_start_iterations"]) for r in rows if r["beyond_start_iterations"]]
+    starts = [float(r["start_s"]) for r in rows if r["start_s"]]
+    if extras:
+        print(f"restart cost beyond the process start: median {statistics.median(extras):.2f} "
+              f"iterations (max {max(extras):.2f}); process start median "
+              f"{statistics.median(starts):.2f} s")
+    sys.exit(0 if good == len(rows) else 1)
+
+
+if __name__ == "__main__":
+    main()
