@@ -6,10 +6,14 @@ Each trial runs launch_cluster with --max_restarts=1 on a small real cluster (2 
 random iteration, and checks that the run completes with param_l2 equal, bit for bit, to
 an uninterrupted run of the same config. Everything random comes from --seed.
 
-Per trial it also measures the cost of the restart: the wall time of the run minus the
-uninterrupted one's, in seconds and in iterations (of the uninterrupted run's median
-iteration time), and the part of it that is the new process starting (from the kill to
-the new process's RESUMED line in the worker's log).
+Per trial it also measures the cost of the restart. The stall: on a worker that was not
+killed, the time above the median of its two slowest iterations (it waits for the missing
+worker's gradients within one or two iterations; taking only those keeps the noise of the
+others out). The process start: from the kill to the new process's RESUMED
+line in its log (exec, libtorch, data set, connecting, the servers' Welcome). The cost
+beyond the start, in iterations: (stall - start) / median iteration time. Also the wall
+time of the run minus the uninterrupted one's (noisier: it includes the launcher's own
+start and stop).
 
   /usr/bin/python3 tools/kill_trials.py --trials 20 --seed 1 \
       --csv docs/results/rejoin_kill_trials.csv
@@ -49,6 +53,7 @@ def parse_args():
     p.add_argument("--modes", default=",".join(MODES),
                    help="modes to draw from (comma-separated)")
     p.add_argument("--rejoin_timeout_s", type=float, default=30)
+    p.add_argument("--batch_size", type=int, default=16)
     p.add_argument("--csv", default="", help="write the trials here")
     p.add_argument("--out", default="", help="run folders here (default: a temporary one)")
     p.add_argument("--exhaust", action="store_true",
@@ -56,13 +61,14 @@ def parse_args():
     return p.parse_args()
 
 
-def config_text(mode, iterations, workers, servers, shared_memory, rejoin_timeout_s):
+def config_text(mode, iterations, workers, servers, shared_memory, rejoin_timeout_s,
+                batch_size=16):
     return f"""name: "kill_trial"
 mode: "{mode}"
 cluster {{ workers: {workers} servers: {servers} peer_timeout_s: 20 rejoin_timeout_s: {rejoin_timeout_s} }}
 model {{ name: "small_cnn" }}
 data {{ dataset: "synthetic" synthetic_size: 2048 }}
-training {{ batch_size: 16 iterations: {iterations} log_every: 1 evaluate: false threads: 1 warmup_iterations: 2 }}
+training {{ batch_size: {batch_size} iterations: {iterations} log_every: 1 evaluate: false threads: 1 warmup_iterations: 2 }}
 scheduling {{ slice_params: 5000 shared_memory: {"true" if shared_memory else "false"} }}
 output {{ save_model: false }}
 """
@@ -118,10 +124,13 @@ def summary_of(out_dir):
         return json.load(f)
 
 
-def median_iteration_s(out_dir, rank=0):
+def iteration_seconds(out_dir, rank=0):
     with open(os.path.join(out_dir, "records", f"worker_{rank}.csv")) as f:
-        rows = list(csv.DictReader(f))
-    return statistics.median(float(r["iteration_seconds"]) for r in rows[2:])
+        return [float(r["iteration_seconds"]) for r in csv.DictReader(f)]
+
+
+def median_iteration_s(out_dir, rank=0):
+    return statistics.median(iteration_seconds(out_dir, rank)[2:])
 
 
 def run_reference(args, root, mode, shared_memory):
@@ -130,7 +139,7 @@ def run_reference(args, root, mode, shared_memory):
     config_path = os.path.join(root, tag + ".textproto")
     with open(config_path, "w") as f:
         f.write(config_text(mode, args.iterations, args.workers, args.servers, shared_memory,
-                            args.rejoin_timeout_s))
+                            args.rejoin_timeout_s, args.batch_size))
     start = time.monotonic()
     proc, log = launch(args, out_dir, config_path, max_restarts=1)
     rc = proc.wait()
@@ -158,7 +167,7 @@ def run_trial(args, root, index, rng, references):
     config_path = os.path.join(root, tag + ".textproto")
     with open(config_path, "w") as f:
         f.write(config_text(mode, args.iterations, args.workers, args.servers, shared_memory,
-                            args.rejoin_timeout_s))
+                            args.rejoin_timeout_s, args.batch_size))
     worker_log = os.path.join(out_dir, "logs", f"worker_{rank}.log")
     start = time.monotonic()
     proc, log = launch(args, out_dir, config_path, max_restarts=1)
@@ -166,8 +175,8 @@ def run_trial(args, root, index, rng, references):
            "killed_rank": rank, "kill_at_iteration": kill_at, "resumed_at": "",
            "param_l2": "", "reference_param_l2": repr(ref["param_l2"]), "identical": 0,
            "completed": 0, "wall_s": "", "reference_wall_s": f"{ref['wall_s']:.3f}",
-           "iteration_s": f"{ref['iteration_s']:.4f}", "start_s": "", "extra_s": "",
-           "extra_iterations": "", "beyond_start_iterations": ""}
+           "iteration_s": f"{ref['iteration_s']:.4f}", "start_s": "", "stall_s": "",
+           "beyond_start_iterations": "", "extra_wall_s": ""}
     # PROGRESS counts from 1: "iteration=k" is printed after iteration k-1.
     seen = wait_for(lambda: log_has(worker_log, f"PROGRESS iteration={kill_at + 1} "), proc, 120)
     pid = worker_pid(out_dir, rank) if seen else None
@@ -190,11 +199,14 @@ def run_trial(args, root, index, rng, references):
         row["param_l2"] = repr(s["param_l2"])
         all_l2 = [w["param_l2"] for w in s["workers_results"]]
         row["identical"] = int(s["param_l2"] == ref["param_l2"] and all_l2 == ref["all_l2"])
-        extra = wall - ref["wall_s"]
-        row["extra_s"] = f"{extra:.3f}"
-        row["extra_iterations"] = f"{extra / ref['iteration_s']:.2f}"
-        if row["start_s"]:
-            beyond = (extra - float(row["start_s"])) / ref["iteration_s"]
+        row["extra_wall_s"] = f"{wall - ref['wall_s']:.3f}"
+        survivor = (rank + 1) % args.workers
+        times = iteration_seconds(out_dir, survivor)
+        median = statistics.median(times[2:])
+        stall = sum(max(0.0, t - median) for t in sorted(times[2:])[-2:])
+        row["stall_s"] = f"{stall:.3f}"
+        if row["start_s"] and args.workers > 1:
+            beyond = (stall - float(row["start_s"])) / median
             row["beyond_start_iterations"] = f"{beyond:.2f}"
     elif killed_at is None:
         row["note"] = "no kill (worker log never reached the iteration)"
@@ -205,7 +217,8 @@ def exhaust(args, root):
     """Kills worker 1 twice with --max_restarts=1: the run must fail naming it."""
     config_path = os.path.join(root, "exhaust.textproto")
     with open(config_path, "w") as f:
-        f.write(config_text("p3", 200, args.workers, args.servers, True, args.rejoin_timeout_s))
+        f.write(config_text("p3", 200, args.workers, args.servers, True, args.rejoin_timeout_s,
+                            args.batch_size))
     out_dir = os.path.join(root, "exhaust")
     proc, log = launch(args, out_dir, config_path, max_restarts=1)
     worker_log = os.path.join(out_dir, "logs", "worker_1.log")
@@ -256,9 +269,9 @@ def main():
         print(f"trial {i:2d}  {row['mode']:<20} shm={row['shared_memory']} kill worker "
               f"{row['killed_rank']} at iteration {row['kill_at_iteration']:>2}  resumed at "
               f"{row['resumed_at'] or '-':>2}  completed={row['completed']} identical="
-              f"{row['identical']}  param_l2={row['param_l2'] or '-'}  extra="
-              f"{row['extra_s'] or '-'} s ({row['extra_iterations'] or '-'} it; start "
-              f"{row['start_s'] or '-'} s)", flush=True)
+              f"{row['identical']}  param_l2={row['param_l2'] or '-'}  stall "
+              f"{row['stall_s'] or '-'} s = start {row['start_s'] or '-'} s + "
+              f"{row['beyond_start_iterations'] or '-'} it", flush=True)
     fields = list(rows[0].keys()) if rows else []
     fields += [k for r in rows for k in r if k not in fields]
     if args.csv:
