@@ -54,6 +54,10 @@ def parse_args():
                    help="modes to draw from (comma-separated)")
     p.add_argument("--rejoin_timeout_s", type=float, default=30)
     p.add_argument("--batch_size", type=int, default=16)
+    p.add_argument("--restart_delay_s", type=float, default=0,
+                   help="a restarted worker sleeps this long before it starts (through a "
+                        "wrapper script): a slow process start, longer than the config's "
+                        "peer_timeout_s of 2 s, which the other workers must sit out")
     p.add_argument("--csv", default="", help="write the trials here")
     p.add_argument("--out", default="", help="run folders here (default: a temporary one)")
     p.add_argument("--exhaust", action="store_true",
@@ -65,7 +69,7 @@ def config_text(mode, iterations, workers, servers, shared_memory, rejoin_timeou
                 batch_size=16):
     return f"""name: "kill_trial"
 mode: "{mode}"
-cluster {{ workers: {workers} servers: {servers} peer_timeout_s: 20 rejoin_timeout_s: {rejoin_timeout_s} }}
+cluster {{ workers: {workers} servers: {servers} peer_timeout_s: 2 rejoin_timeout_s: {rejoin_timeout_s} }}
 model {{ name: "small_cnn" }}
 data {{ dataset: "synthetic" synthetic_size: 2048 }}
 training {{ batch_size: {batch_size} iterations: {iterations} log_every: 1 evaluate: false threads: 1 warmup_iterations: 2 }}
@@ -253,11 +257,25 @@ def exhaust(args, root):
     return ok
 
 
+def wrap_worker(args, root):
+    """With --restart_delay_s: a wrapper that delays a worker started with --rejoin."""
+    if args.restart_delay_s <= 0:
+        return
+    wrapper = os.path.join(root, "delayed_p3_worker.sh")
+    with open(wrapper, "w") as f:
+        f.write("#!/bin/sh\n"
+                f"for a in \"$@\"; do [ \"$a\" = --rejoin ] && sleep {args.restart_delay_s}; done\n"
+                f"exec {os.path.abspath(args.worker_binary)} \"$@\"\n")
+    os.chmod(wrapper, 0o755)
+    args.worker_binary = wrapper
+
+
 def main():
     args = parse_args()
     args.mode_list = [m for m in args.modes.split(",") if m]
     root = args.out or tempfile.mkdtemp(prefix="kill_trials_")
     os.makedirs(root, exist_ok=True)
+    wrap_worker(args, root)
     if args.exhaust:
         sys.exit(0 if exhaust(args, root) else 1)
     rng = random.Random(args.seed)

@@ -157,7 +157,8 @@ absl::Status Launcher::CheckForFailure() {
   }
   if (first == nullptr) return absl::OkStatus();
   std::string what = DescribeWaitStatus(StateOf(*first)->wait_status);
-  if (options_.max_restarts > 0 && first->role == "worker") {
+  if (options_.max_restarts > 0 && first->role == "worker" &&
+      restarts_used_ >= options_.max_restarts) {
     absl::StrAppend(&what, "; no restarts left (--max_restarts=", options_.max_restarts, ", ",
                     restarts_used_, " used)");
   }
