@@ -20,6 +20,8 @@ start and stop).
 
 --exhaust instead checks a restart budget that runs out: the same worker killed twice
 with --max_restarts=1 must fail the run with a report naming it and its last log lines.
+--late checks a restart slower than cluster.rejoin_timeout_s (with --restart_delay_s
+above it): the servers must stop the run with an error naming the missing rank.
 
 Prints a table; exits 1 if any trial failed.
 """
@@ -62,6 +64,8 @@ def parse_args():
     p.add_argument("--out", default="", help="run folders here (default: a temporary one)")
     p.add_argument("--exhaust", action="store_true",
                    help="check a restart budget that runs out instead of trials")
+    p.add_argument("--late", action="store_true",
+                   help="check a rejoin later than rejoin_timeout_s instead of trials")
     return p.parse_args()
 
 
@@ -270,6 +274,44 @@ def wrap_worker(args, root):
     args.worker_binary = wrapper
 
 
+def late(args, root):
+    """Worker 1 comes back after rejoin_timeout_s: the run must fail naming it."""
+    config_path = os.path.join(root, "late.textproto")
+    with open(config_path, "w") as f:
+        f.write(config_text("p3", 200, args.workers, args.servers, True, args.rejoin_timeout_s,
+                            args.batch_size))
+    out_dir = os.path.join(root, "late")
+    start = time.monotonic()
+    proc, log = launch(args, out_dir, config_path, max_restarts=1)
+    worker_log = os.path.join(out_dir, "logs", "worker_1.log")
+    pid = worker_pid(out_dir, 1) if wait_for(
+        lambda: log_has(worker_log, "PROGRESS iteration=3 "), proc, 120) else None
+    if pid is None:
+        print("FAIL: worker 1 never logged its third iteration")
+        proc.kill()
+        return False
+    os.kill(pid, signal.SIGKILL)
+    killed = time.monotonic()
+    rc = proc.wait()
+    log.close()
+    with open(log.name) as f:
+        report = f.read()
+    want = f"worker 1: died and did not rejoin within {args.rejoin_timeout_s:g}s"
+    checks = [
+        (rc == 1, f"the launcher exits 1 (got {rc})"),
+        (want in report, f"the failure says {want!r}"),
+        (time.monotonic() - killed < args.restart_delay_s + 10,
+         "the run ends within the bound, not at the peers' own timeouts"),
+    ]
+    ok = True
+    for passed, what in checks:
+        print(("ok: " if passed else "FAIL: ") + what)
+        ok = ok and passed
+    if not ok:
+        print(report)
+    return ok
+
+
 def main():
     args = parse_args()
     args.mode_list = [m for m in args.modes.split(",") if m]
@@ -278,6 +320,8 @@ def main():
     wrap_worker(args, root)
     if args.exhaust:
         sys.exit(0 if exhaust(args, root) else 1)
+    if args.late:
+        sys.exit(0 if late(args, root) else 1)
     rng = random.Random(args.seed)
     references = {}
     rows = []

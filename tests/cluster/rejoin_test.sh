@@ -7,6 +7,8 @@
 # start, through a wrapper), longer than the config's peer_timeout_s of 2 s: the other
 # workers must wait on cluster.rejoin_timeout_s instead of timing out. Then a restart
 # budget that runs out: the run fails, naming the worker and showing its last log lines.
+# And a restart slower than cluster.rejoin_timeout_s (2 s here; the restart is held back
+# 6 s): the servers stop the run with an error naming the missing rank.
 set -uo pipefail
 
 TMP="${TEST_TMPDIR:-$(mktemp -d)}"
@@ -18,6 +20,8 @@ common=(--launcher=tools/launch_cluster --server_binary=server/p3_server
     --restart_delay_s=3 --out="$TMP/trials" --csv="$TMP/trials.csv" || failures=$((failures + 1))
 /usr/bin/python3 tools/kill_trials.py "${common[@]}" --exhaust --out="$TMP/exhaust" \
     || failures=$((failures + 1))
+/usr/bin/python3 tools/kill_trials.py "${common[@]}" --late --rejoin_timeout_s=2 \
+    --restart_delay_s=6 --out="$TMP/late" || failures=$((failures + 1))
 
 if ((failures > 0)); then
   echo "FAILED: $failures check(s)"
