@@ -61,6 +61,10 @@ def parse_args():
                         "wrapper script): a slow process start, longer than the config's "
                         "peer_timeout_s of 2 s, which the other workers must sit out")
     p.add_argument("--csv", default="", help="write the trials here")
+    p.add_argument("--plot", default="",
+                   help="draw the recovery time of each trial here (PNG; needs matplotlib); "
+                        "with --from_csv, from a CSV written earlier instead of new trials")
+    p.add_argument("--from_csv", default="", help="with --plot: draw this CSV, run nothing")
     p.add_argument("--out", default="", help="run folders here (default: a temporary one)")
     p.add_argument("--exhaust", action="store_true",
                    help="check a restart budget that runs out instead of trials")
@@ -312,9 +316,41 @@ def late(args, root):
     return ok
 
 
+def plot(rows, path):
+    """Per trial: the stall of the other workers, split into the new process's start and
+    the rest, in seconds, with the uninterrupted run's 2-iteration mark above the start."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    rows = [r for r in rows if r["start_s"] and r["stall_s"]]
+    x = list(range(len(rows)))
+    start = [float(r["start_s"]) for r in rows]
+    rest = [max(0.0, float(r["stall_s"]) - float(r["start_s"])) for r in rows]
+    two = [2 * float(r["iteration_s"]) for r in rows]
+    fig, ax = plt.subplots(figsize=(9, 4.6))
+    ax.bar(x, start, label="process start (kill to RESUMED)", color="#9db4d6")
+    ax.bar(x, rest, bottom=start, label="the rest of the stall", color="#d6785e")
+    ax.scatter(x, [a + b for a, b in zip(start, two)], marker="_", s=200, color="black",
+               label="start + 2 iterations", zorder=3)
+    ax.set_xticks(x)
+    ax.set_xticklabels([f"{r['trial']} {r['mode']}" for r in rows], fontsize=7, rotation=60,
+                       ha="right")
+    ax.set_ylabel("seconds the other workers stalled")
+    ax.set_xlabel("trial (mode)")
+    ax.set_title("Cost of one worker restart (tools/kill_trials.py)")
+    ax.set_ylim(0, 1.3 * max(a + b for a, b in zip(start, two)))
+    ax.legend(fontsize=8, ncol=3, loc="upper center")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
 def main():
     args = parse_args()
     args.mode_list = [m for m in args.modes.split(",") if m]
+    if args.from_csv:
+        with open(args.from_csv) as f:
+            plot(list(csv.DictReader(f)), args.plot)
+        return
     root = args.out or tempfile.mkdtemp(prefix="kill_trials_")
     os.makedirs(root, exist_ok=True)
     wrap_worker(args, root)
@@ -341,6 +377,8 @@ def main():
             w = csv.DictWriter(f, fieldnames=fields)
             w.writeheader()
             w.writerows(rows)
+    if args.plot:
+        plot(rows, args.plot)
     good = sum(r["identical"] for r in rows)
     print(f"{good} of {len(rows)} trials completed with param_l2 identical to the "
           f"uninterrupted run (seed {args.seed}; runs in {root})")

@@ -137,7 +137,8 @@ class Worker {
   absl::Status Finish();
 
   // The current iteration: completed Backward calls, plus the iteration the servers
-  // resumed from (a checkpoint's; 0 for a fresh run).
+  // resumed from (a checkpoint's; 0 for a fresh run), or for a rejoined worker the
+  // cluster's iteration when it rejoined.
   int64_t iteration() const;
   WorkerStats stats() const;
   const SlicePlan& plan() const;
