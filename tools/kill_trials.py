@@ -55,11 +55,12 @@ def parse_args():
     p.add_argument("--modes", default=",".join(MODES),
                    help="modes to draw from (comma-separated)")
     p.add_argument("--rejoin_timeout_s", type=float, default=30)
+    p.add_argument("--peer_timeout_s", type=float, default=2)
     p.add_argument("--batch_size", type=int, default=16)
     p.add_argument("--restart_delay_s", type=float, default=0,
                    help="a restarted worker sleeps this long before it starts (through a "
-                        "wrapper script): a slow process start, longer than the config's "
-                        "peer_timeout_s of 2 s, which the other workers must sit out")
+                        "wrapper script): a slow process start; above --peer_timeout_s the "
+                        "other workers must sit it out on the rejoin bound")
     p.add_argument("--csv", default="", help="write the trials here")
     p.add_argument("--plot", default="",
                    help="draw the recovery time of each trial here (PNG; needs matplotlib); "
@@ -74,10 +75,10 @@ def parse_args():
 
 
 def config_text(mode, iterations, workers, servers, shared_memory, rejoin_timeout_s,
-                batch_size=16):
+                batch_size=16, peer_timeout_s=2):
     return f"""name: "kill_trial"
 mode: "{mode}"
-cluster {{ workers: {workers} servers: {servers} peer_timeout_s: 2 rejoin_timeout_s: {rejoin_timeout_s} }}
+cluster {{ workers: {workers} servers: {servers} peer_timeout_s: {peer_timeout_s} rejoin_timeout_s: {rejoin_timeout_s} }}
 model {{ name: "small_cnn" }}
 data {{ dataset: "synthetic" synthetic_size: 2048 }}
 training {{ batch_size: {batch_size} iterations: {iterations} log_every: 1 evaluate: false threads: 1 warmup_iterations: 2 }}
@@ -151,7 +152,7 @@ def run_reference(args, root, mode, shared_memory):
     config_path = os.path.join(root, tag + ".textproto")
     with open(config_path, "w") as f:
         f.write(config_text(mode, args.iterations, args.workers, args.servers, shared_memory,
-                            args.rejoin_timeout_s, args.batch_size))
+                            args.rejoin_timeout_s, args.batch_size, args.peer_timeout_s))
     start = time.monotonic()
     proc, log = launch(args, out_dir, config_path, max_restarts=1)
     rc = proc.wait()
@@ -179,7 +180,7 @@ def run_trial(args, root, index, rng, references):
     config_path = os.path.join(root, tag + ".textproto")
     with open(config_path, "w") as f:
         f.write(config_text(mode, args.iterations, args.workers, args.servers, shared_memory,
-                            args.rejoin_timeout_s, args.batch_size))
+                            args.rejoin_timeout_s, args.batch_size, args.peer_timeout_s))
     worker_log = os.path.join(out_dir, "logs", f"worker_{rank}.log")
     start = time.monotonic()
     proc, log = launch(args, out_dir, config_path, max_restarts=1)
@@ -230,7 +231,7 @@ def exhaust(args, root):
     config_path = os.path.join(root, "exhaust.textproto")
     with open(config_path, "w") as f:
         f.write(config_text("p3", 200, args.workers, args.servers, True, args.rejoin_timeout_s,
-                            args.batch_size))
+                            args.batch_size, args.peer_timeout_s))
     out_dir = os.path.join(root, "exhaust")
     proc, log = launch(args, out_dir, config_path, max_restarts=1)
     worker_log = os.path.join(out_dir, "logs", "worker_1.log")
@@ -283,7 +284,7 @@ def late(args, root):
     config_path = os.path.join(root, "late.textproto")
     with open(config_path, "w") as f:
         f.write(config_text("p3", 200, args.workers, args.servers, True, args.rejoin_timeout_s,
-                            args.batch_size))
+                            args.batch_size, args.peer_timeout_s))
     out_dir = os.path.join(root, "late")
     start = time.monotonic()
     proc, log = launch(args, out_dir, config_path, max_restarts=1)
