@@ -535,8 +535,8 @@ absl::StatusOr<std::vector<Outgoing>> ParameterShard::Resume(int rank, uint64_t 
     const bool behind = s.version == version + 1 && s.previous != nullptr;
     if (s.version != version && !behind) {
       return absl::FailedPreconditionError(absl::StrCat(
-          "worker ", rank, " cannot resume at version ", version, ": slice ", id,
-          " is at version ", s.version, s.version == version + 1 ? " without its previous one" : ""));
+          "worker ", rank, " cannot resume at version ", version, ": slice ", id, " is at version ",
+          s.version, s.version == version + 1 ? " without its previous one" : ""));
     }
   }
   std::vector<Outgoing> out;

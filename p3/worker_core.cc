@@ -102,12 +102,12 @@ absl::StatusOr<std::vector<ToServer>> WorkerCore::Resume(
   std::vector<ToServer> out;
   for (int s = 0; s < options_.num_servers; ++s) {
     // Ahead of anything else on the stream: the server accepts nothing before it.
-    out.push_back(ToServer{.server = s,
-                           .message = Upstream{.kind = Upstream::Kind::kResume,
-                                               .iteration = resume},
-                           .priority = std::numeric_limits<int64_t>::min(),
-                           .tiebreak = 0,
-                           .bytes = 0});
+    out.push_back(
+        ToServer{.server = s,
+                 .message = Upstream{.kind = Upstream::Kind::kResume, .iteration = resume},
+                 .priority = std::numeric_limits<int64_t>::min(),
+                 .tiebreak = 0,
+                 .bytes = 0});
   }
   return out;
 }

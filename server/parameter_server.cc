@@ -101,15 +101,16 @@ class ParameterServer::Impl {
         mu_.Await(changed);
         continue;
       }
-      auto first = std::min_element(absent_.begin(), absent_.end(),
-                                    [](const auto& a, const auto& b) { return a.second < b.second; });
+      auto first =
+          std::min_element(absent_.begin(), absent_.end(),
+                           [](const auto& a, const auto& b) { return a.second < b.second; });
       const int rank = first->first;
       if (!mu_.AwaitWithDeadline(changed, first->second)) {
         absent_.erase(rank);
-        FailLocked(rank, absl::DeadlineExceededError(absl::StrCat(
-                             "died and did not rejoin within ",
-                             absl::FormatDuration(options_.rejoin_timeout),
-                             " (cluster.rejoin_timeout_s)")));
+        FailLocked(rank, absl::DeadlineExceededError(
+                             absl::StrCat("died and did not rejoin within ",
+                                          absl::FormatDuration(options_.rejoin_timeout),
+                                          " (cluster.rejoin_timeout_s)")));
       }
     }
     return failure_;
@@ -266,13 +267,14 @@ class ParameterServer::Impl {
       std::map<int, Connection*>* streams;
       int rank;
     } gone{&streams_, rank};
-    const bool ended = mu_.AwaitWithTimeout(
-        absl::Condition(+[](Gone* g) { return g->streams->count(g->rank) == 0; }, &gone),
-        options_.peer_timeout);
+    const bool ended =
+        mu_.AwaitWithTimeout(absl::Condition(
+                                 +[](Gone* g) { return g->streams->count(g->rank) == 0; }, &gone),
+                             options_.peer_timeout);
     if (!ended) {
-      return absl::UnavailableError(absl::StrCat(
-          "worker ", rank, " asks to rejoin, but its old stream did not end within ",
-          absl::FormatDuration(options_.peer_timeout)));
+      return absl::UnavailableError(
+          absl::StrCat("worker ", rank, " asks to rejoin, but its old stream did not end within ",
+                       absl::FormatDuration(options_.peer_timeout)));
     }
     return absl::OkStatus();
   }

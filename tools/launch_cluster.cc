@@ -250,7 +250,8 @@ int Main(int argc, char** argv) {
     return 2;
   }
   if (options.max_restarts > 0) {
-    if (config->mode() == "local" || absl::GetFlag(FLAGS_slurm) || absl::GetFlag(FLAGS_kubernetes)) {
+    if (config->mode() == "local" || absl::GetFlag(FLAGS_slurm) ||
+        absl::GetFlag(FLAGS_kubernetes)) {
       std::cerr << "launch_cluster: --max_restarts needs servers for a restarted worker to rejoin, "
                    "and this launcher supervising the processes: not with mode \"local\", "
                    "--slurm or --kubernetes\n";

@@ -94,8 +94,8 @@ absl::StatusOr<std::unique_ptr<ServerConnection>> ServerConnection::Open(
     conn->context_.TryCancel();
     conn->stream_->Finish();
     return absl::InternalError(absl::StrCat(
-        "server ", options.server_index, options.rejoin ? " did not take the Hello as a rejoin"
-                                                        : " took the Hello as a rejoin"));
+        "server ", options.server_index,
+        options.rejoin ? " did not take the Hello as a rejoin" : " took the Hello as a rejoin"));
   }
   if (reply.control.welcome().shared_memory() && options.shared_memory_name.empty()) {
     conn->context_.TryCancel();

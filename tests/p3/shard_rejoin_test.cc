@@ -81,7 +81,8 @@ void FullIteration(ParameterShard& shard, uint64_t iteration) {
   }
 }
 
-CATCH_TEST_CASE("a rejoined worker resumes and the values end bit-identical to an uninterrupted run") {
+CATCH_TEST_CASE(
+    "a rejoined worker resumes and the values end bit-identical to an uninterrupted run") {
   ParameterShard reference(Options());
   JoinAndInit(reference);
   for (uint64_t it = 0; it < 4; ++it) FullIteration(reference, it);
@@ -136,7 +137,8 @@ CATCH_TEST_CASE("a rejoined worker resumes and the values end bit-identical to a
   for (int s = 0; s < kSlices; ++s) CATCH_CHECK(shard.SliceValues(s)->second == 4);
 }
 
-CATCH_TEST_CASE("without values on push a rejoined worker's repeated gradient is acked and its pull served") {
+CATCH_TEST_CASE(
+    "without values on push a rejoined worker's repeated gradient is acked and its pull served") {
   ParameterShard reference(Options());
   JoinAndInit(reference, /*values_on_push=*/false);
   FullIteration(reference, 0);
@@ -166,7 +168,8 @@ CATCH_TEST_CASE("without values on push a rejoined worker's repeated gradient is
   CATCH_CHECK(Values(shard) == Values(reference));
 }
 
-CATCH_TEST_CASE("a rejoin is refused when rejoins are off, before the initial values, and after Done") {
+CATCH_TEST_CASE(
+    "a rejoin is refused when rejoins are off, before the initial values, and after Done") {
   ParameterShard off(Options(/*accept_rejoin=*/false));
   JoinAndInit(off);
   absl::StatusOr<uint64_t> refused = off.Rejoin(Signature(), 1);

@@ -325,7 +325,8 @@ CATCH_TEST_CASE("a restarted worker resumes at the oldest version any server hol
   CATCH_CHECK(f.core.Start({7, 7}).status().code() == absl::StatusCode::kFailedPrecondition);
 }
 
-CATCH_TEST_CASE("a resume without a version to resume at, or for a wrong server count, is refused") {
+CATCH_TEST_CASE(
+    "a resume without a version to resume at, or for a wrong server count, is refused") {
   Fixture f;
   CATCH_CHECK(f.core.Resume({7}).status().code() == absl::StatusCode::kInvalidArgument);
   CATCH_CHECK(f.core.Resume({UINT64_MAX, UINT64_MAX}).status().code() ==

@@ -182,8 +182,9 @@ absl::Status Launcher::RestartDeadWorkers() {
     ++restarts_used_;
     ++child.restarts;
     Say(absl::StrCat(child.label(), " (pid ", state->pid, ") ",
-                     DescribeWaitStatus(state->wait_status), "; restarting it with --rejoin (restart ",
-                     restarts_used_, " of ", options_.max_restarts, ")"));
+                     DescribeWaitStatus(state->wait_status),
+                     "; restarting it with --rejoin (restart ", restarts_used_, " of ",
+                     options_.max_restarts, ")"));
     std::vector<std::string> args = child.args;
     args.push_back("--rejoin");
     P3_RETURN_IF_ERROR(StartProcess(child, options_.worker_binary, args));
