@@ -469,7 +469,12 @@ bool ParameterShard::Finish(int rank) {
   return !finished_.empty();
 }
 
-absl::StatusOr<uint64_t> ParameterShard::Rejoin(const ClusterSignature& sig, int rank) {
+absl::Status ParameterShard::CheckRejoin(const ClusterSignature& sig, int rank) const {
+  absl::MutexLock lock(&mu_);
+  return CheckRejoinLocked(sig, rank);
+}
+
+absl::Status ParameterShard::CheckRejoinLocked(const ClusterSignature& sig, int rank) const {
   if (!options_.accept_rejoin) {
     return absl::FailedPreconditionError(
         absl::StrCat("worker ", rank, " asks to rejoin, but this server does not accept rejoins ",
@@ -479,22 +484,27 @@ absl::StatusOr<uint64_t> ParameterShard::Rejoin(const ClusterSignature& sig, int
     return absl::InvalidArgumentError(
         absl::StrCat("rank ", rank, " is out of range for ", options_.num_workers, " workers"));
   }
+  if (!configured_ || uninitialized_ > 0) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "worker ", rank, " asks to rejoin before the initial values are in; a worker that ",
+        "dies during the handshake cannot rejoin (restart the run)"));
+  }
+  std::string diff = DescribeDifference(sig, *signature_);
+  if (!diff.empty()) {
+    return absl::FailedPreconditionError(absl::StrCat("worker ", rank, " refused: ", diff));
+  }
+  if (finished_[rank]) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "worker ", rank, " asks to rejoin after its Done; the end of a run cannot be redone"));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<uint64_t> ParameterShard::Rejoin(const ClusterSignature& sig, int rank) {
   std::vector<int> owned;
   {
     absl::MutexLock lock(&mu_);
-    if (!configured_ || uninitialized_ > 0) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "worker ", rank, " asks to rejoin before the initial values are in; a worker that ",
-          "dies during the handshake cannot rejoin (restart the run)"));
-    }
-    std::string diff = DescribeDifference(sig, *signature_);
-    if (!diff.empty()) {
-      return absl::FailedPreconditionError(absl::StrCat("worker ", rank, " refused: ", diff));
-    }
-    if (finished_[rank]) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "worker ", rank, " asks to rejoin after its Done; the end of a run cannot be redone"));
-    }
+    P3_RETURN_IF_ERROR(CheckRejoinLocked(sig, rank));
     joined_[rank] = true;
     resuming_[rank] = true;
     owned = plan_->server_slices(options_.server_index);

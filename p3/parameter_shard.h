@@ -133,6 +133,9 @@ class ParameterShard {
   // (FailedPrecondition) when rejoins are off, before the initial values, and after the
   // rank's Done. The caller makes sure the old process's messages are no longer handled.
   absl::StatusOr<uint64_t> Rejoin(const ClusterSignature& signature, int rank);
+  // The checks of Rejoin() alone, changing nothing (the server runs them before it ends a
+  // stale stream of that rank, so that a Hello it would refuse cannot end a live one).
+  absl::Status CheckRejoin(const ClusterSignature& signature, int rank) const;
 
   // The rejoined worker `rank` resumes at iteration `version` (the oldest version over
   // every server): version `version` of each slice to it, the current one or, for a
@@ -221,6 +224,8 @@ class ParameterShard {
   // Applies options_.restore to the freshly made slices; refuses a checkpoint that does
   // not fit the plan.
   absl::Status Restore() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status CheckRejoinLocked(const ClusterSignature& signature, int rank) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void AddToCheckpoint(uint64_t version, SliceCheckpoint slice);
 };
 

@@ -36,6 +36,10 @@ struct HelloResult {
 absl::StatusOr<HelloResult> HandleHello(ParameterShard* shard, const wire::Hello& hello,
                                         int server_index);
 
+// The checks HandleHello makes of a Hello with `rejoin`, changing nothing.
+absl::Status CheckRejoinHello(const ParameterShard& shard, const wire::Hello& hello,
+                              int server_index);
+
 // A worker's buffers in shared memory (p3/shared_memory.h), mapped by this server: a
 // slice message with shared_count names values there instead of carrying them.
 struct SharedValues {

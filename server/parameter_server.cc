@@ -199,7 +199,11 @@ class ParameterServer::Impl {
     {
       absl::MutexLock lock(&mu_);
       if (!failure_.ok()) return failure_;
-      if (hello.rejoin()) P3_RETURN_IF_ERROR(EndOldStreamLocked(static_cast<int>(hello.rank())));
+      if (hello.rejoin()) {
+        // Refused here, the Hello cannot end a live stream of that rank.
+        P3_RETURN_IF_ERROR(CheckRejoinHello(shard_, hello, options_.shard.server_index));
+        P3_RETURN_IF_ERROR(EndOldStreamLocked(static_cast<int>(hello.rank())));
+      }
       // Refused: only this stream ends.
       P3_ASSIGN_OR_RETURN(HelloResult joined,
                           HandleHello(&shard_, hello, options_.shard.server_index));

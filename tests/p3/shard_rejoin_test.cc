@@ -193,6 +193,10 @@ CATCH_TEST_CASE(
   other.tensors[0].shape = {4};
   refused = done.Rejoin(other, 0);
   CATCH_CHECK(absl::IsFailedPrecondition(refused.status()));
+  // CheckRejoin says the same and changes nothing: rank 0 still trains on.
+  CATCH_CHECK(absl::IsFailedPrecondition(done.CheckRejoin(other, 0)));
+  CATCH_CHECK(done.CheckRejoin(Signature(), 0).ok());
+  CATCH_CHECK(Send(done, 0, 0, 0).ok());
 }
 
 CATCH_TEST_CASE("a rejoined worker must resume first, at a version its slices are at") {
