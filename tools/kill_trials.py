@@ -212,6 +212,10 @@ def run_trial(args, root, index, rng, references):
         row["param_l2"] = repr(s["param_l2"])
         all_l2 = [w["param_l2"] for w in s["workers_results"]]
         row["identical"] = int(s["param_l2"] == ref["param_l2"] and all_l2 == ref["all_l2"])
+        with open(log.name) as f:
+            if f"restarted worker {rank} ×1" not in f.read():
+                row["identical"] = 0
+                row["note"] = "the launcher did not report the restart"
         row["extra_wall_s"] = f"{wall - ref['wall_s']:.3f}"
         survivor = (rank + 1) % args.workers
         times = iteration_seconds(out_dir, survivor)

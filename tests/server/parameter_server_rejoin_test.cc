@@ -119,7 +119,8 @@ bool Mentions(const absl::Status& s, const std::string& text) {
   return s.message().find(text) != absl::string_view::npos;
 }
 
-CATCH_TEST_CASE("a worker whose stream broke rejoins, resumes, and the update is the uninterrupted one") {
+CATCH_TEST_CASE(
+    "a worker whose stream broke rejoins, resumes, and the update is the uninterrupted one") {
   std::unique_ptr<ParameterServer> server = StartServer(kBound);
   FakeWorker w0(0, 1.0f), w1(1, 3.0f);
   CATCH_REQUIRE(w0.Open(server->port(), false).ok());

@@ -613,6 +613,15 @@ int Launcher::Run() {
                    NumberText(rank0.at("samples_per_second")), " samples/s, final loss ",
                    NumberText(rank0.at("final_loss")), ", test accuracy ",
                    NumberText(rank0.at("test_accuracy"))));
+  if (restarts_used_ > 0) {
+    std::vector<std::string> restarted;
+    for (const Child& child : children_) {
+      if (child.restarts > 0)
+        restarted.push_back(absl::StrCat(child.label(), " ×", child.restarts));
+    }
+    Say(absl::StrCat("restarted ", absl::StrJoin(restarted, ", "),
+                     " (--max_restarts=", options_.max_restarts, ")"));
+  }
   if (!trace_path_.empty()) Say(absl::StrCat("trace: ", trace_path_));
   Say(absl::StrCat("summary: ", summary_path_));
   DrawCurves();
