@@ -80,6 +80,7 @@ absl::StatusOr<std::vector<Outgoing>> ParameterShard::Join(const ClusterSignatur
     plan_ = *std::move(plan);
     joined_.assign(sig.num_workers, false);
     finished_.assign(sig.num_workers, false);
+    resuming_.assign(sig.num_workers, false);
     slices_.clear();
     slices_.resize(plan_->slices().size());
     uninitialized_ = 0;
@@ -95,6 +96,7 @@ absl::StatusOr<std::vector<Outgoing>> ParameterShard::Join(const ClusterSignatur
         state->grad_ptrs.assign(sig.num_workers, nullptr);
         state->has.assign(sig.num_workers, false);
         state->received.assign(sig.num_workers, 0);
+        state->catch_up.assign(sig.num_workers, false);
       }
       slices_[id] = std::move(state);
       ++uninitialized_;
@@ -197,6 +199,10 @@ absl::StatusOr<ParameterShard::SliceState*> ParameterShard::Lookup(int rank, int
     return absl::FailedPreconditionError(
         absl::StrCat(what, " from worker ", rank, " after its Done"));
   }
+  if (resuming_[rank]) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(what, " from rejoined worker ", rank, " before its Resume"));
+  }
   if (slice_id < 0 || slice_id >= static_cast<int>(slices_.size())) {
     return absl::InvalidArgumentError(absl::StrCat(what, " for unknown slice ", slice_id,
                                                    "; the plan has ", slices_.size(), " slices"));
@@ -234,7 +240,7 @@ void ParameterShard::AppendParams(int slice_id, const SliceState& s, int rank,
 }
 
 void ParameterShard::TakeSnapshot(SliceState* s) {
-  std::shared_ptr<std::vector<float>> next = std::move(s->spare);
+  std::shared_ptr<std::vector<float>> next = std::move(s->previous);
   // use_count() 1: only this slice holds the buffer, and nobody can take a new reference
   // without the slice's lock. The fence pairs with the release in the last holder's
   // decrement, so its reads of the old values happen before these writes.
@@ -244,7 +250,7 @@ void ParameterShard::TakeSnapshot(SliceState* s) {
   } else {
     next = std::make_shared<std::vector<float>>(s->params);
   }
-  s->spare = std::move(s->snapshot);
+  s->previous = std::move(s->snapshot);
   s->snapshot = std::move(next);
 }
 
@@ -337,6 +343,27 @@ absl::Status ParameterShard::GradientFrom(int rank, int slice_id, uint64_t itera
     if (!s.initialized) {
       return absl::FailedPreconditionError(
           absl::StrCat("gradient for slice ", slice_id, " before its initial values"));
+    }
+    if (iteration + 1 == s.version && s.catch_up[rank]) {
+      // A rejoined worker's gradient of the iteration it resumed at, for a slice that
+      // summed the dead process's (the same values: same parameters, same batch) already.
+      // Its parts are checked and counted, not stored; the last one is answered.
+      P3_RETURN_IF_ERROR(CheckPart("gradient", slice_id, s.length, s.received[rank], offset, n));
+      s.received[rank] = offset + n;
+      if (s.received[rank] < s.length) return absl::OkStatus();
+      s.received[rank] = 0;
+      s.catch_up[rank] = false;
+      if (values_on_push) {
+        AppendParams(slice_id, s, rank, out);
+      } else {
+        Outgoing& ack = out->emplace_back();
+        ack.kind = Outgoing::Kind::kAck;
+        ack.rank = rank;
+        ack.slice_id = slice_id;
+        ack.iteration = iteration;
+        ack.priority = s.priority;
+      }
+      return absl::OkStatus();
     }
     if (iteration != s.version) {
       return absl::InvalidArgumentError(
@@ -440,6 +467,107 @@ bool ParameterShard::Finish(int rank) {
     if (!f) return false;
   }
   return !finished_.empty();
+}
+
+absl::Status ParameterShard::CheckRejoin(const ClusterSignature& sig, int rank) const {
+  absl::MutexLock lock(&mu_);
+  return CheckRejoinLocked(sig, rank);
+}
+
+absl::Status ParameterShard::CheckRejoinLocked(const ClusterSignature& sig, int rank) const {
+  if (!options_.accept_rejoin) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("worker ", rank, " asks to rejoin, but this server does not accept rejoins ",
+                     "(cluster.rejoin_timeout_s is 0)"));
+  }
+  if (rank < 0 || rank >= options_.num_workers) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("rank ", rank, " is out of range for ", options_.num_workers, " workers"));
+  }
+  if (!configured_ || uninitialized_ > 0) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "worker ", rank, " asks to rejoin before the initial values are in; a worker that ",
+        "dies during the handshake cannot rejoin (restart the run)"));
+  }
+  std::string diff = DescribeDifference(sig, *signature_);
+  if (!diff.empty()) {
+    return absl::FailedPreconditionError(absl::StrCat("worker ", rank, " refused: ", diff));
+  }
+  if (finished_[rank]) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "worker ", rank, " asks to rejoin after its Done; the end of a run cannot be redone"));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<uint64_t> ParameterShard::Rejoin(const ClusterSignature& sig, int rank) {
+  std::vector<int> owned;
+  {
+    absl::MutexLock lock(&mu_);
+    P3_RETURN_IF_ERROR(CheckRejoinLocked(sig, rank));
+    joined_[rank] = true;
+    resuming_[rank] = true;
+    owned = plan_->server_slices(options_.server_index);
+  }
+  uint64_t oldest = UINT64_MAX;
+  for (int id : owned) {
+    SliceState& s = *slices_[id];
+    absl::MutexLock slice_lock(&s.mu);
+    if (s.has[rank]) {
+      s.has[rank] = false;
+      --s.count;
+    }
+    s.received[rank] = 0;
+    s.catch_up[rank] = false;
+    s.pending_pulls.erase(std::remove(s.pending_pulls.begin(), s.pending_pulls.end(), rank),
+                          s.pending_pulls.end());
+    oldest = std::min(oldest, s.version);
+  }
+  return oldest;
+}
+
+absl::StatusOr<std::vector<Outgoing>> ParameterShard::Resume(int rank, uint64_t version) {
+  std::vector<int> owned;
+  {
+    absl::MutexLock lock(&mu_);
+    if (!configured_ || rank < 0 || rank >= static_cast<int>(resuming_.size()) ||
+        !resuming_[rank]) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("a Resume from worker ", rank, ", which has not rejoined (or resumed)"));
+    }
+    owned = plan_->server_slices(options_.server_index);
+  }
+  // Checked first for every slice, so that a refusal changes nothing. The versions cannot
+  // move meanwhile: each slice waits for this rank's gradient of its current iteration.
+  for (int id : owned) {
+    SliceState& s = *slices_[id];
+    absl::MutexLock slice_lock(&s.mu);
+    const bool behind = s.version == version + 1 && s.previous != nullptr;
+    if (s.version != version && !behind) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "worker ", rank, " cannot resume at version ", version, ": slice ", id, " is at version ",
+          s.version, s.version == version + 1 ? " without its previous one" : ""));
+    }
+  }
+  std::vector<Outgoing> out;
+  for (int id : owned) {
+    SliceState& s = *slices_[id];
+    absl::MutexLock slice_lock(&s.mu);
+    AppendParams(id, s, rank, &out);
+    if (s.version == version + 1) {
+      out.back().iteration = version;
+      out.back().values = s.previous;
+      s.catch_up[rank] = true;
+    }
+  }
+  absl::MutexLock lock(&mu_);
+  resuming_[rank] = false;
+  return out;
+}
+
+bool ParameterShard::initialized() const {
+  absl::MutexLock lock(&mu_);
+  return configured_ && uninitialized_ == 0;
 }
 
 std::optional<SlicePlan> ParameterShard::plan() const {

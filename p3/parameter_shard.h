@@ -11,6 +11,10 @@
 //   Gradient(r, s, t, g) for all r -> mean gradient applied, version t+1 of s to every
 //                                     worker (values_on_push), or to those that Pull
 //   Pull(r, s, v)                  -> version v of s to r, now or once it exists
+//   Rejoin(r), Resume(r, m)        -> a restarted worker r takes its old place: its partial
+//                                     gradients are dropped, it gets version m of every slice
+//                                     (a slice already at m+1: its previous values) and its
+//                                     gradient of m for such a slice is answered, not summed
 //
 // Example:
 //   ParameterShard shard({.server_index = 0, .num_workers = 2});
@@ -72,6 +76,9 @@ struct ShardOptions {
   // Start from this checkpoint instead of rank 0's initial values; checked against the
   // plan at the first Join. Default: none.
   std::optional<ShardCheckpoint> restore;
+  // Accept Rejoin() of a worker whose process died (docs/protocol.md, "Rejoining
+  // worker"). Default: false.
+  bool accept_rejoin = false;
 };
 
 class ParameterShard {
@@ -119,6 +126,32 @@ class ParameterShard {
   // Worker `rank` has finished. Returns true when every worker has.
   bool Finish(int rank);
 
+  // A restarted process takes worker `rank`'s place (ShardOptions::accept_rejoin), once
+  // every initial value is in; the rank may have joined before (its process died) or not
+  // (it died before its Hello reached this server). Checks the signature as Join does,
+  // drops the rank's gradients of the unfinished iteration (other workers' stay) and any
+  // pull it had pending, and returns the oldest version of this shard's slices: each is at
+  // that version or the next (synchronous SGD keeps them within one), or UINT64_MAX when
+  // the shard owns no slice. The rank must then Resume() before anything else. Refused
+  // (FailedPrecondition) when rejoins are off, before the initial values, and after the
+  // rank's Done. The caller makes sure the old process's messages are no longer handled.
+  absl::StatusOr<uint64_t> Rejoin(const ClusterSignature& signature, int rank);
+  // The checks of Rejoin() alone, changing nothing (the server runs them before it ends a
+  // stale stream of that rank, so that a Hello it would refuse cannot end a live one).
+  absl::Status CheckRejoin(const ClusterSignature& signature, int rank) const;
+
+  // The rejoined worker `rank` resumes at iteration `version` (the oldest version over
+  // every server): version `version` of each slice to it, the current one or, for a
+  // slice one version further, its previous values. Its gradient of iteration `version`
+  // of such a slice is then accepted once and answered (values_on_push: the current
+  // version; otherwise an Ack) without being summed again: it is the one the dead process
+  // sent already. Refused without a Rejoin, twice, or when a slice is neither at
+  // `version` nor at `version`+1; nothing changes then.
+  absl::StatusOr<std::vector<Outgoing>> Resume(int rank, uint64_t version);
+
+  // Every slice has its initial values (or the restored checkpoint's).
+  bool initialized() const;
+
   // The version every slice starts at: the restored checkpoint's iteration, else 0.
   uint64_t start_version() const { return options_.restore ? options_.restore->iteration : 0; }
 
@@ -156,11 +189,15 @@ class ParameterShard {
     std::vector<int64_t> received ABSL_GUARDED_BY(mu);
     int count ABSL_GUARDED_BY(mu) = 0;
     std::vector<int> pending_pulls ABSL_GUARDED_BY(mu);  // ranks waiting for version+1
+    // catch_up[r]: rank r resumed at version-1 and its gradient of that iteration, already
+    // summed before its process died, is still to be answered (Resume()).
+    std::vector<bool> catch_up ABSL_GUARDED_BY(mu);
     // The current version's values as sent to the workers: never written while anyone
-    // else holds a reference. `spare` is the previous one, reused for the next version
-    // when no outgoing message holds it any more.
+    // else holds a reference. `previous` is the version before (null at the start
+    // version): what a rejoined worker resuming one version back reads (Resume()); its
+    // buffer is reused for the next version when no outgoing message holds it any more.
     std::shared_ptr<std::vector<float>> snapshot ABSL_GUARDED_BY(mu);
-    std::shared_ptr<std::vector<float>> spare ABSL_GUARDED_BY(mu);
+    std::shared_ptr<std::vector<float>> previous ABSL_GUARDED_BY(mu);
   };
 
   // Both Gradient()s: the values from `values` (n floats) or from `segments`.
@@ -186,6 +223,8 @@ class ParameterShard {
   std::optional<SlicePlan> plan_ ABSL_GUARDED_BY(mu_);
   std::vector<bool> joined_ ABSL_GUARDED_BY(mu_);
   std::vector<bool> finished_ ABSL_GUARDED_BY(mu_);
+  // resuming_[r]: rank r rejoined and has not sent its Resume yet.
+  std::vector<bool> resuming_ ABSL_GUARDED_BY(mu_);
   int uninitialized_ ABSL_GUARDED_BY(mu_) = 0;
   // Indexed by global slice id; null for slices of other servers. Set once under mu_ by
   // the first Join and never resized afterwards.
@@ -199,6 +238,8 @@ class ParameterShard {
   // Applies options_.restore to the freshly made slices; refuses a checkpoint that does
   // not fit the plan.
   absl::Status Restore() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status CheckRejoinLocked(const ClusterSignature& signature, int rank) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void AddToCheckpoint(uint64_t version, SliceCheckpoint slice);
 };
 

@@ -1,6 +1,8 @@
 #include "p3/worker_core.h"
 
+#include <algorithm>
 #include <cstring>
+#include <limits>
 #include <string>
 #include <utility>
 
@@ -77,6 +79,35 @@ absl::StatusOr<std::vector<ToServer>> WorkerCore::Start(
     for (const Slice& slice : plan_->slices()) {
       out.push_back(Message(Upstream::Kind::kInit, slice.id, 0, /*values=*/true));
     }
+  }
+  return out;
+}
+
+absl::StatusOr<std::vector<ToServer>> WorkerCore::Resume(
+    const std::vector<uint64_t>& current_versions) {
+  if (static_cast<int>(current_versions.size()) != options_.num_servers) {
+    return absl::InvalidArgumentError(absl::StrCat("current versions of ", current_versions.size(),
+                                                   " servers, expected ", options_.num_servers));
+  }
+  const uint64_t resume = *std::min_element(current_versions.begin(), current_versions.end());
+  if (resume == UINT64_MAX) {
+    return absl::FailedPreconditionError("no server reported a version to resume at");
+  }
+  {
+    absl::MutexLock lock(&mu_);
+    if (started_) return absl::FailedPreconditionError("the worker has started already");
+    started_ = true;
+    start_version_ = resume;
+  }
+  std::vector<ToServer> out;
+  for (int s = 0; s < options_.num_servers; ++s) {
+    // Ahead of anything else on the stream: the server accepts nothing before it.
+    out.push_back(
+        ToServer{.server = s,
+                 .message = Upstream{.kind = Upstream::Kind::kResume, .iteration = resume},
+                 .priority = std::numeric_limits<int64_t>::min(),
+                 .tiebreak = 0,
+                 .bytes = 0});
   }
   return out;
 }
@@ -197,6 +228,7 @@ const float* WorkerCore::Values(const Upstream& message, int64_t offset) const {
     case Upstream::Kind::kPull:
     case Upstream::Kind::kDone:
     case Upstream::Kind::kBuffers:
+    case Upstream::Kind::kResume:
       break;
   }
   return nullptr;

@@ -9,6 +9,8 @@
 //
 // Protocol, per slice s (see docs/protocol.md):
 //   Start(start versions)  -> Init of every slice (rank 0 of a fresh run only)
+//   Resume(current versions) -> Resume{m} to every server (a restarted worker instead of
+//                             Start; m is the oldest version any server holds)
 //   Gradient(s, t)         -> Gradient{s, t} to s's server
 //   Params(s, v, part)     -> the part copied into the parameters; with the last part the
 //                             slice holds version v (the VersionTracker is told)
@@ -52,10 +54,11 @@ namespace p3 {
 struct Upstream {
   // kBuffers: the model's buffers for their mean over the workers (server 0 only;
   // p3/buffer_average.h); not part of the WorkerCore's protocol state.
-  enum class Kind { kInit, kGradient, kPull, kDone, kBuffers };
+  enum class Kind { kInit, kGradient, kPull, kDone, kResume, kBuffers };
   Kind kind = Kind::kGradient;
   int slice_id = 0;
-  uint64_t iteration = 0;  // kGradient: iteration; kPull: wanted version; kBuffers: round
+  // kGradient: iteration; kPull: wanted version; kResume: version; kBuffers: round
+  uint64_t iteration = 0;
   std::shared_ptr<const std::vector<float>> buffers;  // kBuffers only
 };
 
@@ -96,6 +99,13 @@ class WorkerCore {
   // Init of every slice for rank 0 of a fresh run, else nothing. Once only.
   absl::StatusOr<std::vector<ToServer>> Start(const std::vector<uint64_t>& start_versions);
 
+  // Instead of Start, for a process that replaces a dead worker of the same rank: every
+  // server welcomed it as rejoined with its oldest slice version (UINT64_MAX: it owns no
+  // slice). The worker resumes at the smallest, m: returns Resume{m} for every server,
+  // which answers with version m of each of its slices. start_version() is then m, and
+  // nothing else differs from a worker that started at m. Once only.
+  absl::StatusOr<std::vector<ToServer>> Resume(const std::vector<uint64_t>& current_versions);
+
   // The gradient of `slice_id` at `iteration` is in the gradient buffer: the message to
   // send. Refused before Start() or for a slice outside the plan.
   absl::StatusOr<ToServer> Gradient(int slice_id, uint64_t iteration);
@@ -128,7 +138,7 @@ class WorkerCore {
   // for other kinds.
   const float* Values(const Upstream& message, int64_t offset) const;
 
-  // The version the servers started from; 0 before Start().
+  // The version the servers started from (Resume: where this worker resumed); 0 before.
   uint64_t start_version() const;
 
  private:

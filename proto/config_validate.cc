@@ -150,6 +150,7 @@ absl::Status ValidateConfig(const ExperimentConfig& config) {
               absl::StrCat("must be 0 (no reports) or a positive number of seconds, got ",
                            cluster.stall_report_s()));
   }
+  check.NonNegative("cluster.rejoin_timeout_s", cluster.rejoin_timeout_s());
 
   const ModelConfig& model = config.model();
   check.Word("model.name", model.name(), "_", "a model name of the zoo (letters, digits, '_')");

@@ -44,23 +44,40 @@ absl::StatusOr<const float*> SharedSlice(uint32_t slice_id, uint64_t offset, uin
   return (init ? shared->params : shared->grads) + slice.offset + offset;
 }
 
-}  // namespace
-
-absl::StatusOr<HelloResult> HandleHello(ParameterShard* shard, const wire::Hello& hello,
-                                        int server_index) {
+// The signature of a Hello, after the checks that need no shard: rank and server index.
+absl::StatusOr<ClusterSignature> CheckedSignature(const wire::Hello& hello, int server_index) {
   P3_ASSIGN_OR_RETURN(ClusterSignature sig, SignatureFromHello(hello));
-  HelloResult result;
-  result.rank = static_cast<int>(hello.rank());
   if (hello.rank() >= static_cast<uint32_t>(sig.num_workers)) {
     return absl::InvalidArgumentError(
         absl::StrCat("rank ", hello.rank(), " is out of range for ", sig.num_workers, " workers"));
   }
   if (static_cast<int>(hello.server_index()) != server_index) {
-    return absl::FailedPreconditionError(absl::StrCat("worker ", result.rank, " addressed server ",
+    return absl::FailedPreconditionError(absl::StrCat("worker ", hello.rank(), " addressed server ",
                                                       hello.server_index(), ", but this is server ",
                                                       server_index));
   }
-  P3_ASSIGN_OR_RETURN(result.out, shard->Join(sig, result.rank));
+  return sig;
+}
+
+}  // namespace
+
+absl::Status CheckRejoinHello(const ParameterShard& shard, const wire::Hello& hello,
+                              int server_index) {
+  P3_ASSIGN_OR_RETURN(const ClusterSignature sig, CheckedSignature(hello, server_index));
+  return shard.CheckRejoin(sig, static_cast<int>(hello.rank()));
+}
+
+absl::StatusOr<HelloResult> HandleHello(ParameterShard* shard, const wire::Hello& hello,
+                                        int server_index) {
+  P3_ASSIGN_OR_RETURN(ClusterSignature sig, CheckedSignature(hello, server_index));
+  HelloResult result;
+  result.rank = static_cast<int>(hello.rank());
+  if (hello.rejoin()) {
+    P3_ASSIGN_OR_RETURN(result.current_version, shard->Rejoin(sig, result.rank));
+    result.rejoined = true;
+  } else {
+    P3_ASSIGN_OR_RETURN(result.out, shard->Join(sig, result.rank));
+  }
   result.signature = std::move(sig);
   return result;
 }
@@ -121,6 +138,9 @@ absl::Status HandleWorkerMessage(ParameterShard* shard, int rank, const wire::Wo
                            reinterpret_cast<const float*>(msg.buffers().values().data()), n);
       break;
     }
+    case wire::WorkerMessage::kResume:
+      out = shard->Resume(rank, msg.resume().version());
+      break;
     case wire::WorkerMessage::kDone:
       handled->done = true;
       handled->all_done = shard->Finish(rank);

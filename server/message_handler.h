@@ -24,11 +24,21 @@ struct HelloResult {
   int rank = 0;
   ClusterSignature signature;
   std::vector<Outgoing> out;  // what the shard sends the new worker at once
+  // A Hello with `rejoin` (ParameterShard::Rejoin): the worker takes a dead process's
+  // place and resumes once it knows every server's oldest version, this server's being
+  // `current_version`.
+  bool rejoined = false;
+  uint64_t current_version = 0;
 };
 
-// Checks a Hello (protocol version, signature, server index) and joins the worker.
+// Checks a Hello (protocol version, signature, server index) and joins the worker, or
+// with `rejoin` set rejoins it.
 absl::StatusOr<HelloResult> HandleHello(ParameterShard* shard, const wire::Hello& hello,
                                         int server_index);
+
+// The checks HandleHello makes of a Hello with `rejoin`, changing nothing.
+absl::Status CheckRejoinHello(const ParameterShard& shard, const wire::Hello& hello,
+                              int server_index);
 
 // A worker's buffers in shared memory (p3/shared_memory.h), mapped by this server: a
 // slice message with shared_count names values there instead of carrying them.

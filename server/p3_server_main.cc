@@ -53,6 +53,7 @@ int main(int argc, char** argv) {
   options.shard.optimizer = p3::OptimizerFromConfig(*config);
   options.peer_timeout = absl::Seconds(config->cluster().peer_timeout_s());
   options.stall_report = absl::Seconds(config->cluster().stall_report_s());
+  options.rejoin_timeout = absl::Seconds(config->cluster().rejoin_timeout_s());
   options.max_message_params = config->scheduling().max_message_params();
   options.credit_bytes = config->scheduling().credit_bytes();
   options.shared_memory = config->scheduling().shared_memory();

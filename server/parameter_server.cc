@@ -93,11 +93,32 @@ class ParameterServer::Impl {
 
   absl::Status Wait() {
     absl::MutexLock lock(&mu_);
-    mu_.Await(absl::Condition(
-        +[](Impl* self) ABSL_EXCLUSIVE_LOCKS_REQUIRED(self->mu_) {
-          return self->all_done_ || !self->failure_.ok();
-        },
-        this));
+    while (!all_done_ && failure_.ok()) {
+      // Wakes up when the run ends, when a worker leaves or rejoins, or at the deadline of
+      // the worker that has been gone longest.
+      wait_generation_ = absent_generation_;
+      const absl::Condition changed(
+          +[](Impl* self) ABSL_EXCLUSIVE_LOCKS_REQUIRED(self->mu_) {
+            return self->all_done_ || !self->failure_.ok() ||
+                   self->absent_generation_ != self->wait_generation_;
+          },
+          this);
+      if (absent_.empty()) {
+        mu_.Await(changed);
+        continue;
+      }
+      auto first =
+          std::min_element(absent_.begin(), absent_.end(),
+                           [](const auto& a, const auto& b) { return a.second < b.second; });
+      const int rank = first->first;
+      if (!mu_.AwaitWithDeadline(changed, first->second)) {
+        absent_.erase(rank);
+        FailLocked(rank, absl::DeadlineExceededError(
+                             absl::StrCat("died and did not rejoin within ",
+                                          absl::FormatDuration(options_.rejoin_timeout),
+                                          " (cluster.rejoin_timeout_s)")));
+      }
+    }
     return failure_;
   }
 
@@ -153,6 +174,9 @@ class ParameterServer::Impl {
     std::unique_ptr<SharedRegion> shared;
     std::optional<SlicePlan> plan;
     SharedValues shared_values;
+    // The Hello was a rejoin (Welcome.rejoined), and this shard's oldest version then.
+    bool rejoined = false;
+    uint64_t current_version = 0;
 
     bool Push(Pending pending, int64_t priority, int64_t tiebreak, int64_t bytes) {
       return queue->Push(lane, std::move(pending), priority, tiebreak, bytes);
@@ -183,6 +207,11 @@ class ParameterServer::Impl {
     {
       absl::MutexLock lock(&mu_);
       if (!failure_.ok()) return failure_;
+      if (hello.rejoin()) {
+        // Refused here, the Hello cannot end a live stream of that rank.
+        P3_RETURN_IF_ERROR(CheckRejoinHello(shard_, hello, options_.shard.server_index));
+        P3_RETURN_IF_ERROR(EndOldStreamLocked(static_cast<int>(hello.rank())));
+      }
       // Refused: only this stream ends.
       P3_ASSIGN_OR_RETURN(HelloResult joined,
                           HandleHello(&shard_, hello, options_.shard.server_index));
@@ -191,6 +220,14 @@ class ParameterServer::Impl {
       conn = std::make_unique<Connection>();
       conn->rank = rank;
       conn->context = context;
+      conn->rejoined = joined.rejoined;
+      conn->current_version = joined.current_version;
+      if (joined.rejoined) {
+        std::cerr << "server " << options_.shard.server_index << ": worker " << rank
+                  << " rejoined; its slices here are at version " << joined.current_version
+                  << " or the next" << std::endl;
+        if (absent_.erase(rank) > 0) ++absent_generation_;
+      }
       if (!hello.shared_memory_name().empty() && options_.shared_memory) {
         MapSharedMemory(hello, conn.get());
       }
@@ -218,19 +255,47 @@ class ParameterServer::Impl {
     }
     std::thread writer([this, &connection, stream] { WriteLoop(&connection, stream); });
 
-    absl::Status status = ReadLoop(rank, connection, stream);
-    if (!status.ok()) Fail(rank, status);
+    bool awaiting_rejoin = false;
+    absl::Status status = ReadLoop(rank, connection, stream, &awaiting_rejoin);
+    if (!status.ok() && !awaiting_rejoin) Fail(rank, status);
     connection.queue->Close(connection.lane);
     writer.join();
     {
       absl::MutexLock lock(&mu_);
-      streams_.erase(rank);
+      auto it = streams_.find(rank);
+      if (it != streams_.end() && it->second == &connection) streams_.erase(it);
     }
     return status;
   }
 
+  // A rejoining worker's old stream may not have noticed yet that its process is gone:
+  // it is cancelled, and the rejoin waits (at most peer_timeout) until its handler has
+  // returned, so that none of the old process's messages is handled after the rejoin.
+  absl::Status EndOldStreamLocked(int rank) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    auto it = streams_.find(rank);
+    if (it == streams_.end()) return absl::OkStatus();
+    it->second->context->TryCancel();
+    struct Gone {
+      std::map<int, Connection*>* streams;
+      int rank;
+    } gone{&streams_, rank};
+    const bool ended =
+        mu_.AwaitWithTimeout(absl::Condition(
+                                 +[](Gone* g) { return g->streams->count(g->rank) == 0; }, &gone),
+                             options_.peer_timeout);
+    if (!ended) {
+      return absl::UnavailableError(
+          absl::StrCat("worker ", rank, " asks to rejoin, but its old stream did not end within ",
+                       absl::FormatDuration(options_.peer_timeout)));
+    }
+    return absl::OkStatus();
+  }
+
   // Reads until the worker's Done (OK) or an error.
-  absl::Status ReadLoop(int rank, const Connection& conn, TrainStream* stream) {
+  // A stream that breaks sets `awaiting_rejoin` when the worker may rejoin (rejoins on,
+  // initial values in): the run goes on without it for up to rejoin_timeout (Wait()).
+  absl::Status ReadLoop(int rank, const Connection& conn, TrainStream* stream,
+                        bool* awaiting_rejoin) {
     const int track = conn.receive_track;
     const SharedValues* shared = conn.shared != nullptr ? &conn.shared_values : nullptr;
     // All reused from message to message: no allocation per gradient.
@@ -258,9 +323,23 @@ class ParameterServer::Impl {
       // snapshot's buffer as soon as the messages are written.
       handled.out.clear();
     }
-    {
-      absl::MutexLock lock(&mu_);
-      if (!failure_.ok()) return failure_;
+    absl::MutexLock lock(&mu_);
+    if (!failure_.ok()) return failure_;
+    if (options_.rejoin_timeout > absl::ZeroDuration() && !shut_down_) {
+      if (!shard_.initialized()) {
+        return absl::UnavailableError(absl::StrCat(
+            "worker ", rank, " disconnected during the handshake, before the initial values ",
+            "were in; a worker can rejoin only after them"));
+      }
+      *awaiting_rejoin = true;
+      absent_[rank] = absl::Now() + options_.rejoin_timeout;
+      ++absent_generation_;
+      std::cerr << "server " << options_.shard.server_index << ": worker " << rank
+                << " disconnected before it was done; waiting up to "
+                << absl::FormatDuration(options_.rejoin_timeout) << " for it to rejoin"
+                << std::endl;
+      return absl::UnavailableError(
+          absl::StrCat("worker ", rank, " disconnected; waiting for it to rejoin"));
     }
     return absl::UnavailableError(
         absl::StrCat("worker ", rank, " disconnected before it was done"));
@@ -342,6 +421,8 @@ class ParameterServer::Impl {
             w->set_server_index(options_.shard.server_index);
             w->set_start_version(shard_.start_version());
             w->set_shared_memory(conn->shared != nullptr);
+            w->set_rejoined(conn->rejoined);
+            w->set_current_version(conn->current_version);
             break;
           }
           case Pending::Kind::kStall: {
@@ -456,6 +537,10 @@ class ParameterServer::Impl {
   // Worker `rank` broke the run: every other stream is told why and ended.
   void Fail(int rank, const absl::Status& status) {
     absl::MutexLock lock(&mu_);
+    FailLocked(rank, status);
+  }
+
+  void FailLocked(int rank, const absl::Status& status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     if (!failure_.ok()) return;
     failure_ = absl::Status(status.code(), absl::StrCat("worker ", rank, ": ", status.message()));
     for (auto& [other, conn] : streams_) {
@@ -485,6 +570,11 @@ class ParameterServer::Impl {
   absl::Status failure_ ABSL_GUARDED_BY(mu_);
   bool all_done_ ABSL_GUARDED_BY(mu_) = false;
   bool shut_down_ ABSL_GUARDED_BY(mu_) = false;
+  // Workers gone and awaited (rejoin_timeout > 0): rank -> when waiting ends. Every
+  // change bumps absent_generation_, which Wait() watches.
+  std::map<int, absl::Time> absent_ ABSL_GUARDED_BY(mu_);
+  int64_t absent_generation_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t wait_generation_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 absl::StatusOr<std::unique_ptr<ParameterServer>> ParameterServer::Start(
@@ -493,7 +583,12 @@ absl::StatusOr<std::unique_ptr<ParameterServer>> ParameterServer::Start(
   if (options.shard.num_workers < 1) {
     return absl::InvalidArgumentError("cluster.workers: must be >= 1");
   }
-  auto impl = std::make_unique<Impl>(options);
+  if (options.rejoin_timeout < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("cluster.rejoin_timeout_s: must be >= 0");
+  }
+  ServerOptions resolved = options;
+  resolved.shard.accept_rejoin = options.rejoin_timeout > absl::ZeroDuration();
+  auto impl = std::make_unique<Impl>(resolved);
   P3_RETURN_IF_ERROR(impl->Start());
   return std::unique_ptr<ParameterServer>(new ParameterServer(std::move(impl)));
 }

@@ -13,7 +13,10 @@
 // why. Once a worker has joined, synchronous training needs it: if its stream breaks or
 // it sends a malformed message, every stream is ended with an error naming that worker,
 // and Wait() returns that error. A dead worker's connection is detected by TCP or by
-// keepalive pings within `peer_timeout`.
+// keepalive pings within `peer_timeout`. With `rejoin_timeout` > 0, a worker whose stream
+// breaks after the initial values are in may instead be replaced: the server waits that
+// long for a Hello with `rejoin` of the same rank (docs/protocol.md, "Rejoining worker")
+// while the other workers simply wait for their parameters; past it, it fails as above.
 //
 // Example:
 //   ServerOptions options;
@@ -69,6 +72,10 @@ struct ServerOptions {
   std::string tls_key_pem;
   // Shared token a worker's Hello must carry; empty: no check. Default: "".
   std::string token;
+  // > 0: a worker whose stream breaks (its process died) may rejoin within this long
+  // (ShardOptions::accept_rejoin is set from it). 0: a broken stream fails the run at
+  // once. Default: 0.
+  absl::Duration rejoin_timeout = absl::ZeroDuration();
   // Records, per worker stream, each message handled (aggregation and update) and each
   // write; not owned, may be null. Default: none.
   TraceRecorder* trace = nullptr;
@@ -82,7 +89,8 @@ class ParameterServer {
   // The bound port.
   int port() const;
 
-  // Blocks until every worker has finished (OK), or the run failed (the error).
+  // Blocks until every worker has finished (OK), or the run failed (the error). Also
+  // where a worker that did not rejoin within rejoin_timeout fails the run.
   absl::Status Wait();
 
   // The shard, for inspection in tests.

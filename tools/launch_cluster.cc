@@ -43,6 +43,7 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/time.h"
 #include "p3/file_util.h"
@@ -76,6 +77,11 @@ ABSL_FLAG(std::string, plot_script, "tools/plot_records.py",
           "launcher's runfiles).");
 ABSL_FLAG(double, kill_grace_s, 5, "Seconds between SIGTERM and SIGKILL when stopping processes.");
 ABSL_FLAG(int, log_tail_lines, 20, "Lines of a failed process's log to print.");
+ABSL_FLAG(int, max_restarts, 0,
+          "Restarts of dead workers allowed over the whole run (torchrun's name): a worker "
+          "that dies is started again with the same rank and rejoins the servers, which wait "
+          "cluster.rejoin_timeout_s for it (set to cluster.peer_timeout_s when 0). 0: a dead "
+          "worker ends the run.");
 ABSL_FLAG(
     bool, check_network, false,
     "Set up the config's emulated network (network.bandwidth_gbps > 0), measure every "
@@ -180,6 +186,12 @@ int Main(int argc, char** argv) {
   options.working_dir = !invocation_dir.empty() ? invocation_dir : current_dir;
   options.kill_grace = absl::Seconds(std::max(0.0, absl::GetFlag(FLAGS_kill_grace_s)));
   options.log_tail_lines = std::max(1, absl::GetFlag(FLAGS_log_tail_lines));
+  options.max_restarts = absl::GetFlag(FLAGS_max_restarts);
+  if (options.max_restarts < 0) {
+    std::cerr << "launch_cluster: --max_restarts=" << options.max_restarts
+              << " is out of range; allowed >= 0 (0: no restarts)\n";
+    return 2;
+  }
   options.live_progress = isatty(STDOUT_FILENO) == 1;
   options.server_port = absl::GetFlag(FLAGS_server_port);
   options.remote_output_dir = absl::GetFlag(FLAGS_remote_output_dir);
@@ -236,6 +248,32 @@ int Main(int argc, char** argv) {
                  "with\n  bazel run //tools:pipeline_train -- --config="
               << options.config_path << "\n(docs/pipeline.md)\n";
     return 2;
+  }
+  if (options.max_restarts > 0) {
+    if (config->mode() == "local" || absl::GetFlag(FLAGS_slurm) ||
+        absl::GetFlag(FLAGS_kubernetes)) {
+      std::cerr << "launch_cluster: --max_restarts needs servers for a restarted worker to rejoin, "
+                   "and this launcher supervising the processes: not with mode \"local\", "
+                   "--slurm or --kubernetes\n";
+      return 2;
+    }
+    if (config->cluster().rejoin_timeout_s() == 0) {
+      // The servers accept a rejoin only with a bound on how long they wait for it.
+      const std::string bound =
+          absl::StrCat("cluster.rejoin_timeout_s=", config->cluster().peer_timeout_s());
+      absl::StatusOr<config::ExperimentConfig> with_bound =
+          config::LoadConfig(options.config_path, [&] {
+            std::vector<std::string> all = overrides;
+            all.push_back(bound);
+            return all;
+          }());
+      if (!with_bound.ok()) {
+        std::cerr << "launch_cluster: invalid config:\n" << with_bound.status().message() << "\n";
+        return 2;
+      }
+      config = *std::move(with_bound);
+      options.overrides.push_back(bound + " (set by --max_restarts)");
+    }
   }
   if (!collect_dir.empty()) {
     config->set_output_dir(resolve(collect_dir));

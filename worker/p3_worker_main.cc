@@ -25,6 +25,9 @@ ABSL_FLAG(std::string, servers, "", "comma-separated host:port of the servers, i
 ABSL_FLAG(std::string, result_file, "", "where to write the result JSON");
 ABSL_FLAG(std::string, records_file, "", "where to write per-iteration records (CSV)");
 ABSL_FLAG(std::string, trace_file, "", "where to write this worker's timeline (Chrome trace JSON)");
+ABSL_FLAG(bool, rejoin, false,
+          "this process replaces a dead worker of the same rank: rejoin the servers and "
+          "resume at the cluster's iteration (needs cluster.rejoin_timeout_s > 0)");
 
 namespace {
 
@@ -54,6 +57,7 @@ int main(int argc, char** argv) {
   const std::string servers = absl::GetFlag(FLAGS_servers);
   if (!servers.empty()) options.servers = absl::StrSplit(servers, ',');
   options.progress = &std::cout;
+  options.rejoin = absl::GetFlag(FLAGS_rejoin);
   // Rank 0's parameters are the cluster's; it alone writes the model.
   if (options.rank == 0) options.model_file = p3::ModelFileFromConfig(*config);
   const std::string trace_file = absl::GetFlag(FLAGS_trace_file);

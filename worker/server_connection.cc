@@ -53,6 +53,7 @@ absl::StatusOr<std::unique_ptr<ServerConnection>> ServerConnection::Open(
   hello->set_rank(options.rank);
   hello->set_server_index(options.server_index);
   hello->set_token(options.token);
+  hello->set_rejoin(options.rejoin);
   if (!options.shared_memory_name.empty()) {
     hello->set_shared_memory_name(options.shared_memory_name);
     hello->set_shared_memory_nonce(options.shared_memory_nonce);
@@ -91,6 +92,13 @@ absl::StatusOr<std::unique_ptr<ServerConnection>> ServerConnection::Open(
     return absl::InternalError(
         absl::StrCat("server ", options.server_index, " answered the Hello without a Welcome",
                      decoded.ok() ? "" : absl::StrCat(" (", decoded.message(), ")")));
+  }
+  if (reply.control.welcome().rejoined() != options.rejoin) {
+    conn->context_.TryCancel();
+    conn->stream_->Finish();
+    return absl::InternalError(absl::StrCat(
+        "server ", options.server_index,
+        options.rejoin ? " did not take the Hello as a rejoin" : " took the Hello as a rejoin"));
   }
   if (reply.control.welcome().shared_memory() && options.shared_memory_name.empty()) {
     conn->context_.TryCancel();
@@ -184,9 +192,15 @@ void ServerConnection::WriteLoop() {
         bytes_sent_ += item->bytes;
         ok = stream_->Write(EncodeMessage(msg));
         break;
+      case Upstream::Kind::kResume:
+        msg.Clear();
+        msg.mutable_resume()->set_version(up.iteration);
+        ok = stream_->Write(EncodeMessage(msg));
+        break;
     }
     if (options_.trace != nullptr && options_.trace->enabled()) {
-      static constexpr const char* kNames[] = {"init", "gradient", "pull", "done", "buffers"};
+      static constexpr const char* kNames[] = {"init", "gradient", "pull", "done", "resume",
+                                               "buffers"};
       options_.trace->Complete(
           send_track_, absl::StrCat(kNames[static_cast<int>(up.kind)], " ", up.slice_id), "send",
           start, absl::Now(),

@@ -75,6 +75,10 @@ struct ConnectionOptions {
   // then on the values travel through it. Empty name: no offer. Default: none.
   std::string shared_memory_name;
   uint64_t shared_memory_nonce = 0;
+  // This process replaces a dead worker of the same rank: the Hello says `rejoin`, and the
+  // server must answer with a Welcome that says `rejoined` (docs/protocol.md). Default:
+  // false.
+  bool rejoin = false;
   // Fault injection for tests: called on the writer thread with each message just before
   // it is written. It may block: the stream then has no write in flight, and later
   // messages wait in the send queue, which orders them. Default: none.
@@ -99,6 +103,7 @@ class ServerConnection : public Transport {
   absl::Status Close(absl::Time deadline) override;
   void Shutdown() override;
   uint64_t start_version() const override { return welcome_.start_version(); }
+  uint64_t current_version() const override { return welcome_.current_version(); }
   int64_t bytes_sent() const override { return bytes_sent_.load(); }
   int64_t bytes_received() const override { return bytes_received_.load(); }
   int64_t bytes_shared() const override { return bytes_shared_.load(); }

@@ -126,6 +126,8 @@ absl::StatusOr<WorkerOptions> WorkerOptionsFromConfig(const config::ExperimentCo
   wo.shared_memory_servers = config::SharedMemoryServers(config, options.rank);
   wo.peer_timeout = absl::Seconds(config.cluster().peer_timeout_s());
   wo.stall_report = absl::Seconds(config.cluster().stall_report_s());
+  wo.rejoin_timeout = absl::Seconds(config.cluster().rejoin_timeout_s());
+  wo.rejoin = options.rejoin;
   wo.trace = options.trace;
   P3_ASSIGN_OR_RETURN(const SecuritySettings security, SecurityFromConfig(config));
   wo.tls = security.tls;

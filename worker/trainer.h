@@ -40,6 +40,10 @@ struct TrainerOptions {
   // (proto/config_options.h) on rank 0. BatchNorm's running statistics are this worker's
   // own (docs/config.md#output). Default: "" (not written).
   std::string model_file;
+  // This process replaces a dead worker of the same rank (p3_worker --rejoin, passed by
+  // launch_cluster --max_restarts): it resumes at the cluster's iteration
+  // (WorkerOptions::rejoin). Default: false.
+  bool rejoin = false;
 };
 
 struct IterationRecord {

@@ -78,6 +78,10 @@ class Transport {
   // The version the server starts from (its Welcome): 0, or a checkpoint's iteration.
   virtual uint64_t start_version() const = 0;
 
+  // For a rejoined worker (ConnectionOptions::rejoin): the oldest version of the server's
+  // slices when it welcomed the worker back (UINT64_MAX: it owns none); 0 otherwise.
+  virtual uint64_t current_version() const { return 0; }
+
   // Bytes of values sent and received through the link's stream (not shared memory).
   virtual int64_t bytes_sent() const = 0;
   virtual int64_t bytes_received() const = 0;

@@ -96,6 +96,7 @@ class Worker::Impl : public TransportListener {
       copts.tls = options_.tls;
       copts.tls_ca_pem = options_.tls_ca_pem;
       copts.tls_server_name = options_.tls_server_name;
+      copts.rejoin = options_.rejoin;
       if (shared_ != nullptr && std::find(options_.shared_memory_servers.begin(),
                                           options_.shared_memory_servers.end(),
                                           s) != options_.shared_memory_servers.end()) {
@@ -121,8 +122,11 @@ class Worker::Impl : public TransportListener {
     // Every server has answered: no one else needs the name.
     if (shared_ != nullptr) shared_->Unlink();
     std::vector<uint64_t> starts;
-    for (const auto& link : links_) starts.push_back(link->start_version());
-    P3_ASSIGN_OR_RETURN(std::vector<ToServer> inits, core_->Start(starts));
+    for (const auto& link : links_) {
+      starts.push_back(options_.rejoin ? link->current_version() : link->start_version());
+    }
+    P3_ASSIGN_OR_RETURN(std::vector<ToServer> inits,
+                        options_.rejoin ? core_->Resume(starts) : core_->Start(starts));
     iteration_ = static_cast<int64_t>(core_->start_version());
     for (const ToServer& m : inits) links_[m.server]->Send(m);
     return absl::OkStatus();
@@ -193,7 +197,7 @@ class Worker::Impl : public TransportListener {
 
   absl::Status Finish() {
     P3_RETURN_IF_ERROR(Sync());
-    const absl::Time deadline = absl::Now() + options_.peer_timeout;
+    const absl::Time deadline = absl::Now() + wait_bound();
     absl::Status result;
     for (auto& link : links_) {
       absl::Status s = link->Close(deadline);
@@ -239,9 +243,9 @@ class Worker::Impl : public TransportListener {
         mu_.AssertHeld();
         return buffer_mean_.has_value() || !failure_.ok();
       };
-      if (!mu_.AwaitWithTimeout(absl::Condition(&arrived), options_.peer_timeout)) {
+      if (!mu_.AwaitWithTimeout(absl::Condition(&arrived), wait_bound())) {
         return absl::DeadlineExceededError(absl::StrCat(
-            "worker ", options_.rank, ": waited ", absl::FormatDuration(options_.peer_timeout),
+            "worker ", options_.rank, ": waited ", absl::FormatDuration(wait_bound()),
             " for the mean of the workers' buffers (round ", round, ") from server 0"));
       }
       P3_RETURN_IF_ERROR(failure_);
@@ -347,14 +351,14 @@ class Worker::Impl : public TransportListener {
 
   absl::Status WaitFor(int first, int last, uint64_t version) {
     const absl::Time start = absl::Now();
-    const absl::Time deadline = start + options_.peer_timeout;
+    const absl::Time deadline = start + wait_bound();
     absl::Status s;
     // In steps of stall_report, each one over logged with what is still missing.
     for (absl::Time step = start;;) {
       const bool report = options_.stall_report > absl::ZeroDuration();
       if (report) step = std::min(deadline, step + options_.stall_report);
       s = tracker_.WaitFor(first, last, version, report ? step : deadline);
-      if (!absl::IsDeadlineExceeded(s) || step >= deadline) break;
+      if (!absl::IsDeadlineExceeded(s) || !report || step >= deadline) break;
       std::cerr << DescribeValueWait(options_.rank, absl::Now() - start, version,
                                      WaitName(first, last),
                                      tracker_.MissingSlices(first, last, version), plan_)
@@ -369,7 +373,7 @@ class Worker::Impl : public TransportListener {
     }
     if (absl::IsDeadlineExceeded(s)) {
       return absl::DeadlineExceededError(absl::StrCat("worker ", options_.rank, ": waited ",
-                                                      absl::FormatDuration(options_.peer_timeout),
+                                                      absl::FormatDuration(wait_bound()),
                                                       " for parameters: ", s.message()));
     }
     return s;
@@ -419,6 +423,10 @@ class Worker::Impl : public TransportListener {
   }
 
   bool tracing() const { return options_.trace != nullptr && options_.trace->enabled(); }
+
+  // How long a wait for the servers may last: a peer that died may be awaited for
+  // rejoin_timeout on top of the usual bound.
+  absl::Duration wait_bound() const { return options_.peer_timeout + options_.rejoin_timeout; }
 
   void Fail(const absl::Status& status) {
     {

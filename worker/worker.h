@@ -79,6 +79,15 @@ struct WorkerOptions {
   // it waits for, and again every stall_report while it lasts (p3/stall_report.h); zero:
   // no reports. Default: 10 s.
   absl::Duration stall_report = absl::Seconds(10);
+  // This process replaces a worker of the same rank that died (launch_cluster
+  // --max_restarts): it rejoins the servers instead of joining, and resumes at the
+  // cluster's iteration with the servers' current values (docs/protocol.md, "Rejoining
+  // worker"); iteration() then starts there. Default: false.
+  bool rejoin = false;
+  // The cluster's cluster.rejoin_timeout_s: while a dead peer is awaited, waits for
+  // parameters may last this much longer than peer_timeout (the servers end the run
+  // first if it does not come back). Default: 0.
+  absl::Duration rejoin_timeout = absl::ZeroDuration();
   // TLS to the servers (they must serve TLS too), verified against tls_ca_pem (empty:
   // the system's roots), checking the name tls_server_name when set. Default: plaintext.
   bool tls = false;
@@ -142,7 +151,8 @@ class Worker {
   absl::Status Finish();
 
   // The current iteration: completed Backward calls, plus the iteration the servers
-  // resumed from (a checkpoint's; 0 for a fresh run).
+  // resumed from (a checkpoint's; 0 for a fresh run), or for a rejoined worker the
+  // cluster's iteration when it rejoined.
   int64_t iteration() const;
   WorkerStats stats() const;
   const SlicePlan& plan() const;

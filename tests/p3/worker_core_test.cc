@@ -304,5 +304,38 @@ CATCH_TEST_CASE("values written in place are checked and marked like copied ones
   CATCH_CHECK(f.Holds(1, 1));
 }
 
+CATCH_TEST_CASE("a restarted worker resumes at the oldest version any server holds, even rank 0") {
+  Fixture f(/*rank=*/0);
+  // Server 0's slices are all one version ahead; server 1 still waits at 7.
+  absl::StatusOr<std::vector<ToServer>> out = f.core.Resume({8, 7});
+  CATCH_REQUIRE(out.ok());
+  CATCH_REQUIRE(out->size() == 2);  // one Resume per server, no Init
+  for (int s = 0; s < 2; ++s) {
+    CATCH_CHECK((*out)[s].server == s);
+    CATCH_CHECK((*out)[s].message.kind == Upstream::Kind::kResume);
+    CATCH_CHECK((*out)[s].message.iteration == 7);
+    CATCH_CHECK((*out)[s].bytes == 0);
+  }
+  CATCH_CHECK(f.core.start_version() == 7);
+  // Version 7 of a slice arrives as for any worker; its gradient of 7 goes out.
+  CATCH_CHECK(f.Part(0, 0, 7, 0, 4, 1.0f).ok());
+  CATCH_CHECK(f.Holds(0, 7));
+  CATCH_CHECK(f.core.Gradient(0, 7).ok());
+  CATCH_CHECK(f.core.Resume({7, 7}).status().code() == absl::StatusCode::kFailedPrecondition);
+  CATCH_CHECK(f.core.Start({7, 7}).status().code() == absl::StatusCode::kFailedPrecondition);
+}
+
+CATCH_TEST_CASE(
+    "a resume without a version to resume at, or for a wrong server count, is refused") {
+  Fixture f;
+  CATCH_CHECK(f.core.Resume({7}).status().code() == absl::StatusCode::kInvalidArgument);
+  CATCH_CHECK(f.core.Resume({UINT64_MAX, UINT64_MAX}).status().code() ==
+              absl::StatusCode::kFailedPrecondition);
+  // A server that owns no slice (UINT64_MAX) does not hold the others back.
+  absl::StatusOr<std::vector<ToServer>> out = f.core.Resume({UINT64_MAX, 3});
+  CATCH_REQUIRE(out.ok());
+  CATCH_CHECK(f.core.start_version() == 3);
+}
+
 }  // namespace
 }  // namespace p3

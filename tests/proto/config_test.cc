@@ -171,6 +171,10 @@ CATCH_TEST_CASE("out-of-range values name the field and the allowed range") {
   absl::StatusOr<ExperimentConfig> off = ParseConfig("cluster { stall_report_s: 0 }", {});
   CATCH_REQUIRE(off.ok());
   CATCH_CHECK(off->cluster().stall_report_s() == 0);
+  CATCH_CHECK(absl::StrContains(ErrorOf("cluster { rejoin_timeout_s: -2 }"),
+                                "cluster.rejoin_timeout_s: -2 is out of range; allowed >= 0"));
+  CATCH_CHECK(absl::StrContains(ErrorOf("cluster { rejoin_timeout_s: inf }"),
+                                "cluster.rejoin_timeout_s: inf is out of range"));
 }
 
 CATCH_TEST_CASE("names outside their allowed set list the allowed values") {

@@ -1,10 +1,12 @@
 // The server's protobuf edge, driven directly: messages whose values are in a worker's
-// shared memory, and the hostile forms of them.
+// shared memory, and the hostile forms of them; a rejoining worker's Hello and Resume.
 #include "server/message_handler.h"
 
 #include <catch2/catch.hpp>
 #include <string>
 #include <vector>
+
+#include "proto/wire.h"
 
 namespace p3 {
 namespace {
@@ -128,6 +130,53 @@ CATCH_TEST_CASE("buffers sent to a server other than server 0 are refused") {
   absl::StatusOr<std::vector<Outgoing>> out = shard.Buffers(0, 0, &v, 1);
   CATCH_CHECK(absl::IsInvalidArgument(out.status()));
   CATCH_CHECK(Mentions(out.status(), "not server 0"));
+}
+
+CATCH_TEST_CASE("a Hello with rejoin is taken as a rejoin, and the Resume hands out the values") {
+  ShardOptions options = Fixture::Options();
+  options.num_workers = 1;
+  ClusterSignature sig;
+  sig.num_workers = 1;
+  sig.num_servers = 1;
+  sig.tensors = {{"w", {5}, "float32"}};
+  sig.plan.granularity = Granularity::kSliced;
+  sig.plan.slice_params = 3;
+  wire::Hello hello;
+  SignatureToHello(sig, &hello);
+  hello.set_protocol_version(kProtocolVersion);
+  hello.set_rank(0);
+  hello.set_rejoin(true);
+
+  // Rejoins off (the default): refused, naming the setting.
+  ParameterShard off(options);
+  CATCH_REQUIRE(off.Join(sig, 0).ok());
+  absl::StatusOr<HelloResult> refused = HandleHello(&off, hello, 0);
+  CATCH_CHECK(absl::IsFailedPrecondition(refused.status()));
+  CATCH_CHECK(Mentions(refused.status(), "cluster.rejoin_timeout_s"));
+
+  options.accept_rejoin = true;
+  ParameterShard shard(options);
+  CATCH_REQUIRE(shard.Join(sig, 0).ok());
+  std::vector<float> w = {1, 2, 3, 4, 5};
+  CATCH_REQUIRE(shard.Init(0, 0, w.data(), 3).ok());
+  CATCH_REQUIRE(shard.Init(0, 1, w.data() + 3, 2).ok());
+  absl::StatusOr<HelloResult> joined = HandleHello(&shard, hello, 0);
+  CATCH_REQUIRE(joined.ok());
+  CATCH_CHECK(joined->rejoined);
+  CATCH_CHECK(joined->current_version == 0);
+  CATCH_CHECK(joined->out.empty());  // the values come with the Resume
+
+  Handled handled;
+  wire::WorkerMessage gradient;
+  gradient.mutable_gradient()->set_slice_id(0);
+  gradient.mutable_gradient()->set_values(std::string(12, '\0'));
+  CATCH_CHECK(absl::IsFailedPrecondition(HandleWorkerMessage(&shard, 0, gradient, &handled)));
+  wire::WorkerMessage resume;
+  resume.mutable_resume()->set_version(0);
+  CATCH_REQUIRE(HandleWorkerMessage(&shard, 0, resume, &handled).ok());
+  CATCH_REQUIRE(handled.out.size() == 2);
+  CATCH_CHECK(*handled.out[1].values == std::vector<float>{4, 5});
+  CATCH_CHECK(HandleWorkerMessage(&shard, 0, gradient, &handled).ok());
 }
 
 }  // namespace

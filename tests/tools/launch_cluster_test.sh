@@ -353,6 +353,19 @@ else
   ok
 fi
 
+case_name=max_restarts_refused
+launch --config=configs/local.textproto --max_restarts=1 --set=output_dir="$TMP/restart_local"
+if [[ $rc -ne 2 ]] || ! grep -q 'max_restarts needs servers for a restarted worker to rejoin' "$output"; then
+  fail "exit status $rc; --max_restarts in mode local is not refused"
+else
+  launch --config=configs/default.textproto --max_restarts=-1 --set=output_dir="$TMP/restart_neg"
+  if [[ $rc -ne 2 ]] || ! grep -q 'max_restarts=-1 is out of range' "$output"; then
+    fail "exit status $rc; --max_restarts=-1 is not refused"
+  else
+    ok
+  fi
+fi
+
 # --- every ready config loads (generating manifests runs nothing but validates) ---------
 case_name=ready_configs
 bad=""

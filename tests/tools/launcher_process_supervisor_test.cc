@@ -54,6 +54,29 @@ CATCH_TEST_CASE("a child's output goes to its log and its exit status is reporte
   CATCH_CHECK(supervisor->interrupt_signal() == 0);
 }
 
+CATCH_TEST_CASE("a restarted process appends to the log of the one it replaces") {
+  std::unique_ptr<ProcessSupervisor> supervisor = NewSupervisor();
+  ProcessSpec spec;
+  spec.argv = {"/bin/sh", "-c", "echo first; kill -9 $$"};
+  spec.log_path = TempPath("restarted.log");
+  absl::StatusOr<int> first = supervisor->Start(spec);
+  CATCH_REQUIRE(first.ok());
+  WaitForExit(*supervisor, *first);
+  spec.argv = {"/bin/sh", "-c", "echo second"};
+  spec.append_log = true;
+  absl::StatusOr<int> second = supervisor->Start(spec);
+  CATCH_REQUIRE(second.ok());
+  WaitForExit(*supervisor, *second);
+  CATCH_CHECK(supervisor->process(*second).exited_cleanly());
+  CATCH_CHECK(TailOfFile(spec.log_path, 20) == "first\nsecond");
+  // Without append_log the log starts afresh.
+  spec.append_log = false;
+  absl::StatusOr<int> third = supervisor->Start(spec);
+  CATCH_REQUIRE(third.ok());
+  WaitForExit(*supervisor, *third);
+  CATCH_CHECK(TailOfFile(spec.log_path, 20) == "second");
+}
+
 CATCH_TEST_CASE("a binary that cannot be executed exits 127 and says so in its log") {
   std::unique_ptr<ProcessSupervisor> supervisor = NewSupervisor();
   ProcessSpec spec;

@@ -117,6 +117,7 @@ absl::Status Launcher::StartProcess(Child& child, const std::string& binary,
   spec.argv = {binary};
   spec.argv.insert(spec.argv.end(), args.begin(), args.end());
   spec.log_path = child.log_path;
+  spec.append_log = child.restarts > 0;
   spec.ns_path = child.ns_path;
   spec.label = child.label();
   if (child.host != nullptr) {
@@ -182,7 +183,40 @@ absl::Status Launcher::CheckForFailure() {
   const Child& first = ranking.first >= 0
                            ? children_[ranking.first]
                            : *std::find_if(children_.begin(), children_.end(), failed);
-  return FailureOf(first, DescribeWaitStatus(StateOf(first)->wait_status));
+  std::string what = DescribeWaitStatus(StateOf(first)->wait_status);
+  if (options_.max_restarts > 0 && first.role == "worker" &&
+      restarts_used_ >= options_.max_restarts) {
+    absl::StrAppend(&what, "; no restarts left (--max_restarts=", options_.max_restarts, ", ",
+                    restarts_used_, " used)");
+  }
+  return FailureOf(first, what);
+}
+
+absl::Status Launcher::RestartDeadWorkers() {
+  if (options_.max_restarts <= 0) return absl::OkStatus();
+  for (const Child& child : children_) {
+    // A server that ended takes the run with it: no restart would help.
+    if (child.role == "server" && StateOf(child) != nullptr && !Running(child)) {
+      return absl::OkStatus();
+    }
+  }
+  for (Child& child : children_) {
+    const ProcessState* state = StateOf(child);
+    if (child.role != "worker" || state == nullptr || state->running || state->exited_cleanly()) {
+      continue;
+    }
+    if (restarts_used_ >= options_.max_restarts) return absl::OkStatus();
+    ++restarts_used_;
+    ++child.restarts;
+    Say(absl::StrCat(child.label(), " (pid ", state->pid, ") ",
+                     DescribeWaitStatus(state->wait_status),
+                     "; restarting it with --rejoin (restart ", restarts_used_, " of ",
+                     options_.max_restarts, ")"));
+    std::vector<std::string> args = child.args;
+    args.push_back("--rejoin");
+    P3_RETURN_IF_ERROR(StartProcess(child, options_.worker_binary, args));
+  }
+  return absl::OkStatus();
 }
 
 absl::Status Launcher::WaitForPorts() {
@@ -233,6 +267,7 @@ absl::Status Launcher::WaitForPorts() {
 absl::Status Launcher::WaitForWorkers() {
   while (true) {
     UpdateProgress();
+    P3_RETURN_IF_ERROR(RestartDeadWorkers());
     P3_RETURN_IF_ERROR(CheckForFailure());
     P3_RETURN_IF_ERROR(Interrupted());
     bool all_done = true;
@@ -667,6 +702,7 @@ absl::Status Launcher::StartWorkers() {
                                      "--result_file=" + RemotePath(child.result_file),
                                      "--records_file=" + RemotePath(child.records_file)};
     if (!child.trace_file.empty()) args.push_back("--trace_file=" + RemotePath(child.trace_file));
+    child.args = args;
     P3_RETURN_IF_ERROR(StartProcess(child, options_.worker_binary, args));
     supervisor_->WatchFile(child.log_path);
     worker_logs_.emplace_back(child.log_path);
@@ -758,6 +794,15 @@ int Launcher::Run() {
                    NumberText(rank0.at("samples_per_second")), " samples/s, final loss ",
                    NumberText(rank0.at("final_loss")), ", test accuracy ",
                    NumberText(rank0.at("test_accuracy"))));
+  if (restarts_used_ > 0) {
+    std::vector<std::string> restarted;
+    for (const Child& child : children_) {
+      if (child.restarts > 0)
+        restarted.push_back(absl::StrCat(child.label(), " ×", child.restarts));
+    }
+    Say(absl::StrCat("restarted ", absl::StrJoin(restarted, ", "),
+                     " (--max_restarts=", options_.max_restarts, ")"));
+  }
   if (!trace_path_.empty()) Say(absl::StrCat("trace: ", trace_path_));
   Say(absl::StrCat("summary: ", summary_path_));
   DrawCurves();

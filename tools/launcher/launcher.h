@@ -77,6 +77,11 @@ struct LauncherOptions {
   // (tools/plot_records.py writes <output_dir>/curves.png); its failure, e.g. matplotlib
   // missing, is reported and does not fail the run. Empty: no curves. Default: empty.
   std::vector<std::string> plot_command;
+  // Restarts of dead workers allowed over the whole run (torchrun's --max_restarts): a
+  // worker that dies is started again with the same rank and --rejoin, appending to its
+  // log, and rejoins the servers (the config needs cluster.rejoin_timeout_s > 0;
+  // launch_cluster sets it). 0: any failure ends the run. Default: 0.
+  int max_restarts = 0;
 };
 
 class Launcher {
@@ -109,6 +114,8 @@ class Launcher {
     std::optional<nlohmann::ordered_json> result;  // Workers, once read.
     // Collect(): how it ended, from its Slurm exit record (results/<name>.exit.json).
     std::optional<ProcessOutcome> recorded;
+    std::vector<std::string> args;                 // Workers: as started (for a restart).
+    int restarts = 0;                              // Workers: times restarted.
 
     // "worker 1", "worker 1 on alice@node2".
     std::string label() const;
@@ -154,6 +161,9 @@ class Launcher {
   // Runs options_.plot_command on the output folder; says what it drew or why not.
   void DrawCurves();
   absl::Status CheckForFailure();
+  // Starts again each worker that died while restarts are left (max_restarts) and no
+  // server has ended; says which and why.
+  absl::Status RestartDeadWorkers();
   absl::Status FailureOf(const Child& child, const std::string& what);
   absl::Status Interrupted() const;
   void StopAll();
@@ -177,6 +187,7 @@ class Launcher {
   absl::Time stop_started_ = absl::InfiniteFuture();
   std::string trace_path_;  // Set once trace.json is written.
   absl::Time start_time_;
+  int restarts_used_ = 0;
 
   std::string output_dir_;
   std::string config_out_;

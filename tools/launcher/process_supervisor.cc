@@ -88,7 +88,9 @@ absl::StatusOr<int> ProcessSupervisor::Start(const ProcessSpec& spec) {
   if (spec.stdin_pipe && pipe2(stdin_pipe, O_CLOEXEC) != 0) {
     return absl::ResourceExhaustedError(absl::StrCat("pipe: ", std::strerror(errno)));
   }
-  const int log_fd = open(spec.log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  const int log_fd =
+      open(spec.log_path.c_str(),
+           O_WRONLY | O_CREAT | O_CLOEXEC | (spec.append_log ? O_APPEND : O_TRUNC), 0644);
   if (log_fd < 0) {
     const int error = errno;
     if (stdin_pipe[0] >= 0) close(stdin_pipe[0]);

@@ -45,8 +45,11 @@ namespace p3::tools::launcher {
 struct ProcessSpec {
   // argv[0] is an absolute path or a name looked up in PATH (ssh).
   std::vector<std::string> argv;
-  // Receives stdout and stderr (created or truncated).
+  // Receives stdout and stderr (created or truncated; see append_log).
   std::string log_path;
+  // Append to log_path instead of truncating it (a restarted process continues the log of
+  // the one it replaces). Default: false.
+  bool append_log = false;
   // A network namespace (/run/netns/...) to enter before exec; empty: none. Default: empty.
   std::string ns_path;
   // stdin is a pipe whose write end the supervisor holds until the child exits; else

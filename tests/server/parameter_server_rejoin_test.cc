@@ -1,0 +1,187 @@
+// A worker's stream breaks and a new one of the same rank rejoins: the real
+// ParameterServer over gRPC on loopback (port 0), driven by the worker's own protocol
+// pieces (WorkerCore, ServerConnection) without libtorch. Waits are on the parameters'
+// versions (VersionTracker) and on Wait(), with deadlines, never sleeps.
+#include <catch2/catch.hpp>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/synchronization/mutex.h"
+#include "p3/version_tracker.h"
+#include "p3/worker_core.h"
+#include "server/parameter_server.h"
+#include "worker/server_connection.h"
+
+namespace p3 {
+namespace {
+
+// One tensor "w" of 6 values in slices of 3: slice 0 = [0,3), slice 1 = [3,6); one server.
+ClusterSignature Signature() {
+  ClusterSignature sig;
+  sig.num_workers = 2;
+  sig.num_servers = 1;
+  sig.tensors = {{"w", {6}, "float32"}};
+  sig.plan.granularity = Granularity::kSliced;
+  sig.plan.slice_params = 3;
+  sig.plan.num_servers = 1;
+  sig.values_on_push = true;
+  sig.priority = true;
+  return sig;
+}
+
+const absl::Duration kBound = absl::Seconds(20);  // only reached if something is broken
+
+// One worker process as far as the protocol goes: its buffers, core and connection.
+class FakeWorker : public TransportListener {
+ public:
+  FakeWorker(int rank, float grad_scale)
+      : rank_(rank),
+        plan_(*SlicePlan::Create({{"w", 6}}, Signature().plan)),
+        params_(6, 0.0f),
+        grads_(6, 0.0f),
+        tracker_(2),
+        core_({.rank = rank, .num_servers = 1, .values_on_push = true}, &plan_, params_.data(),
+              grads_.data(), &tracker_) {
+    if (rank == 0) params_ = {1, 2, 3, 4, 5, 6};
+    for (int i = 0; i < 6; ++i) grads_[i] = grad_scale * static_cast<float>(i + 1);
+  }
+  ~FakeWorker() override {
+    if (conn_ != nullptr) conn_->Shutdown();
+  }
+
+  absl::Status Open(int port, bool rejoin) {
+    ConnectionOptions options;
+    options.address = "127.0.0.1:" + std::to_string(port);
+    options.rank = rank_;
+    options.peer_timeout = kBound;
+    options.rejoin = rejoin;
+    absl::StatusOr<std::unique_ptr<ServerConnection>> conn =
+        ServerConnection::Open(options, Signature(), &core_, this);
+    if (!conn.ok()) return conn.status();
+    conn_ = *std::move(conn);
+    absl::StatusOr<std::vector<ToServer>> first =
+        rejoin ? core_.Resume({conn_->current_version()}) : core_.Start({conn_->start_version()});
+    if (!first.ok()) return first.status();
+    for (const ToServer& m : *first) conn_->Send(m);
+    return absl::OkStatus();
+  }
+
+  void SendGradient(int slice, uint64_t iteration) {
+    absl::StatusOr<ToServer> m = core_.Gradient(slice, iteration);
+    CATCH_REQUIRE(m.ok());
+    conn_->Send(*m);
+  }
+
+  absl::Status WaitFor(uint64_t version) {
+    return tracker_.WaitFor(0, 2, version, absl::Now() + kBound);
+  }
+
+  // The process dies: its stream is cut.
+  void Die() { conn_->Shutdown(); }
+  absl::Status Close() { return conn_->Close(absl::Now() + kBound); }
+
+  const ServerConnection& connection() const { return *conn_; }
+  const std::vector<float>& params() const { return params_; }
+
+  void OnParams(int server, int64_t slice_id, uint64_t version, uint64_t offset,
+                const ReceivedValues& values) override {
+    absl::StatusOr<bool> done =
+        core_.Params(server, slice_id, version, offset, values.segments, values.bytes);
+    if (!done.ok()) tracker_.Abort(done.status());
+  }
+  void OnAck(int, int64_t, uint64_t) override { tracker_.Abort(absl::InternalError("an Ack")); }
+  void OnFailure(int, const absl::Status& status) override { tracker_.Abort(status); }
+
+ private:
+  const int rank_;
+  SlicePlan plan_;
+  std::vector<float> params_;
+  std::vector<float> grads_;
+  VersionTracker tracker_;
+  WorkerCore core_;
+  std::unique_ptr<ServerConnection> conn_;
+};
+
+std::unique_ptr<ParameterServer> StartServer(absl::Duration rejoin_timeout) {
+  ServerOptions options;
+  options.shard.num_workers = 2;
+  options.shard.optimizer.lr = 0.5;
+  options.shard.optimizer.momentum = 0;
+  options.peer_timeout = kBound;
+  options.rejoin_timeout = rejoin_timeout;
+  absl::StatusOr<std::unique_ptr<ParameterServer>> server = ParameterServer::Start(options);
+  CATCH_REQUIRE(server.ok());
+  return *std::move(server);
+}
+
+bool Mentions(const absl::Status& s, const std::string& text) {
+  return s.message().find(text) != absl::string_view::npos;
+}
+
+CATCH_TEST_CASE(
+    "a worker whose stream broke rejoins, resumes, and the update is the uninterrupted one") {
+  std::unique_ptr<ParameterServer> server = StartServer(kBound);
+  FakeWorker w0(0, 1.0f), w1(1, 3.0f);
+  CATCH_REQUIRE(w0.Open(server->port(), false).ok());
+  CATCH_REQUIRE(w1.Open(server->port(), false).ok());
+  CATCH_REQUIRE(w0.WaitFor(0).ok());
+  CATCH_REQUIRE(w1.WaitFor(0).ok());
+  // Iteration 0: worker 0 sends both slices, worker 1 only slice 0 before it dies, so
+  // slice 0 reaches version 1 and slice 1 waits at 0.
+  w0.SendGradient(0, 0);
+  w0.SendGradient(1, 0);
+  w1.SendGradient(0, 0);
+  w1.Die();
+
+  FakeWorker again(1, 3.0f);
+  CATCH_REQUIRE(again.Open(server->port(), /*rejoin=*/true).ok());
+  CATCH_CHECK(again.connection().welcome().rejoined());
+  CATCH_CHECK(again.connection().current_version() == 0);
+  // Version 0 of both slices, slice 0's from before its update.
+  CATCH_REQUIRE(again.WaitFor(0).ok());
+  CATCH_CHECK(again.params() == std::vector<float>{1, 2, 3, 4, 5, 6});
+  again.SendGradient(0, 0);
+  again.SendGradient(1, 0);
+  CATCH_REQUIRE(again.WaitFor(1).ok());
+  CATCH_REQUIRE(w0.WaitFor(1).ok());
+  // p - 0.5 * mean(g0, g1) with g0 = i + 1, g1 = 3 (i + 1): p - (i + 1).
+  CATCH_CHECK(w0.params() == std::vector<float>{0, 0, 0, 0, 0, 0});
+  CATCH_CHECK(again.params() == w0.params());
+  CATCH_CHECK(w0.Close().ok());
+  CATCH_CHECK(again.Close().ok());
+  CATCH_CHECK(server->Wait().ok());
+}
+
+CATCH_TEST_CASE("a worker not back within rejoin_timeout fails the run, naming it") {
+  std::unique_ptr<ParameterServer> server = StartServer(absl::Milliseconds(300));
+  FakeWorker w0(0, 1.0f), w1(1, 3.0f);
+  CATCH_REQUIRE(w0.Open(server->port(), false).ok());
+  CATCH_REQUIRE(w1.Open(server->port(), false).ok());
+  CATCH_REQUIRE(w0.WaitFor(0).ok());
+  w0.SendGradient(0, 0);
+  w1.Die();
+  const absl::Status failed = server->Wait();
+  CATCH_CHECK(absl::IsDeadlineExceeded(failed));
+  CATCH_CHECK(Mentions(failed, "worker 1: died and did not rejoin within 300ms"));
+  // The other worker is told by an Abort, not by its own timeout.
+  const absl::Status told = w0.WaitFor(1);
+  CATCH_CHECK(Mentions(told, "worker 1: died and did not rejoin"));
+}
+
+CATCH_TEST_CASE("a rejoin is refused by a server with rejoins off, and only that stream ends") {
+  std::unique_ptr<ParameterServer> server = StartServer(absl::ZeroDuration());
+  FakeWorker w0(0, 1.0f);
+  CATCH_REQUIRE(w0.Open(server->port(), false).ok());
+  FakeWorker w1(1, 3.0f);
+  const absl::Status refused = w1.Open(server->port(), /*rejoin=*/true);
+  CATCH_CHECK(absl::IsFailedPrecondition(refused));
+  CATCH_CHECK(Mentions(refused, "does not accept rejoins (cluster.rejoin_timeout_s is 0)"));
+  FakeWorker w1b(1, 3.0f);
+  CATCH_REQUIRE(w1b.Open(server->port(), false).ok());
+  CATCH_CHECK(w0.WaitFor(0).ok());
+  CATCH_CHECK(w1b.WaitFor(0).ok());
+}
+
+}  // namespace
+}  // namespace p3
