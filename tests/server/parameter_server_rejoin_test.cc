@@ -91,6 +91,9 @@ class FakeWorker : public TransportListener {
     if (!done.ok()) tracker_.Abort(done.status());
   }
   void OnAck(int, int64_t, uint64_t) override { tracker_.Abort(absl::InternalError("an Ack")); }
+  void OnBuffers(int, uint64_t, absl::string_view) override {
+    tracker_.Abort(absl::InternalError("buffers"));
+  }
   void OnFailure(int, const absl::Status& status) override { tracker_.Abort(status); }
 
  private:
