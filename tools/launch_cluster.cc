@@ -81,7 +81,8 @@ ABSL_FLAG(int, max_restarts, 0,
           "Restarts of dead workers allowed over the whole run (torchrun's name): a worker "
           "that dies is started again with the same rank and rejoins the servers, which wait "
           "cluster.rejoin_timeout_s for it (set to cluster.peer_timeout_s when 0). 0: a dead "
-          "worker ends the run.");
+          "worker ends the run. With --slurm: restarts per worker task; with --kubernetes: "
+          "the worker Job's backoffLimit (containers restart in their pods).");
 ABSL_FLAG(
     bool, check_network, false,
     "Set up the config's emulated network (network.bandwidth_gbps > 0), measure every "
@@ -250,11 +251,9 @@ int Main(int argc, char** argv) {
     return 2;
   }
   if (options.max_restarts > 0) {
-    if (config->mode() == "local" || absl::GetFlag(FLAGS_slurm) ||
-        absl::GetFlag(FLAGS_kubernetes)) {
-      std::cerr << "launch_cluster: --max_restarts needs servers for a restarted worker to rejoin, "
-                   "and this launcher supervising the processes: not with mode \"local\", "
-                   "--slurm or --kubernetes\n";
+    if (config->mode() == "local") {
+      std::cerr << "launch_cluster: --max_restarts needs servers for a restarted worker to "
+                   "rejoin: not with mode \"local\"\n";
       return 2;
     }
     if (config->cluster().rejoin_timeout_s() == 0) {
@@ -302,6 +301,7 @@ int Main(int argc, char** argv) {
     kube.binary_dir = absl::GetFlag(FLAGS_kube_binary_dir);
     kube.server_port = options.server_port;
     kube.output_claim = absl::GetFlag(FLAGS_kube_output_claim);
+    kube.max_restarts = options.max_restarts;
     absl::Status status = GenerateKubernetes(*config, kube);
     if (!status.ok()) std::cerr << "launch_cluster: " << status.message() << "\n";
     return status.ok() ? 0 : 1;
@@ -317,6 +317,7 @@ int Main(int argc, char** argv) {
     job.task_script = resolve(absl::GetFlag(FLAGS_slurm_task_script));
     job.partition = absl::GetFlag(FLAGS_slurm_partition);
     job.time_limit = absl::GetFlag(FLAGS_slurm_time);
+    job.max_restarts = options.max_restarts;
     absl::Status status = GenerateSlurm(*config, job);
     if (status.ok()) return 0;
     std::cerr << "launch_cluster: " << status.message() << "\n";

@@ -202,10 +202,46 @@ else
   fi
 fi
 
-# A worker killed mid-run under --max_restarts (once that flag exists) fits between the
-# two steps: submit_generated with the flag, wait (bounded) until worker 1's log shows a
-# PROGRESS line, kill its process (pgrep -f "--result_file=$out_dir/results/worker_1.json"),
-# then await_job and expect COMPLETED 0:0 and summary.json with status "ok" and the
-# restart recorded.
+# --- a worker killed mid-run under --max_restarts: its task restarts it, it rejoins -------
+case_name=slurm_worker_restarts
+restart_flags=(--config=configs/synthetic_smoke.textproto --set=training.iterations=40
+  --set=training.log_every=1 --set=cluster.peer_timeout_s=30)
+# The same run without a kill, on this machine: the parameters to match bit for bit.
+"$LAUNCHER" "${restart_flags[@]}" --server_binary="$SERVER" --worker_binary="$WORKER" \
+  --set=output_dir="$TMP/restart_reference" >"$TMP/restart_reference.out" 2>&1
+reference_l2=$(/usr/bin/python3 -c 'import json,sys; print(repr(json.load(open(sys.argv[1]))["param_l2"]))' \
+  "$TMP/restart_reference/summary.json" 2>/dev/null)
+if [[ -z "$reference_l2" ]]; then
+  fail "the uninterrupted reference run failed: $(tail -3 "$TMP/restart_reference.out")"
+elif ! submit_generated slurm_worker_restarts -- "${restart_flags[@]}" --max_restarts=1 \
+    --server_binary="$SERVER" --worker_binary="$WORKER"; then
+  fail "the job could not be generated or submitted"
+else
+  deadline=$((SECONDS + 60))
+  until grep -q '^PROGRESS iteration=10 ' "$out_dir/logs/worker_1.log" 2>/dev/null ||
+      ((SECONDS >= deadline)); do
+    sleep 0.1
+  done
+  worker_pid=$(pgrep -f -- "--result_file=$out_dir/results/worker_1.json")
+  [[ -n "$worker_pid" ]] && kill -KILL $worker_pid
+  if [[ -z "$worker_pid" ]]; then
+    fail "worker 1 was not found running once training had started"
+    await_job
+  elif ! await_job; then
+    fail "the job did not end after worker 1 was killed"
+  elif [[ "$job_state" != COMPLETED || "$job_exit" != 0:0 ]]; then
+    fail "job $job_state with exit code $job_exit, expected COMPLETED 0:0"
+  elif ! grep -q 'restarting it with --rejoin (restart 1 of 1)' "$out_dir/logs/worker_1.log" ||
+       ! grep -q '^RESUMED iteration=' "$out_dir/logs/worker_1.log"; then
+    fail "worker 1's task did not restart it, or it did not rejoin"
+  elif ! json_check "$out_dir/results/worker_1.exit.json" 's["exit_status"] == 0 and s["restarts"] == 1'; then
+    fail "worker 1's exit record does not show one restart and a clean end"
+  elif ! json_check "$out_dir/summary.json" "s['status'] == 'ok' and repr(s['param_l2']) == '$reference_l2'"; then
+    fail "param_l2 after the restart differs from the uninterrupted run's $reference_l2: $(grep -o '"param_l2": [^,]*' "$out_dir/summary.json" | head -1)"
+  else
+    echo "    param_l2 $reference_l2 with and without the restart"
+    ok
+  fi
+fi
 
 finish_cases

@@ -85,6 +85,7 @@ absl::Status GenerateSlurm(config::ExperimentConfig config, const SlurmJobOption
   slurm.output_dir = out.string();
   slurm.partition = options.partition;
   slurm.time_limit = options.time_limit;
+  slurm.max_restarts = options.max_restarts;
   const std::string config_path = (out / "config.textproto").string();
   const std::string batch = (out / "slurm" / "p3.sbatch").string();
   P3_RETURN_IF_ERROR(WriteFile(
@@ -116,6 +117,7 @@ absl::Status GenerateKubernetes(config::ExperimentConfig config,
   kube.worker_binary = options.binary_dir + "/p3_worker";
   if (options.server_port > 0) kube.server_port = options.server_port;
   kube.output_claim = options.output_claim;
+  kube.max_restarts = options.max_restarts;
   std::error_code error;
   fs::create_directories(out / "kubernetes", error);  // A failure shows in the write below.
   const std::string path = (out / "kubernetes" / "p3.yaml").string();

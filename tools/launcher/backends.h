@@ -62,6 +62,9 @@ struct SlurmJobOptions {
   // sbatch --partition and --time; empty: not given. Default: empty.
   std::string partition;
   std::string time_limit;
+  // Restarts of a failed worker within its task, with --rejoin (launch_cluster
+  // --max_restarts; per worker task, unlike the local launcher's total). Default: 0.
+  int max_restarts = 0;
   // Where to say what was written. Default: std::cout. Not owned.
   std::ostream* out = &std::cout;
 };
@@ -88,6 +91,9 @@ struct KubernetesJobOptions {
   int server_port = 0;
   // PersistentVolumeClaim mounted at /var/p3/out; empty: an emptyDir. Default: empty.
   std::string output_claim;
+  // > 0: failed worker containers restart in their pods and rejoin (the Job's
+  // backoffLimit; launch_cluster --max_restarts). Default: 0.
+  int max_restarts = 0;
   // Where to say what was written and the kubectl commands. Default: std::cout. Not owned.
   std::ostream* out = &std::cout;
 };
