@@ -164,7 +164,8 @@ absl::Status Launcher::CheckForFailure() {
   // is done (and if it exits too early, the workers fail and are reported).
   auto failed = [this](const Child& child) {
     const ProcessState* state = StateOf(child);
-    return state != nullptr && !state->running && !state->exited_cleanly();
+    return !child.awaiting_restart && state != nullptr && !state->running &&
+           !state->exited_cleanly();
   };
   if (std::none_of(children_.begin(), children_.end(), failed)) return absl::OkStatus();
   // One failure sets off others within milliseconds (its peers lose it, their peers lose
@@ -192,8 +193,108 @@ absl::Status Launcher::CheckForFailure() {
   return FailureOf(first, what);
 }
 
+namespace {
+
+// The newest iteration with a checkpoint file of every one of `servers` servers under
+// `dir` (<dir>/server_<i>/ckpt_<iteration>.bin, p3/checkpoint.h); 0 when there is none.
+int64_t NewestCommonCheckpoint(const std::string& dir, int servers) {
+  std::map<int64_t, int> count;
+  for (int i = 0; i < servers; ++i) {
+    std::error_code error;
+    for (const fs::directory_entry& entry :
+         fs::directory_iterator(fs::path(dir) / absl::StrCat("server_", i), error)) {
+      const std::string file = entry.path().filename().string();
+      absl::string_view name = file;
+      int64_t iteration = 0;
+      if (absl::ConsumePrefix(&name, "ckpt_") && absl::ConsumeSuffix(&name, ".bin") &&
+          absl::SimpleAtoi(name, &iteration)) {
+        ++count[iteration];
+      }
+    }
+  }
+  int64_t newest = 0;
+  for (const auto& [iteration, n] : count) {
+    if (n == servers) newest = std::max(newest, iteration);
+  }
+  return newest;
+}
+
+}  // namespace
+
+absl::Status Launcher::RestartFromCheckpoints() {
+  if (options_.max_restarts <= 0) return absl::OkStatus();
+  const Child* dead = nullptr;
+  for (const Child& child : children_) {
+    const ProcessState* state = StateOf(child);
+    if (child.role == "server" && state != nullptr && !state->running &&
+        !state->exited_cleanly()) {
+      dead = &child;
+      break;
+    }
+  }
+  if (dead == nullptr) return absl::OkStatus();
+  const config::CheckpointConfig& checkpoint = config_.checkpoint();
+  const std::string what = DescribeWaitStatus(StateOf(*dead)->wait_status);
+  if (checkpoint.dir().empty() || checkpoint.every() <= 0) {
+    return FailureOf(*dead, absl::StrCat(what,
+                                         "; a server is restarted only from checkpoints, and "
+                                         "this run writes none (checkpoint.dir and "
+                                         "checkpoint.every), so the run cannot continue"));
+  }
+  if (restarts_used_ >= options_.max_restarts) return absl::OkStatus();  // a failure
+  if (!options_.hosts.empty() && !options_.remote_output_dir.empty()) {
+    return FailureOf(*dead, absl::StrCat(what, "; restarting servers from checkpoints needs "
+                                               "their checkpoint folder visible here (a shared "
+                                               "file system), not --remote_output_dir"));
+  }
+  ++restarts_used_;
+  // A relative checkpoint.dir is relative to the processes' working folder.
+  const std::string ckpt_dir = fs::path(checkpoint.dir()).is_absolute()
+                                   ? checkpoint.dir()
+                                   : (fs::path(options_.working_dir) / checkpoint.dir()).string();
+  resume_iteration_ = NewestCommonCheckpoint(ckpt_dir, config::ServerProcessCount(config_));
+  Say(absl::StrCat(dead->label(), " (pid ", StateOf(*dead)->pid, ") ", what,
+                   "; restarting every process from ",
+                   resume_iteration_ > 0
+                       ? absl::StrCat("the checkpoints of iteration ", resume_iteration_)
+                       : std::string("the start (no checkpoint common to all servers yet)"),
+                   " (restart ", restarts_used_, " of ", options_.max_restarts, ")"));
+  std::vector<int> ids;
+  std::vector<std::string> names;
+  for (const Child& child : children_) {
+    if (child.id >= 0 && Running(child)) {
+      ids.push_back(child.id);
+      names.push_back(child.name());
+    }
+  }
+  supervisor_->Stop(ids, names, [this](const std::string& line) { Say(line); });
+  for (Child& child : children_) {
+    ++child.restarts;  // its log is appended to
+    child.awaiting_restart = child.role == "worker";
+    if (child.role != "server") continue;
+    std::error_code error;
+    fs::remove(child.port_file, error);
+    if (options_.server_port <= 0) child.port.reset();
+  }
+  P3_RETURN_IF_ERROR(StartServers());
+  return StartWorkers();
+}
+
 absl::Status Launcher::RestartDeadWorkers() {
   if (options_.max_restarts <= 0) return absl::OkStatus();
+  auto dead_worker = [this](const Child& child) {
+    const ProcessState* state = StateOf(child);
+    return child.role == "worker" && state != nullptr && !state->running &&
+           !state->exited_cleanly();
+  };
+  if (std::none_of(children_.begin(), children_.end(), dead_worker)) return absl::OkStatus();
+  // A worker that lost a dead server exits within milliseconds of it (the server's own
+  // exit is reaped with it or before): give such a cascade 20 ms, so that the server is
+  // restarted (with everyone) instead of the worker.
+  const absl::Time settled = absl::Now() + absl::Milliseconds(20);
+  for (absl::Time now = absl::Now(); now < settled; now = absl::Now()) {
+    supervisor_->WaitForEvent(settled - now);
+  }
   for (const Child& child : children_) {
     // A server that ended takes the run with it: no restart would help.
     if (child.role == "server" && StateOf(child) != nullptr && !Running(child)) {
@@ -267,6 +368,7 @@ absl::Status Launcher::WaitForPorts() {
 absl::Status Launcher::WaitForWorkers() {
   while (true) {
     UpdateProgress();
+    P3_RETURN_IF_ERROR(RestartFromCheckpoints());
     P3_RETURN_IF_ERROR(RestartDeadWorkers());
     P3_RETURN_IF_ERROR(CheckForFailure());
     P3_RETURN_IF_ERROR(Interrupted());
@@ -675,6 +777,10 @@ absl::Status Launcher::StartServers() {
       args.push_back("--set=cluster.host=" + bind);
     }
     if (!child.trace_file.empty()) args.push_back("--trace_file=" + RemotePath(child.trace_file));
+    if (resume_iteration_ > 0) {
+      args.push_back("--set=checkpoint.resume=true");
+      args.push_back(absl::StrCat("--set=checkpoint.resume_iteration=", resume_iteration_));
+    }
     P3_RETURN_IF_ERROR(StartProcess(child, options_.server_binary, args));
   }
   if (servers == 0) return absl::OkStatus();
@@ -704,6 +810,8 @@ absl::Status Launcher::StartWorkers() {
     if (!child.trace_file.empty()) args.push_back("--trace_file=" + RemotePath(child.trace_file));
     child.args = args;
     P3_RETURN_IF_ERROR(StartProcess(child, options_.worker_binary, args));
+    child.awaiting_restart = false;
+    if (child.restarts > 0) continue;  // restarted from checkpoints: followed already
     supervisor_->WatchFile(child.log_path);
     worker_logs_.emplace_back(child.log_path);
     worker_iterations_.push_back(0);

@@ -116,6 +116,9 @@ class Launcher {
     std::optional<ProcessOutcome> recorded;
     std::vector<std::string> args;                 // Workers: as started (for a restart).
     int restarts = 0;                              // Workers: times restarted.
+    // Stopped by RestartFromCheckpoints, to be started again once the servers are up:
+    // not a failure meanwhile.
+    bool awaiting_restart = false;
 
     // "worker 1", "worker 1 on alice@node2".
     std::string label() const;
@@ -133,6 +136,10 @@ class Launcher {
   absl::Status CheckLinks(bool strict);
   void MergeTraces();
   absl::Status FetchRemoteFiles();
+  // A server died under --max_restarts: every process starts again from the newest
+  // checkpoint all servers have (or from the start when there is none yet); without
+  // checkpointing, the failure says that this is why the run cannot go on.
+  absl::Status RestartFromCheckpoints();
   // Rank 0's model, written into --remote_output_dir on its host, copied into the output
   // folder; its result then names the local copy (a warning when it cannot be copied).
   void FetchRemoteModel();
@@ -188,6 +195,9 @@ class Launcher {
   std::string trace_path_;  // Set once trace.json is written.
   absl::Time start_time_;
   int restarts_used_ = 0;
+  // After a server was restarted from checkpoints: the iteration every server resumes
+  // from (RestartFromCheckpoints); -1: none.
+  int64_t resume_iteration_ = -1;
 
   std::string output_dir_;
   std::string config_out_;
