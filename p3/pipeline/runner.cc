@@ -29,8 +29,8 @@
 namespace p3::pipeline {
 namespace {
 
-// The data of a run: the training set in the sampler's order, the test set with
-// training.evaluate.
+// The data of a run: the training set (its first pipeline.train_samples samples when
+// set) in the sampler's order, the test set with training.evaluate.
 struct RunData {
   std::shared_ptr<models::Dataset> train;
   std::shared_ptr<models::Dataset> test;  // null without training.evaluate
@@ -45,8 +45,15 @@ absl::StatusOr<RunData> LoadData(const config::ExperimentConfig& config) {
     P3_ASSIGN_OR_RETURN(test,
                         models::CreateDataset(models::DatasetOptionsFromConfig(config, false)));
   }
+  const int64_t subset = config.pipeline().train_samples();
+  if (subset > train->size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("pipeline.train_samples: ", subset, " is more than the training set's ",
+                     train->size(), " samples"));
+  }
   models::ShardedSamplerOptions so;
-  so.dataset_size = train->size();
+  // The sampler draws from indices [0, dataset_size): the first train_samples samples.
+  so.dataset_size = subset > 0 ? subset : train->size();
   so.batch_size = config.training().batch_size();
   so.num_workers = 1;
   so.rank = 0;
