@@ -4,8 +4,10 @@
 #include <catch2/catch.hpp>
 #include <string>
 
+#include "models/state_dict.h"
 #include "models/zoo.h"
 #include "tests/models/models_test_util.h"
+#include "tests/testing/temp_dir.h"
 
 namespace p3::models {
 namespace {
@@ -173,6 +175,27 @@ CATCH_TEST_CASE("row_lstm takes other image sizes and channels, rejects empty si
   std::shared_ptr<BlockModel> model = Create(options);
   CATCH_CHECK(model->forward(torch::randn({2, 3, 12, 12})).sizes() == torch::IntArrayRef({2, 4}));
   CATCH_CHECK(model->BlockParameters(0)[0].size(1) == 3 * 12);  // weight_ih of lstm0
+}
+
+CATCH_TEST_CASE("row_lstm's state dict has PyTorch's LSTM names and loads back equal") {
+  // What the cluster modes write as model.pt (output.save_model) and read (init_from).
+  ModelOptions options;
+  options.name = "row_lstm";
+  std::shared_ptr<BlockModel> a = Create(options);
+  const StateDict state = ModuleState(*a);
+  CATCH_REQUIRE(state.size() == 18);  // 4 per LSTM layer (no buffers), 2 for fc
+  CATCH_CHECK(state[0].first == "lstm0.weight_ih_l0");
+  CATCH_CHECK(state[1].first == "lstm0.weight_hh_l0");
+  CATCH_CHECK(state[3].first == "lstm0.bias_hh_l0");
+  CATCH_CHECK(state[0].second.sizes() == torch::IntArrayRef({4 * 32, 28}));
+  const std::string path = ::p3::testing::FreshDir("zoo_row_lstm") + "/model.pt";
+  CATCH_REQUIRE(SaveStateDict(*a, path).ok());
+  options.seed = 2;
+  std::shared_ptr<BlockModel> b = Create(options);
+  const torch::Tensor x = torch::randn({2, 1, 28, 28});
+  CATCH_CHECK_FALSE(torch::allclose(a->forward(x), b->forward(x)));
+  CATCH_REQUIRE(LoadStateDict(path, *b).ok());
+  CATCH_CHECK(torch::equal(a->forward(x), b->forward(x)));
 }
 
 }  // namespace
