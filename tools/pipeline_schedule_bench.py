@@ -98,10 +98,10 @@ def main():
     p = argparse.ArgumentParser(description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--binary", default="bazel-bin/tools/pipeline_train")
-    p.add_argument("--iterations", type=int, default=150)
+    p.add_argument("--iterations", type=int, default=60)
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--stages", type=int, nargs="+", default=[2, 4])
-    p.add_argument("--microbatches", type=int, nargs="+", default=[1, 2, 4, 8, 16])
+    p.add_argument("--microbatches", type=int, nargs="+", default=[1, 2, 4, 8])
     p.add_argument("--raw", default="out/pipeline_schedule_bench")
     p.add_argument("--csv", default="docs/results/pipeline_schedules.csv")
     p.add_argument("--markdown", default="docs/results/pipeline_schedules_table.md")
