@@ -4,9 +4,9 @@
 By default 3 epochs over the first 15,000 training images (CPU time is scarce), tested
 on all 10,000 test images after each epoch.
 
-Runs pipeline_train (build it first: `bazel build //tools:pipeline_train`; the grid takes
-about 40 minutes on a quiet machine, so copy the binary somewhere a rebuild will not replace it and pass
---binary) with configs/pipeline_lstm.textproto, one run at a time, and writes
+Runs pipeline_train (build it first: `bazel build //tools:pipeline_train`; the grid took
+41 minutes here on the shared 2-core machine, so copy the binary somewhere a rebuild
+will not replace it and pass --binary) with configs/pipeline_lstm.textproto, one run at a time, and writes
   --csv       raw per-epoch figures, one row per (mode, stages, seed, epoch)
   --markdown  the table of docs/results/pipeline.md: per mode and stage count, the test
               accuracy after each epoch, mean +- sample standard deviation over the seeds,
