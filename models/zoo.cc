@@ -11,6 +11,7 @@
 #include "models/inception.h"
 #include "models/mlp.h"
 #include "models/resnet.h"
+#include "models/row_lstm.h"
 #include "models/seq2seq_lstm.h"
 #include "models/small_cnn.h"
 #include "models/transformer.h"
@@ -83,6 +84,14 @@ absl::StatusOr<std::shared_ptr<BlockModel>> MakeInceptionV3(const ModelOptions& 
   return std::make_shared<InceptionV3>(options);
 }
 
+absl::StatusOr<std::shared_ptr<BlockModel>> MakeRowLstm(const ModelOptions& o) {
+  RowLstmOptions options;
+  options.num_classes = o.num_classes;
+  if (o.in_channels > 0) options.in_channels = o.in_channels;
+  if (o.image_size > 0) options.image_size = o.image_size;
+  return std::make_shared<RowLstm>(options);
+}
+
 constexpr int64_t kDefaultVocab = 32000;
 
 absl::Status CheckVocab(const ModelOptions& o) {
@@ -117,6 +126,7 @@ const std::vector<std::pair<std::string, Factory>>& Factories() {
       {"inception_v3", MakeInceptionV3},
       {"seq2seq_lstm", MakeSeq2SeqLstm},
       {"transformer", MakeTransformer},
+      {"row_lstm", MakeRowLstm},
   };
   return *factories;
 }

@@ -2,7 +2,8 @@
 //
 // Names: "small_cnn" (models/small_cnn.h), "mlp" (models/mlp.h), "resnet50"
 // (models/resnet.h), "vgg16", "vgg19" (models/vgg.h), "inception_v3" (models/inception.h),
-// "seq2seq_lstm" (models/seq2seq_lstm.h), "transformer" (models/transformer.h). The
+// "seq2seq_lstm" (models/seq2seq_lstm.h), "transformer" (models/transformer.h), "row_lstm"
+// (models/row_lstm.h: Fashion-MNIST images read row by row by an LSTM). The
 // sequence models' token layout: models/sequence.h. Sizes, block lists and measured costs
 // of every model: docs/models.md.
 //
@@ -31,13 +32,14 @@ struct ModelOptions {
   std::string name = "small_cnn";
   // Default: 10.
   int64_t num_classes = 10;
-  // Input height and width. Default: 0, the model's own (small_cnn 28; mlp: no image, 12
-  // inputs). small_cnn is built for it (a multiple of 4); for "mlp", a non-zero
+  // Input height and width. Default: 0, the model's own (small_cnn and row_lstm 28; mlp: no
+  // image, 12 inputs). small_cnn and row_lstm are built for it (small_cnn: a multiple of
+  // 4; row_lstm: rows are time steps); for "mlp", a non-zero
   // image_size makes the input image_size^2 * in_channels features. The other image models
   // pool adaptively and take any size from their minimum (resnet50, vgg16, vgg19: 32;
   // inception_v3: 75); a smaller image_size is rejected.
   int64_t image_size = 0;
-  // Input channels. Default: 0, the model's own (small_cnn 1, the others 3; mlp: see
+  // Input channels. Default: 0, the model's own (small_cnn, row_lstm 1, the others 3; mlp: see
   // image_size). For "mlp" without image_size, in_channels > 0 is the number of inputs.
   int64_t in_channels = 0;
   // Vocabulary size of the sequence models (>= 3). Default: 0, meaning 32,000.

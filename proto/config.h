@@ -54,6 +54,8 @@ inline constexpr char kPipelineMode[] = "pipeline";
 // The values pipeline.weights may take (mode "pipeline", docs/pipeline.md).
 inline constexpr const char* kPipelineWeights[] = {"spectrain", "pipedream", "stale", "vanilla",
                                                    "data_parallel"};
+// The values pipeline.schedule may take ("interleaved_1f1b" is refused as not implemented).
+inline constexpr const char* kPipelineSchedules[] = {"1f1b", "gpipe", "interleaved_1f1b"};
 inline constexpr const char* kPlacements[] = {"colocated", "separate"};
 inline constexpr const char* kDatasets[] = {"fashion_mnist", "synthetic", "synthetic_tokens"};
 inline constexpr const char* kOptimizers[] = {"sgd", "adam"};

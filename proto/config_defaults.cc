@@ -48,6 +48,7 @@ constexpr char kDefaultPipelineWeights[] = "spectrain";
 constexpr int kDefaultSpecTrainVersion = 1;
 constexpr int kDefaultPipelineStages = 2;
 constexpr int kDefaultProfileBatches = 3;
+constexpr char kDefaultPipelineSchedule[] = "1f1b";
 
 }  // namespace
 
@@ -137,12 +138,18 @@ void FillDefaults(ExperimentConfig* config) {
   // Only in mode "pipeline", so that the other modes' resolved configs stay as they were.
   if (config->mode() == kPipelineMode) {
     PipelineConfig* pipeline = config->mutable_pipeline();
-    if (pipeline->weights().empty()) pipeline->set_weights(kDefaultPipelineWeights);
+    if (pipeline->schedule().empty()) pipeline->set_schedule(kDefaultPipelineSchedule);
+    const bool gpipe = pipeline->schedule() == "gpipe";
+    // GPipe has no stale weights to treat: its weight handling is vanilla's.
+    if (pipeline->weights().empty()) {
+      pipeline->set_weights(gpipe ? "vanilla" : kDefaultPipelineWeights);
+    }
     if (pipeline->spectrain_version() == 0) {
       pipeline->set_spectrain_version(kDefaultSpecTrainVersion);
     }
     if (pipeline->stages() == 0) pipeline->set_stages(kDefaultPipelineStages);
     if (pipeline->profile_batches() == 0) pipeline->set_profile_batches(kDefaultProfileBatches);
+    if (pipeline->microbatches() == 0) pipeline->set_microbatches(gpipe ? pipeline->stages() : 1);
   }
 }
 

@@ -1,6 +1,7 @@
 // Validation of experiment configs (proto/config.h): every error names the field.
 #include <arpa/inet.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <iterator>
@@ -262,6 +263,26 @@ absl::Status ValidateConfig(const ExperimentConfig& config) {
     check.IntRange("pipeline.spectrain_version", pipeline.spectrain_version(), 1, 2);
     check.IntRange("pipeline.stages", pipeline.stages(), 1, kMaxProcesses);
     check.IntRange("pipeline.profile_batches", pipeline.profile_batches(), 1, 1000);
+    check.IntAtLeast("pipeline.train_samples", pipeline.train_samples(), 0);
+    check.OneOf("pipeline.schedule", pipeline.schedule(), kPipelineSchedules);
+    check.IntRange("pipeline.microbatches", pipeline.microbatches(), 1,
+                   std::max(1, config.training().batch_size()));
+    if (pipeline.schedule() == "interleaved_1f1b") {
+      check.Add("pipeline.schedule",
+                "\"interleaved_1f1b\" is not implemented yet; allowed: \"1f1b\", \"gpipe\"");
+    } else if (pipeline.schedule() == "gpipe" && pipeline.weights() != "vanilla") {
+      check.Add("pipeline.weights",
+                absl::StrCat("\"", pipeline.weights(),
+                             "\" does not combine with schedule \"gpipe\": GPipe updates once per "
+                             "mini-batch after draining, so no weights are stale; allowed: "
+                             "\"vanilla\" (the default under gpipe)"));
+    } else if (pipeline.schedule() == "1f1b" && pipeline.microbatches() != 1) {
+      check.Add("pipeline.microbatches",
+                absl::StrCat(pipeline.microbatches(),
+                             " with schedule \"1f1b\"; allowed: 1 (1F1B pipelines whole "
+                             "mini-batches, one update each; micro-batches need schedule "
+                             "\"gpipe\")"));
+    }
     if (pipeline.devices_size() != 0 && pipeline.devices_size() != pipeline.stages()) {
       check.Add("pipeline.devices",
                 absl::StrCat(pipeline.devices_size(), " devices for ", pipeline.stages(),

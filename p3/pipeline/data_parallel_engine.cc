@@ -45,7 +45,10 @@ absl::Status DataParallelEngine::RunJob(int k, const TrainJob& job) {
     const int64_t version = replica.sgd->steps();
     std::vector<torch::Tensor> grads;
     double loss = 0;
-    P3_RETURN_IF_ERROR(ComputeGradients(k, *shard, &grads, &loss));
+    absl::Time start = absl::Now();
+    absl::Status computed = ComputeGradients(k, *shard, &grads, &loss);
+    job.stats->busy_seconds[k] += absl::ToDoubleSeconds(absl::Now() - start);
+    P3_RETURN_IF_ERROR(computed);
     std::optional<GradientExchange::Result> sum;
     P3_RETURN_IF_ERROR(CatchTorchErrors(
         absl::StrCat("replica ", k, ": averaging mini-batch ", i, "'s gradients"),
@@ -54,7 +57,10 @@ absl::Status DataParallelEngine::RunJob(int k, const TrainJob& job) {
           return absl::OkStatus();
         }));
     if (!sum) return Stopped(k);
-    P3_RETURN_IF_ERROR(ApplyUpdate(k, i, *sum->grads));
+    start = absl::Now();
+    absl::Status updated = ApplyUpdate(k, i, *sum->grads);
+    job.stats->busy_seconds[k] += absl::ToDoubleSeconds(absl::Now() - start);
+    P3_RETURN_IF_ERROR(updated);
     if (k == 0) {
       job.stats->losses[i] = sum->loss;
       job.stats->done_seconds[i] = absl::ToDoubleSeconds(absl::Now() - job.start);

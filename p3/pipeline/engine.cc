@@ -234,6 +234,7 @@ absl::StatusOr<TrainStats> PipelineEngine::Train(int64_t count, const BatchSourc
   TrainStats stats;
   stats.losses.assign(count, std::numeric_limits<double>::quiet_NaN());
   stats.done_seconds.assign(count, 0);
+  stats.busy_seconds.assign(n_, 0);
   {
     absl::MutexLock lock(&mu_);
     if (shutdown_) return absl::FailedPreconditionError("the pipeline engine was shut down");
@@ -251,6 +252,7 @@ absl::StatusOr<TrainStats> PipelineEngine::Train(int64_t count, const BatchSourc
   auto all_done = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stages_done_ == n_; };
   mu_.Await(absl::Condition(&all_done));
   if (!error_.ok()) return error_;
+  stats.seconds = absl::ToDoubleSeconds(absl::Now() - job_.start);
   return stats;
 }
 

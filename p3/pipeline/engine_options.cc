@@ -23,11 +23,33 @@ absl::Status ValidatePipelineOptions(const PipelineOptions& o) {
                                                    o.num_stages,
                                                    " stages; give one per stage or none"));
   }
+  if (o.microbatches < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("microbatches: ", o.microbatches, " is out of range; allowed >= 1"));
+  }
+  if (o.schedule == PipelineSchedule::kGPipe && o.mode != WeightMode::kVanilla) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "schedule: gpipe does not combine with mode ", WeightModeName(o.mode),
+        " (GPipe updates once per mini-batch after draining, so no weights are stale); "
+        "allowed: vanilla"));
+  }
+  if (o.schedule == PipelineSchedule::kOneFOneB && o.microbatches != 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "microbatches: ", o.microbatches,
+        " with schedule 1f1b; allowed: 1 (1F1B pipelines whole mini-batches)"));
+  }
   if (o.threads_per_stage < 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("threads_per_stage: ", o.threads_per_stage, " is out of range; allowed >= 0"));
   }
   return ValidateSgdOptions(o.sgd);
+}
+
+double BubbleFraction(const TrainStats& stats) {
+  if (stats.busy_seconds.empty() || stats.seconds <= 0) return 0;
+  double busy = 0;
+  for (double b : stats.busy_seconds) busy += b;
+  return 1.0 - busy / (static_cast<double>(stats.busy_seconds.size()) * stats.seconds);
 }
 
 }  // namespace p3::pipeline

@@ -32,6 +32,9 @@ struct PipelineEvent {
   int prediction = 0;
   // Weight copies held by the stage after the operation (pipedream, spectrain v2).
   int64_t stashed = 0;
+  // The micro-batch of mini-batch `microbatch` (schedule gpipe: 0..microbatches-1;
+  // always 0 under 1f1b, whose unit is the whole mini-batch).
+  int64_t part = 0;
 };
 
 struct PipelineOptions {
@@ -41,6 +44,13 @@ struct PipelineOptions {
   int spectrain_version = 1;
   // Number of stages (data_parallel: replicas), >= 1. Default: 2.
   int num_stages = 2;
+  // The order of forwards and backwards (schedule.h). kGPipe requires mode kVanilla:
+  // GPipe updates once per mini-batch after draining, so no weights are stale.
+  // Default: kOneFOneB.
+  PipelineSchedule schedule = PipelineSchedule::kOneFOneB;
+  // Micro-batches per mini-batch under kGPipe (1..the mini-batch's size; sizes differ by
+  // at most one sample); 1 under kOneFOneB. Default: 1.
+  int64_t microbatches = 1;
   // Device of each stage: "cpu", "cuda" (= "cuda:0") or "cuda:<i>". Default: empty,
   // "cpu" for every stage; else exactly num_stages entries.
   std::vector<std::string> devices;
@@ -68,7 +78,16 @@ struct TrainStats {
   // Seconds from the start of Train() until every stage had applied the mini-batch's
   // update.
   std::vector<double> done_seconds;
+  // Per stage (data_parallel: replica), the seconds its thread spent in forwards,
+  // backwards and updates (wall clock, waits for other stages excluded).
+  std::vector<double> busy_seconds;
+  // Seconds from the start of Train() until every stage was done.
+  double seconds = 0;
 };
+
+// The share of the stages' time spent idle in a Train() call:
+// 1 - sum(busy_seconds) / (stages * seconds); 0 when nothing was measured.
+double BubbleFraction(const TrainStats& stats);
 
 // Makes one replica of the model; every call must return an identically initialised one.
 using ModelFactory = std::function<absl::StatusOr<std::shared_ptr<models::BlockModel>>()>;
@@ -76,7 +95,7 @@ using ModelFactory = std::function<absl::StatusOr<std::shared_ptr<models::BlockM
 using BatchSource = std::function<absl::StatusOr<models::Batch>(int64_t index)>;
 
 // InvalidArgumentError naming the field (num_stages, spectrain_version, devices,
-// threads_per_stage, sgd.*) when `options` are out of range. Boundaries and device names
+// threads_per_stage, schedule, microbatches, sgd.*) when `options` are out of range. Boundaries and device names
 // are checked when the engine is created (they depend on the model and the machine).
 absl::Status ValidatePipelineOptions(const PipelineOptions& options);
 

@@ -26,6 +26,7 @@ nlohmann::ordered_json EpochJson(const EpochRecord& e) {
   j["seconds"] = e.seconds;
   j["samples_per_second"] = e.samples_per_second;
   j["test_accuracy"] = OptionalJson(e.test_accuracy);
+  j["bubble_fraction"] = e.bubble_fraction;
   return j;
 }
 
@@ -37,6 +38,9 @@ std::string RunResult::ToJson() const {
   j["weights"] = weights;
   j["spectrain_version"] = spectrain_version;
   j["stages"] = stages;
+  j["schedule"] = schedule;
+  j["microbatches"] = microbatches;
+  j["train_samples"] = train_samples;
   j["devices"] = devices;
   j["boundaries"] = boundaries;
   j["stage_blocks"] = stage_blocks;
@@ -45,6 +49,7 @@ std::string RunResult::ToJson() const {
   j["batch_size"] = batch_size;
   j["iterations"] = iterations;
   j["samples_per_second"] = samples_per_second;
+  j["bubble_fraction"] = bubble_fraction;
   j["final_loss"] = final_loss;  // NaN and infinity are written as null
   j["test_accuracy"] = OptionalJson(test_accuracy);
   j["wall_seconds"] = wall_seconds;

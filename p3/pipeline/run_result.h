@@ -26,6 +26,8 @@ struct EpochRecord {
   // training.warmup_iterations over the time they took.
   double samples_per_second = 0;
   std::optional<double> test_accuracy;  // with training.evaluate
+  // The stages' idle share: 1 - (their busy seconds) / (stages * seconds) (BubbleFraction()).
+  double bubble_fraction = 0;
 };
 
 struct RunResult {
@@ -33,6 +35,9 @@ struct RunResult {
   std::string weights;  // pipeline.weights
   int spectrain_version = 1;
   int stages = 0;
+  std::string schedule;      // pipeline.schedule
+  int64_t microbatches = 1;  // pipeline.microbatches
+  int64_t train_samples = 0;  // training samples read per epoch
   std::vector<std::string> devices;
   std::vector<int64_t> boundaries;        // used (data_parallel: none)
   std::vector<std::string> stage_blocks;  // e.g. "conv1+conv2", per stage
@@ -41,6 +46,8 @@ struct RunResult {
   int64_t batch_size = 0;
   int64_t iterations = 0;
   double samples_per_second = 0;        // median over the epochs
+  // Over all epochs: 1 - (the stages' busy seconds) / (stages * training seconds).
+  double bubble_fraction = 0;
   double final_loss = 0;                // mean of the last (up to) 20 mini-batches
   std::optional<double> test_accuracy;  // after the last epoch
   double wall_seconds = 0;

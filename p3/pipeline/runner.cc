@@ -29,12 +29,13 @@
 namespace p3::pipeline {
 namespace {
 
-// The data of a run: the training set in the sampler's order, the test set with
-// training.evaluate.
+// The data of a run: the training set (its first pipeline.train_samples samples when
+// set) in the sampler's order, the test set with training.evaluate.
 struct RunData {
   std::shared_ptr<models::Dataset> train;
   std::shared_ptr<models::Dataset> test;  // null without training.evaluate
   models::ShardedSampler sampler;         // one worker: the whole training set
+  int64_t train_samples = 0;              // the samples the sampler draws from
 };
 
 absl::StatusOr<RunData> LoadData(const config::ExperimentConfig& config) {
@@ -45,14 +46,21 @@ absl::StatusOr<RunData> LoadData(const config::ExperimentConfig& config) {
     P3_ASSIGN_OR_RETURN(test,
                         models::CreateDataset(models::DatasetOptionsFromConfig(config, false)));
   }
+  const int64_t subset = config.pipeline().train_samples();
+  if (subset > train->size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("pipeline.train_samples: ", subset, " is more than the training set's ",
+                     train->size(), " samples"));
+  }
   models::ShardedSamplerOptions so;
-  so.dataset_size = train->size();
+  // The sampler draws from indices [0, dataset_size): the first train_samples samples.
+  so.dataset_size = subset > 0 ? subset : train->size();
   so.batch_size = config.training().batch_size();
   so.num_workers = 1;
   so.rank = 0;
   so.seed = config.training().seed();
   P3_ASSIGN_OR_RETURN(models::ShardedSampler sampler, models::ShardedSampler::Create(so));
-  return RunData{std::move(train), std::move(test), std::move(sampler)};
+  return RunData{std::move(train), std::move(test), std::move(sampler), so.dataset_size};
 }
 
 absl::StatusOr<models::Batch> GetBatch(const models::Dataset& dataset,
@@ -73,6 +81,8 @@ RunResult ResultFromConfig(const config::ExperimentConfig& config, const Pipelin
   result.weights = config.pipeline().weights();
   result.spectrain_version = po.spectrain_version;
   result.stages = po.num_stages;
+  result.schedule = PipelineScheduleName(po.schedule);
+  result.microbatches = po.microbatches;
   result.devices = po.devices;
   result.batch_size = config.training().batch_size();
   result.iterations = iterations;
@@ -162,6 +172,8 @@ absl::StatusOr<std::vector<double>> TrainEpochs(const config::ExperimentConfig& 
                                                 int64_t* offset, RunResult* result) {
   const int64_t per_epoch = data.sampler.iterations_per_epoch();
   std::vector<double> all_losses;
+  double busy = 0;
+  double stage_seconds = 0;
   for (int epoch = 1; *offset < total; ++epoch) {
     const int64_t count = std::min(per_epoch, total - *offset);
     const int64_t first = *offset;
@@ -172,6 +184,9 @@ absl::StatusOr<std::vector<double>> TrainEpochs(const config::ExperimentConfig& 
     EpochRecord record =
         EpochRecordFromStats(epoch, stats.losses, stats.done_seconds,
                              config.training().batch_size(), config.training().warmup_iterations());
+    record.bubble_fraction = BubbleFraction(stats);
+    for (double b : stats.busy_seconds) busy += b;
+    stage_seconds += stats.seconds * static_cast<double>(stats.busy_seconds.size());
     all_losses.insert(all_losses.end(), stats.losses.begin(), stats.losses.end());
     *offset += count;
     if (data.test != nullptr) {
@@ -181,6 +196,7 @@ absl::StatusOr<std::vector<double>> TrainEpochs(const config::ExperimentConfig& 
     if (progress != nullptr) *progress << FormatEpochLine(record) << std::endl;
     result->epochs.push_back(record);
   }
+  result->bubble_fraction = stage_seconds > 0 ? 1.0 - busy / stage_seconds : 0;
   return all_losses;
 }
 
@@ -199,6 +215,7 @@ absl::StatusOr<RunResult> RunPipeline(const config::ExperimentConfig& config,
   P3_ASSIGN_OR_RETURN(RunData data, LoadData(config));
   const int64_t total = RunIterations(config, data.sampler.iterations_per_epoch());
   RunResult result = ResultFromConfig(config, po, total);
+  result.train_samples = data.train_samples;
   P3_ASSIGN_OR_RETURN(po.boundaries, ChooseBoundaries(config, po, factory, data, &result));
 
   int64_t offset = 0;  // mini-batches of earlier epochs

@@ -2,7 +2,8 @@
 // pipeline_train binary does (docs/pipeline.md).
 //
 // It loads the data (models/data.h), reads mini-batches of training.batch_size in the
-// sampler's order (models/sampler.h, one worker), chooses the stage boundaries
+// sampler's order (models/sampler.h, one worker; only the first pipeline.train_samples
+// samples of the training set when that is set), chooses the stage boundaries
 // (pipeline.boundaries, or balanced by profiling pipeline.profile_batches batches per
 // block on the calling thread, pipeline/profile.h), builds a PipelineEngine and trains
 // epoch by epoch; the pipeline is drained at the end of each epoch and, with

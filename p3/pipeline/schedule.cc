@@ -41,6 +41,47 @@ std::vector<ScheduleStep> OneFOneBSchedule(int num_stages, int stage, int64_t nu
   return steps;
 }
 
+std::string PipelineScheduleName(PipelineSchedule schedule) {
+  switch (schedule) {
+    case PipelineSchedule::kOneFOneB:
+      return "1f1b";
+    case PipelineSchedule::kGPipe:
+      return "gpipe";
+  }
+  return "unknown";
+}
+
+absl::StatusOr<PipelineSchedule> ParsePipelineSchedule(absl::string_view name) {
+  if (name == "1f1b") return PipelineSchedule::kOneFOneB;
+  if (name == "gpipe") return PipelineSchedule::kGPipe;
+  if (name == "interleaved_1f1b") {
+    return absl::UnimplementedError(
+        "pipeline schedule \"interleaved_1f1b\" is not implemented yet; allowed: \"1f1b\", "
+        "\"gpipe\"");
+  }
+  return absl::InvalidArgumentError(absl::StrCat("unknown pipeline schedule \"", name,
+                                                 "\"; allowed: \"1f1b\", \"gpipe\""));
+}
+
+std::vector<ScheduleStep> GPipeSchedule(int64_t num_minibatches, int64_t microbatches) {
+  std::vector<ScheduleStep> steps;
+  steps.reserve(2 * std::max<int64_t>(0, num_minibatches * microbatches));
+  for (int64_t i = 0; i < num_minibatches; ++i) {
+    for (int64_t m = 0; m < microbatches; ++m) {
+      steps.push_back({Pass::kForward, i * microbatches + m});
+    }
+    for (int64_t m = 0; m < microbatches; ++m) {
+      steps.push_back({Pass::kBackward, i * microbatches + m});
+    }
+  }
+  return steps;
+}
+
+double GPipeBubbleFraction(int num_stages, int64_t microbatches) {
+  return static_cast<double>(num_stages - 1) /
+         static_cast<double>(microbatches + num_stages - 1);
+}
+
 std::string WeightModeName(WeightMode mode) {
   switch (mode) {
     case WeightMode::kSpecTrain:

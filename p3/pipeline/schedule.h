@@ -53,6 +53,35 @@ int64_t WarmupForwards(int num_stages, int stage, int64_t num_microbatches, bool
 std::vector<ScheduleStep> OneFOneBSchedule(int num_stages, int stage, int64_t num_microbatches,
                                            bool pipelined);
 
+// How a stage orders the forwards and backwards of a Train() call.
+enum class PipelineSchedule {
+  // PipeDream's 1F1B over whole mini-batches (OneFOneBSchedule()); each stage updates
+  // right after each backward, so weights are stale and the weight mode treats them.
+  kOneFOneB,
+  // GPipe: each mini-batch split into micro-batches; every stage runs all their
+  // forwards, then all their backwards (GPipeSchedule()), accumulating the gradients,
+  // and updates once per mini-batch: no stale weights, single-device training.
+  kGPipe,
+};
+
+// "1f1b", "gpipe".
+std::string PipelineScheduleName(PipelineSchedule schedule);
+// InvalidArgumentError naming the allowed names for an unknown name; UnimplementedError
+// for "interleaved_1f1b" (Megatron's interleaved 1F1B, several model chunks per device),
+// which is not implemented.
+absl::StatusOr<PipelineSchedule> ParsePipelineSchedule(absl::string_view name);
+
+// One stage's operations under GPipe for mini-batches 0..num_minibatches-1 of
+// `microbatches` micro-batches each, numbered j = i * microbatches + m: per mini-batch
+// F(j) for every micro-batch, then B(j) in the same order. The same on every stage (a
+// stage's idle time is the wait for its input). Requires microbatches >= 1.
+// Example: GPipeSchedule(2, 3) -> F0 F1 F2 B0 B1 B2 F3 F4 F5 B3 B4 B5
+std::vector<ScheduleStep> GPipeSchedule(int64_t num_minibatches, int64_t microbatches);
+
+// GPipe's ideal bubble fraction with K stages of equal cost and M micro-batches per
+// mini-batch: (K - 1) / (M + K - 1), the share of each stage's time spent idle.
+double GPipeBubbleFraction(int num_stages, int64_t microbatches);
+
 // How the stages treat weights between a mini-batch's forward and its backward.
 enum class WeightMode {
   kSpecTrain,     // predict the weights s versions ahead: W - s * lr * v

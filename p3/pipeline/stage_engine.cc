@@ -62,7 +62,12 @@ void StageEngine::Emit(const PipelineEvent& event) const {
 
 absl::Status StageEngine::RunJob(int k, const TrainJob& job) {
   Stage& stage = stages_[k];
-  for (const ScheduleStep& step : OneFOneBSchedule(n_, k, job.count, IsPipelined(options_.mode))) {
+  const std::vector<ScheduleStep> steps =
+      options_.schedule == PipelineSchedule::kGPipe
+          ? GPipeSchedule(job.count, options_.microbatches)
+          : OneFOneBSchedule(n_, k, job.count, IsPipelined(options_.mode));
+  double& busy = job.stats->busy_seconds[k];
+  for (const ScheduleStep& step : steps) {
     std::optional<Message> message;
     if (step.pass == Pass::kForward || k + 1 < n_) {
       message = (step.pass == Pass::kForward ? forward_[k] : backward_[k])->Pop();
@@ -72,18 +77,21 @@ absl::Status StageEngine::RunJob(int k, const TrainJob& job) {
                                                 ", received mini-batch ", message->microbatch));
       }
     }
-    if (step.pass == Pass::kForward) {
-      P3_RETURN_IF_ERROR(Forward(stage, k, std::move(*message), job));
-    } else {
-      P3_RETURN_IF_ERROR(
-          Backward(stage, k, step.microbatch, message ? message->tensor : torch::Tensor(), job));
-    }
+    const absl::Time start = absl::Now();
+    absl::Status status =
+        step.pass == Pass::kForward
+            ? Forward(stage, k, std::move(*message), job)
+            : Backward(stage, k, step.microbatch, message ? message->tensor : torch::Tensor(), job);
+    busy += absl::ToDoubleSeconds(absl::Now() - start);
+    P3_RETURN_IF_ERROR(status);
   }
   return absl::OkStatus();
 }
 
 absl::Status StageEngine::Forward(Stage& stage, int k, Message message, const TrainJob& job) {
-  const int64_t i = message.microbatch;
+  const int64_t j = message.microbatch;        // the unit of the schedule
+  const int64_t i = j / options_.microbatches;  // its mini-batch
+  const int64_t part = j % options_.microbatches;
   const StageReplica& replica = *stage.replica;
   const bool stash = options_.mode == WeightMode::kPipeDream ||
                      (options_.mode == WeightMode::kSpecTrain && options_.spectrain_version == 2);
@@ -111,29 +119,45 @@ absl::Status StageEngine::Forward(Stage& stage, int k, Message message, const Tr
         }
         if (k + 1 == n_) {
           torch::Tensor loss = replica.model->Loss(y, message.target.to(replica.device));
-          job.stats->losses[i] = loss.item<double>();
-          f.output = loss;
+          const double value = loss.item<double>();
+          if (options_.schedule == PipelineSchedule::kGPipe) {
+            // The mini-batch's mean loss is the micro-batches' means weighted by their
+            // share of its samples; so are the gradients accumulated over the backwards.
+            job.stats->losses[i] = (part == 0 ? 0 : job.stats->losses[i]) + message.weight * value;
+            f.output = loss * message.weight;
+          } else {
+            job.stats->losses[i] = value;
+            f.output = loss;
+          }
         } else {
           f.output = y;
         }
         f.input = x;
-        PipelineEvent event{k, Pass::kForward, i, f.version, f.prediction, 0};
-        stage.in_flight.emplace(i, std::move(f));
+        PipelineEvent event{k, Pass::kForward, i, f.version, f.prediction, 0, part};
+        stage.in_flight.emplace(j, std::move(f));
         for (const auto& entry : stage.in_flight) {
           event.stashed += entry.second.stash.empty() ? 0 : 1;
         }
         // Before the hand-over, so that events are recorded in an order consistent with
         // the data flow (the next stage's forward of i comes after this one).
         Emit(event);
-        if (k + 1 < n_) pushed = forward_[k + 1]->Push(Message{i, y.detach(), message.target});
+        if (k + 1 < n_) {
+          pushed = forward_[k + 1]->Push(Message{j, y.detach(), message.target, message.weight});
+        }
         return absl::OkStatus();
       }));
   return pushed ? absl::OkStatus() : Stopped(k);
 }
 
-absl::Status StageEngine::Backward(Stage& stage, int k, int64_t i, const torch::Tensor& grad,
+absl::Status StageEngine::Backward(Stage& stage, int k, int64_t j, const torch::Tensor& grad,
                                    const TrainJob& job) {
-  auto it = stage.in_flight.find(i);
+  const int64_t i = j / options_.microbatches;
+  const int64_t part = j % options_.microbatches;
+  // GPipe accumulates the micro-batches' gradients: zeroed before the first backward of
+  // the mini-batch, applied after the last. 1F1B: one unit, both every time.
+  const bool first = part == 0;
+  const bool last = part + 1 == options_.microbatches;
+  auto it = stage.in_flight.find(j);
   if (it == stage.in_flight.end()) {
     return absl::InternalError(
         absl::StrCat("stage ", k, ": backward of mini-batch ", i, " before its forward"));
@@ -143,7 +167,7 @@ absl::Status StageEngine::Backward(Stage& stage, int k, int64_t i, const torch::
   bool pushed = true;
   P3_RETURN_IF_ERROR(CatchTorchErrors(
       absl::StrCat("stage ", k, ": backward of mini-batch ", i), [&]() -> absl::Status {
-        PipelineEvent event{k, Pass::kBackward, i, replica.sgd->steps(), 0, 0};
+        PipelineEvent event{k, Pass::kBackward, i, replica.sgd->steps(), 0, 0, part};
         if (!f.stash.empty()) {
           // The forward's weights: stashed (pipedream) or predicted (spectrain v2).
           event.weight_version = f.version;
@@ -155,25 +179,25 @@ absl::Status StageEngine::Backward(Stage& stage, int k, int64_t i, const torch::
           event.prediction = stage.SetWorkingPredicted(PredictionDistance(
               options_.mode, options_.spectrain_version, n_, k, Pass::kBackward));
         }
-        replica.sgd->ZeroGrad();
+        if (first) replica.sgd->ZeroGrad();
         if (k + 1 == n_) {
           f.output.backward();
         } else {
           torch::autograd::backward({f.output}, {grad.to(replica.device)});
         }
         for (const auto& entry : stage.in_flight) {
-          if (entry.first != i && !entry.second.stash.empty()) ++event.stashed;
+          if (entry.first != j && !entry.second.stash.empty()) ++event.stashed;
         }
         Emit(event);
         // Hand the input's gradient on before updating, so that the previous stage can
         // start its backward during this stage's update.
-        if (k > 0) pushed = backward_[k - 1]->Push(Message{i, f.input.grad(), {}});
-        replica.sgd->Step();
+        if (k > 0) pushed = backward_[k - 1]->Push(Message{j, f.input.grad(), {}});
+        if (last) replica.sgd->Step();
         return absl::OkStatus();
       }));
   if (!f.stash.empty()) stage.free_stashes.push_back(std::move(f.stash));
   stage.in_flight.erase(it);
-  if (k == 0) {
+  if (k == 0 && last) {
     job.stats->done_seconds[i] = absl::ToDoubleSeconds(absl::Now() - job.start);
     if (options_.on_done) options_.on_done(i, job.stats->losses[i]);
   }
@@ -181,10 +205,29 @@ absl::Status StageEngine::Backward(Stage& stage, int k, int64_t i, const torch::
 }
 
 absl::Status StageEngine::Feed(int64_t count, const BatchSource& source) {
+  const int64_t parts = options_.microbatches;
   for (int64_t i = 0; i < count; ++i) {
     P3_ASSIGN_OR_RETURN(models::Batch batch, LoadBatch(source, i));
-    if (!forward_[0]->Push(Message{i, std::move(batch.input), std::move(batch.target)})) {
-      return absl::OkStatus();  // a stage failed; its error is already recorded
+    if (parts == 1) {
+      if (!forward_[0]->Push(Message{i, std::move(batch.input), std::move(batch.target), 1.0})) {
+        return absl::OkStatus();  // a stage failed; its error is already recorded
+      }
+      continue;
+    }
+    const int64_t size = batch.input.size(0);
+    if (size < parts) {
+      return absl::InvalidArgumentError(absl::StrCat("gpipe splits each mini-batch into ", parts,
+                                                     " micro-batches; mini-batch ", i, " has ",
+                                                     size, " samples"));
+    }
+    int64_t offset = 0;
+    for (int64_t m = 0; m < parts; ++m) {
+      const int64_t rows = size / parts + (m < size % parts ? 1 : 0);
+      Message message{i * parts + m, batch.input.narrow(0, offset, rows),
+                      batch.target.narrow(0, offset, rows),
+                      static_cast<double>(rows) / static_cast<double>(size)};
+      offset += rows;
+      if (!forward_[0]->Push(std::move(message))) return absl::OkStatus();
     }
   }
   return absl::OkStatus();

@@ -2,10 +2,21 @@
 // pipedream, stale and vanilla: stage k runs blocks [begin_k, end_k) of its replica and
 // follows OneFOneBSchedule() (schedule.h).
 //
-// Data path. Feed() puts the mini-batches into stage 0's forward queue; each stage passes
+// Schedules. Under 1f1b (PipeDream) the unit that flows through the stages is the
+// mini-batch and each stage updates after each backward. Under gpipe (mode vanilla only)
+// Feed() splits each mini-batch into PipelineOptions::microbatches units, every stage
+// runs their forwards, then their backwards (GPipeSchedule()), the last stage
+// back-propagates each micro-batch's mean loss times its share of the mini-batch's
+// samples, gradients accumulate, and each stage updates once, after the mini-batch's last
+// backward: the update of single-device training on the whole mini-batch (up to the
+// order of the floating-point sums).
+//
+// Data path. Feed() puts the units into stage 0's forward queue; each stage passes
 // its output (detached) forward and, in its backward, the gradient of its input back,
 // through bounded queues of N + 1 items (in 1F1B no stage runs more than N forwards
-// ahead of the next one, so N + 1 slots never block a stage that the schedule lets run).
+// ahead of the next one, so N + 1 slots never block a stage that the schedule lets run;
+// under gpipe a stage may run M forwards ahead, and a full queue only holds it until the
+// next stage, which runs all its forwards first, takes the next one).
 // The last stage computes the loss. A stage applies its update right after each backward,
 // having handed its input's gradient on first.
 //
@@ -49,9 +60,12 @@ class StageEngine : public ModeEngine {
 
  private:
   struct Message {
+    // The unit of the schedule: the mini-batch (1f1b), or micro-batch j = i * M + m of
+    // mini-batch i (gpipe, M micro-batches).
     int64_t microbatch = 0;
     torch::Tensor tensor;  // activation (forward) or gradient (backward)
     torch::Tensor target;  // forward only
+    double weight = 1.0;   // forward only: the unit's share of its mini-batch's samples
   };
   // One mini-batch between its forward and its backward on a stage.
   struct InFlight {
@@ -63,7 +77,7 @@ class StageEngine : public ModeEngine {
   };
   struct Stage {
     StageReplica* replica = nullptr;
-    std::map<int64_t, InFlight> in_flight;  // by mini-batch
+    std::map<int64_t, InFlight> in_flight;  // by unit (Message::microbatch)
     // What the parameters hold (spectrain, pipedream: the optimizer keeps the real
     // weights apart): the real weights after `working_version` updates, predicted
     // `working_prediction` ahead. Writes that would change nothing are skipped.
@@ -80,8 +94,9 @@ class StageEngine : public ModeEngine {
 
   // The forward of one mini-batch on `stage` and its hand-over to the next stage.
   absl::Status Forward(Stage& stage, int k, Message message, const TrainJob& job);
-  // The backward of mini-batch `i`, the hand-over of its input's gradient, the update.
-  absl::Status Backward(Stage& stage, int k, int64_t i, const torch::Tensor& grad,
+  // The backward of unit `j`, the hand-over of its input's gradient, the update (gpipe:
+  // after the mini-batch's last micro-batch only).
+  absl::Status Backward(Stage& stage, int k, int64_t j, const torch::Tensor& grad,
                         const TrainJob& job);
   void Emit(const PipelineEvent& event) const;
 

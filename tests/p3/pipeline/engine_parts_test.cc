@@ -125,6 +125,14 @@ CATCH_TEST_CASE("the stage SGD is validated by the core's optimizer validation")
   CATCH_CHECK(ValidateSgdOptions({.lr = -1}).code() == absl::StatusCode::kInvalidArgument);
 }
 
+CATCH_TEST_CASE("the bubble fraction is the stages' idle share of the call's time") {
+  TrainStats stats;
+  CATCH_CHECK(BubbleFraction(stats) == 0);  // nothing measured
+  stats.seconds = 10;
+  stats.busy_seconds = {10, 6, 4, 8};  // 28 of 40 stage-seconds busy
+  CATCH_CHECK(BubbleFraction(stats) == Approx(0.3));
+}
+
 CATCH_TEST_CASE("pipeline options out of range are errors naming the field") {
   CATCH_CHECK(ValidatePipelineOptions(PipelineOptions{}).ok());
   auto message = [](auto change) {

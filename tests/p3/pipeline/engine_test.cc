@@ -7,6 +7,7 @@
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <cmath>
 #include <catch2/catch.hpp>
 #include <functional>
 #include <map>
@@ -352,6 +353,78 @@ CATCH_TEST_CASE("with a learning-rate schedule, vanilla and data_parallel equal 
   }
 }
 
+// GPipe's update is single-device training's on the whole mini-batch, but its gradient
+// is summed in another order: per micro-batch (each micro-batch's mean loss times its
+// share of the samples, back-propagated separately), then accumulated over the
+// micro-batches. In float32 that moves a gradient by a few units in the last place;
+// after these 4-8 SGD steps the parameters differed by at most 3e-8 (mlp, small_cnn,
+// row_lstm; engine_test -s prints each case's difference). 1e-6 bounds that with room
+// to spare and is far below what a wrong accumulation does (an update per micro-batch,
+// or unweighted micro-batch losses, move parameters by > 1e-3: checked below for the
+// first).
+constexpr double kGPipeTolerance = 1e-6;
+
+CATCH_TEST_CASE("gpipe equals single-device training on the whole mini-batch") {
+  const SgdOptions sgd{0.05, 0.9, 0, 1e-4, false};
+  {
+    // 10 samples per mini-batch: 3 micro-batches of 4, 3, 3; 4 of 3, 3, 2, 2.
+    const std::vector<Batch> batches = MakeBatches(8, 10, {12}, 10, 43);
+    const std::vector<torch::Tensor> want =
+        TrainSingleDevice(ZooFactory("mlp"), batches, sgd, nullptr, {});
+    for (int n : {1, 2, 3}) {
+      for (int64_t micro : {1, 2, 3, 4, 10}) {
+        CATCH_CAPTURE(n, micro);
+        PipelineOptions options;
+        options.mode = WeightMode::kVanilla;
+        options.schedule = PipelineSchedule::kGPipe;
+        options.microbatches = micro;
+        options.num_stages = n;
+        options.sgd = sgd;
+        auto got = RunEngine(options, ZooFactory("mlp"), batches);
+        CATCH_REQUIRE(got.ok());
+        const double diff = MaxAbsDiff(got->first, want);
+        CATCH_INFO("max |gpipe - single device| = " << diff);
+        if (micro == 1) {
+          CATCH_CHECK(diff == 0);  // one micro-batch: the same sums as single-device
+        } else {
+          CATCH_CHECK(diff < kGPipeTolerance);
+        }
+        // The mini-batch's loss: the micro-batches' weighted.
+        CATCH_REQUIRE(got->second.losses.size() == batches.size());
+        CATCH_CHECK(std::isfinite(got->second.losses[0]));
+      }
+    }
+    // Updating after every micro-batch instead is clearly different: the check above
+    // can fail.
+    std::vector<Batch> halves;
+    for (const Batch& b : batches) {
+      halves.push_back({b.input.narrow(0, 0, 5), b.target.narrow(0, 0, 5)});
+      halves.push_back({b.input.narrow(0, 5, 5), b.target.narrow(0, 5, 5)});
+    }
+    CATCH_CHECK(MaxAbsDiff(TrainSingleDevice(ZooFactory("mlp"), halves, sgd, nullptr, {}), want) >
+                1e-3);
+  }
+  for (const std::string name : {"small_cnn", "row_lstm"}) {
+    // One block per stage (row_lstm: lstm.3 and fc share the last), 8 samples in 3
+    // micro-batches of 3, 3, 2.
+    CATCH_CAPTURE(name);
+    const std::vector<Batch> batches = MakeBatches(4, 8, {1, 28, 28}, 10, 47);
+    const std::vector<torch::Tensor> want =
+        TrainSingleDevice(ZooFactory(name), batches, sgd, nullptr, {});
+    PipelineOptions options;
+    options.mode = WeightMode::kVanilla;
+    options.schedule = PipelineSchedule::kGPipe;
+    options.microbatches = 3;
+    options.num_stages = 4;
+    options.sgd = sgd;
+    auto got = RunEngine(options, ZooFactory(name), batches);
+    CATCH_REQUIRE(got.ok());
+    const double diff = MaxAbsDiff(got->first, want);
+    CATCH_INFO("max |gpipe - single device| = " << diff);
+    CATCH_CHECK(diff < kGPipeTolerance);
+  }
+}
+
 // ---------------------------------------------------------------------------------------
 // Order of operations and stashing, from the events the stages report.
 
@@ -626,6 +699,97 @@ CATCH_TEST_CASE("the profiler times every block and counts its parameters") {
     CATCH_CHECK(b.backward_seconds > 0);
   }
   CATCH_CHECK_FALSE(ProfileBlocks(**model, {batches[0]}).ok());
+}
+
+CATCH_TEST_CASE("gpipe runs a mini-batch's forwards, then its backwards, and updates once") {
+  const std::vector<int64_t> dims{5, 6, 7, 6, 4};
+  const int n = 4;
+  const int64_t count = 3;
+  const int64_t micro = 5;
+  const std::vector<Batch> batches = MakeBatches(count, 10, {5}, 4, 53);
+  EventLog log;
+  PipelineOptions options;
+  options.mode = WeightMode::kVanilla;
+  options.schedule = PipelineSchedule::kGPipe;
+  options.microbatches = micro;
+  options.num_stages = n;
+  options.on_event = [&log](const PipelineEvent& e) { log.Add(e); };
+  auto got = RunEngine(options, ChainFactory(dims), batches);
+  CATCH_REQUIRE(got.ok());
+  const std::vector<PipelineEvent> events = log.events();
+  CATCH_CHECK(events.size() == static_cast<size_t>(2 * n * count * micro));
+  std::map<std::tuple<int, Pass, int64_t>, size_t> at;  // (stage, pass, unit) -> position
+  for (int k = 0; k < n; ++k) {
+    std::vector<ScheduleStep> steps;
+    for (size_t p = 0; p < events.size(); ++p) {
+      const PipelineEvent& e = events[p];
+      if (e.stage != k) continue;
+      const int64_t unit = e.microbatch * micro + e.part;
+      steps.push_back({e.pass, unit});
+      at[{k, e.pass, unit}] = p;
+      // Every micro-batch of mini-batch i, forward and backward, sees the weights after
+      // exactly i updates: one synchronous update per mini-batch.
+      CATCH_CHECK(e.weight_version == e.microbatch);
+      CATCH_CHECK(e.prediction == 0);
+      CATCH_CHECK(e.stashed == 0);
+    }
+    CATCH_CHECK(ScheduleString(steps) == ScheduleString(GPipeSchedule(count, micro)));
+  }
+  for (int64_t i = 0; i < count; ++i) {
+    for (int64_t m = 0; m < micro; ++m) {
+      const int64_t j = i * micro + m;
+      for (int k = 1; k < n; ++k) {
+        CATCH_CHECK(at[{k - 1, Pass::kForward, j}] < at[{k, Pass::kForward, j}]);
+        CATCH_CHECK(at[{k, Pass::kBackward, j}] < at[{k - 1, Pass::kBackward, j}]);
+      }
+    }
+    if (i + 1 < count) {
+      // Flush: mini-batch i is done everywhere before i + 1 starts.
+      CATCH_CHECK(at[{0, Pass::kBackward, i * micro + micro - 1}] <
+                  at[{0, Pass::kForward, (i + 1) * micro}]);
+    }
+  }
+  // Busy time is measured per stage; the bubble is a share.
+  CATCH_REQUIRE(got->second.busy_seconds.size() == static_cast<size_t>(n));
+  for (double b : got->second.busy_seconds) CATCH_CHECK(b > 0);
+  CATCH_CHECK(got->second.seconds > 0);
+  CATCH_CHECK(BubbleFraction(got->second) >= 0);
+  CATCH_CHECK(BubbleFraction(got->second) < 1);
+}
+
+CATCH_TEST_CASE("gpipe refuses other weight modes, 1f1b refuses micro-batches") {
+  for (WeightMode mode : {WeightMode::kSpecTrain, WeightMode::kPipeDream, WeightMode::kStale,
+                          WeightMode::kDataParallel}) {
+    CATCH_CAPTURE(WeightModeName(mode));
+    PipelineOptions options;
+    options.mode = mode;
+    options.schedule = PipelineSchedule::kGPipe;
+    options.microbatches = 2;
+    absl::StatusOr<std::unique_ptr<PipelineEngine>> engine =
+        PipelineEngine::Create(options, ChainFactory({5, 6, 4}));
+    CATCH_CHECK(engine.status().code() == absl::StatusCode::kInvalidArgument);
+    CATCH_CHECK(absl::StrContains(engine.status().message(),
+                                  "schedule: gpipe does not combine with mode " +
+                                      WeightModeName(mode)));
+  }
+  PipelineOptions options;
+  options.mode = WeightMode::kVanilla;
+  options.microbatches = 2;
+  absl::StatusOr<std::unique_ptr<PipelineEngine>> engine =
+      PipelineEngine::Create(options, ChainFactory({5, 6, 4}));
+  CATCH_CHECK(absl::StrContains(engine.status().message(),
+                                "microbatches: 2 with schedule 1f1b; allowed: 1"));
+  // More micro-batches than samples: an error of the run, naming the mini-batch.
+  options.schedule = PipelineSchedule::kGPipe;
+  options.microbatches = 4;
+  engine = PipelineEngine::Create(options, ChainFactory({5, 6, 4}));
+  CATCH_REQUIRE(engine.ok());
+  const std::vector<Batch> batches = MakeBatches(1, 3, {5}, 4, 59);
+  absl::StatusOr<TrainStats> stats = (*engine)->Train(1, SourceOf(batches));
+  CATCH_CHECK(stats.status().code() == absl::StatusCode::kInvalidArgument);
+  CATCH_CHECK(absl::StrContains(stats.status().message(),
+                                "gpipe splits each mini-batch into 4 micro-batches; mini-batch 0 "
+                                "has 3 samples"));
 }
 
 }  // namespace

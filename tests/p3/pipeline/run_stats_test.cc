@@ -102,7 +102,8 @@ CATCH_TEST_CASE("results are written as JSON, CSV and EPOCH lines, a diverged lo
                                                    {"train_loss", 0.5},
                                                    {"seconds", 1.25},
                                                    {"samples_per_second", 300.0},
-                                                   {"test_accuracy", 0.875}}));
+                                                   {"test_accuracy", 0.875},
+                                                   {"bubble_fraction", 0.0}}));
   CATCH_CHECK(json["epochs"][1]["test_accuracy"].is_null());
   CATCH_CHECK(result.EpochsCsv() ==
               "epoch,iterations,train_loss,seconds,samples_per_second,test_accuracy\n"

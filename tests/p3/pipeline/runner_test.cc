@@ -104,6 +104,38 @@ CATCH_TEST_CASE("the synthetic task is learnt through a 4-stage SpecTrain pipeli
   CATCH_CHECK(result->epochs.back().train_loss < result->epochs.front().train_loss);
 }
 
+CATCH_TEST_CASE("gpipe trains from a config and reports its schedule and bubble") {
+  absl::StatusOr<RunResult> result =
+      Run(Config({"pipeline.schedule=gpipe", "pipeline.stages=2", "pipeline.microbatches=4"}));
+  CATCH_REQUIRE(result.ok());
+  CATCH_CHECK(result->weights == "vanilla");  // gpipe's default
+  CATCH_CHECK(result->schedule == "gpipe");
+  CATCH_CHECK(result->microbatches == 4);
+  CATCH_REQUIRE(result->epochs.size() == 2);
+  CATCH_CHECK(result->epochs[1].train_loss < 0.8 * result->epochs[0].train_loss);
+  CATCH_REQUIRE(result->test_accuracy.has_value());
+  CATCH_CHECK(*result->test_accuracy > 0.5);
+  CATCH_CHECK(result->bubble_fraction > 0);
+  CATCH_CHECK(result->bubble_fraction < 1);
+  const nlohmann::json json = nlohmann::json::parse(result->ToJson());
+  CATCH_CHECK(json["schedule"] == "gpipe");
+  CATCH_CHECK(json["microbatches"] == 4);
+}
+
+CATCH_TEST_CASE("train_samples limits an epoch to the first samples of the training set") {
+  absl::StatusOr<RunResult> result =
+      Run(Config({"pipeline.train_samples=128", "training.evaluate=false"}));
+  CATCH_REQUIRE(result.ok());
+  CATCH_CHECK(result->train_samples == 128);
+  CATCH_CHECK(result->iterations == 8);  // 2 epochs of 128 / 32
+  CATCH_REQUIRE(result->epochs.size() == 2);
+  CATCH_CHECK(result->epochs[0].iterations == 4);
+  result = Run(Config({"pipeline.train_samples=385"}));  // the set has 384
+  CATCH_CHECK(result.status().code() == absl::StatusCode::kInvalidArgument);
+  CATCH_CHECK(absl::StrContains(result.status().message(),
+                                "pipeline.train_samples: 385 is more than the training set's 384"));
+}
+
 CATCH_TEST_CASE("explicit boundaries are used and iterations cut the last epoch short") {
   absl::StatusOr<config::ExperimentConfig> config =
       config::ParseConfig(std::string(kConfig) +
@@ -169,6 +201,15 @@ CATCH_TEST_CASE("a config's pipeline, optimizer and training sections become eng
   CATCH_CHECK_FALSE(po->on_done);
   CATCH_CHECK(RunIterations(*config, 12) == 24);  // 2 epochs
   CATCH_CHECK(RunIterations(Config({"training.iterations=15"}), 12) == 15);
+
+  CATCH_CHECK(po->schedule == PipelineSchedule::kOneFOneB);
+  CATCH_CHECK(po->microbatches == 1);
+  po = PipelineOptionsFromConfig(
+      Config({"pipeline.schedule=gpipe", "pipeline.microbatches=8", "pipeline.stages=4"}));
+  CATCH_REQUIRE(po.ok());
+  CATCH_CHECK(po->schedule == PipelineSchedule::kGPipe);
+  CATCH_CHECK(po->microbatches == 8);
+  CATCH_CHECK(po->mode == WeightMode::kVanilla);
 
   config::ExperimentConfig data_parallel = Config({"pipeline.weights=data_parallel"});
   po = PipelineOptionsFromConfig(data_parallel);

@@ -252,6 +252,26 @@ CATCH_TEST_CASE("closing a bounded queue wakes a blocked consumer and a blocked 
   CATCH_CHECK_FALSE(empty.Push(3));
 }
 
+CATCH_TEST_CASE("gpipe runs every micro-batch's forward, then their backwards, per mini-batch") {
+  CATCH_CHECK(ScheduleString(GPipeSchedule(2, 3)) == "F0 F1 F2 B0 B1 B2 F3 F4 F5 B3 B4 B5");
+  CATCH_CHECK(ScheduleString(GPipeSchedule(3, 1)) == "F0 B0 F1 B1 F2 B2");
+  CATCH_CHECK(GPipeSchedule(0, 4).empty());
+  // (K - 1) / (M + K - 1)
+  CATCH_CHECK(GPipeBubbleFraction(4, 4) == Approx(3.0 / 7.0));
+  CATCH_CHECK(GPipeBubbleFraction(2, 8) == Approx(1.0 / 9.0));
+  CATCH_CHECK(GPipeBubbleFraction(1, 3) == 0);
+}
+
+CATCH_TEST_CASE("schedules parse by name; interleaved 1F1B is refused as not implemented") {
+  CATCH_CHECK(*ParsePipelineSchedule("1f1b") == PipelineSchedule::kOneFOneB);
+  CATCH_CHECK(*ParsePipelineSchedule("gpipe") == PipelineSchedule::kGPipe);
+  CATCH_CHECK(PipelineScheduleName(PipelineSchedule::kGPipe) == "gpipe");
+  absl::StatusOr<PipelineSchedule> interleaved = ParsePipelineSchedule("interleaved_1f1b");
+  CATCH_CHECK(interleaved.status().code() == absl::StatusCode::kUnimplemented);
+  CATCH_CHECK(absl::StrContains(interleaved.status().message(), "not implemented yet"));
+  CATCH_CHECK(ParsePipelineSchedule("zb").status().code() == absl::StatusCode::kInvalidArgument);
+}
+
 CATCH_TEST_CASE("pipeline configs get defaults and name bad fields") {
   absl::StatusOr<config::ExperimentConfig> c = config::ParseConfig("mode: \"pipeline\"", {});
   CATCH_REQUIRE(c.ok());
@@ -259,6 +279,14 @@ CATCH_TEST_CASE("pipeline configs get defaults and name bad fields") {
   CATCH_CHECK(c->pipeline().spectrain_version() == 1);
   CATCH_CHECK(c->pipeline().stages() == 2);
   CATCH_CHECK(c->pipeline().profile_batches() == 3);
+  CATCH_CHECK(c->pipeline().schedule() == "1f1b");
+  CATCH_CHECK(c->pipeline().microbatches() == 1);
+  CATCH_CHECK(c->pipeline().train_samples() == 0);
+  // Under gpipe the weights default to vanilla and the micro-batches to the stages.
+  c = config::ParseConfig("mode: \"pipeline\" pipeline { schedule: \"gpipe\" stages: 3 }", {});
+  CATCH_REQUIRE(c.ok());
+  CATCH_CHECK(c->pipeline().weights() == "vanilla");
+  CATCH_CHECK(c->pipeline().microbatches() == 3);
   // Other modes keep their resolved config free of the pipeline section.
   absl::StatusOr<config::ExperimentConfig> p3 = config::ParseConfig("mode: \"p3\"", {});
   CATCH_REQUIRE(p3.ok());
@@ -292,6 +320,25 @@ CATCH_TEST_CASE("pipeline configs get defaults and name bad fields") {
   CATCH_CHECK(absl::StrContains(
       error("mode: \"pipeline\" pipeline { stages: 3 boundaries: 2 boundaries: 2 }"),
       "pipeline.boundaries[1]: 2 is out of range; allowed > 2"));
+  CATCH_CHECK(absl::StrContains(
+      error("mode: \"pipeline\" pipeline { schedule: \"interleaved_1f1b\" }"),
+      "pipeline.schedule: \"interleaved_1f1b\" is not implemented yet; allowed: \"1f1b\", "
+      "\"gpipe\""));
+  CATCH_CHECK(absl::StrContains(error("mode: \"pipeline\" pipeline { schedule: \"zb\" }"),
+                                "pipeline.schedule: \"zb\" is not allowed"));
+  CATCH_CHECK(absl::StrContains(
+      error("mode: \"pipeline\" pipeline { schedule: \"gpipe\" weights: \"spectrain\" }"),
+      "pipeline.weights: \"spectrain\" does not combine with schedule \"gpipe\""));
+  CATCH_CHECK(absl::StrContains(error("mode: \"pipeline\" pipeline { microbatches: 4 }"),
+                                "pipeline.microbatches: 4 with schedule \"1f1b\"; allowed: 1"));
+  CATCH_CHECK(absl::StrContains(
+      error("mode: \"pipeline\" training { batch_size: 8 } pipeline { schedule: \"gpipe\" "
+            "microbatches: 9 }"),
+      "pipeline.microbatches: 9 is out of range; allowed 1..8"));
+  CATCH_CHECK(error("mode: \"pipeline\" training { batch_size: 8 } pipeline { schedule: "
+                    "\"gpipe\" microbatches: 8 }") == "(no error)");
+  CATCH_CHECK(absl::StrContains(error("mode: \"pipeline\" pipeline { train_samples: -1 }"),
+                                "pipeline.train_samples: -1 is out of range; allowed >= 0"));
   CATCH_CHECK(absl::StrContains(error("mode: \"pipeline\" optimizer { name: \"adam\" }"),
                                 "optimizer.name: mode \"pipeline\" supports only \"sgd\""));
 }

@@ -1,6 +1,6 @@
 // The stage optimizer (stage_sgd.h): its update against torch::optim::SGD, separate real
 // weights, SpecTrain's prediction against a hand computation, and the weight swap that
-// stashing rests on, for every block of small_cnn.
+// stashing rests on, for every block of small_cnn and row_lstm.
 #include "p3/pipeline/stage_sgd.h"
 
 #include <torch/torch.h>
@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "models/model.h"
@@ -27,9 +28,9 @@ double MaxAbsDiff(const std::vector<torch::Tensor>& a, const std::vector<torch::
   return m;
 }
 
-absl::StatusOr<std::shared_ptr<BlockModel>> SmallCnn() {
+absl::StatusOr<std::shared_ptr<BlockModel>> Zoo(const std::string& name) {
   models::ModelOptions o;
-  o.name = "small_cnn";
+  o.name = name;
   o.seed = 5;
   return models::CreateModel(o);
 }
@@ -168,41 +169,72 @@ CATCH_TEST_CASE("weight decay is not part of the prediction beyond what v holds"
 
 CATCH_TEST_CASE("restoring stashed weights before backward gives the stashed version's gradients") {
   // The mechanism PipeDream's stashing (and SpecTrain v2) rests on, for every block
-  // of small_cnn: forward with W1, an update changes the values to W2, the stash puts W1
-  // back, backward -> exactly the gradients of a forward and backward with W1.
-  absl::StatusOr<std::shared_ptr<BlockModel>> made = SmallCnn();
+  // of small_cnn and of row_lstm (whose LSTM backward runs through time with its weights):
+  // forward with W1, an update changes the values to W2, the stash puts W1 back, backward
+  // -> exactly the gradients of a forward and backward with W1.
+  for (const std::string name : {"small_cnn", "row_lstm"}) {
+    CATCH_CAPTURE(name);
+    absl::StatusOr<std::shared_ptr<BlockModel>> made = Zoo(name);
+    CATCH_REQUIRE(made.ok());
+    BlockModel& model = **made;
+    torch::manual_seed(2);
+    torch::Tensor x = torch::randn({3, 1, 28, 28});
+    for (int64_t b = 0; b < model.num_blocks(); ++b) {
+      CATCH_CAPTURE(b);
+      std::vector<torch::Tensor> params = model.BlockParameters(b);
+      StageSgd sgd(params, SgdOptions{}, /*separate_real=*/true);
+      std::vector<torch::Tensor> w1;
+      sgd.CopyWorking(&w1);
+      std::vector<torch::Tensor> w2;
+      for (const torch::Tensor& w : w1) w2.push_back(w + 0.3 * torch::randn_like(w));
+      torch::Tensor input = x.detach().requires_grad_(true);
+      torch::Tensor y = model.ForwardBlock(b, input);
+      torch::Tensor g = torch::randn_like(y);
+      sgd.WriteWorking(w2);  // other weights are written between forward and backward
+      sgd.WriteWorking(w1);  // the stash is put back
+      sgd.ZeroGrad();
+      torch::autograd::backward({y}, {g});
+      std::vector<torch::Tensor> stashed_grads;
+      for (const torch::Tensor& p : params) stashed_grads.push_back(p.grad().clone());
+      torch::Tensor stashed_input_grad = input.grad().clone();
+
+      torch::Tensor input2 = x.detach().requires_grad_(true);
+      sgd.ZeroGrad();
+      torch::autograd::backward({model.ForwardBlock(b, input2)}, {g});
+      std::vector<torch::Tensor> fresh_grads;
+      for (const torch::Tensor& p : params) fresh_grads.push_back(p.grad().clone());
+      CATCH_CHECK(MaxAbsDiff(stashed_grads, fresh_grads) == 0);
+      CATCH_CHECK(torch::equal(stashed_input_grad, input2.grad()));
+      x = y.detach();
+    }
+  }
+}
+
+CATCH_TEST_CASE("a row_lstm block's backward reads the weights present at backward time") {
+  // What stale and SpecTrain v1 rely on (docs/pipeline.md): forward with W1, W2 written,
+  // backward -> not W1's gradients (the LSTM keeps no private copy of its weights).
+  absl::StatusOr<std::shared_ptr<BlockModel>> made = Zoo("row_lstm");
   CATCH_REQUIRE(made.ok());
   BlockModel& model = **made;
-  torch::manual_seed(2);
-  torch::Tensor x = torch::randn({3, 1, 28, 28});
-  for (int64_t b = 0; b < model.num_blocks(); ++b) {
-    CATCH_CAPTURE(b);
-    std::vector<torch::Tensor> params = model.BlockParameters(b);
-    StageSgd sgd(params, SgdOptions{}, /*separate_real=*/true);
-    std::vector<torch::Tensor> w1;
-    sgd.CopyWorking(&w1);
-    std::vector<torch::Tensor> w2;
-    for (const torch::Tensor& w : w1) w2.push_back(w + 0.3 * torch::randn_like(w));
-    torch::Tensor input = x.detach().requires_grad_(true);
-    torch::Tensor y = model.ForwardBlock(b, input);
-    torch::Tensor g = torch::randn_like(y);
-    sgd.WriteWorking(w2);  // other weights are written between forward and backward
-    sgd.WriteWorking(w1);  // the stash is put back
-    sgd.ZeroGrad();
-    torch::autograd::backward({y}, {g});
-    std::vector<torch::Tensor> stashed_grads;
-    for (const torch::Tensor& p : params) stashed_grads.push_back(p.grad().clone());
-    torch::Tensor stashed_input_grad = input.grad().clone();
-
-    torch::Tensor input2 = x.detach().requires_grad_(true);
-    sgd.ZeroGrad();
-    torch::autograd::backward({model.ForwardBlock(b, input2)}, {g});
-    std::vector<torch::Tensor> fresh_grads;
-    for (const torch::Tensor& p : params) fresh_grads.push_back(p.grad().clone());
-    CATCH_CHECK(MaxAbsDiff(stashed_grads, fresh_grads) == 0);
-    CATCH_CHECK(torch::equal(stashed_input_grad, input2.grad()));
-    x = y.detach();
-  }
+  torch::manual_seed(3);
+  torch::Tensor x = torch::randn({2, 1, 28, 28});
+  std::vector<torch::Tensor> params = model.BlockParameters(0);
+  StageSgd sgd(params, SgdOptions{}, /*separate_real=*/true);
+  std::vector<torch::Tensor> w1;
+  sgd.CopyWorking(&w1);
+  std::vector<torch::Tensor> w2;
+  for (const torch::Tensor& w : w1) w2.push_back(w + 0.3 * torch::randn_like(w));
+  torch::Tensor input = x.detach().requires_grad_(true);
+  torch::Tensor y = model.ForwardBlock(0, input);
+  torch::Tensor g = torch::randn_like(y);
+  sgd.WriteWorking(w2);
+  sgd.ZeroGrad();
+  torch::autograd::backward({y}, {g});
+  torch::Tensor mixed_input_grad = input.grad().clone();
+  sgd.WriteWorking(w1);
+  torch::Tensor input2 = x.detach().requires_grad_(true);
+  torch::autograd::backward({model.ForwardBlock(0, input2)}, {g});
+  CATCH_CHECK(!torch::allclose(mixed_input_grad, input2.grad()));
 }
 
 }  // namespace
