@@ -18,6 +18,13 @@ start and stop).
   /usr/bin/python3 tools/kill_trials.py --trials 20 --seed 1 \
       --csv docs/results/rejoin_kill_trials.csv
 
+--kill server instead SIGKILLs a random server (checkpoints every --checkpoint_every
+iterations): the launcher must restart every process from the newest checkpoint common to
+all servers, and the run must again end bit-identical to the uninterrupted one.
+
+  /usr/bin/python3 tools/kill_trials.py --kill server --trials 20 --seed 1 \
+      --csv docs/results/server_kill_trials.csv
+
 --exhaust instead checks a restart budget that runs out: the same worker killed twice
 with --max_restarts=1 must fail the run with a report naming it and its last log lines.
 --late checks a restart slower than cluster.rejoin_timeout_s (with --restart_delay_s
@@ -61,6 +68,10 @@ def parse_args():
                    help="a restarted worker sleeps this long before it starts (through a "
                         "wrapper script): a slow process start; above --peer_timeout_s the "
                         "other workers must sit it out on the rejoin bound")
+    p.add_argument("--kill", choices=["worker", "server"], default="worker",
+                   help="what each trial SIGKILLs")
+    p.add_argument("--checkpoint_every", type=int, default=5,
+                   help="with --kill server: the servers' checkpoint interval")
     p.add_argument("--csv", default="", help="write the trials here")
     p.add_argument("--plot", default="",
                    help="draw the recovery time of each trial here (PNG; needs matplotlib); "
@@ -75,8 +86,10 @@ def parse_args():
 
 
 def config_text(mode, iterations, workers, servers, shared_memory, rejoin_timeout_s,
-                batch_size=16, peer_timeout_s=2):
-    return f"""name: "kill_trial"
+                batch_size=16, peer_timeout_s=2, checkpoint_dir="", checkpoint_every=0):
+    checkpoint = (f'checkpoint {{ dir: "{checkpoint_dir}" every: {checkpoint_every} }}\n'
+                  if checkpoint_dir else "")
+    return checkpoint + f"""name: "kill_trial"
 mode: "{mode}"
 cluster {{ workers: {workers} servers: {servers} peer_timeout_s: {peer_timeout_s} rejoin_timeout_s: {rejoin_timeout_s} }}
 model {{ name: "small_cnn" }}
@@ -99,6 +112,22 @@ def worker_pid(out_dir, rank):
         except OSError:
             continue
         if needle in args and args[0].endswith(b"p3_worker"):
+            return int(entry)
+    return None
+
+
+def server_pid(out_dir, index):
+    """The pid of the p3_server process `index` writing into `out_dir` (none: None)."""
+    needle = f"--port_file={os.path.abspath(out_dir)}/ports/server_{index}.port".encode()
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                args = f.read().split(b"\0")
+        except OSError:
+            continue
+        if needle in args and args[0].endswith(b"p3_server"):
             return int(entry)
     return None
 
@@ -166,7 +195,62 @@ def run_reference(args, root, mode, shared_memory):
             "all_l2": [w["param_l2"] for w in s["workers_results"]]}
 
 
+def run_server_trial(args, root, index, rng, references):
+    """Kills a random server at a random iteration; checkpoints every args.checkpoint_every."""
+    mode = rng.choice(args.mode_list)
+    shared_memory = rng.random() < 0.5
+    server = rng.randrange(args.servers)
+    kill_at = rng.randrange(1, args.iterations - 1)
+    key = (mode, shared_memory)
+    if key not in references:
+        references[key] = run_reference(args, root, mode, shared_memory)
+    ref = references[key]
+    tag = f"trial_{index:02d}"
+    out_dir = os.path.join(root, tag)
+    config_path = os.path.join(root, tag + ".textproto")
+    with open(config_path, "w") as f:
+        f.write(config_text(mode, args.iterations, args.workers, args.servers, shared_memory,
+                            args.rejoin_timeout_s, args.batch_size, args.peer_timeout_s,
+                            os.path.join(root, tag + "_ckpt"), args.checkpoint_every))
+    worker_log = os.path.join(out_dir, "logs", "worker_0.log")
+    start = time.monotonic()
+    proc, log = launch(args, out_dir, config_path, max_restarts=1)
+    row = {"trial": index, "mode": mode, "shared_memory": int(shared_memory),
+           "killed_server": server, "kill_at_iteration": kill_at, "resumed_at": "",
+           "param_l2": "", "reference_param_l2": repr(ref["param_l2"]), "identical": 0,
+           "completed": 0, "wall_s": "", "reference_wall_s": f"{ref['wall_s']:.3f}",
+           "iteration_s": f"{ref['iteration_s']:.4f}", "extra_wall_s": ""}
+    seen = wait_for(lambda: log_has(worker_log, f"PROGRESS iteration={kill_at + 1} "), proc, 120)
+    pid = server_pid(out_dir, server) if seen else None
+    if pid is not None:
+        os.kill(pid, signal.SIGKILL)
+    rc = proc.wait()
+    log.close()
+    wall = time.monotonic() - start
+    row["wall_s"] = f"{wall:.3f}"
+    if pid is None:
+        row["note"] = "no kill (worker 0's log never reached the iteration)"
+    elif rc == 0:
+        s = summary_of(out_dir)
+        row["completed"] = 1
+        row["param_l2"] = repr(s["param_l2"])
+        all_l2 = [w["param_l2"] for w in s["workers_results"]]
+        row["identical"] = int(s["param_l2"] == ref["param_l2"] and all_l2 == ref["all_l2"])
+        with open(log.name) as f:
+            text = f.read()
+        if "restarting every process from" not in text:
+            row["identical"] = 0
+            row["note"] = "the launcher did not report the restart from checkpoints"
+        with open(worker_log, "rb") as f:
+            w = f.read().decode(errors="replace")
+        row["resumed_at"] = w.split("RESUMED iteration=")[1].split()[0] if "RESUMED iteration=" in w else "0"
+        row["extra_wall_s"] = f"{wall - ref['wall_s']:.3f}"
+    return row
+
+
 def run_trial(args, root, index, rng, references):
+    if args.kill == "server":
+        return run_server_trial(args, root, index, rng, references)
     mode = rng.choice(args.mode_list)
     shared_memory = rng.random() < 0.5
     rank = rng.randrange(args.workers)
@@ -369,12 +453,15 @@ def main():
     for i in range(args.trials):
         row = run_trial(args, root, i, rng, references)
         rows.append(row)
-        print(f"trial {i:2d}  {row['mode']:<20} shm={row['shared_memory']} kill worker "
-              f"{row['killed_rank']} at iteration {row['kill_at_iteration']:>2}  resumed at "
+        victim = (f"server {row['killed_server']}" if args.kill == "server"
+                  else f"worker {row['killed_rank']}")
+        print(f"trial {i:2d}  {row['mode']:<20} shm={row['shared_memory']} kill {victim}"
+              f" at iteration {row['kill_at_iteration']:>2}  resumed at "
               f"{row['resumed_at'] or '-':>2}  completed={row['completed']} identical="
               f"{row['identical']}  param_l2={row['param_l2'] or '-'}  stall "
-              f"{row['stall_s'] or '-'} s = start {row['start_s'] or '-'} s + "
-              f"{row['beyond_start_iterations'] or '-'} it", flush=True)
+              f"{row.get('stall_s') or '-'} s = start {row.get('start_s') or '-'} s + "
+              f"{row.get('beyond_start_iterations') or '-'} it  extra wall "
+              f"{row['extra_wall_s'] or '-'} s", flush=True)
     fields = list(rows[0].keys()) if rows else []
     fields += [k for r in rows for k in r if k not in fields]
     if args.csv:
@@ -387,8 +474,8 @@ def main():
     good = sum(r["identical"] for r in rows)
     print(f"{good} of {len(rows)} trials completed with param_l2 identical to the "
           f"uninterrupted run (seed {args.seed}; runs in {root})")
-    extras = [float(r["beyond_start_iterations"]) for r in rows if r["beyond_start_iterations"]]
-    starts = [float(r["start_s"]) for r in rows if r["start_s"]]
+    extras = [float(r["beyond_start_iterations"]) for r in rows if r.get("beyond_start_iterations")]
+    starts = [float(r["start_s"]) for r in rows if r.get("start_s")]
     if extras:
         print(f"restart cost beyond the process start: median {statistics.median(extras):.2f} "
               f"iterations (max {max(extras):.2f}); process start median "

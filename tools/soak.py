@@ -1,26 +1,30 @@
-#!/usr/bin/python3
-"""Soak benchmark: a long cluster run with resident memory sampled from every process.
+#!/usr/bin/env python3
+"""Soak test (issue 13): a long run of 4 workers + 2 servers under launch_cluster
+--max_restarts, one worker SIGKILLed every --kill_every_s seconds (seeded choice), beside
+an uninterrupted run of the same config started at the same time. Samples the RSS of every
+process every --sample_s seconds. At the end: both runs must succeed with identical
+param_l2, and the RSS of the long-lived processes (servers, workers never killed) is
+reported as the growth between the first sample after --warmup_s and the last.
 
-    /usr/bin/python3 tools/soak.py [--minutes 10] [--workers 4] [--servers 2] [--out out/soak]
+  bazel build //tools:launch_cluster
+  /usr/bin/python3 tools/soak.py --iterations 7000 --csv docs/results/soak_rss.csv \\
+      --kills docs/results/soak_kills.csv --json docs/results/soak.json
 
-Builds the binaries, calibrates the iteration rate for 20 s, then runs the cluster long
-enough for --minutes through bazel-bin/tools/launch_cluster, sampling each p3_server and
-p3_worker process's resident set size (VmRSS) every --every seconds. Prints and writes
-(<out>/soak.md, soak_rss.csv, soak_throughput.csv) the resident memory of every process
-at start and end, and the throughput per minute from rank 0's per-iteration records.
+Prints progress every sample; takes as long as the run (about 30 min at 7000 iterations
+on 2 shared cores).
 """
 import argparse
 import csv
+import json
 import os
-import statistics
+import random
+import signal
 import subprocess
 import sys
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
-
-def rss_kib(pid):
+def rss_kb(pid):
     try:
         with open(f"/proc/{pid}/status") as f:
             for line in f:
@@ -31,122 +35,108 @@ def rss_kib(pid):
     return None
 
 
-def children(pid):
-    """Descendant pids of `pid` with their command names."""
-    out = {}
-    try:
-        ps = subprocess.run(["ps", "-e", "-o", "pid=,ppid=,comm="], capture_output=True,
-                            text=True, check=True).stdout
-    except subprocess.CalledProcessError:
-        return out
-    parent = {}
-    name = {}
-    for line in ps.splitlines():
-        p, pp, comm = line.split(None, 2)
-        parent[int(p)] = int(pp)
-        name[int(p)] = comm.strip()
-    for p in parent:
-        q = p
-        while q in parent and q != pid and q > 1:
-            q = parent[q]
-        if q == pid and name[p] in ("p3_server", "p3_worker"):
-            out[p] = name[p]
-    return out
-
-
-def launch(args, iterations, out_dir):
-    cmd = [os.path.join(ROOT, "bazel-bin/tools/launch_cluster"),
-           f"--config={os.path.join(ROOT, 'configs/synthetic_smoke.textproto')}",
-           f"--server_binary={os.path.join(ROOT, 'bazel-bin/server/p3_server')}",
-           f"--worker_binary={os.path.join(ROOT, 'bazel-bin/worker/p3_worker')}",
-           f"--set=cluster.workers={args.workers}", f"--set=cluster.servers={args.servers}",
-           f"--set=training.iterations={iterations}", "--set=training.log_every=50",
-           "--set=training.evaluate=false", "--set=data.synthetic_size=8192",
-           "--set=training.batch_size=16", f"--set=output_dir={out_dir}"]
-    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            cwd=ROOT)
+def pids_of(pattern):
+    out = subprocess.run(["pgrep", "-f", "--", pattern], capture_output=True, text=True)
+    return [int(p) for p in out.stdout.split()]
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--minutes", type=float, default=10)
-    ap.add_argument("--workers", type=int, default=4)
-    ap.add_argument("--servers", type=int, default=2)
-    ap.add_argument("--every", type=float, default=5, help="seconds between RSS samples")
-    ap.add_argument("--out", default="out/soak")
-    args = ap.parse_args()
-    out = os.path.join(ROOT, args.out)
-    os.makedirs(out, exist_ok=True)
-    subprocess.run(["bazel", "build", "--jobs=2", "//tools:launch_cluster", "//server:p3_server",
-                    "//worker:p3_worker"], cwd=ROOT, check=True)
-
-    # Calibration: how many iterations fit in the time asked for.
-    cal = launch(args, 400, os.path.join(out, "calibration"))
-    cal_out, _ = cal.communicate()
-    if cal.returncode != 0:
-        sys.exit("calibration run failed:\n" + cal_out[-2000:])
-    with open(os.path.join(out, "calibration/records/worker_0.csv")) as f:
-        secs = [float(r["iteration_seconds"]) for r in csv.DictReader(f)]
-    per_iter = statistics.median(secs[50:] or secs)
-    iterations = max(100, int(args.minutes * 60 / per_iter))
-    print(f"soak: {per_iter * 1000:.1f} ms per iteration; running {iterations} iterations "
-          f"(~{args.minutes:g} min) with {args.workers} workers and {args.servers} servers",
-          flush=True)
-
-    run_dir = os.path.join(out, "run")
-    proc = launch(args, iterations, run_dir)
-    samples = []  # (seconds, pid, name, rss_kib)
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--launcher", default="bazel-bin/tools/launch_cluster")
+    p.add_argument("--config", default="configs/synthetic_smoke.textproto")
+    p.add_argument("--iterations", type=int, default=7000)
+    p.add_argument("--workers", type=int, default=4)
+    p.add_argument("--servers", type=int, default=2)
+    p.add_argument("--kill_every_s", type=float, default=180)
+    p.add_argument("--sample_s", type=float, default=30)
+    p.add_argument("--warmup_s", type=float, default=120)
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--out", default="/tmp/p3_soak")
+    p.add_argument("--csv", required=True, help="RSS samples")
+    p.add_argument("--kills", required=True, help="kills made")
+    p.add_argument("--json", required=True, help="the verdict")
+    a = p.parse_args()
+    rng = random.Random(a.seed)
+    common = [a.launcher, f"--config={a.config}", f"--set=cluster.workers={a.workers}",
+              f"--set=cluster.servers={a.servers}", f"--set=training.iterations={a.iterations}",
+              "--set=training.log_every=100", "--set=cluster.peer_timeout_s=30",
+              "--set=output.save_model=false"]
+    runs = {}
+    for name, extra in (("soak", [f"--max_restarts={10 ** 6}"]), ("reference", [])):
+        out_dir = os.path.join(a.out, name)
+        log = open(os.path.join(a.out, name + ".out"), "w") if os.makedirs(a.out, exist_ok=True) is None else None
+        runs[name] = (subprocess.Popen(common + extra + [f"--set=output_dir={out_dir}"],
+                                       stdout=log, stderr=subprocess.STDOUT), out_dir)
     start = time.time()
-    while proc.poll() is None:
-        now = time.time() - start
-        for pid, name in children(proc.pid).items():
-            r = rss_kib(pid)
-            if r is not None:
-                samples.append((now, pid, name, r))
-        time.sleep(args.every)
-    tail = proc.stdout.read()
-    if proc.returncode != 0:
-        sys.exit("soak run failed:\n" + tail[-3000:])
+    soak_dir = runs["soak"][1]
+    kills, samples = [], []
+    next_kill = start + a.kill_every_s
+    next_sample = start + 5
+    while runs["soak"][0].poll() is None:
+        now = time.time()
+        if now >= next_sample:
+            next_sample += a.sample_s
+            for role, count in (("server", a.servers), ("worker", a.workers)):
+                for i in range(count):
+                    flag = (f"--server_index={i} --port_file={soak_dir}/ports/server_{i}.port"
+                            if role == "server" else f"--result_file={soak_dir}/results/worker_{i}.json")
+                    for pid in pids_of(flag):
+                        kb = rss_kb(pid)
+                        if kb is not None:
+                            samples.append({"t_s": round(now - start, 1), "process": f"{role}_{i}",
+                                            "pid": pid, "rss_kb": kb})
+            print(f"[soak] {now - start:6.0f} s  kills {len(kills)}  samples {len(samples)}",
+                  flush=True)
+        if now >= next_kill:
+            next_kill += a.kill_every_s
+            rank = rng.randrange(a.workers)
+            pids = pids_of(f"--result_file={soak_dir}/results/worker_{rank}.json")
+            if pids:
+                os.kill(pids[0], signal.SIGKILL)
+                kills.append({"t_s": round(now - start, 1), "rank": rank, "pid": pids[0]})
+                print(f"[soak] {now - start:6.0f} s  SIGKILL worker {rank} (pid {pids[0]})", flush=True)
+        time.sleep(0.5)
+    soak_rc = runs["soak"][0].wait()
+    soak_s = time.time() - start
+    ref_rc = runs["reference"][0].wait()
 
-    with open(os.path.join(out, "soak_rss.csv"), "w") as f:
-        w = csv.writer(f)
-        w.writerow(["seconds", "pid", "process", "rss_kib"])
+    with open(a.csv, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=["t_s", "process", "pid", "rss_kb"])
+        w.writeheader()
         w.writerows(samples)
-    # Per process: first sample after 30 s (start-up allocations done) against the last.
-    rows = []
-    for pid in sorted({s[1] for s in samples}):
-        mine = [s for s in samples if s[1] == pid]
-        settled = [s for s in mine if s[0] >= 30] or mine
-        first, last = settled[0], mine[-1]
-        rows.append((mine[0][2], pid, first[3] / 1024, last[3] / 1024, last[0] - first[0]))
-    with open(os.path.join(run_dir, "records/worker_0.csv")) as f:
-        recs = list(csv.DictReader(f))
-    t = 0.0
-    per_minute = {}
-    for r in recs:
-        t += float(r["iteration_seconds"])
-        per_minute.setdefault(int(t // 60), []).append(float(r["samples_per_second"]))
-    with open(os.path.join(out, "soak_throughput.csv"), "w") as f:
-        w = csv.writer(f)
-        w.writerow(["minute", "iterations", "median_samples_per_second"])
-        for m in sorted(per_minute):
-            w.writerow([m, len(per_minute[m]), f"{statistics.median(per_minute[m]):.1f}"])
+    with open(a.kills, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=["t_s", "rank", "pid"])
+        w.writeheader()
+        w.writerows(kills)
 
-    lines = [f"# Soak run: {args.workers} workers, {args.servers} servers, small_cnn on "
-             f"synthetic data, batch 16 per worker, {iterations} iterations "
-             f"({(time.time() - start) / 60:.1f} min), {time.strftime('%Y-%m-%d')}", "",
-             "| process | pid | RSS at 30 s (MiB) | RSS at end (MiB) | change | over |",
-             "|---|---:|---:|---:|---:|---:|"]
-    for name, pid, a, b, span in rows:
-        lines.append(f"| {name} | {pid} | {a:.1f} | {b:.1f} | {b - a:+.1f} | {span / 60:.1f} min |")
-    lines += ["", "| minute | iterations | median samples/s (rank 0) |", "|---:|---:|---:|"]
-    for m in sorted(per_minute):
-        lines.append(f"| {m} | {len(per_minute[m])} | {statistics.median(per_minute[m]):.0f} |")
-    text = "\n".join(lines) + "\n"
-    with open(os.path.join(out, "soak.md"), "w") as f:
-        f.write(text)
-    print(text)
+    def summary(d):
+        try:
+            with open(os.path.join(d, "summary.json")) as f:
+                return json.load(f)
+        except OSError:
+            return {}
+    s, r = summary(soak_dir), summary(runs["reference"][1])
+    killed = {k["rank"] for k in kills}
+    growth = {}
+    for proc in sorted({x["process"] for x in samples}):
+        if proc.startswith("worker_") and int(proc.split("_")[1]) in killed:
+            continue  # not long-lived: its processes were replaced
+        rows = [x for x in samples if x["process"] == proc and x["t_s"] >= a.warmup_s]
+        if len(rows) >= 2:
+            growth[proc] = {"after_warmup_kb": rows[0]["rss_kb"], "last_kb": rows[-1]["rss_kb"],
+                            "growth_kb": rows[-1]["rss_kb"] - rows[0]["rss_kb"],
+                            "from_s": rows[0]["t_s"], "to_s": rows[-1]["t_s"]}
+    verdict = {"iterations": a.iterations, "workers": a.workers, "servers": a.servers,
+               "soak_seconds": round(soak_s, 1), "kills": len(kills), "soak_exit": soak_rc,
+               "reference_exit": ref_rc, "soak_status": s.get("status"),
+               "soak_param_l2": s.get("param_l2"), "reference_param_l2": r.get("param_l2"),
+               "identical": s.get("param_l2") is not None and s.get("param_l2") == r.get("param_l2"),
+               "rss_long_lived": growth}
+    with open(a.json, "w") as f:
+        json.dump(verdict, f, indent=1)
+    print(json.dumps(verdict, indent=1))
+    return 0 if verdict["identical"] and soak_rc == 0 and ref_rc == 0 else 1
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -301,6 +301,45 @@ else
   ok
 fi
 
+case_name=ssh_worker_restart
+# The real binaries on the two "hosts"; worker 1 (started over ssh) is SIGKILLed at
+# iteration 10 of 40 under --max_restarts=1: the launcher starts it again over ssh with
+# --rejoin, and the run ends with the parameters of a run without the kill.
+out_dir="$TMP/ssh_restart"
+output="$TMP/$case_name.out"
+restart_flags=(--config="$PWD/configs/synthetic_smoke.textproto" --server_binary="$PWD/server/p3_server"
+  --worker_binary="$PWD/worker/p3_worker" --set=training.iterations=40 --set=training.log_every=1
+  --set=cluster.peer_timeout_s=30 --set=output.save_model=false)
+"$LAUNCHER" "${restart_flags[@]}" --set=output_dir="$TMP/ssh_restart_reference" \
+  >"$TMP/ssh_restart_reference.out" 2>&1
+want=$("$PY" -c 'import json,sys; print(repr(json.load(open(sys.argv[1]))["param_l2"]))' \
+  "$TMP/ssh_restart_reference/summary.json" 2>/dev/null)
+timeout 180 "$LAUNCHER" "${restart_flags[@]}" --hosts="$TMP/hosts.txt" --ssh="$SSH" \
+  --kill_grace_s=2 --max_restarts=1 --set=output_dir="$out_dir" >"$output" 2>&1 &
+launcher_pid=$!
+for _ in $(seq 600); do
+  grep -q '^PROGRESS iteration=10 ' "$out_dir/logs/worker_1.log" 2>/dev/null && break
+  sleep 0.1
+done
+worker_pid=$(pgrep -f -- "--result_file=$out_dir/results/worker_1.json" | while read -r p; do
+  [[ "$(readlink "/proc/$p/exe")" == *p3_worker ]] && echo "$p"; done | head -1)
+[[ -n "$worker_pid" ]] && kill -KILL "$worker_pid"
+wait "$launcher_pid"
+rc=$?
+if [[ -z "$want" ]]; then
+  fail "the reference run failed: $(tail -3 "$TMP/ssh_restart_reference.out")"
+elif [[ -z "$worker_pid" ]]; then
+  fail "worker 1's p3_worker process was not found at iteration 10"
+elif [[ $rc -ne 0 ]]; then
+  fail "exit status $rc after the restart, expected 0: $(tail -5 "$output")"
+elif ! grep -q 'restarting it with --rejoin (restart 1 of 1)' "$output"; then
+  fail "the launcher did not restart worker 1"
+elif ! json_check "$out_dir/summary.json" "repr(s['param_l2']) == '$want'"; then
+  fail "param_l2 differs from the run without the kill ($want)"
+else
+  ok
+fi
+
 case_name=ssh_sigterm
 out_dir="$TMP/ssh_sigterm"
 output="$TMP/$case_name.out"
