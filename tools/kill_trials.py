@@ -100,9 +100,9 @@ output {{ save_model: false }}
 """
 
 
-def worker_pid(out_dir, rank):
-    """The pid of the p3_worker process of `rank` writing into `out_dir` (none: None)."""
-    needle = f"--result_file={os.path.abspath(out_dir)}/results/worker_{rank}.json".encode()
+def pid_of(binary, flag):
+    """The pid of the process running `binary` (a path ending) with argument `flag`."""
+    needle = flag.encode()
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
@@ -111,25 +111,19 @@ def worker_pid(out_dir, rank):
                 args = f.read().split(b"\0")
         except OSError:
             continue
-        if needle in args and args[0].endswith(b"p3_worker"):
+        if needle in args and args[0].endswith(binary.encode()):
             return int(entry)
     return None
+
+
+def worker_pid(out_dir, rank):
+    """The pid of the p3_worker process of `rank` writing into `out_dir` (none: None)."""
+    return pid_of("p3_worker", f"--result_file={os.path.abspath(out_dir)}/results/worker_{rank}.json")
 
 
 def server_pid(out_dir, index):
     """The pid of the p3_server process `index` writing into `out_dir` (none: None)."""
-    needle = f"--port_file={os.path.abspath(out_dir)}/ports/server_{index}.port".encode()
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/cmdline", "rb") as f:
-                args = f.read().split(b"\0")
-        except OSError:
-            continue
-        if needle in args and args[0].endswith(b"p3_server"):
-            return int(entry)
-    return None
+    return pid_of("p3_server", f"--port_file={os.path.abspath(out_dir)}/ports/server_{index}.port")
 
 
 def log_has(path, text):
@@ -195,26 +189,34 @@ def run_reference(args, root, mode, shared_memory):
             "all_l2": [w["param_l2"] for w in s["workers_results"]]}
 
 
-def run_server_trial(args, root, index, rng, references):
-    """Kills a random server at a random iteration; checkpoints every args.checkpoint_every."""
-    mode = rng.choice(args.mode_list)
-    shared_memory = rng.random() < 0.5
-    server = rng.randrange(args.servers)
-    kill_at = rng.randrange(1, args.iterations - 1)
+def start_trial(args, root, index, mode, shared_memory, references, checkpoint=False):
+    """Writes trial `index`'s config and launches it; returns (reference, out_dir, proc,
+    log, start time)."""
     key = (mode, shared_memory)
     if key not in references:
         references[key] = run_reference(args, root, mode, shared_memory)
-    ref = references[key]
     tag = f"trial_{index:02d}"
     out_dir = os.path.join(root, tag)
     config_path = os.path.join(root, tag + ".textproto")
     with open(config_path, "w") as f:
         f.write(config_text(mode, args.iterations, args.workers, args.servers, shared_memory,
                             args.rejoin_timeout_s, args.batch_size, args.peer_timeout_s,
-                            os.path.join(root, tag + "_ckpt"), args.checkpoint_every))
-    worker_log = os.path.join(out_dir, "logs", "worker_0.log")
+                            os.path.join(root, tag + "_ckpt") if checkpoint else "",
+                            args.checkpoint_every))
     start = time.monotonic()
     proc, log = launch(args, out_dir, config_path, max_restarts=1)
+    return references[key], out_dir, proc, log, start
+
+
+def run_server_trial(args, root, index, rng, references):
+    """Kills a random server at a random iteration; checkpoints every args.checkpoint_every."""
+    mode = rng.choice(args.mode_list)
+    shared_memory = rng.random() < 0.5
+    server = rng.randrange(args.servers)
+    kill_at = rng.randrange(1, args.iterations - 1)
+    ref, out_dir, proc, log, start = start_trial(args, root, index, mode, shared_memory,
+                                                 references, checkpoint=True)
+    worker_log = os.path.join(out_dir, "logs", "worker_0.log")
     row = {"trial": index, "mode": mode, "shared_memory": int(shared_memory),
            "killed_server": server, "kill_at_iteration": kill_at, "resumed_at": "",
            "param_l2": "", "reference_param_l2": repr(ref["param_l2"]), "identical": 0,
@@ -255,19 +257,9 @@ def run_trial(args, root, index, rng, references):
     shared_memory = rng.random() < 0.5
     rank = rng.randrange(args.workers)
     kill_at = rng.randrange(1, args.iterations - 1)
-    key = (mode, shared_memory)
-    if key not in references:
-        references[key] = run_reference(args, root, mode, shared_memory)
-    ref = references[key]
-    tag = f"trial_{index:02d}"
-    out_dir = os.path.join(root, tag)
-    config_path = os.path.join(root, tag + ".textproto")
-    with open(config_path, "w") as f:
-        f.write(config_text(mode, args.iterations, args.workers, args.servers, shared_memory,
-                            args.rejoin_timeout_s, args.batch_size, args.peer_timeout_s))
+    ref, out_dir, proc, log, start = start_trial(args, root, index, mode, shared_memory,
+                                                 references)
     worker_log = os.path.join(out_dir, "logs", f"worker_{rank}.log")
-    start = time.monotonic()
-    proc, log = launch(args, out_dir, config_path, max_restarts=1)
     row = {"trial": index, "mode": mode, "shared_memory": int(shared_memory),
            "killed_rank": rank, "kill_at_iteration": kill_at, "resumed_at": "",
            "param_l2": "", "reference_param_l2": repr(ref["param_l2"]), "identical": 0,

@@ -29,15 +29,9 @@ import subprocess
 import sys
 import time
 
+from pipeline_bench import MODES  # label, --set overrides; tools/ is this script's folder
+
 CONFIG = "configs/pipeline_lstm.textproto"
-MODES = [  # label, --set overrides
-    ("data_parallel", ["pipeline.weights=data_parallel"]),
-    ("vanilla", ["pipeline.weights=vanilla"]),
-    ("stale", ["pipeline.weights=stale"]),
-    ("pipedream", ["pipeline.weights=pipedream"]),
-    ("spectrain_v1", ["pipeline.weights=spectrain", "pipeline.spectrain_version=1"]),
-    ("spectrain_v2", ["pipeline.weights=spectrain", "pipeline.spectrain_version=2"]),
-]
 FIELDS = ["mode", "stages", "seed", "epoch", "test_accuracy", "train_loss", "epoch_seconds",
           "samples_per_second", "train_samples", "stage_blocks"]
 
