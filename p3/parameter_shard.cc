@@ -239,6 +239,16 @@ void ParameterShard::AppendParams(int slice_id, const SliceState& s, int rank,
   o.values = s.snapshot;
 }
 
+void ParameterShard::AppendAck(int slice_id, const SliceState& s, int rank, uint64_t iteration,
+                               std::vector<Outgoing>* out) {
+  Outgoing& ack = out->emplace_back();
+  ack.kind = Outgoing::Kind::kAck;
+  ack.rank = rank;
+  ack.slice_id = slice_id;
+  ack.iteration = iteration;
+  ack.priority = s.priority;
+}
+
 void ParameterShard::TakeSnapshot(SliceState* s) {
   std::shared_ptr<std::vector<float>> next = std::move(s->previous);
   // use_count() 1: only this slice holds the buffer, and nobody can take a new reference
@@ -356,12 +366,7 @@ absl::Status ParameterShard::GradientFrom(int rank, int slice_id, uint64_t itera
       if (values_on_push) {
         AppendParams(slice_id, s, rank, out);
       } else {
-        Outgoing& ack = out->emplace_back();
-        ack.kind = Outgoing::Kind::kAck;
-        ack.rank = rank;
-        ack.slice_id = slice_id;
-        ack.iteration = iteration;
-        ack.priority = s.priority;
+        AppendAck(slice_id, s, rank, iteration, out);
       }
       return absl::OkStatus();
     }
@@ -394,12 +399,7 @@ absl::Status ParameterShard::GradientFrom(int rank, int slice_id, uint64_t itera
     s.has[rank] = true;
     ++s.count;
     if (!values_on_push) {
-      Outgoing& ack = out->emplace_back();
-      ack.kind = Outgoing::Kind::kAck;
-      ack.rank = rank;
-      ack.slice_id = slice_id;
-      ack.iteration = iteration;
-      ack.priority = s.priority;
+      AppendAck(slice_id, s, rank, iteration, out);
     }
     const int workers = static_cast<int>(s.has.size());
     if (s.count < workers) return absl::OkStatus();

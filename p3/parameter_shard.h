@@ -209,6 +209,9 @@ class ParameterShard {
   // Appends the slice's current version for worker `rank` to `out`.
   static void AppendParams(int slice_id, const SliceState& s, int rank, std::vector<Outgoing>* out)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(s.mu);
+  // Appends an Ack of worker `rank`'s gradient of `iteration` to `out`.
+  static void AppendAck(int slice_id, const SliceState& s, int rank, uint64_t iteration,
+                        std::vector<Outgoing>* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s.mu);
   // s.snapshot := a copy of s.params, in the spare buffer when it is free.
   static void TakeSnapshot(SliceState* s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s->mu);
   std::vector<int> JoinedRanksLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
