@@ -338,6 +338,12 @@ def exhaust(args, root):
          "its last log lines are shown"),
         ("RESUMED iteration=" in report, "the log lines include the restarted process's"),
     ]
+    return report_checks(checks, report) and ok
+
+
+def report_checks(checks, report):
+    """Prints each (passed, what) check; prints `report` when one failed; all passed?"""
+    ok = True
     for passed, what in checks:
         print(("ok: " if passed else "FAIL: ") + what)
         ok = ok and passed
@@ -388,13 +394,7 @@ def late(args, root):
         (time.monotonic() - killed < args.restart_delay_s + 10,
          "the run ends within the bound, not at the peers' own timeouts"),
     ]
-    ok = True
-    for passed, what in checks:
-        print(("ok: " if passed else "FAIL: ") + what)
-        ok = ok and passed
-    if not ok:
-        print(report)
-    return ok
+    return report_checks(checks, report)
 
 
 def plot(rows, path):
