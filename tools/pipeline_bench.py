@@ -36,6 +36,22 @@ MODES = [  # label, --set overrides
 LABELS = [m[0] for m in MODES]
 
 
+def write_csv(path, rows, fields):
+    """Writes `rows` (dicts) to `path` with a header of `fields`, replacing the file."""
+    with open(path, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=fields)
+        w.writeheader()
+        w.writerows(rows)
+
+
+def write_report(text, csv_path, markdown_path):
+    """Writes the markdown table `text`, prints it and where the results are."""
+    with open(markdown_path, "w") as f:
+        f.write(text)
+    print(text)
+    print("wrote", csv_path, "and", markdown_path)
+
+
 def wait_for_quiet(max_load, max_wait):
     """Waits (up to max_wait seconds) until the 1-minute load average is below max_load:
     the machine is shared, and a throughput figure taken while others compile measures

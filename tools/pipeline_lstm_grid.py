@@ -29,7 +29,8 @@ import subprocess
 import sys
 import time
 
-from pipeline_bench import MODES  # label, --set overrides; tools/ is this script's folder
+# tools/ is this script's folder. MODES: label, --set overrides.
+from pipeline_bench import MODES, write_csv, write_report
 
 CONFIG = "configs/pipeline_lstm.textproto"
 FIELDS = ["mode", "stages", "seed", "epoch", "test_accuracy", "train_loss", "epoch_seconds",
@@ -128,15 +129,8 @@ def main():
                 for label, sets in MODES:
                     if label in args.modes:
                         rows += run_one(args, label, sets, stages, seed)
-                        with open(args.csv, "w", newline="") as f:
-                            w = csv.DictWriter(f, fieldnames=FIELDS)
-                            w.writeheader()
-                            w.writerows(rows)
-    text = table(rows)
-    with open(args.markdown, "w") as f:
-        f.write(text)
-    print(text)
-    print("wrote", args.csv, "and", args.markdown)
+                        write_csv(args.csv, rows, FIELDS)
+    write_report(table(rows), args.csv, args.markdown)
 
 
 if __name__ == "__main__":

@@ -23,6 +23,8 @@ import subprocess
 import sys
 import time
 
+from pipeline_bench import write_csv, write_report  # tools/ is this script's folder
+
 CONFIG = "configs/pipeline_lstm.textproto"
 
 
@@ -115,15 +117,8 @@ def main():
         for repeat in range(args.repeats):  # interleaved: background load spreads out
             for schedule, weights, m, k, sets in configs(args):
                 rows.append(run_one(args, schedule, weights, m, k, sets, repeat))
-                with open(args.csv, "w", newline="") as f:
-                    w = csv.DictWriter(f, fieldnames=list(rows[0].keys()))
-                    w.writeheader()
-                    w.writerows(rows)
-    text = table(rows)
-    with open(args.markdown, "w") as f:
-        f.write(text)
-    print(text)
-    print("wrote", args.csv, "and", args.markdown)
+                write_csv(args.csv, rows, list(rows[0].keys()))
+    write_report(table(rows), args.csv, args.markdown)
 
 
 if __name__ == "__main__":
