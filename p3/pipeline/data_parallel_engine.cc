@@ -38,17 +38,24 @@ void DataParallelEngine::Emit(const PipelineEvent& event) const {
 }
 
 absl::Status DataParallelEngine::RunJob(int k, const TrainJob& job) {
+  StageTimes& times = job.stats->stage_times[k];
+  StageTimer timer(options_.trace, absl::StrCat("replica ", k), &times);
+  absl::Status status = RunRounds(k, job, timer);
+  timer.Finish();
+  job.stats->busy_seconds[k] = times.busy_seconds();
+  return status;
+}
+
+absl::Status DataParallelEngine::RunRounds(int k, const TrainJob& job, StageTimer& timer) {
   StageReplica& replica = *replicas_[k];
   for (int64_t i = 0; i < job.count; ++i) {
     std::optional<Shard> shard = shards_[k]->Pop();
     if (!shard) return Stopped(k);
+    timer.Lap(WorkKind::kWait, "wait");
     const int64_t version = replica.sgd->steps();
     std::vector<torch::Tensor> grads;
     double loss = 0;
-    absl::Time start = absl::Now();
-    absl::Status computed = ComputeGradients(k, *shard, &grads, &loss);
-    job.stats->busy_seconds[k] += absl::ToDoubleSeconds(absl::Now() - start);
-    P3_RETURN_IF_ERROR(computed);
+    P3_RETURN_IF_ERROR(ComputeGradients(k, *shard, &grads, &loss, timer));
     std::optional<GradientExchange::Result> sum;
     P3_RETURN_IF_ERROR(CatchTorchErrors(
         absl::StrCat("replica ", k, ": averaging mini-batch ", i, "'s gradients"),
@@ -57,22 +64,23 @@ absl::Status DataParallelEngine::RunJob(int k, const TrainJob& job) {
           return absl::OkStatus();
         }));
     if (!sum) return Stopped(k);
-    start = absl::Now();
-    absl::Status updated = ApplyUpdate(k, i, *sum->grads);
-    job.stats->busy_seconds[k] += absl::ToDoubleSeconds(absl::Now() - start);
-    P3_RETURN_IF_ERROR(updated);
+    timer.Lap(WorkKind::kWeights, "all-reduce");
+    P3_RETURN_IF_ERROR(ApplyUpdate(k, i, *sum->grads));
+    timer.Lap(WorkKind::kUpdate, "update");
     if (k == 0) {
       job.stats->losses[i] = sum->loss;
       job.stats->done_seconds[i] = absl::ToDoubleSeconds(absl::Now() - job.start);
       if (options_.on_done) options_.on_done(i, sum->loss);
     }
     Emit({k, Pass::kBackward, i, version, 0, 0});
+    timer.Skip();
   }
   return absl::OkStatus();
 }
 
 absl::Status DataParallelEngine::ComputeGradients(int k, const Shard& shard,
-                                                  std::vector<torch::Tensor>* grads, double* loss) {
+                                                  std::vector<torch::Tensor>* grads, double* loss,
+                                                  StageTimer& timer) {
   StageReplica& replica = *replicas_[k];
   const int64_t i = shard.microbatch;
   const int64_t version = replica.sgd->steps();
@@ -88,14 +96,18 @@ absl::Status DataParallelEngine::ComputeGradients(int k, const Shard& shard,
         *loss = loss_tensor.item<double>();
         return absl::OkStatus();
       }));
+  timer.Lap(WorkKind::kForward, absl::StrCat("forward ", i));
   Emit({k, Pass::kForward, i, version, 0, 0});
-  return CatchTorchErrors(absl::StrCat("replica ", k, ": backward of mini-batch ", i),
-                          [&]() -> absl::Status {
-                            loss_tensor.backward();
-                            for (const torch::Tensor& p : replica.sgd->params())
-                              grads->push_back(p.grad());
-                            return absl::OkStatus();
-                          });
+  timer.Skip();
+  P3_RETURN_IF_ERROR(CatchTorchErrors(absl::StrCat("replica ", k, ": backward of mini-batch ", i),
+                                      [&]() -> absl::Status {
+                                        loss_tensor.backward();
+                                        for (const torch::Tensor& p : replica.sgd->params())
+                                          grads->push_back(p.grad());
+                                        return absl::OkStatus();
+                                      }));
+  timer.Lap(WorkKind::kBackward, absl::StrCat("backward ", i));
+  return absl::OkStatus();
 }
 
 absl::Status DataParallelEngine::ApplyUpdate(int k, int64_t i,

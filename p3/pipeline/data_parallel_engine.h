@@ -21,6 +21,7 @@
 #include "p3/pipeline/engine_options.h"
 #include "p3/pipeline/gradient_exchange.h"
 #include "p3/pipeline/mode_engine.h"
+#include "p3/pipeline/stage_timer.h"
 
 namespace p3::pipeline {
 
@@ -46,7 +47,9 @@ class DataParallelEngine : public ModeEngine {
 
   // Forward and backward of one shard on replica k: its gradients and its loss.
   absl::Status ComputeGradients(int k, const Shard& shard, std::vector<torch::Tensor>* grads,
-                                double* loss);
+                                double* loss, StageTimer& timer);
+  // Replica k's rounds of the job, their time charged to `timer`.
+  absl::Status RunRounds(int k, const TrainJob& job, StageTimer& timer);
   // The update with the averaged gradients, moved to replica k's device where needed.
   absl::Status ApplyUpdate(int k, int64_t i, const std::vector<torch::Tensor>& sum);
   void Emit(const PipelineEvent& event) const;

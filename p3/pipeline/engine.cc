@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "p3/pipeline/data_parallel_engine.h"
+#include "p3/pipeline/schedule.h"
 #include "p3/pipeline/stage_engine.h"
 #include "p3/pipeline/torch_errors.h"
 #include "p3/status_macros.h"
@@ -109,10 +110,11 @@ absl::StatusOr<std::unique_ptr<StageReplica>> MakeReplica(const PipelineOptions&
                                         return absl::OkStatus();
                                       }));
   replica->model->train();
-  // SpecTrain and PipeDream put other values than the real weights into the model;
-  // the optimizer then keeps the real ones apart.
+  // SpecTrain and PipeDream put other values than the real weights into the model
+  // (except on a last stage that needs none); the optimizer then keeps the real ones apart.
   const bool separate_real =
-      options.mode == WeightMode::kSpecTrain || options.mode == WeightMode::kPipeDream;
+      options.mode != WeightMode::kDataParallel &&
+      KeepsRealWeightsApart(options.mode, options.spectrain_version, options.num_stages, k);
   replica->sgd = std::make_unique<StageSgd>(AllParameters(*replica->model, range.begin, range.end),
                                             options.sgd, separate_real);
   return replica;
@@ -235,6 +237,7 @@ absl::StatusOr<TrainStats> PipelineEngine::Train(int64_t count, const BatchSourc
   stats.losses.assign(count, std::numeric_limits<double>::quiet_NaN());
   stats.done_seconds.assign(count, 0);
   stats.busy_seconds.assign(n_, 0);
+  stats.stage_times.assign(n_, StageTimes{});
   {
     absl::MutexLock lock(&mu_);
     if (shutdown_) return absl::FailedPreconditionError("the pipeline engine was shut down");

@@ -17,6 +17,8 @@
 #include "models/model.h"
 #include "p3/pipeline/schedule.h"
 #include "p3/pipeline/stage_sgd.h"
+#include "p3/pipeline/stage_timer.h"
+#include "p3/trace.h"
 
 namespace p3::pipeline {
 
@@ -64,6 +66,9 @@ struct PipelineOptions {
   // thread); 0 leaves libtorch's default. The calling thread's setting is left alone.
   // Default: 1.
   int threads_per_stage = 1;
+  // Where the stages record their work as Chrome trace events, one track per stage
+  // (stage_timer.h); null or disabled: no trace. Must outlive the engine. Default: none.
+  TraceRecorder* trace = nullptr;
   // Called after every forward and backward, on the stage's thread. Default: none.
   std::function<void(const PipelineEvent&)> on_event;
   // Called when mini-batch i is done (every stage has applied its update), with its
@@ -81,6 +86,9 @@ struct TrainStats {
   // Per stage (data_parallel: replica), the seconds its thread spent in forwards,
   // backwards and updates (wall clock, waits for other stages excluded).
   std::vector<double> busy_seconds;
+  // Per stage (data_parallel: replica), the same time by kind of work, with the waits and
+  // the thread's CPU time (stage_timer.h).
+  std::vector<StageTimes> stage_times;
   // Seconds from the start of Train() until every stage was done.
   double seconds = 0;
 };

@@ -53,6 +53,18 @@ std::string RunResult::ToJson() const {
   j["final_loss"] = final_loss;  // NaN and infinity are written as null
   j["test_accuracy"] = OptionalJson(test_accuracy);
   j["wall_seconds"] = wall_seconds;
+  j["stage_times"] = nlohmann::ordered_json::array();
+  for (const StageTimes& t : stage_times) {
+    nlohmann::ordered_json st;
+    st["forward_s"] = t.forward_seconds;
+    st["backward_s"] = t.backward_seconds;
+    st["update_s"] = t.update_seconds;
+    st["weights_s"] = t.weights_seconds;
+    st["wait_s"] = t.wait_seconds;
+    st["cpu_s"] = t.cpu_seconds;
+    j["stage_times"].push_back(st);
+  }
+  j["trace_file"] = trace_file;
   j["epochs"] = nlohmann::ordered_json::array();
   for (const EpochRecord& e : epochs) j["epochs"].push_back(EpochJson(e));
   return j.dump();

@@ -15,6 +15,8 @@
 #include <string>
 #include <vector>
 
+#include "p3/pipeline/stage_timer.h"
+
 namespace p3::pipeline {
 
 struct EpochRecord {
@@ -51,6 +53,11 @@ struct RunResult {
   double final_loss = 0;                // mean of the last (up to) 20 mini-batches
   std::optional<double> test_accuracy;  // after the last epoch
   double wall_seconds = 0;
+  // Per stage (data_parallel: replica), over all epochs: seconds by kind of work, waits
+  // and the thread's CPU seconds (stage_timer.h).
+  std::vector<StageTimes> stage_times;
+  // The Chrome trace of the stages (config `trace: true`), or empty.
+  std::string trace_file;
   std::vector<EpochRecord> epochs;
 
   // One line; a loss that is not finite (a diverged run) is null, as JSON has no NaN.

@@ -3,8 +3,10 @@
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <functional>
 #include <memory>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -25,6 +27,7 @@
 #include "p3/pipeline/torch_errors.h"
 #include "p3/progress.h"
 #include "p3/status_macros.h"
+#include "p3/trace.h"
 
 namespace p3::pipeline {
 namespace {
@@ -186,6 +189,10 @@ absl::StatusOr<std::vector<double>> TrainEpochs(const config::ExperimentConfig& 
                              config.training().batch_size(), config.training().warmup_iterations());
     record.bubble_fraction = BubbleFraction(stats);
     for (double b : stats.busy_seconds) busy += b;
+    result->stage_times.resize(stats.stage_times.size());
+    for (size_t k = 0; k < stats.stage_times.size(); ++k) {
+      result->stage_times[k] += stats.stage_times[k];
+    }
     stage_seconds += stats.seconds * static_cast<double>(stats.busy_seconds.size());
     all_losses.insert(all_losses.end(), stats.losses.begin(), stats.losses.end());
     *offset += count;
@@ -223,6 +230,9 @@ absl::StatusOr<RunResult> RunPipeline(const config::ExperimentConfig& config,
     po.on_done = ProgressCallback(options.progress, &offset, total,
                                   std::max(1, config.training().log_every()));
   }
+  TraceRecorder trace({.enabled = config.trace(),
+                       .process_name = absl::StrCat("pipeline ", config.name())});
+  po.trace = &trace;
   absl::StatusOr<std::unique_ptr<PipelineEngine>> engine = PipelineEngine::Create(po, factory);
   if (!engine.ok()) {
     return absl::Status(engine.status().code(),
@@ -233,6 +243,16 @@ absl::StatusOr<RunResult> RunPipeline(const config::ExperimentConfig& config,
       const std::vector<double> all_losses,
       TrainEpochs(config, data, total, options.progress, **engine, &offset, &result));
   (*engine)->Shutdown();
+  if (trace.enabled()) {
+    const std::string folder = absl::StrCat(config.output_dir(), "/traces");
+    std::error_code error;
+    std::filesystem::create_directories(folder, error);
+    if (error) {
+      return absl::InternalError(absl::StrCat("cannot create ", folder, ": ", error.message()));
+    }
+    result.trace_file = folder + "/pipeline_stages.json";
+    P3_RETURN_IF_ERROR(trace.WriteJson(result.trace_file));
+  }
   SummarizeRun(all_losses, &result);
   result.wall_seconds = absl::ToDoubleSeconds(absl::Now() - start);
   return result;

@@ -126,4 +126,11 @@ int PredictionDistance(WeightMode mode, int spectrain_version, int num_stages, i
   return pass == Pass::kForward ? half + behind : half;
 }
 
+bool KeepsRealWeightsApart(WeightMode mode, int spectrain_version, int num_stages, int stage) {
+  if (mode == WeightMode::kPipeDream) return stage + 1 < num_stages;
+  if (mode != WeightMode::kSpecTrain) return false;
+  return PredictionDistance(mode, spectrain_version, num_stages, stage, Pass::kForward) != 0 ||
+         PredictionDistance(mode, spectrain_version, num_stages, stage, Pass::kBackward) != 0;
+}
+
 }  // namespace p3::pipeline

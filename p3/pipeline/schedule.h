@@ -109,6 +109,15 @@ bool IsPipelined(WeightMode mode);
 int PredictionDistance(WeightMode mode, int spectrain_version, int num_stages, int stage,
                        Pass pass);
 
+// Whether stage `stage` must keep its real weights apart from the model's parameters
+// (stage_sgd.h, separate_real) because a forward or backward runs with other values:
+// SpecTrain where PredictionDistance() is not 0 for some pass, PipeDream on every stage
+// but the last. The last stage of a 1F1B pipeline runs each backward right after its
+// forward, with no update between, so PipeDream's stash there would hold the current
+// weights and SpecTrain's s = 0 prediction would copy them: both skipped, for the same
+// arithmetic without the copies. False for every other mode.
+bool KeepsRealWeightsApart(WeightMode mode, int spectrain_version, int num_stages, int stage);
+
 }  // namespace p3::pipeline
 
 #endif  // P3_PIPELINE_SCHEDULE_H_

@@ -61,12 +61,20 @@ void StageEngine::Emit(const PipelineEvent& event) const {
 }
 
 absl::Status StageEngine::RunJob(int k, const TrainJob& job) {
+  StageTimes& times = job.stats->stage_times[k];
+  StageTimer timer(options_.trace, absl::StrCat("stage ", k), &times);
+  absl::Status status = RunSteps(k, job, timer);
+  timer.Finish();
+  job.stats->busy_seconds[k] = times.busy_seconds();
+  return status;
+}
+
+absl::Status StageEngine::RunSteps(int k, const TrainJob& job, StageTimer& timer) {
   Stage& stage = stages_[k];
   const std::vector<ScheduleStep> steps =
       options_.schedule == PipelineSchedule::kGPipe
           ? GPipeSchedule(job.count, options_.microbatches)
           : OneFOneBSchedule(n_, k, job.count, IsPipelined(options_.mode));
-  double& busy = job.stats->busy_seconds[k];
   for (const ScheduleStep& step : steps) {
     std::optional<Message> message;
     if (step.pass == Pass::kForward || k + 1 < n_) {
@@ -77,24 +85,26 @@ absl::Status StageEngine::RunJob(int k, const TrainJob& job) {
                                                 ", received mini-batch ", message->microbatch));
       }
     }
-    const absl::Time start = absl::Now();
-    absl::Status status =
-        step.pass == Pass::kForward
-            ? Forward(stage, k, std::move(*message), job)
-            : Backward(stage, k, step.microbatch, message ? message->tensor : torch::Tensor(), job);
-    busy += absl::ToDoubleSeconds(absl::Now() - start);
-    P3_RETURN_IF_ERROR(status);
+    timer.Lap(WorkKind::kWait, "wait");
+    P3_RETURN_IF_ERROR(step.pass == Pass::kForward
+                           ? Forward(stage, k, std::move(*message), job, timer)
+                           : Backward(stage, k, step.microbatch,
+                                      message ? message->tensor : torch::Tensor(), job, timer));
   }
   return absl::OkStatus();
 }
 
-absl::Status StageEngine::Forward(Stage& stage, int k, Message message, const TrainJob& job) {
+absl::Status StageEngine::Forward(Stage& stage, int k, Message message, const TrainJob& job,
+                                  StageTimer& timer) {
   const int64_t j = message.microbatch;        // the unit of the schedule
   const int64_t i = j / options_.microbatches;  // its mini-batch
   const int64_t part = j % options_.microbatches;
   const StageReplica& replica = *stage.replica;
-  const bool stash = options_.mode == WeightMode::kPipeDream ||
-                     (options_.mode == WeightMode::kSpecTrain && options_.spectrain_version == 2);
+  // Stashing needs the real weights apart (stages that run each backward right after its
+  // forward keep none: KeepsRealWeightsApart()).
+  const bool stash = replica.sgd->separate_real() &&
+                     (options_.mode == WeightMode::kPipeDream ||
+                      (options_.mode == WeightMode::kSpecTrain && options_.spectrain_version == 2));
   bool pushed = true;
   P3_RETURN_IF_ERROR(CatchTorchErrors(
       absl::StrCat("stage ", k, ": forward of mini-batch ", i), [&]() -> absl::Status {
@@ -113,6 +123,7 @@ absl::Status StageEngine::Forward(Stage& stage, int k, Message message, const Tr
           }
           replica.sgd->CopyWorking(&f.stash);
         }
+        if (replica.sgd->separate_real()) timer.Lap(WorkKind::kWeights, "weights");
         torch::Tensor y = x;
         for (int64_t b = replica.range.begin; b < replica.range.end; ++b) {
           y = replica.model->ForwardBlock(b, y);
@@ -133,6 +144,7 @@ absl::Status StageEngine::Forward(Stage& stage, int k, Message message, const Tr
           f.output = y;
         }
         f.input = x;
+        timer.Lap(WorkKind::kForward, absl::StrCat("forward ", j));
         PipelineEvent event{k, Pass::kForward, i, f.version, f.prediction, 0, part};
         stage.in_flight.emplace(j, std::move(f));
         for (const auto& entry : stage.in_flight) {
@@ -143,6 +155,7 @@ absl::Status StageEngine::Forward(Stage& stage, int k, Message message, const Tr
         Emit(event);
         if (k + 1 < n_) {
           pushed = forward_[k + 1]->Push(Message{j, y.detach(), message.target, message.weight});
+          timer.Lap(WorkKind::kWait, "hand-off");
         }
         return absl::OkStatus();
       }));
@@ -150,7 +163,7 @@ absl::Status StageEngine::Forward(Stage& stage, int k, Message message, const Tr
 }
 
 absl::Status StageEngine::Backward(Stage& stage, int k, int64_t j, const torch::Tensor& grad,
-                                   const TrainJob& job) {
+                                   const TrainJob& job, StageTimer& timer) {
   const int64_t i = j / options_.microbatches;
   const int64_t part = j % options_.microbatches;
   // GPipe accumulates the micro-batches' gradients: zeroed before the first backward of
@@ -179,6 +192,7 @@ absl::Status StageEngine::Backward(Stage& stage, int k, int64_t j, const torch::
           event.prediction = stage.SetWorkingPredicted(PredictionDistance(
               options_.mode, options_.spectrain_version, n_, k, Pass::kBackward));
         }
+        if (replica.sgd->separate_real()) timer.Lap(WorkKind::kWeights, "weights");
         if (first) replica.sgd->ZeroGrad();
         if (k + 1 == n_) {
           f.output.backward();
@@ -188,11 +202,18 @@ absl::Status StageEngine::Backward(Stage& stage, int k, int64_t j, const torch::
         for (const auto& entry : stage.in_flight) {
           if (entry.first != j && !entry.second.stash.empty()) ++event.stashed;
         }
+        timer.Lap(WorkKind::kBackward, absl::StrCat("backward ", j));
         Emit(event);
         // Hand the input's gradient on before updating, so that the previous stage can
         // start its backward during this stage's update.
-        if (k > 0) pushed = backward_[k - 1]->Push(Message{j, f.input.grad(), {}});
-        if (last) replica.sgd->Step();
+        if (k > 0) {
+          pushed = backward_[k - 1]->Push(Message{j, f.input.grad(), {}});
+          timer.Lap(WorkKind::kWait, "hand-off");
+        }
+        if (last) {
+          replica.sgd->Step();
+          timer.Lap(WorkKind::kUpdate, "update");
+        }
         return absl::OkStatus();
       }));
   if (!f.stash.empty()) stage.free_stashes.push_back(std::move(f.stash));

@@ -44,6 +44,7 @@
 #include "p3/pipeline/bounded_queue.h"
 #include "p3/pipeline/engine_options.h"
 #include "p3/pipeline/mode_engine.h"
+#include "p3/pipeline/stage_timer.h"
 
 namespace p3::pipeline {
 
@@ -93,11 +94,14 @@ class StageEngine : public ModeEngine {
   };
 
   // The forward of one mini-batch on `stage` and its hand-over to the next stage.
-  absl::Status Forward(Stage& stage, int k, Message message, const TrainJob& job);
+  // Stage k's steps of the job's schedule, their time charged to `timer`.
+  absl::Status RunSteps(int k, const TrainJob& job, StageTimer& timer);
+  absl::Status Forward(Stage& stage, int k, Message message, const TrainJob& job,
+                       StageTimer& timer);
   // The backward of unit `j`, the hand-over of its input's gradient, the update (gpipe:
   // after the mini-batch's last micro-batch only).
   absl::Status Backward(Stage& stage, int k, int64_t j, const torch::Tensor& grad,
-                        const TrainJob& job);
+                        const TrainJob& job, StageTimer& timer);
   void Emit(const PipelineEvent& event) const;
 
   const PipelineOptions options_;

@@ -93,6 +93,24 @@ CATCH_TEST_CASE("SpecTrain v2's version difference: forward N-k-1, backward reus
   }
 }
 
+CATCH_TEST_CASE("only stages whose passes use other weights keep the real weights apart") {
+  const WeightMode st = WeightMode::kSpecTrain;
+  // v1, N = 2: stage 0 predicts its forward (s = 1), stage 1 predicts nothing.
+  CATCH_CHECK(KeepsRealWeightsApart(st, 1, 2, 0));
+  CATCH_CHECK_FALSE(KeepsRealWeightsApart(st, 1, 2, 1));
+  // v1, N = 4: the last stage predicts s = 1 for both passes.
+  for (int k = 0; k < 4; ++k) CATCH_CHECK(KeepsRealWeightsApart(st, 1, 4, k));
+  // v2, N = 4: s = N-k-1, 0 on the last stage.
+  for (int k = 0; k < 4; ++k) CATCH_CHECK(KeepsRealWeightsApart(st, 2, 4, k) == (k < 3));
+  // PipeDream stashes on every stage but the last, whose backward follows its forward.
+  for (int k = 0; k < 4; ++k) {
+    CATCH_CHECK(KeepsRealWeightsApart(WeightMode::kPipeDream, 1, 4, k) == (k < 3));
+  }
+  for (WeightMode mode : {WeightMode::kStale, WeightMode::kVanilla, WeightMode::kDataParallel}) {
+    for (int k = 0; k < 4; ++k) CATCH_CHECK_FALSE(KeepsRealWeightsApart(mode, 1, 4, k));
+  }
+}
+
 CATCH_TEST_CASE("modes other than spectrain never predict") {
   for (WeightMode mode : {WeightMode::kPipeDream, WeightMode::kStale, WeightMode::kVanilla,
                           WeightMode::kDataParallel}) {
