@@ -155,10 +155,17 @@ def throughput(args):
             for label, sets in MODES:
                 configs.append((model, label, stages, base + sets + [f"pipeline.stages={stages}"]))
     rows = []
+    stage_rows = []
     for repeat in range(args.repeats):
         for model, label, stages, overrides in configs:
             wait_for_quiet(args.quiet_load, args.max_wait)
             r = run(args.binary, overrides, f"tp_{model}_{label}_n{stages}_r{repeat}", args.raw)
+            train_seconds = sum(e["seconds"] for e in r["epochs"])
+            for k, t in enumerate(r.get("stage_times", [])):
+                stage_rows.append({"model": model, "mode": label, "stages": stages,
+                                   "repeat": repeat, "stage": k,
+                                   "train_seconds": round(train_seconds, 4),
+                                   **{key: round(v, 4) for key, v in t.items()}})
             rows.append({"model": model, "mode": label, "stages": stages, "repeat": repeat,
                          "samples_per_second": round(r["samples_per_second"], 1),
                          "partition_bound": partition_bound(r),
@@ -171,6 +178,55 @@ def throughput(args):
         w = csv.DictWriter(f, fieldnames=list(rows[0].keys()))
         w.writeheader()
         w.writerows(rows)
+    print("wrote", path)
+    if stage_rows:
+        path = os.path.join(args.out, "pipeline_stage_times.csv")
+        write_csv(path, stage_rows, list(stage_rows[0].keys()))
+        print("wrote", path)
+
+
+def contention(args):
+    """How much two busy threads get out of this machine's 2 cores: a single-device run
+    alone, then two single-device runs at the same time (separate processes, so nothing
+    is shared but the hardware). The sum of the two concurrent rates over the lone rate is
+    the most a 2-stage pipeline of perfectly balanced, independent stages could gain."""
+    rows = []
+    for repeat in range(args.repeats):
+        for model in args.models:
+            iterations = args.iterations if model == "small_cnn" else args.resnet_iterations
+            base = THROUGHPUT_MODELS[model] + [f"training.iterations={iterations}",
+                                               "training.evaluate=false",
+                                               "pipeline.weights=vanilla", "pipeline.stages=1"]
+            wait_for_quiet(args.quiet_load, args.max_wait)
+            alone = run(args.binary, base, f"ct_{model}_alone_r{repeat}", args.raw)
+            wait_for_quiet(args.quiet_load, args.max_wait)
+            load_before = os.getloadavg()[0]
+            procs, files = [], []
+            for c in range(2):
+                name = f"ct_{model}_pair{c}_r{repeat}"
+                result_file = os.path.join(args.raw, name + ".json")
+                log = open(os.path.join(args.raw, name + ".log"), "w")
+                cmd = [args.binary, "--config=" + CONFIG, "--result_file=" + result_file]
+                cmd += ["--set=" + o for o in base + ["name=" + name]]
+                procs.append((subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT), log))
+                files.append(result_file)
+            for proc, log in procs:
+                if proc.wait() != 0:
+                    sys.exit(f"contention run failed; see {log.name}")
+                log.close()
+            pair = []
+            for path in files:
+                with open(path) as f:
+                    pair.append(json.load(f)["samples_per_second"])
+            rows.append({"model": model, "repeat": repeat,
+                         "alone_sps": round(alone["samples_per_second"], 1),
+                         "pair0_sps": round(pair[0], 1), "pair1_sps": round(pair[1], 1),
+                         "pair_sum_over_alone": round(sum(pair) / alone["samples_per_second"], 3),
+                         "load_before": round(load_before, 2),
+                         "load_after": round(os.getloadavg()[0], 2)})
+            print(rows[-1], flush=True)
+    path = os.path.join(args.out, "pipeline_contention.csv")
+    write_csv(path, rows, list(rows[0].keys()))
     print("wrote", path)
 
 
@@ -336,7 +392,8 @@ def plot(acc, path, stages_list, epochs, seeds):
 
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--part", default="all", choices=["accuracy", "throughput", "report", "all"])
+    p.add_argument("--part", default="all",
+                   choices=["accuracy", "throughput", "contention", "report", "all"])
     p.add_argument("--binary", default="bazel-bin/tools/pipeline_train")
     p.add_argument("--out", default="docs/results")
     p.add_argument("--raw", default="out/pipeline_bench")
@@ -356,13 +413,15 @@ def main():
     p.add_argument("--max_wait", type=float, default=300,
                    help="longest wait for a quiet machine before a throughput run (s)")
     args = p.parse_args()
-    if args.part in ("accuracy", "throughput", "all") and not os.path.exists(args.binary):
+    if args.part in ("accuracy", "throughput", "contention", "all") and not os.path.exists(args.binary):
         sys.exit(f"{args.binary} not found: bazel build //tools:pipeline_train")
     os.makedirs(args.out, exist_ok=True)
     if args.part in ("accuracy", "all"):
         accuracy(args)
     if args.part in ("throughput", "all"):
         throughput(args)
+    if args.part in ("contention", "all"):
+        contention(args)
     if args.part in ("report", "all"):
         report(args)
 

@@ -26,11 +26,46 @@ DataParallelEngine::DataParallelEngine(const PipelineOptions& options,
       replicas_(std::move(replicas)),
       exchange_(n_) {
   for (int k = 0; k < n_; ++k) shards_.push_back(std::make_unique<BoundedQueue<Shard>>(n_ + 1));
+  shared_weights_ = n_ > 1;
+  for (int k = 1; k < n_; ++k) {
+    if (replicas_[k]->device != replicas_[0]->device) shared_weights_ = false;
+  }
+  if (shared_weights_) {
+    // Parameter j of every replica becomes a view of replica 0's: set_data() swaps the
+    // storage and keeps the tensor's own autograd state (its gradient).
+    torch::NoGradGuard no_grad;
+    const std::vector<torch::Tensor>& owner = replicas_[0]->sgd->params();
+    for (int k = 1; k < n_; ++k) {
+      const std::vector<torch::Tensor>& params = replicas_[k]->sgd->params();
+      for (size_t j = 0; j < params.size() && j < owner.size(); ++j) {
+        torch::Tensor p = params[j];
+        p.set_data(owner[j].data());
+      }
+    }
+  }
 }
 
 void DataParallelEngine::Close() {
   for (auto& q : shards_) q->Close();
   exchange_.Close();
+  absl::MutexLock lock(&barrier_mu_);
+  closed_ = true;
+}
+
+bool DataParallelEngine::UpdateBarrier() {
+  absl::MutexLock lock(&barrier_mu_);
+  if (closed_) return false;
+  const int64_t round = barrier_round_;
+  if (++barrier_arrived_ == n_) {
+    barrier_arrived_ = 0;
+    ++barrier_round_;
+    return true;
+  }
+  auto passed = [this, round]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(barrier_mu_) {
+    return closed_ || barrier_round_ > round;
+  };
+  barrier_mu_.Await(absl::Condition(&passed));
+  return barrier_round_ > round;
 }
 
 void DataParallelEngine::Emit(const PipelineEvent& event) const {
@@ -67,6 +102,10 @@ absl::Status DataParallelEngine::RunRounds(int k, const TrainJob& job, StageTime
     timer.Lap(WorkKind::kWeights, "all-reduce");
     P3_RETURN_IF_ERROR(ApplyUpdate(k, i, *sum->grads));
     timer.Lap(WorkKind::kUpdate, "update");
+    if (shared_weights_) {
+      if (!UpdateBarrier()) return Stopped(k);
+      timer.Lap(WorkKind::kWait, "update barrier");
+    }
     if (k == 0) {
       job.stats->losses[i] = sum->loss;
       job.stats->done_seconds[i] = absl::ToDoubleSeconds(absl::Now() - job.start);
@@ -115,6 +154,10 @@ absl::Status DataParallelEngine::ApplyUpdate(int k, int64_t i,
   StageReplica& replica = *replicas_[k];
   return CatchTorchErrors(absl::StrCat("replica ", k, ": update of mini-batch ", i),
                           [&]() -> absl::Status {
+                            if (shared_weights_) {
+                              replica.sgd->Step(sum, k, n_);  // its share
+                              return absl::OkStatus();
+                            }
                             if (replica.device == replicas_[0]->device) {
                               replica.sgd->Step(sum);
                               return absl::OkStatus();

@@ -45,12 +45,13 @@ void StageSgd::Step() {
   Step(grads);
 }
 
-void StageSgd::Step(const std::vector<torch::Tensor>& grads) {
+void StageSgd::Step(const std::vector<torch::Tensor>& grads, int shard, int num_shards) {
   torch::NoGradGuard no_grad;
   if (velocity_.empty()) velocity_.resize(params_.size());
   const double lr = current_lr();
   for (size_t j = 0; j < params_.size() && j < grads.size(); ++j) {
     if (!grads[j].defined()) continue;
+    if (num_shards > 1 && static_cast<int>(j % static_cast<size_t>(num_shards)) != shard) continue;
     torch::Tensor w = real_[j].data();
     // The operations of torch::optim::SGD::step() in 1.13, in the same order; the
     // out-of-place results go to kept buffers (add_out computes what add returns).

@@ -82,8 +82,11 @@ class StageSgd {
   // One update of the real weights from the parameters' grad(); parameters without a
   // gradient are skipped (as torch does).
   void Step();
-  // The same with explicit gradients, one per parameter (undefined: skipped).
-  void Step(const std::vector<torch::Tensor>& grads);
+  // The same with explicit gradients, one per parameter (undefined: skipped). With
+  // num_shards > 1, only parameters j with j % num_shards == shard are updated (their
+  // velocity kept here); the update count advances all the same. Threads that share the
+  // parameters' storage (data_parallel on one device) thus split one update between them.
+  void Step(const std::vector<torch::Tensor>& grads, int shard = 0, int num_shards = 1);
 
   // Parameters := W - steps * lr * v, for every parameter that has a velocity (the others
   // get W). Returns the steps applied: `steps`, or 0 (parameters := W) when steps <= 0 or
