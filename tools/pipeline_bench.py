@@ -52,6 +52,17 @@ def write_report(text, csv_path, markdown_path):
     print("wrote", csv_path, "and", markdown_path)
 
 
+# Command prefix of every pipeline_train run (--boost): a new session whose autogroup
+# has nice -20, the process itself at nice -20. With the kernel's autogroup scheduling
+# (sched_autogroup_enabled = 1) CPU time is shared fairly between sessions first, so a
+# plain `nice` does not help against other sessions' builds; a boosted autogroup does.
+# Needs root. The runs then get most of the cores, not a quiet machine: memory bandwidth
+# and caches are still shared.
+BOOST = ["setsid", "bash", "-c", 'echo -20 > /proc/$$/autogroup && exec nice -n -20 "$@"',
+         "boost"]
+PREFIX = []
+
+
 def wait_for_quiet(max_load, max_wait):
     """Waits (up to max_wait seconds) until the 1-minute load average is below max_load:
     the machine is shared, and a throughput figure taken while others compile measures
@@ -75,7 +86,7 @@ def run(binary, overrides, name, raw_dir, reuse=False):
         result.setdefault("load_after", float("nan"))
         print(f"{name}: reused {result_file}", flush=True)
         return result
-    args = [binary, "--config=" + CONFIG, "--result_file=" + result_file]
+    args = PREFIX + [binary, "--config=" + CONFIG, "--result_file=" + result_file]
     args += ["--set=" + o for o in overrides + ["name=" + name]]
     load_before = os.getloadavg()[0]
     start = time.time()
@@ -148,18 +159,23 @@ def throughput(args):
     for model in args.models:
         iterations = args.iterations if model == "small_cnn" else args.resnet_iterations
         base = THROUGHPUT_MODELS[model] + [f"training.iterations={iterations}",
-                                           "training.evaluate=false"]
-        configs.append((model, "single_device", 1, base + ["pipeline.weights=vanilla",
-                                                            "pipeline.stages=1"]))
-        for stages in args.stages:
-            for label, sets in MODES:
-                configs.append((model, label, stages, base + sets + [f"pipeline.stages={stages}"]))
+                                           "training.evaluate=false"] + args.extra_set
+        binaries = [("", args.binary)]
+        if args.compare_binary:
+            binaries.append(("-before", args.compare_binary))
+        for suffix, binary in binaries:
+            configs.append((model, "single_device" + suffix, 1, binary,
+                            base + ["pipeline.weights=vanilla", "pipeline.stages=1"]))
+            for stages in args.stages:
+                for label, sets in MODES:
+                    configs.append((model, label + suffix, stages, binary,
+                                    base + sets + [f"pipeline.stages={stages}"]))
     rows = []
     stage_rows = []
     for repeat in range(args.repeats):
-        for model, label, stages, overrides in configs:
+        for model, label, stages, binary, overrides in configs:
             wait_for_quiet(args.quiet_load, args.max_wait)
-            r = run(args.binary, overrides, f"tp_{model}_{label}_n{stages}_r{repeat}", args.raw)
+            r = run(binary, overrides, f"tp_{model}_{label}_n{stages}_r{repeat}", args.raw)
             train_seconds = sum(e["seconds"] for e in r["epochs"])
             for k, t in enumerate(r.get("stage_times", [])):
                 stage_rows.append({"model": model, "mode": label, "stages": stages,
@@ -173,14 +189,14 @@ def throughput(args):
                          "stage_blocks": "|".join(r["stage_blocks"]),
                          "load_before": round(r["load_before"], 2),
                          "load_after": round(r["load_after"], 2)})
-    path = os.path.join(args.out, "pipeline_throughput.csv")
+    path = os.path.join(args.out, args.throughput_csv)
     with open(path, "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=list(rows[0].keys()))
         w.writeheader()
         w.writerows(rows)
     print("wrote", path)
     if stage_rows:
-        path = os.path.join(args.out, "pipeline_stage_times.csv")
+        path = os.path.join(args.out, args.throughput_csv.replace("throughput", "stage_times"))
         write_csv(path, stage_rows, list(stage_rows[0].keys()))
         print("wrote", path)
 
@@ -206,7 +222,7 @@ def contention(args):
                 name = f"ct_{model}_pair{c}_r{repeat}"
                 result_file = os.path.join(args.raw, name + ".json")
                 log = open(os.path.join(args.raw, name + ".log"), "w")
-                cmd = [args.binary, "--config=" + CONFIG, "--result_file=" + result_file]
+                cmd = PREFIX + [args.binary, "--config=" + CONFIG, "--result_file=" + result_file]
                 cmd += ["--set=" + o for o in base + ["name=" + name]]
                 procs.append((subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT), log))
                 files.append(result_file)
@@ -297,9 +313,10 @@ def report(args):
                   f"Median of {repeats} runs per row (interleaved); each run "
                   "trains a fixed number of mini-batches and its rate is taken over the "
                   "mini-batches after the first 5 (pipeline fill excluded). 2 cores shared "
-                  "with other engineers' builds and benchmarks: each run waited (up to 5 "
-                  "min) for a 1-minute load average below 1.0; the load average before and "
-                  "after each run is in pipeline_throughput.csv. `single_device` is vanilla with 1 stage (one thread). "
+                  "with other engineers' work: the 1-minute load average before and after "
+                  "each run is in pipeline_throughput.csv (runs wait for it to fall below "
+                  "--quiet_load, up to --max_wait; with --boost they run in an autogroup of "
+                  "nice -20). `single_device` is vanilla with 1 stage (one thread). "
                   "'partition allows': the profiled time of all blocks over that of the slowest "
                   "stage, the most a pipeline with this partition can gain over one thread "
                   "(median over the runs' own profiles).",
@@ -339,6 +356,31 @@ def report(args):
     with open(path, "w") as f:
         f.write("\n".join(lines))
     print("wrote", path)
+
+
+def stage_times_table(path):
+    """Markdown: per model, mode and stage, the median share of the training time each
+    stage spent in each kind of work (from pipeline_stage_times.csv), and its CPU seconds
+    over its busy seconds."""
+    rows = read_csv(path)
+    kinds = ["forward_s", "backward_s", "update_s", "weights_s", "wait_s"]
+    lines = ["| model | mode | stages | stage | forward | backward | update | weights | wait | "
+             "CPU ÷ busy |", "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    keys = []
+    for r in rows:
+        key = (r["model"], r["mode"], int(r["stages"]), int(r["stage"]))
+        if key not in keys:
+            keys.append(key)
+    for model, mode, stages, stage in keys:
+        rs = [r for r in rows if (r["model"], r["mode"], int(r["stages"]), int(r["stage"])) ==
+              (model, mode, stages, stage)]
+        shares = [statistics.median(float(r[k]) / float(r["train_seconds"]) for r in rs)
+                  for k in kinds]
+        cpu = statistics.median(float(r["cpu_s"]) / max(1e-9, sum(float(r[k]) for k in kinds[:4]))
+                                for r in rs)
+        lines.append(f"| {model} | {mode} | {stages} | {stage} | " +
+                     " | ".join(f"{100 * x:.0f} %" for x in shares) + f" | {cpu:.2f} |")
+    return "\n".join(lines) + "\n"
 
 
 def plot(acc, path, stages_list, epochs, seeds):
@@ -412,7 +454,18 @@ def main():
                    help="throughput runs wait until the 1-minute load average is below this")
     p.add_argument("--max_wait", type=float, default=300,
                    help="longest wait for a quiet machine before a throughput run (s)")
+    p.add_argument("--extra_set", nargs="*", default=[],
+                   help="more --set overrides for every throughput run, e.g. pipeline.boundaries=13")
+    p.add_argument("--compare_binary", default="",
+                   help="also run every throughput configuration with this (older) binary, "
+                        "interleaved; its rows are labelled <mode>-before")
+    p.add_argument("--throughput_csv", default="pipeline_throughput.csv",
+                   help="file name (in --out) of the throughput CSV; the stage times go beside it")
+    p.add_argument("--boost", action="store_true",
+                   help="run every pipeline_train in an autogroup of nice -20 (root; see BOOST)")
     args = p.parse_args()
+    if args.boost:
+        PREFIX[:] = BOOST
     if args.part in ("accuracy", "throughput", "contention", "all") and not os.path.exists(args.binary):
         sys.exit(f"{args.binary} not found: bazel build //tools:pipeline_train")
     os.makedirs(args.out, exist_ok=True)
@@ -424,6 +477,10 @@ def main():
         contention(args)
     if args.part in ("report", "all"):
         report(args)
+        st = os.path.join(args.out, "pipeline_stage_times.csv")
+        if os.path.exists(st):
+            write_report(stage_times_table(st), st,
+                         os.path.join(args.out, "pipeline_stage_times_table.md"))
 
 
 if __name__ == "__main__":

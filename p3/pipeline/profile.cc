@@ -1,5 +1,7 @@
 #include "p3/pipeline/profile.h"
 
+#include <memory>
+
 #include <torch/torch.h>
 
 #include "absl/strings/str_cat.h"
@@ -11,7 +13,8 @@
 namespace p3::pipeline {
 
 absl::StatusOr<std::vector<BlockProfile>> ProfileBlocks(models::BlockModel& model,
-                                                        const std::vector<models::Batch>& batches) {
+                                                        const std::vector<models::Batch>& batches,
+                                                        const SgdOptions* sgd) {
   if (batches.size() < 2) {
     return absl::InvalidArgumentError(
         absl::StrCat("profiling needs at least 2 batches (one warm-up); got ", batches.size()));
@@ -19,7 +22,17 @@ absl::StatusOr<std::vector<BlockProfile>> ProfileBlocks(models::BlockModel& mode
   const int64_t num_blocks = model.num_blocks();
   std::vector<std::vector<double>> forward(num_blocks);
   std::vector<std::vector<double>> backward(num_blocks);
+  std::vector<std::vector<double>> update(num_blocks);
   std::vector<int64_t> output_bytes(num_blocks, 0);
+  // One optimizer per block over its parameters, keeping the real weights apart: Step()
+  // then updates copies, and the model stays as it is.
+  std::vector<std::unique_ptr<StageSgd>> optimizers;
+  if (sgd != nullptr) {
+    for (int64_t i = 0; i < num_blocks; ++i) {
+      optimizers.push_back(
+          std::make_unique<StageSgd>(model.BlockParameters(i), *sgd, /*separate_real=*/true));
+    }
+  }
   P3_RETURN_IF_ERROR(CatchTorchErrors("profiling the model's blocks", [&]() -> absl::Status {
     for (size_t b = 0; b < batches.size(); ++b) {
       const bool timed = b > 0;
@@ -49,6 +62,11 @@ absl::StatusOr<std::vector<BlockProfile>> ProfileBlocks(models::BlockModel& mode
         if (timed) backward[i].push_back(absl::ToDoubleSeconds(t1 - t0));
         if (i > 0) grad = inputs[i].grad();
       }
+      for (size_t i = 0; i < optimizers.size(); ++i) {
+        const absl::Time t0 = absl::Now();
+        optimizers[i]->Step();
+        if (timed) update[i].push_back(absl::ToDoubleSeconds(absl::Now() - t0));
+      }
       model.zero_grad();
     }
     return absl::OkStatus();
@@ -58,6 +76,7 @@ absl::StatusOr<std::vector<BlockProfile>> ProfileBlocks(models::BlockModel& mode
     profile[i].name = model.BlockName(i);
     profile[i].forward_seconds = Median(forward[i]);
     profile[i].backward_seconds = Median(backward[i]);
+    if (!update[i].empty()) profile[i].update_seconds = Median(update[i]);
     for (const torch::Tensor& p : model.BlockParameters(i)) profile[i].parameters += p.numel();
     profile[i].output_bytes = output_bytes[i];
   }

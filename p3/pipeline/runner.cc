@@ -113,7 +113,7 @@ absl::StatusOr<std::vector<int64_t>> ChooseBoundaries(const config::ExperimentCo
                         GetBatch(*data.train, data.sampler.Indices(i % per_epoch)));
     batches.push_back(std::move(batch));
   }
-  P3_ASSIGN_OR_RETURN(std::vector<BlockProfile> profile, ProfileBlocks(*probe, batches));
+  P3_ASSIGN_OR_RETURN(std::vector<BlockProfile> profile, ProfileBlocks(*probe, batches, &po.sgd));
   for (const BlockProfile& b : profile) result->block_seconds.push_back(b.seconds());
   absl::StatusOr<std::vector<int64_t>> balanced =
       BalancedBoundaries(result->block_seconds, po.num_stages);

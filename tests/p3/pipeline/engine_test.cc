@@ -733,8 +733,22 @@ CATCH_TEST_CASE("the profiler times every block and counts its parameters") {
   for (const BlockProfile& b : *profile) {
     CATCH_CHECK(b.forward_seconds > 0);
     CATCH_CHECK(b.backward_seconds > 0);
+    CATCH_CHECK(b.update_seconds == 0);  // no SGD options: the update is not profiled
   }
   CATCH_CHECK_FALSE(ProfileBlocks(**model, {batches[0]}).ok());
+  // With the stages' SGD options each block's update is timed, on copies of the weights.
+  std::vector<torch::Tensor> before;
+  for (const torch::Tensor& p : (*model)->parameters()) before.push_back(p.detach().clone());
+  const SgdOptions sgd{0.05, 0.9, 0, 1e-4, false};
+  profile = ProfileBlocks(**model, batches, &sgd);
+  CATCH_REQUIRE(profile.ok());
+  for (const BlockProfile& b : *profile) {
+    CATCH_CHECK(b.update_seconds > 0);
+    CATCH_CHECK(b.seconds() == b.forward_seconds + b.backward_seconds + b.update_seconds);
+  }
+  std::vector<torch::Tensor> after;
+  for (const torch::Tensor& p : (*model)->parameters()) after.push_back(p.detach().clone());
+  CATCH_CHECK(MaxAbsDiff(before, after) == 0);  // the model's weights are untouched
 }
 
 CATCH_TEST_CASE("gpipe runs a mini-batch's forwards, then its backwards, and updates once") {
