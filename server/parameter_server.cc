@@ -207,7 +207,7 @@ class ParameterServer::Impl {
     {
       absl::MutexLock lock(&mu_);
       if (!failure_.ok()) return failure_;
-      if (hello.rejoin()) {
+      if (hello.rejoin() && !shard_.TakesRejoinAsJoin()) {
         // Refused here, the Hello cannot end a live stream of that rank.
         P3_RETURN_IF_ERROR(CheckRejoinHello(shard_, hello, options_.shard.server_index));
         P3_RETURN_IF_ERROR(EndOldStreamLocked(static_cast<int>(hello.rank())));
@@ -330,6 +330,13 @@ class ParameterServer::Impl {
         return absl::UnavailableError(absl::StrCat(
             "worker ", rank, " disconnected during the handshake, before the initial values ",
             "were in; a worker can rejoin only after them"));
+      }
+      if (!shard_.everyone_joined()) {
+        // A new process's run has not started: a Hello with rejoin would be taken as an
+        // ordinary join, which this rank has used. Failing lets the whole cluster restart.
+        return absl::UnavailableError(absl::StrCat(
+            "worker ", rank, " disconnected before every worker had joined this server; a ",
+            "worker can rejoin only a run that has started"));
       }
       *awaiting_rejoin = true;
       absent_[rank] = absl::Now() + options_.rejoin_timeout;

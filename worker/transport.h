@@ -82,6 +82,10 @@ class Transport {
   // slices when it welcomed the worker back (UINT64_MAX: it owns none); 0 otherwise.
   virtual uint64_t current_version() const { return 0; }
 
+  // The server took a Hello with rejoin as a rejoin (Welcome.rejoined). false for a new
+  // server process, which a restarted worker then joins as at a first start.
+  virtual bool rejoined() const { return false; }
+
   // Bytes of values sent and received through the link's stream (not shared memory).
   virtual int64_t bytes_sent() const = 0;
   virtual int64_t bytes_received() const = 0;

@@ -122,11 +122,29 @@ class Worker::Impl : public TransportListener {
     // Every server has answered: no one else needs the name.
     if (shared_ != nullptr) shared_->Unlink();
     std::vector<uint64_t> starts;
-    for (const auto& link : links_) {
-      starts.push_back(options_.rejoin ? link->current_version() : link->start_version());
+    std::vector<bool> rejoined;
+    std::string new_servers;
+    for (int s = 0; s < static_cast<int>(links_.size()); ++s) {
+      const bool r = options_.rejoin && links_[s]->rejoined();
+      rejoined.push_back(r);
+      starts.push_back(r ? links_[s]->current_version() : links_[s]->start_version());
+      if (options_.rejoin && !r) {
+        absl::StrAppend(&new_servers, new_servers.empty() ? "" : ", ", s, " (at iteration ",
+                        links_[s]->start_version(), ")");
+      }
+    }
+    if (!new_servers.empty()) {
+      // The servers were restarted too (Kubernetes restarts every process): nothing to
+      // rejoin there, the run goes on from their checkpoint.
+      std::cerr << "worker " << options_.rank << ": server(s) " << new_servers
+                << " are new processes; "
+                << (std::find(rejoined.begin(), rejoined.end(), true) == rejoined.end()
+                        ? "starting as at a first start"
+                        : "resuming at the oldest version")
+                << std::endl;
     }
     P3_ASSIGN_OR_RETURN(std::vector<ToServer> inits,
-                        options_.rejoin ? core_->Resume(starts) : core_->Start(starts));
+                        options_.rejoin ? core_->Resume(starts, rejoined) : core_->Start(starts));
     iteration_ = static_cast<int64_t>(core_->start_version());
     for (const ToServer& m : inits) links_[m.server]->Send(m);
     return absl::OkStatus();
