@@ -265,6 +265,9 @@ class ParameterServer::Impl {
       auto it = streams_.find(rank);
       if (it != streams_.end() && it->second == &connection) streams_.erase(it);
     }
+    // Nothing can push to the lane any more (pushes find a stream in streams_, under
+    // mu_): its storage goes with the stream, and a rejoining worker gets a lane anew.
+    connection.queue->ReleaseLane(connection.lane);
     return status;
   }
 
