@@ -17,6 +17,7 @@
 #include <malloc.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <iostream>
 #include <memory>
@@ -28,6 +29,7 @@
 #include "absl/flags/parse.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "p3/allocator.h"
 #include "p3/shared_memory.h"
 #include "p3/slice_plan.h"
 #include "p3/version_tracker.h"
@@ -41,6 +43,9 @@ ABSL_FLAG(int64_t, slice_params, 2000, "floats per slice");
 ABSL_FLAG(bool, shared_memory, false,
           "the workers offer their buffers in shared memory, as colocated workers do");
 ABSL_FLAG(std::string, csv, "", "where to write one row per rejoin (default: stdout)");
+ABSL_FLAG(bool, exit_running, false,
+          "exit at once after the last rejoin, the server still running: under valgrind "
+          "--show-leak-kinds=reachable, what is allocated then, by stack");
 
 namespace p3 {
 namespace {
@@ -232,6 +237,7 @@ int Run() {
   } else {
     std::ofstream(csv) << rows.str();
   }
+  if (absl::GetFlag(FLAGS_exit_running)) std::_Exit(0);
   w0.Die();
   w1->Die();
   (*server)->Shutdown();
@@ -242,6 +248,11 @@ int Run() {
 }  // namespace p3
 
 int main(int argc, char** argv) {
+  // As p3_server does: glibc keeps freed memory for large messages (p3/allocator.h), so
+  // RSS is a high-water mark here as there.
+  if (absl::Status tuned = p3::TuneAllocatorForLargeMessages(); !tuned.ok()) {
+    std::cerr << "rejoin_memory: " << tuned.message() << " (continuing)\n";
+  }
   absl::ParseCommandLine(argc, argv);
   return p3::Run();
 }

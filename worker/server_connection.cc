@@ -307,7 +307,11 @@ void ServerConnection::ReadLoop() {
     status = absl::UnavailableError(absl::StrCat("server ", options_.server_index,
                                                  " ended the stream before the worker was done"));
   }
-  if (!status.ok()) listener_->OnFailure(options_.server_index, status);
+  if (!abort.ok()) {
+    listener_->OnAbort(options_.server_index, status);
+  } else if (!status.ok()) {
+    listener_->OnFailure(options_.server_index, status);
+  }
   absl::MutexLock lock(&mu_);
   final_status_ = status;
   reader_done_ = true;

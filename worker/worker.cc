@@ -331,6 +331,23 @@ class Worker::Impl : public TransportListener {
 
   void OnFailure(int server, const absl::Status& status) override { Fail(status); }
 
+  // On `server`'s reader thread, its stream over: waits up to abort_grace for a failure
+  // of this worker's own, which would be the cause (WorkerOptions::abort_grace).
+  void OnAbort(int server, const absl::Status& status) override {
+    {
+      absl::MutexLock lock(&mu_);
+      if (!failure_.ok()) return;
+      if (pending_abort_.empty()) pending_abort_ = std::string(status.message());
+      mu_.AwaitWithTimeout(
+          absl::Condition(
+              +[](absl::Status* failure) { return !failure->ok(); }, &failure_),
+          options_.abort_grace);
+      if (!failure_.ok()) return;  // this worker's own failure came first: reported
+      failure_ = status;
+    }
+    tracker_.Abort(status);
+  }
+
   int64_t iteration() const { return iteration_; }
   const SlicePlan& plan() const { return plan_; }
 
@@ -447,11 +464,20 @@ class Worker::Impl : public TransportListener {
   absl::Duration wait_bound() const { return options_.peer_timeout + options_.rejoin_timeout; }
 
   void Fail(const absl::Status& status) {
+    absl::Status cause = status;
     {
       absl::MutexLock lock(&mu_);
-      if (failure_.ok()) failure_ = status;
+      if (!failure_.ok()) return;
+      if (!pending_abort_.empty()) {
+        // A server aborted the run a moment ago; this worker's own lost server is the
+        // cause, the Abort what followed from it.
+        cause = absl::Status(status.code(),
+                             absl::StrCat(status.message(), " (then ", pending_abort_,
+                                          ", which follows from it)"));
+      }
+      failure_ = cause;
     }
-    tracker_.Abort(status);
+    tracker_.Abort(cause);
   }
 
   absl::Status failure() const {
@@ -490,6 +516,8 @@ class Worker::Impl : public TransportListener {
 
   mutable absl::Mutex mu_;
   absl::Status failure_ ABSL_GUARDED_BY(mu_);
+  // The message of a server's Abort awaiting abort_grace (OnAbort); empty when none.
+  std::string pending_abort_ ABSL_GUARDED_BY(mu_);
   // AverageBuffers(): the round awaited (the iteration), and its mean once server 0 has
   // sent it.
   uint64_t buffer_round_ ABSL_GUARDED_BY(mu_) = UINT64_MAX;
