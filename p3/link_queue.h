@@ -145,6 +145,13 @@ class LinkSendQueue {
     while (!l.heap.empty()) l.heap.pop();
   }
 
+  // Lane indices in use or free for reuse: the most lanes that were ever live at once.
+  // A process whose connections come and go keeps this bounded with ReleaseLane().
+  size_t lane_slots() const {
+    absl::MutexLock lock(&mu_);
+    return lanes_.size();
+  }
+
   size_t size(int lane) const {
     absl::MutexLock lock(&mu_);
     return lanes_[lane]->heap.size();

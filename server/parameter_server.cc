@@ -157,6 +157,10 @@ class ParameterServer::Impl {
 
   int port() const { return port_; }
   const ParameterShard& shard() const { return shard_; }
+  size_t network_lane_slots() {
+    absl::MutexLock lock(&mu_);
+    return link_ == nullptr ? 0 : link_->lane_slots();
+  }
 
  private:
   struct Connection {
@@ -608,6 +612,7 @@ ParameterServer::~ParameterServer() { Shutdown(); }
 int ParameterServer::port() const { return impl_->port(); }
 absl::Status ParameterServer::Wait() { return impl_->Wait(); }
 const ParameterShard& ParameterServer::shard() const { return impl_->shard(); }
+size_t ParameterServer::network_lane_slots() const { return impl_->network_lane_slots(); }
 void ParameterServer::Shutdown() { impl_->Shutdown(); }
 
 }  // namespace p3

@@ -2,7 +2,8 @@
 """Runs tools/rejoin_memory for one or more builds, interleaved, and fits the growth.
 
   /usr/bin/python3 tools/rejoin_memory_runs.py --binary after=bazel-bin/tools/rejoin_memory \
-      [--binary before=/tmp/rejoin_memory_before] --runs 3 --rejoins 500 \
+      [--binary before=/tmp/rejoin_memory_before] \
+      [--tunables tcache_off=glibc.malloc.tcache_count=0] --runs 3 --rejoins 500 \
       --csv docs/results/rejoin_memory.csv
 
 Each run is one process taking a ParameterServer through --rejoins worker rejoins, over
@@ -15,6 +16,7 @@ rejoins from --skip on, for each run and their median.
 import argparse
 import csv
 import io
+import os
 import statistics
 import subprocess
 
@@ -27,20 +29,31 @@ def slope(xs, ys):
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--binary", action="append", required=True, help="NAME=PATH")
+    p.add_argument("--tunables", action="append", default=[],
+                   help="NAME=GLIBC_TUNABLES: also run every build with these glibc tunables "
+                        "(e.g. tcache_off=glibc.malloc.tcache_count=0), as build+NAME")
     p.add_argument("--runs", type=int, default=3)
     p.add_argument("--rejoins", type=int, default=500)
     p.add_argument("--skip", type=int, default=50, help="rejoins left out of the fit (warm-up)")
     p.add_argument("--csv", required=True)
     args = p.parse_args()
-    builds = [b.split("=", 1) for b in args.binary]
+    builds = []
+    for name, path in (b.split("=", 1) for b in args.binary):
+        builds.append((name, path, None))
+        for tname, tunables in (t.split("=", 1) for t in args.tunables):
+            builds.append((name + "+" + tname, path, tunables))
     rows, fits = [], {}
     for run in range(args.runs):
         for mode in ("stream", "shared_memory"):
-            for name, path in builds:  # interleaved: the builds see the same machine
+            for name, path, tunables in builds:  # interleaved: they see the same machine
                 cmd = [path, "--rejoins=%d" % args.rejoins]
                 if mode == "shared_memory":
                     cmd.append("--shared_memory")
-                out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+                env = dict(os.environ)
+                if tunables:
+                    env["GLIBC_TUNABLES"] = tunables
+                out = subprocess.run(cmd, capture_output=True, text=True, check=True,
+                                     env=env).stdout
                 data = list(csv.DictReader(io.StringIO(out)))
                 for r in data:
                     rows.append(dict(build=name, mode=mode, run=run, **r))
