@@ -198,6 +198,39 @@ absl::StatusOr<ShardCheckpoint> ReadLatestCheckpoint(const std::string& dir, uin
   return absl::NotFoundError(absl::StrCat("no valid checkpoint in ", dir, skipped));
 }
 
+uint64_t NewestCommonCheckpoint(const std::string& root, int servers, std::string* passed_over) {
+  if (servers <= 0) return 0;
+  // Iterations present on every server, newest first.
+  std::vector<uint64_t> common = ListCheckpoints(absl::StrCat(root, "/server_0"));
+  for (int i = 1; i < servers && !common.empty(); ++i) {
+    const std::vector<uint64_t> here = ListCheckpoints(absl::StrCat(root, "/server_", i));
+    std::vector<uint64_t> both;
+    for (uint64_t n : common) {
+      if (std::find(here.begin(), here.end(), n) != here.end()) both.push_back(n);
+    }
+    common = std::move(both);
+  }
+  for (uint64_t n : common) {
+    std::string why;
+    for (int i = 0; i < servers && why.empty(); ++i) {
+      absl::StatusOr<ShardCheckpoint> ckpt =
+          ReadCheckpoint(absl::StrCat(root, "/server_", i, "/", FileName(n)));
+      if (!ckpt.ok()) {
+        why = std::string(ckpt.status().message());
+      } else if (ckpt->iteration != n || ckpt->server_index != i) {
+        why = absl::StrCat("server ", i, "'s file of iteration ", n, " holds server ",
+                           ckpt->server_index, "'s iteration ", ckpt->iteration);
+      }
+    }
+    if (why.empty()) return n;
+    if (passed_over != nullptr) {
+      absl::StrAppend(passed_over, passed_over->empty() ? "" : "; ", "passed over iteration ", n,
+                      ": ", why);
+    }
+  }
+  return 0;
+}
+
 CheckpointWriter::CheckpointWriter(std::function<void(ShardCheckpoint)> write, size_t max_pending)
     : write_(std::move(write)), max_pending_(std::max<size_t>(1, max_pending)) {
   absl::MutexLock lock(&join_mu_);

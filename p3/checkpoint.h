@@ -57,6 +57,17 @@ absl::StatusOr<ShardCheckpoint> ReadCheckpoint(const std::string& path);
 // when nothing valid is left).
 absl::StatusOr<ShardCheckpoint> ReadLatestCheckpoint(const std::string& dir, uint64_t iteration);
 
+// The newest iteration for which every one of servers 0 .. `servers`-1 has a valid
+// checkpoint under `root` (<root>/server_<i>/ckpt_<iteration>.bin, each file read and
+// verified, and holding that server's index and that iteration); 0 when there is none.
+// An iteration that some server lacks, or whose file is torn or corrupt on one server,
+// is passed over for an older one, so servers that each resume from the answer never
+// mix iterations. What was passed over, and why, is appended to `passed_over` (may be
+// null), for the log. Reads every candidate file: the cost is that of one restore per
+// server per candidate.
+uint64_t NewestCommonCheckpoint(const std::string& root, int servers,
+                                std::string* passed_over = nullptr);
+
 // Hands checkpoints to a function (usually one that calls WriteCheckpoint and reports
 // the outcome) on a thread of its own, one at a time and in the order submitted, so that
 // the thread that cut a checkpoint — a worker's stream handler — does not wait for the

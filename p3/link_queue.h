@@ -64,16 +64,36 @@ class LinkSendQueue {
   // when nothing is in flight, so 0 means one message at a time on the link. Default: 0.
   explicit LinkSendQueue(SendQueueOptions options = {}) : options_(options) {}
 
-  // A new lane (one connection); returns its index.
+  // A new lane (one connection); returns its index, which may be one that
+  // ReleaseLane() gave back.
   int AddLane() {
     absl::MutexLock lock(&mu_);
+    for (size_t i = 0; i < lanes_.size(); ++i) {
+      if (lanes_[i] == nullptr) {
+        lanes_[i] = std::make_unique<Lane>();
+        return static_cast<int>(i);
+      }
+    }
     lanes_.push_back(std::make_unique<Lane>());
     return static_cast<int>(lanes_.size()) - 1;
   }
 
-  // Adds `value` to `lane`. Returns false (dropping it) once the lane is closed.
+  // Frees `lane` once its connection is gone: drops what it still queues and hands its
+  // index back to AddLane(). A process whose connections come and go — a server whose
+  // workers rejoin — would otherwise keep every old lane and its queue's storage (a
+  // closed lane's heap keeps its capacity). The lane's writer must have returned, and
+  // Released its message in flight; nobody may use the index afterwards.
+  void ReleaseLane(int lane) {
+    absl::MutexLock lock(&mu_);
+    if (lane < 0 || lane >= static_cast<int>(lanes_.size()) || lanes_[lane] == nullptr) return;
+    lanes_[lane].reset();
+  }
+
+  // Adds `value` to `lane`. Returns false (dropping it) once the lane is closed or
+  // released.
   bool Push(int lane, T value, int64_t priority, int64_t tiebreak, int64_t bytes) {
     absl::MutexLock lock(&mu_);
+    if (lanes_[lane] == nullptr) return false;  // released
     Lane& l = *lanes_[lane];
     if (l.closed) return false;
     const int64_t seq = next_seq_++;
@@ -125,6 +145,13 @@ class LinkSendQueue {
     while (!l.heap.empty()) l.heap.pop();
   }
 
+  // Lane indices in use or free for reuse: the most lanes that were ever live at once.
+  // A process whose connections come and go keeps this bounded with ReleaseLane().
+  size_t lane_slots() const {
+    absl::MutexLock lock(&mu_);
+    return lanes_.size();
+  }
+
   size_t size(int lane) const {
     absl::MutexLock lock(&mu_);
     return lanes_[lane]->heap.size();
@@ -170,6 +197,7 @@ class LinkSendQueue {
     if (l.heap.empty() || l.in_flight) return false;
     const Entry& top = l.heap.top();
     for (size_t i = 0; i < lanes_.size(); ++i) {
+      if (lanes_[i] == nullptr) continue;  // released
       const Lane& other = *lanes_[i];
       if (static_cast<int>(i) == lane || other.closed || other.in_flight || other.heap.empty()) {
         continue;

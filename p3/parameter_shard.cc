@@ -120,6 +120,7 @@ absl::StatusOr<std::vector<Outgoing>> ParameterShard::Join(const ClusterSignatur
     return absl::AlreadyExistsError(absl::StrCat("worker ", rank, " has already joined"));
   }
   joined_[rank] = true;
+  everyone_joined_ = std::all_of(joined_.begin(), joined_.end(), [](bool j) { return j; });
   std::vector<Outgoing> out;
   if (uninitialized_ == 0) {
     for (int id : plan_->server_slices(options_.server_index)) {
@@ -544,6 +545,16 @@ absl::StatusOr<std::vector<Outgoing>> ParameterShard::Resume(int rank, uint64_t 
     absl::MutexLock slice_lock(&s.mu);
     const bool behind = s.version == version + 1 && s.previous != nullptr;
     if (s.version != version && !behind) {
+      if (version < s.version) {
+        // The worker found another server at an older version: that server is a new
+        // process restored from a checkpoint, and this one cannot go back to it.
+        return absl::FailedPreconditionError(absl::StrCat(
+            "worker ", rank, " resumes at iteration ", version, ", before this server's slice ",
+            id, " at version ", s.version,
+            ": another server restarted from an older checkpoint, and this server cannot go "
+            "back to it; it must restart from that checkpoint too "
+            "(checkpoint.resume_iteration: -1)"));
+      }
       return absl::FailedPreconditionError(absl::StrCat(
           "worker ", rank, " cannot resume at version ", version, ": slice ", id, " is at version ",
           s.version, s.version == version + 1 ? " without its previous one" : ""));
@@ -568,6 +579,16 @@ absl::StatusOr<std::vector<Outgoing>> ParameterShard::Resume(int rank, uint64_t 
 bool ParameterShard::initialized() const {
   absl::MutexLock lock(&mu_);
   return configured_ && uninitialized_ == 0;
+}
+
+bool ParameterShard::everyone_joined() const {
+  absl::MutexLock lock(&mu_);
+  return everyone_joined_;
+}
+
+bool ParameterShard::TakesRejoinAsJoin() const {
+  absl::MutexLock lock(&mu_);
+  return options_.accept_rejoin && !everyone_joined_;
 }
 
 std::optional<SlicePlan> ParameterShard::plan() const {

@@ -152,6 +152,17 @@ class ParameterShard {
   // Every slice has its initial values (or the restored checkpoint's).
   bool initialized() const;
 
+  // Every worker has joined this shard at least once: the run has started here. Until
+  // then this shard belongs to a new process — a first start or a restart from a
+  // checkpoint — and no slice has moved past start_version().
+  bool everyone_joined() const;
+
+  // A Hello with `rejoin` is taken as an ordinary Join: rejoins are on and not every
+  // worker has joined yet, so there is no run here to rejoin. That is what a worker
+  // restarted by its scheduler finds after every server was restarted too (Kubernetes:
+  // docs/multihost.md); it then starts at start_version() like any worker.
+  bool TakesRejoinAsJoin() const;
+
   // The version every slice starts at: the restored checkpoint's iteration, else 0.
   uint64_t start_version() const { return options_.restore ? options_.restore->iteration : 0; }
 
@@ -233,6 +244,7 @@ class ParameterShard {
   // the first Join and never resized afterwards.
   std::vector<std::unique_ptr<SliceState>> slices_;
   bool configured_ ABSL_GUARDED_BY(mu_) = false;
+  bool everyone_joined_ ABSL_GUARDED_BY(mu_) = false;
 
   // Checkpoint in the making, per iteration: slices captured so far.
   absl::Mutex checkpoint_mu_;

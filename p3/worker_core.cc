@@ -85,13 +85,33 @@ absl::StatusOr<std::vector<ToServer>> WorkerCore::Start(
 
 absl::StatusOr<std::vector<ToServer>> WorkerCore::Resume(
     const std::vector<uint64_t>& current_versions) {
-  if (static_cast<int>(current_versions.size()) != options_.num_servers) {
-    return absl::InvalidArgumentError(absl::StrCat("current versions of ", current_versions.size(),
+  return Resume(current_versions, std::vector<bool>(current_versions.size(), true));
+}
+
+absl::StatusOr<std::vector<ToServer>> WorkerCore::Resume(const std::vector<uint64_t>& versions,
+                                                         const std::vector<bool>& rejoined) {
+  if (static_cast<int>(versions.size()) != options_.num_servers ||
+      rejoined.size() != versions.size()) {
+    return absl::InvalidArgumentError(absl::StrCat("versions of ", versions.size(),
                                                    " servers, expected ", options_.num_servers));
   }
-  const uint64_t resume = *std::min_element(current_versions.begin(), current_versions.end());
+  if (std::none_of(rejoined.begin(), rejoined.end(), [](bool r) { return r; })) {
+    return Start(versions);
+  }
+  const uint64_t resume = *std::min_element(versions.begin(), versions.end());
   if (resume == UINT64_MAX) {
     return absl::FailedPreconditionError("no server reported a version to resume at");
+  }
+  bool any_new = false;
+  for (int s = 0; s < options_.num_servers; ++s) {
+    if (rejoined[s]) continue;
+    any_new = true;
+    if (versions[s] != resume) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "server ", s, " is a new process starting at iteration ", versions[s],
+          ", but another continues the run at iteration ", resume,
+          ": the servers restarted from different checkpoints"));
+    }
   }
   {
     absl::MutexLock lock(&mu_);
@@ -101,6 +121,7 @@ absl::StatusOr<std::vector<ToServer>> WorkerCore::Resume(
   }
   std::vector<ToServer> out;
   for (int s = 0; s < options_.num_servers; ++s) {
+    if (!rejoined[s]) continue;
     // Ahead of anything else on the stream: the server accepts nothing before it.
     out.push_back(
         ToServer{.server = s,
@@ -108,6 +129,14 @@ absl::StatusOr<std::vector<ToServer>> WorkerCore::Resume(
                  .priority = std::numeric_limits<int64_t>::min(),
                  .tiebreak = 0,
                  .bytes = 0});
+  }
+  if (any_new && options_.rank == 0 && resume == 0) {
+    // A new server without a checkpoint waits for the initial values, as at a first start.
+    for (const Slice& slice : plan_->slices()) {
+      if (!rejoined[slice.server]) {
+        out.push_back(Message(Upstream::Kind::kInit, slice.id, 0, /*values=*/true));
+      }
+    }
   }
   return out;
 }

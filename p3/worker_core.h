@@ -106,6 +106,17 @@ class WorkerCore {
   // nothing else differs from a worker that started at m. Once only.
   absl::StatusOr<std::vector<ToServer>> Resume(const std::vector<uint64_t>& current_versions);
 
+  // Resume() when some servers did not welcome the process as rejoined (`rejoined[s]`
+  // false: server s is a new process, restarted from a checkpoint or from nothing, whose
+  // `versions[s]` is its start_version; for the others it is the current_version). The
+  // worker resumes at the smallest version m, which every new server must start at
+  // (else FailedPrecondition, naming them); Resume{m} goes to the rejoined servers, and
+  // for rank 0 at m = 0 the Init of the new servers' slices. An old server that cannot
+  // go back to m refuses the Resume and fails the run: it must restart as well. With
+  // every server rejoined this is Resume(); with none, Start(). Once only.
+  absl::StatusOr<std::vector<ToServer>> Resume(const std::vector<uint64_t>& versions,
+                                               const std::vector<bool>& rejoined);
+
   // The gradient of `slice_id` at `iteration` is in the gradient buffer: the message to
   // send. Refused before Start() or for a slice outside the plan.
   absl::StatusOr<ToServer> Gradient(int slice_id, uint64_t iteration);

@@ -60,6 +60,10 @@ inline constexpr const char* kPlacements[] = {"colocated", "separate"};
 inline constexpr const char* kDatasets[] = {"fashion_mnist", "synthetic", "synthetic_tokens"};
 inline constexpr const char* kOptimizers[] = {"sgd", "adam"};
 inline constexpr int kMaxProcesses = 64;
+// checkpoint.resume_iteration: resume from the newest iteration that every server has a
+// valid checkpoint of (p3::NewestCommonCheckpoint), which lets restarted servers agree
+// with no coordinator (docs/checkpoints.md).
+inline constexpr int64_t kResumeNewestCommon = -1;
 
 // Reads `path` and returns ParseConfig(contents, overrides); error messages start with
 // `path`.

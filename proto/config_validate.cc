@@ -210,6 +210,22 @@ absl::Status ValidateConfig(const ExperimentConfig& config) {
   check.IntAtLeast("training.log_every", training.log_every(), 1);
   check.IntAtLeast("training.threads", training.threads(), 0);
 
+  const CheckpointConfig& checkpoint = config.checkpoint();
+  check.IntAtLeast("checkpoint.every", checkpoint.every(), 0);
+  check.IntAtLeast("checkpoint.keep", checkpoint.keep(), 0);
+  if (checkpoint.resume_iteration() < kResumeNewestCommon) {
+    check.Add("checkpoint.resume_iteration",
+              absl::StrCat(checkpoint.resume_iteration(),
+                           " is out of range; allowed >= -1 (0: this server's newest, -1: the "
+                           "newest that every server has)"));
+  }
+  if (checkpoint.resume_iteration() == kResumeNewestCommon &&
+      (!checkpoint.resume() || checkpoint.dir().empty())) {
+    check.Add("checkpoint.resume_iteration",
+              "-1 (the newest checkpoint every server has) needs checkpoint.resume and "
+              "checkpoint.dir");
+  }
+
   const SchedulingConfig& scheduling = config.scheduling();
   check.IntAtLeast("scheduling.slice_params", scheduling.slice_params(), 1);
   check.IntAtLeast("scheduling.split_threshold", scheduling.split_threshold(), 1);

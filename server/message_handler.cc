@@ -72,7 +72,7 @@ absl::StatusOr<HelloResult> HandleHello(ParameterShard* shard, const wire::Hello
   P3_ASSIGN_OR_RETURN(ClusterSignature sig, CheckedSignature(hello, server_index));
   HelloResult result;
   result.rank = static_cast<int>(hello.rank());
-  if (hello.rejoin()) {
+  if (hello.rejoin() && !shard->TakesRejoinAsJoin()) {
     P3_ASSIGN_OR_RETURN(result.current_version, shard->Rejoin(sig, result.rank));
     result.rejoined = true;
   } else {

@@ -81,16 +81,38 @@ int main(int argc, char** argv) {
     };
   }
   if (ckpt.resume() && !ckpt_dir.empty()) {
-    absl::StatusOr<p3::ShardCheckpoint> restored = p3::ReadLatestCheckpoint(
-        ckpt_dir, static_cast<uint64_t>(std::max<int64_t>(0, ckpt.resume_iteration())));
+    int64_t iteration = std::max<int64_t>(0, ckpt.resume_iteration());
+    if (ckpt.resume_iteration() == p3::config::kResumeNewestCommon) {
+      // Every server of a restarted cluster runs this with the same folder and finds the
+      // same iteration (docs/checkpoints.md): no coordinator needed.
+      std::string passed_over;
+      iteration = static_cast<int64_t>(
+          p3::NewestCommonCheckpoint(ckpt.dir(), config->cluster().servers(), &passed_over));
+      if (!passed_over.empty()) {
+        std::cout << "p3_server " << index << ": checkpoints " << passed_over << std::endl;
+      }
+      if (iteration == 0) {
+        std::cout << "p3_server " << index << ": no checkpoint that all "
+                  << config->cluster().servers() << " servers have in " << ckpt.dir()
+                  << "; starting fresh" << std::endl;
+      } else {
+        std::cout << "p3_server " << index << ": the newest checkpoint that all "
+                  << config->cluster().servers() << " servers have is iteration " << iteration
+                  << std::endl;
+      }
+    }
+    absl::StatusOr<p3::ShardCheckpoint> restored =
+        ckpt.resume_iteration() == p3::config::kResumeNewestCommon && iteration == 0
+            ? absl::NotFoundError("none common")
+            : p3::ReadLatestCheckpoint(ckpt_dir, static_cast<uint64_t>(iteration));
     if (restored.ok()) {
       std::cout << "p3_server " << index << ": resuming from iteration " << restored->iteration
                 << std::endl;
       options.shard.restore = *std::move(restored);
-    } else if (ckpt.resume_iteration() > 0 || !absl::IsNotFound(restored.status())) {
+    } else if (iteration > 0 || !absl::IsNotFound(restored.status())) {
       std::cerr << "p3_server " << index << ": " << restored.status() << "\n";
       return 1;
-    } else {
+    } else if (ckpt.resume_iteration() != p3::config::kResumeNewestCommon) {
       std::cout << "p3_server " << index << ": no checkpoint to resume from; starting fresh ("
                 << restored.status().message() << ")" << std::endl;
     }

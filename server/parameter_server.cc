@@ -157,6 +157,10 @@ class ParameterServer::Impl {
 
   int port() const { return port_; }
   const ParameterShard& shard() const { return shard_; }
+  size_t network_lane_slots() {
+    absl::MutexLock lock(&mu_);
+    return link_ == nullptr ? 0 : link_->lane_slots();
+  }
 
  private:
   struct Connection {
@@ -207,7 +211,7 @@ class ParameterServer::Impl {
     {
       absl::MutexLock lock(&mu_);
       if (!failure_.ok()) return failure_;
-      if (hello.rejoin()) {
+      if (hello.rejoin() && !shard_.TakesRejoinAsJoin()) {
         // Refused here, the Hello cannot end a live stream of that rank.
         P3_RETURN_IF_ERROR(CheckRejoinHello(shard_, hello, options_.shard.server_index));
         P3_RETURN_IF_ERROR(EndOldStreamLocked(static_cast<int>(hello.rank())));
@@ -265,6 +269,9 @@ class ParameterServer::Impl {
       auto it = streams_.find(rank);
       if (it != streams_.end() && it->second == &connection) streams_.erase(it);
     }
+    // Nothing can push to the lane any more (pushes find a stream in streams_, under
+    // mu_): its storage goes with the stream, and a rejoining worker gets a lane anew.
+    connection.queue->ReleaseLane(connection.lane);
     return status;
   }
 
@@ -330,6 +337,13 @@ class ParameterServer::Impl {
         return absl::UnavailableError(absl::StrCat(
             "worker ", rank, " disconnected during the handshake, before the initial values ",
             "were in; a worker can rejoin only after them"));
+      }
+      if (!shard_.everyone_joined()) {
+        // A new process's run has not started: a Hello with rejoin would be taken as an
+        // ordinary join, which this rank has used. Failing lets the whole cluster restart.
+        return absl::UnavailableError(absl::StrCat(
+            "worker ", rank, " disconnected before every worker had joined this server; a ",
+            "worker can rejoin only a run that has started"));
       }
       *awaiting_rejoin = true;
       absent_[rank] = absl::Now() + options_.rejoin_timeout;
@@ -598,6 +612,7 @@ ParameterServer::~ParameterServer() { Shutdown(); }
 int ParameterServer::port() const { return impl_->port(); }
 absl::Status ParameterServer::Wait() { return impl_->Wait(); }
 const ParameterShard& ParameterServer::shard() const { return impl_->shard(); }
+size_t ParameterServer::network_lane_slots() const { return impl_->network_lane_slots(); }
 void ParameterServer::Shutdown() { impl_->Shutdown(); }
 
 }  // namespace p3

@@ -96,6 +96,10 @@ class ParameterServer {
   // The shard, for inspection in tests.
   const ParameterShard& shard() const;
 
+  // Send lanes allocated for streams over the network (p3/link_queue.h lane_slots()):
+  // at most the streams live at once, however often workers rejoin. For tests.
+  size_t network_lane_slots() const;
+
   // Ends every stream and stops serving. Safe to call twice.
   void Shutdown();
 

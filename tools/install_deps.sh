@@ -25,7 +25,9 @@ PACKAGES=(
   openssh-server # //tests/tools:multihost_launch_test's ssh cases start their own sshd
                  # (own config, free loopback port); the package's ssh service is not used
   procps         # pgrep, in the same ssh cases
-  python3-yaml   # //tests/tools:multihost_launch_test parses the Kubernetes manifests
+  python3-yaml   # //tests/tools:multihost_launch_test and //tests/cluster:kube_restart_test
+                 # parse the Kubernetes manifests
+  valgrind       # the heap check of tools/rejoin_memory across rejoins (docs/results/soak.md)
   # //tests/tools:slurm_cluster_test submits the generated batch script to a private Slurm
   # cluster it starts itself (munged, slurmctld, two slurmd; own config, keys and ports in
   # a temp folder). The packages' own services are not used (docs/multihost.md#tests).

@@ -122,6 +122,11 @@ ABSL_FLAG(std::string, kube_binary_dir, "/opt/p3",
 ABSL_FLAG(std::string, kube_output_claim, "",
           "PersistentVolumeClaim mounted at /var/p3/out in every pod, for --kubernetes "
           "(default: an emptyDir, lost with the pod).");
+ABSL_FLAG(std::string, kube_checkpoint_claim, "",
+          "ReadWriteMany PersistentVolumeClaim for the servers' checkpoints, mounted in every "
+          "server pod, for --kubernetes with --max_restarts and checkpoints: a failed server "
+          "restarts from the newest checkpoint all servers have (default: "
+          "--kube_output_claim).");
 ABSL_FLAG(std::string, collect, "",
           "Do not run: read the results a run left in this output folder (its "
           "config.textproto, results/, traces/), write summary.json and trace.json, print the "
@@ -302,6 +307,7 @@ int Main(int argc, char** argv) {
     kube.server_port = options.server_port;
     kube.output_claim = absl::GetFlag(FLAGS_kube_output_claim);
     kube.max_restarts = options.max_restarts;
+    kube.checkpoint_claim = absl::GetFlag(FLAGS_kube_checkpoint_claim);
     absl::Status status = GenerateKubernetes(*config, kube);
     if (!status.ok()) std::cerr << "launch_cluster: " << status.message() << "\n";
     return status.ok() ? 0 : 1;

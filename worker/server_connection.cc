@@ -93,12 +93,15 @@ absl::StatusOr<std::unique_ptr<ServerConnection>> ServerConnection::Open(
         absl::StrCat("server ", options.server_index, " answered the Hello without a Welcome",
                      decoded.ok() ? "" : absl::StrCat(" (", decoded.message(), ")")));
   }
-  if (reply.control.welcome().rejoined() != options.rejoin) {
+  // A Hello with rejoin may be answered either way: not rejoined means the server is a
+  // new process (restarted too) and the worker starts there as at a first start
+  // (WorkerCore::Resume). The other way round is a server that does not follow the
+  // protocol.
+  if (reply.control.welcome().rejoined() && !options.rejoin) {
     conn->context_.TryCancel();
     conn->stream_->Finish();
-    return absl::InternalError(absl::StrCat(
-        "server ", options.server_index,
-        options.rejoin ? " did not take the Hello as a rejoin" : " took the Hello as a rejoin"));
+    return absl::InternalError(
+        absl::StrCat("server ", options.server_index, " took the Hello as a rejoin"));
   }
   if (reply.control.welcome().shared_memory() && options.shared_memory_name.empty()) {
     conn->context_.TryCancel();
@@ -304,7 +307,11 @@ void ServerConnection::ReadLoop() {
     status = absl::UnavailableError(absl::StrCat("server ", options_.server_index,
                                                  " ended the stream before the worker was done"));
   }
-  if (!status.ok()) listener_->OnFailure(options_.server_index, status);
+  if (!abort.ok()) {
+    listener_->OnAbort(options_.server_index, status);
+  } else if (!status.ok()) {
+    listener_->OnFailure(options_.server_index, status);
+  }
   absl::MutexLock lock(&mu_);
   final_status_ = status;
   reader_done_ = true;

@@ -104,6 +104,7 @@ class ServerConnection : public Transport {
   void Shutdown() override;
   uint64_t start_version() const override { return welcome_.start_version(); }
   uint64_t current_version() const override { return welcome_.current_version(); }
+  bool rejoined() const override { return welcome_.rejoined(); }
   int64_t bytes_sent() const override { return bytes_sent_.load(); }
   int64_t bytes_received() const override { return bytes_received_.load(); }
   int64_t bytes_shared() const override { return bytes_shared_.load(); }

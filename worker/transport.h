@@ -56,8 +56,13 @@ class TransportListener {
   // float32 bytes, valid during the call only.
   virtual void OnBuffers(int server, uint64_t round, absl::string_view values) = 0;
   // The peer is dead, aborted the run, or ended the stream before a clean close: the run
-  // cannot go on. Called at most once.
+  // cannot go on. Called at most once (this or OnAbort).
   virtual void OnFailure(int server, const absl::Status& status) = 0;
+  // Instead of OnFailure when the server ended the stream with an Abort: the run failed
+  // elsewhere, and the Abort names what that server saw (often not the first failure:
+  // a worker it lost, which lost another server). Called on the stream's reader thread
+  // after the stream has ended, so it may wait. Default: OnFailure.
+  virtual void OnAbort(int server, const absl::Status& status) { OnFailure(server, status); }
 };
 
 // A worker's open link to one server, after the handshake.
@@ -81,6 +86,10 @@ class Transport {
   // For a rejoined worker (ConnectionOptions::rejoin): the oldest version of the server's
   // slices when it welcomed the worker back (UINT64_MAX: it owns none); 0 otherwise.
   virtual uint64_t current_version() const { return 0; }
+
+  // The server took a Hello with rejoin as a rejoin (Welcome.rejoined). false for a new
+  // server process, which a restarted worker then joins as at a first start.
+  virtual bool rejoined() const { return false; }
 
   // Bytes of values sent and received through the link's stream (not shared memory).
   virtual int64_t bytes_sent() const = 0;

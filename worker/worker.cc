@@ -122,11 +122,29 @@ class Worker::Impl : public TransportListener {
     // Every server has answered: no one else needs the name.
     if (shared_ != nullptr) shared_->Unlink();
     std::vector<uint64_t> starts;
-    for (const auto& link : links_) {
-      starts.push_back(options_.rejoin ? link->current_version() : link->start_version());
+    std::vector<bool> rejoined;
+    std::string new_servers;
+    for (int s = 0; s < static_cast<int>(links_.size()); ++s) {
+      const bool r = options_.rejoin && links_[s]->rejoined();
+      rejoined.push_back(r);
+      starts.push_back(r ? links_[s]->current_version() : links_[s]->start_version());
+      if (options_.rejoin && !r) {
+        absl::StrAppend(&new_servers, new_servers.empty() ? "" : ", ", s, " (at iteration ",
+                        links_[s]->start_version(), ")");
+      }
+    }
+    if (!new_servers.empty()) {
+      // The servers were restarted too (Kubernetes restarts every process): nothing to
+      // rejoin there, the run goes on from their checkpoint.
+      std::cerr << "worker " << options_.rank << ": server(s) " << new_servers
+                << " are new processes; "
+                << (std::find(rejoined.begin(), rejoined.end(), true) == rejoined.end()
+                        ? "starting as at a first start"
+                        : "resuming at the oldest version")
+                << std::endl;
     }
     P3_ASSIGN_OR_RETURN(std::vector<ToServer> inits,
-                        options_.rejoin ? core_->Resume(starts) : core_->Start(starts));
+                        options_.rejoin ? core_->Resume(starts, rejoined) : core_->Start(starts));
     iteration_ = static_cast<int64_t>(core_->start_version());
     for (const ToServer& m : inits) links_[m.server]->Send(m);
     return absl::OkStatus();
@@ -313,6 +331,23 @@ class Worker::Impl : public TransportListener {
 
   void OnFailure(int server, const absl::Status& status) override { Fail(status); }
 
+  // On `server`'s reader thread, its stream over: waits up to abort_grace for a failure
+  // of this worker's own, which would be the cause (WorkerOptions::abort_grace).
+  void OnAbort(int server, const absl::Status& status) override {
+    {
+      absl::MutexLock lock(&mu_);
+      if (!failure_.ok()) return;
+      if (pending_abort_.empty()) pending_abort_ = std::string(status.message());
+      mu_.AwaitWithTimeout(
+          absl::Condition(
+              +[](absl::Status* failure) { return !failure->ok(); }, &failure_),
+          options_.abort_grace);
+      if (!failure_.ok()) return;  // this worker's own failure came first: reported
+      failure_ = status;
+    }
+    tracker_.Abort(status);
+  }
+
   int64_t iteration() const { return iteration_; }
   const SlicePlan& plan() const { return plan_; }
 
@@ -429,11 +464,20 @@ class Worker::Impl : public TransportListener {
   absl::Duration wait_bound() const { return options_.peer_timeout + options_.rejoin_timeout; }
 
   void Fail(const absl::Status& status) {
+    absl::Status cause = status;
     {
       absl::MutexLock lock(&mu_);
-      if (failure_.ok()) failure_ = status;
+      if (!failure_.ok()) return;
+      if (!pending_abort_.empty()) {
+        // A server aborted the run a moment ago; this worker's own lost server is the
+        // cause, the Abort what followed from it.
+        cause = absl::Status(status.code(),
+                             absl::StrCat(status.message(), " (then ", pending_abort_,
+                                          ", which follows from it)"));
+      }
+      failure_ = cause;
     }
-    tracker_.Abort(status);
+    tracker_.Abort(cause);
   }
 
   absl::Status failure() const {
@@ -472,6 +516,8 @@ class Worker::Impl : public TransportListener {
 
   mutable absl::Mutex mu_;
   absl::Status failure_ ABSL_GUARDED_BY(mu_);
+  // The message of a server's Abort awaiting abort_grace (OnAbort); empty when none.
+  std::string pending_abort_ ABSL_GUARDED_BY(mu_);
   // AverageBuffers(): the round awaited (the iteration), and its mean once server 0 has
   // sent it.
   uint64_t buffer_round_ ABSL_GUARDED_BY(mu_) = UINT64_MAX;

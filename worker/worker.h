@@ -88,6 +88,13 @@ struct WorkerOptions {
   // parameters may last this much longer than peer_timeout (the servers end the run
   // first if it does not come back). Default: 0.
   absl::Duration rejoin_timeout = absl::ZeroDuration();
+  // A server's Abort (the run failed elsewhere) is reported only if no failure of this
+  // worker's own — a broken stream to another server — comes within this time; if one
+  // does, that is reported as the cause and the Abort as what followed. A dead server
+  // breaks its streams to every worker at once, while the other servers' Aborts name only
+  // the worker they lost in consequence ("server 0 aborted the run: worker 1
+  // disconnected"). Default: 500 ms.
+  absl::Duration abort_grace = absl::Milliseconds(500);
   // TLS to the servers (they must serve TLS too), verified against tls_ca_pem (empty:
   // the system's roots), checking the name tls_server_name when set. Default: plaintext.
   bool tls = false;

@@ -79,6 +79,40 @@ CATCH_TEST_CASE("a torn or corrupt newest checkpoint is skipped for the previous
   CATCH_CHECK(absl::IsNotFound(ReadLatestCheckpoint(dir, 30).status()));
 }
 
+ShardCheckpoint SampleOf(int server, uint64_t iteration) {
+  ShardCheckpoint c = Sample(iteration);
+  c.server_index = server;
+  return c;
+}
+
+CATCH_TEST_CASE("the newest common checkpoint is one every server has, valid") {
+  const std::string root = TempDir("ckpt_common");
+  auto dir = [&](int i) { return root + "/server_" + std::to_string(i); };
+  CATCH_CHECK(NewestCommonCheckpoint(root, 2) == 0);  // nothing written yet
+  for (uint64_t n : {5, 10, 15}) CATCH_REQUIRE(WriteCheckpoint(SampleOf(0, n), dir(0), 5).ok());
+  for (uint64_t n : {5, 10}) CATCH_REQUIRE(WriteCheckpoint(SampleOf(1, n), dir(1), 5).ok());
+  // Server 1 has no 15: the newest both have is 10.
+  CATCH_CHECK(NewestCommonCheckpoint(root, 2) == 10);
+  CATCH_CHECK(NewestCommonCheckpoint(root, 1) == 15);
+  CATCH_CHECK(NewestCommonCheckpoint(root, 3) == 0);  // server 2 has none
+  // Server 0's 10 corrupt: passed over for 5, saying why.
+  {
+    std::fstream f(dir(0) + "/ckpt_000000010.bin", std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(40);
+    f.put('\x7f');
+  }
+  std::string passed_over;
+  CATCH_CHECK(NewestCommonCheckpoint(root, 2, &passed_over) == 5);
+  CATCH_CHECK(passed_over.find("iteration 10") != std::string::npos);
+  CATCH_CHECK(passed_over.find("checksum") != std::string::npos);
+  // A file under another server's folder (copied by hand) is not that server's.
+  CATCH_REQUIRE(WriteCheckpoint(SampleOf(0, 20), dir(0), 5).ok());
+  CATCH_REQUIRE(WriteCheckpoint(SampleOf(0, 20), dir(1), 5).ok());
+  passed_over.clear();
+  CATCH_CHECK(NewestCommonCheckpoint(root, 2, &passed_over) == 5);
+  CATCH_CHECK(passed_over.find("holds server 0's") != std::string::npos);
+}
+
 CATCH_TEST_CASE("only the newest checkpoints are kept") {
   const std::string dir = TempDir("ckpt_keep");
   for (uint64_t it : {2, 4, 6, 8}) CATCH_REQUIRE(WriteCheckpoint(Sample(it), dir, 2).ok());

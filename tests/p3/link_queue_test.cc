@@ -134,6 +134,32 @@ CATCH_TEST_CASE("one lane pops higher priority first, then tiebreak, then push o
   CATCH_CHECK(order == std::vector<std::string>{"high-a", "high-a2", "high-b", "low"});
 }
 
+CATCH_TEST_CASE("a released lane holds up nobody, refuses pushes, and its index is reused") {
+  LinkSendQueue<int> link;
+  const int a = link.AddLane();
+  const int b = link.AddLane();
+  CATCH_CHECK(link.Push(a, 1, /*priority=*/0, 0, 10));  // more urgent, never written
+  CATCH_CHECK(link.Push(b, 2, /*priority=*/5, 0, 10));
+  CATCH_CHECK_FALSE(link.TryPop(b).has_value());  // a's message goes first
+  link.Close(a);
+  link.ReleaseLane(a);
+  link.ReleaseLane(a);  // twice: nothing happens
+  CATCH_CHECK_FALSE(link.Push(a, 3, 0, 0, 10));
+  std::optional<LinkSendQueue<int>::Item> item = link.TryPop(b);
+  CATCH_REQUIRE(item.has_value());
+  CATCH_CHECK(item->value == 2);
+  link.Release(b, item->bytes);
+  // A connection that comes later gets the freed index, and a lane as good as new.
+  const int c = link.AddLane();
+  CATCH_CHECK(c == a);
+  CATCH_CHECK(link.size(c) == 0);
+  CATCH_CHECK(link.Push(c, 4, 0, 0, 10));
+  item = link.TryPop(c);
+  CATCH_REQUIRE(item.has_value());
+  CATCH_CHECK(item->value == 4);
+  CATCH_CHECK(link.AddLane() == 2);  // no free index left: a new one
+}
+
 CATCH_TEST_CASE("closing a lane wakes its blocked writer") {
   Queue link;
   const int lane = link.AddLane();

@@ -326,6 +326,60 @@ CATCH_TEST_CASE("a restarted worker resumes at the oldest version any server hol
 }
 
 CATCH_TEST_CASE(
+    "a restarted worker whose servers are all new processes starts as at a first start") {
+  Fixture f(/*rank=*/0);
+  // Every server restarted from the checkpoint of 15: no Resume, no Init.
+  absl::StatusOr<std::vector<ToServer>> out = f.core.Resume({15, 15}, {false, false});
+  CATCH_REQUIRE(out.ok());
+  CATCH_CHECK(out->empty());
+  CATCH_CHECK(f.core.start_version() == 15);
+  // All new and without a checkpoint: rank 0 sends the initial values, as at a first start.
+  Fixture g(/*rank=*/0);
+  out = g.core.Resume({0, 0}, {false, false});
+  CATCH_REQUIRE(out.ok());
+  CATCH_CHECK(out->size() == g.plan.slices().size());
+  // New servers that disagree are refused as at a first start.
+  Fixture h(/*rank=*/1);
+  CATCH_CHECK(Mentions(h.core.Resume({15, 10}, {false, false}).status(),
+                       "servers resumed from different checkpoints"));
+}
+
+CATCH_TEST_CASE("a worker meeting old and new servers resumes the old ones at the new start") {
+  Fixture f(/*rank=*/1);
+  // Server 0 continued (its slices at 15 or 16); server 1 is new, restored at 15.
+  absl::StatusOr<std::vector<ToServer>> out = f.core.Resume({15, 15}, {true, false});
+  CATCH_REQUIRE(out.ok());
+  CATCH_REQUIRE(out->size() == 1);  // a Resume to the old server only
+  CATCH_CHECK((*out)[0].server == 0);
+  CATCH_CHECK((*out)[0].message.kind == Upstream::Kind::kResume);
+  CATCH_CHECK((*out)[0].message.iteration == 15);
+  CATCH_CHECK(f.core.start_version() == 15);
+  // The old server further on (18): the Resume at the new server's 15 goes out, and the
+  // old server refuses it (it cannot go back), failing the run so that it restarts too.
+  Fixture g(/*rank=*/1);
+  out = g.core.Resume({18, 15}, {true, false});
+  CATCH_REQUIRE(out.ok());
+  CATCH_CHECK((*out)[0].message.iteration == 15);
+  // A new server ahead of what an old one holds cannot be reached: refused, naming it.
+  Fixture h(/*rank=*/1);
+  const absl::Status ahead = h.core.Resume({10, 15}, {true, false}).status();
+  CATCH_CHECK(ahead.code() == absl::StatusCode::kFailedPrecondition);
+  CATCH_CHECK(Mentions(ahead, "server 1 is a new process starting at iteration 15"));
+  // Rank 0 at 0 with a new server without a checkpoint: the Init of that server's slices.
+  Fixture z(/*rank=*/0);
+  out = z.core.Resume({0, 0}, {true, false});
+  CATCH_REQUIRE(out.ok());
+  int inits = 0;
+  for (const ToServer& m : *out) {
+    if (m.message.kind == Upstream::Kind::kInit) {
+      ++inits;
+      CATCH_CHECK(m.server == 1);
+    }
+  }
+  CATCH_CHECK(inits == 2);  // slices 1 and 3 are server 1's
+}
+
+CATCH_TEST_CASE(
     "a resume without a version to resume at, or for a wrong server count, is refused") {
   Fixture f;
   CATCH_CHECK(f.core.Resume({7}).status().code() == absl::StatusCode::kInvalidArgument);

@@ -60,8 +60,12 @@ class FakeWorker : public TransportListener {
         ServerConnection::Open(options, Signature(), &core_, this);
     if (!conn.ok()) return conn.status();
     conn_ = *std::move(conn);
+    // As Worker does: a server that is a new process answers a rejoin as a first start.
+    const bool rejoined = conn_->rejoined();
     absl::StatusOr<std::vector<ToServer>> first =
-        rejoin ? core_.Resume({conn_->current_version()}) : core_.Start({conn_->start_version()});
+        rejoin ? core_.Resume({rejoined ? conn_->current_version() : conn_->start_version()},
+                              {rejoined})
+               : core_.Start({conn_->start_version()});
     if (!first.ok()) return first.status();
     for (const ToServer& m : *first) conn_->Send(m);
     return absl::OkStatus();
@@ -156,6 +160,35 @@ CATCH_TEST_CASE(
   CATCH_CHECK(server->Wait().ok());
 }
 
+CATCH_TEST_CASE("a server's memory for streams stays bounded however often a worker rejoins") {
+  // Each stream over the network had a lane of the server's send queue that outlived it
+  // (with its queue's storage): ~4 KB per rejoin (docs/results/soak.md).
+  std::unique_ptr<ParameterServer> server = StartServer(kBound);
+  FakeWorker w0(0, 1.0f);
+  auto w1 = std::make_unique<FakeWorker>(1, 3.0f);
+  CATCH_REQUIRE(w0.Open(server->port(), false).ok());
+  CATCH_REQUIRE(w1->Open(server->port(), false).ok());
+  constexpr int kRejoins = 20;
+  for (uint64_t it = 0; it < kRejoins; ++it) {
+    CATCH_REQUIRE(w0.WaitFor(it).ok());
+    CATCH_REQUIRE(w1->WaitFor(it).ok());
+    if (it > 0) {  // every slice at `it`: the new process resumes there
+      w1->Die();
+      w1 = std::make_unique<FakeWorker>(1, 3.0f);
+      CATCH_REQUIRE(w1->Open(server->port(), /*rejoin=*/true).ok());
+      CATCH_REQUIRE(w1->WaitFor(it).ok());
+    }
+    for (FakeWorker* w : {&w0, w1.get()}) {
+      w->SendGradient(0, it);
+      w->SendGradient(1, it);
+    }
+  }
+  CATCH_REQUIRE(w0.WaitFor(kRejoins).ok());
+  // Two live streams; a third lane while a rejoining stream overlaps its predecessor's end.
+  CATCH_CHECK(server->network_lane_slots() >= 2);
+  CATCH_CHECK(server->network_lane_slots() <= 3);
+}
+
 CATCH_TEST_CASE("a worker not back within rejoin_timeout fails the run, naming it") {
   std::unique_ptr<ParameterServer> server = StartServer(absl::Milliseconds(300));
   FakeWorker w0(0, 1.0f), w1(1, 3.0f);
@@ -184,6 +217,84 @@ CATCH_TEST_CASE("a rejoin is refused by a server with rejoins off, and only that
   CATCH_REQUIRE(w1b.Open(server->port(), false).ok());
   CATCH_CHECK(w0.WaitFor(0).ok());
   CATCH_CHECK(w1b.WaitFor(0).ok());
+}
+
+CATCH_TEST_CASE("a rejoin Hello to a new server process, before every worker joined, is a join") {
+  // What a worker restarted by Kubernetes finds when the servers were restarted as well.
+  std::unique_ptr<ParameterServer> server = StartServer(kBound);
+  FakeWorker w0(0, 1.0f), w1(1, 3.0f);
+  CATCH_REQUIRE(w0.Open(server->port(), /*rejoin=*/true).ok());
+  CATCH_CHECK_FALSE(w0.connection().welcome().rejoined());
+  CATCH_CHECK(w0.connection().start_version() == 0);
+  CATCH_REQUIRE(w1.Open(server->port(), /*rejoin=*/true).ok());
+  CATCH_CHECK_FALSE(w1.connection().welcome().rejoined());
+  // A normal run from there: rank 0's initial values, one update.
+  CATCH_REQUIRE(w1.WaitFor(0).ok());
+  CATCH_CHECK(w1.params() == std::vector<float>{1, 2, 3, 4, 5, 6});
+  for (FakeWorker* w : {&w0, &w1}) {
+    w->SendGradient(0, 0);
+    w->SendGradient(1, 0);
+  }
+  CATCH_REQUIRE(w1.WaitFor(1).ok());
+  CATCH_CHECK(w1.params() == std::vector<float>{0, 0, 0, 0, 0, 0});
+  // Once every worker has joined, a rejoin is a rejoin again.
+  w1.Die();
+  FakeWorker again(1, 3.0f);
+  CATCH_REQUIRE(again.Open(server->port(), /*rejoin=*/true).ok());
+  CATCH_CHECK(again.connection().welcome().rejoined());
+  CATCH_CHECK(again.connection().current_version() == 1);
+}
+
+CATCH_TEST_CASE("a worker lost before every worker joined fails the run at once, even with rejoins") {
+  std::unique_ptr<ParameterServer> server = StartServer(kBound);
+  FakeWorker w0(0, 1.0f), w1(1, 3.0f);
+  CATCH_REQUIRE(w0.Open(server->port(), false).ok());
+  CATCH_REQUIRE(w0.WaitFor(0).ok());  // the initial values are in; worker 1 never came
+  w0.Die();
+  const absl::Status failed = server->Wait();  // not rejoin_timeout (20 s) later
+  CATCH_CHECK(absl::IsUnavailable(failed));
+  CATCH_CHECK(Mentions(failed, "disconnected before every worker had joined this server"));
+}
+
+CATCH_TEST_CASE("a Resume older than the server's slices fails the run: the server must restart") {
+  std::unique_ptr<ParameterServer> server = StartServer(kBound);
+  FakeWorker w0(0, 1.0f), w1(1, 3.0f);
+  CATCH_REQUIRE(w0.Open(server->port(), false).ok());
+  CATCH_REQUIRE(w1.Open(server->port(), false).ok());
+  for (uint64_t it = 0; it < 2; ++it) {
+    for (FakeWorker* w : {&w0, &w1}) {
+      CATCH_REQUIRE(w->WaitFor(it).ok());
+      w->SendGradient(0, it);
+      w->SendGradient(1, it);
+    }
+  }
+  CATCH_REQUIRE(w0.WaitFor(2).ok());
+  w0.Die();
+  w1.Die();
+  // A new process of rank 0 whose other server restarted from the checkpoint of 0.
+  FakeWorker again(0, 1.0f);
+  ConnectionOptions options;
+  options.address = "127.0.0.1:" + std::to_string(server->port());
+  options.rank = 0;
+  options.peer_timeout = kBound;
+  options.rejoin = true;
+  SlicePlan plan = *SlicePlan::Create({{"w", 6}}, Signature().plan);
+  std::vector<float> params(6), grads(6);
+  VersionTracker tracker(2);
+  WorkerCore core({.rank = 0, .num_servers = 1, .values_on_push = true}, &plan, params.data(),
+                  grads.data(), &tracker);
+  absl::StatusOr<std::unique_ptr<ServerConnection>> conn =
+      ServerConnection::Open(options, Signature(), &core, &again);
+  CATCH_REQUIRE(conn.ok());
+  CATCH_CHECK((*conn)->welcome().rejoined());
+  CATCH_CHECK((*conn)->current_version() == 2);
+  (*conn)->Send(ToServer{.server = 0,
+                         .message = Upstream{.kind = Upstream::Kind::kResume, .iteration = 0}});
+  const absl::Status failed = server->Wait();
+  CATCH_CHECK(absl::IsFailedPrecondition(failed));
+  CATCH_CHECK(Mentions(failed, "resumes at iteration 0, before this server's slice"));
+  CATCH_CHECK(Mentions(failed, "it must restart from that checkpoint too"));
+  (*conn)->Shutdown();
 }
 
 }  // namespace

@@ -142,5 +142,56 @@ CATCH_TEST_CASE("--kubernetes writes one manifest file and says how to run it") 
   CATCH_CHECK(absl::StrContains(said.str(), "job/p3-my-run-worker"));
 }
 
+CATCH_TEST_CASE(
+    "--kubernetes with restarts and checkpoints: servers resume from the newest common one") {
+  const std::string work = FreshDir("kube_ckpt_work");
+  KubernetesJobOptions options;
+  options.working_dir = work;
+  options.max_restarts = 2;
+  std::ostringstream said;
+  options.out = &said;
+  const config::ExperimentConfig config =
+      Config({"output_dir=k", "name=r", "checkpoint.dir=ckpt", "checkpoint.every=5",
+              "cluster.rejoin_timeout_s=30"});
+  // Without a shared volume the servers could not see each other's checkpoints.
+  const absl::Status refused = GenerateKubernetes(config, options);
+  CATCH_CHECK(absl::IsInvalidArgument(refused));
+  CATCH_CHECK(absl::StrContains(refused.message(), "--kube_checkpoint_claim"));
+  CATCH_CHECK_FALSE(fs::exists(work + "/k/kubernetes/p3.yaml"));
+
+  options.checkpoint_claim = "p3-ckpt";
+  CATCH_REQUIRE(GenerateKubernetes(config, options).ok());
+  const std::string yaml = Contents(work + "/k/kubernetes/p3.yaml");
+  // The ConfigMap's config: the volume's folder, resume from the newest common checkpoint.
+  for (const char* line : {"    checkpoint {\n      dir: \"/var/p3/checkpoints\"\n",
+                           "\n      resume: true\n", "\n      resume_iteration: -1\n",
+                           "\n          mountPath: /var/p3/checkpoints\n",
+                           "\n          claimName: p3-ckpt\n"}) {
+    CATCH_CAPTURE(line);
+    CATCH_CHECK(absl::StrContains(yaml, line));
+  }
+  // The resolved config is valid as written (resume_iteration -1 needs resume and dir).
+  const size_t begin = yaml.find("  config.textproto: |\n");
+  CATCH_REQUIRE(begin != std::string::npos);
+  std::string text;
+  std::istringstream lines(yaml.substr(begin));
+  std::string line;
+  std::getline(lines, line);
+  while (std::getline(lines, line) && (line.empty() || line.rfind("    ", 0) == 0)) {
+    text += (line.empty() ? line : line.substr(4)) + "\n";
+  }
+  absl::StatusOr<config::ExperimentConfig> parsed = config::ParseConfig(text, {});
+  CATCH_REQUIRE(parsed.ok());
+  CATCH_CHECK(parsed->checkpoint().resume_iteration() == -1);
+
+  // The output claim serves when no checkpoint claim is given.
+  options.checkpoint_claim.clear();
+  options.output_claim = "p3-shared";
+  CATCH_REQUIRE(GenerateKubernetes(config, options).ok());
+  CATCH_CHECK(absl::StrContains(Contents(work + "/k/kubernetes/p3.yaml"),
+                                "      - name: checkpoints\n        persistentVolumeClaim:\n"
+                                "          claimName: p3-shared\n"));
+}
+
 }  // namespace
 }  // namespace p3::tools::launcher

@@ -286,6 +286,38 @@ CATCH_TEST_CASE("Kubernetes with restarts: a failed worker container restarts an
     CATCH_CAPTURE(line);
     CATCH_CHECK(absl::StrContains(yaml, line));
   }
+  // Workers only: no checkpoint volume on the servers.
+  CATCH_CHECK_FALSE(absl::StrContains(yaml, "checkpoints"));
+}
+
+CATCH_TEST_CASE("Kubernetes with restarts and checkpoints: servers mount one shared volume") {
+  const config::ExperimentConfig config =
+      Config("name: \"Exp\" cluster { workers: 2 servers: 2 }");
+  KubernetesOptions options;
+  options.max_restarts = 3;
+  options.checkpoint_claim = "p3-ckpt";
+  const std::string yaml = KubernetesManifests(config, "name: \"Exp\"\n", options);
+  const size_t statefulset = yaml.find("\nkind: StatefulSet\n");
+  const size_t job = yaml.find("\nkind: Job\n");
+  CATCH_REQUIRE(statefulset != std::string::npos);
+  CATCH_REQUIRE(job != std::string::npos);
+  const std::string servers = yaml.substr(statefulset, job - statefulset);
+  const std::string workers = yaml.substr(job);
+  for (const char* line : {
+           "\n        - name: checkpoints\n          mountPath: /var/p3/checkpoints\n",
+           "\n      - name: checkpoints\n        persistentVolumeClaim:\n"
+           "          claimName: p3-ckpt\n",
+           "newest checkpoint\n",
+       }) {
+    CATCH_CAPTURE(line);
+    CATCH_CHECK(absl::StrContains(servers, line));
+  }
+  // The StatefulSet's pods restart (Always, the only policy it allows): none is written.
+  CATCH_CHECK_FALSE(absl::StrContains(servers, "restartPolicy:"));
+  CATCH_CHECK_FALSE(absl::StrContains(workers, "checkpoints"));
+  // A server's restart makes every worker fail once or twice: 2 x workers per restart.
+  CATCH_CHECK(absl::StrContains(workers, "\n  backoffLimit: 12\n"));
+  CATCH_CHECK(absl::StrContains(workers, "\n      restartPolicy: OnFailure\n"));
 }
 
 }  // namespace

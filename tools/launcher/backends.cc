@@ -118,6 +118,23 @@ absl::Status GenerateKubernetes(config::ExperimentConfig config,
   if (options.server_port > 0) kube.server_port = options.server_port;
   kube.output_claim = options.output_claim;
   kube.max_restarts = options.max_restarts;
+  const config::CheckpointConfig& checkpoint = config.checkpoint();
+  if (options.max_restarts > 0 && !checkpoint.dir().empty() && checkpoint.every() > 0) {
+    // The StatefulSet restarts a failed server with the same command: it must find the
+    // checkpoints of every server and pick the newest they all have.
+    kube.checkpoint_claim =
+        options.checkpoint_claim.empty() ? options.output_claim : options.checkpoint_claim;
+    if (kube.checkpoint_claim.empty()) {
+      return absl::InvalidArgumentError(
+          "--max_restarts with checkpoints (checkpoint.dir, checkpoint.every) restarts the "
+          "servers from the checkpoints of all of them, which must be on one volume every "
+          "server pod mounts: give a ReadWriteMany PersistentVolumeClaim with "
+          "--kube_checkpoint_claim (or --kube_output_claim)");
+    }
+    config.mutable_checkpoint()->set_dir(kKubeCheckpointDir);
+    config.mutable_checkpoint()->set_resume(true);
+    config.mutable_checkpoint()->set_resume_iteration(config::kResumeNewestCommon);
+  }
   std::error_code error;
   fs::create_directories(out / "kubernetes", error);  // A failure shows in the write below.
   const std::string path = (out / "kubernetes" / "p3.yaml").string();

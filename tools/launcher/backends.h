@@ -94,6 +94,10 @@ struct KubernetesJobOptions {
   // > 0: failed worker containers restart in their pods and rejoin (the Job's
   // backoffLimit; launch_cluster --max_restarts). Default: 0.
   int max_restarts = 0;
+  // With max_restarts > 0 and checkpoints on (checkpoint.dir, checkpoint.every): the
+  // ReadWriteMany PersistentVolumeClaim for the servers' checkpoints; empty: output_claim.
+  // One of the two is then required. Default: empty.
+  std::string checkpoint_claim;
   // Where to say what was written and the kubectl commands. Default: std::cout. Not owned.
   std::ostream* out = &std::cout;
 };

@@ -19,6 +19,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
+#include "p3/checkpoint.h"
 #include "p3/file_util.h"
 #include "p3/status_macros.h"
 #include "proto/config.h"
@@ -193,34 +194,6 @@ absl::Status Launcher::CheckForFailure() {
   return FailureOf(first, what);
 }
 
-namespace {
-
-// The newest iteration with a checkpoint file of every one of `servers` servers under
-// `dir` (<dir>/server_<i>/ckpt_<iteration>.bin, p3/checkpoint.h); 0 when there is none.
-int64_t NewestCommonCheckpoint(const std::string& dir, int servers) {
-  std::map<int64_t, int> count;
-  for (int i = 0; i < servers; ++i) {
-    std::error_code error;
-    for (const fs::directory_entry& entry :
-         fs::directory_iterator(fs::path(dir) / absl::StrCat("server_", i), error)) {
-      const std::string file = entry.path().filename().string();
-      absl::string_view name = file;
-      int64_t iteration = 0;
-      if (absl::ConsumePrefix(&name, "ckpt_") && absl::ConsumeSuffix(&name, ".bin") &&
-          absl::SimpleAtoi(name, &iteration)) {
-        ++count[iteration];
-      }
-    }
-  }
-  int64_t newest = 0;
-  for (const auto& [iteration, n] : count) {
-    if (n == servers) newest = std::max(newest, iteration);
-  }
-  return newest;
-}
-
-}  // namespace
-
 absl::Status Launcher::RestartFromCheckpoints() {
   if (options_.max_restarts <= 0) return absl::OkStatus();
   const Child* dead = nullptr;
@@ -252,7 +225,10 @@ absl::Status Launcher::RestartFromCheckpoints() {
   const std::string ckpt_dir = fs::path(checkpoint.dir()).is_absolute()
                                    ? checkpoint.dir()
                                    : (fs::path(options_.working_dir) / checkpoint.dir()).string();
-  resume_iteration_ = NewestCommonCheckpoint(ckpt_dir, config::ServerProcessCount(config_));
+  std::string passed_over;
+  resume_iteration_ = static_cast<int64_t>(
+      NewestCommonCheckpoint(ckpt_dir, config::ServerProcessCount(config_), &passed_over));
+  if (!passed_over.empty()) Say(absl::StrCat("checkpoints: ", passed_over));
   Say(absl::StrCat(dead->label(), " (pid ", StateOf(*dead)->pid, ") ", what,
                    "; restarting every process from ",
                    resume_iteration_ > 0

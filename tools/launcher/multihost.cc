@@ -233,6 +233,21 @@ std::string KubernetesManifests(const config::ExperimentConfig& config,
       "          readOnly: true\n"
       "        - name: out\n"
       "          mountPath: /var/p3/out\n";
+  // Servers restart from checkpoints: a volume every server pod sees.
+  const bool checkpoints = restart && !options.checkpoint_claim.empty();
+  // A worker's failure costs one restart of its container; a server's makes every worker
+  // fail once, and once more when a worker meets the old and the restarted servers
+  // before the old ones have stopped (docs/multihost.md).
+  const int backoff_limit =
+      std::max(0, options.max_restarts) * (checkpoints ? 2 * std::max(1, workers) : 1);
+  const std::string server_mounts =
+      checkpoints ? absl::StrCat(mounts, "        - name: checkpoints\n          mountPath: ",
+                                 kKubeCheckpointDir, "\n")
+                  : mounts;
+  const std::string server_volumes =
+      checkpoints ? absl::StrCat("      - name: checkpoints\n        persistentVolumeClaim:\n",
+                                 "          claimName: ", options.checkpoint_claim, "\n")
+                  : "";
   const std::string trace_server =
       config.trace() ? " --trace_file=/var/p3/out/traces/server_$i.json" : "";
   const std::string trace_worker =
@@ -265,17 +280,22 @@ std::string KubernetesManifests(const config::ExperimentConfig& config,
       "        image: ", YamlString(options.image), "\n",
       "        command: [\"/bin/sh\", \"-c\"]\n        args:\n        - |\n", "          set -e\n",
       "          i=\"${HOSTNAME##*-}\"   # the pod ordinal = the server index\n",
+      checkpoints ? "          # A failed server exits non-zero and is started again (restartPolicy "
+                    "Always)\n          # with this same command: it resumes from the newest "
+                    "checkpoint\n          # that every server has (checkpoint.resume_iteration "
+                    "-1).\n"
+                  : "",
       "          mkdir -p /var/p3/out/ports /var/p3/out/traces\n", "          ",
       options.server_binary,
       " --config=/etc/p3/config.textproto --server_index=\"$i\" --port=", port,
       " --set=cluster.host=0.0.0.0 --port_file=/var/p3/out/ports/server_$i.port", trace_server,
       "\n", "          # Done: stay up, or the StatefulSet would start the server again.\n",
       "          exec sleep infinity\n", "        ports:\n        - name: grpc\n",
-      "          containerPort: ", port, "\n", mounts, pod_volumes());
+      "          containerPort: ", port, "\n", server_mounts, pod_volumes(), server_volumes);
   absl::StrAppend(
       &yaml, "---\napiVersion: batch/v1\nkind: Job\nmetadata:\n  name: ", job, "\n", ns,
       "  labels:\n", labels, "spec:\n  completionMode: Indexed\n  completions: ", workers,
-      "\n  parallelism: ", workers, "\n  backoffLimit: ", std::max(0, options.max_restarts),
+      "\n  parallelism: ", workers, "\n  backoffLimit: ", backoff_limit,
       "\n  template:\n    metadata:\n",
       "      labels:\n        app.kubernetes.io/name: p3\n        p3/experiment: ", base,
       "\n        p3/role: worker\n    spec:\n      restartPolicy: ", restart ? "OnFailure" : "Never",

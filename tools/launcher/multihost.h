@@ -121,7 +121,18 @@ struct KubernetesOptions {
   // told by a marker in an emptyDir that survives the container). The config must have
   // cluster.rejoin_timeout_s > 0. Default: 0 (restartPolicy Never, backoffLimit 0).
   int max_restarts = 0;
+  // A PersistentVolumeClaim (ReadWriteMany: every server pod mounts it at once) mounted
+  // at kKubeCheckpointDir in every server pod, holding checkpoint.dir. Set (with
+  // max_restarts > 0) when the servers restart from checkpoints: the config must then
+  // have checkpoint.dir = kKubeCheckpointDir, checkpoint.resume and
+  // checkpoint.resume_iteration -1, so that every server container, started again by
+  // the StatefulSet with the same command, resumes from the newest checkpoint that all
+  // servers have. Empty: no checkpoint volume. Default: empty.
+  std::string checkpoint_claim;
 };
+
+// Where the servers' checkpoint volume is mounted (KubernetesOptions::checkpoint_claim).
+inline constexpr char kKubeCheckpointDir[] = "/var/p3/checkpoints";
 
 // Kubernetes objects for `config` in one multi-document YAML: a ConfigMap with the
 // resolved config (`config_text`), a headless Service and a StatefulSet of
