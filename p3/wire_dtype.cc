@@ -134,9 +134,8 @@ int Float16ScaleExponent(const float* in, int64_t n) {
 
 namespace {
 
-// Values go through a small aligned buffer on the stack, a block at a time: the loops
-// above then run on aligned, unaliased arrays (and vectorise), while `in` / `out` of the
-// byte-oriented functions may sit at any address.
+// Bytes at an odd address go through a small aligned buffer on the stack, a block at a
+// time, so that the loops above always run on properly aligned uint16_t arrays.
 constexpr int64_t kBlock = 1024;
 
 inline float Pow2(int e) { return std::ldexp(1.0f, e); }
@@ -150,6 +149,16 @@ void EncodeValues(WireDType dtype, const float* in, int64_t n, int scale_exponen
     return;
   }
   const float scale = Pow2(scale_exponent);
+  if (reinterpret_cast<uintptr_t>(dst) % alignof(uint16_t) == 0) {
+    // Aligned (a fresh gRPC slice, a vector): straight into place.
+    uint16_t* out16 = reinterpret_cast<uint16_t*>(dst);
+    if (dtype == WireDType::kBFloat16) {
+      EncodeBFloat16(in, n, out16);
+    } else {
+      EncodeFloat16(in, n, scale, out16);
+    }
+    return;
+  }
   alignas(64) uint16_t block[kBlock];
   for (int64_t done = 0; done < n; done += kBlock) {
     const int64_t m = std::min(kBlock, n - done);
@@ -169,6 +178,15 @@ void DecodeValues(WireDType dtype, const void* in, int64_t n, int scale_exponent
     return;
   }
   const float inverse = Pow2(-scale_exponent);
+  if (reinterpret_cast<uintptr_t>(src) % alignof(uint16_t) == 0) {
+    const uint16_t* in16 = reinterpret_cast<const uint16_t*>(src);
+    if (dtype == WireDType::kBFloat16) {
+      DecodeBFloat16(in16, n, out);
+    } else {
+      DecodeFloat16(in16, n, inverse, out);
+    }
+    return;
+  }
   alignas(64) uint16_t block[kBlock];
   for (int64_t done = 0; done < n; done += kBlock) {
     const int64_t m = std::min(kBlock, n - done);
