@@ -7,6 +7,7 @@
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <fstream>
 #include <catch2/catch.hpp>
 #include <iostream>
 #include <memory>
@@ -15,6 +16,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "models/model.h"
 #include "p3/checkpoint.h"
@@ -22,6 +24,7 @@
 #include "p3/mode.h"
 #include "p3/optimizer.h"
 #include "p3/slice_plan.h"
+#include "p3/trace.h"
 #include "p3/wire_dtype.h"
 #include "proto/raw_train.h"
 #include "server/parameter_server.h"
@@ -603,6 +606,51 @@ CATCH_TEST_CASE("on a 16-bit wire the streams carry 2 bytes per value, half of f
         CATCH_CHECK(half.stats[r].bytes_received == (kSteps + 1) * kParams * 2);
       }
     }
+  }
+}
+
+CATCH_TEST_CASE("the worker's trace shows a slice's gradient at 2 bytes a value") {
+  torch::set_num_threads(1);
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  for (WireDType dtype : {WireDType::kFloat32, WireDType::kBFloat16, WireDType::kFloat16}) {
+    CATCH_CAPTURE(WireDTypeName(dtype));
+    ServerOptions so;
+    so.shard.wire_dtype = dtype;
+    auto server = ParameterServer::Start(so);
+    CATCH_REQUIRE(server.ok());
+    TraceRecorder trace({.enabled = true, .process_name = "worker 0"});
+    WorkerOptions wo;
+    wo.servers = {"127.0.0.1:" + std::to_string((*server)->port())};
+    wo.slice_params = kSliceParams;
+    wo.peer_timeout = absl::Seconds(30);
+    wo.wire_dtype = dtype;
+    wo.trace = &trace;
+    auto model = MakeModel(1);
+    auto worker = Worker::Create(wo, model);
+    CATCH_REQUIRE(worker.ok());
+    auto [x, y] = GlobalBatch(0, 1);
+    for (int step = 0; step < 2; ++step) {
+      auto out = (*worker)->Forward(x);
+      CATCH_REQUIRE(out.ok());
+      CATCH_REQUIRE((*worker)->Backward(model->Loss(*out, y)).ok());
+    }
+    CATCH_REQUIRE((*worker)->Finish().ok());
+    CATCH_CHECK((*server)->Wait().ok());
+    const std::string path = std::string(tmp != nullptr ? tmp : "/tmp") + "/wire_trace.json";
+    CATCH_REQUIRE(trace.WriteJson(path).ok());
+    // Slice 0 is the first 50 values of fc1's weight: its gradient, sent twice.
+    std::ifstream in(path);
+    std::string line;
+    int events = 0;
+    const std::string bytes =
+        absl::StrCat("\"bytes\": ", kSliceParams * BytesPerValue(dtype), "}");
+    while (std::getline(in, line)) {
+      if (!absl::StrContains(line, "\"name\": \"gradient 0\"")) continue;
+      ++events;
+      CATCH_CAPTURE(line);
+      CATCH_CHECK(absl::StrContains(line, bytes));
+    }
+    CATCH_CHECK(events == 2);
   }
 }
 
