@@ -14,6 +14,7 @@ docs/results/wire_dtype_throughput.csv and docs/results/wire_dtype_throughput.pn
 """
 import argparse
 import csv
+import json
 import os
 import statistics
 import sys
@@ -22,6 +23,20 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_throughput import bandwidth_bound  # noqa: E402
 
 DTYPES = ["float32", "bfloat16", "float16"]
+
+
+def timing(run):
+    """(compute, wait) seconds per iteration of a run, the mean over its workers
+    (summary.json's worker_timing): what the iteration spent computing and waiting for
+    values."""
+    path = os.path.join(run["output_dir"], "summary.json")
+    if not os.path.exists(path):
+        return None
+    workers = json.load(open(path)).get("worker_timing") or []
+    if not workers:
+        return None
+    return (statistics.mean(w["compute_seconds"] for w in workers),
+            statistics.mean(w["wait_seconds"] for w in workers))
 
 
 def main():
@@ -46,6 +61,7 @@ def main():
                 continue
             sps = [float(r["samples_per_second"]) for r in runs]
             median = statistics.median(sps)
+            times = [t for t in (timing(r) for r in runs) if t is not None]
             table.append({
                 "model": model, "mode": mode, "bandwidth_gbps": bw, "batch_per_worker": batch,
                 "wire_dtype": dtype, "runs": len(sps),
@@ -57,6 +73,10 @@ def main():
                 "bound_2_bytes": round(bandwidth_bound(model, bw, batch, bytes_per_value=2), 3),
                 "bytes_sent_rank0_median": statistics.median(
                     int(r["bytes_sent_rank0"]) for r in runs if r["bytes_sent_rank0"]),
+                "compute_seconds_median": round(statistics.median(t[0] for t in times), 3)
+                if times else "",
+                "wait_seconds_median": round(statistics.median(t[1] for t in times), 3)
+                if times else "",
                 "load1_median": statistics.median(float(r["load1"]) for r in runs),
                 "first_run_utc": min(r["time_utc"] for r in runs),
             })
@@ -64,14 +84,16 @@ def main():
         w = csv.DictWriter(f, fieldnames=list(table[0].keys()))
         w.writeheader()
         w.writerows(table)
-    print("| model | wire dtype | runs | median samples/s (min–max) | ÷ float32 | bound 4 B | "
-          "bound 2 B | load |")
-    print("|---|---|---:|---:|---:|---:|---:|---:|")
+    print("| model | wire dtype | runs | median samples/s (min–max) | ÷ float32 | link bound 4 B | "
+          "link bound 2 B | compute / wait s per iteration | load |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|")
     for t in table:
         print(f"| {t['model']} | {t['wire_dtype']} | {t['runs']} | "
               f"{t['median_samples_per_second']:.2f} ({t['min_samples_per_second']:.2f}–"
               f"{t['max_samples_per_second']:.2f}) | {t['ratio_to_float32']} | "
-              f"{t['bound_4_bytes']:.2f} | {t['bound_2_bytes']:.2f} | {t['load1_median']} |")
+              f"{t['bound_4_bytes']:.2f} | {t['bound_2_bytes']:.2f} | "
+              f"{t['compute_seconds_median']} / {t['wait_seconds_median']} | "
+              f"{t['load1_median']} |")
 
     import matplotlib
     matplotlib.use("Agg")
