@@ -53,6 +53,10 @@ std::string DescribeDifference(const ClusterSignature& got, const ClusterSignatu
   if (got.values_on_push != want.values_on_push || got.priority != want.priority) {
     return "scheduling mode differs from the other workers'";
   }
+  if (got.wire_dtype != want.wire_dtype) {
+    return absl::StrCat("scheduling.wire_dtype is ", WireDTypeName(got.wire_dtype), ", expected ",
+                        WireDTypeName(want.wire_dtype));
+  }
   return "";
 }
 

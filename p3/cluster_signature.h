@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "p3/slice_plan.h"
+#include "p3/wire_dtype.h"
 
 namespace p3 {
 
@@ -29,6 +30,8 @@ struct ClusterSignature {
   SlicePlanOptions plan;                 // num_servers is taken from the field above
   bool values_on_push = true;
   bool priority = true;
+  // How gradients and values down are encoded (scheduling.wire_dtype).
+  WireDType wire_dtype = WireDType::kFloat32;
 };
 
 // Empty when equal, else a sentence saying the first difference ("tensor 3 \"fc2/0\": shape

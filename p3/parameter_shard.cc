@@ -31,6 +31,16 @@ absl::Status CheckPart(const char* what, int slice_id, int64_t length, int64_t r
 
 }  // namespace
 
+std::vector<float> DecodedValues(const Outgoing& o, WireDType dtype) {
+  if (o.encoded == nullptr) {
+    return o.values == nullptr ? std::vector<float>() : *o.values;
+  }
+  std::vector<float> out(o.encoded->values.size());
+  DecodeValues(dtype, o.encoded->values.data(), static_cast<int64_t>(out.size()),
+               o.encoded->scale_exponent, out.data());
+  return out;
+}
+
 ParameterShard::ParameterShard(const ShardOptions& options)
     : options_(options), optimizer_(options.optimizer) {}
 
@@ -48,6 +58,11 @@ absl::StatusOr<std::vector<Outgoing>> ParameterShard::Join(const ClusterSignatur
     return absl::FailedPreconditionError(absl::StrCat("worker ", rank, " expects ", sig.num_servers,
                                                       " servers; this is server ",
                                                       options_.server_index));
+  }
+  if (sig.wire_dtype != options_.wire_dtype) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "worker ", rank, " uses scheduling.wire_dtype ", WireDTypeName(sig.wire_dtype),
+        "; this server is configured for ", WireDTypeName(options_.wire_dtype)));
   }
   for (const TensorSignature& t : sig.tensors) {
     if (t.dtype != "float32") {
@@ -238,6 +253,7 @@ void ParameterShard::AppendParams(int slice_id, const SliceState& s, int rank,
   o.iteration = s.version;
   o.priority = s.priority;
   o.values = s.snapshot;
+  o.encoded = s.wire_snapshot;
 }
 
 void ParameterShard::AppendAck(int slice_id, const SliceState& s, int rank, uint64_t iteration,
@@ -250,7 +266,27 @@ void ParameterShard::AppendAck(int slice_id, const SliceState& s, int rank, uint
   ack.priority = s.priority;
 }
 
-void ParameterShard::TakeSnapshot(SliceState* s) {
+void ParameterShard::TakeSnapshot(SliceState* s) const {
+  if (options_.wire_dtype != WireDType::kFloat32) {
+    // Encoded once per version, whatever the number of workers it goes to.
+    std::shared_ptr<WireValues> next = std::move(s->wire_previous);
+    // As below: reused only when nobody else holds it.
+    if (next != nullptr && next.use_count() == 1) {
+      std::atomic_thread_fence(std::memory_order_acquire);
+    } else {
+      next = std::make_shared<WireValues>();
+    }
+    const int64_t n = static_cast<int64_t>(s->params.size());
+    next->values.resize(n);
+    next->scale_exponent = options_.wire_dtype == WireDType::kFloat16
+                               ? Float16ScaleExponent(s->params.data(), n)
+                               : 0;
+    EncodeValues(options_.wire_dtype, s->params.data(), n, next->scale_exponent,
+                 next->values.data());
+    s->wire_previous = std::move(s->wire_snapshot);
+    s->wire_snapshot = std::move(next);
+    return;
+  }
   std::shared_ptr<std::vector<float>> next = std::move(s->previous);
   // use_count() 1: only this slice holds the buffer, and nobody can take a new reference
   // without the slice's lock. The fence pairs with the release in the last holder's
@@ -316,34 +352,63 @@ absl::StatusOr<std::vector<Outgoing>> ParameterShard::Init(int rank, int slice_i
 absl::StatusOr<std::vector<Outgoing>> ParameterShard::Gradient(int rank, int slice_id,
                                                                uint64_t iteration,
                                                                const float* values, int64_t n,
-                                                               int64_t offset) {
+                                                               int64_t offset,
+                                                               std::optional<int> scale_exponent) {
   std::vector<Outgoing> out;
-  P3_RETURN_IF_ERROR(Gradient(rank, slice_id, iteration, values, n, offset, &out));
+  P3_RETURN_IF_ERROR(
+      Gradient(rank, slice_id, iteration, values, n, offset, &out, scale_exponent));
   return out;
 }
 
 absl::Status ParameterShard::Gradient(int rank, int slice_id, uint64_t iteration,
                                       const float* values, int64_t n, int64_t offset,
-                                      std::vector<Outgoing>* out) {
-  return GradientFrom(rank, slice_id, iteration, values, nullptr, n, offset, out);
+                                      std::vector<Outgoing>* out,
+                                      std::optional<int> scale_exponent) {
+  return GradientFrom(rank, slice_id, iteration, values, nullptr, n, offset, scale_exponent, out);
 }
 
 absl::Status ParameterShard::Gradient(int rank, int slice_id, uint64_t iteration,
                                       const std::vector<absl::string_view>& segments, int64_t n,
-                                      int64_t offset, std::vector<Outgoing>* out) {
+                                      int64_t offset, std::vector<Outgoing>* out,
+                                      std::optional<int> scale_exponent) {
   size_t bytes = 0;
   for (const absl::string_view& segment : segments) bytes += segment.size();
-  if (n < 0 || bytes != static_cast<size_t>(n) * sizeof(float)) {
-    return absl::InvalidArgumentError(absl::StrCat("gradient of slice ", slice_id, ": ", bytes,
-                                                   " bytes for ", n, " values"));
+  const size_t width = BytesPerValue(options_.wire_dtype);
+  if (n < 0 || bytes != static_cast<size_t>(n) * width) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("gradient of slice ", slice_id, ": ", bytes, " bytes for ", n, " ",
+                     WireDTypeName(options_.wire_dtype), " values (", width, " bytes each)"));
   }
-  return GradientFrom(rank, slice_id, iteration, nullptr, &segments, n, offset, out);
+  return GradientFrom(rank, slice_id, iteration, nullptr, &segments, n, offset, scale_exponent,
+                      out);
+}
+
+absl::Status ParameterShard::CheckScale(int slice_id, std::optional<int> scale_exponent) const {
+  if (options_.wire_dtype == WireDType::kFloat16) {
+    if (!scale_exponent.has_value()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "gradient of slice ", slice_id, ": no scale_exponent on a float16 stream"));
+    }
+    if (*scale_exponent < kMinScaleExponent || *scale_exponent > kMaxScaleExponent) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("gradient of slice ", slice_id, ": scale_exponent ", *scale_exponent,
+                       " is out of range; allowed ", kMinScaleExponent, "..", kMaxScaleExponent));
+    }
+  } else if (scale_exponent.has_value()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "gradient of slice ", slice_id, ": a scale_exponent on a ",
+        WireDTypeName(options_.wire_dtype), " stream (only float16 values carry one)"));
+  }
+  return absl::OkStatus();
 }
 
 absl::Status ParameterShard::GradientFrom(int rank, int slice_id, uint64_t iteration,
                                           const float* values,
                                           const std::vector<absl::string_view>* segments,
-                                          int64_t n, int64_t offset, std::vector<Outgoing>* out) {
+                                          int64_t n, int64_t offset,
+                                          std::optional<int> scale_exponent,
+                                          std::vector<Outgoing>* out) {
+  P3_RETURN_IF_ERROR(CheckScale(slice_id, scale_exponent));
   P3_ASSIGN_OR_RETURN(SliceState* const found, Lookup(rank, slice_id, "gradient"));
   SliceState& s = *found;
   const bool values_on_push = signature_values_on_push();
@@ -384,15 +449,15 @@ absl::Status ParameterShard::GradientFrom(int rank, int slice_id, uint64_t itera
     P3_RETURN_IF_ERROR(CheckPart("gradient", slice_id, s.length, s.received[rank], offset, n));
     // Allocates only the first time: the buffer keeps its size between iterations.
     s.grads[rank].resize(s.length);
-    if (segments == nullptr) {
+    const WireDType dtype = options_.wire_dtype;
+    const int exponent = scale_exponent.value_or(0);
+    if (segments != nullptr) {
+      // Decoded straight into the slot (float32: copied); a value may straddle segments.
+      DecodeSegments(dtype, *segments, exponent, s.grads[rank].data() + offset);
+    } else if (dtype == WireDType::kFloat32) {
       std::memcpy(s.grads[rank].data() + offset, values, n * sizeof(float));  // may be unaligned
     } else {
-      // Byte-wise: a float may straddle two segments.
-      char* dest = reinterpret_cast<char*>(s.grads[rank].data() + offset);
-      for (const absl::string_view& segment : *segments) {
-        std::memcpy(dest, segment.data(), segment.size());
-        dest += segment.size();
-      }
+      RoundToWire(dtype, values, n, exponent, s.grads[rank].data() + offset);
     }
     s.received[rank] = offset + n;
     if (s.received[rank] < s.length) return absl::OkStatus();  // more parts to come
@@ -543,7 +608,7 @@ absl::StatusOr<std::vector<Outgoing>> ParameterShard::Resume(int rank, uint64_t 
   for (int id : owned) {
     SliceState& s = *slices_[id];
     absl::MutexLock slice_lock(&s.mu);
-    const bool behind = s.version == version + 1 && s.previous != nullptr;
+    const bool behind = s.version == version + 1 && HasPrevious(s);
     if (s.version != version && !behind) {
       if (version < s.version) {
         // The worker found another server at an older version: that server is a new
@@ -568,6 +633,7 @@ absl::StatusOr<std::vector<Outgoing>> ParameterShard::Resume(int rank, uint64_t 
     if (s.version == version + 1) {
       out.back().iteration = version;
       out.back().values = s.previous;
+      out.back().encoded = s.wire_previous;
       s.catch_up[rank] = true;
     }
   }

@@ -44,8 +44,16 @@
 #include "p3/optimizer.h"
 #include "p3/slice_plan.h"
 #include "p3/stall_report.h"
+#include "p3/wire_dtype.h"
 
 namespace p3 {
+
+// A slice's values encoded for a 16-bit wire (ShardOptions::wire_dtype): the bfloat16 or
+// float16 bit patterns, and for float16 the exponent of the scale they were multiplied by.
+struct WireValues {
+  std::vector<uint16_t> values;
+  int scale_exponent = 0;
+};
 
 // A message the transport must send to worker `rank`.
 struct Outgoing {
@@ -58,8 +66,16 @@ struct Outgoing {
   // reads (docs/protocol.md, "Iterations and versions").
   uint64_t iteration = 0;
   int priority = 0;  // the slice's priority (smaller is more urgent)
-  std::shared_ptr<const std::vector<float>> values;  // kParams, kBuffers; shared between ranks
+  // kParams on a float32 wire, kBuffers: the values; shared between ranks.
+  std::shared_ptr<const std::vector<float>> values;
+  // kParams on a 16-bit wire instead: the values as they go on the wire (encoded once per
+  // version, shared between ranks); `values` is then null.
+  std::shared_ptr<const WireValues> encoded;
 };
+
+// The float32 values of a kParams or kBuffers message as the worker ends up holding them
+// (`encoded` decoded with `dtype`); for tests and tools.
+std::vector<float> DecodedValues(const Outgoing& o, WireDType dtype);
 
 struct ShardOptions {
   // This server's index, 0 .. num_servers-1. Default: 0.
@@ -79,6 +95,12 @@ struct ShardOptions {
   // Accept Rejoin() of a worker whose process died (docs/protocol.md, "Rejoining
   // worker"). Default: false.
   bool accept_rejoin = false;
+  // How gradients arrive and values leave (scheduling.wire_dtype); a worker whose
+  // signature says otherwise is refused at Join. On a 16-bit wire the master values and
+  // optimizer state stay float32: gradients are decoded to float32 before they are summed,
+  // and each new version is encoded once (float16: scaled per slice, Float16Scale) and
+  // sent to every worker as `Outgoing::encoded`. Default: float32.
+  WireDType wire_dtype = WireDType::kFloat32;
 };
 
 class ParameterShard {
@@ -106,20 +128,31 @@ class ParameterShard {
   // Worker `rank`'s gradient of `slice_id` at `iteration`, which must be the slice's
   // current version. When all workers' gradients are in, their mean is applied. Parts as
   // for Init.
+  //
+  // `values` are float32 as the worker holds them (a colocated worker's shared memory, or
+  // a float32 message, then read with memcpy at any alignment). On a 16-bit wire they must
+  // be aligned and are rounded as the wire would round them (RoundToWire), so that values
+  // through shared memory train exactly what values over a stream do; float16 with the
+  // sender's `scale_exponent`, which a float16 wire requires and the others refuse.
   absl::StatusOr<std::vector<Outgoing>> Gradient(int rank, int slice_id, uint64_t iteration,
                                                  const float* values, int64_t n,
-                                                 int64_t offset = 0);
+                                                 int64_t offset = 0,
+                                                 std::optional<int> scale_exponent = {});
   // The same, appending to `out` (which the caller reuses from message to message, so
   // that the hot path allocates nothing once the slice's buffers exist). On an error
   // nothing is appended.
   absl::Status Gradient(int rank, int slice_id, uint64_t iteration, const float* values, int64_t n,
-                        int64_t offset, std::vector<Outgoing>* out);
+                        int64_t offset, std::vector<Outgoing>* out,
+                        std::optional<int> scale_exponent = {});
 
-  // The same with the n values as byte `segments` (a received message's buffers, cut at
-  // any byte; their sizes add up to n * 4): copied once, straight into the worker's slot.
+  // The same with the n values as the bytes of a message in the wire's dtype: `segments`
+  // (a received message's buffers, cut at any byte; their sizes add up to
+  // n * BytesPerValue(wire_dtype)), decoded once, straight into the worker's float32 slot.
+  // A byte count that does not fit, or a scale_exponent missing on a float16 wire or
+  // present on another, is refused naming the slice.
   absl::Status Gradient(int rank, int slice_id, uint64_t iteration,
                         const std::vector<absl::string_view>& segments, int64_t n, int64_t offset,
-                        std::vector<Outgoing>* out);
+                        std::vector<Outgoing>* out, std::optional<int> scale_exponent = {});
   // Worker `rank` asks for `version` of `slice_id` (modes without values on push).
   absl::StatusOr<std::vector<Outgoing>> Pull(int rank, int slice_id, uint64_t version);
 
@@ -166,6 +199,9 @@ class ParameterShard {
   // The version every slice starts at: the restored checkpoint's iteration, else 0.
   uint64_t start_version() const { return options_.restore ? options_.restore->iteration : 0; }
 
+  // The encoding of the wire (ShardOptions::wire_dtype).
+  WireDType wire_dtype() const { return options_.wire_dtype; }
+
   // The plan, once the first worker has joined.
   std::optional<SlicePlan> plan() const;
 
@@ -209,22 +245,33 @@ class ParameterShard {
     // buffer is reused for the next version when no outgoing message holds it any more.
     std::shared_ptr<std::vector<float>> snapshot ABSL_GUARDED_BY(mu);
     std::shared_ptr<std::vector<float>> previous ABSL_GUARDED_BY(mu);
+    // The same on a 16-bit wire, encoded (snapshot and previous stay null then).
+    std::shared_ptr<WireValues> wire_snapshot ABSL_GUARDED_BY(mu);
+    std::shared_ptr<WireValues> wire_previous ABSL_GUARDED_BY(mu);
   };
 
   // Both Gradient()s: the values from `values` (n floats) or from `segments`.
   absl::Status GradientFrom(int rank, int slice_id, uint64_t iteration, const float* values,
                             const std::vector<absl::string_view>* segments, int64_t n,
-                            int64_t offset, std::vector<Outgoing>* out);
+                            int64_t offset, std::optional<int> scale_exponent,
+                            std::vector<Outgoing>* out);
+  // A gradient's scale_exponent must be there (and in range) exactly on a float16 wire.
+  absl::Status CheckScale(int slice_id, std::optional<int> scale_exponent) const;
   // Validates rank and slice ownership; returns the slice's state.
   absl::StatusOr<SliceState*> Lookup(int rank, int slice_id, const char* what) const;
   // Appends the slice's current version for worker `rank` to `out`.
   static void AppendParams(int slice_id, const SliceState& s, int rank, std::vector<Outgoing>* out)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(s.mu);
+  // The slice has the values of the version before its current one (Resume()).
+  static bool HasPrevious(const SliceState& s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s.mu) {
+    return s.previous != nullptr || s.wire_previous != nullptr;
+  }
   // Appends an Ack of worker `rank`'s gradient of `iteration` to `out`.
   static void AppendAck(int slice_id, const SliceState& s, int rank, uint64_t iteration,
                         std::vector<Outgoing>* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s.mu);
-  // s.snapshot := a copy of s.params, in the spare buffer when it is free.
-  static void TakeSnapshot(SliceState* s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s->mu);
+  // s.snapshot := a copy of s.params (16-bit wire: s.wire_snapshot := their encoding), in
+  // the spare buffer when it is free.
+  void TakeSnapshot(SliceState* s) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(s->mu);
   std::vector<int> JoinedRanksLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool signature_values_on_push() const;
 

@@ -126,4 +126,119 @@ void DecodeFloat16(const uint16_t* in, int64_t n, float inverse_scale, float* ou
   for (int64_t i = 0; i < n; ++i) out[i] = FloatOfHalf(in[i]) * inverse_scale;
 }
 
+int Float16ScaleExponent(const float* in, int64_t n) {
+  int e = 0;
+  std::frexp(Float16Scale(in, n), &e);  // 2^k = 0.5 * 2^(k+1)
+  return e - 1;
+}
+
+namespace {
+
+// Bytes at an odd address go through a small aligned buffer on the stack, a block at a
+// time, so that the loops above always run on properly aligned uint16_t arrays.
+constexpr int64_t kBlock = 1024;
+
+inline float Pow2(int e) { return std::ldexp(1.0f, e); }
+
+}  // namespace
+
+void EncodeValues(WireDType dtype, const float* in, int64_t n, int scale_exponent, void* out) {
+  char* dst = static_cast<char*>(out);
+  if (dtype == WireDType::kFloat32) {
+    std::memcpy(dst, in, n * sizeof(float));
+    return;
+  }
+  const float scale = Pow2(scale_exponent);
+  if (reinterpret_cast<uintptr_t>(dst) % alignof(uint16_t) == 0) {
+    // Aligned (a fresh gRPC slice, a vector): straight into place.
+    uint16_t* out16 = reinterpret_cast<uint16_t*>(dst);
+    if (dtype == WireDType::kBFloat16) {
+      EncodeBFloat16(in, n, out16);
+    } else {
+      EncodeFloat16(in, n, scale, out16);
+    }
+    return;
+  }
+  alignas(64) uint16_t block[kBlock];
+  for (int64_t done = 0; done < n; done += kBlock) {
+    const int64_t m = std::min(kBlock, n - done);
+    if (dtype == WireDType::kBFloat16) {
+      EncodeBFloat16(in + done, m, block);
+    } else {
+      EncodeFloat16(in + done, m, scale, block);
+    }
+    std::memcpy(dst + done * 2, block, m * 2);
+  }
+}
+
+void DecodeValues(WireDType dtype, const void* in, int64_t n, int scale_exponent, float* out) {
+  const char* src = static_cast<const char*>(in);
+  if (dtype == WireDType::kFloat32) {
+    std::memcpy(out, src, n * sizeof(float));
+    return;
+  }
+  const float inverse = Pow2(-scale_exponent);
+  if (reinterpret_cast<uintptr_t>(src) % alignof(uint16_t) == 0) {
+    const uint16_t* in16 = reinterpret_cast<const uint16_t*>(src);
+    if (dtype == WireDType::kBFloat16) {
+      DecodeBFloat16(in16, n, out);
+    } else {
+      DecodeFloat16(in16, n, inverse, out);
+    }
+    return;
+  }
+  alignas(64) uint16_t block[kBlock];
+  for (int64_t done = 0; done < n; done += kBlock) {
+    const int64_t m = std::min(kBlock, n - done);
+    std::memcpy(block, src + done * 2, m * 2);
+    if (dtype == WireDType::kBFloat16) {
+      DecodeBFloat16(block, m, out + done);
+    } else {
+      DecodeFloat16(block, m, inverse, out + done);
+    }
+  }
+}
+
+void DecodeSegments(WireDType dtype, const std::vector<absl::string_view>& segments,
+                    int scale_exponent, float* out) {
+  const size_t width = BytesPerValue(dtype);
+  char pending[4];        // the first bytes of a value cut at a segment's end
+  size_t have = 0;        // how many of them
+  for (absl::string_view segment : segments) {
+    if (have > 0) {
+      const size_t take = std::min(width - have, segment.size());
+      std::memcpy(pending + have, segment.data(), take);
+      have += take;
+      segment.remove_prefix(take);
+      if (have < width) continue;
+      DecodeValues(dtype, pending, 1, scale_exponent, out++);
+      have = 0;
+    }
+    const int64_t whole = static_cast<int64_t>(segment.size() / width);
+    DecodeValues(dtype, segment.data(), whole, scale_exponent, out);
+    out += whole;
+    segment.remove_prefix(whole * width);
+    std::memcpy(pending, segment.data(), segment.size());
+    have = segment.size();
+  }
+}
+
+void RoundToWire(WireDType dtype, const float* in, int64_t n, int scale_exponent, float* out) {
+  if (dtype == WireDType::kFloat32) {
+    if (out != in) std::memcpy(out, in, n * sizeof(float));
+    return;
+  }
+  alignas(64) uint16_t block[kBlock];
+  for (int64_t done = 0; done < n; done += kBlock) {
+    const int64_t m = std::min(kBlock, n - done);
+    if (dtype == WireDType::kBFloat16) {
+      EncodeBFloat16(in + done, m, block);
+      DecodeBFloat16(block, m, out + done);
+    } else {
+      EncodeFloat16(in + done, m, Pow2(scale_exponent), block);
+      DecodeFloat16(block, m, Pow2(-scale_exponent), out + done);
+    }
+  }
+}
+
 }  // namespace p3

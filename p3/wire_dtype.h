@@ -22,6 +22,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -49,6 +50,34 @@ float Float16Scale(const float* in, int64_t n);
 void EncodeFloat16(const float* in, int64_t n, float scale, uint16_t* out);
 // out[i] = float(in[i]) * inverse_scale.
 void DecodeFloat16(const uint16_t* in, int64_t n, float inverse_scale, float* out);
+
+// --- One message's values, as the transports use them (docs/protocol.md, "16-bit wire").
+// A float16 message carries the exponent e of its scale 2^e (SliceData.scale_exponent);
+// these bound it, so that 2^e and 2^-e are normal float32 numbers.
+inline constexpr int kMinScaleExponent = -100;
+inline constexpr int kMaxScaleExponent = 100;
+
+// The exponent of Float16Scale(in, n): what a sender of these values puts in the message.
+int Float16ScaleExponent(const float* in, int64_t n);
+
+// Encodes n values into `out` (n * BytesPerValue(dtype) bytes, little-endian, any
+// alignment): float32 copied, bfloat16, or float16 times 2^scale_exponent (ignored for
+// the other dtypes).
+void EncodeValues(WireDType dtype, const float* in, int64_t n, int scale_exponent, void* out);
+
+// Decodes n values from `in` (any alignment) into `out`, inverting EncodeValues exactly.
+void DecodeValues(WireDType dtype, const void* in, int64_t n, int scale_exponent, float* out);
+
+// The same for values cut at arbitrary byte positions into `segments` (a received
+// message's buffers), whose sizes add up to n * BytesPerValue(dtype): a value split
+// between two segments is put together first.
+void DecodeSegments(WireDType dtype, const std::vector<absl::string_view>& segments,
+                    int scale_exponent, float* out);
+
+// out[i] = the value a receiver decodes after in[i] went over the wire: EncodeValues then
+// DecodeValues, without a buffer in between (shared memory applies the wire's rounding
+// this way). `in` and `out` may be the same array.
+void RoundToWire(WireDType dtype, const float* in, int64_t n, int scale_exponent, float* out);
 
 }  // namespace p3
 

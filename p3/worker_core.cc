@@ -35,11 +35,14 @@ absl::Status WorkerCore::CheckSlice(int server, int64_t slice_id, const char* wh
 ToServer WorkerCore::Message(Upstream::Kind kind, int slice_id, uint64_t iteration,
                              bool values) const {
   const Slice& slice = plan_->slices()[slice_id];
-  return ToServer{.server = slice.server,
-                  .message = Upstream{.kind = kind, .slice_id = slice_id, .iteration = iteration},
-                  .priority = slice.priority,
-                  .tiebreak = slice.id,
-                  .bytes = values ? slice.length * static_cast<int64_t>(sizeof(float)) : 0};
+  const WireDType dtype = kind == Upstream::Kind::kGradient ? options_.wire_dtype
+                                                            : WireDType::kFloat32;
+  return ToServer{
+      .server = slice.server,
+      .message = Upstream{.kind = kind, .slice_id = slice_id, .iteration = iteration},
+      .priority = slice.priority,
+      .tiebreak = slice.id,
+      .bytes = values ? slice.length * static_cast<int64_t>(BytesPerValue(dtype)) : 0};
 }
 
 bool WorkerCore::started() const {
@@ -153,22 +156,24 @@ absl::StatusOr<ToServer> WorkerCore::Gradient(int slice_id, uint64_t iteration) 
 }
 
 absl::StatusOr<bool> WorkerCore::Params(int server, int64_t slice_id, uint64_t version,
-                                        uint64_t offset, const char* bytes, size_t size) {
+                                        uint64_t offset, const char* bytes, size_t size,
+                                        std::optional<int> scale_exponent) {
   return Receive(server, slice_id, version, offset, &bytes, &size, bytes == nullptr ? 0 : 1,
-                 size);
+                 size, nullptr, scale_exponent, /*in_place=*/false);
 }
 
 absl::StatusOr<bool> WorkerCore::Params(int server, int64_t slice_id, uint64_t version,
                                         uint64_t offset,
                                         const std::vector<absl::string_view>& segments,
-                                        size_t size) {
+                                        size_t size, std::optional<int> scale_exponent) {
   size_t total = 0;
   for (const absl::string_view& segment : segments) total += segment.size();
   if (total != size) {
     return absl::InternalError(absl::StrCat("values of slice ", slice_id, ": segments of ", total,
                                             " bytes, expected ", size));
   }
-  return Receive(server, slice_id, version, offset, nullptr, nullptr, 0, size, &segments);
+  return Receive(server, slice_id, version, offset, nullptr, nullptr, 0, size, &segments,
+                 scale_exponent, /*in_place=*/false);
 }
 
 absl::StatusOr<bool> WorkerCore::ParamsInPlace(int server, int64_t slice_id, uint64_t version,
@@ -177,15 +182,33 @@ absl::StatusOr<bool> WorkerCore::ParamsInPlace(int server, int64_t slice_id, uin
     return absl::InternalError(absl::StrCat("server ", server, " sent ", count,
                                             " values of slice ", slice_id, " in shared memory"));
   }
+  // The server has decoded the values into place: counted as the stream's bytes would be.
   return Receive(server, slice_id, version, offset, nullptr, nullptr, 0,
-                 static_cast<size_t>(count) * sizeof(float));
+                 static_cast<size_t>(count) * BytesPerValue(options_.wire_dtype), nullptr,
+                 std::nullopt, /*in_place=*/true);
 }
 
 absl::StatusOr<bool> WorkerCore::Receive(int server, int64_t slice_id, uint64_t version,
                                          uint64_t offset, const char* const* parts,
                                          const size_t* part_sizes, int num_parts, size_t size,
-                                         const std::vector<absl::string_view>* segments) {
+                                         const std::vector<absl::string_view>* segments,
+                                         std::optional<int> scale_exponent, bool in_place) {
   if (absl::Status s = CheckSlice(server, slice_id, "values"); !s.ok()) return s;
+  const WireDType dtype = options_.wire_dtype;
+  if (!in_place && scale_exponent.has_value() != (dtype == WireDType::kFloat16)) {
+    return absl::InternalError(absl::StrCat(
+        "server ", server, " sent values of slice ", slice_id,
+        scale_exponent.has_value() ? " with a scale_exponent" : " without a scale_exponent",
+        " on a ", WireDTypeName(dtype), " stream"));
+  }
+  if (scale_exponent.has_value() &&
+      (*scale_exponent < kMinScaleExponent || *scale_exponent > kMaxScaleExponent)) {
+    return absl::InternalError(absl::StrCat("server ", server, " sent values of slice ", slice_id,
+                                            " with scale_exponent ", *scale_exponent,
+                                            ", out of ", kMinScaleExponent, "..",
+                                            kMaxScaleExponent));
+  }
+  const size_t width = BytesPerValue(dtype);
   const Slice& slice = plan_->slices()[slice_id];
   SliceState& state = *slices_[slice_id];
   absl::MutexLock lock(&state.mu);
@@ -200,25 +223,24 @@ absl::StatusOr<bool> WorkerCore::Receive(int server, int64_t slice_id, uint64_t 
                                             state.receiving_version, " was arriving"));
   }
   // Each part continues the previous ones exactly: no gap, no overlap, not past the end.
-  const int64_t n = static_cast<int64_t>(size / sizeof(float));
-  if (size % sizeof(float) != 0 || n < 1 || n > slice.length - state.received ||
+  const int64_t n = static_cast<int64_t>(size / width);
+  if (size % width != 0 || n < 1 || n > slice.length - state.received ||
       offset != static_cast<uint64_t>(state.received)) {
     return absl::InternalError(absl::StrCat(
         "server ", server, " sent slice ", slice_id, " (", slice.length, " values) with ", size,
-        " bytes at offset ", offset, "; expected offset ", state.received));
+        " bytes of ", WireDTypeName(dtype), " at offset ", offset, "; expected offset ",
+        state.received));
   }
-  // Byte-wise: a float may straddle two segments of a received message.
-  char* dest = reinterpret_cast<char*>(params_ + slice.offset + state.received);
+  // Decoded (float32: copied) straight into the parameters; a value may straddle two
+  // segments of a received message.
+  float* dest = params_ + slice.offset + state.received;
+  const int exponent = scale_exponent.value_or(0);
   for (int i = 0; i < num_parts; ++i) {
-    std::memcpy(dest, parts[i], part_sizes[i]);
-    dest += part_sizes[i];
+    const int64_t count = static_cast<int64_t>(part_sizes[i] / width);
+    DecodeValues(dtype, parts[i], count, exponent, dest);
+    dest += count;
   }
-  if (segments != nullptr) {
-    for (const absl::string_view& segment : *segments) {
-      std::memcpy(dest, segment.data(), segment.size());
-      dest += segment.size();
-    }
-  }
+  if (segments != nullptr) DecodeSegments(dtype, *segments, exponent, dest);
   state.received += n;
   state.receiving_version = version;
   if (state.received < slice.length) return false;  // more parts to come
@@ -246,6 +268,23 @@ absl::StatusOr<ToServer> WorkerCore::Ack(int server, int64_t slice_id, uint64_t 
   state.awaiting_ack.reset();
   return Message(Upstream::Kind::kPull, static_cast<int>(slice_id), iteration + 1,
                  /*values=*/false);
+}
+
+ValueEncoding WorkerCore::Encoding(const Upstream& message) const {
+  ValueEncoding e;
+  if (message.kind != Upstream::Kind::kGradient) return e;
+  e.dtype = options_.wire_dtype;
+  if (e.dtype == WireDType::kFloat16) {
+    const Slice& slice = plan_->slices()[message.slice_id];
+    e.scale_exponent = Float16ScaleExponent(grads_ + slice.offset, slice.length);
+  }
+  return e;
+}
+
+void WorkerCore::EncodeValues(const Upstream& message, const ValueEncoding& encoding,
+                              int64_t offset, int64_t count, void* out) const {
+  p3::EncodeValues(encoding.dtype, Values(message, offset), count,
+                   encoding.scale_exponent.value_or(0), out);
 }
 
 const float* WorkerCore::Values(const Upstream& message, int64_t offset) const {

@@ -47,6 +47,7 @@
 #include "absl/synchronization/mutex.h"
 #include "p3/slice_plan.h"
 #include "p3/version_tracker.h"
+#include "p3/wire_dtype.h"
 
 namespace p3 {
 
@@ -64,7 +65,7 @@ struct Upstream {
 
 // What the transport must send: `message` to server `server`, ordered in that server's
 // send queue by `priority` (smaller first), then `tiebreak`. `bytes` of values go with it
-// (0 for a Pull).
+// on the wire (0 for a Pull; 2 per value for a gradient on a 16-bit wire).
 struct ToServer {
   int server = 0;
   Upstream message;
@@ -81,6 +82,17 @@ struct WorkerCoreOptions {
   // The servers return updated values on the push (else Ack, then the worker Pulls).
   // Default: true.
   bool values_on_push = true;
+  // How gradients go up and values come down (scheduling.wire_dtype); initial values are
+  // float32 whatever it is. Default: float32.
+  WireDType wire_dtype = WireDType::kFloat32;
+};
+
+// How the values of one upstream message are encoded on the wire.
+struct ValueEncoding {
+  WireDType dtype = WireDType::kFloat32;
+  // float16 only: the exponent of the scale, chosen over the whole slice (every part of
+  // a slice sent in parts carries the same one).
+  std::optional<int> scale_exponent;
 };
 
 class WorkerCore {
@@ -121,18 +133,22 @@ class WorkerCore {
   // send. Refused before Start() or for a slice outside the plan.
   absl::StatusOr<ToServer> Gradient(int slice_id, uint64_t iteration);
 
-  // A part of `version` of `slice_id` from `server`: `size` bytes of float32 values for
-  // the slice's values from `offset` on, copied into the parameters (memcpy: `bytes` need
-  // not be aligned). Parts must arrive in order, without gaps or overlap, all of one
-  // version, and each version newer than the last one the slice completed. Returns true
-  // when this part completed the slice, which the tracker then holds at `version`.
+  // A part of `version` of `slice_id` from `server`: `size` bytes of values in the wire's
+  // dtype for the slice's values from `offset` on, decoded (float32: copied) into the
+  // parameters (`bytes` need not be aligned); float16 with the message's
+  // `scale_exponent`, which must be there exactly on a float16 wire. Parts must arrive in
+  // order, without gaps or overlap, all of one version, and each version newer than the
+  // last one the slice completed. Returns true when this part completed the slice, which
+  // the tracker then holds at `version`.
   absl::StatusOr<bool> Params(int server, int64_t slice_id, uint64_t version, uint64_t offset,
-                              const char* bytes, size_t size);
+                              const char* bytes, size_t size,
+                              std::optional<int> scale_exponent = {});
 
   // The same for a part received as `segments` of bytes (a message's buffers, split at
-  // any byte) of `size` bytes in all; they are copied once, straight into the parameters.
+  // any byte) of `size` bytes in all; decoded once, straight into the parameters.
   absl::StatusOr<bool> Params(int server, int64_t slice_id, uint64_t version, uint64_t offset,
-                              const std::vector<absl::string_view>& segments, size_t size);
+                              const std::vector<absl::string_view>& segments, size_t size,
+                              std::optional<int> scale_exponent = {});
 
   // The same for `count` values that `server` has written into the parameters itself
   // (shared memory, p3/shared_memory.h): the same checks and bookkeeping, no copy.
@@ -148,6 +164,18 @@ class WorkerCore {
   // right before the write): the parameters for kInit, the gradient for kGradient, null
   // for other kinds.
   const float* Values(const Upstream& message, int64_t offset) const;
+
+  // How `message`'s values go on the wire: float32 for kInit; the wire's dtype for
+  // kGradient, with, for float16, the scale exponent of the whole slice's gradient (read
+  // from the gradient buffer: call it when the gradient is complete, as Values()).
+  ValueEncoding Encoding(const Upstream& message) const;
+
+  // Encodes `count` values of `message` from `offset` on into `out` (count bytes per value
+  // of `encoding.dtype`; any alignment): the conversion the transport does instead of a
+  // copy, e.g. straight into the memory of the message it sends.
+  void EncodeValues(const Upstream& message, const ValueEncoding& encoding, int64_t offset,
+                    int64_t count, void* out) const;
+  WireDType wire_dtype() const { return options_.wire_dtype; }
 
   // The version the servers started from (Resume: where this worker resumed); 0 before.
   uint64_t start_version() const;
@@ -169,8 +197,8 @@ class WorkerCore {
   // values are in place already).
   absl::StatusOr<bool> Receive(int server, int64_t slice_id, uint64_t version, uint64_t offset,
                                const char* const* parts, const size_t* part_sizes, int num_parts,
-                               size_t size,
-                               const std::vector<absl::string_view>* segments = nullptr);
+                               size_t size, const std::vector<absl::string_view>* segments,
+                               std::optional<int> scale_exponent, bool in_place);
   // Validates slice id (and ownership by `server` when >= 0).
   absl::Status CheckSlice(int server, int64_t slice_id, const char* what) const;
   ToServer Message(Upstream::Kind kind, int slice_id, uint64_t iteration, bool values) const;

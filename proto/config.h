@@ -57,6 +57,8 @@ inline constexpr const char* kPipelineWeights[] = {"spectrain", "pipedream", "st
 // The values pipeline.schedule may take ("interleaved_1f1b" is refused as not implemented).
 inline constexpr const char* kPipelineSchedules[] = {"1f1b", "gpipe", "interleaved_1f1b"};
 inline constexpr const char* kPlacements[] = {"colocated", "separate"};
+// scheduling.wire_dtype (p3/wire_dtype.h's names).
+inline constexpr const char* kWireDTypes[] = {"float32", "bfloat16", "float16"};
 inline constexpr const char* kDatasets[] = {"fashion_mnist", "synthetic", "synthetic_tokens"};
 inline constexpr const char* kOptimizers[] = {"sgd", "adam"};
 inline constexpr int kMaxProcesses = 64;

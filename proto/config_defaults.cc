@@ -119,6 +119,7 @@ void FillDefaults(ExperimentConfig* config) {
   }
   // credit_bytes stays 0, its default: one message at a time.
   if (!scheduling->has_shared_memory()) scheduling->set_shared_memory(true);
+  if (scheduling->wire_dtype().empty()) scheduling->set_wire_dtype("float32");
 
   // output.model_file stays "": "<output_dir>/model.pt", resolved where it is written, so
   // that a launcher back end that moves output_dir moves it too.

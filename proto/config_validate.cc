@@ -235,6 +235,7 @@ absl::Status ValidateConfig(const ExperimentConfig& config) {
               absl::StrCat(scheduling.credit_bytes(),
                            " is out of range; allowed >= 0 (0: one message at a time)"));
   }
+  check.OneOf("scheduling.wire_dtype", scheduling.wire_dtype(), kWireDTypes);
 
   // Fields left at zero / empty are checked only when the network is emulated (they are
   // then filled).

@@ -19,8 +19,12 @@ absl::Status FromGrpcStatus(const grpc::Status& s) {
   return absl::Status(static_cast<absl::StatusCode>(s.error_code()), s.error_message());
 }
 
+uint32_t HelloProtocolVersion(WireDType dtype) {
+  return dtype == WireDType::kFloat32 ? 2 : kProtocolVersion;
+}
+
 void SignatureToHello(const ClusterSignature& sig, wire::Hello* hello) {
-  hello->set_protocol_version(kProtocolVersion);
+  hello->set_protocol_version(HelloProtocolVersion(sig.wire_dtype));
   hello->set_num_workers(sig.num_workers);
   hello->set_num_servers(sig.num_servers);
   for (const TensorSignature& t : sig.tensors) {
@@ -35,15 +39,47 @@ void SignatureToHello(const ClusterSignature& sig, wire::Hello* hello) {
   plan->set_split_threshold(sig.plan.split_threshold);
   hello->set_values_on_push(sig.values_on_push);
   hello->set_priority(sig.priority);
+  switch (sig.wire_dtype) {
+    case WireDType::kFloat32:
+      hello->set_wire_dtype(wire::WIRE_FLOAT32);
+      break;
+    case WireDType::kBFloat16:
+      hello->set_wire_dtype(wire::WIRE_BFLOAT16);
+      break;
+    case WireDType::kFloat16:
+      hello->set_wire_dtype(wire::WIRE_FLOAT16);
+      break;
+  }
 }
 
 absl::StatusOr<ClusterSignature> SignatureFromHello(const wire::Hello& hello) {
-  if (hello.protocol_version() != kProtocolVersion) {
+  if (hello.protocol_version() < kMinProtocolVersion ||
+      hello.protocol_version() > kProtocolVersion) {
     return absl::FailedPreconditionError(
         absl::StrCat("hello.protocol_version: ", hello.protocol_version(), "; this server speaks ",
-                     kProtocolVersion));
+                     kMinProtocolVersion, " to ", kProtocolVersion));
   }
   ClusterSignature sig;
+  switch (hello.wire_dtype()) {
+    case wire::WIRE_FLOAT32:
+      sig.wire_dtype = WireDType::kFloat32;
+      break;
+    case wire::WIRE_BFLOAT16:
+      sig.wire_dtype = WireDType::kBFloat16;
+      break;
+    case wire::WIRE_FLOAT16:
+      sig.wire_dtype = WireDType::kFloat16;
+      break;
+    default:
+      return absl::InvalidArgumentError(
+          absl::StrCat("hello.wire_dtype: unknown value ", static_cast<int>(hello.wire_dtype()),
+                       "; allowed: WIRE_FLOAT32, WIRE_BFLOAT16, WIRE_FLOAT16"));
+  }
+  if (sig.wire_dtype != WireDType::kFloat32 && hello.protocol_version() < 3) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("hello.wire_dtype: ", WireDTypeName(sig.wire_dtype),
+                     " needs protocol version 3; the Hello says ", hello.protocol_version()));
+  }
   sig.num_workers = static_cast<int>(hello.num_workers());
   sig.num_servers = static_cast<int>(hello.num_servers());
   if (sig.num_workers < 1) return absl::InvalidArgumentError("hello.num_workers: must be >= 1");

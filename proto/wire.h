@@ -19,8 +19,17 @@
 
 namespace p3 {
 
-// Bumped on any incompatible change of proto/p3.proto.
-inline constexpr uint32_t kProtocolVersion = 2;
+// Bumped on any incompatible change of proto/p3.proto. Version 3 added the 16-bit wire
+// (Hello.wire_dtype, SliceData.scale_exponent). A Hello carries the lowest version that
+// describes its stream (HelloProtocolVersion): a float32 stream is byte for byte version
+// 2, so such a worker still talks to a version-2 server, while a version-2 server, which
+// would ignore wire_dtype and misread 16-bit values, refuses a 16-bit worker's Hello.
+// A server accepts kMinProtocolVersion .. kProtocolVersion.
+inline constexpr uint32_t kProtocolVersion = 3;
+inline constexpr uint32_t kMinProtocolVersion = 2;
+
+// The version a Hello of a stream with `dtype` announces: 2 for float32, else 3.
+uint32_t HelloProtocolVersion(WireDType dtype);
 
 // Largest message either side accepts. Default bound for slices of up to 256 MiB.
 inline constexpr int kMaxMessageBytes = 256 * 1024 * 1024 + 4096;

@@ -21,6 +21,7 @@ constexpr int kIterationField = 2;
 constexpr int kValuesField = 3;
 constexpr int kOffsetField = 4;
 constexpr int kSharedCountField = 5;
+constexpr int kScaleExponentField = 6;  // sint32: zigzag
 
 // Protobuf reads sizes (length prefixes) with at most 5 bytes; longer encodings, and tags
 // of more than one byte, are left to its parser rather than reimplemented here.
@@ -175,7 +176,7 @@ Walk WalkSlice(DecodedMessage<Message>* out, std::string* error) {
     if (t & 0x80) return Walk::kFallback;
     const int f = t >> 3;
     const int wire_type = t & 7;
-    if (f < kSliceIdField || f > kSharedCountField || (seen & (1u << f))) {
+    if (f < kSliceIdField || f > kScaleExponentField || (seen & (1u << f))) {
       return Walk::kFallback;
     }
     seen |= 1u << f;
@@ -226,6 +227,13 @@ Walk WalkSlice(DecodedMessage<Message>* out, std::string* error) {
       case kSharedCountField:
         h.shared_count = v;
         break;
+      case kScaleExponentField: {
+        // As protobuf reads a sint32: the low 32 bits, zigzag-decoded.
+        const uint32_t z = static_cast<uint32_t>(v);
+        h.has_scale_exponent = true;
+        h.scale_exponent = static_cast<int32_t>((z >> 1) ^ (~(z & 1) + 1));
+        break;
+      }
     }
   }
   out->field = field;
@@ -295,6 +303,8 @@ absl::Status DecodeImpl(grpc::ByteBuffer* buffer, DecodedMessage<Message>* out) 
     out->header.iteration = slice->iteration();
     out->header.offset = slice->offset();
     out->header.shared_count = slice->shared_count();
+    out->header.has_scale_exponent = slice->has_scale_exponent();
+    out->header.scale_exponent = slice->scale_exponent();
     out->value_bytes = slice->values().size();
     if (out->value_bytes > 0) out->values.emplace_back(slice->values());
   }
@@ -303,11 +313,13 @@ absl::Status DecodeImpl(grpc::ByteBuffer* buffer, DecodedMessage<Message>* out) 
 
 }  // namespace
 
-grpc::ByteBuffer EncodeSlice(int field, const SliceHeader& h, const void* values, size_t bytes,
-                             std::shared_ptr<const void> keepalive) {
+namespace {
+
+// The header slice of a SliceData message whose values (`bytes` of them) follow it.
+grpc::Slice SliceHeaderBytes(int field, const SliceHeader& h, size_t bytes) {
   // SliceData's fields (tags of 1 byte): slice_id 1 + 5, three 64-bit varints 3 * (1 + 10),
-  // the values tag and length 1 + 10: at most 50 bytes. Before them the top-level tag and
-  // length, at most 5 + 10 bytes, copied in once the length is known.
+  // scale_exponent 1 + 5, the values tag and length 1 + 10: at most 56 bytes. Before them
+  // the top-level tag and length, at most 5 + 10 bytes, copied in once the length is known.
   char header[16 + 56];
   char* inner = header + 16;
   char* p = inner;
@@ -315,6 +327,11 @@ grpc::ByteBuffer EncodeSlice(int field, const SliceHeader& h, const void* values
   if (h.iteration != 0) p = PutVarint(h.iteration, PutTag(kIterationField, kVarint, p));
   if (h.offset != 0) p = PutVarint(h.offset, PutTag(kOffsetField, kVarint, p));
   if (h.shared_count != 0) p = PutVarint(h.shared_count, PutTag(kSharedCountField, kVarint, p));
+  if (h.has_scale_exponent) {
+    const uint32_t e = static_cast<uint32_t>(h.scale_exponent);
+    const uint32_t zigzag = (e << 1) ^ static_cast<uint32_t>(h.scale_exponent >> 31);
+    p = PutVarint(zigzag, PutTag(kScaleExponentField, kVarint, p));
+  }
   if (bytes > 0) p = PutVarint(bytes, PutTag(kValuesField, kLengthDelimited, p));
   const uint64_t inner_len = static_cast<uint64_t>(p - inner) + bytes;
 
@@ -323,8 +340,14 @@ grpc::ByteBuffer EncodeSlice(int field, const SliceHeader& h, const void* values
   const size_t prefix_len = q - prefix;
   char* start = inner - prefix_len;
   std::copy(prefix, q, start);
+  return grpc::Slice(start, p - start);
+}
 
-  grpc::Slice slices[2] = {grpc::Slice(start, p - start), grpc::Slice()};
+}  // namespace
+
+grpc::ByteBuffer EncodeSlice(int field, const SliceHeader& h, const void* values, size_t bytes,
+                             std::shared_ptr<const void> keepalive) {
+  grpc::Slice slices[2] = {SliceHeaderBytes(field, h, bytes), grpc::Slice()};
   if (bytes == 0) return grpc::ByteBuffer(slices, 1);
   // gRPC never writes through a slice it sends; the const_cast only fits its signature.
   void* data = const_cast<void*>(values);
@@ -335,6 +358,12 @@ grpc::ByteBuffer EncodeSlice(int field, const SliceHeader& h, const void* values
     slices[1] = grpc::Slice(data, bytes, grpc::Slice::STATIC_SLICE);
   }
   return grpc::ByteBuffer(slices, 2);
+}
+
+grpc::ByteBuffer EncodeSlice(int field, const SliceHeader& h, grpc::Slice values) {
+  const size_t bytes = values.size();
+  grpc::Slice slices[2] = {SliceHeaderBytes(field, h, bytes), std::move(values)};
+  return grpc::ByteBuffer(slices, bytes == 0 ? 1 : 2);
 }
 
 grpc::ByteBuffer EncodeMessage(const google::protobuf::MessageLite& m) {

@@ -67,6 +67,10 @@ struct SliceHeader {
   uint64_t iteration = 0;
   uint64_t offset = 0;
   uint64_t shared_count = 0;
+  // scale_exponent (float16 streams), written and read with its presence: present even
+  // when 0.
+  bool has_scale_exponent = false;
+  int32_t scale_exponent = 0;
 };
 
 // A top-level message whose oneof member number `field` is a SliceData with header `h`
@@ -74,7 +78,7 @@ struct SliceHeader {
 // kGradientField; ServerMessage: kParamsField — the caller picks the field of the
 // message type its stream carries). The buffer is two gRPC slices: a small hand-encoded
 // protobuf header (top-level tag and length, then slice_id, iteration, offset,
-// shared_count when non-zero, then the values tag and length) and one slice pointing at
+// shared_count when non-zero, scale_exponent when present, then the values tag and length) and one slice pointing at
 // `values` itself, not a copy. bytes == 0: no values field at all (shared_count messages).
 //
 // `keepalive` owns the memory at `values`: the value slice holds a reference to it and
@@ -88,6 +92,10 @@ struct SliceHeader {
 // Encoded size must stay below 2 GiB (protobuf's limit); p3 keeps slices far smaller.
 grpc::ByteBuffer EncodeSlice(int field, const SliceHeader& h, const void* values, size_t bytes,
                              std::shared_ptr<const void> keepalive);
+
+// The same with values already in a gRPC slice, e.g. one the caller allocated with
+// grpc::Slice(bytes) and encoded 16-bit values into (the buffer takes a reference).
+grpc::ByteBuffer EncodeSlice(int field, const SliceHeader& h, grpc::Slice values);
 
 // EncodeSlice and EncodeMessage share no state: safe to call from any thread.
 

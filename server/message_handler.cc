@@ -1,9 +1,11 @@
 #include "server/message_handler.h"
 
 #include <cstring>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "p3/status_macros.h"
+#include "p3/wire_dtype.h"
 #include "proto/wire.h"
 
 namespace p3 {
@@ -16,6 +18,30 @@ absl::StatusOr<int64_t> FloatCount(const std::string& bytes) {
         absl::StrCat("slice values have ", bytes.size(), " bytes, not a whole number of float32"));
   }
   return static_cast<int64_t>(bytes.size() / sizeof(float));
+}
+
+// The number of values in a gradient's `bytes` on a stream of `dtype`.
+absl::StatusOr<int64_t> ValueCount(const char* what, uint32_t slice_id, size_t bytes,
+                                   WireDType dtype) {
+  const size_t width = BytesPerValue(dtype);
+  if (bytes % width != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, " of slice ", slice_id, ": ", bytes, " bytes, not a whole number of ",
+                     WireDTypeName(dtype), " values (", width, " bytes each)"));
+  }
+  return static_cast<int64_t>(bytes / width);
+}
+
+// Initial values are float32 on every stream: a scale is refused.
+absl::Status CheckInitScale(uint32_t slice_id, bool has_scale) {
+  if (!has_scale) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      "initial values of slice ", slice_id, " with a scale_exponent (they are always float32)"));
+}
+
+std::optional<int> ScaleOf(bool has_scale, int32_t exponent) {
+  if (!has_scale) return std::nullopt;
+  return exponent;
 }
 
 // Where the values of a slice message with shared_count are: checked against the plan
@@ -107,12 +133,21 @@ absl::Status HandleWorkerMessage(ParameterShard* shard, int rank, const wire::Wo
         return absl::InvalidArgumentError(absl::StrCat("offset ", d.offset(), " is out of range"));
       }
       const int64_t offset = static_cast<int64_t>(d.offset());
+      const std::optional<int> scale = ScaleOf(d.has_scale_exponent(), d.scale_exponent());
+      if (msg.has_init()) P3_RETURN_IF_ERROR(CheckInitScale(d.slice_id(), scale.has_value()));
       int64_t n = 0;
       const float* values = nullptr;
       if (d.shared_count() != 0) {
         P3_ASSIGN_OR_RETURN(values, SharedSlice(d.slice_id(), d.offset(), d.shared_count(),
                                                 !d.values().empty(), msg.has_init(), shared));
         n = static_cast<int64_t>(d.shared_count());
+      } else if (msg.has_gradient()) {
+        // In the stream's dtype: decoded by the shard.
+        P3_ASSIGN_OR_RETURN(n, ValueCount("gradient", d.slice_id(), d.values().size(),
+                                           shard->wire_dtype()));
+        const std::vector<absl::string_view> segments = {d.values()};
+        return shard->Gradient(rank, static_cast<int>(d.slice_id()), d.iteration(), segments, n,
+                               offset, &handled->out, scale);
       } else {
         P3_ASSIGN_OR_RETURN(n, FloatCount(d.values()));
         // The shard copies the values out with memcpy: no alignment is assumed.
@@ -121,7 +156,7 @@ absl::Status HandleWorkerMessage(ParameterShard* shard, int rank, const wire::Wo
       if (msg.has_gradient()) {
         // The hot path: appends to the reused vector.
         return shard->Gradient(rank, static_cast<int>(d.slice_id()), d.iteration(), values, n,
-                               offset, &handled->out);
+                               offset, &handled->out, scale);
       }
       out = shard->Init(rank, static_cast<int>(d.slice_id()), values, n, offset);
       break;
@@ -165,15 +200,17 @@ absl::Status HandleWorkerMessage(ParameterShard* shard, int rank,
   if (h.slice_id > static_cast<uint32_t>(INT32_MAX)) {
     return absl::InvalidArgumentError(absl::StrCat("slice id ", h.slice_id, " is out of range"));
   }
-  if (msg.value_bytes % sizeof(float) != 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "slice values have ", msg.value_bytes, " bytes, not a whole number of float32"));
-  }
+  const bool init = msg.field == kInitField;
+  const std::optional<int> scale = ScaleOf(h.has_scale_exponent, h.scale_exponent);
+  if (init) P3_RETURN_IF_ERROR(CheckInitScale(h.slice_id, scale.has_value()));
+  // Gradients are in the stream's dtype, initial values in float32.
+  const WireDType dtype = init ? WireDType::kFloat32 : shard->wire_dtype();
+  P3_ASSIGN_OR_RETURN(const int64_t n, ValueCount(init ? "initial values" : "gradient", h.slice_id,
+                                                         msg.value_bytes, dtype));
   if (h.offset > static_cast<uint64_t>(INT64_MAX)) {
     return absl::InvalidArgumentError(absl::StrCat("offset ", h.offset, " is out of range"));
   }
   const int64_t offset = static_cast<int64_t>(h.offset);
-  const bool init = msg.field == kInitField;
   if (h.shared_count != 0) {
     P3_ASSIGN_OR_RETURN(const float* values,
                         SharedSlice(h.slice_id, h.offset, h.shared_count, msg.value_bytes != 0,
@@ -181,16 +218,15 @@ absl::Status HandleWorkerMessage(ParameterShard* shard, int rank,
     const int64_t count = static_cast<int64_t>(h.shared_count);
     if (!init) {
       return shard->Gradient(rank, static_cast<int>(h.slice_id), h.iteration, values, count,
-                             offset, &handled->out);
+                             offset, &handled->out, scale);
     }
     P3_ASSIGN_OR_RETURN(handled->out,
                         shard->Init(rank, static_cast<int>(h.slice_id), values, count, offset));
     return absl::OkStatus();
   }
-  const int64_t n = static_cast<int64_t>(msg.value_bytes / sizeof(float));
   if (!init) {
     return shard->Gradient(rank, static_cast<int>(h.slice_id), h.iteration, msg.values, n, offset,
-                           &handled->out);
+                           &handled->out, scale);
   }
   // Init: once per slice at the start; values in one piece are used where they are.
   const char* bytes = msg.values.empty() ? nullptr : msg.values[0].data();

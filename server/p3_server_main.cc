@@ -14,6 +14,7 @@
 #include "p3/allocator.h"
 #include "p3/checkpoint.h"
 #include "p3/file_util.h"
+#include "p3/wire_dtype.h"
 #include "proto/config.h"
 #include "proto/config_options.h"
 #include "server/parameter_server.h"
@@ -57,6 +58,8 @@ int main(int argc, char** argv) {
   options.max_message_params = config->scheduling().max_message_params();
   options.credit_bytes = config->scheduling().credit_bytes();
   options.shared_memory = config->scheduling().shared_memory();
+  // Validated with the config: one of the three names.
+  options.shard.wire_dtype = p3::ParseWireDType(config->scheduling().wire_dtype()).value();
   absl::StatusOr<p3::SecuritySettings> security = p3::SecurityFromConfig(*config);
   if (!security.ok()) {
     std::cerr << "p3_server " << index << ": " << security.status().message() << "\n";

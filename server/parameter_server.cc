@@ -21,6 +21,7 @@
 #include "p3/slice_plan.h"
 #include "p3/stall_report.h"
 #include "p3/status_macros.h"
+#include "p3/wire_dtype.h"
 #include "proto/raw_train.h"
 #include "proto/wire.h"
 #include "proto/wire_codec.h"
@@ -489,28 +490,48 @@ class ParameterServer::Impl {
   // back to back. The stream's buffers point into the shard's snapshot, which they keep
   // alive until gRPC has sent them (the shard then takes a fresh buffer for the next
   // version instead of overwriting this one).
+  //
+  // A 16-bit wire: the snapshot is the version encoded once for every worker; its bytes
+  // go out as they are, and a colocated worker gets them decoded into its parameters, the
+  // same float32 values it would decode from the stream.
   bool WriteParams(const Connection& conn, const Outgoing& out, TrainStream* stream) {
     SliceHeader header;
     header.slice_id = static_cast<uint32_t>(out.slice_id);
     header.iteration = out.iteration;
-    const int64_t n = static_cast<int64_t>(out.values->size());
+    const WireDType dtype = options_.shard.wire_dtype;
+    if (out.encoded != nullptr) {
+      header.has_scale_exponent = dtype == WireDType::kFloat16;
+      header.scale_exponent = out.encoded->scale_exponent;
+    }
+    const int64_t n = static_cast<int64_t>(out.encoded != nullptr ? out.encoded->values.size()
+                                                                  : out.values->size());
     if (conn.shared != nullptr) {
       // Straight into the worker's parameters; only the descriptor goes on the stream.
       // The worker reads this slice again only after it has the message (version order).
-      std::memcpy(conn.shared->params() + conn.plan->slices()[out.slice_id].offset,
-                  out.values->data(), n * sizeof(float));
+      float* dest = conn.shared->params() + conn.plan->slices()[out.slice_id].offset;
+      if (out.encoded != nullptr) {
+        DecodeValues(dtype, out.encoded->values.data(), n, out.encoded->scale_exponent, dest);
+      } else {
+        std::memcpy(dest, out.values->data(), n * sizeof(float));
+      }
       header.shared_count = static_cast<uint64_t>(n);
       return stream->Write(EncodeSlice(kParamsField, header, nullptr, 0, nullptr));
     }
-    const float* values = out.values->data();
+    const char* values = out.encoded != nullptr
+                             ? reinterpret_cast<const char*>(out.encoded->values.data())
+                             : reinterpret_cast<const char*>(out.values->data());
+    const size_t width = BytesPerValue(out.encoded != nullptr ? dtype : WireDType::kFloat32);
+    std::shared_ptr<const void> keepalive =
+        out.encoded != nullptr ? std::shared_ptr<const void>(out.encoded)
+                               : std::shared_ptr<const void>(out.values);
     // Write-through: the write completes once the bytes are in the kernel, so that the
     // link queue's credit counts what is really still waiting above the socket.
     const grpc::WriteOptions through = grpc::WriteOptions().set_write_through();
     return WriteInParts(n, options_.max_message_params, [&](int64_t offset, int64_t count) {
       header.offset = static_cast<uint64_t>(offset);
-      return stream->Write(
-          EncodeSlice(kParamsField, header, values + offset, count * sizeof(float), out.values),
-          through);
+      return stream->Write(EncodeSlice(kParamsField, header, values + offset * width,
+                                       count * width, keepalive),
+                           through);
     });
   }
 
@@ -542,7 +563,11 @@ class ParameterServer::Impl {
     for (const Outgoing& o : out) {
       auto it = streams_.find(o.rank);
       if (it == streams_.end()) continue;  // that worker's stream has ended
-      const int64_t bytes = o.values ? static_cast<int64_t>(o.values->size() * sizeof(float)) : 0;
+      // The bytes on the wire (2 per value on a 16-bit one), for the link's credit.
+      const int64_t bytes =
+          o.encoded   ? static_cast<int64_t>(o.encoded->values.size() * sizeof(uint16_t))
+          : o.values ? static_cast<int64_t>(o.values->size() * sizeof(float))
+                     : 0;
       it->second->Push(Pending{.kind = Pending::Kind::kOutgoing, .out = o}, o.priority,
                              o.slice_id, bytes);
     }

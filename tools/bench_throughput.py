@@ -70,7 +70,7 @@ TCP_GOODPUT = 0.957  # payload share of a tbf-shaped link (docs/network.md)
 FIELDS = ["time_utc", "model", "system", "mode", "bandwidth_gbps", "batch_per_worker", "workers",
           "slice_params", "iterations", "warmup", "samples_per_second", "mean_samples_per_second",
           "rank0_samples_per_second", "wall_seconds", "bytes_sent_rank0", "load1", "status",
-          "output_dir"]
+          "output_dir", "wire_dtype"]
 
 
 def throughput(per_worker_seconds, batch, warmup):
@@ -99,16 +99,19 @@ def load1():
 def append_row(path, row):
     new = not os.path.exists(path)
     os.makedirs(os.path.dirname(path), exist_ok=True)
+    # A raw.csv from before a column was added keeps its own columns.
+    fields = FIELDS if new else next(csv.reader(open(path)))
     with open(path, "a", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=FIELDS)
+        w = csv.DictWriter(f, fieldnames=fields, extrasaction="ignore")
         if new:
             w.writeheader()
-        w.writerow({k: row.get(k, "") for k in FIELDS})
+        w.writerow({k: row.get(k, "") for k in fields})
     print("[bench] " + " ".join(f"{k}={row.get(k, '')}" for k in FIELDS[1:12]), flush=True)
 
 
-def run_p3(a, mode, bw, slice_params, workers=2, trace=False, tag=""):
-    name = f"{a.model}_{mode}_bw{bw}_s{slice_params}_w{workers}{tag}"
+def run_p3(a, mode, bw, slice_params, workers=2, trace=False, tag="", wire_dtype="float32"):
+    dtype_tag = "" if wire_dtype == "float32" else f"_{wire_dtype}"
+    name = f"{a.model}_{mode}_bw{bw}_s{slice_params}_w{workers}{dtype_tag}{tag}"
     out = os.path.join(a.out, "runs", name + time.strftime("_%H%M%S", time.gmtime()))
     cmd = [LAUNCHER, f"--config={base_config(a.model)}", f"--server_binary={SERVER}",
            f"--worker_binary={WORKER}", f"--set=name={name}", f"--set=mode={mode}",
@@ -118,6 +121,7 @@ def run_p3(a, mode, bw, slice_params, workers=2, trace=False, tag=""):
            f"--set=scheduling.slice_params={slice_params}",
            f"--set=cluster.workers={workers}", f"--set=cluster.servers={workers}",
            f"--set=network.bandwidth_gbps={bw if mode != 'local' else 0}",
+           f"--set=scheduling.wire_dtype={wire_dtype}",
            f"--set=output_dir={out}"]
     if a.model in TOKEN_MODELS:
         cmd += ["--set=data.dataset=synthetic_tokens", f"--set=model.seq_len={a.seq_len}"]
@@ -129,7 +133,7 @@ def run_p3(a, mode, bw, slice_params, workers=2, trace=False, tag=""):
     row = {"time_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "model": a.model,
            "system": "p3", "mode": mode, "bandwidth_gbps": bw, "batch_per_worker": a.batch,
            "workers": workers, "slice_params": slice_params, "iterations": a.iterations,
-           "warmup": a.warmup, "load1": load1(), "output_dir": out}
+           "warmup": a.warmup, "load1": load1(), "output_dir": out, "wire_dtype": wire_dtype}
     t0 = time.time()
     with open(os.path.join(a.out, "launcher.log"), "a") as log:
         log.write("$ " + " ".join(cmd) + "\n")
@@ -266,8 +270,9 @@ def cmd_run(a):
         if a.local:
             run_p3(a, "local", 0, a.slice_params, workers=1, tag=f"_r{rep}")
         for bw in bws:
-            for m in modes:  # modes side by side at each bandwidth
-                run_p3(a, m, bw, a.slice_params, tag=f"_r{rep}")
+            for m in modes:  # modes (and wire dtypes) side by side at each bandwidth
+                for dtype in [d for d in a.wire_dtypes.split(",") if d]:
+                    run_p3(a, m, bw, a.slice_params, tag=f"_r{rep}", wire_dtype=dtype)
             if a.ddp:
                 run_ddp(a, bw)
         for s in [int(x) for x in a.slices.split(",") if x]:
@@ -303,15 +308,16 @@ def cmd_sweep(a, parser):
         cmd_run(parser.parse_args(["run", f"--model={model}", f"--out={a.out}"] + extra))
 
 
-def bandwidth_bound(model, bw, batch, workers=2):
+def bandwidth_bound(model, bw, batch, workers=2, bytes_per_value=4):
     """Samples/s if each machine link carried its bytes at the TCP goodput and nothing else
     took time. With 2 machines (colocated worker + server each), machine 0's upload carries
     worker 0's pushes of the slices server 1 owns AND server 0's replies to worker 1 for the
     slices server 0 owns: all P parameters (4 bytes each) per iteration, each direction,
-    whatever the slice assignment. DDP's ring all-reduce with 2 ranks sends the same P."""
+    whatever the slice assignment. DDP's ring all-reduce with 2 ranks sends the same P.
+    bytes_per_value=2: the same on a 16-bit wire (scheduling.wire_dtype)."""
     if bw <= 0:
         return float("inf")
-    seconds = PARAMS[model] * 4 * 8 / (bw * 1e9 * TCP_GOODPUT)
+    seconds = PARAMS[model] * bytes_per_value * 8 / (bw * 1e9 * TCP_GOODPUT)
     return batch * workers / seconds
 
 
@@ -406,7 +412,9 @@ def markdown_tables(agg, rows, default_slice):
 
 def cmd_report(a):
     rows = [r for r in csv.DictReader(open(os.path.join(a.out, "raw.csv")))
-            if r["status"] == "ok" and "_trace" not in r["output_dir"]]  # traced: apart
+            if r["status"] == "ok" and "_trace" not in r["output_dir"]  # traced: apart
+            # 16-bit wire runs: tools/wire_dtype_report.py
+            and r.get("wire_dtype", "float32") in ("", "float32")]
     groups = {}
     for r in rows:
         key = (r["model"], r["mode"], float(r["bandwidth_gbps"]), int(r["batch_per_worker"]),
@@ -566,6 +574,9 @@ def main():
     r.add_argument("--slice_params", type=int, default=40000)
     r.add_argument("--slices", default="", help="extra p3 runs at the first bandwidth")
     r.add_argument("--runs", type=int, default=1)
+    r.add_argument("--wire_dtypes", default="float32",
+                   help="scheduling.wire_dtype of each mode's runs, interleaved, e.g. "
+                        "float32,bfloat16,float16")
     r.add_argument("--ddp", action="store_true")
     r.add_argument("--local", action="store_true")
     r.add_argument("--one_plus_one", action="store_true")

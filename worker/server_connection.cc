@@ -12,6 +12,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/synchronization/notification.h"
 #include "p3/stall_report.h"
+#include "p3/wire_dtype.h"
 #include "proto/raw_train.h"
 #include "proto/wire.h"
 #include "proto/wire_codec.h"
@@ -141,7 +142,13 @@ bool ServerConnection::WriteValues(const Upstream& up, int64_t bytes) {
   header.slice_id = static_cast<uint32_t>(up.slice_id);
   header.iteration = up.iteration;
   const int field = up.kind == Upstream::Kind::kInit ? kInitField : kGradientField;
-  const int64_t n = bytes / static_cast<int64_t>(sizeof(float));
+  // float32, or the 16-bit wire's dtype with (float16) the slice's scale: the same for
+  // every part, and also on a shared-memory descriptor, where the server applies it.
+  const ValueEncoding encoding = core_->Encoding(up);
+  header.has_scale_exponent = encoding.scale_exponent.has_value();
+  header.scale_exponent = encoding.scale_exponent.value_or(0);
+  const int64_t width = static_cast<int64_t>(BytesPerValue(encoding.dtype));
+  const int64_t n = bytes / width;
   if (shared_memory()) {
     // The server reads the values from the shared buffers: only the descriptor goes.
     header.shared_count = static_cast<uint64_t>(n);
@@ -152,11 +159,21 @@ bool ServerConnection::WriteValues(const Upstream& up, int64_t bytes) {
   // has merely buffered them, so that the link queue's credit counts what is really
   // still waiting above the socket.
   const grpc::WriteOptions through = grpc::WriteOptions().set_write_through();
+  bytes_sent_ += bytes;
+  if (encoding.dtype != WireDType::kFloat32) {
+    // Encoded straight from the gradient buffer into the memory of the slice gRPC sends:
+    // the conversion replaces the copy, and the buffer is gRPC's to free.
+    return WriteInParts(n, options_.max_message_params, [&](int64_t offset, int64_t count) {
+      header.offset = static_cast<uint64_t>(offset);
+      grpc::Slice values(static_cast<size_t>(count * width));
+      core_->EncodeValues(up, encoding, offset, count, const_cast<uint8_t*>(values.begin()));
+      return stream_->Write(EncodeSlice(field, header, std::move(values)), through);
+    });
+  }
   // No copy: gRPC's slices point into the worker's buffers. The protocol keeps them
   // unchanged until the server has received them: a gradient's region is written again
   // only in the next backward pass, after the updated values, which need every worker's
   // gradient, have come back; the parameters sent by Init, only by the servers' values.
-  bytes_sent_ += bytes;
   return WriteInParts(n, options_.max_message_params, [&](int64_t offset, int64_t count) {
     header.offset = static_cast<uint64_t>(offset);
     return stream_->Write(EncodeSlice(field, header, core_->Values(up, offset),
@@ -242,6 +259,8 @@ void ServerConnection::ReadLoop() {
       received.segments.clear();
       received.bytes = 0;
       received.in_place_count = 0;
+      received.scale_exponent.reset();
+      if (h.has_scale_exponent) received.scale_exponent = h.scale_exponent;
       if (h.shared_count != 0) {
         if (!shared_memory() || msg.value_bytes != 0 ||
             h.shared_count > static_cast<uint64_t>(INT64_MAX / sizeof(float))) {
@@ -253,7 +272,9 @@ void ServerConnection::ReadLoop() {
           break;
         }
         received.in_place_count = static_cast<int64_t>(h.shared_count);
-        bytes_shared_ += received.in_place_count * static_cast<int64_t>(sizeof(float));
+        // Counted as the stream would have carried them (2 bytes a value on a 16-bit wire).
+        bytes_shared_ += received.in_place_count *
+                         static_cast<int64_t>(BytesPerValue(core_->wire_dtype()));
       } else {
         received.segments.assign(msg.values.begin(), msg.values.end());
         received.bytes = msg.value_bytes;

@@ -26,6 +26,7 @@
 #include "p3/progress.h"
 #include "p3/stats.h"
 #include "p3/status_macros.h"
+#include "p3/wire_dtype.h"
 #include "proto/config.h"
 #include "proto/config_options.h"
 #include "worker/worker.h"
@@ -123,6 +124,7 @@ absl::StatusOr<WorkerOptions> WorkerOptionsFromConfig(const config::ExperimentCo
   wo.split_threshold = config.scheduling().split_threshold();
   wo.max_message_params = config.scheduling().max_message_params();
   wo.credit_bytes = config.scheduling().credit_bytes();
+  P3_ASSIGN_OR_RETURN(wo.wire_dtype, ParseWireDType(config.scheduling().wire_dtype()));
   wo.shared_memory_servers = config::SharedMemoryServers(config, options.rank);
   wo.peer_timeout = absl::Seconds(config.cluster().peer_timeout_s());
   wo.stall_report = absl::Seconds(config.cluster().stall_report_s());

@@ -24,6 +24,7 @@
 #define P3_WORKER_TRANSPORT_H_
 
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -36,10 +37,12 @@ namespace p3 {
 // The values of one received part: bytes to copy, or values the server has written
 // into the parameters itself (shared memory with a colocated server).
 struct ReceivedValues {
-  // Raw float32 bytes, in order, possibly split at any byte (a message's buffers), valid
-  // during the call only; `bytes` in all.
+  // Raw bytes in the wire's dtype (float32, bfloat16 or float16), in order, possibly split
+  // at any byte (a message's buffers), valid during the call only; `bytes` in all.
   std::vector<absl::string_view> segments;
   size_t bytes = 0;
+  // The message's scale_exponent (float16 streams), when it has one.
+  std::optional<int> scale_exponent;
   // Non-zero: no bytes; this many values are in place in the parameters already.
   int64_t in_place_count = 0;
 };

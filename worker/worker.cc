@@ -58,7 +58,8 @@ class Worker::Impl : public TransportListener {
     core_ = std::make_unique<WorkerCore>(
         WorkerCoreOptions{.rank = options_.rank,
                           .num_servers = static_cast<int>(options_.servers.size()),
-                          .values_on_push = traits_.values_on_push},
+                          .values_on_push = traits_.values_on_push,
+                          .wire_dtype = options_.wire_dtype},
         &plan_, flat_params_.data_ptr<float>(), flat_grads_.data_ptr<float>(), &tracker_);
     for (size_t t = 0; t < params_.size(); ++t) {
       const int tensor = static_cast<int>(t);
@@ -297,7 +298,8 @@ class Worker::Impl : public TransportListener {
     absl::StatusOr<bool> complete =
         values.in_place_count != 0
             ? core_->ParamsInPlace(server, slice_id, version, offset, values.in_place_count)
-            : core_->Params(server, slice_id, version, offset, values.segments, values.bytes);
+            : core_->Params(server, slice_id, version, offset, values.segments, values.bytes,
+                            values.scale_exponent);
     if (!complete.ok()) Fail(complete.status());
   }
 
@@ -546,6 +548,7 @@ absl::StatusOr<std::unique_ptr<Worker>> Worker::Create(const WorkerOptions& opti
   sig.plan.num_servers = sig.num_servers;
   sig.values_on_push = traits.values_on_push;
   sig.priority = traits.priority;
+  sig.wire_dtype = options.wire_dtype;
   std::vector<TensorEntry> entries;
   std::vector<torch::Tensor> params;
   std::vector<std::string> names;

@@ -39,6 +39,7 @@
 #include "p3/mode.h"
 #include "p3/slice_plan.h"
 #include "p3/trace.h"
+#include "p3/wire_dtype.h"
 
 namespace p3 {
 namespace models {
@@ -66,6 +67,11 @@ struct WorkerOptions {
   // this credit); one message is always allowed, however large. 0: one message at a time
   // on the link. Default: 0.
   int64_t credit_bytes = 0;
+  // How gradients go up and values come down (scheduling.wire_dtype): float32, or 16 bits
+  // (bfloat16; float16 scaled per slice by a power of two). The parameters stay float32:
+  // they are the servers' float32 master values rounded to this dtype. The servers must
+  // be configured the same (the handshake refuses a mismatch). Default: float32.
+  WireDType wire_dtype = WireDType::kFloat32;
   // Servers on this worker's machine (indices into `servers`): the worker's parameters
   // and gradients live in shared memory (p3/shared_memory.h) that these servers map, so
   // that slice values between them never cross a socket; only descriptors go over the

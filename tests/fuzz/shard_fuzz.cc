@@ -2,12 +2,13 @@
 // ParameterShard) fed arbitrary bytes as a sequence of worker messages.
 //
 // Input layout: byte 0 picks the scenario (bit 0: values on push; bit 1: parse the first
-// chunk as the Hello instead of using a valid one). The rest is a sequence of chunks,
+// chunk as the Hello instead of using a valid one; bits 2-3: the wire dtype, 1 bfloat16,
+// 2 float16, else float32). The rest is a sequence of chunks,
 // each a 2-byte little-endian length, a rank byte (0 or 1) and that many bytes of a
 // serialized WorkerMessage.
 //
 // Whatever the bytes, the handler must not crash, and every answer must be well formed:
-// parameter messages carry exactly the slice's number of values.
+// parameter messages carry exactly the slice's number of values (encoded on a 16-bit wire).
 //
 // Differential: a second shard gets every message through the servers' real receive path
 // instead (proto/wire_codec.h's Decode over the bytes cut into two gRPC slices, then the
@@ -25,6 +26,7 @@
 #include <grpcpp/support/slice.h>
 
 #include "p3/parameter_shard.h"
+#include "p3/wire_dtype.h"
 #include "proto/p3.pb.h"
 #include "proto/wire.h"
 #include "proto/wire_codec.h"
@@ -33,13 +35,25 @@
 
 namespace {
 
-p3::wire::Hello ValidHello(int rank, bool values_on_push) {
+p3::WireDType DTypeOf(uint8_t scenario) {
+  switch ((scenario >> 2) & 3) {
+    case 1:
+      return p3::WireDType::kBFloat16;
+    case 2:
+      return p3::WireDType::kFloat16;
+    default:
+      return p3::WireDType::kFloat32;
+  }
+}
+
+p3::wire::Hello ValidHello(int rank, bool values_on_push, p3::WireDType dtype) {
   p3::ClusterSignature sig;
   sig.num_workers = 2;
   sig.num_servers = 1;
   sig.tensors = {{"w", {4, 5}, "float32"}, {"b", {5}, "float32"}};
   sig.plan.slice_params = 8;  // w: 3 slices (8, 8, 4), b: 1 slice
   sig.values_on_push = values_on_push;
+  sig.wire_dtype = dtype;
   p3::wire::Hello hello;
   p3::SignatureToHello(sig, &hello);
   hello.set_rank(rank);
@@ -61,8 +75,16 @@ void CheckOutgoing(const p3::ParameterShard& shard, const std::vector<p3::Outgoi
     Check(plan.has_value() && o.slice_id >= 0 &&
           o.slice_id < static_cast<int>(plan->slices().size()));
     if (o.kind == p3::Outgoing::Kind::kParams) {
-      Check(o.values != nullptr &&
-            static_cast<int64_t>(o.values->size()) == plan->slices()[o.slice_id].length);
+      const int64_t length = plan->slices()[o.slice_id].length;
+      if (shard.wire_dtype() == p3::WireDType::kFloat32) {
+        Check(o.values != nullptr && o.encoded == nullptr &&
+              static_cast<int64_t>(o.values->size()) == length);
+      } else {
+        Check(o.values == nullptr && o.encoded != nullptr &&
+              static_cast<int64_t>(o.encoded->values.size()) == length);
+        Check(o.encoded->scale_exponent >= p3::kMinScaleExponent &&
+              o.encoded->scale_exponent <= p3::kMaxScaleExponent);
+      }
     }
   }
 }
@@ -71,7 +93,12 @@ bool SameOutgoing(const std::vector<p3::Outgoing>& a, const std::vector<p3::Outg
   if (a.size() != b.size()) return false;
   for (size_t i = 0; i < a.size(); ++i) {
     if (a[i].kind != b[i].kind || a[i].rank != b[i].rank || a[i].slice_id != b[i].slice_id ||
-        a[i].iteration != b[i].iteration || (a[i].values == nullptr) != (b[i].values == nullptr)) {
+        a[i].iteration != b[i].iteration || (a[i].values == nullptr) != (b[i].values == nullptr) ||
+        (a[i].encoded == nullptr) != (b[i].encoded == nullptr)) {
+      return false;
+    }
+    if (a[i].encoded != nullptr && (a[i].encoded->values != b[i].encoded->values ||
+                                    a[i].encoded->scale_exponent != b[i].encoded->scale_exponent)) {
       return false;
     }
     // Bit for bit: fuzzed values include NaNs, which never compare equal as floats.
@@ -99,6 +126,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size < 1) return 0;
   const bool values_on_push = data[0] & 1;
   const bool fuzz_hello = data[0] & 2;
+  const p3::WireDType dtype = DTypeOf(data[0]);
   size_t pos = 1;
   auto next_chunk = [&](int* rank, std::string* bytes) {
     if (pos + 3 > size) return false;
@@ -115,6 +143,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   options.num_workers = 2;
   options.checkpoint_every = 2;
   options.on_checkpoint = [](p3::ShardCheckpoint c) { Check(c.slices.size() == 4); };
+  options.wire_dtype = dtype;
   p3::ParameterShard shard(options);
   p3::ParameterShard twin(options);  // the same messages through the codec
 
@@ -135,8 +164,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   for (int r = 0; r < 2; ++r) {
     if (joined[r]) continue;
-    auto result = p3::HandleHello(&shard, ValidHello(r, values_on_push), 0);
-    auto twin_result = p3::HandleHello(&twin, ValidHello(r, values_on_push), 0);
+    auto result = p3::HandleHello(&shard, ValidHello(r, values_on_push, dtype), 0);
+    auto twin_result = p3::HandleHello(&twin, ValidHello(r, values_on_push, dtype), 0);
     Check(result.ok() == twin_result.ok());
     if (result.ok()) joined[r] = true;  // refused when a fuzzed Hello fixed another model
   }
@@ -163,10 +192,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   return 0;
 }
 
-// Valid, interesting inputs to start from: a full iteration of both workers.
+// Valid, interesting inputs to start from: a full iteration of both workers, on a float32
+// wire (with and without values on push) and on the 16-bit ones.
 std::vector<std::string> FuzzSeeds() {
   std::vector<std::string> seeds;
-  for (int scenario = 0; scenario < 2; ++scenario) {
+  for (int scenario : {0, 1, 1 | (1 << 2), 1 | (2 << 2), 0 | (2 << 2)}) {
+    const p3::WireDType dtype = DTypeOf(static_cast<uint8_t>(scenario));
     std::string input(1, static_cast<char>(scenario));
     auto add = [&](int rank, const p3::wire::WorkerMessage& msg) {
       std::string bytes = msg.SerializeAsString();
@@ -188,9 +219,11 @@ std::vector<std::string> FuzzSeeds() {
           p3::wire::WorkerMessage grad;
           grad.mutable_gradient()->set_slice_id(s);
           grad.mutable_gradient()->set_iteration(it);
-          grad.mutable_gradient()->set_values(std::string(lengths[s] * sizeof(float), '\x02'));
+          grad.mutable_gradient()->set_values(
+              std::string(lengths[s] * p3::BytesPerValue(dtype), '\x02'));
+          if (dtype == p3::WireDType::kFloat16) grad.mutable_gradient()->set_scale_exponent(-3);
           add(r, grad);
-          if (scenario == 0) {
+          if ((scenario & 1) == 0) {
             p3::wire::WorkerMessage pull;
             pull.mutable_pull()->set_slice_id(s);
             pull.mutable_pull()->set_version(it + 1);

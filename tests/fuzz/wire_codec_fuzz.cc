@@ -60,6 +60,8 @@ void Differential(const std::vector<grpc::Slice>& slices, const std::string& byt
   Check(decoded.header.iteration == slice->iteration());
   Check(decoded.header.offset == slice->offset());
   Check(decoded.header.shared_count == slice->shared_count());
+  Check(decoded.header.has_scale_exponent == slice->has_scale_exponent());
+  Check(decoded.header.scale_exponent == slice->scale_exponent());
   Check(decoded.value_bytes == slice->values().size());
   std::string values;
   for (absl::string_view part : decoded.values) values.append(part.data(), part.size());
@@ -118,6 +120,11 @@ std::vector<std::string> FuzzSeeds() {
   w.mutable_gradient()->set_shared_count(40000);
   messages[0].push_back(w.SerializeAsString());
   w.Clear();
+  w.mutable_gradient()->set_slice_id(2);
+  w.mutable_gradient()->set_scale_exponent(-24);  // a float16 gradient
+  w.mutable_gradient()->set_values(std::string(10, '\x04'));
+  messages[0].push_back(w.SerializeAsString());
+  w.Clear();
   w.mutable_pull()->set_slice_id(2);
   w.mutable_pull()->set_version(5);
   messages[0].push_back(w.SerializeAsString());
@@ -131,6 +138,11 @@ std::vector<std::string> FuzzSeeds() {
   s.mutable_params()->set_slice_id(2);
   s.mutable_params()->set_iteration(9);
   s.mutable_params()->set_values(std::string(16, '\x03'));
+  messages[1].push_back(s.SerializeAsString());
+  s.Clear();
+  s.mutable_params()->set_slice_id(2);
+  s.mutable_params()->set_scale_exponent(0);  // present though 0
+  s.mutable_params()->set_values(std::string(6, '\x05'));
   messages[1].push_back(s.SerializeAsString());
   s.Clear();
   s.mutable_ack()->set_slice_id(1);

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstring>
 #include <random>
+#include <string>
 #include <vector>
 
 #include <catch2/catch.hpp>
@@ -174,6 +175,99 @@ CATCH_TEST_CASE("wire dtype names parse, and an unknown one lists the allowed on
   CATCH_CHECK(absl::IsInvalidArgument(bad.status()));
   CATCH_CHECK(bad.status().message().find("allowed: float32, bfloat16, float16") !=
               absl::string_view::npos);
+}
+
+// --- The message-level functions the transports use.
+
+std::vector<float> SomeValues(int n, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> normal(0.0f, 1e-3f);
+  std::vector<float> v(n);
+  for (float& x : v) x = normal(rng);
+  v[n / 2] = 0.0f;
+  v[n / 3] = -3.5e-9f;  // far below the rest: a float16 subnormal after scaling
+  return v;
+}
+
+bool SameBits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+CATCH_TEST_CASE("encoded values decode exactly, at any alignment, and match RoundToWire") {
+  const int n = 2500;  // more than one internal block of 1024
+  const std::vector<float> in = SomeValues(n, 1);
+  for (WireDType dtype : {WireDType::kFloat32, WireDType::kBFloat16, WireDType::kFloat16}) {
+    CATCH_CAPTURE(WireDTypeName(dtype));
+    const int e = dtype == WireDType::kFloat16 ? Float16ScaleExponent(in.data(), n) : 0;
+    std::vector<float> rounded(n);
+    RoundToWire(dtype, in.data(), n, e, rounded.data());
+    for (size_t shift : {0, 1, 3}) {  // misaligned output and input bytes
+      std::vector<char> bytes(n * BytesPerValue(dtype) + 8);
+      EncodeValues(dtype, in.data(), n, e, bytes.data() + shift);
+      std::vector<float> out(n);
+      DecodeValues(dtype, bytes.data() + shift, n, e, out.data());
+      CATCH_CHECK(SameBits(out, rounded));
+    }
+    if (dtype == WireDType::kFloat32) CATCH_CHECK(SameBits(rounded, in));
+    if (dtype != WireDType::kFloat32) CATCH_CHECK_FALSE(SameBits(rounded, in));
+    // Rounding is idempotent with the same scale, in place too.
+    std::vector<float> again = rounded;
+    RoundToWire(dtype, again.data(), n, e, again.data());
+    CATCH_CHECK(SameBits(again, rounded));
+  }
+}
+
+CATCH_TEST_CASE("values cut into segments at any byte decode as the whole does") {
+  const int n = 37;
+  const std::vector<float> in = SomeValues(n, 2);
+  for (WireDType dtype : {WireDType::kFloat32, WireDType::kBFloat16, WireDType::kFloat16}) {
+    CATCH_CAPTURE(WireDTypeName(dtype));
+    const int e = dtype == WireDType::kFloat16 ? Float16ScaleExponent(in.data(), n) : 0;
+    std::string bytes(n * BytesPerValue(dtype), '\0');
+    EncodeValues(dtype, in.data(), n, e, bytes.data());
+    std::vector<float> whole(n);
+    DecodeValues(dtype, bytes.data(), n, e, whole.data());
+    // Every pair of cut positions, including empty segments and cuts inside a value.
+    for (size_t a = 0; a <= bytes.size(); a += 1) {
+      for (size_t b = a; b <= bytes.size(); b += 3) {
+        const std::vector<absl::string_view> segments = {
+            absl::string_view(bytes.data(), a), absl::string_view(bytes.data() + a, b - a),
+            absl::string_view(bytes.data() + b, bytes.size() - b)};
+        std::vector<float> out(n, -1.0f);
+        DecodeSegments(dtype, segments, e, out.data());
+        CATCH_REQUIRE(SameBits(out, whole));
+      }
+    }
+  }
+}
+
+CATCH_TEST_CASE("the float16 scale exponent is that of Float16Scale and guards both ends") {
+  std::vector<float> tiny = {2e-9f, -3e-10f, 1e-9f};  // below half float16's smallest subnormal
+  std::vector<float> huge = {1e6f, -7e5f, 3.0f};     // beyond float16's largest, 65504
+  for (const std::vector<float>& v : {tiny, huge}) {
+    const int e = Float16ScaleExponent(v.data(), 3);
+    CATCH_CHECK(std::ldexp(1.0f, e) == Float16Scale(v.data(), 3));
+    std::vector<float> rounded(3);
+    RoundToWire(WireDType::kFloat16, v.data(), 3, e, rounded.data());
+    for (int i = 0; i < 3; ++i) {
+      CATCH_CAPTURE(v[i], rounded[i]);
+      CATCH_CHECK(std::isfinite(rounded[i]));
+      CATCH_CHECK(rounded[i] != 0.0f);
+      CATCH_CHECK(std::fabs(rounded[i] - v[i]) <= std::fabs(v[i]) * 1e-2);  // kept, not lost
+    }
+    // Without the scale the same values underflow to 0 or overflow to infinity.
+    RoundToWire(WireDType::kFloat16, v.data(), 3, 0, rounded.data());
+    CATCH_CHECK((rounded[0] == 0.0f || std::isinf(rounded[0])));
+  }
+  CATCH_CHECK(Float16ScaleExponent(huge.data(), 3) < 0);
+  CATCH_CHECK(Float16ScaleExponent(tiny.data(), 3) > 0);
+  // Non-finite values keep scale 1 and travel as what they are.
+  std::vector<float> bad = {1.0f, NAN, INFINITY};
+  CATCH_CHECK(Float16ScaleExponent(bad.data(), 3) == 0);
+  std::vector<float> rounded(3);
+  RoundToWire(WireDType::kFloat16, bad.data(), 3, 0, rounded.data());
+  CATCH_CHECK(std::isnan(rounded[1]));
+  CATCH_CHECK(std::isinf(rounded[2]));
 }
 
 }  // namespace

@@ -2,11 +2,13 @@
 
 #include <catch2/catch.hpp>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "p3/slice_plan.h"
 #include "p3/version_tracker.h"
+#include "p3/wire_dtype.h"
 
 namespace p3 {
 namespace {
@@ -389,6 +391,101 @@ CATCH_TEST_CASE(
   absl::StatusOr<std::vector<ToServer>> out = f.core.Resume({UINT64_MAX, 3});
   CATCH_REQUIRE(out.ok());
   CATCH_CHECK(f.core.start_version() == 3);
+}
+
+// --- A 16-bit wire.
+struct WireFixture {
+  explicit WireFixture(WireDType dtype)
+      : plan(TestPlan()),
+        params(plan.total_params(), -1.0f),
+        grads(plan.total_params(), 0.0f),
+        tracker(static_cast<int>(plan.slices().size())),
+        core({.rank = 0, .num_servers = 2, .values_on_push = true, .wire_dtype = dtype}, &plan,
+             params.data(), grads.data(), &tracker) {
+    for (size_t i = 0; i < grads.size(); ++i) grads[i] = 1e-3f * (static_cast<float>(i) + 0.37f);
+  }
+  SlicePlan plan;
+  std::vector<float> params;
+  std::vector<float> grads;
+  VersionTracker tracker;
+  WorkerCore core;
+};
+
+CATCH_TEST_CASE("on a 16-bit wire a gradient is 2 bytes a value, initial values stay 4") {
+  for (WireDType dtype : {WireDType::kBFloat16, WireDType::kFloat16}) {
+    CATCH_CAPTURE(WireDTypeName(dtype));
+    WireFixture f(dtype);
+    absl::StatusOr<std::vector<ToServer>> inits = f.core.Start({0, 0});
+    CATCH_REQUIRE(inits.ok());
+    CATCH_CHECK((*inits)[0].bytes == 4 * 4);  // slice 0: 4 values of float32
+    CATCH_CHECK(f.core.Encoding((*inits)[0].message).dtype == WireDType::kFloat32);
+    CATCH_CHECK_FALSE(f.core.Encoding((*inits)[0].message).scale_exponent.has_value());
+    absl::StatusOr<ToServer> g = f.core.Gradient(3, 0);
+    CATCH_REQUIRE(g.ok());
+    CATCH_CHECK(g->bytes == 3 * 2);  // slice 3: 3 values of 2 bytes
+    const ValueEncoding e = f.core.Encoding(g->message);
+    CATCH_CHECK(e.dtype == dtype);
+    // float16: the scale of the whole slice 3 (values 10..12 of the gradient buffer).
+    CATCH_CHECK(e.scale_exponent.has_value() == (dtype == WireDType::kFloat16));
+    if (e.scale_exponent) {
+      CATCH_CHECK(*e.scale_exponent == Float16ScaleExponent(f.grads.data() + 10, 3));
+    }
+    // The encoded bytes of the part [1, 3) are those of the gradient's values 11 and 12.
+    std::string got(4, '\0');
+    f.core.EncodeValues(g->message, e, 1, 2, got.data());
+    std::string want(4, '\0');
+    EncodeValues(dtype, f.grads.data() + 11, 2, e.scale_exponent.value_or(0), want.data());
+    CATCH_CHECK(got == want);
+  }
+}
+
+CATCH_TEST_CASE("16-bit values from a server are decoded into the float32 parameters") {
+  for (WireDType dtype : {WireDType::kBFloat16, WireDType::kFloat16}) {
+    CATCH_CAPTURE(WireDTypeName(dtype));
+    WireFixture f(dtype);
+    const std::vector<float> values = {0.1f, -2.5e-4f, 3.0f, 1234.5f};
+    const std::optional<int> scale =
+        dtype == WireDType::kFloat16 ? std::optional<int>(Float16ScaleExponent(values.data(), 4))
+                                     : std::nullopt;
+    std::string bytes(8, '\0');
+    EncodeValues(dtype, values.data(), 4, scale.value_or(0), bytes.data());
+    std::vector<float> want(4);
+    DecodeValues(dtype, bytes.data(), 4, scale.value_or(0), want.data());
+    // Slice 0 (4 values, server 0) in two segments cut inside the second value.
+    const std::vector<absl::string_view> segments = {absl::string_view(bytes.data(), 3),
+                                                     absl::string_view(bytes.data() + 3, 5)};
+    absl::StatusOr<bool> done = f.core.Params(0, 0, 1, 0, segments, 8, scale);
+    CATCH_REQUIRE(done.ok());
+    CATCH_CHECK(*done);
+    CATCH_CHECK(std::vector<float>(f.params.begin(), f.params.begin() + 4) == want);
+    CATCH_CHECK(want != values);  // rounded
+  }
+}
+
+CATCH_TEST_CASE("a server's 16-bit values that do not fit the stream are refused") {
+  WireFixture bf(WireDType::kBFloat16);
+  const std::string bytes(8, '\0');
+  // An odd byte count.
+  absl::StatusOr<bool> r = bf.core.Params(0, 0, 1, 0, bytes.data(), 7);
+  CATCH_CHECK(absl::IsInternal(r.status()));
+  CATCH_CHECK(Mentions(r.status(), "sent slice 0 (4 values) with 7 bytes of bfloat16"));
+  // float32 values of the slice: 16 bytes are 8 values, more than the slice's 4.
+  const std::string f32(16, '\0');
+  r = bf.core.Params(0, 0, 1, 0, f32.data(), 16);
+  CATCH_CHECK(Mentions(r.status(), "with 16 bytes of bfloat16"));
+  // A scale on a bfloat16 stream.
+  r = bf.core.Params(0, 0, 1, 0, bytes.data(), 8, 2);
+  CATCH_CHECK(Mentions(r.status(), "values of slice 0 with a scale_exponent on a bfloat16 stream"));
+  // float16 without a scale, or with one out of range.
+  WireFixture half(WireDType::kFloat16);
+  r = half.core.Params(0, 0, 1, 0, bytes.data(), 8);
+  CATCH_CHECK(Mentions(r.status(), "without a scale_exponent on a float16 stream"));
+  r = half.core.Params(0, 0, 1, 0, bytes.data(), 8, -101);
+  CATCH_CHECK(Mentions(r.status(), "scale_exponent -101, out of -100..100"));
+  // Nothing changed: the parameters and the tracker are as before.
+  CATCH_CHECK(bf.params == std::vector<float>(bf.params.size(), -1.0f));
+  CATCH_CHECK(bf.tracker.Missing(0, 1, 1) == 1);
+  CATCH_CHECK(half.tracker.Missing(0, 1, 1) == 1);
 }
 
 }  // namespace

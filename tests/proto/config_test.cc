@@ -56,6 +56,7 @@ CATCH_TEST_CASE("an empty config gets every default from config.proto") {
   CATCH_CHECK(config->scheduling().slice_params() == 40000);
   CATCH_CHECK(config->scheduling().split_threshold() == 1000000);
   CATCH_CHECK(config->scheduling().credit_bytes() == 0);  // one message at a time
+  CATCH_CHECK(config->scheduling().wire_dtype() == "float32");
 }
 
 CATCH_TEST_CASE("the model is saved by default; init_from is empty, and refused in pipeline mode") {
@@ -521,4 +522,16 @@ CATCH_TEST_CASE("every form of --set is taken out in order and \"--\" ends the f
 }
 
 }  // namespace
+CATCH_TEST_CASE("scheduling.wire_dtype takes the three names and refuses others, listing them") {
+  for (const char* name : {"float32", "bfloat16", "float16"}) {
+    absl::StatusOr<ExperimentConfig> config =
+        ParseConfig("", {absl::StrCat("scheduling.wire_dtype=", name)});
+    CATCH_REQUIRE(config.ok());
+    CATCH_CHECK(config->scheduling().wire_dtype() == name);
+  }
+  CATCH_CHECK(absl::StrContains(ErrorOf("scheduling { wire_dtype: \"fp16\" }"),
+                                "scheduling.wire_dtype: \"fp16\" is not allowed; allowed: "
+                                "\"float32\", \"bfloat16\", \"float16\""));
+}
+
 }  // namespace p3::config

@@ -75,6 +75,8 @@ void CheckSameAsProtobuf(const DecodedMessage<Message>& d, const Message& parsed
     CATCH_CHECK(d.header.iteration == slice->iteration());
     CATCH_CHECK(d.header.offset == slice->offset());
     CATCH_CHECK(d.header.shared_count == slice->shared_count());
+    CATCH_CHECK(d.header.has_scale_exponent == slice->has_scale_exponent());
+    CATCH_CHECK(d.header.scale_exponent == slice->scale_exponent());
     CATCH_CHECK(d.value_bytes == slice->values().size());
     CATCH_CHECK(Concat(d.values) == slice->values());
   } else {
@@ -128,6 +130,17 @@ std::vector<wire::WorkerMessage> WorkerExamples() {
   m.mutable_gradient()->set_shared_count(40000);
   out.push_back(m);
   m.Clear();
+  // float16 gradients: a negative, a zero (present) and a positive scale exponent.
+  for (int e : {-37, 0, 24}) {
+    m.mutable_gradient()->set_slice_id(5);
+    m.mutable_gradient()->set_scale_exponent(e);
+    m.mutable_gradient()->set_values(RandomBytes(98, 5));
+    out.push_back(m);
+    m.Clear();
+  }
+  m.mutable_gradient()->set_scale_exponent(INT32_MIN);
+  out.push_back(m);
+  m.Clear();
   m.mutable_pull()->set_slice_id(7);
   m.mutable_pull()->set_version(12);
   out.push_back(m);
@@ -154,6 +167,11 @@ std::vector<wire::ServerMessage> ServerExamples() {
   m.Clear();
   m.mutable_params()->set_offset(1);
   m.mutable_params()->set_shared_count(1u << 20);
+  out.push_back(m);
+  m.Clear();
+  m.mutable_params()->set_slice_id(3);
+  m.mutable_params()->set_scale_exponent(-100);
+  m.mutable_params()->set_values(RandomBytes(2000, 6));
   out.push_back(m);
   m.Clear();
   m.mutable_ack()->set_slice_id(3);
@@ -214,6 +232,46 @@ CATCH_TEST_CASE("EncodeSlice without values and with a shared_count equals proto
   empty.mutable_params();
   CATCH_CHECK(Flatten(EncodeSlice(kParamsField, SliceHeader(), nullptr, 0, nullptr)) ==
               empty.SerializeAsString());
+}
+
+CATCH_TEST_CASE("a scale exponent is encoded as protobuf writes sint32, present even when 0") {
+  for (int32_t e : {0, 1, -1, 14, -100, 100, INT32_MAX, INT32_MIN}) {
+    CATCH_CAPTURE(e);
+    SliceHeader h;
+    h.slice_id = 9;
+    h.iteration = 4;
+    h.has_scale_exponent = true;
+    h.scale_exponent = e;
+    wire::ServerMessage expected;
+    expected.mutable_params()->set_slice_id(9);
+    expected.mutable_params()->set_iteration(4);
+    expected.mutable_params()->set_scale_exponent(e);
+    // Without values: field order, byte for byte what protobuf writes.
+    CATCH_CHECK(Flatten(EncodeSlice(kParamsField, h, nullptr, 0, nullptr)) ==
+                expected.SerializeAsString());
+    // With values in a gRPC slice of the caller's: parsed back with the values.
+    const std::string values = RandomBytes(13, 7);  // odd: whatever the bytes are
+    grpc::ByteBuffer buffer =
+        EncodeSlice(kParamsField, h, grpc::Slice(values.data(), values.size()));
+    wire::ServerMessage parsed;
+    CATCH_REQUIRE(parsed.ParseFromString(Flatten(buffer)));
+    CATCH_CHECK(parsed.params().has_scale_exponent());
+    CATCH_CHECK(parsed.params().scale_exponent() == e);
+    CATCH_CHECK(parsed.params().values() == values);
+    DecodedServerMessage d;
+    CATCH_REQUIRE(Decode(&buffer, &d).ok());
+    CATCH_CHECK(d.header.has_scale_exponent);
+    CATCH_CHECK(d.header.scale_exponent == e);
+    CATCH_CHECK(Concat(d.values) == values);
+  }
+  // Absent: not written, and decoded as absent.
+  SliceHeader h;
+  h.slice_id = 9;
+  grpc::ByteBuffer buffer = EncodeSlice(kGradientField, h, grpc::Slice(std::string("ab")));
+  DecodedWorkerMessage d;
+  CATCH_REQUIRE(Decode(&buffer, &d).ok());
+  CATCH_CHECK_FALSE(d.header.has_scale_exponent);
+  CATCH_CHECK(d.value_bytes == 2);
 }
 
 CATCH_TEST_CASE("protobuf-serialised messages of every kind decode to the same fields") {

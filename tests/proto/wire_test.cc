@@ -33,6 +33,10 @@ wire::Hello HelloOf(const ClusterSignature& sig) {
   return hello;
 }
 
+bool Names(const absl::Status& s, const std::string& field) {
+  return std::string(s.message()).find(field) != std::string::npos;
+}
+
 CATCH_TEST_CASE("a signature sent in a Hello comes back the same") {
   for (Granularity granularity : {Granularity::kSliced, Granularity::kTensor}) {
     for (bool flags : {false, true}) {
@@ -41,7 +45,7 @@ CATCH_TEST_CASE("a signature sent in a Hello comes back the same") {
       sig.values_on_push = flags;
       sig.priority = !flags;
       const wire::Hello hello = HelloOf(sig);
-      CATCH_CHECK(hello.protocol_version() == kProtocolVersion);
+      CATCH_CHECK(hello.protocol_version() == 2);  // float32: what version-2 servers speak
       absl::StatusOr<ClusterSignature> back = SignatureFromHello(hello);
       CATCH_REQUIRE(back.ok());
       CATCH_CHECK(DescribeDifference(*back, sig).empty());
@@ -55,8 +59,48 @@ CATCH_TEST_CASE("a signature sent in a Hello comes back the same") {
       CATCH_CHECK(back->plan.num_servers == sig.num_servers);
       CATCH_CHECK(back->values_on_push == sig.values_on_push);
       CATCH_CHECK(back->priority == sig.priority);
+      CATCH_CHECK(back->wire_dtype == WireDType::kFloat32);
     }
   }
+}
+
+CATCH_TEST_CASE("a 16-bit wire dtype travels in the Hello, announced as protocol version 3") {
+  for (WireDType dtype : {WireDType::kBFloat16, WireDType::kFloat16}) {
+    CATCH_CAPTURE(WireDTypeName(dtype));
+    ClusterSignature sig = ExampleSignature();
+    sig.wire_dtype = dtype;
+    wire::Hello parsed;
+    CATCH_REQUIRE(parsed.ParseFromString(HelloOf(sig).SerializeAsString()));
+    CATCH_CHECK(parsed.protocol_version() == 3);
+    absl::StatusOr<ClusterSignature> back = SignatureFromHello(parsed);
+    CATCH_REQUIRE(back.ok());
+    CATCH_CHECK(back->wire_dtype == dtype);
+    CATCH_CHECK(DescribeDifference(*back, sig).empty());
+    // Another worker's float32 is a difference that names the field.
+    ClusterSignature other = sig;
+    other.wire_dtype = WireDType::kFloat32;
+    CATCH_CHECK(Names(absl::InvalidArgumentError(DescribeDifference(other, sig)),
+                      "scheduling.wire_dtype is float32, expected "));
+  }
+}
+
+CATCH_TEST_CASE("a version-2 Hello means float32; with a 16-bit dtype it is refused") {
+  // A worker of before the 16-bit wire: version 2, no field 14.
+  wire::Hello old = HelloOf(ExampleSignature());
+  old.set_protocol_version(2);
+  old.clear_wire_dtype();
+  absl::StatusOr<ClusterSignature> sig = SignatureFromHello(old);
+  CATCH_REQUIRE(sig.ok());
+  CATCH_CHECK(sig->wire_dtype == WireDType::kFloat32);
+  old.set_wire_dtype(wire::WIRE_BFLOAT16);
+  absl::Status s = SignatureFromHello(old).status();
+  CATCH_CHECK(s.code() == absl::StatusCode::kInvalidArgument);
+  CATCH_CHECK(Names(s, "hello.wire_dtype: bfloat16 needs protocol version 3"));
+  old.set_protocol_version(3);
+  old.set_wire_dtype(static_cast<wire::WireDType>(7));
+  s = SignatureFromHello(old).status();
+  CATCH_CHECK(s.code() == absl::StatusCode::kInvalidArgument);
+  CATCH_CHECK(Names(s, "hello.wire_dtype: unknown value 7"));
 }
 
 CATCH_TEST_CASE("a signature survives serialisation of its Hello") {
@@ -77,14 +121,13 @@ absl::Status RefusalOf(Edit edit) {
   return sig.ok() ? absl::OkStatus() : sig.status();
 }
 
-bool Names(const absl::Status& s, const std::string& field) {
-  return std::string(s.message()).find(field) != std::string::npos;
-}
-
 CATCH_TEST_CASE("a malformed Hello is refused naming the bad field") {
   absl::Status s = RefusalOf([](wire::Hello* h) { h->set_protocol_version(kProtocolVersion + 1); });
   CATCH_CHECK(s.code() == absl::StatusCode::kFailedPrecondition);
   CATCH_CHECK(Names(s, "hello.protocol_version"));
+  s = RefusalOf([](wire::Hello* h) { h->set_protocol_version(kMinProtocolVersion - 1); });
+  CATCH_CHECK(s.code() == absl::StatusCode::kFailedPrecondition);
+  CATCH_CHECK(Names(s, "this server speaks 2 to 3"));
 
   s = RefusalOf([](wire::Hello* h) { h->set_num_workers(0); });
   CATCH_CHECK(s.code() == absl::StatusCode::kInvalidArgument);
