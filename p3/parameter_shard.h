@@ -79,6 +79,13 @@ struct ShardOptions {
   // Accept Rejoin() of a worker whose process died (docs/protocol.md, "Rejoining
   // worker"). Default: false.
   bool accept_rejoin = false;
+  // Store values and run the optimizer. false: the protocol alone -- every check, the
+  // count of gradients, versions, Acks, pending pulls and who is sent what, exactly as
+  // with values -- but no values are stored or summed, `values` may be null, and
+  // Outgoing::values is null. For the discrete-event simulator (p3/sim/), which runs this
+  // shard on models whose values would not fit in memory (64 workers' gradients of
+  // VGG-19). Checkpoints, restore and Resume() need values. Default: true.
+  bool keep_values = true;
 };
 
 class ParameterShard {
