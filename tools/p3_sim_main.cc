@@ -116,6 +116,7 @@ int Main(int argc, char** argv) {
   }
   const std::string mode =
       options.allreduce ? std::string("allreduce") : p3::ModeName(options.mode);
+  if (options.mode == p3::Mode::kLocal && !options.allreduce) options.workers = 1;
   std::printf("%s, %s, %d workers + %d servers (%s), %.3g Gbit/s: %.3f samples/s, "
               "iteration %.4f s\n",
               options.profile.model.c_str(), mode.c_str(), options.workers,

@@ -103,8 +103,10 @@ void FluidScheduler::AdvanceTo(double t) {
     } else {
       job.remaining -= job.rate * dt;
     }
-    // Within rounding of the finish (the clock was moved to a computed finish time).
-    if (job.remaining <= 1e-9 * std::max(1.0, job.rate * 1e-6) || job.remaining <= 1e-12) {
+    // Within rounding of the finish (the clock was moved to a computed finish time): what
+    // is left would take under a picosecond, or would not move the clock at all.
+    if (job.remaining <= 0 || job.remaining <= job.rate * 1e-12 ||
+        now_ + job.remaining / job.rate <= now_) {
       finished.push_back(std::move(job.done));
       it = jobs_.erase(it);
       dirty_ = true;
