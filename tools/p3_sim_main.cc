@@ -34,6 +34,9 @@ ABSL_FLAG(int32_t, machines_per_host, 1, "emulated machines per host (sharing it
 ABSL_FLAG(int32_t, iterations, 8, "iterations simulated");
 ABSL_FLAG(int32_t, warmup, 3, "first iterations left out of the figures");
 ABSL_FLAG(double, compute_scale, 0, "multiplies every profile time (0: the calibration's)");
+ABSL_FLAG(bool, equal_split, false,
+          "share links and CPUs equally without handing on unused shares: much faster on "
+          "large clusters (docs/simulator.md)");
 ABSL_FLAG(std::string, out, "", "write the result as JSON here");
 ABSL_FLAG(std::string, trace, "", "write a Chrome trace (the real trace's format) here");
 
@@ -109,6 +112,7 @@ int Main(int argc, char** argv) {
   options.iterations = absl::GetFlag(FLAGS_iterations);
   options.warmup_iterations = absl::GetFlag(FLAGS_warmup);
   options.trace = !absl::GetFlag(FLAGS_trace).empty();
+  options.equal_split = absl::GetFlag(FLAGS_equal_split);
   absl::StatusOr<p3::sim::SimResult> result = p3::sim::Simulate(options);
   if (!result.ok()) {
     std::cerr << "p3_sim: " << result.status().message() << "\n";

@@ -8,6 +8,7 @@ namespace p3::sim {
 
 int FluidScheduler::AddResource(double capacity) {
   capacity_.push_back(capacity);
+  users_.emplace_back();
   return static_cast<int>(capacity_.size()) - 1;
 }
 
@@ -20,12 +21,60 @@ int64_t FluidScheduler::Start(double work, std::vector<Usage> uses, double max_r
   job.max_rate = max_rate;
   job.done = std::move(done);
   dirty_ = true;
+  if (sharing_ == Sharing::kEqualSplit) {
+    job.rate = -1;  // not computed yet
+    job.updated_at = now_;
+    if (job.uses.empty()) unused_.push_back(id);
+    for (const Usage& u : job.uses) {
+      users_[u.resource].push_back(id);
+      touched_.push_back(u.resource);
+    }
+  }
   return id;
+}
+
+void FluidScheduler::SetRate(int64_t id, Job& job, double rate) {
+  if (job.rate >= 0) {
+    if (rate == job.rate) return;
+    if (!std::isinf(job.rate)) job.remaining -= job.rate * (now_ - job.updated_at);
+  }
+  job.updated_at = now_;
+  job.rate = rate;
+  const double finish = std::isinf(rate) || job.remaining <= 0 ? now_
+                        : rate > 0                               ? now_ + job.remaining / rate
+                                                                 : kUnlimitedRate;
+  finishes_.push({finish, id, ++job.version});
+}
+
+double FluidScheduler::EqualSplitRate(const Job& job) const {
+  double rate = job.max_rate;
+  for (const Usage& u : job.uses) {
+    const double n = static_cast<double>(users_[u.resource].size());
+    rate = std::min(rate, capacity_[u.resource] / (n * u.coef));
+  }
+  return rate;
 }
 
 void FluidScheduler::Reallocate() {
   dirty_ = false;
   if (jobs_.empty()) return;
+  if (sharing_ == Sharing::kEqualSplit) {
+    std::sort(touched_.begin(), touched_.end());
+    touched_.erase(std::unique(touched_.begin(), touched_.end()), touched_.end());
+    for (int r : touched_) {
+      for (int64_t id : users_[r]) {
+        Job& job = jobs_.at(id);
+        SetRate(id, job, EqualSplitRate(job));
+      }
+    }
+    touched_.clear();
+    for (int64_t id : unused_) {
+      auto it = jobs_.find(id);
+      if (it != jobs_.end() && it->second.rate < 0) SetRate(id, it->second, it->second.max_rate);
+    }
+    unused_.clear();
+    return;
+  }
   // Per job, its allocation (resource units per second) at each of its uses.
   std::vector<Job*> jobs;
   jobs.reserve(jobs_.size());
@@ -83,6 +132,15 @@ void FluidScheduler::Reallocate() {
 
 double FluidScheduler::NextCompletion() {
   if (dirty_) Reallocate();
+  if (sharing_ == Sharing::kEqualSplit) {
+    while (!finishes_.empty()) {
+      const Finish& f = finishes_.top();
+      auto it = jobs_.find(f.id);
+      if (it != jobs_.end() && it->second.version == f.version) return std::max(now_, f.t);
+      finishes_.pop();  // stale: the job finished or its rate changed
+    }
+    return kUnlimitedRate;
+  }
   double next = kUnlimitedRate;
   for (const auto& [id, job] : jobs_) {
     if (job.remaining <= 0 || std::isinf(job.rate)) return now_;
@@ -93,6 +151,28 @@ double FluidScheduler::NextCompletion() {
 
 void FluidScheduler::AdvanceTo(double t) {
   if (dirty_) Reallocate();
+  if (sharing_ == Sharing::kEqualSplit) {
+    now_ = std::max(now_, t);
+    std::vector<std::function<void()>> finished;
+    while (!finishes_.empty() && finishes_.top().t <= now_) {
+      const Finish f = finishes_.top();
+      finishes_.pop();
+      auto it = jobs_.find(f.id);
+      if (it == jobs_.end() || it->second.version != f.version) continue;
+      finished.push_back(std::move(it->second.done));
+      for (const Usage& u : it->second.uses) {
+        std::vector<int64_t>& users = users_[u.resource];
+        users.erase(std::find(users.begin(), users.end(), f.id));
+        touched_.push_back(u.resource);
+      }
+      jobs_.erase(it);
+      dirty_ = true;
+    }
+    for (auto& done : finished) {
+      if (done) done();
+    }
+    return;
+  }
   const double dt = std::max(0.0, t - now_);
   now_ = std::max(now_, t);
   std::vector<std::function<void()>> finished;

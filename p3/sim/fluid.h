@@ -26,6 +26,8 @@
 #include <functional>
 #include <limits>
 #include <map>
+#include <queue>
+#include <unordered_set>
 #include <vector>
 
 namespace p3::sim {
@@ -37,8 +39,21 @@ struct Usage {
   double coef = 1.0;  // resource units per unit of work; > 0
 };
 
+// How a resource is split among its jobs.
+enum class Sharing {
+  // Water-filling (above): exact, but each change recomputes every job's rate.
+  kWaterFilling,
+  // Each job gets capacity / (jobs on the resource) at each of its resources, unused
+  // shares are not handed on; a change recomputes only the jobs on the resources it
+  // touches. Exact when the jobs sharing a resource are limited by it alike (the
+  // all-to-all traffic of a symmetric cluster); for simulating large clusters.
+  kEqualSplit,
+};
+
 class FluidScheduler {
  public:
+  explicit FluidScheduler(Sharing sharing = Sharing::kWaterFilling) : sharing_(sharing) {}
+
   // A resource of `capacity` units per second (> 0; infinity: never a limit). Returns its id.
   int AddResource(double capacity);
 
@@ -68,9 +83,27 @@ class FluidScheduler {
     double max_rate = kUnlimitedRate;
     std::function<void()> done;
     double rate = 0;
+    // kEqualSplit: `remaining` is as of `updated_at`; the heap entry with `version` is
+    // the job's finish at its current rate.
+    double updated_at = 0;
+    int64_t version = 0;
+  };
+  struct Finish {
+    double t;
+    int64_t id;
+    int64_t version;
+    bool operator>(const Finish& o) const { return t != o.t ? t > o.t : id > o.id; }
   };
   void Reallocate();
+  double EqualSplitRate(const Job& job) const;
 
+  const Sharing sharing_;
+  // kEqualSplit: the jobs on each resource, and the resources whose jobs need new rates.
+  std::vector<std::vector<int64_t>> users_;
+  std::vector<int> touched_;
+  std::vector<int64_t> unused_;  // new jobs that use no resource
+  std::priority_queue<Finish, std::vector<Finish>, std::greater<Finish>> finishes_;
+  void SetRate(int64_t id, Job& job, double rate);
   double now_ = 0;
   int64_t next_id_ = 0;
   bool dirty_ = false;

@@ -113,6 +113,7 @@ std::string ResultJson(const SimOptions& o, const SimResult& r) {
   j["cpu_cores_per_host"] = o.cpu_cores_per_host;
   j["machines_per_host"] = o.machines_per_host;
   j["iterations"] = o.iterations;
+  j["sharing"] = o.equal_split ? "equal_split" : "water_filling";
   j["warmup_iterations"] = o.warmup_iterations;
   j["num_slices"] = r.num_slices;
   j["messages"] = r.num_messages;

@@ -150,7 +150,10 @@ struct WorkerState {
 
 class Simulation {
  public:
-  explicit Simulation(const SimOptions& o) : o_(o), cal_(o.calibration) {}
+  explicit Simulation(const SimOptions& o)
+      : o_(o),
+        cal_(o.calibration),
+        fluid_(o.equal_split ? Sharing::kEqualSplit : Sharing::kWaterFilling) {}
 
   absl::StatusOr<SimResult> Run();
 

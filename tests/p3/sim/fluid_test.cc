@@ -52,5 +52,23 @@ CATCH_TEST_CASE("a compute job takes at most one core; CPU-heavy transfers share
   CATCH_CHECK(fluid.Rate(transfer) == Approx(2.0 / 3 * 1e9));
 }
 
+CATCH_TEST_CASE("equal split: the same shares, but a job limited elsewhere keeps its share") {
+  FluidScheduler fluid(Sharing::kEqualSplit);
+  const int wide = fluid.AddResource(10.0);
+  const int narrow = fluid.AddResource(2.0);
+  const int64_t a = fluid.Start(100.0, {{wide, 1.0}, {narrow, 1.0}}, kUnlimitedRate, nullptr);
+  const int64_t b = fluid.Start(100.0, {{wide, 1.0}}, kUnlimitedRate, nullptr);
+  CATCH_CHECK(fluid.Rate(a) == Approx(2.0));
+  CATCH_CHECK(fluid.Rate(b) == Approx(5.0));  // water-filling would give it 8
+  std::vector<double> done(2, -1);
+  FluidScheduler two(Sharing::kEqualSplit);
+  const int link = two.AddResource(100.0);
+  two.Start(100.0, {{link, 1.0}}, kUnlimitedRate, [&] { done[0] = two.now(); });
+  two.Start(50.0, {{link, 1.0}}, kUnlimitedRate, [&] { done[1] = two.now(); });
+  while (two.active() > 0) two.AdvanceTo(two.NextCompletion());
+  CATCH_CHECK(done[1] == Approx(1.0));
+  CATCH_CHECK(done[0] == Approx(1.5));  // the survivor's rate was recomputed
+}
+
 }  // namespace
 }  // namespace p3::sim
