@@ -267,7 +267,7 @@ def cmd_run(a):
             run_p3(a, "local", 0, a.slice_params, workers=1, tag=f"_r{rep}")
         for bw in bws:
             for m in modes:  # modes side by side at each bandwidth
-                run_p3(a, m, bw, a.slice_params, tag=f"_r{rep}")
+                run_p3(a, m, bw, a.slice_params, workers=a.workers, tag=f"_r{rep}")
             if a.ddp:
                 run_ddp(a, bw)
         for s in [int(x) for x in a.slices.split(",") if x]:
@@ -566,6 +566,8 @@ def main():
     r.add_argument("--slice_params", type=int, default=40000)
     r.add_argument("--slices", default="", help="extra p3 runs at the first bandwidth")
     r.add_argument("--runs", type=int, default=1)
+    r.add_argument("--workers", type=int, default=2,
+                   help="workers (and as many servers) of the --modes runs")
     r.add_argument("--ddp", action="store_true")
     r.add_argument("--local", action="store_true")
     r.add_argument("--one_plus_one", action="store_true")

@@ -98,14 +98,14 @@ def profiles(args):
         print(f"{model}: {want*1000:.1f} ms per iteration -> {path}")
 
 
-def sim(model, system, machines, bw, calibration, iterations=4):
+def sim(model, system, machines, bw, calibration, iterations=3):
     profile = os.path.join(PROFILES, f"{model}_b{BATCH}_gpu.json")
     with tempfile.NamedTemporaryFile(suffix=".json") as out:
         cmd = [SIM, f"--config=configs/bench/{model}.textproto", f"--profile={profile}",
                f"--calibration={calibration}", f"--out={out.name}",
                f"--set=cluster.workers={machines}", f"--set=cluster.servers={machines}",
                f"--set=network.bandwidth_gbps={bw}", f"--set=training.batch_size={BATCH}",
-               f"--iterations={iterations}", "--warmup=2"]
+               f"--iterations={iterations}", "--warmup=1", "--equal_split"]
         if system == "allreduce":
             cmd += ["--allreduce", "--set=mode=p3"]
         else:
@@ -131,10 +131,10 @@ def run(args):
             w.writerow(["calibration", "model", "system", "machines", "bandwidth_gbps",
                         "samples_per_second", "iteration_seconds", "compute_s",
                         "exposed_comm_s", "idle_s", "sim_wall_s"])
-        for cal in args.calibrations.split(","):
+        for m in [int(x) for x in args.machines.split(",")]:
+          for cal in args.calibrations.split(","):
             for model in args.models.split(","):
                 for bw in BANDWIDTHS:
-                    for m in [int(x) for x in args.machines.split(",")]:
                         for system in SYSTEMS:
                             key = (cal, model, system, str(m), str(bw))
                             if key in done:
@@ -153,6 +153,85 @@ def run(args):
                                   f"({time.time() - t0:.1f} s)", flush=True)
 
 
+PAPER = {"resnet50": 1.25, "vgg19": 1.66, "seq2seq_lstm": 1.38}
+NAMES = {"resnet50": "ResNet-50", "vgg19": "VGG-19", "seq2seq_lstm": "Sockeye-shaped LSTM"}
+BEGIN = "<!-- scaling-table:begin (tools/sim_scaling.py report) -->"
+END = "<!-- scaling-table:end -->"
+
+
+def report(args):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    rows = list(csv.DictReader(open(os.path.join(RESULTS, "scaling.csv"))))
+    data = {}
+    for r in rows:
+        data[(r["calibration"], r["model"], r["system"], int(r["machines"]),
+              int(float(r["bandwidth_gbps"])))] = float(r["samples_per_second"])
+    lines = ["**The paper's headline beside the prediction** (P3 ÷ baseline, 4 machines as in "
+             "the paper; both calibrations):", "",
+             "| model | paper | " + " | ".join(f"{c}, {b} Gbit/s" for c in CALIBRATIONS
+                                               for b in BANDWIDTHS) + " |",
+             "|---|---:|" + "---:|" * (len(CALIBRATIONS) * len(BANDWIDTHS))]
+    for model in GPU_SOURCES:
+        cells = []
+        for c in CALIBRATIONS:
+            for b in BANDWIDTHS:
+                p3 = data.get((c, model, "p3", 4, b))
+                base = data.get((c, model, "baseline", 4, b))
+                cells.append(f"{p3 / base:.2f}" if p3 and base else "–")
+        lines.append(f"| {NAMES[model]} | {PAPER[model]:.2f} | " + " | ".join(cells) + " |")
+    lines.append("")
+    for c in CALIBRATIONS:
+        for model in GPU_SOURCES:
+            lines.append(f"**{NAMES[model]}, calibration `{c}`** (samples/s; P3 ÷ baseline, "
+                         "P3 ÷ all-reduce):")
+            lines.append("")
+            lines.append("| machines | " + " | ".join(f"{b} Gbit/s: P3 / baseline / all-reduce"
+                                                     for b in BANDWIDTHS) + " |")
+            lines.append("|---:|" + "---|" * len(BANDWIDTHS))
+            for m in MACHINES:
+                cells = []
+                for b in BANDWIDTHS:
+                    v = [data.get((c, model, s, m, b)) for s in SYSTEMS]
+                    if None in v:
+                        cells.append("not run")
+                    else:
+                        cells.append(f"{v[0]:.0f} / {v[1]:.0f} / {v[2]:.0f} "
+                                     f"({v[0] / v[1]:.2f}×, {v[0] / v[2]:.2f}×)")
+                lines.append(f"| {m} | " + " | ".join(cells) + " |")
+            lines.append("")
+        # one figure per calibration: a panel per model, a line per system and bandwidth
+        fig, axes = plt.subplots(1, 3, figsize=(15, 4.5))
+        for ax, model in zip(axes, GPU_SOURCES):
+            for b, style in zip(BANDWIDTHS, [":", "--", "-"]):
+                for s, color in zip(SYSTEMS, ["tab:red", "tab:blue", "tab:green"]):
+                    xs = [m for m in MACHINES if (c, model, s, m, b) in data]
+                    if xs:
+                        ax.plot(xs, [data[(c, model, s, m, b)] for m in xs], style, color=color,
+                                marker="o", ms=3, label=f"{s} {b} Gbit/s")
+            ax.set_xscale("log", base=2)
+            ax.set_yscale("log")
+            ax.set_xticks(MACHINES)
+            ax.set_xticklabels(MACHINES)
+            ax.set_xlabel("machines (1 GPU each)")
+            ax.set_ylabel("samples/s")
+            ax.set_title(NAMES[model])
+            ax.grid(True, which="both", alpha=0.3)
+        axes[0].legend(fontsize=7, ncol=3)
+        fig.suptitle(f"Predicted throughput, calibration {c} (tools/sim_scaling.py)")
+        fig.tight_layout()
+        png = f"scaling_{c}.png"
+        fig.savefig(os.path.join(RESULTS, png), dpi=90)
+        lines.append(f"![{c}]({png})")
+        lines.append("")
+    md = os.path.join(RESULTS, "scaling.md")
+    text = open(md).read()
+    start, end = text.index(BEGIN) + len(BEGIN), text.index(END)
+    with open(md, "w") as f:
+        f.write(text[:start] + "\n" + "\n".join(lines) + text[end:])
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -167,8 +246,7 @@ def main():
     elif args.command == "run":
         run(args)
     else:
-        import sim_scaling_report
-        sim_scaling_report.report()
+        report(args)
 
 
 if __name__ == "__main__":

@@ -12,6 +12,10 @@ Calibration, per set of binaries (docs/simulator.md, "Calibration"):
   * per-message CPU and the writer's wake-up gap: the grid point whose simulated
     streaming goodput is closest (log error) to the measured one at 1, 2.5, 5 Gbit/s and
     loopback;
+  * gloo's ring costs (the DDP peer; nothing like the streaming benchmark exists for
+    it): the defaults of p3/sim/simulator.h times one factor, fitted so that ResNet-50's
+    DDP point at unlimited bandwidth of the interleaved session (the most CPU-bound DDP
+    point) is met; the same factor in both calibrations (the peer did not change);
   * compute_scale per model and session: the `local` point of the same session (the
     machine's speed moves by up to 30 % between sessions, docs/results/throughput.md).
     That point is fitted, so it is not a validation point.
@@ -91,7 +95,41 @@ def simulate_streaming(cal_path, rate):
     return 25_000_000 * 4 * 8 / r["iteration_seconds"] / 1e9
 
 
+RING_DEFAULT = {"ring_send_s_per_byte": 0.4e-9, "ring_recv_s_per_byte": 0.4e-9,
+                "ring_reduce_s_per_byte": 0.3e-9}
+RING = {}  # set by fit_ring()
+RING_POINT = ("current-interleaved", "resnet50", "ddp", 0.0, 2)
+
+
+def fit_ring():
+    """The factor on the ring costs that meets RING_POINT (bisection)."""
+    pts = [p for p in points() if (p["set"], p["model"], p["system"], p["bandwidth"],
+                                   p["workers"]) == RING_POINT]
+    want = pts[0]["measured"]
+    scale = compute_scale("resnet50", local_of(points(), RING_POINT[0], "resnet50"),
+                          SETS["current"]["file"])
+    lo, hi = 0.5, 4.0
+    for _ in range(8):
+        k = (lo + hi) / 2
+        trial = json.load(open(os.path.join(ROOT, SETS["current"]["file"])))
+        trial.update({n: v * k for n, v in RING_DEFAULT.items()})
+        with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
+            json.dump(trial, f)
+        r = sim("configs/bench/resnet50.textproto", ["mode=p3", "network.bandwidth_gbps=0"],
+                os.path.join(PROFILES, "resnet50_b8_cpu.json"), f.name,
+                HOST + ["--allreduce", f"--compute_scale={scale}"])
+        os.unlink(f.name)
+        if r["samples_per_second"] > want:
+            lo = k
+        else:
+            hi = k
+    k = (lo + hi) / 2
+    print(f"ring costs x {k:.3f} (DDP ResNet-50 unlimited, interleaved session: {want})")
+    return {n: v * k for n, v in RING_DEFAULT.items()}
+
+
 def calibrate(args):
+    first = True
     for name, s in SETS.items():
         m = streaming_measured(os.path.join(ROOT, s["streaming"]))
         loop = m[0.0]["cpu_s_per_gb"]  # CPU s per GB crossing, both ends together
@@ -121,10 +159,18 @@ def calibrate(args):
                 if best is None or err < best[0]:
                     best = (err, per_message, gap)
         cal["per_message_s"], cal["write_gap_s"] = best[1], best[2]
+        cal.update(RING)
         path = os.path.join(ROOT, s["file"])
         with open(path, "w") as f:
             json.dump(cal, f, indent=2)
             f.write("\n")
+        if first:
+            RING.update(fit_ring())  # needs the current calibration file written first
+            cal.update(RING)
+            with open(path, "w") as f:
+                json.dump(cal, f, indent=2)
+                f.write("\n")
+            first = False
         print(f"{name}: wrote {s['file']}:")
         for rate in (1.0, 2.5, 5.0, 0.0):
             g = simulate_streaming(path, rate)
@@ -177,10 +223,29 @@ def points():
             if r["ddp"]:
                 out.append(dict(base, system="ddp", workers=2, measured=float(r["ddp"]),
                                 runs=int(r["runs_ddp"])))
+    fresh = os.path.join(RESULTS, "simulator_fresh_raw.csv")
+    if os.path.exists(fresh):
+        groups = {}
+        with open(fresh) as f:
+            for r in csv.DictReader(f):
+                if r["status"] != "ok":
+                    continue
+                key = (r["model"], r["mode"], float(r["bandwidth_gbps"]), int(r["workers"]),
+                       r["placement"])
+                groups.setdefault(key, []).append(float(r["samples_per_second"]))
+        for (model, mode, bw, workers, placement), v in sorted(groups.items()):
+            out.append({"set": "fresh", "model": model, "system": mode, "bandwidth": bw,
+                        "workers": workers, "slice_params": 40000, "placement": placement,
+                        "measured": statistics.median(v), "runs": len(v),
+                        "source": "simulator_fresh_raw.csv"})
     return out
 
 
 def local_of(pts, set_name, model):
+    if set_name == "fresh":
+        for p in pts:
+            if p["set"] == set_name and p["model"] == model and p["system"] == "local":
+                return p["measured"]
     if set_name == "2026-11-30":
         for p in pts:
             if p["set"] == set_name and p["model"] == model and p["system"] == "local":
@@ -215,8 +280,16 @@ def validate(args):
             sets.append("mode=p3")
         else:
             sets.append(f"mode={system}")
-        if p["workers"] == 1 and system != "local":
-            sets += ["cluster.workers=1", "cluster.servers=1"]
+        if p["workers"] != 2 and system != "local":
+            sets += [f"cluster.workers={p['workers']}", f"cluster.servers={p['workers']}"]
+        if p.get("placement") == "separate":
+            sets.append("network.placement=separate")
+            # 2 workers + 2 servers on 4 emulated machines, still one 2-core host
+            flags = [f for f in flags if not f.startswith("--machines_per_host")]
+            flags.append("--machines_per_host=4")
+        elif p["workers"] == 3:
+            flags = [f for f in flags if not f.startswith("--machines_per_host")]
+            flags.append("--machines_per_host=3")
         r = sim(f"configs/bench/{p['model']}.textproto", sets, profile, cal, flags)
         ratio = r["samples_per_second"] / p["measured"]
         w = r["workers"][0]
@@ -224,13 +297,15 @@ def validate(args):
                          within_10pct=abs(ratio - 1) <= 0.10, compute_scale=round(scales[key], 3),
                          compute_s=round(w["compute_s"], 4),
                          exposed_comm_s=round(w["exposed_comm_s"], 4), idle_s=round(w["idle_s"], 4),
-                         fitted=system == "local"))
+                         fitted=system == "local" or (p["set"], p["model"], system,
+                                                      p["bandwidth"], p["workers"]) == RING_POINT))
         print(f"{p['set']:20} {p['model']:13} {system:14} {p['bandwidth']:4} w{p['workers']} "
               f"s{p['slice_params']:<8} measured {p['measured']:7.2f} predicted "
               f"{r['samples_per_second']:7.2f} ratio {ratio:.2f}", flush=True)
     csv_path = os.path.join(RESULTS, "simulator_validation.csv")
     with open(csv_path, "w", newline="") as f:
-        wr = csv.DictWriter(f, fieldnames=list(rows[0].keys()))
+        fields = list(rows[0].keys()) + (["placement"] if "placement" not in rows[0] else [])
+        wr = csv.DictWriter(f, fieldnames=fields, restval="")
         wr.writeheader()
         wr.writerows(rows)
     write_table(rows)
@@ -238,7 +313,7 @@ def validate(args):
 
 def write_table(rows):
     lines = []
-    for set_name in ("current-interleaved", "current", "2026-11-30"):
+    for set_name in ("fresh", "current-interleaved", "current", "2026-11-30"):
         sub = [r for r in rows if r["set"] == set_name]
         if not sub:
             continue
@@ -248,15 +323,15 @@ def write_table(rows):
                      f"within ±10 %; median |ratio − 1| "
                      f"{statistics.median(abs(r['ratio'] - 1) for r in checked):.3f}.")
         lines.append("")
-        lines.append("| model | system | Gbit/s | workers | slice | measured | predicted | "
-                     "predicted ÷ measured | runs |")
-        lines.append("|---|---|---:|---:|---:|---:|---:|---:|---:|")
+        lines.append("| model | system | Gbit/s | workers | placement | slice | measured | "
+                     "predicted | predicted ÷ measured | runs |")
+        lines.append("|---|---|---:|---:|---|---:|---:|---:|---:|---:|")
         for r in sorted(sub, key=lambda r: (r["model"], r["system"], r["workers"],
                                             r["slice_params"], r["bandwidth"] or 99)):
             bw = "unlimited" if r["bandwidth"] == 0 else f"{r['bandwidth']:g}"
             mark = " (fitted)" if r["fitted"] else ("" if r["within_10pct"] else " **✗**")
             lines.append(f"| {r['model']} | {r['system']} | {bw} | {r['workers']} | "
-                         f"{r['slice_params']} | {r['measured']:.2f} | {r['predicted']:.2f} | "
+                         f"{r.get('placement') or 'colocated'} | {r['slice_params']} | {r['measured']:.2f} | {r['predicted']:.2f} | "
                          f"{r['ratio']:.2f}{mark} | {r['runs']} |")
         lines.append("")
     md = os.path.join(ROOT, "docs/results/simulator.md")
@@ -266,12 +341,32 @@ def write_table(rows):
         f.write(text[:start] + "\n" + "\n".join(lines) + text[end:])
 
 
+def fresh(args):
+    """Collects bench_throughput raw.csv files (DIR=placement) into simulator_fresh_raw.csv."""
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
+                            text=True, cwd=ROOT).stdout.strip()
+    rows = []
+    for spec in args.dirs:
+        d, placement = spec.split("=")
+        with open(os.path.join(d, "raw.csv")) as f:
+            for r in csv.DictReader(f):
+                rows.append(dict(r, placement=placement, commit=commit))
+    with open(os.path.join(RESULTS, "simulator_fresh_raw.csv"), "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(rows[0].keys()))
+        w.writeheader()
+        w.writerows(rows)
+    print(f"{len(rows)} runs -> docs/results/simulator_fresh_raw.csv")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("command", choices=["calibrate", "validate", "table"])
+    ap.add_argument("command", choices=["calibrate", "validate", "table", "fresh"])
+    ap.add_argument("dirs", nargs="*", help="fresh: bench output folders as DIR=placement")
     args = ap.parse_args()
-    if args.command == "calibrate":
+    if args.command == "fresh":
+        fresh(args)
+    elif args.command == "calibrate":
         calibrate(args)
     elif args.command == "validate":
         validate(args)
