@@ -98,6 +98,7 @@ struct Msg {
   int parts = 1;
   int conn = 0;
   double popped = 0;  // when its writer took it
+  bool completed = false;  // a gradient that completed its slice (the server updated it)
 };
 
 enum class ConnKind { kShm, kLoopback, kNetwork };
@@ -440,6 +441,7 @@ void Simulation::Send(int conn, MsgKind kind, int slice, uint64_t iteration, int
                                           std::max<int64_t>(1, o_.max_message_params))
                        : 1;
   m.conn = conn;
+  m.completed = false;
   ++messages_;
   Conn& c = conns_[conn];
   c.queue->Push(c.lane, id, priority, tiebreak, bytes);
@@ -560,9 +562,12 @@ void Simulation::ReadNext(int conn) {
       const Conn& cc = conns_[conn];
       const Msg& m = msgs_[msg];
       if (o_.trace && m.kind != MsgKind::kPull && m.kind != MsgKind::kAck) {
+        // The names and categories of the real server's and worker's events.
         TraceEvent(cc.dst, cc.recv_track,
-                   cc.upstream ? std::string("aggregate") : absl::StrCat("params ", m.slice),
-                   cc.upstream ? "aggregate" : "receive", start, now(),
+                   !cc.upstream  ? absl::StrCat("params ", m.slice)
+                   : m.completed ? std::string("aggregate+update")
+                                 : std::string("aggregate"),
+                   !cc.upstream ? "receive" : m.completed ? "update" : "aggregate", start, now(),
                    absl::StrCat("\"slice\": ", m.slice, ", \"iteration\": ", m.iteration));
       }
       free_msgs_.push_back(msg);
@@ -596,6 +601,7 @@ void Simulation::Deliver(int conn, int msg, std::function<void()> reader_free) {
       absl::Status s = shard.Gradient(c.worker, m.slice, m.iteration, nullptr, slice.length, 0, &out);
       if (!s.ok()) return Fail(s);
       if (shard.SliceValues(m.slice)->second != before) {
+        msgs_[msg].completed = true;
         // The last gradient: the handler thread sums the W gradients and updates.
         const double work = cal_.update_s_per_byte * static_cast<double>(m.bytes) * o_.workers;
         Cpu(MachineOfProc(c.dst), work, [this, server = c.server, out, reader_free] {
