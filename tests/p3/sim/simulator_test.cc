@@ -10,6 +10,7 @@
 #include "nlohmann/json.hpp"
 #include "p3/sim/sim_config.h"
 #include "p3/slice_plan.h"
+#include "proto/config.h"
 
 namespace p3::sim {
 namespace {
@@ -207,6 +208,31 @@ CATCH_TEST_CASE("local mode: the sum of the blocks' times and the optimizer") {
   CATCH_CHECK(r->iteration_seconds == Approx(0.308));
   CATCH_CHECK(r->workers[0].compute_s == Approx(0.3));
   CATCH_CHECK(r->workers[0].idle_s == Approx(0.008));
+}
+
+CATCH_TEST_CASE("a config sets mode, cluster, network and scheduling; another batch scales the times") {
+  absl::StatusOr<config::ExperimentConfig> cfg = config::ParseConfig(
+      "mode: \"baseline\" cluster { workers: 3 servers: 2 } model { name: \"mlp\" } "
+      "training { batch_size: 16 } network { bandwidth_gbps: 2.5 placement: \"separate\" } "
+      "scheduling { slice_params: 1000 credit_bytes: 65536 shared_memory: false }",
+      {"scheduling.max_message_params=5000"});
+  CATCH_REQUIRE(cfg.ok());
+  SimOptions o;
+  o.profile = Blocks({100});
+  o.profile.batch = 8;
+  o.profile.blocks[0].forward_s = 0.5;
+  CATCH_REQUIRE(ApplyConfig(*cfg, &o).ok());
+  CATCH_CHECK(o.mode == Mode::kBaseline);
+  CATCH_CHECK(o.workers == 3);
+  CATCH_CHECK(o.servers == 2);
+  CATCH_CHECK_FALSE(o.colocated);
+  CATCH_CHECK_FALSE(o.shared_memory);
+  CATCH_CHECK(o.bandwidth_gbps == 2.5);
+  CATCH_CHECK(o.slice_params == 1000);
+  CATCH_CHECK(o.credit_bytes == 65536);
+  CATCH_CHECK(o.max_message_params == 5000);
+  CATCH_CHECK(o.profile.batch == 16);
+  CATCH_CHECK(o.profile.blocks[0].forward_s == Approx(1.0));
 }
 
 CATCH_TEST_CASE("a calibration file with an unknown field is refused by name") {
