@@ -312,7 +312,15 @@ def validate(args):
 
 
 def write_table(rows):
-    lines = []
+    checked = [r for r in rows if not r["fitted"]]
+    by_model = {}
+    for r in checked:
+        key = "VGG-19" if r["model"] == "vgg19" else "ResNet-50 and the LSTM"
+        by_model.setdefault(key, []).append(r["within_10pct"])
+    lines = [f"**All sets: {sum(r['within_10pct'] for r in checked)} of {len(checked)} checked "
+             f"points within ±10 %** (" + "; ".join(f"{k}: {sum(v)} of {len(v)}"
+                                                      for k, v in sorted(by_model.items()))
+             + ").", ""]
     for set_name in ("fresh", "current-interleaved", "current", "2026-11-30"):
         sub = [r for r in rows if r["set"] == set_name]
         if not sub:

@@ -740,7 +740,9 @@ void Simulation::EndIteration(WorkerState& w) {
       double bytes = 0;
       for (int64_t b : tensor_bytes_) bytes += static_cast<double>(b);
       const double start = now();
-      Cpu(MachineOfProc(w.proc), cal_.update_s_per_byte * bytes, [this, &w, start, next] {
+      const double per_byte = cal_.worker_update_s_per_byte >= 0 ? cal_.worker_update_s_per_byte
+                                                                  : cal_.update_s_per_byte;
+      Cpu(MachineOfProc(w.proc), per_byte * bytes, [this, &w, start, next] {
         TraceEvent(w.proc, w.compute_track, "optimizer", "update", start, now());
         next();
       });

@@ -81,6 +81,9 @@ struct Calibration {
   // Optimizer (aggregation of W gradients and the update) per byte of parameters and
   // worker. Default: 0.5 ns.
   double update_s_per_byte = 0.5e-9;
+  // The optimizer step on the worker itself (DDP and local), per byte of parameters;
+  // negative: update_s_per_byte (a CPU worker). On a GPU it is far cheaper. Default: -1.
+  double worker_update_s_per_byte = -1;
   // Bytes on the wire per message beyond the values (header, gRPC, HTTP/2). Default: 100.
   int64_t header_bytes = 100;
   // Fraction of the link rate left for payload (TCP/IP headers). Default: 0.957.
