@@ -21,6 +21,7 @@ absl::Status ApplyConfig(const config::ExperimentConfig& config, SimOptions* opt
   options->workers = config.cluster().workers();
   options->servers = config.cluster().servers();
   options->colocated = config.network().placement() != "separate";
+  options->machines = config.network().machines();
   options->shared_memory = config.scheduling().shared_memory();
   options->bandwidth_gbps = config.network().bandwidth_gbps();
   options->slice_params = config.scheduling().slice_params();
@@ -107,6 +108,7 @@ std::string ResultJson(const SimOptions& o, const SimResult& r) {
   j["workers_count"] = o.workers;
   j["servers_count"] = o.servers;
   j["placement"] = o.colocated ? "colocated" : "separate";
+  j["machines"] = o.machines;
   j["shared_memory"] = o.shared_memory;
   j["bandwidth_gbps"] = o.bandwidth_gbps;
   j["slice_params"] = o.slice_params;

@@ -251,9 +251,9 @@ class Simulation {
 };
 
 int Simulation::MachineOfProc(int proc) const {
-  if (proc < o_.workers) return o_.colocated ? proc % num_machines_ : proc;
+  if (proc < o_.workers) return proc % num_machines_;
   const int s = proc - o_.workers;
-  return o_.colocated ? s % num_machines_ : o_.workers + s;
+  return ((o_.colocated ? 0 : o_.workers) + s) % num_machines_;
 }
 
 void Simulation::Cpu(int machine, double work, std::function<void()> done) {
@@ -852,8 +852,9 @@ absl::StatusOr<SimResult> Simulation::Run() {
   const int workers = local ? 1 : o_.workers;
   const bool ps = !local && !o_.allreduce;
   num_machines_ = !ps ? workers
-                  : o_.colocated ? std::max(o_.workers, o_.servers)
-                                 : o_.workers + o_.servers;
+                  : o_.machines > 0 ? o_.machines
+                  : o_.colocated    ? std::max(o_.workers, o_.servers)
+                                    : o_.workers + o_.servers;
   if (o_.cpu_cores_per_host > 0) {
     const int hosts = (num_machines_ + std::max(1, o_.machines_per_host) - 1) /
                       std::max(1, o_.machines_per_host);

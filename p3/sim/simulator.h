@@ -121,6 +121,10 @@ struct SimOptions {
   // Worker r and server r on machine r (else workers on machines 0..W-1, servers on
   // W..W+S-1). Default: true.
   bool colocated = true;
+  // Emulated machines; worker r on machine r mod machines, server i on (i + W) mod
+  // machines when separate, i mod machines when colocated (network.machines and
+  // proto/config.h's layout). 0: max(W, S) colocated, W + S separate. Default: 0.
+  int machines = 0;
   // A colocated worker and server exchange values through shared memory (else loopback
   // TCP). Default: true.
   bool shared_memory = true;

@@ -138,6 +138,21 @@ CATCH_TEST_CASE("p3's queue sends the first layer's slice ahead of later layers 
   CATCH_CHECK(fifo_order.back() == 0);
 }
 
+CATCH_TEST_CASE("network.machines puts two workers on one machine: they share its NIC") {
+  const int64_t n = 10000;
+  SimOptions o = Separate(Blocks({n}), 3, 1, 0);
+  // Machines as the launcher places them (proto/config.h): workers 0 and 2 on machine
+  // 0, worker 1 and the server on machine 1 (worker 1 through shared memory, free here).
+  o.machines = 2;
+  // Worker 1's first iteration is shorter (its values need no link); measure after it.
+  o.iterations = 5;
+  o.warmup_iterations = 2;
+  absl::StatusOr<SimResult> r = Simulate(o);
+  CATCH_REQUIRE(r.ok());
+  // Two gradients share machine 0's uplink, two values its downlink.
+  CATCH_CHECK(r->iteration_seconds == Approx(2 * 2 * 4.0 * n / kRate).epsilon(1e-9));
+}
+
 CATCH_TEST_CASE("ring all-reduce of one bucket takes 2(N-1)/N * bytes / rate") {
   const int64_t n = 1000000;
   SimOptions o = Separate(Blocks({n}), 4, 1, 0);
@@ -232,6 +247,7 @@ CATCH_TEST_CASE("a config sets mode, cluster, network and scheduling; another ba
   CATCH_CHECK(o.credit_bytes == 65536);
   CATCH_CHECK(o.max_message_params == 5000);
   CATCH_CHECK(o.profile.batch == 16);
+  CATCH_CHECK(o.machines == 5);  // the default filled in by the loader: W + S, separate
   CATCH_CHECK(o.profile.blocks[0].forward_s == Approx(1.0));
 }
 
