@@ -1,8 +1,13 @@
 // Measures forward + backward time per batch of each zoo model on this machine and prints
 // a Markdown table (docs/models.md). --dump=<model> instead prints every parameter's name,
-// shape and sum (to compare with a reference implementation).
+// shape and sum (to compare with a reference implementation). --profile=FILE instead
+// measures each block's forward and backward time of one model (--models) and writes
+// them, with the block's parameter tensors, as the simulator's profile JSON
+// (docs/simulator.md, "Profile files").
 //
 //   bazel run -c opt //models:model_bench -- --batch=16 --runs=5
+//   bazel-bin/models/model_bench --models=resnet50 --batch=8 --image_size=32 --threads=1 \
+//       --runs=7 --profile=configs/sim/profiles/resnet50_b8_cpu.json
 #include <torch/torch.h>
 
 #include <algorithm>
@@ -25,12 +30,16 @@ ABSL_FLAG(int64_t, vocab_size, 0, "vocabulary of the sequence models; 0: model d
 ABSL_FLAG(int64_t, seq_len, 16, "source and target length of the sequence models");
 ABSL_FLAG(int64_t, threads, 0, "libtorch intra-op threads; 0: libtorch's default");
 ABSL_FLAG(std::string, dump, "", "print the parameters of this model and exit");
+ABSL_FLAG(std::string, profile, "",
+          "write the per-block forward/backward times of --models (one model) to this JSON file");
+ABSL_FLAG(int64_t, image_size, 0, "image size of the image models; 0: the benchmark's own");
 
 namespace p3::models {
 namespace {
 
 // Reduced input sizes that keep every parameter in use (see docs/models.md).
 int64_t BenchImageSize(const std::string& name) {
+  if (absl::GetFlag(FLAGS_image_size) > 0) return absl::GetFlag(FLAGS_image_size);
   if (name == "small_cnn" || name == "row_lstm") return 28;
   if (name == "inception_v3") return 75;
   if (name == "resnet50") return 64;
@@ -93,6 +102,100 @@ int Dump(const std::string& name, int64_t classes, int64_t vocab) {
   return 0;
 }
 
+// Each block's forward and backward time: the blocks run one by one on detached inputs
+// (so that backward can be timed block by block), `runs` times after one warm-up; the
+// medians go to `path` as JSON.
+int Profile(const std::string& path, const std::string& name, int64_t batch, int64_t runs,
+            int64_t classes, int64_t vocab_flag, int64_t seq_len) {
+  ModelOptions options;
+  options.name = name;
+  options.num_classes = IsTenClassModel(name) ? 10 : classes;
+  options.vocab_size = vocab_flag;
+  if (!IsSequenceModel(name) && name != "mlp") options.image_size = BenchImageSize(name);
+  absl::StatusOr<std::shared_ptr<BlockModel>> created = CreateModel(options);
+  if (!created.ok()) {
+    std::fprintf(stderr, "%s: %s\n", name.c_str(), std::string(created.status().message()).c_str());
+    return 1;
+  }
+  BlockModel& m = **created;
+  m.train();
+  int64_t vocab = 0;
+  if (IsSequenceModel(name)) vocab = m.BlockParameters(m.num_blocks() - 1).back().size(0);
+  Input input = MakeInput(name, batch, options.num_classes, vocab, seq_len);
+  const int64_t blocks = m.num_blocks();
+  std::vector<std::vector<double>> fwd(blocks), bwd(blocks), total;
+  using Clock = std::chrono::steady_clock;
+  auto seconds = [](Clock::time_point a, Clock::time_point b) {
+    return std::chrono::duration<double>(b - a).count();
+  };
+  std::vector<double> totals;
+  for (int64_t r = 0; r <= runs; ++r) {
+    m.zero_grad();
+    std::vector<torch::Tensor> ins(blocks), outs(blocks);
+    torch::Tensor x = input.x;
+    const auto run_start = Clock::now();
+    for (int64_t b = 0; b < blocks; ++b) {
+      ins[b] = x.is_floating_point() ? x.detach().requires_grad_(b > 0) : x;
+      const auto start = Clock::now();
+      outs[b] = m.ForwardBlock(b, ins[b]);
+      if (r > 0) fwd[b].push_back(seconds(start, Clock::now()));
+      x = outs[b];
+    }
+    torch::Tensor grad;
+    for (int64_t b = blocks - 1; b >= 0; --b) {
+      const auto start = Clock::now();
+      if (b == blocks - 1) {
+        const torch::Tensor loss = m.Loss(outs[b], input.target);
+        loss.backward();
+      } else {
+        outs[b].backward(grad);
+      }
+      if (r > 0) bwd[b].push_back(seconds(start, Clock::now()));
+      if (b > 0) grad = ins[b].grad();
+    }
+    if (r > 0) totals.push_back(seconds(run_start, Clock::now()));
+  }
+  auto median = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+  };
+  std::string json = "{\n";
+  json += "  \"model\": \"" + name + "\",\n";
+  json += "  \"batch\": " + std::to_string(batch) + ",\n";
+  json += "  \"input\": \"" + absl::StrJoin(input.x.sizes(), "x") + "\",\n";
+  json += "  \"source\": \"models/model_bench --profile, libtorch threads " +
+          std::to_string(torch::get_num_threads()) + ", median of " + std::to_string(runs) +
+          " runs after 1 warm-up\",\n";
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), "%.6f", median(totals));
+  json += std::string("  \"total_s\": ") + buf + ",\n";
+  json += "  \"blocks\": [\n";
+  for (int64_t b = 0; b < blocks; ++b) {
+    json += "    {\"name\": \"" + m.BlockName(b) + "\", ";
+    std::snprintf(buf, sizeof(buf), "%.6f", median(fwd[b]));
+    json += std::string("\"forward_s\": ") + buf + ", ";
+    std::snprintf(buf, sizeof(buf), "%.6f", median(bwd[b]));
+    json += std::string("\"backward_s\": ") + buf + ", \"params\": [";
+    const std::vector<torch::Tensor> params = m.BlockParameters(b);
+    for (size_t i = 0; i < params.size(); ++i) {
+      json += (i > 0 ? ", " : "") + std::to_string(params[i].numel());
+    }
+    json += "]}";
+    json += b + 1 < blocks ? ",\n" : "\n";
+  }
+  json += "  ]\n}\n";
+  FILE* f = std::fopen(path.c_str(), "w");
+  if (f == nullptr) {
+    std::fprintf(stderr, "cannot write %s\n", path.c_str());
+    return 1;
+  }
+  std::fputs(json.c_str(), f);
+  std::fclose(f);
+  std::printf("%s: %ld blocks, forward+backward %.4f s (median of %ld); wrote %s\n", name.c_str(),
+              blocks, median(totals), runs, path.c_str());
+  return 0;
+}
+
 }  // namespace
 }  // namespace p3::models
 
@@ -104,6 +207,16 @@ int main(int argc, char** argv) {
   const int64_t vocab_flag = absl::GetFlag(FLAGS_vocab_size);
   if (!absl::GetFlag(FLAGS_dump).empty()) {
     return Dump(absl::GetFlag(FLAGS_dump), classes, vocab_flag);
+  }
+  if (!absl::GetFlag(FLAGS_profile).empty()) {
+    if (absl::GetFlag(FLAGS_models).empty() ||
+        absl::GetFlag(FLAGS_models).find(',') != std::string::npos) {
+      std::fprintf(stderr, "--profile needs exactly one model in --models\n");
+      return 2;
+    }
+    return Profile(absl::GetFlag(FLAGS_profile), absl::GetFlag(FLAGS_models),
+                   absl::GetFlag(FLAGS_batch), absl::GetFlag(FLAGS_runs), classes, vocab_flag,
+                   absl::GetFlag(FLAGS_seq_len));
   }
   std::vector<std::string> names = ModelNames();
   if (!absl::GetFlag(FLAGS_models).empty()) {

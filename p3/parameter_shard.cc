@@ -318,12 +318,14 @@ absl::StatusOr<std::vector<Outgoing>> ParameterShard::Init(int rank, int slice_i
           absl::StrCat("slice ", slice_id, " already has initial values"));
     }
     P3_RETURN_IF_ERROR(CheckPart("initial values", slice_id, s.length, s.init_received, offset, n));
-    s.params.resize(s.length);
-    // `values` may be unaligned
-    std::memcpy(s.params.data() + offset, values, n * sizeof(float));
+    if (options_.keep_values) {
+      s.params.resize(s.length);
+      // `values` may be unaligned
+      std::memcpy(s.params.data() + offset, values, n * sizeof(float));
+    }
     s.init_received = offset + n;
     if (s.init_received < s.length) return std::vector<Outgoing>{};
-    TakeSnapshot(&s);
+    if (options_.keep_values) TakeSnapshot(&s);
     s.initialized = true;
   }
   // Every slice is in: version 0 of all of them to every worker that has joined. The
@@ -447,17 +449,19 @@ absl::Status ParameterShard::GradientFrom(int rank, int slice_id, uint64_t itera
                                                    rank));
     }
     P3_RETURN_IF_ERROR(CheckPart("gradient", slice_id, s.length, s.received[rank], offset, n));
-    // Allocates only the first time: the buffer keeps its size between iterations.
-    s.grads[rank].resize(s.length);
-    const WireDType dtype = options_.wire_dtype;
-    const int exponent = scale_exponent.value_or(0);
-    if (segments != nullptr) {
-      // Decoded straight into the slot (float32: copied); a value may straddle segments.
-      DecodeSegments(dtype, *segments, exponent, s.grads[rank].data() + offset);
-    } else if (dtype == WireDType::kFloat32) {
-      std::memcpy(s.grads[rank].data() + offset, values, n * sizeof(float));  // may be unaligned
-    } else {
-      RoundToWire(dtype, values, n, exponent, s.grads[rank].data() + offset);
+    if (options_.keep_values) {
+      // Allocates only the first time: the buffer keeps its size between iterations.
+      s.grads[rank].resize(s.length);
+      const WireDType dtype = options_.wire_dtype;
+      const int exponent = scale_exponent.value_or(0);
+      if (segments != nullptr) {
+        // Decoded straight into the slot (float32: copied); a value may straddle segments.
+        DecodeSegments(dtype, *segments, exponent, s.grads[rank].data() + offset);
+      } else if (dtype == WireDType::kFloat32) {
+        std::memcpy(s.grads[rank].data() + offset, values, n * sizeof(float));  // may be unaligned
+      } else {
+        RoundToWire(dtype, values, n, exponent, s.grads[rank].data() + offset);
+      }
     }
     s.received[rank] = offset + n;
     if (s.received[rank] < s.length) return absl::OkStatus();  // more parts to come
@@ -474,20 +478,23 @@ absl::Status ParameterShard::GradientFrom(int rank, int slice_id, uint64_t itera
     // not depend on arrival order, and the update, in one pass (SliceOptimizer::ApplyMean),
     // at the scheduled rate of this iteration: the version is the iteration whose
     // gradients these are, also after a restore, so a resumed run keeps its schedule.
-    for (int r = 0; r < workers; ++r) s.grad_ptrs[r] = s.grads[r].data();
-    optimizer_.ApplyMean(s.params.data(), s.grad_ptrs.data(), workers, s.length, &s.opt,
-                         optimizer_.LearningRate(static_cast<int64_t>(s.version)));
+    if (options_.keep_values) {
+      for (int r = 0; r < workers; ++r) s.grad_ptrs[r] = s.grads[r].data();
+      optimizer_.ApplyMean(s.params.data(), s.grad_ptrs.data(), workers, s.length, &s.opt,
+                           optimizer_.LearningRate(static_cast<int64_t>(s.version)));
+    }
     ++s.version;
     s.has.assign(workers, false);
     s.count = 0;
-    TakeSnapshot(&s);
+    if (options_.keep_values) TakeSnapshot(&s);
     if (values_on_push) {
       for (int r = 0; r < workers; ++r) AppendParams(slice_id, s, r, out);
     } else {
       for (int r : s.pending_pulls) AppendParams(slice_id, s, r, out);
       s.pending_pulls.clear();  // keeps its capacity for the next iteration
     }
-    if (options_.checkpoint_every > 0 && s.version % options_.checkpoint_every == 0) {
+    if (options_.keep_values && options_.checkpoint_every > 0 &&
+        s.version % options_.checkpoint_every == 0) {
       captured = SliceCheckpoint{slice_id, s.params, s.opt};
       captured_version = s.version;
     }

@@ -101,6 +101,13 @@ struct ShardOptions {
   // and each new version is encoded once (float16: scaled per slice, Float16Scale) and
   // sent to every worker as `Outgoing::encoded`. Default: float32.
   WireDType wire_dtype = WireDType::kFloat32;
+  // Store values and run the optimizer. false: the protocol alone -- every check, the
+  // count of gradients, versions, Acks, pending pulls and who is sent what, exactly as
+  // with values -- but no values are stored or summed, `values` may be null, and
+  // Outgoing::values is null. For the discrete-event simulator (p3/sim/), which runs this
+  // shard on models whose values would not fit in memory (64 workers' gradients of
+  // VGG-19). Checkpoints, restore and Resume() need values. Default: true.
+  bool keep_values = true;
 };
 
 class ParameterShard {

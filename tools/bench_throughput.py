@@ -272,7 +272,8 @@ def cmd_run(a):
         for bw in bws:
             for m in modes:  # modes (and wire dtypes) side by side at each bandwidth
                 for dtype in [d for d in a.wire_dtypes.split(",") if d]:
-                    run_p3(a, m, bw, a.slice_params, tag=f"_r{rep}", wire_dtype=dtype)
+                    run_p3(a, m, bw, a.slice_params, workers=a.workers, tag=f"_r{rep}",
+                           wire_dtype=dtype)
             if a.ddp:
                 run_ddp(a, bw)
         for s in [int(x) for x in a.slices.split(",") if x]:
@@ -577,6 +578,8 @@ def main():
     r.add_argument("--wire_dtypes", default="float32",
                    help="scheduling.wire_dtype of each mode's runs, interleaved, e.g. "
                         "float32,bfloat16,float16")
+    r.add_argument("--workers", type=int, default=2,
+                   help="workers (and as many servers) of the --modes runs")
     r.add_argument("--ddp", action="store_true")
     r.add_argument("--local", action="store_true")
     r.add_argument("--one_plus_one", action="store_true")

@@ -24,7 +24,7 @@ LAYERS = [
     ("core", ["p3"]),
     ("protocol and config", ["proto"]),
     ("models and data", ["models"]),
-    ("edges and engines", ["server", "worker", "p3/pipeline"]),
+    ("edges and engines", ["server", "worker", "p3/pipeline", "p3/sim"]),
     ("tool libraries", ["tools/launcher"]),
     ("tools", ["tools"]),
     ("tests", ["tests"]),

@@ -397,5 +397,56 @@ CATCH_TEST_CASE("on a 16-bit wire a checkpoint holds float32 master values") {
   CATCH_CHECK(saved->slices[2].params == b);
 }
 
+CATCH_TEST_CASE("without values the shard runs the same protocol: who gets what, when") {
+  // The simulator's shard (ShardOptions::keep_values = false) against one with values,
+  // message by message, in both answer styles.
+  for (bool values_on_push : {true, false}) {
+    ShardOptions with = Options(2);
+    ShardOptions without = Options(2);
+    without.keep_values = false;
+    ParameterShard a(with), b(without);
+    for (int r = 0; r < 2; ++r) {
+      CATCH_REQUIRE(a.Join(Signature(2, values_on_push), r).ok());
+      CATCH_REQUIRE(b.Join(Signature(2, values_on_push), r).ok());
+    }
+    InitAll(a);
+    CATCH_REQUIRE(b.Init(0, 0, nullptr, 3).ok());
+    CATCH_REQUIRE(b.Init(0, 1, nullptr, 2).ok());
+    absl::StatusOr<std::vector<Outgoing>> init_b = b.Init(0, 2, nullptr, 2);
+    CATCH_REQUIRE(init_b.ok());
+    CATCH_CHECK(init_b->size() == 6);  // version 0 of 3 slices to 2 workers
+    std::vector<float> g = {1, 1, 1};
+    auto same = [](const std::vector<Outgoing>& x, const std::vector<Outgoing>& y) {
+      CATCH_REQUIRE(x.size() == y.size());
+      for (size_t i = 0; i < x.size(); ++i) {
+        CATCH_CHECK(x[i].kind == y[i].kind);
+        CATCH_CHECK(x[i].rank == y[i].rank);
+        CATCH_CHECK(x[i].slice_id == y[i].slice_id);
+        CATCH_CHECK(x[i].iteration == y[i].iteration);
+        CATCH_CHECK(y[i].values == nullptr);
+      }
+    };
+    for (int r = 0; r < 2; ++r) {
+      if (!values_on_push && r == 1) {
+        // Worker 0 pulls version 1 before worker 1's gradient: pending in both.
+        absl::StatusOr<std::vector<Outgoing>> pa = a.Pull(0, 0, 1), pb = b.Pull(0, 0, 1);
+        CATCH_REQUIRE(pa.ok());
+        CATCH_REQUIRE(pb.ok());
+        same(*pa, *pb);
+      }
+      absl::StatusOr<std::vector<Outgoing>> ga = a.Gradient(r, 0, 0, g.data(), 3);
+      absl::StatusOr<std::vector<Outgoing>> gb = b.Gradient(r, 0, 0, nullptr, 3);
+      CATCH_REQUIRE(ga.ok());
+      CATCH_REQUIRE(gb.ok());
+      same(*ga, *gb);
+      if (r == 1) CATCH_CHECK(!gb->empty());
+    }
+    CATCH_CHECK(b.SliceValues(0)->second == 1);
+    // A duplicate is refused the same way.
+    CATCH_CHECK(b.Gradient(0, 0, 0, nullptr, 3).status().code() ==
+                a.Gradient(0, 0, 0, g.data(), 3).status().code());
+  }
+}
+
 }  // namespace
 }  // namespace p3

@@ -1,0 +1,116 @@
+// Shared resources on a simulated clock: links, NICs and CPUs as fluid capacities that
+// the jobs using them share fairly (processor sharing). The building block of the
+// discrete-event simulator (p3/sim/simulator.h).
+//
+// A resource has a capacity in units per second (bytes/s for a link, cores for a CPU). A
+// job has an amount of work and uses one or more resources, each at `coef` resource
+// units per unit of work (a transfer of bytes: 1 on each link it crosses and the CPU
+// seconds per byte on each host's CPU), and at most `max_rate` units of work per second
+// (a compute job: one core). Each resource is split by water-filling among its jobs: an
+// equal share of the capacity each, a job that cannot use its share (limited by another
+// resource or by max_rate) leaving the rest to the others. A job then progresses at the
+// smallest rate any of its resources allows. The allocation is recomputed whenever a job
+// starts or ends, and is constant in between, so completion times are exact.
+//
+// Example:
+//   FluidScheduler fluid;
+//   const int link = fluid.AddResource(125e6);            // 1 Gbit/s in bytes/s
+//   fluid.Start(1e6, {{link, 1.0}}, kUnlimitedRate, [] { /* 8 ms later */ });
+//   while (fluid.active() > 0) fluid.AdvanceTo(fluid.NextCompletion());
+//
+// Not thread-safe: one event loop drives it.
+#ifndef P3_P3_SIM_FLUID_H_
+#define P3_P3_SIM_FLUID_H_
+
+#include <cstdint>
+#include <functional>
+#include <limits>
+#include <map>
+#include <queue>
+#include <unordered_set>
+#include <vector>
+
+namespace p3::sim {
+
+inline constexpr double kUnlimitedRate = std::numeric_limits<double>::infinity();
+
+struct Usage {
+  int resource = 0;
+  double coef = 1.0;  // resource units per unit of work; > 0
+};
+
+// How a resource is split among its jobs.
+enum class Sharing {
+  // Water-filling (above): exact, but each change recomputes every job's rate.
+  kWaterFilling,
+  // Each job gets capacity / (jobs on the resource) at each of its resources, unused
+  // shares are not handed on; a change recomputes only the jobs on the resources it
+  // touches. Exact when the jobs sharing a resource are limited by it alike (the
+  // all-to-all traffic of a symmetric cluster); for simulating large clusters.
+  kEqualSplit,
+};
+
+class FluidScheduler {
+ public:
+  explicit FluidScheduler(Sharing sharing = Sharing::kWaterFilling) : sharing_(sharing) {}
+
+  // A resource of `capacity` units per second (> 0; infinity: never a limit). Returns its id.
+  int AddResource(double capacity);
+
+  // Starts a job of `work` units (>= 0) using `uses`, at most `max_rate` units per second;
+  // `done` runs from AdvanceTo() when the work is finished. Returns the job's id.
+  // A job with no resources and an infinite max_rate finishes at the next AdvanceTo().
+  int64_t Start(double work, std::vector<Usage> uses, double max_rate, std::function<void()> done);
+
+  // The simulated time now, in seconds.
+  double now() const { return now_; }
+  // The time the next job finishes (infinity when none is active).
+  double NextCompletion();
+  // Moves the clock to `t` (>= now()), progressing every job at its rate, and runs the
+  // `done` of every job finished by then, in the order they were started.
+  void AdvanceTo(double t);
+
+  int active() const { return static_cast<int>(jobs_.size()); }
+  // The rate of job `id` under the current allocation (0 when it is not active).
+  double Rate(int64_t id);
+  // Units of resource `r` used per second now.
+  double Load(int r);
+
+ private:
+  struct Job {
+    double remaining = 0;
+    std::vector<Usage> uses;
+    double max_rate = kUnlimitedRate;
+    std::function<void()> done;
+    double rate = 0;
+    // kEqualSplit: `remaining` is as of `updated_at`; the heap entry with `version` is
+    // the job's finish at its current rate.
+    double updated_at = 0;
+    int64_t version = 0;
+  };
+  struct Finish {
+    double t;
+    int64_t id;
+    int64_t version;
+    bool operator>(const Finish& o) const { return t != o.t ? t > o.t : id > o.id; }
+  };
+  void Reallocate();
+  double EqualSplitRate(const Job& job) const;
+
+  const Sharing sharing_;
+  // kEqualSplit: the jobs on each resource, and the resources whose jobs need new rates.
+  std::vector<std::vector<int64_t>> users_;
+  std::vector<int> touched_;
+  std::vector<int64_t> unused_;  // new jobs that use no resource
+  std::priority_queue<Finish, std::vector<Finish>, std::greater<Finish>> finishes_;
+  void SetRate(int64_t id, Job& job, double rate);
+  double now_ = 0;
+  int64_t next_id_ = 0;
+  bool dirty_ = false;
+  std::vector<double> capacity_;
+  std::map<int64_t, Job> jobs_;  // by id: start order
+};
+
+}  // namespace p3::sim
+
+#endif  // P3_P3_SIM_FLUID_H_

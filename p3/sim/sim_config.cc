@@ -1,0 +1,147 @@
+#include "p3/sim/sim_config.h"
+
+#include <fstream>
+#include <functional>
+#include <map>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+#include "nlohmann/json.hpp"
+
+namespace p3::sim {
+
+absl::Status ApplyConfig(const config::ExperimentConfig& config, SimOptions* options) {
+  absl::StatusOr<Mode> mode = ParseMode(config.mode());
+  if (!mode.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("mode \"", config.mode(),
+                                                   "\" cannot be simulated: ",
+                                                   mode.status().message()));
+  }
+  options->mode = *mode;
+  options->workers = config.cluster().workers();
+  options->servers = config.cluster().servers();
+  options->colocated = config.network().placement() != "separate";
+  options->machines = config.network().machines();
+  options->shared_memory = config.scheduling().shared_memory();
+  options->bandwidth_gbps = config.network().bandwidth_gbps();
+  options->slice_params = config.scheduling().slice_params();
+  options->split_threshold = config.scheduling().split_threshold();
+  options->max_message_params = config.scheduling().max_message_params();
+  options->credit_bytes = config.scheduling().credit_bytes();
+  const int64_t batch = config.training().batch_size();
+  if (batch > 0 && options->profile.batch > 0 && batch != options->profile.batch) {
+    const double scale = static_cast<double>(batch) / static_cast<double>(options->profile.batch);
+    for (ProfileBlock& b : options->profile.blocks) {
+      b.forward_s *= scale;
+      b.backward_s *= scale;
+    }
+    options->profile.source += absl::StrCat("; times scaled linearly from batch ",
+                                            options->profile.batch, " to ", batch);
+    options->profile.batch = batch;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status LoadCalibration(const std::string& path, Calibration* c) {
+  std::ifstream in(path);
+  if (!in) return absl::NotFoundError(absl::StrCat("cannot read the calibration ", path));
+  std::stringstream text;
+  text << in.rdbuf();
+  nlohmann::json j = nlohmann::json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object()) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": not a JSON object"));
+  }
+  std::map<std::string, std::function<void(double)>> fields = {
+      {"send_s_per_byte", [c](double v) { c->send_s_per_byte = v; }},
+      {"recv_s_per_byte", [c](double v) { c->recv_s_per_byte = v; }},
+      {"shaped_s_per_byte_at_1g", [c](double v) { c->shaped_s_per_byte_at_1g = v; }},
+      {"shaped_exponent", [c](double v) { c->shaped_exponent = v; }},
+      {"per_message_s", [c](double v) { c->per_message_s = v; }},
+      {"write_gap_s", [c](double v) { c->write_gap_s = v; }},
+      {"shm_s_per_byte", [c](double v) { c->shm_s_per_byte = v; }},
+      {"update_s_per_byte", [c](double v) { c->update_s_per_byte = v; }},
+      {"worker_update_s_per_byte", [c](double v) { c->worker_update_s_per_byte = v; }},
+      {"header_bytes", [c](double v) { c->header_bytes = static_cast<int64_t>(v); }},
+      {"goodput_factor", [c](double v) { c->goodput_factor = v; }},
+      {"kernel_buffer_bytes", [c](double v) { c->kernel_buffer_bytes = static_cast<int64_t>(v); }},
+      {"loopback_gbps", [c](double v) { c->loopback_gbps = v; }},
+      {"latency_s", [c](double v) { c->latency_s = v; }},
+      {"compute_scale", [c](double v) { c->compute_scale = v; }},
+      {"ring_send_s_per_byte", [c](double v) { c->ring_send_s_per_byte = v; }},
+      {"ring_recv_s_per_byte", [c](double v) { c->ring_recv_s_per_byte = v; }},
+      {"ring_reduce_s_per_byte", [c](double v) { c->ring_reduce_s_per_byte = v; }},
+  };
+  for (const auto& [key, value] : j.items()) {
+    if (key.rfind("_", 0) == 0) continue;  // "_comment", "_source": documentation
+    auto it = fields.find(key);
+    if (it == fields.end()) {
+      std::string allowed;
+      for (const auto& [name, set] : fields) allowed += (allowed.empty() ? "" : ", ") + name;
+      return absl::InvalidArgumentError(
+          absl::StrCat(path, ": unknown field \"", key, "\"; allowed: ", allowed));
+    }
+    if (!value.is_number() || value.get<double>() < 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(path, ": ", key, " must be a number >= 0"));
+    }
+    it->second(value.get<double>());
+  }
+  return absl::OkStatus();
+}
+
+std::string ResultJson(const SimOptions& o, const SimResult& r) {
+  nlohmann::json j;
+  j["samples_per_second"] = r.samples_per_second;
+  j["iteration_seconds"] = r.iteration_seconds;
+  nlohmann::json workers = nlohmann::json::array();
+  for (const WorkerBreakdown& w : r.workers) {
+    workers.push_back({{"iteration_s", w.iteration_s},
+                       {"compute_s", w.compute_s},
+                       {"exposed_comm_s", w.exposed_comm_s},
+                       {"idle_s", w.idle_s}});
+  }
+  j["workers"] = workers;
+  j["mode"] = o.allreduce ? std::string("allreduce") : ModeName(o.mode);
+  j["model"] = o.profile.model;
+  j["profile_source"] = o.profile.source;
+  j["batch_per_worker"] = o.profile.batch;
+  j["workers_count"] = o.workers;
+  j["servers_count"] = o.servers;
+  j["placement"] = o.colocated ? "colocated" : "separate";
+  j["machines"] = o.machines;
+  j["shared_memory"] = o.shared_memory;
+  j["bandwidth_gbps"] = o.bandwidth_gbps;
+  j["slice_params"] = o.slice_params;
+  j["credit_bytes"] = o.credit_bytes;
+  j["cpu_cores_per_host"] = o.cpu_cores_per_host;
+  j["machines_per_host"] = o.machines_per_host;
+  j["iterations"] = o.iterations;
+  j["sharing"] = o.equal_split ? "equal_split" : "water_filling";
+  j["warmup_iterations"] = o.warmup_iterations;
+  j["num_slices"] = r.num_slices;
+  j["messages"] = r.num_messages;
+  j["events"] = r.events;
+  j["simulated_seconds"] = r.simulated_seconds;
+  const Calibration& c = o.calibration;
+  j["calibration"] = {{"send_s_per_byte", c.send_s_per_byte},
+                      {"recv_s_per_byte", c.recv_s_per_byte},
+                      {"shaped_s_per_byte_at_1g", c.shaped_s_per_byte_at_1g},
+                      {"shaped_exponent", c.shaped_exponent},
+                      {"per_message_s", c.per_message_s},
+                      {"write_gap_s", c.write_gap_s},
+                      {"shm_s_per_byte", c.shm_s_per_byte},
+                      {"update_s_per_byte", c.update_s_per_byte},
+                      {"worker_update_s_per_byte", c.worker_update_s_per_byte},
+                      {"header_bytes", c.header_bytes},
+                      {"goodput_factor", c.goodput_factor},
+                      {"kernel_buffer_bytes", c.kernel_buffer_bytes},
+                      {"loopback_gbps", c.loopback_gbps},
+                      {"latency_s", c.latency_s},
+                      {"compute_scale", c.compute_scale},
+                      {"ring_send_s_per_byte", c.ring_send_s_per_byte},
+                      {"ring_recv_s_per_byte", c.ring_recv_s_per_byte},
+                      {"ring_reduce_s_per_byte", c.ring_reduce_s_per_byte}};
+  return j.dump(2) + "\n";
+}
+
+}  // namespace p3::sim

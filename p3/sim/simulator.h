@@ -1,0 +1,183 @@
+// A discrete-event simulator of one stream of training iterations on a cluster of
+// parameter servers (every mode of p3/mode.h) or of ring all-reduce with DDP's bucketing.
+//
+// It runs the real scheduling core on a simulated clock: the real SlicePlan, one real
+// LinkSendQueue per process deciding which message each connection writes next (and the
+// credit), a real WorkerCore per worker (parts, versions, Ack -> Pull) with its
+// VersionTracker gating the forward pass block by block, and a real ParameterShard per
+// server (which gradient completes a slice, values on push or Ack + Pull), the latter
+// without values (ShardOptions::keep_values = false). What it models instead of running:
+// the computation (per-block forward/backward seconds from a profile), the links
+// (per-machine full-duplex NIC, fair-shared by every connection crossing it, plus
+// latency), the kernel's send buffer per connection, and the CPU time that sending,
+// receiving and the optimizer take on the machine's cores, shared with the computation
+// (p3/sim/fluid.h). See docs/simulator.md.
+//
+// Example:
+//   SimOptions options;
+//   options.profile = *LoadProfile("configs/sim/profiles/resnet50_b8_cpu.json");
+//   options.mode = Mode::kP3;
+//   options.workers = options.servers = 2;
+//   options.bandwidth_gbps = 1;
+//   absl::StatusOr<SimResult> result = Simulate(options);
+//   // result->samples_per_second, result->iteration_seconds, result->workers[r].compute_s
+//
+// Simulate() is a pure function of its options: the same options give the same result.
+#ifndef P3_P3_SIM_SIMULATOR_H_
+#define P3_P3_SIM_SIMULATOR_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "p3/mode.h"
+#include "p3/slice_plan.h"
+#include "p3/trace.h"
+
+namespace p3::sim {
+
+// Per-block compute times of one worker's batch, in forward order.
+struct ProfileBlock {
+  std::string name;
+  double forward_s = 0;
+  double backward_s = 0;
+  std::vector<int64_t> params;  // numel of each parameter tensor, in the block's order
+};
+
+struct Profile {
+  std::string model;
+  int64_t batch = 0;  // samples per worker and iteration the times are for
+  std::string source;
+  std::vector<ProfileBlock> blocks;
+};
+
+// Reads a profile JSON file (docs/simulator.md, "Profile files").
+absl::StatusOr<Profile> LoadProfile(const std::string& path);
+// The tensors of `profile` in forward order, named "<block>/<index>" (the worker's
+// BlockModel::OrderedParameters() names).
+std::vector<TensorEntry> ProfileTensors(const Profile& profile);
+
+// The CPU costs of communication, in seconds of one core. Calibrated from the streaming
+// micro-benchmark (docs/results/streaming.md; tools/sim_validate.py says how).
+struct Calibration {
+  // Per byte sent, and per byte received, through a TCP connection (gRPC, the copies,
+  // the kernel). Default: 0.66 ns and 0.69 ns (streaming, loopback, commit 3bcf7a9).
+  double send_s_per_byte = 0.66e-9;
+  double recv_s_per_byte = 0.69e-9;
+  // Extra per byte and side on a shaped emulated link (veth, bridge, tbf; more and
+  // smaller socket reads), at 1 Gbit/s; it scales as rate^-shaped_exponent.
+  // Default: 0.75 ns, exponent 0.4.
+  double shaped_s_per_byte_at_1g = 0.75e-9;
+  double shaped_exponent = 0.4;
+  // Per message and side (gRPC framing, a thread hand-off). Default: 20 µs.
+  double per_message_s = 20e-6;
+  // Wall-clock delay between two writes of one connection's writer (waking the writer
+  // thread), not CPU. Default: 60 µs.
+  double write_gap_s = 60e-6;
+  // Per byte copied through shared memory (a colocated worker and server). Default: 0.3 ns.
+  double shm_s_per_byte = 0.3e-9;
+  // Optimizer (aggregation of W gradients and the update) per byte of parameters and
+  // worker. Default: 0.5 ns.
+  double update_s_per_byte = 0.5e-9;
+  // The optimizer step on the worker itself (DDP and local), per byte of parameters;
+  // negative: update_s_per_byte (a CPU worker). On a GPU it is far cheaper. Default: -1.
+  double worker_update_s_per_byte = -1;
+  // Bytes on the wire per message beyond the values (header, gRPC, HTTP/2). Default: 100.
+  int64_t header_bytes = 100;
+  // Fraction of the link rate left for payload (TCP/IP headers). Default: 0.957.
+  double goodput_factor = 0.957;
+  // Unsent bytes a connection's kernel buffer holds before a write blocks; a write is
+  // done (and releases its credit) once its bytes are in it. Default: 1 MiB.
+  int64_t kernel_buffer_bytes = 1 << 20;
+  // Rate of the loopback interface (bandwidth 0, or two processes of one machine
+  // without shared memory), Gbit/s. Default: 17 (iperf3 on loopback here).
+  double loopback_gbps = 17.0;
+  // One-way latency of a link. Default: 50 µs.
+  double latency_s = 50e-6;
+  // Multiplies every profile time (e.g. to move CPU profiles to a faster or slower
+  // day, or GPU-class compute). Default: 1.
+  double compute_scale = 1.0;
+  // gloo's ring all-reduce (the DDP peer): CPU per byte sent and received per step,
+  // and per byte reduced. Default: 0.4 ns, 0.4 ns, 0.3 ns.
+  double ring_send_s_per_byte = 0.4e-9;
+  double ring_recv_s_per_byte = 0.4e-9;
+  double ring_reduce_s_per_byte = 0.3e-9;
+};
+
+// What to simulate. Only `profile` has no default.
+struct SimOptions {
+  Profile profile;
+  // Default: p3. kLocal: one process, compute and the optimizer only.
+  Mode mode = Mode::kP3;
+  // Ring all-reduce with DDP's buckets instead of parameter servers. Default: false.
+  bool allreduce = false;
+  // DDP's bucket cap and its first bucket's. Default: 25 MB, 1 MB.
+  int64_t bucket_bytes = 25 * 1024 * 1024;
+  int64_t first_bucket_bytes = 1024 * 1024;
+  int workers = 2;  // Default: 2.
+  int servers = 2;  // Default: 2.
+  // Worker r and server r on machine r (else workers on machines 0..W-1, servers on
+  // W..W+S-1). Default: true.
+  bool colocated = true;
+  // Emulated machines; worker r on machine r mod machines, server i on (i + W) mod
+  // machines when separate, i mod machines when colocated (network.machines and
+  // proto/config.h's layout). 0: max(W, S) colocated, W + S separate. Default: 0.
+  int machines = 0;
+  // A colocated worker and server exchange values through shared memory (else loopback
+  // TCP). Default: true.
+  bool shared_memory = true;
+  // Link rate per machine and direction, Gbit/s; 0: loopback (no emulation). Default: 1.
+  double bandwidth_gbps = 1.0;
+  // Slicing (p3/slice_plan.h), message parts and credit (p3/link_queue.h), as in the
+  // config's `scheduling`. Defaults: the config's.
+  int64_t slice_params = kDefaultSliceParams;
+  int64_t split_threshold = kDefaultSplitThreshold;
+  int64_t max_message_params = kDefaultMaxMessageParams;
+  int64_t credit_bytes = 0;
+  // Cores per host and machines per host: the emulated machines of a host share its
+  // cores for computing and communicating. 0 cores: the CPU is never a limit and the
+  // computation runs on an accelerator (GPU-class). Default: 0, 1.
+  double cpu_cores_per_host = 0;
+  int machines_per_host = 1;
+  // Iterations simulated, and how many of the first are left out of the figures.
+  // Default: 8, 3.
+  int iterations = 8;
+  int warmup_iterations = 3;
+  Calibration calibration;
+  // Record a timeline in the real trace's format (docs/tracing.md). Default: false.
+  bool trace = false;
+  // Split each link and CPU equally among its jobs without handing on unused shares
+  // (Sharing::kEqualSplit, p3/sim/fluid.h): orders of magnitude faster on large
+  // clusters, exact for symmetric all-to-all traffic. Default: false (water-filling).
+  bool equal_split = false;
+};
+
+struct WorkerBreakdown {
+  // Mean per measured iteration, seconds.
+  double iteration_s = 0;
+  double compute_s = 0;         // forward and backward (stretched by CPU contention)
+  double exposed_comm_s = 0;    // waiting for parameters (or all-reduce) to arrive
+  double idle_s = 0;            // the rest (the optimizer in DDP and local)
+};
+
+struct SimResult {
+  double samples_per_second = 0;  // global batch / mean iteration time
+  double iteration_seconds = 0;   // mean over workers and measured iterations
+  std::vector<WorkerBreakdown> workers;
+  int num_slices = 0;             // slices of the plan used (0 for all-reduce and local)
+  int64_t num_messages = 0;       // messages simulated
+  int64_t events = 0;
+  double simulated_seconds = 0;
+  // One recorder per process (workers pid 100 + r, servers 200 + i) when options.trace.
+  std::vector<std::unique_ptr<TraceRecorder>> traces;
+};
+
+// Fails on a bad profile or options (InvalidArgument), or when the real core refuses a
+// message (Internal: a bug in the simulator's use of it).
+absl::StatusOr<SimResult> Simulate(const SimOptions& options);
+
+}  // namespace p3::sim
+
+#endif  // P3_P3_SIM_SIMULATOR_H_

@@ -1,0 +1,267 @@
+#include "p3/sim/simulator.h"
+
+#include <catch2/catch.hpp>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "nlohmann/json.hpp"
+#include "p3/sim/sim_config.h"
+#include "p3/slice_plan.h"
+#include "proto/config.h"
+
+namespace p3::sim {
+namespace {
+
+constexpr double kRate = 1.25e8;  // 1 Gbit/s in bytes/s
+
+// A calibration with no CPU costs, headers, gaps or TCP overhead: hand-computable times.
+Calibration Ideal(double latency) {
+  Calibration c;
+  c.send_s_per_byte = c.recv_s_per_byte = 0;
+  c.shaped_s_per_byte_at_1g = 0;
+  c.per_message_s = 0;
+  c.write_gap_s = 0;
+  c.shm_s_per_byte = 0;
+  c.update_s_per_byte = 0;
+  c.header_bytes = 0;
+  c.goodput_factor = 1.0;
+  c.latency_s = latency;
+  c.ring_send_s_per_byte = c.ring_recv_s_per_byte = c.ring_reduce_s_per_byte = 0;
+  return c;
+}
+
+// One block per entry of `tensors` (one tensor each), with no compute time.
+Profile Blocks(const std::vector<int64_t>& tensors) {
+  Profile p;
+  p.model = "test";
+  p.batch = 1;
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    p.blocks.push_back({"b" + std::to_string(i), 0.0, 0.0, {tensors[i]}});
+  }
+  return p;
+}
+
+SimOptions Separate(Profile profile, int workers, int servers, double latency) {
+  SimOptions o;
+  o.profile = std::move(profile);
+  o.workers = workers;
+  o.servers = servers;
+  o.colocated = false;
+  o.bandwidth_gbps = 1.0;
+  o.calibration = Ideal(latency);
+  o.iterations = 4;
+  o.warmup_iterations = 1;
+  return o;
+}
+
+CATCH_TEST_CASE("one slice over one link: each way takes latency + bytes / rate") {
+  const int64_t n = 10000;  // one slice of 40 kB
+  const double latency = 1e-4;
+  absl::StatusOr<SimResult> r = Simulate(Separate(Blocks({n}), 1, 1, latency));
+  CATCH_REQUIRE(r.ok());
+  const double one_way = latency + 4.0 * n / kRate;
+  CATCH_CHECK(r->iteration_seconds == Approx(2 * one_way).epsilon(1e-9));
+  CATCH_CHECK(r->workers[0].exposed_comm_s == Approx(2 * one_way).epsilon(1e-9));
+  CATCH_CHECK(r->workers[0].compute_s == 0.0);
+  CATCH_CHECK(r->samples_per_second == Approx(1.0 / (2 * one_way)).epsilon(1e-9));
+}
+
+CATCH_TEST_CASE("two workers' streams into one server's NIC share it") {
+  const int64_t n = 10000;
+  const double latency = 1e-4;
+  absl::StatusOr<SimResult> r = Simulate(Separate(Blocks({n}), 2, 1, latency));
+  CATCH_REQUIRE(r.ok());
+  // Both gradients share the server's downlink, both values its uplink.
+  const double one_way = latency + 2 * 4.0 * n / kRate;
+  CATCH_CHECK(r->iteration_seconds == Approx(2 * one_way).epsilon(1e-9));
+  CATCH_CHECK(r->samples_per_second == Approx(2.0 / (2 * one_way)).epsilon(1e-9));
+}
+
+CATCH_TEST_CASE("baseline waits for the Ack and the Pull: two latencies more than p3") {
+  const int64_t n = 10000;
+  const double latency = 1e-4;
+  SimOptions o = Separate(Blocks({n}), 1, 1, latency);
+  o.mode = Mode::kBaseline;
+  absl::StatusOr<SimResult> base = Simulate(o);
+  CATCH_REQUIRE(base.ok());
+  CATCH_CHECK(base->iteration_seconds == Approx(2 * 4.0 * n / kRate + 4 * latency).epsilon(1e-9));
+  o.mode = Mode::kP3;
+  absl::StatusOr<SimResult> p3 = Simulate(o);
+  CATCH_REQUIRE(p3.ok());
+  CATCH_CHECK(base->iteration_seconds - p3->iteration_seconds == Approx(2 * latency).epsilon(1e-6));
+}
+
+// The slice ids of worker 0's gradients of iteration 0, in the order they were written.
+std::vector<int> SendOrder(SimResult& r) {
+  const std::string path = std::string(std::getenv("TEST_TMPDIR")) + "/worker0.json";
+  CATCH_REQUIRE(r.traces[0]->WriteJson(path).ok());
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  const nlohmann::json j = nlohmann::json::parse(text.str());
+  std::vector<int> order;
+  for (const nlohmann::json& e : j["traceEvents"]) {
+    if (e.value("cat", "") != "send") continue;
+    const std::string name = e.value("name", "");
+    if (name.rfind("gradient ", 0) != 0 || e["args"]["iteration"].get<int>() != 0) continue;
+    order.push_back(e["args"]["slice"].get<int>());
+  }
+  return order;
+}
+
+CATCH_TEST_CASE("p3's queue sends the first layer's slice ahead of later layers queued before it") {
+  // Block 1 (10 slices) is produced first; block 0's one slice 1 ms later, while block
+  // 1's slices are still queued (each takes 1.28 ms at 1 Gbit/s).
+  Profile profile = Blocks({40000, 400000});
+  profile.blocks[0].backward_s = 1e-3;
+  SimOptions o = Separate(profile, 1, 1, 0);
+  o.calibration.kernel_buffer_bytes = 0;  // one message waiting in the kernel at most
+  o.trace = true;
+  o.iterations = 2;
+  o.mode = Mode::kP3;
+  absl::StatusOr<SimResult> p3 = Simulate(o);
+  CATCH_REQUIRE(p3.ok());
+  const std::vector<int> order = SendOrder(*p3);
+  CATCH_REQUIRE(order.size() == 11);
+  // Slices 1 and 2 were handed to the kernel before slice 0 existed; then slice 0.
+  CATCH_CHECK(order[0] == 1);
+  CATCH_CHECK(order[1] == 2);
+  CATCH_CHECK(order[2] == 0);
+  o.mode = Mode::kSlicingOnly;  // FIFO: slice 0 waits behind every slice of block 1
+  absl::StatusOr<SimResult> fifo = Simulate(o);
+  CATCH_REQUIRE(fifo.ok());
+  const std::vector<int> fifo_order = SendOrder(*fifo);
+  CATCH_REQUIRE(fifo_order.size() == 11);
+  CATCH_CHECK(fifo_order.back() == 0);
+}
+
+CATCH_TEST_CASE("network.machines puts two workers on one machine: they share its NIC") {
+  const int64_t n = 10000;
+  SimOptions o = Separate(Blocks({n}), 3, 1, 0);
+  // Machines as the launcher places them (proto/config.h): workers 0 and 2 on machine
+  // 0, worker 1 and the server on machine 1 (worker 1 through shared memory, free here).
+  o.machines = 2;
+  // Worker 1's first iteration is shorter (its values need no link); measure after it.
+  o.iterations = 5;
+  o.warmup_iterations = 2;
+  absl::StatusOr<SimResult> r = Simulate(o);
+  CATCH_REQUIRE(r.ok());
+  // Two gradients share machine 0's uplink, two values its downlink.
+  CATCH_CHECK(r->iteration_seconds == Approx(2 * 2 * 4.0 * n / kRate).epsilon(1e-9));
+}
+
+CATCH_TEST_CASE("ring all-reduce of one bucket takes 2(N-1)/N * bytes / rate") {
+  const int64_t n = 1000000;
+  SimOptions o = Separate(Blocks({n}), 4, 1, 0);
+  o.allreduce = true;
+  o.first_bucket_bytes = o.bucket_bytes = int64_t{1} << 30;  // one bucket
+  absl::StatusOr<SimResult> r = Simulate(o);
+  CATCH_REQUIRE(r.ok());
+  const double bytes = 4.0 * n;
+  CATCH_CHECK(r->iteration_seconds == Approx(2.0 * 3 / 4 * bytes / kRate).epsilon(1e-9));
+}
+
+CATCH_TEST_CASE("the simulator cuts the model with the real planner") {
+  absl::StatusOr<Profile> profile = LoadProfile("configs/sim/profiles/resnet50_b8_cpu.json");
+  CATCH_REQUIRE(profile.ok());
+  SlicePlanOptions plan_options;
+  plan_options.num_servers = 2;
+  absl::StatusOr<SlicePlan> plan = SlicePlan::Create(ProfileTensors(*profile), plan_options);
+  CATCH_REQUIRE(plan.ok());
+  SimOptions o;
+  o.profile = *profile;
+  o.iterations = 2;
+  o.warmup_iterations = 1;
+  absl::StatusOr<SimResult> r = Simulate(o);
+  CATCH_REQUIRE(r.ok());
+  CATCH_CHECK(r->num_slices == static_cast<int>(plan->slices().size()));
+  CATCH_CHECK(plan->total_params() == 25557032);  // ResNet-50's parameters
+  plan_options.granularity = Granularity::kTensor;  // baseline: whole tensors, split > 1 M
+  absl::StatusOr<SlicePlan> tensors = SlicePlan::Create(ProfileTensors(*profile), plan_options);
+  CATCH_REQUIRE(tensors.ok());
+  o.mode = Mode::kBaseline;
+  absl::StatusOr<SimResult> base = Simulate(o);
+  CATCH_REQUIRE(base.ok());
+  CATCH_CHECK(base->num_slices == static_cast<int>(tensors->slices().size()));
+  CATCH_CHECK(base->num_slices < r->num_slices);
+}
+
+CATCH_TEST_CASE("every mode and all-reduce finish, and a run is a pure function of its options") {
+  absl::StatusOr<Profile> profile = LoadProfile("configs/sim/profiles/resnet50_b8_cpu.json");
+  CATCH_REQUIRE(profile.ok());
+  for (int m = 0; m <= static_cast<int>(Mode::kLocal); ++m) {
+    SimOptions o;
+    o.profile = *profile;
+    o.mode = static_cast<Mode>(m);
+    o.cpu_cores_per_host = 2;
+    o.machines_per_host = 2;
+    o.iterations = 3;
+    o.warmup_iterations = 1;
+    absl::StatusOr<SimResult> a = Simulate(o);
+    CATCH_REQUIRE(a.ok());
+    absl::StatusOr<SimResult> b = Simulate(o);
+    CATCH_REQUIRE(b.ok());
+    CATCH_CHECK(a->samples_per_second > 0);
+    CATCH_CHECK(a->samples_per_second == b->samples_per_second);
+  }
+}
+
+CATCH_TEST_CASE("local mode: the sum of the blocks' times and the optimizer") {
+  Profile p = Blocks({1000, 1000});
+  p.blocks[0].forward_s = 0.1;
+  p.blocks[1].backward_s = 0.2;
+  SimOptions o;
+  o.profile = p;
+  o.mode = Mode::kLocal;
+  o.calibration = Ideal(0);
+  o.calibration.update_s_per_byte = 1e-6;  // 8000 bytes: 8 ms
+  absl::StatusOr<SimResult> r = Simulate(o);
+  CATCH_REQUIRE(r.ok());
+  CATCH_CHECK(r->iteration_seconds == Approx(0.308));
+  CATCH_CHECK(r->workers[0].compute_s == Approx(0.3));
+  CATCH_CHECK(r->workers[0].idle_s == Approx(0.008));
+}
+
+CATCH_TEST_CASE("a config sets mode, cluster, network and scheduling; another batch scales the times") {
+  absl::StatusOr<config::ExperimentConfig> cfg = config::ParseConfig(
+      "mode: \"baseline\" cluster { workers: 3 servers: 2 } model { name: \"mlp\" } "
+      "training { batch_size: 16 } network { bandwidth_gbps: 2.5 placement: \"separate\" } "
+      "scheduling { slice_params: 1000 credit_bytes: 65536 shared_memory: false }",
+      {"scheduling.max_message_params=5000"});
+  CATCH_REQUIRE(cfg.ok());
+  SimOptions o;
+  o.profile = Blocks({100});
+  o.profile.batch = 8;
+  o.profile.blocks[0].forward_s = 0.5;
+  CATCH_REQUIRE(ApplyConfig(*cfg, &o).ok());
+  CATCH_CHECK(o.mode == Mode::kBaseline);
+  CATCH_CHECK(o.workers == 3);
+  CATCH_CHECK(o.servers == 2);
+  CATCH_CHECK_FALSE(o.colocated);
+  CATCH_CHECK_FALSE(o.shared_memory);
+  CATCH_CHECK(o.bandwidth_gbps == 2.5);
+  CATCH_CHECK(o.slice_params == 1000);
+  CATCH_CHECK(o.credit_bytes == 65536);
+  CATCH_CHECK(o.max_message_params == 5000);
+  CATCH_CHECK(o.profile.batch == 16);
+  CATCH_CHECK(o.machines == 5);  // the default filled in by the loader: W + S, separate
+  CATCH_CHECK(o.profile.blocks[0].forward_s == Approx(1.0));
+}
+
+CATCH_TEST_CASE("a calibration file with an unknown field is refused by name") {
+  const std::string path = std::string(std::getenv("TEST_TMPDIR")) + "/cal.json";
+  std::ofstream(path) << "{\"latency_s\": 0.001, \"latnecy\": 2}";
+  Calibration c;
+  absl::Status s = LoadCalibration(path, &c);
+  CATCH_CHECK(s.code() == absl::StatusCode::kInvalidArgument);
+  CATCH_CHECK(std::string(s.message()).find("latnecy") != std::string::npos);
+  std::ofstream(path) << "{\"latency_s\": 0.001, \"_comment\": \"x\"}";
+  CATCH_CHECK(LoadCalibration(path, &c).ok());
+  CATCH_CHECK(c.latency_s == 0.001);
+}
+
+}  // namespace
+}  // namespace p3::sim

@@ -1,0 +1,178 @@
+// p3_sim: predicts the throughput of one experiment config with the discrete-event
+// simulator (p3/sim/simulator.h, docs/simulator.md).
+//
+//   bazel run //tools:p3_sim -- --config=$PWD/configs/bench/resnet50.textproto \
+//       --profile=$PWD/configs/sim/profiles/resnet50_b8_cpu.json \
+//       --calibration=$PWD/configs/sim/calibration_cpu.json \
+//       --cpu_cores_per_host=2 --machines_per_host=2 --set=network.bandwidth_gbps=2.5
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "p3/file_util.h"
+#include "p3/sim/sim_config.h"
+#include "p3/sim/simulator.h"
+#include "proto/config.h"
+#include "tools/launcher/trace_merge.h"
+
+ABSL_FLAG(std::string, config, "", "experiment config (text proto), as for launch_cluster");
+ABSL_FLAG(std::string, profile, "",
+          "per-block forward/backward seconds (JSON, docs/simulator.md); default: "
+          "configs/sim/profiles/<model>_b<batch>_cpu.json when it exists");
+ABSL_FLAG(std::string, calibration, "", "calibration JSON (Calibration fields); default: built-in");
+ABSL_FLAG(bool, allreduce, false, "simulate ring all-reduce with DDP's buckets instead of mode");
+ABSL_FLAG(double, cpu_cores_per_host, 0,
+          "cores per host shared by its machines' computation and communication; 0: the CPU "
+          "is never a limit and the computation runs on an accelerator");
+ABSL_FLAG(int32_t, machines_per_host, 1, "emulated machines per host (sharing its cores)");
+ABSL_FLAG(int32_t, iterations, 8, "iterations simulated");
+ABSL_FLAG(int32_t, warmup, 3, "first iterations left out of the figures");
+ABSL_FLAG(double, compute_scale, 0, "multiplies every profile time (0: the calibration's)");
+ABSL_FLAG(bool, equal_split, false,
+          "share links and CPUs equally without handing on unused shares: much faster on "
+          "large clusters (docs/simulator.md)");
+ABSL_FLAG(std::string, out, "", "write the result as JSON here");
+ABSL_FLAG(std::string, trace, "", "write a Chrome trace (the real trace's format) here");
+
+namespace {
+
+constexpr char kUsage[] =
+    "Predicts samples/s, iteration time and its breakdown for an experiment config.\n"
+    "\n"
+    "  bazel run //tools:p3_sim -- --config=FILE [--set=field.path=value ...] "
+    "[--profile=FILE]\n"
+    "      [--calibration=FILE] [--cpu_cores_per_host=N --machines_per_host=M] [--allreduce]\n"
+    "      [--out=result.json] [--trace=trace.json]\n"
+    "\n"
+    "See docs/simulator.md.";
+
+std::string Resolve(const std::string& path) {
+  if (path.empty() || path[0] == '/') return path;
+  const char* dir = std::getenv("BUILD_WORKING_DIRECTORY");
+  if (dir != nullptr && std::filesystem::exists(std::filesystem::path(dir) / path)) {
+    return (std::filesystem::path(dir) / path).string();
+  }
+  return path;
+}
+
+int Main(int argc, char** argv) {
+  absl::SetProgramUsageMessage(kUsage);
+  // One thread takes the core's locks, millions of times: Abseil's lock-order graph
+  // (on in builds without NDEBUG) would be a fifth of the run time.
+  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
+  std::vector<std::string> overrides = p3::config::TakeOverrideFlags(&argc, argv);
+  std::vector<char*> positional = absl::ParseCommandLine(argc, argv);
+  if (positional.size() > 1) {
+    std::cerr << "p3_sim: unexpected argument \"" << positional[1] << "\"\n";
+    return 2;
+  }
+  if (absl::GetFlag(FLAGS_config).empty()) {
+    std::cerr << "p3_sim: --config is required\n";
+    return 2;
+  }
+  absl::StatusOr<p3::config::ExperimentConfig> config =
+      p3::config::LoadConfig(Resolve(absl::GetFlag(FLAGS_config)), overrides);
+  if (!config.ok()) {
+    std::cerr << "p3_sim: " << config.status().message() << "\n";
+    return 2;
+  }
+  std::string profile_path = absl::GetFlag(FLAGS_profile);
+  if (profile_path.empty()) {
+    profile_path = absl::StrCat("configs/sim/profiles/", config->model().name(), "_b",
+                                config->training().batch_size(), "_cpu.json");
+  }
+  p3::sim::SimOptions options;
+  absl::StatusOr<p3::sim::Profile> profile = p3::sim::LoadProfile(Resolve(profile_path));
+  if (!profile.ok()) {
+    std::cerr << "p3_sim: " << profile.status().message() << " (give one with --profile)\n";
+    return 2;
+  }
+  options.profile = *std::move(profile);
+  if (absl::Status s = p3::sim::ApplyConfig(*config, &options); !s.ok()) {
+    std::cerr << "p3_sim: " << s.message() << "\n";
+    return 2;
+  }
+  if (!absl::GetFlag(FLAGS_calibration).empty()) {
+    if (absl::Status s = p3::sim::LoadCalibration(Resolve(absl::GetFlag(FLAGS_calibration)),
+                                                  &options.calibration);
+        !s.ok()) {
+      std::cerr << "p3_sim: " << s.message() << "\n";
+      return 2;
+    }
+  }
+  if (absl::GetFlag(FLAGS_compute_scale) > 0) {
+    options.calibration.compute_scale = absl::GetFlag(FLAGS_compute_scale);
+  }
+  options.allreduce = absl::GetFlag(FLAGS_allreduce);
+  options.cpu_cores_per_host = absl::GetFlag(FLAGS_cpu_cores_per_host);
+  options.machines_per_host = absl::GetFlag(FLAGS_machines_per_host);
+  options.iterations = absl::GetFlag(FLAGS_iterations);
+  options.warmup_iterations = absl::GetFlag(FLAGS_warmup);
+  options.trace = !absl::GetFlag(FLAGS_trace).empty();
+  options.equal_split = absl::GetFlag(FLAGS_equal_split);
+  absl::StatusOr<p3::sim::SimResult> result = p3::sim::Simulate(options);
+  if (!result.ok()) {
+    std::cerr << "p3_sim: " << result.status().message() << "\n";
+    return 1;
+  }
+  const std::string mode =
+      options.allreduce ? std::string("allreduce") : p3::ModeName(options.mode);
+  if (options.mode == p3::Mode::kLocal && !options.allreduce) options.workers = 1;
+  std::printf("%s, %s, %d workers + %d servers (%s), %.3g Gbit/s: %.3f samples/s, "
+              "iteration %.4f s\n",
+              options.profile.model.c_str(), mode.c_str(), options.workers,
+              options.allreduce ? 0 : options.servers,
+              options.colocated ? "colocated" : "separate", options.bandwidth_gbps,
+              result->samples_per_second, result->iteration_seconds);
+  std::printf("| worker | iteration s | compute s | exposed communication s | idle s |\n");
+  std::printf("|---:|---:|---:|---:|---:|\n");
+  for (size_t w = 0; w < result->workers.size(); ++w) {
+    const p3::sim::WorkerBreakdown& b = result->workers[w];
+    std::printf("| %zu | %.4f | %.4f | %.4f | %.4f |\n", w, b.iteration_s, b.compute_s,
+                b.exposed_comm_s, b.idle_s);
+  }
+  std::printf("%d slices, %ld messages, %ld events, %.2f simulated s\n", result->num_slices,
+              static_cast<long>(result->num_messages), static_cast<long>(result->events),
+              result->simulated_seconds);
+  if (!absl::GetFlag(FLAGS_out).empty()) {
+    const std::string out = Resolve(absl::GetFlag(FLAGS_out));
+    if (absl::Status s = p3::WriteFileAtomically(out, p3::sim::ResultJson(options, *result));
+        !s.ok()) {
+      std::cerr << "p3_sim: " << s.message() << "\n";
+      return 1;
+    }
+  }
+  if (options.trace) {
+    // One file per process, merged as the launcher merges the real ones.
+    const std::string trace = Resolve(absl::GetFlag(FLAGS_trace));
+    const std::string dir = trace + ".parts";
+    std::filesystem::create_directories(dir);
+    std::vector<std::string> parts;
+    for (size_t p = 0; p < result->traces.size(); ++p) {
+      parts.push_back(absl::StrCat(dir, "/process_", p, ".json"));
+      if (absl::Status s = result->traces[p]->WriteJson(parts.back()); !s.ok()) {
+        std::cerr << "p3_sim: " << s.message() << "\n";
+        return 1;
+      }
+    }
+    absl::StatusOr<p3::tools::TraceMergeStats> merged = p3::tools::MergeTraceFiles(parts, trace);
+    std::filesystem::remove_all(dir);
+    if (!merged.ok()) {
+      std::cerr << "p3_sim: " << merged.status().message() << "\n";
+      return 1;
+    }
+    std::printf("trace: %s (%ld events)\n", trace.c_str(), static_cast<long>(merged->events));
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) { return Main(argc, argv); }

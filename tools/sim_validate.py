@@ -1,0 +1,396 @@
+#!/usr/bin/env python3
+"""Calibrates the simulator (//tools:p3_sim) and compares its predictions with the
+committed measurements (docs/results/simulator.md).
+
+  bazel build //tools:p3_sim
+  /usr/bin/python3 tools/sim_validate.py calibrate   # streaming fit -> configs/sim/calibration_*.json
+  /usr/bin/python3 tools/sim_validate.py validate    # every measured point -> CSV + table
+
+Calibration, per set of binaries (docs/simulator.md, "Calibration"):
+  * CPU seconds per byte sent and received, and the extra on a shaped link, from the
+    streaming micro-benchmark's CPU s/GB (docs/results/streaming*.csv; no fit);
+  * per-message CPU and the writer's wake-up gap: the grid point whose simulated
+    streaming goodput is closest (log error) to the measured one at 1, 2.5, 5 Gbit/s and
+    loopback;
+  * gloo's ring costs (the DDP peer; nothing like the streaming benchmark exists for
+    it): the defaults of p3/sim/simulator.h times one factor, fitted so that ResNet-50's
+    DDP point at unlimited bandwidth of the interleaved session (the most CPU-bound DDP
+    point) is met; the same factor in both calibrations (the peer did not change);
+  * compute_scale per model and session: the `local` point of the same session (the
+    machine's speed moves by up to 30 % between sessions, docs/results/throughput.md).
+    That point is fitted, so it is not a validation point.
+"""
+import argparse
+import csv
+import json
+import math
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SIM = os.path.join(ROOT, "bazel-bin/tools/p3_sim")
+PROFILES = os.path.join(ROOT, "configs/sim/profiles")
+RESULTS = os.path.join(ROOT, "docs/results")
+HOST = ["--cpu_cores_per_host=2", "--machines_per_host=2"]  # 2 emulated machines, 2 cores
+BATCH = {"resnet50": 8, "vgg19": 4, "seq2seq_lstm": 16}
+BEGIN = "<!-- sim-table:begin (tools/sim_validate.py validate) -->"
+END = "<!-- sim-table:end -->"
+
+# Each calibration set: the binaries it stands for, its streaming CSV, and what differs.
+SETS = {
+    "current": {
+        "file": "configs/sim/calibration_cpu.json",
+        "streaming": "docs/results/streaming_after.csv",
+        "binaries": "fa7c300 / 8730c80 (zero-copy streams, shared memory, one send order per link)",
+        "extra": {},
+    },
+    "2026-11-30": {
+        "file": "configs/sim/calibration_cpu_2026-11-30.json",
+        "streaming": "docs/results/streaming.csv",
+        "binaries": "1e5e39e / 058ea0e (protobuf copies, loopback TCP between a colocated pair)",
+        # No shared memory then: a colocated worker and server used loopback TCP.
+        "extra": {"shared_memory": False},
+    },
+}
+
+
+def sim(config, sets, profile, calibration, extra_flags=()):
+    with tempfile.NamedTemporaryFile(suffix=".json") as out:
+        cmd = [SIM, f"--config={config}", f"--profile={profile}", f"--out={out.name}"]
+        if calibration:
+            cmd.append(f"--calibration={calibration}")
+        cmd += [f"--set={s}" for s in sets] + list(extra_flags)
+        p = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
+        if p.returncode != 0:
+            sys.exit(f"p3_sim failed: {' '.join(cmd)}\n{p.stderr}")
+        with open(out.name) as f:
+            return json.load(f)
+
+
+def streaming_measured(path):
+    """Medians per rate of goodput and CPU s/GB."""
+    by_rate = {}
+    with open(path) as f:
+        for row in csv.DictReader(f):
+            by_rate.setdefault(float(row["rate_gbps"]), []).append(row)
+    out = {}
+    for rate, rows in sorted(by_rate.items()):
+        out[rate] = {"goodput": statistics.median(float(r["goodput_gbps"]) for r in rows),
+                     "cpu_s_per_gb": statistics.median(float(r["cpu_s_per_gb"]) for r in rows),
+                     "worker": statistics.median(float(r["worker_cpu_s"]) for r in rows),
+                     "server": statistics.median(float(r["server_cpu_s"]) for r in rows),
+                     "runs": len(rows), "commit": rows[0]["commit"]}
+    return out
+
+
+def simulate_streaming(cal_path, rate):
+    sets = ["mode=p3", "cluster.workers=1", "cluster.servers=1", "network.placement=separate",
+            f"network.bandwidth_gbps={rate}", "training.batch_size=1"]
+    r = sim("configs/bench/resnet50.textproto", sets,
+            os.path.join(PROFILES, "streaming_25m.json"), cal_path,
+            HOST + ["--iterations=6", "--warmup=2"])
+    return 25_000_000 * 4 * 8 / r["iteration_seconds"] / 1e9
+
+
+RING_DEFAULT = {"ring_send_s_per_byte": 0.4e-9, "ring_recv_s_per_byte": 0.4e-9,
+                "ring_reduce_s_per_byte": 0.3e-9}
+RING = {}  # set by fit_ring()
+RING_POINT = ("current-interleaved", "resnet50", "ddp", 0.0, 2)
+
+
+def fit_ring():
+    """The factor on the ring costs that meets RING_POINT (bisection)."""
+    pts = [p for p in points() if (p["set"], p["model"], p["system"], p["bandwidth"],
+                                   p["workers"]) == RING_POINT]
+    want = pts[0]["measured"]
+    scale = compute_scale("resnet50", local_of(points(), RING_POINT[0], "resnet50"),
+                          SETS["current"]["file"])
+    lo, hi = 0.5, 4.0
+    for _ in range(8):
+        k = (lo + hi) / 2
+        trial = json.load(open(os.path.join(ROOT, SETS["current"]["file"])))
+        trial.update({n: v * k for n, v in RING_DEFAULT.items()})
+        with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
+            json.dump(trial, f)
+        r = sim("configs/bench/resnet50.textproto", ["mode=p3", "network.bandwidth_gbps=0"],
+                os.path.join(PROFILES, "resnet50_b8_cpu.json"), f.name,
+                HOST + ["--allreduce", f"--compute_scale={scale}"])
+        os.unlink(f.name)
+        if r["samples_per_second"] > want:
+            lo = k
+        else:
+            hi = k
+    k = (lo + hi) / 2
+    print(f"ring costs x {k:.3f} (DDP ResNet-50 unlimited, interleaved session: {want})")
+    return {n: v * k for n, v in RING_DEFAULT.items()}
+
+
+def calibrate(args):
+    first = True
+    for name, s in SETS.items():
+        m = streaming_measured(os.path.join(ROOT, s["streaming"]))
+        loop = m[0.0]["cpu_s_per_gb"]  # CPU s per GB crossing, both ends together
+        # Split between the sides as the processes' CPU split (worker sends the gradients,
+        # the server the values; each does both, so the split is close to even).
+        send = loop / 2 * 1e-9
+        extra = {rate: (m[rate]["cpu_s_per_gb"] - loop) / 2 for rate in (1.0, 2.5, 5.0)}
+        exponent = math.log(extra[1.0] / extra[5.0]) / math.log(5.0)
+        cal = {"_source": f"tools/sim_validate.py calibrate from {s['streaming']} "
+                          f"(commit {m[0.0]['commit']}, medians of {m[0.0]['runs']} runs per rate); "
+                          f"binaries: {s['binaries']}",
+               "send_s_per_byte": send, "recv_s_per_byte": send,
+               "shaped_s_per_byte_at_1g": extra[1.0] * 1e-9, "shaped_exponent": exponent}
+        best = None
+        for per_message in (5e-6, 10e-6, 20e-6, 40e-6):
+            for gap in (0.0, 30e-6, 60e-6, 120e-6, 200e-6):
+                trial = dict(cal, per_message_s=per_message, write_gap_s=gap)
+                with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
+                    json.dump(trial, f)
+                err = 0.0
+                for rate in (1.0, 2.5, 5.0, 0.0):
+                    g = simulate_streaming(f.name, rate)
+                    err += math.log(g / m[rate]["goodput"]) ** 2
+                os.unlink(f.name)
+                print(f"{name}: per_message {per_message*1e6:.0f} us, gap {gap*1e6:.0f} us: "
+                      f"rms log error {math.sqrt(err/4):.3f}")
+                if best is None or err < best[0]:
+                    best = (err, per_message, gap)
+        cal["per_message_s"], cal["write_gap_s"] = best[1], best[2]
+        cal.update(RING)
+        path = os.path.join(ROOT, s["file"])
+        with open(path, "w") as f:
+            json.dump(cal, f, indent=2)
+            f.write("\n")
+        if first:
+            RING.update(fit_ring())  # needs the current calibration file written first
+            cal.update(RING)
+            with open(path, "w") as f:
+                json.dump(cal, f, indent=2)
+                f.write("\n")
+            first = False
+        print(f"{name}: wrote {s['file']}:")
+        for rate in (1.0, 2.5, 5.0, 0.0):
+            g = simulate_streaming(path, rate)
+            print(f"  {rate:4} Gbit/s: measured {m[rate]['goodput']:.2f}, simulated {g:.2f} Gbit/s")
+
+
+def compute_scale(model, local_sps, cal):
+    """The compute_scale at which the simulated `local` matches the measured one."""
+    profile = os.path.join(PROFILES, f"{model}_b{BATCH[model]}_cpu.json")
+    cfg = f"configs/bench/{model}.textproto"
+    it = []
+    for scale in (1.0, 2.0):
+        r = sim(cfg, ["mode=local"], profile, cal, HOST + [f"--compute_scale={scale}"])
+        it.append(r["iteration_seconds"])
+    want = BATCH[model] / local_sps
+    return (want - it[0]) / (it[1] - it[0]) + 1.0
+
+
+def points():
+    """Every measured point: (set, model, system, bandwidth, placement, measured, runs, source)."""
+    out = []
+    with open(os.path.join(RESULTS, "throughput.csv")) as f:
+        for r in csv.DictReader(f):
+            if r["mode"] == "local" or (r["mode"] == "p3" and r["slice_params"] not in ("40000",)):
+                pass
+            out.append({"set": "2026-11-30", "model": r["model"], "system": r["mode"],
+                        "bandwidth": float(r["bandwidth_gbps"]), "workers": int(r["workers"]),
+                        "slice_params": int(r["slice_params"] or 40000),
+                        "measured": float(r["median_sps"]), "runs": int(r["runs"]),
+                        "source": "throughput.csv"})
+    with open(os.path.join(RESULTS, "data_path.csv")) as f:
+        for r in csv.DictReader(f):
+            one = r["bandwidth_gbps"].startswith("1 worker")
+            bw = 0.0 if (one or r["bandwidth_gbps"] == "unlimited") else float(r["bandwidth_gbps"])
+            base = {"set": "current", "model": r["model"], "bandwidth": bw, "slice_params": 40000,
+                    "source": "data_path.csv"}
+            out.append(dict(base, system="p3", workers=1 if one else 2,
+                            measured=float(r["p3_after"]), runs=int(r["runs_after"])))
+            if r["ddp"]:
+                out.append(dict(base, system="ddp", workers=2, measured=float(r["ddp"]),
+                                runs=int(r["runs_ddp"])))
+    with open(os.path.join(RESULTS, "data_path_interleaved.csv")) as f:
+        for r in csv.DictReader(f):
+            one = r["bandwidth_gbps"].startswith("1 worker")
+            bw = 0.0 if (one or r["bandwidth_gbps"] == "unlimited") else float(r["bandwidth_gbps"])
+            base = {"set": "current-interleaved", "model": r["model"], "bandwidth": bw,
+                    "slice_params": 40000, "source": "data_path_interleaved.csv"}
+            out.append(dict(base, system="p3", workers=1 if one else 2,
+                            measured=float(r["p3_after"]), runs=int(r["runs_after"])))
+            if r["ddp"]:
+                out.append(dict(base, system="ddp", workers=2, measured=float(r["ddp"]),
+                                runs=int(r["runs_ddp"])))
+    fresh = os.path.join(RESULTS, "simulator_fresh_raw.csv")
+    if os.path.exists(fresh):
+        groups = {}
+        with open(fresh) as f:
+            for r in csv.DictReader(f):
+                if r["status"] != "ok":
+                    continue
+                key = (r["model"], r["mode"], float(r["bandwidth_gbps"]), int(r["workers"]),
+                       r["placement"])
+                groups.setdefault(key, []).append(float(r["samples_per_second"]))
+        for (model, mode, bw, workers, placement), v in sorted(groups.items()):
+            out.append({"set": "fresh", "model": model, "system": mode, "bandwidth": bw,
+                        "workers": workers, "slice_params": 40000, "placement": placement,
+                        "measured": statistics.median(v), "runs": len(v),
+                        "source": "simulator_fresh_raw.csv"})
+    return out
+
+
+def local_of(pts, set_name, model):
+    if set_name == "fresh":
+        for p in pts:
+            if p["set"] == set_name and p["model"] == model and p["system"] == "local":
+                return p["measured"]
+    if set_name == "2026-11-30":
+        for p in pts:
+            if p["set"] == set_name and p["model"] == model and p["system"] == "local":
+                return p["measured"]
+    src = "data_path_interleaved.csv" if set_name == "current-interleaved" else "data_path.csv"
+    with open(os.path.join(RESULTS, src)) as f:
+        for r in csv.DictReader(f):
+            if r["model"] == model:
+                return float(r["local"])
+    return None
+
+
+def validate(args):
+    pts = points()
+    scales = {}
+    rows = []
+    for p in pts:
+        cal_set = "2026-11-30" if p["set"] == "2026-11-30" else "current"
+        cal = SETS[cal_set]["file"]
+        key = (p["set"], p["model"])
+        if key not in scales:
+            scales[key] = compute_scale(p["model"], local_of(pts, p["set"], p["model"]), cal)
+        profile = os.path.join(PROFILES, f"{p['model']}_b{BATCH[p['model']]}_cpu.json")
+        sets = [f"network.bandwidth_gbps={p['bandwidth']}",
+                f"scheduling.slice_params={p['slice_params']}"]
+        if SETS[cal_set]["extra"].get("shared_memory") is False:
+            sets.append("scheduling.shared_memory=false")
+        flags = HOST + [f"--compute_scale={scales[key]}"]
+        system = p["system"]
+        if system == "ddp":
+            flags.append("--allreduce")
+            sets.append("mode=p3")
+        else:
+            sets.append(f"mode={system}")
+        if p["workers"] != 2 and system != "local":
+            sets += [f"cluster.workers={p['workers']}", f"cluster.servers={p['workers']}"]
+        if p.get("placement") == "separate":
+            sets.append("network.placement=separate")
+            # 2 workers + 2 servers on 4 emulated machines, still one 2-core host
+            flags = [f for f in flags if not f.startswith("--machines_per_host")]
+            flags.append("--machines_per_host=4")
+        elif p["workers"] == 3:
+            flags = [f for f in flags if not f.startswith("--machines_per_host")]
+            flags.append("--machines_per_host=3")
+        r = sim(f"configs/bench/{p['model']}.textproto", sets, profile, cal, flags)
+        ratio = r["samples_per_second"] / p["measured"]
+        w = r["workers"][0]
+        rows.append(dict(p, predicted=round(r["samples_per_second"], 3), ratio=round(ratio, 3),
+                         within_10pct=abs(ratio - 1) <= 0.10, compute_scale=round(scales[key], 3),
+                         compute_s=round(w["compute_s"], 4),
+                         exposed_comm_s=round(w["exposed_comm_s"], 4), idle_s=round(w["idle_s"], 4),
+                         fitted=system == "local" or (p["set"], p["model"], system,
+                                                      p["bandwidth"], p["workers"]) == RING_POINT))
+        print(f"{p['set']:20} {p['model']:13} {system:14} {p['bandwidth']:4} w{p['workers']} "
+              f"s{p['slice_params']:<8} measured {p['measured']:7.2f} predicted "
+              f"{r['samples_per_second']:7.2f} ratio {ratio:.2f}", flush=True)
+    csv_path = os.path.join(RESULTS, "simulator_validation.csv")
+    with open(csv_path, "w", newline="") as f:
+        fields = list(rows[0].keys()) + (["placement"] if "placement" not in rows[0] else [])
+        wr = csv.DictWriter(f, fieldnames=fields, restval="")
+        wr.writeheader()
+        wr.writerows(rows)
+    write_table(rows)
+
+
+def write_table(rows):
+    checked = [r for r in rows if not r["fitted"]]
+    by_model = {}
+    for r in checked:
+        key = "VGG-19" if r["model"] == "vgg19" else "ResNet-50 and the LSTM"
+        by_model.setdefault(key, []).append(r["within_10pct"])
+    lines = [f"**All sets: {sum(r['within_10pct'] for r in checked)} of {len(checked)} checked "
+             f"points within ±10 %** (" + "; ".join(f"{k}: {sum(v)} of {len(v)}"
+                                                      for k, v in sorted(by_model.items()))
+             + ").", ""]
+    for set_name in ("fresh", "current-interleaved", "current", "2026-11-30"):
+        sub = [r for r in rows if r["set"] == set_name]
+        if not sub:
+            continue
+        checked = [r for r in sub if not r["fitted"]]
+        inside = sum(1 for r in checked if r["within_10pct"])
+        lines.append(f"**{set_name}** ({sub[0]['source']}): {inside} of {len(checked)} points "
+                     f"within ±10 %; median |ratio − 1| "
+                     f"{statistics.median(abs(r['ratio'] - 1) for r in checked):.3f}.")
+        lines.append("")
+        lines.append("| model | system | Gbit/s | workers | placement | slice | measured | "
+                     "predicted | predicted ÷ measured | runs |")
+        lines.append("|---|---|---:|---:|---|---:|---:|---:|---:|---:|")
+        for r in sorted(sub, key=lambda r: (r["model"], r["system"], r["workers"],
+                                            r["slice_params"], r["bandwidth"] or 99)):
+            bw = "unlimited" if r["bandwidth"] == 0 else f"{r['bandwidth']:g}"
+            mark = " (fitted)" if r["fitted"] else ("" if r["within_10pct"] else " **✗**")
+            lines.append(f"| {r['model']} | {r['system']} | {bw} | {r['workers']} | "
+                         f"{r.get('placement') or 'colocated'} | {r['slice_params']} | {r['measured']:.2f} | {r['predicted']:.2f} | "
+                         f"{r['ratio']:.2f}{mark} | {r['runs']} |")
+        lines.append("")
+    md = os.path.join(ROOT, "docs/results/simulator.md")
+    text = open(md).read() if os.path.exists(md) else f"{BEGIN}\n{END}\n"
+    start, end = text.index(BEGIN) + len(BEGIN), text.index(END)
+    with open(md, "w") as f:
+        f.write(text[:start] + "\n" + "\n".join(lines) + text[end:])
+
+
+def fresh(args):
+    """Collects bench_throughput raw.csv files (DIR=placement) into simulator_fresh_raw.csv."""
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
+                            text=True, cwd=ROOT).stdout.strip()
+    rows = []
+    for spec in args.dirs:
+        d, placement = spec.split("=")
+        with open(os.path.join(d, "raw.csv")) as f:
+            for r in csv.DictReader(f):
+                rows.append(dict(r, placement=placement, commit=commit))
+    with open(os.path.join(RESULTS, "simulator_fresh_raw.csv"), "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(rows[0].keys()))
+        w.writeheader()
+        w.writerows(rows)
+    print(f"{len(rows)} runs -> docs/results/simulator_fresh_raw.csv")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("command", choices=["calibrate", "validate", "table", "fresh"])
+    ap.add_argument("dirs", nargs="*", help="fresh: bench output folders as DIR=placement")
+    args = ap.parse_args()
+    if args.command == "fresh":
+        fresh(args)
+    elif args.command == "calibrate":
+        calibrate(args)
+    elif args.command == "validate":
+        validate(args)
+    else:
+        with open(os.path.join(RESULTS, "simulator_validation.csv")) as f:
+            rows = []
+            for r in csv.DictReader(f):
+                for k in ("bandwidth", "measured", "predicted", "ratio"):
+                    r[k] = float(r[k])
+                for k in ("workers", "slice_params", "runs"):
+                    r[k] = int(r[k])
+                r["within_10pct"] = r["within_10pct"] == "True"
+                r["fitted"] = r["fitted"] == "True"
+                rows.append(r)
+        write_table(rows)
+
+
+if __name__ == "__main__":
+    main()
