@@ -283,6 +283,12 @@ absl::Status ValidateConfig(const ExperimentConfig& config) {
                              "mini-batches, one update each; micro-batches need schedule "
                              "\"gpipe\")"));
     }
+    if (pipeline.recompute() && pipeline.weights() == "data_parallel") {
+      check.Add("pipeline.recompute",
+                "true does not combine with weights \"data_parallel\" (each replica's backward "
+                "follows its forward at once: no kept activations to recompute); allowed with "
+                "\"spectrain\", \"pipedream\", \"stale\", \"vanilla\"");
+    }
     if (pipeline.devices_size() != 0 && pipeline.devices_size() != pipeline.stages()) {
       check.Add("pipeline.devices",
                 absl::StrCat(pipeline.devices_size(), " devices for ", pipeline.stages(),

@@ -69,11 +69,16 @@ bool SameValues(const std::vector<torch::Tensor>& a, const std::vector<torch::Te
 
 // The models of all stages from `factory`, checked to be identical replicas.
 absl::StatusOr<std::vector<std::shared_ptr<models::BlockModel>>> MakeModels(
-    int n, const ModelFactory& factory) {
+    int n, const ModelFactory& factory, const std::shared_ptr<MemoryLedger>& memory) {
   std::vector<std::shared_ptr<models::BlockModel>> models;
   std::vector<torch::Tensor> reference;  // replica 0's initial parameters
   for (int k = 0; k < n; ++k) {
-    P3_ASSIGN_OR_RETURN(std::shared_ptr<models::BlockModel> model, factory());
+    absl::StatusOr<std::shared_ptr<models::BlockModel>> made;
+    {
+      ScopedMemoryOwner owner(memory, k, MemoryCategory::kModel);
+      made = factory();
+    }
+    P3_ASSIGN_OR_RETURN(std::shared_ptr<models::BlockModel> model, std::move(made));
     if (model == nullptr) return absl::InvalidArgumentError("the model factory returned null");
     const int64_t num_blocks = model->num_blocks();
     if (k > 0 && num_blocks != models[0]->num_blocks()) {
@@ -109,10 +114,12 @@ absl::StatusOr<std::unique_ptr<StageReplica>> MakeReplica(const PipelineOptions&
                                         return absl::OkStatus();
                                       }));
   replica->model->train();
-  // SpecTrain and PipeDream put other values than the real weights into the model;
-  // the optimizer then keeps the real ones apart.
+  // SpecTrain and PipeDream put other values than the real weights into the model (and
+  // stale does to recompute a forward with its stashed weights); the optimizer then
+  // keeps the real ones apart.
   const bool separate_real =
-      options.mode == WeightMode::kSpecTrain || options.mode == WeightMode::kPipeDream;
+      options.mode == WeightMode::kSpecTrain || options.mode == WeightMode::kPipeDream ||
+      (options.recompute && options.mode == WeightMode::kStale);
   replica->sgd = std::make_unique<StageSgd>(AllParameters(*replica->model, range.begin, range.end),
                                             options.sgd, separate_real);
   return replica;
@@ -150,25 +157,33 @@ absl::StatusOr<std::unique_ptr<PipelineEngine>> PipelineEngine::Create(
   P3_RETURN_IF_ERROR(ValidatePipelineOptions(options));
   const int n = options.num_stages;
   P3_ASSIGN_OR_RETURN(const std::vector<torch::Device> devices, StageDevices(options));
+  std::shared_ptr<MemoryLedger> memory;
+  if (options.measure_memory) {
+    P3_RETURN_IF_ERROR(InstallCpuMemoryTracking());
+    memory = std::make_shared<MemoryLedger>(n);
+  }
   P3_ASSIGN_OR_RETURN(std::vector<std::shared_ptr<models::BlockModel>> models,
-                      MakeModels(n, factory));
+                      MakeModels(n, factory, memory));
   P3_ASSIGN_OR_RETURN(std::vector<StageRange> ranges, RangesFor(options, models[0]->num_blocks()));
   std::vector<std::unique_ptr<StageReplica>> replicas;
   for (int k = 0; k < n; ++k) {
+    ScopedMemoryOwner owner(memory, k, MemoryCategory::kOptimizer);
     P3_ASSIGN_OR_RETURN(std::unique_ptr<StageReplica> replica,
                         MakeReplica(options, k, std::move(models[k]), devices[k], ranges[k]));
     replicas.push_back(std::move(replica));
   }
   return std::unique_ptr<PipelineEngine>(
-      new PipelineEngine(options, std::move(ranges), std::move(replicas)));
+      new PipelineEngine(options, std::move(ranges), std::move(replicas), std::move(memory)));
 }
 
 PipelineEngine::PipelineEngine(const PipelineOptions& options, std::vector<StageRange> ranges,
-                               std::vector<std::unique_ptr<StageReplica>> replicas)
+                               std::vector<std::unique_ptr<StageReplica>> replicas,
+                               std::shared_ptr<MemoryLedger> memory)
     : options_(options),
       n_(options.num_stages),
       ranges_(std::move(ranges)),
-      replicas_(std::move(replicas)) {
+      replicas_(std::move(replicas)),
+      memory_(std::move(memory)) {
   std::vector<StageReplica*> stages;
   for (const auto& replica : replicas_) stages.push_back(replica.get());
   if (options_.mode == WeightMode::kDataParallel) {
@@ -202,6 +217,7 @@ void PipelineEngine::Fail(const absl::Status& status) {
 }
 
 void PipelineEngine::StageLoop(int k) {
+  ScopedMemoryOwner memory_owner(memory_, k, MemoryCategory::kOther);
   if (options_.threads_per_stage > 0) torch::set_num_threads(options_.threads_per_stage);
   c10::OptionalDeviceGuard device_guard;
   if (!replicas_[k]->device.is_cpu()) device_guard.reset_device(replicas_[k]->device);
@@ -279,6 +295,27 @@ absl::StatusOr<torch::Tensor> PipelineEngine::Infer(const torch::Tensor& input) 
   for (int k = 0; k < used; ++k) replicas_[k]->model->train();
   P3_RETURN_IF_ERROR(status);
   return x;
+}
+
+std::vector<StageMemoryStats> PipelineEngine::MemoryStats() const {
+  std::vector<StageMemoryStats> stats;
+  if (memory_ == nullptr) return stats;
+  for (int k = 0; k < n_; ++k) stats.push_back(memory_->Stats(k));
+  return stats;
+}
+
+void PipelineEngine::ResetMemoryPeaks() {
+  if (memory_ != nullptr) memory_->ResetPeaks();
+}
+
+std::vector<int64_t> PipelineEngine::StageParameterBytes() const {
+  std::vector<int64_t> bytes;
+  for (const auto& replica : replicas_) {
+    int64_t sum = 0;
+    for (const torch::Tensor& p : replica->sgd->params()) sum += p.numel() * p.element_size();
+    bytes.push_back(sum);
+  }
+  return bytes;
 }
 
 std::vector<torch::Tensor> PipelineEngine::Parameters() {

@@ -38,6 +38,12 @@ absl::Status ValidatePipelineOptions(const PipelineOptions& o) {
         "microbatches: ", o.microbatches,
         " with schedule 1f1b; allowed: 1 (1F1B pipelines whole mini-batches)"));
   }
+  if (o.recompute && o.mode == WeightMode::kDataParallel) {
+    return absl::InvalidArgumentError(
+        "recompute: not with mode data_parallel (each replica's backward follows its forward "
+        "at once, so there are no kept activations to recompute); allowed with spectrain, "
+        "pipedream, stale, vanilla");
+  }
   if (o.threads_per_stage < 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("threads_per_stage: ", o.threads_per_stage, " is out of range; allowed >= 0"));

@@ -64,6 +64,19 @@ struct PipelineOptions {
   // thread); 0 leaves libtorch's default. The calling thread's setting is left alone.
   // Default: 1.
   int threads_per_stage = 1;
+  // Activation recomputation (1F1B stage modes and gpipe): a forward keeps only the
+  // stage's input and runs without autograd; the backward reruns the forward with the
+  // weights the forward used (pipedream's stash, SpecTrain's prediction: kept as a stash
+  // for spectrain v1 and stale, which otherwise keep none) and back-propagates. Results
+  // equal recompute off bit for bit; BatchNorm's running statistics are restored after the
+  // rerun so that they move once per forward. Not with data_parallel (nothing to
+  // recompute: its backward follows its forward at once). Default: false.
+  bool recompute = false;
+  // Count every stage thread's CPU tensor allocations per stage (stage_memory.h);
+  // installs the process-wide counting CPU allocator (InstallCpuMemoryTracking()) when
+  // the engine is created. PipelineEngine::MemoryStats() then has the figures.
+  // Default: false.
+  bool measure_memory = false;
   // Called after every forward and backward, on the stage's thread. Default: none.
   std::function<void(const PipelineEvent&)> on_event;
   // Called when mini-batch i is done (every stage has applied its update), with its

@@ -83,6 +83,7 @@ RunResult ResultFromConfig(const config::ExperimentConfig& config, const Pipelin
   result.stages = po.num_stages;
   result.schedule = PipelineScheduleName(po.schedule);
   result.microbatches = po.microbatches;
+  result.recompute = po.recompute;
   result.devices = po.devices;
   result.batch_size = config.training().batch_size();
   result.iterations = iterations;
@@ -200,6 +201,26 @@ absl::StatusOr<std::vector<double>> TrainEpochs(const config::ExperimentConfig& 
   return all_losses;
 }
 
+// result->memory from the engine's ledger (peaks over the whole run), and a MEMORY line
+// per stage.
+void ReportMemory(const PipelineEngine& engine, std::ostream* progress, RunResult* result) {
+  const std::vector<StageMemoryStats> stats = engine.MemoryStats();
+  const std::vector<int64_t> parameter_bytes = engine.StageParameterBytes();
+  for (size_t k = 0; k < stats.size(); ++k) {
+    StageMemoryRecord record;
+    record.stage = static_cast<int>(k);
+    record.parameter_bytes = parameter_bytes[k];
+    record.peak_bytes = stats[k].peak_bytes;
+    for (int c = 0; c < kNumMemoryCategories; ++c) {
+      const std::string name = MemoryCategoryName(static_cast<MemoryCategory>(c));
+      record.at_peak.emplace_back(name, stats[k].at_peak[c]);
+      record.category_peak.emplace_back(name, stats[k].category_peak[c]);
+    }
+    if (progress != nullptr) *progress << FormatMemoryLine(record) << std::endl;
+    result->memory.push_back(std::move(record));
+  }
+}
+
 }  // namespace
 
 absl::StatusOr<RunResult> RunPipeline(const config::ExperimentConfig& config,
@@ -218,6 +239,7 @@ absl::StatusOr<RunResult> RunPipeline(const config::ExperimentConfig& config,
   result.train_samples = data.train_samples;
   P3_ASSIGN_OR_RETURN(po.boundaries, ChooseBoundaries(config, po, factory, data, &result));
 
+  po.measure_memory = true;
   int64_t offset = 0;  // mini-batches of earlier epochs
   if (options.progress != nullptr) {
     po.on_done = ProgressCallback(options.progress, &offset, total,
@@ -233,6 +255,7 @@ absl::StatusOr<RunResult> RunPipeline(const config::ExperimentConfig& config,
       const std::vector<double> all_losses,
       TrainEpochs(config, data, total, options.progress, **engine, &offset, &result));
   (*engine)->Shutdown();
+  ReportMemory(**engine, options.progress, &result);
   SummarizeRun(all_losses, &result);
   result.wall_seconds = absl::ToDoubleSeconds(absl::Now() - start);
   return result;

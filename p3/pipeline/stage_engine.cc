@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "p3/pipeline/schedule.h"
+#include "p3/pipeline/stage_memory.h"
 #include "p3/pipeline/torch_errors.h"
 #include "p3/status_macros.h"
 
@@ -88,14 +89,52 @@ absl::Status StageEngine::RunJob(int k, const TrainJob& job) {
   return absl::OkStatus();
 }
 
+bool StageEngine::BackwardUsesStash() const {
+  return options_.mode == WeightMode::kPipeDream ||
+         (options_.mode == WeightMode::kSpecTrain && options_.spectrain_version == 2);
+}
+
+torch::Tensor StageEngine::RunStage(const Stage& stage, int k, const torch::Tensor& x,
+                                    const torch::Tensor& target) const {
+  const StageReplica& replica = *stage.replica;
+  torch::Tensor y = x;
+  for (int64_t b = replica.range.begin; b < replica.range.end; ++b) {
+    y = replica.model->ForwardBlock(b, y);
+  }
+  if (k + 1 == n_) return replica.model->Loss(y, target.to(replica.device));
+  return y;
+}
+
+void StageEngine::Recompute(Stage& stage, int k, InFlight& f) const {
+  ScopedMemoryCategory category(MemoryCategory::kForward);
+  // The forward's weights: its stash (pipedream, spectrain; stale with recompute), or
+  // (vanilla, gpipe) the current ones, which no update has changed since the forward.
+  if (!f.stash.empty()) stage.SetWorkingStash(f);
+  // The forward already moved BatchNorm's running statistics; the rerun must not again.
+  std::vector<torch::Tensor> buffers = stage.replica->model->buffers();
+  std::vector<torch::Tensor> saved;
+  {
+    torch::NoGradGuard no_grad;
+    for (const torch::Tensor& b : buffers) saved.push_back(b.clone());
+  }
+  torch::Tensor out = RunStage(stage, k, f.input, f.target);
+  f.output = k + 1 == n_ && options_.schedule == PipelineSchedule::kGPipe ? out * f.weight : out;
+  torch::NoGradGuard no_grad;
+  for (size_t j = 0; j < buffers.size(); ++j) buffers[j].copy_(saved[j]);
+}
+
 absl::Status StageEngine::Forward(Stage& stage, int k, Message message, const TrainJob& job) {
   const int64_t j = message.microbatch;        // the unit of the schedule
   const int64_t i = j / options_.microbatches;  // its mini-batch
   const int64_t part = j % options_.microbatches;
   const StageReplica& replica = *stage.replica;
-  const bool stash = options_.mode == WeightMode::kPipeDream ||
-                     (options_.mode == WeightMode::kSpecTrain && options_.spectrain_version == 2);
+  const bool recompute = options_.recompute;
+  // Recomputing a pipelined forward needs its weights again (v1 and stale keep none).
+  const bool stash = BackwardUsesStash() ||
+                     (recompute && (options_.mode == WeightMode::kSpecTrain ||
+                                    options_.mode == WeightMode::kStale));
   bool pushed = true;
+  ScopedMemoryCategory category(MemoryCategory::kForward);
   P3_RETURN_IF_ERROR(CatchTorchErrors(
       absl::StrCat("stage ", k, ": forward of mini-batch ", i), [&]() -> absl::Status {
         InFlight f;
@@ -107,32 +146,39 @@ absl::Status StageEngine::Forward(Stage& stage, int k, Message message, const Tr
             PredictionDistance(options_.mode, options_.spectrain_version, n_, k, Pass::kForward));
         f.version = replica.sgd->steps();
         if (stash) {
+          ScopedMemoryCategory stash_category(MemoryCategory::kStash);
           if (!stage.free_stashes.empty()) {
             f.stash = std::move(stage.free_stashes.back());
             stage.free_stashes.pop_back();
           }
           replica.sgd->CopyWorking(&f.stash);
         }
-        torch::Tensor y = x;
-        for (int64_t b = replica.range.begin; b < replica.range.end; ++b) {
-          y = replica.model->ForwardBlock(b, y);
+        torch::Tensor y;
+        {
+          // With recompute no graph is kept: the backward reruns this forward.
+          std::optional<torch::NoGradGuard> no_grad;
+          if (recompute) no_grad.emplace();
+          y = RunStage(stage, k, x, message.target);
         }
         if (k + 1 == n_) {
-          torch::Tensor loss = replica.model->Loss(y, message.target.to(replica.device));
-          const double value = loss.item<double>();
+          const double value = y.item<double>();
           if (options_.schedule == PipelineSchedule::kGPipe) {
             // The mini-batch's mean loss is the micro-batches' means weighted by their
             // share of its samples; so are the gradients accumulated over the backwards.
             job.stats->losses[i] = (part == 0 ? 0 : job.stats->losses[i]) + message.weight * value;
-            f.output = loss * message.weight;
+            if (!recompute) f.output = y * message.weight;
           } else {
             job.stats->losses[i] = value;
-            f.output = loss;
+            if (!recompute) f.output = y;
           }
-        } else {
+        } else if (!recompute) {
           f.output = y;
         }
         f.input = x;
+        if (recompute) {
+          f.target = message.target;
+          f.weight = message.weight;
+        }
         PipelineEvent event{k, Pass::kForward, i, f.version, f.prediction, 0, part};
         stage.in_flight.emplace(j, std::move(f));
         for (const auto& entry : stage.in_flight) {
@@ -165,10 +211,12 @@ absl::Status StageEngine::Backward(Stage& stage, int k, int64_t j, const torch::
   InFlight& f = it->second;
   StageReplica& replica = *stage.replica;
   bool pushed = true;
+  ScopedMemoryCategory category(MemoryCategory::kBackward);
   P3_RETURN_IF_ERROR(CatchTorchErrors(
       absl::StrCat("stage ", k, ": backward of mini-batch ", i), [&]() -> absl::Status {
         PipelineEvent event{k, Pass::kBackward, i, replica.sgd->steps(), 0, 0, part};
-        if (!f.stash.empty()) {
+        if (options_.recompute) Recompute(stage, k, f);
+        if (BackwardUsesStash()) {
           // The forward's weights: stashed (pipedream) or predicted (spectrain v2).
           event.weight_version = f.version;
           event.prediction = f.prediction;
@@ -192,7 +240,10 @@ absl::Status StageEngine::Backward(Stage& stage, int k, int64_t j, const torch::
         // Hand the input's gradient on before updating, so that the previous stage can
         // start its backward during this stage's update.
         if (k > 0) pushed = backward_[k - 1]->Push(Message{j, f.input.grad(), {}});
-        if (last) replica.sgd->Step();
+        if (last) {
+          ScopedMemoryCategory optimizer(MemoryCategory::kOptimizer);
+          replica.sgd->Step();
+        }
         return absl::OkStatus();
       }));
   if (!f.stash.empty()) stage.free_stashes.push_back(std::move(f.stash));

@@ -70,8 +70,15 @@ class StageEngine : public ModeEngine {
   // One mini-batch between its forward and its backward on a stage.
   struct InFlight {
     torch::Tensor input;               // the stage's input; a leaf with grad on stages > 0
-    torch::Tensor output;              // the stage's output; the loss on the last stage
-    std::vector<torch::Tensor> stash;  // the forward's weights (pipedream, spectrain v2)
+    // The stage's output; the loss on the last stage. Undefined with recompute until the
+    // backward reruns the forward.
+    torch::Tensor output;
+    // The forward's weights (pipedream, spectrain v2; with recompute also spectrain v1
+    // and stale, to rerun the forward with them).
+    std::vector<torch::Tensor> stash;
+    // With recompute: what the last stage's loss needs again (its input is `input`).
+    torch::Tensor target;
+    double weight = 1.0;
     int64_t version = 0;               // updates applied when the forward ran
     int prediction = 0;                // s applied in the forward
   };
@@ -99,6 +106,15 @@ class StageEngine : public ModeEngine {
   absl::Status Backward(Stage& stage, int k, int64_t j, const torch::Tensor& grad,
                         const TrainJob& job);
   void Emit(const PipelineEvent& event) const;
+  // Stage k's blocks on `x`; on the last stage followed by the loss (unweighted).
+  torch::Tensor RunStage(const Stage& stage, int k, const torch::Tensor& x,
+                         const torch::Tensor& target) const;
+  // With recompute: reruns the forward of `f` with the weights its forward used, with
+  // autograd, leaving the model's buffers (BatchNorm statistics) as they were; sets
+  // f.output.
+  void Recompute(Stage& stage, int k, InFlight& f) const;
+  // Whether the backward uses the forward's weights (stashed): pipedream, spectrain v2.
+  bool BackwardUsesStash() const;
 
   const PipelineOptions options_;
   const int n_;

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <atomic>
 #include <mutex>
+#include <new>
 #include <utility>
 
 namespace p3::pipeline {
@@ -19,20 +20,29 @@ struct ThreadOwner {
 };
 thread_local ThreadOwner t_owner;
 
-// What a counted allocation needs to give its bytes back: the wrapped allocator's
-// DataPtr (freed with this context) and where the bytes were counted.
-struct Counted {
-  c10::DataPtr inner;
+// Every allocation of the wrapper carries a header in front of its data saying where its
+// bytes were counted (a null ledger: nowhere). The data pointer is also the DataPtr's
+// context, as libtorch's raw_allocate()/raw_deallocate() require, so raw_deleter() frees
+// it too.
+struct Header {
   std::shared_ptr<MemoryLedger> ledger;
-  int owner;
-  MemoryCategory category;
-  int64_t bytes;
+  int owner = 0;
+  MemoryCategory category = MemoryCategory::kOther;
+  int64_t bytes = 0;
 };
+// Keeps the data at the wrapped allocator's alignment (c10 aligns to 64 bytes).
+constexpr size_t kHeaderBytes = 64;
+static_assert(sizeof(Header) <= kHeaderBytes, "the header must fit in front of the data");
 
-void DeleteCounted(void* context) {
-  auto* counted = static_cast<Counted*>(context);
-  counted->ledger->Add(counted->owner, counted->category, -counted->bytes);
-  delete counted;  // frees the storage through the wrapped allocator's deleter
+c10::DeleterFnPtr g_wrapped_deleter = nullptr;  // set once, before the wrapper is installed
+
+void DeleteWithHeader(void* data) {
+  if (data == nullptr) return;
+  void* base = static_cast<char*>(data) - kHeaderBytes;
+  auto* header = static_cast<Header*>(base);
+  if (header->ledger != nullptr) header->ledger->Add(header->owner, header->category, -header->bytes);
+  header->~Header();
+  g_wrapped_deleter(base);
 }
 
 class TrackingCpuAllocator : public c10::Allocator {
@@ -40,16 +50,21 @@ class TrackingCpuAllocator : public c10::Allocator {
   explicit TrackingCpuAllocator(c10::Allocator* wrapped) : wrapped_(wrapped) {}
 
   c10::DataPtr allocate(size_t n) const override {
-    c10::DataPtr inner = wrapped_->allocate(n);
+    void* base = wrapped_->raw_allocate(n + kHeaderBytes);
+    auto* header = new (base) Header();
     const ThreadOwner& owner = t_owner;
-    if (owner.ledger == nullptr || n == 0) return inner;
-    void* data = inner.get();
-    const c10::Device device = inner.device();
-    const auto bytes = static_cast<int64_t>(n);
-    owner.ledger->Add(owner.owner, owner.category, bytes);
-    auto* counted = new Counted{std::move(inner), owner.ledger, owner.owner, owner.category, bytes};
-    return c10::DataPtr(data, counted, &DeleteCounted, device);
+    if (owner.ledger != nullptr && n > 0) {
+      header->ledger = owner.ledger;
+      header->owner = owner.owner;
+      header->category = owner.category;
+      header->bytes = static_cast<int64_t>(n);
+      owner.ledger->Add(owner.owner, owner.category, header->bytes);
+    }
+    void* data = static_cast<char*>(base) + kHeaderBytes;
+    return c10::DataPtr(data, data, &DeleteWithHeader, c10::Device(c10::DeviceType::CPU));
   }
+
+  c10::DeleterFnPtr raw_deleter() const override { return &DeleteWithHeader; }
 
  private:
   c10::Allocator* const wrapped_;
@@ -117,7 +132,10 @@ void MemoryLedger::ResetPeaks() {
 
 absl::Status InstallCpuMemoryTracking() {
   std::call_once(g_install_once, [] {
-    auto* tracking = new TrackingCpuAllocator(c10::GetCPUAllocator());
+    c10::Allocator* wrapped = c10::GetCPUAllocator();
+    g_wrapped_deleter = wrapped->raw_deleter();
+    if (g_wrapped_deleter == nullptr) return;  // cannot wrap it: reported below
+    auto* tracking = new TrackingCpuAllocator(wrapped);
     // The default CPU allocator is registered with priority 0; the highest priority
     // keeps it from being replaced behind our back.
     c10::SetAllocator(c10::DeviceType::CPU, tracking, /*priority=*/255);
@@ -125,7 +143,8 @@ absl::Status InstallCpuMemoryTracking() {
   });
   if (c10::GetCPUAllocator() != g_tracking.load()) {
     return absl::InternalError(
-        "libtorch did not take the memory-tracking CPU allocator (another one has priority)");
+        "libtorch did not take the memory-tracking CPU allocator (its CPU allocator has no raw "
+        "deleter to wrap, or another one has priority)");
   }
   return absl::OkStatus();
 }
