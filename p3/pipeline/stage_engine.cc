@@ -119,8 +119,11 @@ void StageEngine::Recompute(Stage& stage, int k, InFlight& f) const {
   }
   torch::Tensor out = RunStage(stage, k, f.input, f.target);
   f.output = k + 1 == n_ && options_.schedule == PipelineSchedule::kGPipe ? out * f.weight : out;
+  // Through data(), which does not bump the version counter: the rerun's graph saved
+  // the statistics for its backward (BatchNorm's kernel updates them in place the same
+  // way).
   torch::NoGradGuard no_grad;
-  for (size_t j = 0; j < buffers.size(); ++j) buffers[j].copy_(saved[j]);
+  for (size_t j = 0; j < buffers.size(); ++j) buffers[j].data().copy_(saved[j]);
 }
 
 absl::Status StageEngine::Forward(Stage& stage, int k, Message message, const TrainJob& job) {
