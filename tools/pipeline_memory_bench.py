@@ -118,12 +118,18 @@ def measure(args):
             fixed = with_boundaries(config, probe["boundaries"],
                                     os.path.join(args.raw, f"{model}_n{stages}.textproto"))
             for label, schedule, weights, m, recompute, sets in configs(args, stages):
+                if args.only and label not in args.only:
+                    continue
                 cfg = config if weights == "data_parallel" or schedule == "interleaved_1f1b" else fixed
                 plan.append((model, stages, label, schedule, weights, m, recompute, cfg,
                              base + sets + [f"pipeline.stages={stages}",
                                             f"training.iterations={args.iterations[model]}"]))
     rows = []
-    for repeat in range(args.repeats):  # interleaved: background load spreads out
+    if args.append:
+        with open(args.csv) as f:
+            rows = list(csv.DictReader(f))
+    for repeat in range(args.first_repeat, args.first_repeat + args.repeats):
+        # Interleaved: background load spreads out over the configurations.
         for model, stages, label, schedule, weights, m, recompute, cfg, overrides in plan:
             name = f"mem_{model}_{label}_rc{int(recompute)}_n{stages}_r{repeat}"
             r = run(args, cfg, overrides, name)
@@ -174,6 +180,10 @@ def rate(reps):
                              for stage_rows in reps.values())
 
 
+def runs(reps):
+    return len(reps)
+
+
 def tables(rows):
     g = group(rows)
     models = [m for m in MODELS if any(k[0] == m for k in g)]
@@ -187,11 +197,11 @@ def tables(rows):
         for by_stage in zip(*peaks):
             spread = max(spread, max(by_stage) - min(by_stage))
     loads = [float(r["load_before"]) for r in rows]
-    repeats = len({r["repeat"] for r in rows})
-    lines = [f"{repeats} run(s) per configuration; memory from repeat 0 (the largest difference "
-             f"of a stage's peak between repeats: {spread / MiB:.3f} MiB); samples/s the median. "
-             f"Load average (1 min) before the runs: median {statistics.median(loads):.2f}, "
-             f"max {max(loads):.2f}.", ""]
+    lines = [f"Memory from the first run of each configuration (the largest difference of a "
+             f"stage's peak between runs of one configuration: {spread / MiB:.3f} MiB); "
+             f"samples/s the median of the runs counted in column `runs`. Load average (1 min) "
+             f"before the runs: median {statistics.median(loads):.2f}, max {max(loads):.2f}.",
+             ""]
     for model in models:
         for stages in sorted({k[1] for k in g if k[0] == model}):
             first = next(iter(g[(model, stages, "vanilla", 0)].values()))
@@ -200,9 +210,9 @@ def tables(rows):
                       f"{mib(first[0]['at_peak_model'])} MiB, not included below)", "",
                       "| config | recompute | peak MiB per stage (without the replica) | "
                       "at the peak: optimizer / stash / forward / backward, largest stage | "
-                      "stash peak per stage | samples/s (median) | recompute: memory | "
-                      "recompute: time |",
-                      "|---|---:|---|---|---|---:|---:|---:|"]
+                      "stash peak per stage | samples/s (median) | runs | recompute: memory | "
+                      "recompute: samples/s |",
+                      "|---|---:|---|---|---|---:|---:|---:|---:|"]
             for config, recompute in order:
                 reps = g.get((model, stages, config, recompute))
                 if reps is None:
@@ -219,10 +229,10 @@ def tables(rows):
                     off_rows = off[min(off)]
                     off_max = max(int(r["peak_bytes"]) - int(r["at_peak_model"]) for r in off_rows)
                     mem_cost = f"{(max(train) - off_max) / off_max * 100:+.0f} %"
-                    time_cost = f"{(rate(reps) / rate(off) - 1) * 100:+.0f} % samples/s"
+                    time_cost = f"{(rate(reps) / rate(off) - 1) * 100:+.0f} %"
                 lines.append(f"| {config} | {'on' if recompute else 'off'} | "
                              f"{' / '.join(mib(t) for t in train)} | {parts} (stage {big['stage']}) | "
-                             f"{stash} | {rate(reps):.1f} | {mem_cost} | {time_cost} |")
+                             f"{stash} | {rate(reps):.1f} | {runs(reps)} | {mem_cost} | {time_cost} |")
             lines.append("")
     return "\n".join(lines)
 
@@ -275,6 +285,12 @@ def main():
     p.add_argument("--markdown", default="docs/results/pipeline_memory_table.md")
     p.add_argument("--plot", default="docs/results/pipeline_memory.png")
     p.add_argument("--report_only", action="store_true")
+    p.add_argument("--append", action="store_true",
+                   help="add to the rows already in --csv instead of replacing them")
+    p.add_argument("--first_repeat", type=int, default=0,
+                   help="number of the first repeat (with --append: after those in the CSV)")
+    p.add_argument("--only", nargs="+", default=[],
+                   help="run only these configurations (e.g. vanilla gpipe_m4 interleaved_m2)")
     args = p.parse_args()
     args.iterations = {"small_cnn": 40, "row_lstm": 40, "resnet50": 16}
     if args.report_only:

@@ -36,9 +36,14 @@ absl::StatusOr<std::vector<torch::Device>> StageDevices(const PipelineOptions& o
 // at options.boundaries (by default evenly by count).
 absl::StatusOr<std::vector<StageRange>> RangesFor(const PipelineOptions& options,
                                                   int64_t num_blocks) {
-  const int n = options.num_stages;
   if (options.mode == WeightMode::kDataParallel) {
-    return std::vector<StageRange>(n, StageRange{0, num_blocks});
+    return std::vector<StageRange>(options.num_stages, StageRange{0, num_blocks});
+  }
+  const int n = VirtualStages(options);
+  if (n > num_blocks) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "num_stages * chunks = ", n, " stages for a model of ", num_blocks,
+        " blocks; allowed: at most one stage per block"));
   }
   std::vector<int64_t> boundaries = options.boundaries;
   if (boundaries.empty()) {
@@ -98,7 +103,8 @@ absl::StatusOr<std::vector<std::shared_ptr<models::BlockModel>>> MakeModels(
 }
 
 // Stage k's replica: its model moved to its device, in train() mode, with an optimizer
-// over the parameters of its blocks.
+// over the parameters of its blocks. Under interleaved 1F1B, k is a virtual stage and the
+// replicas of one thread's chunks share its model (moved once, with its first chunk).
 absl::StatusOr<std::unique_ptr<StageReplica>> MakeReplica(const PipelineOptions& options, int k,
                                                           std::shared_ptr<models::BlockModel> model,
                                                           const torch::Device& device,
@@ -108,9 +114,12 @@ absl::StatusOr<std::unique_ptr<StageReplica>> MakeReplica(const PipelineOptions&
   replica->device = device;
   replica->model = std::move(model);
   replica->range = range;
+  const bool first_chunk = k < options.num_stages;
   P3_RETURN_IF_ERROR(CatchTorchErrors(absl::StrCat("moving stage ", k, " to ", device.str()),
                                       [&]() -> absl::Status {
-                                        if (!device.is_cpu()) replica->model->to(device);
+                                        if (!device.is_cpu() && first_chunk) {
+                                          replica->model->to(device);
+                                        }
                                         return absl::OkStatus();
                                       }));
   replica->model->train();
@@ -126,6 +135,12 @@ absl::StatusOr<std::unique_ptr<StageReplica>> MakeReplica(const PipelineOptions&
 }
 
 }  // namespace
+
+int VirtualStages(const PipelineOptions& options) {
+  return options.schedule == PipelineSchedule::kInterleaved1F1B
+             ? options.num_stages * options.chunks
+             : options.num_stages;
+}
 
 absl::StatusOr<torch::Device> ParseStageDevice(const std::string& name) {
   if (name == "cpu") return torch::Device(torch::kCPU);
@@ -166,10 +181,12 @@ absl::StatusOr<std::unique_ptr<PipelineEngine>> PipelineEngine::Create(
                       MakeModels(n, factory, memory));
   P3_ASSIGN_OR_RETURN(std::vector<StageRange> ranges, RangesFor(options, models[0]->num_blocks()));
   std::vector<std::unique_ptr<StageReplica>> replicas;
-  for (int k = 0; k < n; ++k) {
+  // One per stage; under interleaved 1F1B one per virtual stage v, on thread v mod n.
+  for (size_t v = 0; v < ranges.size(); ++v) {
+    const int k = static_cast<int>(v) % n;
     ScopedMemoryOwner owner(memory, k, MemoryCategory::kOptimizer);
     P3_ASSIGN_OR_RETURN(std::unique_ptr<StageReplica> replica,
-                        MakeReplica(options, k, std::move(models[k]), devices[k], ranges[k]));
+                        MakeReplica(options, static_cast<int>(v), models[k], devices[k], ranges[v]));
     replicas.push_back(std::move(replica));
   }
   return std::unique_ptr<PipelineEngine>(
@@ -273,7 +290,7 @@ absl::StatusOr<TrainStats> PipelineEngine::Train(int64_t count, const BatchSourc
 }
 
 int PipelineEngine::ModelStages() const {
-  return options_.mode == WeightMode::kDataParallel ? 1 : n_;
+  return options_.mode == WeightMode::kDataParallel ? 1 : static_cast<int>(replicas_.size());
 }
 
 absl::StatusOr<torch::Tensor> PipelineEngine::Infer(const torch::Tensor& input) {
@@ -309,11 +326,11 @@ void PipelineEngine::ResetMemoryPeaks() {
 }
 
 std::vector<int64_t> PipelineEngine::StageParameterBytes() const {
-  std::vector<int64_t> bytes;
-  for (const auto& replica : replicas_) {
-    int64_t sum = 0;
-    for (const torch::Tensor& p : replica->sgd->params()) sum += p.numel() * p.element_size();
-    bytes.push_back(sum);
+  std::vector<int64_t> bytes(n_, 0);
+  for (size_t v = 0; v < replicas_.size(); ++v) {
+    for (const torch::Tensor& p : replicas_[v]->sgd->params()) {
+      bytes[v % n_] += p.numel() * p.element_size();
+    }
   }
   return bytes;
 }

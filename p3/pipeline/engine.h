@@ -104,10 +104,12 @@ class PipelineEngine {
   // counted for it too (categories model, optimizer). Empty without measure_memory.
   std::vector<StageMemoryStats> MemoryStats() const;
   void ResetMemoryPeaks();
-  // Bytes of the parameters of each stage's own blocks (data_parallel: the whole model).
+  // Bytes of the parameters of each stage's own blocks (data_parallel: the whole model;
+  // interleaved 1F1B: all its chunks').
   std::vector<int64_t> StageParameterBytes() const;
 
-  // Block ranges of the stages (data_parallel: every replica runs all blocks).
+  // Block ranges of the stages (data_parallel: every replica runs all blocks; interleaved
+  // 1F1B: of the virtual stages, num_stages * chunks of them).
   const std::vector<StageRange>& stage_ranges() const { return ranges_; }
   const PipelineOptions& options() const { return options_; }
 
@@ -140,6 +142,10 @@ class PipelineEngine {
   bool shutdown_ ABSL_GUARDED_BY(mu_) = false;
   std::vector<std::thread> threads_;  // touched only by the controlling thread
 };
+
+// The stages the model is cut into: num_stages, or num_stages * chunks under interleaved
+// 1F1B (the length of boundaries plus one).
+int VirtualStages(const PipelineOptions& options);
 
 // The device a stage's name means: "cpu", "cuda" or "cuda:<i>". InvalidArgumentError for
 // other names, and for CUDA when libtorch sees no GPU (a CPU-only build or none present),

@@ -16,6 +16,7 @@ absl::StatusOr<PipelineOptions> PipelineOptionsFromConfig(const config::Experime
                                                                                 : pc.schedule()));
   po.microbatches = pc.microbatches() > 0 ? pc.microbatches() : 1;
   po.recompute = pc.recompute();
+  po.chunks = pc.chunks() > 0 ? pc.chunks() : 1;
   for (int k = 0; k < pc.stages(); ++k) {
     po.devices.push_back(pc.devices_size() > 0 ? pc.devices(k) : "cpu");
   }

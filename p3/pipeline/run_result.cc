@@ -59,6 +59,7 @@ std::string RunResult::ToJson() const {
   j["schedule"] = schedule;
   j["microbatches"] = microbatches;
   j["recompute"] = recompute;
+  j["chunks"] = chunks;
   j["train_samples"] = train_samples;
   j["devices"] = devices;
   j["boundaries"] = boundaries;

@@ -50,10 +50,13 @@ struct RunResult {
   std::string schedule;      // pipeline.schedule
   int64_t microbatches = 1;  // pipeline.microbatches
   bool recompute = false;    // pipeline.recompute
+  int chunks = 1;            // pipeline.chunks
   int64_t train_samples = 0;  // training samples read per epoch
   std::vector<std::string> devices;
   std::vector<int64_t> boundaries;        // used (data_parallel: none)
-  std::vector<std::string> stage_blocks;  // e.g. "conv1+conv2", per stage
+  // E.g. "conv1+conv2", per stage (interleaved 1F1B: per virtual stage; stage d runs
+  // entries d, d + stages, ...).
+  std::vector<std::string> stage_blocks;
   std::vector<std::string> block_names;
   std::vector<double> block_seconds;  // profiled forward + backward; empty if not profiled
   int64_t batch_size = 0;

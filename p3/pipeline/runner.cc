@@ -84,6 +84,7 @@ RunResult ResultFromConfig(const config::ExperimentConfig& config, const Pipelin
   result.schedule = PipelineScheduleName(po.schedule);
   result.microbatches = po.microbatches;
   result.recompute = po.recompute;
+  result.chunks = po.chunks;
   result.devices = po.devices;
   result.batch_size = config.training().batch_size();
   result.iterations = iterations;
@@ -101,7 +102,7 @@ absl::StatusOr<std::vector<int64_t>> ChooseBoundaries(const config::ExperimentCo
   for (int64_t b = 0; b < probe->num_blocks(); ++b) {
     result->block_names.push_back(probe->BlockName(b));
   }
-  if (po.mode == WeightMode::kDataParallel || !po.boundaries.empty() || po.num_stages <= 1) {
+  if (po.mode == WeightMode::kDataParallel || !po.boundaries.empty() || VirtualStages(po) <= 1) {
     return po.boundaries;
   }
   const int64_t per_epoch = data.sampler.iterations_per_epoch();
@@ -114,10 +115,11 @@ absl::StatusOr<std::vector<int64_t>> ChooseBoundaries(const config::ExperimentCo
   P3_ASSIGN_OR_RETURN(std::vector<BlockProfile> profile, ProfileBlocks(*probe, batches));
   for (const BlockProfile& b : profile) result->block_seconds.push_back(b.seconds());
   absl::StatusOr<std::vector<int64_t>> balanced =
-      BalancedBoundaries(result->block_seconds, po.num_stages);
+      BalancedBoundaries(result->block_seconds, VirtualStages(po));
   if (!balanced.ok()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("pipeline.stages: ", balanced.status().message()));
+    return absl::InvalidArgumentError(absl::StrCat(
+        po.chunks > 1 ? "pipeline.stages * pipeline.chunks: " : "pipeline.stages: ",
+        balanced.status().message()));
   }
   return balanced;
 }

@@ -44,11 +44,18 @@ void StageEngine::Stage::SetWorkingStash(const InFlight& f) {
 }
 
 StageEngine::StageEngine(const PipelineOptions& options, std::vector<StageReplica*> replicas)
-    : options_(options), n_(static_cast<int>(replicas.size())), stages_(replicas.size()) {
+    : options_(options),
+      n_(static_cast<int>(replicas.size())),
+      threads_(options.num_stages),
+      stages_(replicas.size()) {
+  // Under interleaved 1F1B a virtual stage can receive a whole mini-batch's micro-batches
+  // before its thread gets to them (it is busy with its other chunks).
+  const size_t capacity =
+      n_ + 1 + (options.schedule == PipelineSchedule::kInterleaved1F1B ? 2 * options.microbatches : 0);
   for (int k = 0; k < n_; ++k) {
     stages_[k].replica = replicas[k];
-    forward_.push_back(std::make_unique<BoundedQueue<Message>>(n_ + 1));
-    backward_.push_back(std::make_unique<BoundedQueue<Message>>(n_ + 1));
+    forward_.push_back(std::make_unique<BoundedQueue<Message>>(capacity));
+    backward_.push_back(std::make_unique<BoundedQueue<Message>>(capacity));
   }
 }
 
@@ -61,28 +68,37 @@ void StageEngine::Emit(const PipelineEvent& event) const {
   if (options_.on_event) options_.on_event(event);
 }
 
+std::vector<ScheduleStep> StageEngine::Steps(int k, int64_t count) const {
+  switch (options_.schedule) {
+    case PipelineSchedule::kGPipe:
+      return GPipeSchedule(count, options_.microbatches);
+    case PipelineSchedule::kInterleaved1F1B:
+      return InterleavedSchedule(threads_, k, options_.chunks, count, options_.microbatches);
+    case PipelineSchedule::kOneFOneB:
+      break;
+  }
+  return OneFOneBSchedule(n_, k, count, IsPipelined(options_.mode));
+}
+
 absl::Status StageEngine::RunJob(int k, const TrainJob& job) {
-  Stage& stage = stages_[k];
-  const std::vector<ScheduleStep> steps =
-      options_.schedule == PipelineSchedule::kGPipe
-          ? GPipeSchedule(job.count, options_.microbatches)
-          : OneFOneBSchedule(n_, k, job.count, IsPipelined(options_.mode));
   double& busy = job.stats->busy_seconds[k];
-  for (const ScheduleStep& step : steps) {
+  for (const ScheduleStep& step : Steps(k, job.count)) {
+    const int v = step.chunk * threads_ + k;  // the (virtual) stage this step runs
+    Stage& stage = stages_[v];
     std::optional<Message> message;
-    if (step.pass == Pass::kForward || k + 1 < n_) {
-      message = (step.pass == Pass::kForward ? forward_[k] : backward_[k])->Pop();
+    if (step.pass == Pass::kForward || v + 1 < n_) {
+      message = (step.pass == Pass::kForward ? forward_[v] : backward_[v])->Pop();
       if (!message) return Stopped(k);
       if (message->microbatch != step.microbatch) {
-        return absl::InternalError(absl::StrCat("stage ", k, ": expected ", StepName(step),
+        return absl::InternalError(absl::StrCat("stage ", v, ": expected ", StepName(step),
                                                 ", received mini-batch ", message->microbatch));
       }
     }
     const absl::Time start = absl::Now();
     absl::Status status =
         step.pass == Pass::kForward
-            ? Forward(stage, k, std::move(*message), job)
-            : Backward(stage, k, step.microbatch, message ? message->tensor : torch::Tensor(), job);
+            ? Forward(stage, v, std::move(*message), job)
+            : Backward(stage, v, step.microbatch, message ? message->tensor : torch::Tensor(), job);
     busy += absl::ToDoubleSeconds(absl::Now() - start);
     P3_RETURN_IF_ERROR(status);
   }
@@ -118,7 +134,7 @@ void StageEngine::Recompute(Stage& stage, int k, InFlight& f) const {
     for (const torch::Tensor& b : buffers) saved.push_back(b.clone());
   }
   torch::Tensor out = RunStage(stage, k, f.input, f.target);
-  f.output = k + 1 == n_ && options_.schedule == PipelineSchedule::kGPipe ? out * f.weight : out;
+  f.output = k + 1 == n_ && Accumulates() ? out * f.weight : out;
   // Through data(), which does not bump the version counter: the rerun's graph saved
   // the statistics for its backward (BatchNorm's kernel updates them in place the same
   // way).
@@ -165,7 +181,7 @@ absl::Status StageEngine::Forward(Stage& stage, int k, Message message, const Tr
         }
         if (k + 1 == n_) {
           const double value = y.item<double>();
-          if (options_.schedule == PipelineSchedule::kGPipe) {
+          if (Accumulates()) {
             // The mini-batch's mean loss is the micro-batches' means weighted by their
             // share of its samples; so are the gradients accumulated over the backwards.
             job.stats->losses[i] = (part == 0 ? 0 : job.stats->losses[i]) + message.weight * value;
@@ -270,7 +286,8 @@ absl::Status StageEngine::Feed(int64_t count, const BatchSource& source) {
     }
     const int64_t size = batch.input.size(0);
     if (size < parts) {
-      return absl::InvalidArgumentError(absl::StrCat("gpipe splits each mini-batch into ", parts,
+      return absl::InvalidArgumentError(absl::StrCat(PipelineScheduleName(options_.schedule),
+                                                     " splits each mini-batch into ", parts,
                                                      " micro-batches; mini-batch ", i, " has ",
                                                      size, " samples"));
     }
@@ -288,16 +305,19 @@ absl::Status StageEngine::Feed(int64_t count, const BatchSource& source) {
 }
 
 absl::Status StageEngine::EndJob(int k) {
-  Stage& stage = stages_[k];
-  for (auto& entry : stage.in_flight) {
-    if (!entry.second.stash.empty()) stage.free_stashes.push_back(std::move(entry.second.stash));
+  for (int v = k; v < n_; v += threads_) {
+    Stage& stage = stages_[v];
+    for (auto& entry : stage.in_flight) {
+      if (!entry.second.stash.empty()) stage.free_stashes.push_back(std::move(entry.second.stash));
+    }
+    stage.in_flight.clear();
+    // The model holds the real weights between runs (for Infer(), Parameters()).
+    P3_RETURN_IF_ERROR(CatchTorchErrors(absl::StrCat("stage ", v), [&]() -> absl::Status {
+      stage.SetWorkingPredicted(0);
+      return absl::OkStatus();
+    }));
   }
-  stage.in_flight.clear();
-  // The model holds the real weights between runs (for Infer(), Parameters()).
-  return CatchTorchErrors(absl::StrCat("stage ", k), [&]() -> absl::Status {
-    stage.SetWorkingPredicted(0);
-    return absl::OkStatus();
-  });
+  return absl::OkStatus();
 }
 
 }  // namespace p3::pipeline
