@@ -14,7 +14,7 @@ forward (activations kept for the backward and the output handed on), backward
 Configurations, per model and stage count (2, 4): 1f1b with vanilla, stale, pipedream,
 spectrain v1, spectrain v2 and data_parallel; gpipe (vanilla) with 1 and 4
 micro-batches; interleaved_1f1b (vanilla, 2 chunks per stage, micro-batches = stages)
-when --interleaved; each with recompute off and on (data_parallel: off only).
+when --interleaved and the model has 2 x stages blocks; each with recompute off and on (data_parallel: off only).
 Models: small_cnn (Fashion-MNIST, batch 32), row_lstm (Fashion-MNIST, batch 64) and
 resnet50 (synthetic 32x32, batch 16), as tools/pipeline_bench.py's THROUGHPUT_MODELS.
 The stage boundaries are fixed per model and stage count (a first run's profiled
@@ -43,13 +43,17 @@ MODELS = {
     "resnet50": ("configs/pipeline_spectrain.textproto",
                  ["model.name=resnet50", "model.image_size=32", "model.in_channels=3",
                   "data.dataset=synthetic", "data.synthetic_size=1024",
-                  "training.batch_size=16", "optimizer.lr=0.001"]),
+                  "training.batch_size=16", "optimizer.lr=0.001",
+                 # 6 mini-batches (4 stages reach their steady in-flight count after 4),
+                 # samples/s from the last 4: one ResNet-50 run takes minutes on this
+                 # shared machine.
+                 "training.warmup_iterations=2"]),
 }
 CATEGORIES = ["model", "optimizer", "stash", "forward", "backward", "other"]
 MiB = 1024.0 * 1024.0
 
 
-def configs(args, stages):
+def configs(args, stages, blocks):
     """(label, schedule, weights, microbatches, recompute, overrides)"""
     modes = [("vanilla", ["pipeline.weights=vanilla"]),
              ("stale", ["pipeline.weights=stale"]),
@@ -68,7 +72,7 @@ def configs(args, stages):
             out.append((f"gpipe_m{m}", "gpipe", "vanilla", m, recompute,
                         ["pipeline.schedule=gpipe", "pipeline.weights=vanilla",
                          f"pipeline.microbatches={m}"] + rc))
-        if args.interleaved:
+        if args.interleaved and 2 * stages <= blocks:  # 2 chunks per stage, a block each at least
             out.append((f"interleaved_m{stages}", "interleaved_1f1b", "vanilla", stages, recompute,
                         ["pipeline.schedule=interleaved_1f1b", "pipeline.weights=vanilla",
                          f"pipeline.microbatches={stages}", "pipeline.chunks=2"] + rc))
@@ -117,7 +121,8 @@ def measure(args):
                         f"mem_{model}_n{stages}_partition")
             fixed = with_boundaries(config, probe["boundaries"],
                                     os.path.join(args.raw, f"{model}_n{stages}.textproto"))
-            for label, schedule, weights, m, recompute, sets in configs(args, stages):
+            for label, schedule, weights, m, recompute, sets in configs(
+                    args, stages, len(probe["block_names"])):
                 if args.only and label not in args.only:
                     continue
                 cfg = config if weights == "data_parallel" or schedule == "interleaved_1f1b" else fixed
@@ -128,9 +133,13 @@ def measure(args):
     if args.append:
         with open(args.csv) as f:
             rows = list(csv.DictReader(f))
+    have = {(r["model"], int(r["stages"]), r["config"], int(r["recompute"]), int(r["repeat"]))
+            for r in rows}
     for repeat in range(args.first_repeat, args.first_repeat + args.repeats):
         # Interleaved: background load spreads out over the configurations.
         for model, stages, label, schedule, weights, m, recompute, cfg, overrides in plan:
+            if (model, stages, label, int(recompute), repeat) in have:
+                continue  # measured by an earlier, interrupted invocation (--append)
             name = f"mem_{model}_{label}_rc{int(recompute)}_n{stages}_r{repeat}"
             r = run(args, cfg, overrides, name)
             print(f"{name}: {r['samples_per_second']:.1f} samples/s, peak MiB "
@@ -292,7 +301,7 @@ def main():
     p.add_argument("--only", nargs="+", default=[],
                    help="run only these configurations (e.g. vanilla gpipe_m4 interleaved_m2)")
     args = p.parse_args()
-    args.iterations = {"small_cnn": 40, "row_lstm": 40, "resnet50": 16}
+    args.iterations = {"small_cnn": 40, "row_lstm": 40, "resnet50": 6}
     if args.report_only:
         with open(args.csv) as f:
             rows = list(csv.DictReader(f))
