@@ -81,14 +81,15 @@ PipelineEngine::ModelFactory NormChainFactory(std::vector<int64_t> dims, uint64_
 
 struct Run {
   std::vector<torch::Tensor> parameters;
-  std::vector<torch::Tensor> buffers;  // stage 0's replica (BatchNorm statistics)
+  torch::Tensor probe_output;  // Infer() (eval mode: BatchNorm's running statistics)
   std::vector<double> losses;
   std::vector<StageMemoryStats> memory;
   std::vector<int64_t> parameter_bytes;
 };
 
 absl::StatusOr<Run> RunEngine(PipelineOptions options, const PipelineEngine::ModelFactory& factory,
-                              const std::vector<Batch>& batches, int epochs = 1) {
+                              const std::vector<Batch>& batches, int epochs = 1,
+                              const torch::Tensor& probe = {}) {
   P3_ASSIGN_OR_RETURN(std::unique_ptr<PipelineEngine> engine,
                       PipelineEngine::Create(options, factory));
   Run run;
@@ -100,6 +101,9 @@ absl::StatusOr<Run> RunEngine(PipelineOptions options, const PipelineEngine::Mod
     run.losses.insert(run.losses.end(), stats.losses.begin(), stats.losses.end());
   }
   run.parameters = engine->Parameters();
+  if (probe.defined()) {
+    P3_ASSIGN_OR_RETURN(run.probe_output, engine->Infer(probe));
+  }
   run.memory = engine->MemoryStats();
   run.parameter_bytes = engine->StageParameterBytes();
   engine->Shutdown();
@@ -174,15 +178,19 @@ CATCH_TEST_CASE("recompute leaves BatchNorm statistics as the forward left them"
   const std::vector<int64_t> dims{6, 9, 8, 7, 4};
   for (const ModeCase& c : ModeCases()) {
     CATCH_CAPTURE(c.name);
-    // Two Train() calls: the second starts from the first's weights and statistics.
-    absl::StatusOr<Run> kept = RunEngine(OptionsFor(c, 3, false), NormChainFactory(dims), batches, 2);
+    // Two Train() calls: the second starts from the first's weights and statistics. The
+    // statistics show in inference (eval mode), which uses them instead of the batch's.
+    const torch::Tensor probe = torch::randn({5, 6});
+    absl::StatusOr<Run> kept =
+        RunEngine(OptionsFor(c, 3, false), NormChainFactory(dims), batches, 2, probe);
     absl::StatusOr<Run> recomputed =
-        RunEngine(OptionsFor(c, 3, true), NormChainFactory(dims), batches, 2);
+        RunEngine(OptionsFor(c, 3, true), NormChainFactory(dims), batches, 2, probe);
     CATCH_INFO(kept.status().ToString() << " / " << recomputed.status().ToString());
     CATCH_REQUIRE(kept.ok());
     CATCH_REQUIRE(recomputed.ok());
     CATCH_CHECK(SameTensors(recomputed->parameters, kept->parameters));
     CATCH_CHECK(recomputed->losses == kept->losses);
+    CATCH_CHECK(torch::equal(recomputed->probe_output, kept->probe_output));
   }
 }
 
