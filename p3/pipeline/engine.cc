@@ -40,7 +40,7 @@ absl::StatusOr<std::vector<StageRange>> RangesFor(const PipelineOptions& options
     return std::vector<StageRange>(options.num_stages, StageRange{0, num_blocks});
   }
   const int n = VirtualStages(options);
-  if (n > num_blocks) {
+  if (options.schedule == PipelineSchedule::kInterleaved1F1B && n > num_blocks) {
     return absl::InvalidArgumentError(absl::StrCat(
         "num_stages * chunks = ", n, " stages for a model of ", num_blocks,
         " blocks; allowed: at most one stage per block"));
