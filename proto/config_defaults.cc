@@ -140,8 +140,11 @@ void FillDefaults(ExperimentConfig* config) {
   if (config->mode() == kPipelineMode) {
     PipelineConfig* pipeline = config->mutable_pipeline();
     if (pipeline->schedule().empty()) pipeline->set_schedule(kDefaultPipelineSchedule);
-    const bool gpipe = pipeline->schedule() == "gpipe";
-    // GPipe has no stale weights to treat: its weight handling is vanilla's.
+    const bool interleaved = pipeline->schedule() == "interleaved_1f1b";
+    // Both split mini-batches into micro-batches and update once per mini-batch.
+    const bool gpipe = pipeline->schedule() == "gpipe" || interleaved;
+    // GPipe and interleaved 1F1B have no stale weights to treat: their weight handling is
+    // vanilla's.
     if (pipeline->weights().empty()) {
       pipeline->set_weights(gpipe ? "vanilla" : kDefaultPipelineWeights);
     }
@@ -151,6 +154,7 @@ void FillDefaults(ExperimentConfig* config) {
     if (pipeline->stages() == 0) pipeline->set_stages(kDefaultPipelineStages);
     if (pipeline->profile_batches() == 0) pipeline->set_profile_batches(kDefaultProfileBatches);
     if (pipeline->microbatches() == 0) pipeline->set_microbatches(gpipe ? pipeline->stages() : 1);
+    if (pipeline->chunks() == 0) pipeline->set_chunks(interleaved ? 2 : 1);
   }
 }
 

@@ -285,20 +285,46 @@ absl::Status ValidateConfig(const ExperimentConfig& config) {
     check.IntRange("pipeline.microbatches", pipeline.microbatches(), 1,
                    std::max(1, config.training().batch_size()));
     if (pipeline.schedule() == "interleaved_1f1b") {
-      check.Add("pipeline.schedule",
-                "\"interleaved_1f1b\" is not implemented yet; allowed: \"1f1b\", \"gpipe\"");
+      if (pipeline.weights() != "vanilla") {
+        check.Add("pipeline.weights",
+                  absl::StrCat("\"", pipeline.weights(),
+                               "\" does not combine with schedule \"interleaved_1f1b\": it "
+                               "updates once per mini-batch after draining, so no weights are "
+                               "stale (and data_parallel has no stages); allowed: \"vanilla\" "
+                               "(the default under interleaved_1f1b)"));
+      }
+      check.IntRange("pipeline.chunks", pipeline.chunks(), 2, 64);
+      if (pipeline.stages() > 0 && pipeline.microbatches() % pipeline.stages() != 0) {
+        check.Add("pipeline.microbatches",
+                  absl::StrCat(pipeline.microbatches(), " is not a multiple of pipeline.stages (",
+                               pipeline.stages(),
+                               "); interleaved_1f1b runs micro-batches in groups of one per "
+                               "stage (as Megatron-LM)"));
+      }
     } else if (pipeline.schedule() == "gpipe" && pipeline.weights() != "vanilla") {
       check.Add("pipeline.weights",
                 absl::StrCat("\"", pipeline.weights(),
                              "\" does not combine with schedule \"gpipe\": GPipe updates once per "
                              "mini-batch after draining, so no weights are stale; allowed: "
                              "\"vanilla\" (the default under gpipe)"));
-    } else if (pipeline.schedule() == "1f1b" && pipeline.microbatches() != 1) {
+    }
+    if (pipeline.schedule() != "interleaved_1f1b" && pipeline.chunks() != 1) {
+      check.Add("pipeline.chunks",
+                absl::StrCat(pipeline.chunks(), " with schedule \"", pipeline.schedule(),
+                             "\"; allowed: 1 (model chunks need schedule \"interleaved_1f1b\")"));
+    }
+    if (pipeline.schedule() == "1f1b" && pipeline.microbatches() != 1) {
       check.Add("pipeline.microbatches",
                 absl::StrCat(pipeline.microbatches(),
                              " with schedule \"1f1b\"; allowed: 1 (1F1B pipelines whole "
                              "mini-batches, one update each; micro-batches need schedule "
                              "\"gpipe\")"));
+    }
+    if (pipeline.recompute() && pipeline.weights() == "data_parallel") {
+      check.Add("pipeline.recompute",
+                "true does not combine with weights \"data_parallel\" (each replica's backward "
+                "follows its forward at once: no kept activations to recompute); allowed with "
+                "\"spectrain\", \"pipedream\", \"stale\", \"vanilla\"");
     }
     if (pipeline.devices_size() != 0 && pipeline.devices_size() != pipeline.stages()) {
       check.Add("pipeline.devices",

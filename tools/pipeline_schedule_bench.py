@@ -9,6 +9,7 @@ the steady samples/s (mini-batches after the first 5) and the measured bubble fr
 while it runs a forward, a backward or an update (waits for its neighbours excluded).
 The ideal next to it assumes stages of equal cost and one core per stage:
   gpipe               (K - 1) / (M + K - 1)                    K stages, M micro-batches
+  interleaved_1f1b    (K - 1) / (V M + K - 1)                  V = 2 chunks per stage
   1f1b (pipelined)    (K - 1) / (C + K - 1)                    fill and drain once per run of C
   vanilla             (K - 1) / K                              one stage busy at a time
 --repeats runs per configuration, interleaved; the median is reported, with min and max.
@@ -38,12 +39,22 @@ def configs(args):
             out.append(("gpipe", "vanilla", m, k, ["pipeline.schedule=gpipe",
                                                    "pipeline.weights=vanilla",
                                                    f"pipeline.microbatches={m}"]))
+        # Interleaved 1F1B with 2 chunks per stage: needs 2 K blocks (row_lstm has 5) and
+        # M a multiple of K.
+        if args.interleaved and 2 * k <= args.blocks:
+            for m in args.microbatches:
+                if m % k == 0:
+                    out.append(("interleaved_1f1b", "vanilla", m, k,
+                                ["pipeline.schedule=interleaved_1f1b", "pipeline.weights=vanilla",
+                                 "pipeline.chunks=2", f"pipeline.microbatches={m}"]))
     return out
 
 
 def ideal(schedule, weights, m, k, iterations):
     if schedule == "gpipe":
         return (k - 1) / (m + k - 1)
+    if schedule == "interleaved_1f1b":  # V = 2 chunks per stage
+        return (k - 1) / (2 * m + k - 1)
     if weights == "vanilla":
         return (k - 1) / k
     return (k - 1) / (iterations + k - 1)
@@ -108,14 +119,25 @@ def main():
     p.add_argument("--csv", default="docs/results/pipeline_schedules.csv")
     p.add_argument("--markdown", default="docs/results/pipeline_schedules_table.md")
     p.add_argument("--report_only", action="store_true")
+    p.add_argument("--interleaved", action="store_true",
+                   help="also interleaved_1f1b with 2 chunks per stage")
+    p.add_argument("--blocks", type=int, default=5, help="the model's blocks (row_lstm: 5)")
+    p.add_argument("--append", action="store_true",
+                   help="add to the rows already in --csv (e.g. --interleaved --only_interleaved)")
+    p.add_argument("--only_interleaved", action="store_true")
     args = p.parse_args()
     if args.report_only:
         with open(args.csv) as f:
             rows = list(csv.DictReader(f))
     else:
         rows = []
+        if args.append:
+            with open(args.csv) as f:
+                rows = list(csv.DictReader(f))
         for repeat in range(args.repeats):  # interleaved: background load spreads out
             for schedule, weights, m, k, sets in configs(args):
+                if args.only_interleaved and schedule != "interleaved_1f1b":
+                    continue
                 rows.append(run_one(args, schedule, weights, m, k, sets, repeat))
                 write_csv(args.csv, rows, list(rows[0].keys()))
     write_report(table(rows), args.csv, args.markdown)

@@ -37,9 +37,14 @@ absl::StatusOr<std::vector<torch::Device>> StageDevices(const PipelineOptions& o
 // at options.boundaries (by default evenly by count).
 absl::StatusOr<std::vector<StageRange>> RangesFor(const PipelineOptions& options,
                                                   int64_t num_blocks) {
-  const int n = options.num_stages;
   if (options.mode == WeightMode::kDataParallel) {
-    return std::vector<StageRange>(n, StageRange{0, num_blocks});
+    return std::vector<StageRange>(options.num_stages, StageRange{0, num_blocks});
+  }
+  const int n = VirtualStages(options);
+  if (options.schedule == PipelineSchedule::kInterleaved1F1B && n > num_blocks) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "num_stages * chunks = ", n, " stages for a model of ", num_blocks,
+        " blocks; allowed: at most one stage per block"));
   }
   std::vector<int64_t> boundaries = options.boundaries;
   if (boundaries.empty()) {
@@ -70,11 +75,16 @@ bool SameValues(const std::vector<torch::Tensor>& a, const std::vector<torch::Te
 
 // The models of all stages from `factory`, checked to be identical replicas.
 absl::StatusOr<std::vector<std::shared_ptr<models::BlockModel>>> MakeModels(
-    int n, const ModelFactory& factory) {
+    int n, const ModelFactory& factory, const std::shared_ptr<MemoryLedger>& memory) {
   std::vector<std::shared_ptr<models::BlockModel>> models;
   std::vector<torch::Tensor> reference;  // replica 0's initial parameters
   for (int k = 0; k < n; ++k) {
-    P3_ASSIGN_OR_RETURN(std::shared_ptr<models::BlockModel> model, factory());
+    absl::StatusOr<std::shared_ptr<models::BlockModel>> made;
+    {
+      ScopedMemoryOwner owner(memory, k, MemoryCategory::kModel);
+      made = factory();
+    }
+    P3_ASSIGN_OR_RETURN(std::shared_ptr<models::BlockModel> model, std::move(made));
     if (model == nullptr) return absl::InvalidArgumentError("the model factory returned null");
     const int64_t num_blocks = model->num_blocks();
     if (k > 0 && num_blocks != models[0]->num_blocks()) {
@@ -94,7 +104,8 @@ absl::StatusOr<std::vector<std::shared_ptr<models::BlockModel>>> MakeModels(
 }
 
 // Stage k's replica: its model moved to its device, in train() mode, with an optimizer
-// over the parameters of its blocks.
+// over the parameters of its blocks. Under interleaved 1F1B, k is a virtual stage and the
+// replicas of one thread's chunks share its model (moved once, with its first chunk).
 absl::StatusOr<std::unique_ptr<StageReplica>> MakeReplica(const PipelineOptions& options, int k,
                                                           std::shared_ptr<models::BlockModel> model,
                                                           const torch::Device& device,
@@ -104,23 +115,36 @@ absl::StatusOr<std::unique_ptr<StageReplica>> MakeReplica(const PipelineOptions&
   replica->device = device;
   replica->model = std::move(model);
   replica->range = range;
+  const bool first_chunk = k < options.num_stages;
   P3_RETURN_IF_ERROR(CatchTorchErrors(absl::StrCat("moving stage ", k, " to ", device.str()),
                                       [&]() -> absl::Status {
-                                        if (!device.is_cpu()) replica->model->to(device);
+                                        if (!device.is_cpu() && first_chunk) {
+                                          replica->model->to(device);
+                                        }
                                         return absl::OkStatus();
                                       }));
   replica->model->train();
-  // SpecTrain and PipeDream put other values than the real weights into the model
-  // (except on a last stage that needs none); the optimizer then keeps the real ones apart.
+  // SpecTrain and PipeDream put other values than the real weights into the model, and
+  // stale does to recompute a forward with its stashed weights; the optimizer then keeps
+  // the real ones apart. Not on a last stage, whose backward follows its forward with no
+  // update between: it needs neither (KeepsRealWeightsApart()).
+  const int stages = VirtualStages(options);
   const bool separate_real =
       options.mode != WeightMode::kDataParallel &&
-      KeepsRealWeightsApart(options.mode, options.spectrain_version, options.num_stages, k);
+      (KeepsRealWeightsApart(options.mode, options.spectrain_version, stages, k) ||
+       (options.recompute && IsPipelined(options.mode) && k + 1 < stages));
   replica->sgd = std::make_unique<StageSgd>(AllParameters(*replica->model, range.begin, range.end),
                                             options.sgd, separate_real);
   return replica;
 }
 
 }  // namespace
+
+int VirtualStages(const PipelineOptions& options) {
+  return options.schedule == PipelineSchedule::kInterleaved1F1B
+             ? options.num_stages * options.chunks
+             : options.num_stages;
+}
 
 absl::StatusOr<torch::Device> ParseStageDevice(const std::string& name) {
   if (name == "cpu") return torch::Device(torch::kCPU);
@@ -152,25 +176,35 @@ absl::StatusOr<std::unique_ptr<PipelineEngine>> PipelineEngine::Create(
   P3_RETURN_IF_ERROR(ValidatePipelineOptions(options));
   const int n = options.num_stages;
   P3_ASSIGN_OR_RETURN(const std::vector<torch::Device> devices, StageDevices(options));
+  std::shared_ptr<MemoryLedger> memory;
+  if (options.measure_memory) {
+    P3_RETURN_IF_ERROR(InstallCpuMemoryTracking());
+    memory = std::make_shared<MemoryLedger>(n);
+  }
   P3_ASSIGN_OR_RETURN(std::vector<std::shared_ptr<models::BlockModel>> models,
-                      MakeModels(n, factory));
+                      MakeModels(n, factory, memory));
   P3_ASSIGN_OR_RETURN(std::vector<StageRange> ranges, RangesFor(options, models[0]->num_blocks()));
   std::vector<std::unique_ptr<StageReplica>> replicas;
-  for (int k = 0; k < n; ++k) {
+  // One per stage; under interleaved 1F1B one per virtual stage v, on thread v mod n.
+  for (size_t v = 0; v < ranges.size(); ++v) {
+    const int k = static_cast<int>(v) % n;
+    ScopedMemoryOwner owner(memory, k, MemoryCategory::kOptimizer);
     P3_ASSIGN_OR_RETURN(std::unique_ptr<StageReplica> replica,
-                        MakeReplica(options, k, std::move(models[k]), devices[k], ranges[k]));
+                        MakeReplica(options, static_cast<int>(v), models[k], devices[k], ranges[v]));
     replicas.push_back(std::move(replica));
   }
   return std::unique_ptr<PipelineEngine>(
-      new PipelineEngine(options, std::move(ranges), std::move(replicas)));
+      new PipelineEngine(options, std::move(ranges), std::move(replicas), std::move(memory)));
 }
 
 PipelineEngine::PipelineEngine(const PipelineOptions& options, std::vector<StageRange> ranges,
-                               std::vector<std::unique_ptr<StageReplica>> replicas)
+                               std::vector<std::unique_ptr<StageReplica>> replicas,
+                               std::shared_ptr<MemoryLedger> memory)
     : options_(options),
       n_(options.num_stages),
       ranges_(std::move(ranges)),
-      replicas_(std::move(replicas)) {
+      replicas_(std::move(replicas)),
+      memory_(std::move(memory)) {
   std::vector<StageReplica*> stages;
   for (const auto& replica : replicas_) stages.push_back(replica.get());
   if (options_.mode == WeightMode::kDataParallel) {
@@ -204,6 +238,7 @@ void PipelineEngine::Fail(const absl::Status& status) {
 }
 
 void PipelineEngine::StageLoop(int k) {
+  ScopedMemoryOwner memory_owner(memory_, k, MemoryCategory::kOther);
   if (options_.threads_per_stage > 0) torch::set_num_threads(options_.threads_per_stage);
   c10::OptionalDeviceGuard device_guard;
   if (!replicas_[k]->device.is_cpu()) device_guard.reset_device(replicas_[k]->device);
@@ -260,7 +295,7 @@ absl::StatusOr<TrainStats> PipelineEngine::Train(int64_t count, const BatchSourc
 }
 
 int PipelineEngine::ModelStages() const {
-  return options_.mode == WeightMode::kDataParallel ? 1 : n_;
+  return options_.mode == WeightMode::kDataParallel ? 1 : static_cast<int>(replicas_.size());
 }
 
 absl::StatusOr<torch::Tensor> PipelineEngine::Infer(const torch::Tensor& input) {
@@ -282,6 +317,27 @@ absl::StatusOr<torch::Tensor> PipelineEngine::Infer(const torch::Tensor& input) 
   for (int k = 0; k < used; ++k) replicas_[k]->model->train();
   P3_RETURN_IF_ERROR(status);
   return x;
+}
+
+std::vector<StageMemoryStats> PipelineEngine::MemoryStats() const {
+  std::vector<StageMemoryStats> stats;
+  if (memory_ == nullptr) return stats;
+  for (int k = 0; k < n_; ++k) stats.push_back(memory_->Stats(k));
+  return stats;
+}
+
+void PipelineEngine::ResetMemoryPeaks() {
+  if (memory_ != nullptr) memory_->ResetPeaks();
+}
+
+std::vector<int64_t> PipelineEngine::StageParameterBytes() const {
+  std::vector<int64_t> bytes(n_, 0);
+  for (size_t v = 0; v < replicas_.size(); ++v) {
+    for (const torch::Tensor& p : replicas_[v]->sgd->params()) {
+      bytes[v % n_] += p.numel() * p.element_size();
+    }
+  }
+  return bytes;
 }
 
 std::vector<torch::Tensor> PipelineEngine::Parameters() {

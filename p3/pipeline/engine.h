@@ -67,6 +67,7 @@
 #include "p3/pipeline/engine_options.h"
 #include "p3/pipeline/mode_engine.h"
 #include "p3/pipeline/partition.h"
+#include "p3/pipeline/stage_memory.h"
 
 namespace p3::pipeline {
 
@@ -97,7 +98,18 @@ class PipelineEngine {
   // Copies (on the CPU) of the real parameters in model order.
   std::vector<torch::Tensor> Parameters();
 
-  // Block ranges of the stages (data_parallel: every replica runs all blocks).
+  // With PipelineOptions::measure_memory: per stage (data_parallel: replica), the CPU
+  // tensor bytes its thread allocated (stage_memory.h) since Create() or the last
+  // ResetMemoryPeaks(); the model replica and optimizer made for it in Create() are
+  // counted for it too (categories model, optimizer). Empty without measure_memory.
+  std::vector<StageMemoryStats> MemoryStats() const;
+  void ResetMemoryPeaks();
+  // Bytes of the parameters of each stage's own blocks (data_parallel: the whole model;
+  // interleaved 1F1B: all its chunks').
+  std::vector<int64_t> StageParameterBytes() const;
+
+  // Block ranges of the stages (data_parallel: every replica runs all blocks; interleaved
+  // 1F1B: of the virtual stages, num_stages * chunks of them).
   const std::vector<StageRange>& stage_ranges() const { return ranges_; }
   const PipelineOptions& options() const { return options_; }
 
@@ -106,7 +118,8 @@ class PipelineEngine {
 
  private:
   PipelineEngine(const PipelineOptions& options, std::vector<StageRange> ranges,
-                 std::vector<std::unique_ptr<StageReplica>> replicas);
+                 std::vector<std::unique_ptr<StageReplica>> replicas,
+                 std::shared_ptr<MemoryLedger> memory);
 
   void StageLoop(int k);
   // Records the first error and closes every channel.
@@ -119,6 +132,7 @@ class PipelineEngine {
   const std::vector<StageRange> ranges_;
   const std::vector<std::unique_ptr<StageReplica>> replicas_;
   std::unique_ptr<ModeEngine> mode_;  // uses replicas_
+  const std::shared_ptr<MemoryLedger> memory_;  // null without measure_memory
 
   absl::Mutex mu_;
   int64_t generation_ ABSL_GUARDED_BY(mu_) = 0;
@@ -128,6 +142,10 @@ class PipelineEngine {
   bool shutdown_ ABSL_GUARDED_BY(mu_) = false;
   std::vector<std::thread> threads_;  // touched only by the controlling thread
 };
+
+// The stages the model is cut into: num_stages, or num_stages * chunks under interleaved
+// 1F1B (the length of boundaries plus one).
+int VirtualStages(const PipelineOptions& options);
 
 // The device a stage's name means: "cpu", "cuda" or "cuda:<i>". InvalidArgumentError for
 // other names, and for CUDA when libtorch sees no GPU (a CPU-only build or none present),

@@ -33,10 +33,37 @@ absl::Status ValidatePipelineOptions(const PipelineOptions& o) {
         " (GPipe updates once per mini-batch after draining, so no weights are stale); "
         "allowed: vanilla"));
   }
+  if (o.schedule == PipelineSchedule::kInterleaved1F1B) {
+    if (o.mode != WeightMode::kVanilla) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "schedule: interleaved_1f1b does not combine with mode ", WeightModeName(o.mode),
+          " (it updates once per mini-batch after draining, so no weights are stale; "
+          "data_parallel has no stages); allowed: vanilla"));
+    }
+    if (o.chunks < 2 || o.chunks > kMaxStages) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "chunks: ", o.chunks, " is out of range for interleaved_1f1b; allowed 2..", kMaxStages));
+    }
+    if (o.microbatches % o.num_stages != 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "microbatches: ", o.microbatches, " is not a multiple of num_stages (", o.num_stages,
+          "); interleaved_1f1b runs micro-batches in groups of one per stage"));
+    }
+  } else if (o.chunks != 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "chunks: ", o.chunks, " with schedule ", PipelineScheduleName(o.schedule),
+        "; allowed: 1 (model chunks need schedule interleaved_1f1b)"));
+  }
   if (o.schedule == PipelineSchedule::kOneFOneB && o.microbatches != 1) {
     return absl::InvalidArgumentError(absl::StrCat(
         "microbatches: ", o.microbatches,
         " with schedule 1f1b; allowed: 1 (1F1B pipelines whole mini-batches)"));
+  }
+  if (o.recompute && o.mode == WeightMode::kDataParallel) {
+    return absl::InvalidArgumentError(
+        "recompute: not with mode data_parallel (each replica's backward follows its forward "
+        "at once, so there are no kept activations to recompute); allowed with spectrain, "
+        "pipedream, stale, vanilla");
   }
   if (o.threads_per_stage < 0) {
     return absl::InvalidArgumentError(

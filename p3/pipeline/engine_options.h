@@ -24,6 +24,7 @@ namespace p3::pipeline {
 
 // One forward or backward of one mini-batch on one stage (data_parallel: one replica).
 struct PipelineEvent {
+  // The stage; under kInterleaved1F1B the virtual stage (chunk * num_stages + stage).
   int stage = 0;
   Pass pass = Pass::kForward;
   int64_t microbatch = 0;
@@ -46,13 +47,20 @@ struct PipelineOptions {
   int spectrain_version = 1;
   // Number of stages (data_parallel: replicas), >= 1. Default: 2.
   int num_stages = 2;
-  // The order of forwards and backwards (schedule.h). kGPipe requires mode kVanilla:
-  // GPipe updates once per mini-batch after draining, so no weights are stale.
+  // The order of forwards and backwards (schedule.h). kGPipe and kInterleaved1F1B
+  // require mode kVanilla: they update once per mini-batch after draining, so no weights
+  // are stale.
   // Default: kOneFOneB.
   PipelineSchedule schedule = PipelineSchedule::kOneFOneB;
-  // Micro-batches per mini-batch under kGPipe (1..the mini-batch's size; sizes differ by
-  // at most one sample); 1 under kOneFOneB. Default: 1.
+  // Micro-batches per mini-batch under kGPipe and kInterleaved1F1B (1..the mini-batch's
+  // size; sizes differ by at most one sample; a multiple of num_stages under
+  // kInterleaved1F1B, as Megatron-LM requires); 1 under kOneFOneB. Default: 1.
   int64_t microbatches = 1;
+  // Model chunks per stage under kInterleaved1F1B (2..64): the model is cut into
+  // num_stages * chunks virtual stages (`boundaries` then has num_stages * chunks - 1
+  // entries) and stage d runs virtual stages d, d + num_stages, ...; 1 under the other
+  // schedules. Default: 1.
+  int chunks = 1;
   // Device of each stage: "cpu", "cuda" (= "cuda:0") or "cuda:<i>". Default: empty,
   // "cpu" for every stage; else exactly num_stages entries.
   std::vector<std::string> devices;
@@ -69,6 +77,19 @@ struct PipelineOptions {
   // Where the stages record their work as Chrome trace events, one track per stage
   // (stage_timer.h); null or disabled: no trace. Must outlive the engine. Default: none.
   TraceRecorder* trace = nullptr;
+  // Activation recomputation (1F1B stage modes and gpipe): a forward keeps only the
+  // stage's input and runs without autograd; the backward reruns the forward with the
+  // weights the forward used (pipedream's stash, SpecTrain's prediction: kept as a stash
+  // for spectrain v1 and stale, which otherwise keep none) and back-propagates. Results
+  // equal recompute off bit for bit; BatchNorm's running statistics are restored after the
+  // rerun so that they move once per forward. Not with data_parallel (nothing to
+  // recompute: its backward follows its forward at once). Default: false.
+  bool recompute = false;
+  // Count every stage thread's CPU tensor allocations per stage (stage_memory.h);
+  // installs the process-wide counting CPU allocator (InstallCpuMemoryTracking()) when
+  // the engine is created. PipelineEngine::MemoryStats() then has the figures.
+  // Default: false.
+  bool measure_memory = false;
   // Called after every forward and backward, on the stage's thread. Default: none.
   std::function<void(const PipelineEvent&)> on_event;
   // Called when mini-batch i is done (every stage has applied its update), with its

@@ -15,6 +15,8 @@ absl::StatusOr<PipelineOptions> PipelineOptionsFromConfig(const config::Experime
   P3_ASSIGN_OR_RETURN(po.schedule, ParsePipelineSchedule(pc.schedule().empty() ? "1f1b"
                                                                                 : pc.schedule()));
   po.microbatches = pc.microbatches() > 0 ? pc.microbatches() : 1;
+  po.recompute = pc.recompute();
+  po.chunks = pc.chunks() > 0 ? pc.chunks() : 1;
   for (int k = 0; k < pc.stages(); ++k) {
     po.devices.push_back(pc.devices_size() > 0 ? pc.devices(k) : "cpu");
   }

@@ -30,7 +30,25 @@ nlohmann::ordered_json EpochJson(const EpochRecord& e) {
   return j;
 }
 
+nlohmann::ordered_json BytesJson(const std::vector<std::pair<std::string, int64_t>>& bytes) {
+  nlohmann::ordered_json j = nlohmann::ordered_json::object();
+  for (const auto& [name, value] : bytes) j[name] = value;
+  return j;
+}
+
+constexpr double kMiB = 1024.0 * 1024.0;
+
 }  // namespace
+
+std::string FormatMemoryLine(const StageMemoryRecord& record) {
+  std::string line =
+      absl::StrFormat("MEMORY stage=%d peak_mib=%.3f params_mib=%.3f", record.stage,
+                      record.peak_bytes / kMiB, record.parameter_bytes / kMiB);
+  for (const auto& [name, value] : record.at_peak) {
+    absl::StrAppendFormat(&line, " %s=%.3f", name, value / kMiB);
+  }
+  return line;
+}
 
 std::string RunResult::ToJson() const {
   nlohmann::ordered_json j;
@@ -40,6 +58,8 @@ std::string RunResult::ToJson() const {
   j["stages"] = stages;
   j["schedule"] = schedule;
   j["microbatches"] = microbatches;
+  j["recompute"] = recompute;
+  j["chunks"] = chunks;
   j["train_samples"] = train_samples;
   j["devices"] = devices;
   j["boundaries"] = boundaries;
@@ -67,6 +87,16 @@ std::string RunResult::ToJson() const {
   j["trace_file"] = trace_file;
   j["epochs"] = nlohmann::ordered_json::array();
   for (const EpochRecord& e : epochs) j["epochs"].push_back(EpochJson(e));
+  j["memory"] = nlohmann::ordered_json::array();
+  for (const StageMemoryRecord& m : memory) {
+    nlohmann::ordered_json stage;
+    stage["stage"] = m.stage;
+    stage["parameter_bytes"] = m.parameter_bytes;
+    stage["peak_bytes"] = m.peak_bytes;
+    stage["at_peak"] = BytesJson(m.at_peak);
+    stage["category_peak"] = BytesJson(m.category_peak);
+    j["memory"].push_back(stage);
+  }
   return j.dump();
 }
 

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "p3/pipeline/stage_timer.h"
@@ -32,6 +33,17 @@ struct EpochRecord {
   double bubble_fraction = 0;
 };
 
+// One stage's measured CPU tensor memory over the run (stage_memory.h), in bytes.
+struct StageMemoryRecord {
+  int stage = 0;
+  int64_t parameter_bytes = 0;  // the parameters of the stage's own blocks
+  int64_t peak_bytes = 0;       // the most live at once (model replica included)
+  // Per category ("model", "optimizer", "stash", "forward", "backward", "other"): live at
+  // the stage's peak, and the category's own peak.
+  std::vector<std::pair<std::string, int64_t>> at_peak;
+  std::vector<std::pair<std::string, int64_t>> category_peak;
+};
+
 struct RunResult {
   std::string name;
   std::string weights;  // pipeline.weights
@@ -39,10 +51,14 @@ struct RunResult {
   int stages = 0;
   std::string schedule;      // pipeline.schedule
   int64_t microbatches = 1;  // pipeline.microbatches
+  bool recompute = false;    // pipeline.recompute
+  int chunks = 1;            // pipeline.chunks
   int64_t train_samples = 0;  // training samples read per epoch
   std::vector<std::string> devices;
   std::vector<int64_t> boundaries;        // used (data_parallel: none)
-  std::vector<std::string> stage_blocks;  // e.g. "conv1+conv2", per stage
+  // E.g. "conv1+conv2", per stage (interleaved 1F1B: per virtual stage; stage d runs
+  // entries d, d + stages, ...).
+  std::vector<std::string> stage_blocks;
   std::vector<std::string> block_names;
   std::vector<double> block_seconds;  // profiled forward + backward; empty if not profiled
   int64_t batch_size = 0;
@@ -59,12 +75,17 @@ struct RunResult {
   // The Chrome trace of the stages (config `trace: true`), or empty.
   std::string trace_file;
   std::vector<EpochRecord> epochs;
+  std::vector<StageMemoryRecord> memory;  // per stage; empty when not measured
 
   // One line; a loss that is not finite (a diverged run) is null, as JSON has no NaN.
   std::string ToJson() const;
   // epoch,iterations,train_loss,seconds,samples_per_second,test_accuracy
   std::string EpochsCsv() const;
 };
+
+// "MEMORY stage=<k> peak_mib=<f> params_mib=<f> model=<f> optimizer=<f> stash=<f>
+// forward=<f> backward=<f> other=<f>" (MiB live at the stage's peak), without a newline.
+std::string FormatMemoryLine(const StageMemoryRecord& record);
 
 // "EPOCH epoch=<e> train_loss=<f> seconds=<f> samples_per_second=<f> test_accuracy=<f|null>",
 // without a newline.

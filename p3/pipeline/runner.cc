@@ -86,6 +86,8 @@ RunResult ResultFromConfig(const config::ExperimentConfig& config, const Pipelin
   result.stages = po.num_stages;
   result.schedule = PipelineScheduleName(po.schedule);
   result.microbatches = po.microbatches;
+  result.recompute = po.recompute;
+  result.chunks = po.chunks;
   result.devices = po.devices;
   result.batch_size = config.training().batch_size();
   result.iterations = iterations;
@@ -103,7 +105,7 @@ absl::StatusOr<std::vector<int64_t>> ChooseBoundaries(const config::ExperimentCo
   for (int64_t b = 0; b < probe->num_blocks(); ++b) {
     result->block_names.push_back(probe->BlockName(b));
   }
-  if (po.mode == WeightMode::kDataParallel || !po.boundaries.empty() || po.num_stages <= 1) {
+  if (po.mode == WeightMode::kDataParallel || !po.boundaries.empty() || VirtualStages(po) <= 1) {
     return po.boundaries;
   }
   const int64_t per_epoch = data.sampler.iterations_per_epoch();
@@ -116,10 +118,11 @@ absl::StatusOr<std::vector<int64_t>> ChooseBoundaries(const config::ExperimentCo
   P3_ASSIGN_OR_RETURN(std::vector<BlockProfile> profile, ProfileBlocks(*probe, batches, &po.sgd));
   for (const BlockProfile& b : profile) result->block_seconds.push_back(b.seconds());
   absl::StatusOr<std::vector<int64_t>> balanced =
-      BalancedBoundaries(result->block_seconds, po.num_stages);
+      BalancedBoundaries(result->block_seconds, VirtualStages(po));
   if (!balanced.ok()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("pipeline.stages: ", balanced.status().message()));
+    return absl::InvalidArgumentError(absl::StrCat(
+        po.chunks > 1 ? "pipeline.stages * pipeline.chunks: " : "pipeline.stages: ",
+        balanced.status().message()));
   }
   return balanced;
 }
@@ -207,6 +210,26 @@ absl::StatusOr<std::vector<double>> TrainEpochs(const config::ExperimentConfig& 
   return all_losses;
 }
 
+// result->memory from the engine's ledger (peaks over the whole run), and a MEMORY line
+// per stage.
+void ReportMemory(const PipelineEngine& engine, std::ostream* progress, RunResult* result) {
+  const std::vector<StageMemoryStats> stats = engine.MemoryStats();
+  const std::vector<int64_t> parameter_bytes = engine.StageParameterBytes();
+  for (size_t k = 0; k < stats.size(); ++k) {
+    StageMemoryRecord record;
+    record.stage = static_cast<int>(k);
+    record.parameter_bytes = parameter_bytes[k];
+    record.peak_bytes = stats[k].peak_bytes;
+    for (int c = 0; c < kNumMemoryCategories; ++c) {
+      const std::string name = MemoryCategoryName(static_cast<MemoryCategory>(c));
+      record.at_peak.emplace_back(name, stats[k].at_peak[c]);
+      record.category_peak.emplace_back(name, stats[k].category_peak[c]);
+    }
+    if (progress != nullptr) *progress << FormatMemoryLine(record) << std::endl;
+    result->memory.push_back(std::move(record));
+  }
+}
+
 }  // namespace
 
 absl::StatusOr<RunResult> RunPipeline(const config::ExperimentConfig& config,
@@ -225,6 +248,7 @@ absl::StatusOr<RunResult> RunPipeline(const config::ExperimentConfig& config,
   result.train_samples = data.train_samples;
   P3_ASSIGN_OR_RETURN(po.boundaries, ChooseBoundaries(config, po, factory, data, &result));
 
+  po.measure_memory = true;
   int64_t offset = 0;  // mini-batches of earlier epochs
   if (options.progress != nullptr) {
     po.on_done = ProgressCallback(options.progress, &offset, total,
@@ -253,6 +277,7 @@ absl::StatusOr<RunResult> RunPipeline(const config::ExperimentConfig& config,
     result.trace_file = folder + "/pipeline_stages.json";
     P3_RETURN_IF_ERROR(trace.WriteJson(result.trace_file));
   }
+  ReportMemory(**engine, options.progress, &result);
   SummarizeRun(all_losses, &result);
   result.wall_seconds = absl::ToDoubleSeconds(absl::Now() - start);
   return result;

@@ -10,6 +10,11 @@
 // training.evaluate, the test accuracy measured. training.iterations > 0 stops after that
 // many mini-batches (the last epoch cut short).
 //
+// Memory. Each stage's CPU tensor allocations are counted (PipelineOptions::
+// measure_memory, stage_memory.h: a process-wide counting CPU allocator is installed);
+// RunResult::memory has each stage's peak and its breakdown, and a MEMORY line per stage
+// goes to RunOptions::progress after the last epoch.
+//
 // Threads. The stage threads run with training.threads libtorch threads each; profiling
 // and evaluation run on the calling thread with whatever libtorch thread count the
 // process has. RunPipeline() does not change it (it is process-wide state): the caller

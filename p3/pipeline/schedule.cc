@@ -7,13 +7,16 @@
 
 namespace p3::pipeline {
 
-std::string StepName(const ScheduleStep& step) {
-  return absl::StrCat(step.pass == Pass::kForward ? "F" : "B", step.microbatch);
+std::string StepName(const ScheduleStep& step, bool with_chunk) {
+  std::string name = absl::StrCat(step.pass == Pass::kForward ? "F" : "B", step.microbatch);
+  if (with_chunk || step.chunk != 0) absl::StrAppend(&name, "c", step.chunk);
+  return name;
 }
 
-std::string ScheduleString(const std::vector<ScheduleStep>& steps) {
-  return absl::StrJoin(
-      steps, " ", [](std::string* out, const ScheduleStep& step) { out->append(StepName(step)); });
+std::string ScheduleString(const std::vector<ScheduleStep>& steps, bool with_chunk) {
+  return absl::StrJoin(steps, " ", [with_chunk](std::string* out, const ScheduleStep& step) {
+    out->append(StepName(step, with_chunk));
+  });
 }
 
 int64_t WarmupForwards(int num_stages, int stage, int64_t num_microbatches, bool pipelined) {
@@ -47,6 +50,8 @@ std::string PipelineScheduleName(PipelineSchedule schedule) {
       return "1f1b";
     case PipelineSchedule::kGPipe:
       return "gpipe";
+    case PipelineSchedule::kInterleaved1F1B:
+      return "interleaved_1f1b";
   }
   return "unknown";
 }
@@ -54,13 +59,10 @@ std::string PipelineScheduleName(PipelineSchedule schedule) {
 absl::StatusOr<PipelineSchedule> ParsePipelineSchedule(absl::string_view name) {
   if (name == "1f1b") return PipelineSchedule::kOneFOneB;
   if (name == "gpipe") return PipelineSchedule::kGPipe;
-  if (name == "interleaved_1f1b") {
-    return absl::UnimplementedError(
-        "pipeline schedule \"interleaved_1f1b\" is not implemented yet; allowed: \"1f1b\", "
-        "\"gpipe\"");
-  }
-  return absl::InvalidArgumentError(absl::StrCat("unknown pipeline schedule \"", name,
-                                                 "\"; allowed: \"1f1b\", \"gpipe\""));
+  if (name == "interleaved_1f1b") return PipelineSchedule::kInterleaved1F1B;
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown pipeline schedule \"", name,
+                   "\"; allowed: \"1f1b\", \"gpipe\", \"interleaved_1f1b\""));
 }
 
 std::vector<ScheduleStep> GPipeSchedule(int64_t num_minibatches, int64_t microbatches) {
@@ -75,6 +77,41 @@ std::vector<ScheduleStep> GPipeSchedule(int64_t num_minibatches, int64_t microba
     }
   }
   return steps;
+}
+
+std::vector<ScheduleStep> InterleavedSchedule(int num_stages, int stage, int chunks,
+                                              int64_t num_minibatches, int64_t microbatches) {
+  const int64_t k = num_stages;
+  const int64_t v = chunks;
+  const int64_t m = microbatches;
+  const int64_t total = v * m;  // forwards (and backwards) per mini-batch
+  const int64_t warmup =
+      m == k ? total : std::min<int64_t>(2 * (k - stage - 1) + (v - 1) * k, total);
+  // Forward (or backward) number f of a mini-batch: its chunk and micro-batch.
+  auto step = [&](int64_t i, Pass pass, int64_t f) {
+    const int64_t group = f % (k * v);
+    int64_t chunk = group / k;
+    if (pass == Pass::kBackward) chunk = v - 1 - chunk;
+    return ScheduleStep{pass, i * m + (f / (k * v)) * k + f % k, static_cast<int>(chunk)};
+  };
+  std::vector<ScheduleStep> steps;
+  steps.reserve(2 * std::max<int64_t>(0, num_minibatches * total));
+  for (int64_t i = 0; i < num_minibatches; ++i) {
+    int64_t forward = 0;
+    int64_t backward = 0;
+    for (; forward < warmup; ++forward) steps.push_back(step(i, Pass::kForward, forward));
+    while (forward < total) {
+      steps.push_back(step(i, Pass::kForward, forward++));
+      steps.push_back(step(i, Pass::kBackward, backward++));
+    }
+    while (backward < total) steps.push_back(step(i, Pass::kBackward, backward++));
+  }
+  return steps;
+}
+
+double InterleavedBubbleFraction(int num_stages, int chunks, int64_t microbatches) {
+  return static_cast<double>(num_stages - 1) /
+         static_cast<double>(static_cast<int64_t>(chunks) * microbatches + num_stages - 1);
 }
 
 double GPipeBubbleFraction(int num_stages, int64_t microbatches) {

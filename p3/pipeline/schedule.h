@@ -33,16 +33,18 @@ enum class Pass { kForward, kBackward };
 struct ScheduleStep {
   Pass pass = Pass::kForward;
   int64_t microbatch = 0;
+  // The model chunk of the stage it runs on (interleaved 1F1B); 0 for the others.
+  int chunk = 0;
 
   bool operator==(const ScheduleStep& other) const {
-    return pass == other.pass && microbatch == other.microbatch;
+    return pass == other.pass && microbatch == other.microbatch && chunk == other.chunk;
   }
 };
 
-// "F3" or "B0".
-std::string StepName(const ScheduleStep& step);
-// Space-separated StepName()s, e.g. "F0 F1 B0".
-std::string ScheduleString(const std::vector<ScheduleStep>& steps);
+// "F3" or "B0"; with a chunk > 0 or `with_chunk`, "F3c1".
+std::string StepName(const ScheduleStep& step, bool with_chunk = false);
+// Space-separated StepName()s, e.g. "F0 F1 B0" ("F0c0 F1c0 F0c1 ..." with `with_chunk`).
+std::string ScheduleString(const std::vector<ScheduleStep>& steps, bool with_chunk = false);
 
 // The forwards to run before the first backward on `stage`: min(N-stage-1, M) when
 // pipelined, else 0.
@@ -62,13 +64,17 @@ enum class PipelineSchedule {
   // forwards, then all their backwards (GPipeSchedule()), accumulating the gradients,
   // and updates once per mini-batch: no stale weights, single-device training.
   kGPipe,
+  // Megatron-LM's interleaved 1F1B: each of the K stages (devices) holds V model chunks,
+  // virtual stages d, d + K, ..., d + (V-1) K of a K V-stage cut; each mini-batch split
+  // into M micro-batches (M a multiple of K) runs InterleavedSchedule(), gradients
+  // accumulate and every virtual stage updates once per mini-batch, after its last
+  // backward: single-device training, like kGPipe, with a fill and drain V times shorter.
+  kInterleaved1F1B,
 };
 
-// "1f1b", "gpipe".
+// "1f1b", "gpipe", "interleaved_1f1b".
 std::string PipelineScheduleName(PipelineSchedule schedule);
-// InvalidArgumentError naming the allowed names for an unknown name; UnimplementedError
-// for "interleaved_1f1b" (Megatron's interleaved 1F1B, several model chunks per device),
-// which is not implemented.
+// InvalidArgumentError naming the allowed names for an unknown name.
 absl::StatusOr<PipelineSchedule> ParsePipelineSchedule(absl::string_view name);
 
 // One stage's operations under GPipe for mini-batches 0..num_minibatches-1 of
@@ -81,6 +87,28 @@ std::vector<ScheduleStep> GPipeSchedule(int64_t num_minibatches, int64_t microba
 // GPipe's ideal bubble fraction with K stages of equal cost and M micro-batches per
 // mini-batch: (K - 1) / (M + K - 1), the share of each stage's time spent idle.
 double GPipeBubbleFraction(int num_stages, int64_t microbatches);
+
+// Stage `stage` of `num_stages` (K) under interleaved 1F1B with `chunks` (V) model chunks
+// per stage, for mini-batches 0..num_minibatches-1 of `microbatches` (M) micro-batches
+// each, numbered j = i * M + m; step.chunk is the chunk (virtual stage chunk * K + stage).
+// Per mini-batch, Megatron-LM's order (forward_backward_pipelining_with_interleaving):
+// the V M forwards run in groups of K micro-batches per chunk, chunk 0 to V-1 (forward
+// number f is chunk (f mod K V) div K, micro-batch (f div K V) K + f mod K); the
+// backwards likewise with the chunks in reverse order; the stage first runs
+// min(2 (K - stage - 1) + (V - 1) K, V M) forwards (all V M when M = K), then alternates
+// one forward and one backward, then runs the backwards left. Requires K >= 1, V >= 1, M
+// a positive multiple of K.
+// Example: InterleavedSchedule(2, 0, 2, 1, 2) ->
+//   F0c0 F1c0 F0c1 F1c1 B0c1 B1c1 B0c0 B1c0
+std::vector<ScheduleStep> InterleavedSchedule(int num_stages, int stage, int chunks,
+                                              int64_t num_minibatches, int64_t microbatches);
+
+// Interleaved 1F1B's ideal bubble fraction with K stages of equal cost, V chunks per stage
+// and M micro-batches: (K - 1) / (V M + K - 1). Each stage spends t / V per micro-batch
+// and chunk (t: its whole share of a micro-batch's forward and backward); the fill and
+// the drain each take (K - 1) such chunk-steps, against M t of work: bubble
+// (K - 1) t / V over M t + (K - 1) t / V. V = 1 is GPipe's (K - 1) / (M + K - 1).
+double InterleavedBubbleFraction(int num_stages, int chunks, int64_t microbatches);
 
 // How the stages treat weights between a mini-batch's forward and its backward.
 enum class WeightMode {

@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "p3/pipeline/schedule.h"
+#include "p3/pipeline/stage_memory.h"
 #include "p3/pipeline/torch_errors.h"
 #include "p3/status_macros.h"
 
@@ -43,11 +44,18 @@ void StageEngine::Stage::SetWorkingStash(const InFlight& f) {
 }
 
 StageEngine::StageEngine(const PipelineOptions& options, std::vector<StageReplica*> replicas)
-    : options_(options), n_(static_cast<int>(replicas.size())), stages_(replicas.size()) {
+    : options_(options),
+      n_(static_cast<int>(replicas.size())),
+      threads_(options.num_stages),
+      stages_(replicas.size()) {
+  // Under interleaved 1F1B a virtual stage can receive a whole mini-batch's micro-batches
+  // before its thread gets to them (it is busy with its other chunks).
+  const size_t capacity =
+      n_ + 1 + (options.schedule == PipelineSchedule::kInterleaved1F1B ? 2 * options.microbatches : 0);
   for (int k = 0; k < n_; ++k) {
     stages_[k].replica = replicas[k];
-    forward_.push_back(std::make_unique<BoundedQueue<Message>>(n_ + 1));
-    backward_.push_back(std::make_unique<BoundedQueue<Message>>(n_ + 1));
+    forward_.push_back(std::make_unique<BoundedQueue<Message>>(capacity));
+    backward_.push_back(std::make_unique<BoundedQueue<Message>>(capacity));
   }
 }
 
@@ -60,6 +68,18 @@ void StageEngine::Emit(const PipelineEvent& event) const {
   if (options_.on_event) options_.on_event(event);
 }
 
+std::vector<ScheduleStep> StageEngine::Steps(int k, int64_t count) const {
+  switch (options_.schedule) {
+    case PipelineSchedule::kGPipe:
+      return GPipeSchedule(count, options_.microbatches);
+    case PipelineSchedule::kInterleaved1F1B:
+      return InterleavedSchedule(threads_, k, options_.chunks, count, options_.microbatches);
+    case PipelineSchedule::kOneFOneB:
+      break;
+  }
+  return OneFOneBSchedule(n_, k, count, IsPipelined(options_.mode));
+}
+
 absl::Status StageEngine::RunJob(int k, const TrainJob& job) {
   StageTimes& times = job.stats->stage_times[k];
   StageTimer timer(options_.trace, absl::StrCat("stage ", k), &times);
@@ -70,28 +90,62 @@ absl::Status StageEngine::RunJob(int k, const TrainJob& job) {
 }
 
 absl::Status StageEngine::RunSteps(int k, const TrainJob& job, StageTimer& timer) {
-  Stage& stage = stages_[k];
-  const std::vector<ScheduleStep> steps =
-      options_.schedule == PipelineSchedule::kGPipe
-          ? GPipeSchedule(job.count, options_.microbatches)
-          : OneFOneBSchedule(n_, k, job.count, IsPipelined(options_.mode));
-  for (const ScheduleStep& step : steps) {
+  for (const ScheduleStep& step : Steps(k, job.count)) {
+    const int v = step.chunk * threads_ + k;  // the (virtual) stage this step runs
+    Stage& stage = stages_[v];
     std::optional<Message> message;
-    if (step.pass == Pass::kForward || k + 1 < n_) {
-      message = (step.pass == Pass::kForward ? forward_[k] : backward_[k])->Pop();
+    if (step.pass == Pass::kForward || v + 1 < n_) {
+      message = (step.pass == Pass::kForward ? forward_[v] : backward_[v])->Pop();
       if (!message) return Stopped(k);
       if (message->microbatch != step.microbatch) {
-        return absl::InternalError(absl::StrCat("stage ", k, ": expected ", StepName(step),
+        return absl::InternalError(absl::StrCat("stage ", v, ": expected ", StepName(step),
                                                 ", received mini-batch ", message->microbatch));
       }
     }
     timer.Lap(WorkKind::kWait, "wait");
     P3_RETURN_IF_ERROR(step.pass == Pass::kForward
-                           ? Forward(stage, k, std::move(*message), job, timer)
-                           : Backward(stage, k, step.microbatch,
+                           ? Forward(stage, v, std::move(*message), job, timer)
+                           : Backward(stage, v, step.microbatch,
                                       message ? message->tensor : torch::Tensor(), job, timer));
   }
   return absl::OkStatus();
+}
+
+bool StageEngine::BackwardUsesStash() const {
+  return options_.mode == WeightMode::kPipeDream ||
+         (options_.mode == WeightMode::kSpecTrain && options_.spectrain_version == 2);
+}
+
+torch::Tensor StageEngine::RunStage(const Stage& stage, int k, const torch::Tensor& x,
+                                    const torch::Tensor& target) const {
+  const StageReplica& replica = *stage.replica;
+  torch::Tensor y = x;
+  for (int64_t b = replica.range.begin; b < replica.range.end; ++b) {
+    y = replica.model->ForwardBlock(b, y);
+  }
+  if (k + 1 == n_) return replica.model->Loss(y, target.to(replica.device));
+  return y;
+}
+
+void StageEngine::Recompute(Stage& stage, int k, InFlight& f) const {
+  ScopedMemoryCategory category(MemoryCategory::kForward);
+  // The forward's weights: its stash (pipedream, spectrain; stale with recompute), or
+  // (vanilla, gpipe) the current ones, which no update has changed since the forward.
+  if (!f.stash.empty()) stage.SetWorkingStash(f);
+  // The forward already moved BatchNorm's running statistics; the rerun must not again.
+  std::vector<torch::Tensor> buffers = stage.replica->model->buffers();
+  std::vector<torch::Tensor> saved;
+  {
+    torch::NoGradGuard no_grad;
+    for (const torch::Tensor& b : buffers) saved.push_back(b.clone());
+  }
+  torch::Tensor out = RunStage(stage, k, f.input, f.target);
+  f.output = k + 1 == n_ && Accumulates() ? out * f.weight : out;
+  // Through data(), which does not bump the version counter: the rerun's graph saved
+  // the statistics for its backward (BatchNorm's kernel updates them in place the same
+  // way).
+  torch::NoGradGuard no_grad;
+  for (size_t j = 0; j < buffers.size(); ++j) buffers[j].data().copy_(saved[j]);
 }
 
 absl::Status StageEngine::Forward(Stage& stage, int k, Message message, const TrainJob& job,
@@ -100,12 +154,16 @@ absl::Status StageEngine::Forward(Stage& stage, int k, Message message, const Tr
   const int64_t i = j / options_.microbatches;  // its mini-batch
   const int64_t part = j % options_.microbatches;
   const StageReplica& replica = *stage.replica;
-  // Stashing needs the real weights apart (stages that run each backward right after its
-  // forward keep none: KeepsRealWeightsApart()).
+  const bool recompute = options_.recompute;
+  // Recomputing a pipelined forward needs its weights again (v1 and stale keep none).
+  // Stashing needs the real weights apart: a last stage, whose backward follows its
+  // forward with no update between, keeps none (KeepsRealWeightsApart()).
   const bool stash = replica.sgd->separate_real() &&
-                     (options_.mode == WeightMode::kPipeDream ||
-                      (options_.mode == WeightMode::kSpecTrain && options_.spectrain_version == 2));
+                     (BackwardUsesStash() ||
+                      (recompute && (options_.mode == WeightMode::kSpecTrain ||
+                                     options_.mode == WeightMode::kStale)));
   bool pushed = true;
+  ScopedMemoryCategory category(MemoryCategory::kForward);
   P3_RETURN_IF_ERROR(CatchTorchErrors(
       absl::StrCat("stage ", k, ": forward of mini-batch ", i), [&]() -> absl::Status {
         InFlight f;
@@ -117,6 +175,7 @@ absl::Status StageEngine::Forward(Stage& stage, int k, Message message, const Tr
             PredictionDistance(options_.mode, options_.spectrain_version, n_, k, Pass::kForward));
         f.version = replica.sgd->steps();
         if (stash) {
+          ScopedMemoryCategory stash_category(MemoryCategory::kStash);
           if (!stage.free_stashes.empty()) {
             f.stash = std::move(stage.free_stashes.back());
             stage.free_stashes.pop_back();
@@ -124,27 +183,33 @@ absl::Status StageEngine::Forward(Stage& stage, int k, Message message, const Tr
           replica.sgd->CopyWorking(&f.stash);
         }
         if (replica.sgd->separate_real()) timer.Lap(WorkKind::kWeights, "weights");
-        torch::Tensor y = x;
-        for (int64_t b = replica.range.begin; b < replica.range.end; ++b) {
-          y = replica.model->ForwardBlock(b, y);
+        torch::Tensor y;
+        {
+          // With recompute no graph is kept: the backward reruns this forward.
+          std::optional<torch::NoGradGuard> no_grad;
+          if (recompute) no_grad.emplace();
+          y = RunStage(stage, k, x, message.target);
         }
         if (k + 1 == n_) {
-          torch::Tensor loss = replica.model->Loss(y, message.target.to(replica.device));
-          const double value = loss.item<double>();
-          if (options_.schedule == PipelineSchedule::kGPipe) {
+          const double value = y.item<double>();
+          if (Accumulates()) {
             // The mini-batch's mean loss is the micro-batches' means weighted by their
             // share of its samples; so are the gradients accumulated over the backwards.
             job.stats->losses[i] = (part == 0 ? 0 : job.stats->losses[i]) + message.weight * value;
-            f.output = loss * message.weight;
+            if (!recompute) f.output = y * message.weight;
           } else {
             job.stats->losses[i] = value;
-            f.output = loss;
+            if (!recompute) f.output = y;
           }
-        } else {
+        } else if (!recompute) {
           f.output = y;
         }
         f.input = x;
         timer.Lap(WorkKind::kForward, absl::StrCat("forward ", j));
+        if (recompute) {
+          f.target = message.target;
+          f.weight = message.weight;
+        }
         PipelineEvent event{k, Pass::kForward, i, f.version, f.prediction, 0, part};
         stage.in_flight.emplace(j, std::move(f));
         for (const auto& entry : stage.in_flight) {
@@ -178,10 +243,15 @@ absl::Status StageEngine::Backward(Stage& stage, int k, int64_t j, const torch::
   InFlight& f = it->second;
   StageReplica& replica = *stage.replica;
   bool pushed = true;
+  ScopedMemoryCategory category(MemoryCategory::kBackward);
   P3_RETURN_IF_ERROR(CatchTorchErrors(
       absl::StrCat("stage ", k, ": backward of mini-batch ", i), [&]() -> absl::Status {
         PipelineEvent event{k, Pass::kBackward, i, replica.sgd->steps(), 0, 0, part};
-        if (!f.stash.empty()) {
+        if (options_.recompute) {
+          Recompute(stage, k, f);
+          timer.Lap(WorkKind::kForward, absl::StrCat("recompute ", j));
+        }
+        if (BackwardUsesStash() && !f.stash.empty()) {
           // The forward's weights: stashed (pipedream) or predicted (spectrain v2).
           event.weight_version = f.version;
           event.prediction = f.prediction;
@@ -211,6 +281,7 @@ absl::Status StageEngine::Backward(Stage& stage, int k, int64_t j, const torch::
           timer.Lap(WorkKind::kWait, "hand-off");
         }
         if (last) {
+          ScopedMemoryCategory optimizer(MemoryCategory::kOptimizer);
           replica.sgd->Step();
           timer.Lap(WorkKind::kUpdate, "update");
         }
@@ -237,7 +308,8 @@ absl::Status StageEngine::Feed(int64_t count, const BatchSource& source) {
     }
     const int64_t size = batch.input.size(0);
     if (size < parts) {
-      return absl::InvalidArgumentError(absl::StrCat("gpipe splits each mini-batch into ", parts,
+      return absl::InvalidArgumentError(absl::StrCat(PipelineScheduleName(options_.schedule),
+                                                     " splits each mini-batch into ", parts,
                                                      " micro-batches; mini-batch ", i, " has ",
                                                      size, " samples"));
     }
@@ -255,16 +327,19 @@ absl::Status StageEngine::Feed(int64_t count, const BatchSource& source) {
 }
 
 absl::Status StageEngine::EndJob(int k) {
-  Stage& stage = stages_[k];
-  for (auto& entry : stage.in_flight) {
-    if (!entry.second.stash.empty()) stage.free_stashes.push_back(std::move(entry.second.stash));
+  for (int v = k; v < n_; v += threads_) {
+    Stage& stage = stages_[v];
+    for (auto& entry : stage.in_flight) {
+      if (!entry.second.stash.empty()) stage.free_stashes.push_back(std::move(entry.second.stash));
+    }
+    stage.in_flight.clear();
+    // The model holds the real weights between runs (for Infer(), Parameters()).
+    P3_RETURN_IF_ERROR(CatchTorchErrors(absl::StrCat("stage ", v), [&]() -> absl::Status {
+      stage.SetWorkingPredicted(0);
+      return absl::OkStatus();
+    }));
   }
-  stage.in_flight.clear();
-  // The model holds the real weights between runs (for Infer(), Parameters()).
-  return CatchTorchErrors(absl::StrCat("stage ", k), [&]() -> absl::Status {
-    stage.SetWorkingPredicted(0);
-    return absl::OkStatus();
-  });
+  return absl::OkStatus();
 }
 
 }  // namespace p3::pipeline

@@ -2,6 +2,11 @@
 // pipedream, stale and vanilla: stage k runs blocks [begin_k, end_k) of its replica and
 // follows OneFOneBSchedule() (schedule.h).
 //
+// Interleaved 1F1B (mode vanilla only): the engine hands over one replica per virtual
+// stage (several per thread, sharing the thread's model), every queue and in-flight table
+// is per virtual stage, and thread k runs InterleavedSchedule() over its chunks; otherwise
+// as gpipe (micro-batches, accumulation, one update per virtual stage and mini-batch).
+//
 // Schedules. Under 1f1b (PipeDream) the unit that flows through the stages is the
 // mini-batch and each stage updates after each backward. Under gpipe (mode vanilla only)
 // Feed() splits each mini-batch into PipelineOptions::microbatches units, every stage
@@ -44,6 +49,7 @@
 #include "p3/pipeline/bounded_queue.h"
 #include "p3/pipeline/engine_options.h"
 #include "p3/pipeline/mode_engine.h"
+#include "p3/pipeline/schedule.h"
 #include "p3/pipeline/stage_timer.h"
 
 namespace p3::pipeline {
@@ -51,7 +57,9 @@ namespace p3::pipeline {
 class StageEngine : public ModeEngine {
  public:
   // `options.mode` is one of spectrain, pipedream, stale, vanilla; `replicas` (one per
-  // stage, options.num_stages of them) outlive the engine.
+  // stage, options.num_stages of them; under interleaved 1F1B one per virtual stage,
+  // num_stages * chunks, virtual stage v run by thread v mod num_stages) outlive the
+  // engine.
   StageEngine(const PipelineOptions& options, std::vector<StageReplica*> replicas);
 
   absl::Status RunJob(int k, const TrainJob& job) override;
@@ -71,8 +79,15 @@ class StageEngine : public ModeEngine {
   // One mini-batch between its forward and its backward on a stage.
   struct InFlight {
     torch::Tensor input;               // the stage's input; a leaf with grad on stages > 0
-    torch::Tensor output;              // the stage's output; the loss on the last stage
-    std::vector<torch::Tensor> stash;  // the forward's weights (pipedream, spectrain v2)
+    // The stage's output; the loss on the last stage. Undefined with recompute until the
+    // backward reruns the forward.
+    torch::Tensor output;
+    // The forward's weights (pipedream, spectrain v2; with recompute also spectrain v1
+    // and stale, to rerun the forward with them).
+    std::vector<torch::Tensor> stash;
+    // With recompute: what the last stage's loss needs again (its input is `input`).
+    torch::Tensor target;
+    double weight = 1.0;
     int64_t version = 0;               // updates applied when the forward ran
     int prediction = 0;                // s applied in the forward
   };
@@ -103,9 +118,24 @@ class StageEngine : public ModeEngine {
   absl::Status Backward(Stage& stage, int k, int64_t j, const torch::Tensor& grad,
                         const TrainJob& job, StageTimer& timer);
   void Emit(const PipelineEvent& event) const;
+  // Stage k's blocks on `x`; on the last stage followed by the loss (unweighted).
+  torch::Tensor RunStage(const Stage& stage, int k, const torch::Tensor& x,
+                         const torch::Tensor& target) const;
+  // With recompute: reruns the forward of `f` with the weights its forward used, with
+  // autograd, leaving the model's buffers (BatchNorm statistics) as they were; sets
+  // f.output.
+  void Recompute(Stage& stage, int k, InFlight& f) const;
+  // Thread k's steps for `count` mini-batches under the schedule.
+  std::vector<ScheduleStep> Steps(int k, int64_t count) const;
+  // Whether the schedule splits mini-batches and accumulates gradients (gpipe,
+  // interleaved 1F1B): the last stage weights each micro-batch's loss by its share.
+  bool Accumulates() const { return options_.schedule != PipelineSchedule::kOneFOneB; }
+  // Whether the backward uses the forward's weights (stashed): pipedream, spectrain v2.
+  bool BackwardUsesStash() const;
 
   const PipelineOptions options_;
-  const int n_;
+  const int n_;        // stages; under interleaved 1F1B virtual stages
+  const int threads_;  // stage threads (options.num_stages)
   std::vector<Stage> stages_;
   // forward_[k] feeds stage k (forward_[0] from Feed()); backward_[k] carries the
   // gradient of stage k's output from stage k+1.

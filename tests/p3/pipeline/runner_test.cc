@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "p3/pipeline/run_config.h"
 #include "p3/pipeline/schedule.h"
@@ -122,6 +123,37 @@ CATCH_TEST_CASE("gpipe trains from a config and reports its schedule and bubble"
   CATCH_CHECK(json["microbatches"] == 4);
 }
 
+CATCH_TEST_CASE("interleaved 1F1B and recompute train from a config and say so in the result") {
+  // small_cnn's 4 blocks: 2 stages x 2 chunks, balanced over 4 virtual stages.
+  absl::StatusOr<RunResult> result =
+      Run(Config({"pipeline.schedule=interleaved_1f1b", "pipeline.stages=2",
+                  "pipeline.microbatches=4", "pipeline.recompute=true"}));
+  CATCH_INFO(result.status().ToString());
+  CATCH_REQUIRE(result.ok());
+  CATCH_CHECK(result->weights == "vanilla");  // the default under interleaved_1f1b
+  CATCH_CHECK(result->schedule == "interleaved_1f1b");
+  CATCH_CHECK(result->chunks == 2);
+  CATCH_CHECK(result->recompute);
+  CATCH_CHECK(result->stage_blocks.size() == 4);  // virtual stages
+  CATCH_CHECK(result->boundaries.size() == 3);
+  CATCH_CHECK(result->memory.size() == 2);  // threads
+  CATCH_REQUIRE(result->epochs.size() == 2);
+  CATCH_CHECK(result->epochs[1].train_loss < 0.8 * result->epochs[0].train_loss);
+  CATCH_REQUIRE(result->test_accuracy.has_value());
+  CATCH_CHECK(*result->test_accuracy > 0.5);
+  const nlohmann::json json = nlohmann::json::parse(result->ToJson());
+  CATCH_CHECK(json["chunks"] == 2);
+  CATCH_CHECK(json["recompute"] == true);
+  absl::StatusOr<PipelineOptions> po = PipelineOptionsFromConfig(
+      Config({"pipeline.schedule=interleaved_1f1b", "pipeline.stages=2", "pipeline.chunks=3",
+              "pipeline.recompute=true"}));
+  CATCH_REQUIRE(po.ok());
+  CATCH_CHECK(po->schedule == PipelineSchedule::kInterleaved1F1B);
+  CATCH_CHECK(po->chunks == 3);
+  CATCH_CHECK(po->microbatches == 2);
+  CATCH_CHECK(po->recompute);
+}
+
 CATCH_TEST_CASE("train_samples limits an epoch to the first samples of the training set") {
   absl::StatusOr<RunResult> result =
       Run(Config({"pipeline.train_samples=128", "training.evaluate=false"}));
@@ -164,9 +196,17 @@ CATCH_TEST_CASE("PROGRESS lines report every log_every mini-batches and the last
   CATCH_REQUIRE(result.ok());
   std::vector<int64_t> iterations;
   int epoch_lines = 0;
+  int memory_lines = 0;
   for (absl::string_view line : absl::StrSplit(out.str(), '\n', absl::SkipEmpty())) {
     if (absl::StartsWith(line, "EPOCH ")) {
       ++epoch_lines;
+      continue;
+    }
+    if (absl::StartsWith(line, "MEMORY ")) {
+      // One per stage after the last epoch, e.g. "MEMORY stage=0 peak_mib=... forward=...".
+      CATCH_CHECK(absl::StartsWith(line, absl::StrCat("MEMORY stage=", memory_lines, " ")));
+      CATCH_CHECK(absl::StrContains(line, " stash="));
+      ++memory_lines;
       continue;
     }
     std::optional<ProgressLine> progress = ParseProgressLine(line);
@@ -177,6 +217,20 @@ CATCH_TEST_CASE("PROGRESS lines report every log_every mini-batches and the last
   }
   CATCH_CHECK(iterations == std::vector<int64_t>{3, 6, 7});
   CATCH_CHECK(epoch_lines == 1);
+  CATCH_CHECK(memory_lines == 2);
+  // The measured memory per stage: the replica, and what training allocated.
+  CATCH_REQUIRE(result->memory.size() == 2);
+  for (const StageMemoryRecord& m : result->memory) {
+    CATCH_CHECK(m.parameter_bytes > 0);
+    CATCH_CHECK(m.peak_bytes > m.parameter_bytes);
+    CATCH_REQUIRE(m.at_peak.size() == 6);
+    CATCH_CHECK(m.at_peak[0].first == "model");
+    CATCH_CHECK(m.at_peak[0].second > 0);
+  }
+  const nlohmann::json json = nlohmann::json::parse(result->ToJson());
+  CATCH_CHECK(json["memory"].size() == 2);
+  CATCH_CHECK(json["memory"][1]["peak_bytes"].get<int64_t>() == result->memory[1].peak_bytes);
+  CATCH_CHECK(json["recompute"] == false);
 }
 
 CATCH_TEST_CASE("a config's pipeline, optimizer and training sections become engine options") {

@@ -280,14 +280,105 @@ CATCH_TEST_CASE("gpipe runs every micro-batch's forward, then their backwards, p
   CATCH_CHECK(GPipeBubbleFraction(1, 3) == 0);
 }
 
-CATCH_TEST_CASE("schedules parse by name; interleaved 1F1B is refused as not implemented") {
+CATCH_TEST_CASE("schedules parse by name") {
   CATCH_CHECK(*ParsePipelineSchedule("1f1b") == PipelineSchedule::kOneFOneB);
   CATCH_CHECK(*ParsePipelineSchedule("gpipe") == PipelineSchedule::kGPipe);
+  CATCH_CHECK(*ParsePipelineSchedule("interleaved_1f1b") == PipelineSchedule::kInterleaved1F1B);
   CATCH_CHECK(PipelineScheduleName(PipelineSchedule::kGPipe) == "gpipe");
-  absl::StatusOr<PipelineSchedule> interleaved = ParsePipelineSchedule("interleaved_1f1b");
-  CATCH_CHECK(interleaved.status().code() == absl::StatusCode::kUnimplemented);
-  CATCH_CHECK(absl::StrContains(interleaved.status().message(), "not implemented yet"));
-  CATCH_CHECK(ParsePipelineSchedule("zb").status().code() == absl::StatusCode::kInvalidArgument);
+  CATCH_CHECK(PipelineScheduleName(PipelineSchedule::kInterleaved1F1B) == "interleaved_1f1b");
+  absl::StatusOr<PipelineSchedule> zb = ParsePipelineSchedule("zb");
+  CATCH_CHECK(zb.status().code() == absl::StatusCode::kInvalidArgument);
+  CATCH_CHECK(absl::StrContains(zb.status().message(),
+                                "allowed: \"1f1b\", \"gpipe\", \"interleaved_1f1b\""));
+}
+
+// Runs every stage's steps in its order, a step as soon as its input exists (a forward of
+// virtual stage v > 0 after v-1's forward of the same micro-batch, a backward after the
+// forward on its stage and, below the last virtual stage, v+1's backward), as the
+// engine's blocking queues do; returns false if the stages wait for each other forever.
+// Virtual stage of a step on stage d: chunk * K + d.
+bool RunsToTheEnd(const std::vector<std::vector<ScheduleStep>>& orders, int chunks) {
+  const int k = static_cast<int>(orders.size());
+  const int last = k * chunks - 1;
+  std::set<std::tuple<int, int, int64_t>> done;  // (pass, virtual stage, micro-batch)
+  std::vector<size_t> next(k, 0);
+  for (bool moved = true; moved;) {
+    moved = false;
+    for (int d = 0; d < k; ++d) {
+      while (next[d] < orders[d].size()) {
+        const ScheduleStep& s = orders[d][next[d]];
+        const int v = s.chunk * k + d;
+        const bool ready =
+            s.pass == Pass::kForward
+                ? v == 0 || done.count({0, v - 1, s.microbatch}) > 0
+                : done.count({0, v, s.microbatch}) > 0 &&
+                      (v == last || done.count({1, v + 1, s.microbatch}) > 0);
+        if (!ready) break;
+        done.insert({s.pass == Pass::kForward ? 0 : 1, v, s.microbatch});
+        ++next[d];
+        moved = true;
+      }
+    }
+  }
+  for (int d = 0; d < k; ++d) {
+    if (next[d] != orders[d].size()) return false;
+  }
+  return true;
+}
+
+CATCH_TEST_CASE("interleaved 1F1B follows Megatron's order and never waits forever") {
+  // K = 2, V = 2, M = 2 (= K: all forwards first, chunk by chunk; backwards in reverse).
+  CATCH_CHECK(ScheduleString(InterleavedSchedule(2, 0, 2, 1, 2), true) ==
+              "F0c0 F1c0 F0c1 F1c1 B0c1 B1c1 B0c0 B1c0");
+  // K = 2, V = 2, M = 4: stage 0 warms up with 2 (K-1) + (V-1) K = 4 forwards, stage 1
+  // with 2; micro-batches in groups of K per chunk.
+  CATCH_CHECK(ScheduleString(InterleavedSchedule(2, 0, 2, 1, 4), true) ==
+              "F0c0 F1c0 F0c1 F1c1 F2c0 B0c1 F3c0 B1c1 F2c1 B0c0 F3c1 B1c0 B2c1 B3c1 B2c0 B3c0");
+  CATCH_CHECK(ScheduleString(InterleavedSchedule(2, 1, 2, 1, 4), true) ==
+              "F0c0 F1c0 F0c1 B0c1 F1c1 B1c1 F2c0 B0c0 F3c0 B1c0 F2c1 B2c1 F3c1 B3c1 B2c0 B3c0");
+  // Mini-batch 1 follows mini-batch 0 with micro-batches 4..7.
+  const std::vector<ScheduleStep> two = InterleavedSchedule(2, 1, 2, 2, 4);
+  CATCH_REQUIRE(two.size() == 32);
+  CATCH_CHECK(two[16] == (ScheduleStep{Pass::kForward, 4, 0}));
+  CATCH_CHECK(two[31] == (ScheduleStep{Pass::kBackward, 7, 0}));
+  for (int k : {1, 2, 3, 4}) {
+    for (int chunks : {1, 2, 3}) {
+      for (int64_t m : {k, 2 * k, 3 * k}) {
+        CATCH_CAPTURE(k, chunks, m);
+        std::vector<std::vector<ScheduleStep>> orders;
+        for (int d = 0; d < k; ++d) {
+          orders.push_back(InterleavedSchedule(k, d, chunks, 2, m));
+          // Every chunk runs each micro-batch's forward once and its backward once, each
+          // in micro-batch order.
+          for (int c = 0; c < chunks; ++c) {
+            std::vector<int64_t> forwards, backwards;
+            for (const ScheduleStep& s : orders.back()) {
+              if (s.chunk != c) continue;
+              (s.pass == Pass::kForward ? forwards : backwards).push_back(s.microbatch);
+            }
+            std::vector<int64_t> want(2 * m);
+            for (int64_t j = 0; j < 2 * m; ++j) want[j] = j;
+            CATCH_CHECK(forwards == want);
+            CATCH_CHECK(backwards == want);
+          }
+        }
+        CATCH_CHECK(RunsToTheEnd(orders, chunks));
+      }
+    }
+  }
+  // The check can fail: every stage running its backwards first waits forever.
+  std::vector<std::vector<ScheduleStep>> backwards_first;
+  for (int d = 0; d < 2; ++d) {
+    std::vector<ScheduleStep> steps = InterleavedSchedule(2, d, 2, 1, 4);
+    std::stable_partition(steps.begin(), steps.end(),
+                          [](const ScheduleStep& s) { return s.pass == Pass::kBackward; });
+    backwards_first.push_back(steps);
+  }
+  CATCH_CHECK_FALSE(RunsToTheEnd(backwards_first, 2));
+  // (K - 1) / (V M + K - 1); V = 1 is GPipe's.
+  CATCH_CHECK(InterleavedBubbleFraction(4, 2, 4) == Approx(3.0 / 11.0));
+  CATCH_CHECK(InterleavedBubbleFraction(4, 1, 4) == Approx(GPipeBubbleFraction(4, 4)));
+  CATCH_CHECK(InterleavedBubbleFraction(1, 3, 2) == 0);
 }
 
 CATCH_TEST_CASE("pipeline configs get defaults and name bad fields") {
@@ -338,10 +429,32 @@ CATCH_TEST_CASE("pipeline configs get defaults and name bad fields") {
   CATCH_CHECK(absl::StrContains(
       error("mode: \"pipeline\" pipeline { stages: 3 boundaries: 2 boundaries: 2 }"),
       "pipeline.boundaries[1]: 2 is out of range; allowed > 2"));
+  // interleaved_1f1b: weights vanilla, 2 chunks and micro-batches = stages by default.
+  c = config::ParseConfig("mode: \"pipeline\" pipeline { schedule: \"interleaved_1f1b\" stages: 3 }",
+                          {});
+  CATCH_REQUIRE(c.ok());
+  CATCH_CHECK(c->pipeline().weights() == "vanilla");
+  CATCH_CHECK(c->pipeline().microbatches() == 3);
+  CATCH_CHECK(c->pipeline().chunks() == 2);
+  CATCH_CHECK(c->pipeline().recompute() == false);
   CATCH_CHECK(absl::StrContains(
-      error("mode: \"pipeline\" pipeline { schedule: \"interleaved_1f1b\" }"),
-      "pipeline.schedule: \"interleaved_1f1b\" is not implemented yet; allowed: \"1f1b\", "
-      "\"gpipe\""));
+      error("mode: \"pipeline\" pipeline { schedule: \"interleaved_1f1b\" weights: \"pipedream\" }"),
+      "pipeline.weights: \"pipedream\" does not combine with schedule \"interleaved_1f1b\""));
+  CATCH_CHECK(absl::StrContains(
+      error("mode: \"pipeline\" pipeline { schedule: \"interleaved_1f1b\" stages: 2 "
+            "microbatches: 3 }"),
+      "pipeline.microbatches: 3 is not a multiple of pipeline.stages (2)"));
+  CATCH_CHECK(absl::StrContains(
+      error("mode: \"pipeline\" pipeline { schedule: \"interleaved_1f1b\" chunks: 1 }"),
+      "pipeline.chunks: 1 is out of range; allowed 2..64"));
+  CATCH_CHECK(absl::StrContains(
+      error("mode: \"pipeline\" pipeline { schedule: \"gpipe\" chunks: 2 }"),
+      "pipeline.chunks: 2 with schedule \"gpipe\"; allowed: 1"));
+  CATCH_CHECK(absl::StrContains(
+      error("mode: \"pipeline\" pipeline { weights: \"data_parallel\" recompute: true }"),
+      "pipeline.recompute: true does not combine with weights \"data_parallel\""));
+  CATCH_CHECK(error("mode: \"pipeline\" pipeline { weights: \"pipedream\" recompute: true }") ==
+              "(no error)");
   CATCH_CHECK(absl::StrContains(error("mode: \"pipeline\" pipeline { schedule: \"zb\" }"),
                                 "pipeline.schedule: \"zb\" is not allowed"));
   CATCH_CHECK(absl::StrContains(
