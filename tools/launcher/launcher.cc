@@ -477,9 +477,18 @@ std::vector<ProcessOutcome> Launcher::Outcomes() const {
     for (const ProcessOutcome& outcome : outcomes) {
       if (outcome.failed()) earliest_failure = std::min(earliest_failure, outcome.end_unix);
     }
+    // srun sends SIGTERM first and SIGKILL only KillWait seconds later (Slurm's default
+    // 30), so a SIGKILL within a second of the first failure came from elsewhere: the
+    // exit records' clocks cannot order a killed process and the peers that failed
+    // because of it within a few milliseconds (its task script records the end after
+    // waking up), and such a process is a failure, not one that srun stopped.
+    constexpr double kSrunKillAfterSeconds = 1.0;
     for (ProcessOutcome& outcome : outcomes) {
-      outcome.stopped = outcome.failed() && outcome.end_unix > earliest_failure &&
-                        (outcome.signal == SIGTERM || outcome.signal == SIGKILL);
+      outcome.stopped =
+          outcome.failed() && outcome.end_unix > earliest_failure &&
+          (outcome.signal == SIGTERM ||
+           (outcome.signal == SIGKILL &&
+            outcome.end_unix > earliest_failure + kSrunKillAfterSeconds));
     }
   }
   return outcomes;

@@ -29,6 +29,7 @@
 #include "p3/pipeline/stage_sgd.h"
 #include "p3/status_macros.h"
 #include "p3/trace.h"
+#include "tests/p3/pipeline/pipeline_test_util.h"
 
 namespace p3::pipeline {
 namespace {
@@ -36,66 +37,10 @@ namespace {
 using models::Batch;
 using models::BlockModel;
 
-double MaxAbsDiff(const std::vector<torch::Tensor>& a, const std::vector<torch::Tensor>& b) {
-  CATCH_REQUIRE(a.size() == b.size());
-  double m = 0;
-  for (size_t j = 0; j < a.size(); ++j) {
-    m = std::max(m, (a[j].detach().cpu() - b[j].detach().cpu()).abs().max().item<double>());
-  }
-  return m;
-}
-
 std::vector<torch::Tensor> Clones(const std::vector<torch::Tensor>& v) {
   std::vector<torch::Tensor> out;
   for (const torch::Tensor& t : v) out.push_back(t.detach().clone());
   return out;
-}
-
-// Deterministic synthetic mini-batches: input [batch, ...shape], labels in 0..classes-1.
-std::vector<Batch> MakeBatches(int64_t count, int64_t batch, std::vector<int64_t> shape,
-                               int64_t classes, uint64_t seed) {
-  torch::manual_seed(seed);
-  std::vector<Batch> out;
-  shape.insert(shape.begin(), batch);
-  for (int64_t i = 0; i < count; ++i) {
-    out.push_back({torch::randn(shape), torch::randint(0, classes, {batch}, torch::kLong)});
-  }
-  return out;
-}
-
-PipelineEngine::BatchSource SourceOf(const std::vector<Batch>& batches) {
-  return [&batches](int64_t i) -> absl::StatusOr<Batch> { return batches.at(i); };
-}
-
-// Blocks: Linear(d0, d1) + tanh, ..., Linear(d_{n-1}, d_n) (no tanh on the last).
-class Chain : public models::BlockListModel {
- public:
-  explicit Chain(const std::vector<int64_t>& dims) {
-    for (size_t b = 0; b + 1 < dims.size(); ++b) {
-      auto fc = register_module(absl::StrCat("fc", b), torch::nn::Linear(dims[b], dims[b + 1]));
-      const bool last = b + 2 == dims.size();
-      AddBlock(absl::StrCat("fc", b), {fc}, [fc, last](const torch::Tensor& x) {
-        torch::Tensor y = fc->forward(x);
-        return last ? y : torch::tanh(y);
-      });
-    }
-  }
-};
-
-PipelineEngine::ModelFactory ChainFactory(std::vector<int64_t> dims, uint64_t seed = 3) {
-  return [dims, seed]() -> absl::StatusOr<std::shared_ptr<BlockModel>> {
-    torch::manual_seed(seed);
-    return std::static_pointer_cast<BlockModel>(std::make_shared<Chain>(dims));
-  };
-}
-
-PipelineEngine::ModelFactory ZooFactory(const std::string& name, uint64_t seed = 5) {
-  return [name, seed]() -> absl::StatusOr<std::shared_ptr<BlockModel>> {
-    models::ModelOptions o;
-    o.name = name;
-    o.seed = seed;
-    return models::CreateModel(o);
-  };
 }
 
 // ---------------------------------------------------------------------------------------
@@ -428,30 +373,6 @@ CATCH_TEST_CASE("gpipe equals single-device training on the whole mini-batch") {
 
 // ---------------------------------------------------------------------------------------
 // Order of operations and stashing, from the events the stages report.
-
-class EventLog {
- public:
-  void Add(const PipelineEvent& e) {
-    absl::MutexLock lock(&mu_);
-    events_.push_back(e);
-  }
-  std::vector<PipelineEvent> events() {
-    absl::MutexLock lock(&mu_);
-    return events_;
-  }
-
- private:
-  absl::Mutex mu_;
-  std::vector<PipelineEvent> events_;
-};
-
-std::vector<ScheduleStep> StepsOf(const std::vector<PipelineEvent>& events, int stage) {
-  std::vector<ScheduleStep> out;
-  for (const PipelineEvent& e : events) {
-    if (e.stage == stage) out.push_back({e.pass, e.microbatch});
-  }
-  return out;
-}
 
 CATCH_TEST_CASE("every stage reports its time by kind of work and traces it on its own track") {
   const std::vector<int64_t> dims{5, 6, 7, 6, 4};

@@ -21,6 +21,7 @@
 #include "p3/pipeline/engine.h"
 #include "p3/pipeline/schedule.h"
 #include "p3/status_macros.h"
+#include "tests/p3/pipeline/pipeline_test_util.h"
 
 namespace p3::pipeline {
 namespace {
@@ -30,57 +31,7 @@ using models::BlockModel;
 
 constexpr double kTolerance = 1e-6;  // as GPipe's test: only the sums' order differs
 
-std::vector<Batch> MakeBatches(int64_t count, int64_t batch, std::vector<int64_t> shape,
-                               int64_t classes, uint64_t seed) {
-  torch::manual_seed(seed);
-  std::vector<Batch> out;
-  shape.insert(shape.begin(), batch);
-  for (int64_t i = 0; i < count; ++i) {
-    out.push_back({torch::randn(shape), torch::randint(0, classes, {batch}, torch::kLong)});
-  }
-  return out;
-}
-
-PipelineEngine::ModelFactory ZooFactory(const std::string& name, uint64_t seed = 5) {
-  return [name, seed]() -> absl::StatusOr<std::shared_ptr<BlockModel>> {
-    models::ModelOptions o;
-    o.name = name;
-    o.seed = seed;
-    return models::CreateModel(o);
-  };
-}
-
 // Blocks: Linear(d_b, d_{b+1}) + tanh (none on the last).
-class Chain : public models::BlockListModel {
- public:
-  explicit Chain(const std::vector<int64_t>& dims) {
-    for (size_t b = 0; b + 1 < dims.size(); ++b) {
-      auto fc = register_module(absl::StrCat("fc", b), torch::nn::Linear(dims[b], dims[b + 1]));
-      const bool last = b + 2 == dims.size();
-      AddBlock(absl::StrCat("fc", b), {fc}, [fc, last](const torch::Tensor& x) {
-        torch::Tensor y = fc->forward(x);
-        return last ? y : torch::tanh(y);
-      });
-    }
-  }
-};
-
-PipelineEngine::ModelFactory ChainFactory(std::vector<int64_t> dims) {
-  return [dims]() -> absl::StatusOr<std::shared_ptr<BlockModel>> {
-    torch::manual_seed(3);
-    return std::static_pointer_cast<BlockModel>(std::make_shared<Chain>(dims));
-  };
-}
-
-double MaxAbsDiff(const std::vector<torch::Tensor>& a, const std::vector<torch::Tensor>& b) {
-  CATCH_REQUIRE(a.size() == b.size());
-  double m = 0;
-  for (size_t j = 0; j < a.size(); ++j) {
-    m = std::max(m, (a[j].detach() - b[j].detach()).abs().max().item<double>());
-  }
-  return m;
-}
-
 std::vector<torch::Tensor> TrainSingleDevice(const PipelineEngine::ModelFactory& factory,
                                              const std::vector<Batch>& batches,
                                              const SgdOptions& o) {
@@ -178,22 +129,6 @@ CATCH_TEST_CASE("interleaved 1F1B equals single-device training on the whole min
   }
   CATCH_CHECK(MaxAbsDiff(TrainSingleDevice(ChainFactory(dims), quarters, sgd), want) > 1e-3);
 }
-
-class EventLog {
- public:
-  void Add(const PipelineEvent& e) {
-    absl::MutexLock lock(&mu_);
-    events_.push_back(e);
-  }
-  std::vector<PipelineEvent> events() {
-    absl::MutexLock lock(&mu_);
-    return events_;
-  }
-
- private:
-  absl::Mutex mu_;
-  std::vector<PipelineEvent> events_;
-};
 
 CATCH_TEST_CASE("each interleaved stage runs its chunks in Megatron's order, one update each") {
   const std::vector<int64_t> dims{6, 9, 8, 7, 9, 8, 7, 6, 5};

@@ -26,32 +26,13 @@
 #include "p3/pipeline/engine.h"
 #include "p3/pipeline/stage_memory.h"
 #include "p3/status_macros.h"
+#include "tests/p3/pipeline/pipeline_test_util.h"
 
 namespace p3::pipeline {
 namespace {
 
 using models::Batch;
 using models::BlockModel;
-
-std::vector<Batch> MakeBatches(int64_t count, int64_t batch, std::vector<int64_t> shape,
-                               int64_t classes, uint64_t seed) {
-  torch::manual_seed(seed);
-  std::vector<Batch> out;
-  shape.insert(shape.begin(), batch);
-  for (int64_t i = 0; i < count; ++i) {
-    out.push_back({torch::randn(shape), torch::randint(0, classes, {batch}, torch::kLong)});
-  }
-  return out;
-}
-
-PipelineEngine::ModelFactory ZooFactory(const std::string& name, uint64_t seed = 5) {
-  return [name, seed]() -> absl::StatusOr<std::shared_ptr<BlockModel>> {
-    models::ModelOptions o;
-    o.name = name;
-    o.seed = seed;
-    return models::CreateModel(o);
-  };
-}
 
 // Blocks: Linear(d_b, d_{b+1}) + BatchNorm1d + tanh (the last without either): a model
 // whose forward changes buffers.
