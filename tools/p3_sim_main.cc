@@ -1,9 +1,10 @@
 // p3_sim: predicts the throughput of one experiment config with the discrete-event
 // simulator (p3/sim/simulator.h, docs/simulator.md).
 //
-//   bazel run //tools:p3_sim -- --config=$PWD/configs/bench/resnet50.textproto \
-//       --profile=$PWD/configs/sim/profiles/resnet50_b8_cpu.json \
-//       --calibration=$PWD/configs/sim/calibration_cpu.json \
+// Example (one command):
+//   bazel run //tools:p3_sim -- --config=$PWD/configs/bench/resnet50.textproto
+//       --profile=$PWD/configs/sim/profiles/resnet50_b8_cpu.json
+//       --calibration=$PWD/configs/sim/calibration_cpu.json
 //       --cpu_cores_per_host=2 --machines_per_host=2 --set=network.bandwidth_gbps=2.5
 #include <cstdio>
 #include <filesystem>
