@@ -73,10 +73,11 @@ def wait_for_quiet(max_load, max_wait):
     return os.getloadavg()[0]
 
 
-def run(binary, overrides, name, raw_dir, reuse=False):
-    """One pipeline_train run; returns its result JSON (dict). With `reuse`, a result
-    already in raw_dir is read instead (the runs are deterministic: same config, same
-    result)."""
+def run(binary, overrides, name, raw_dir, reuse=False, config=CONFIG):
+    """One pipeline_train run of `config` with --set `overrides` (and name=`name`);
+    returns its result JSON (dict) with the 1-minute load average before and after the
+    run. With `reuse`, a result already in raw_dir is read instead (the runs are
+    deterministic: same config, same result). Exits naming the log when the run fails."""
     os.makedirs(raw_dir, exist_ok=True)
     result_file = os.path.join(raw_dir, name + ".json")
     if reuse and os.path.exists(result_file):
@@ -86,7 +87,7 @@ def run(binary, overrides, name, raw_dir, reuse=False):
         result.setdefault("load_after", float("nan"))
         print(f"{name}: reused {result_file}", flush=True)
         return result
-    args = PREFIX + [binary, "--config=" + CONFIG, "--result_file=" + result_file]
+    args = PREFIX + [binary, "--config=" + config, "--result_file=" + result_file]
     args += ["--set=" + o for o in overrides + ["name=" + name]]
     load_before = os.getloadavg()[0]
     start = time.time()

@@ -26,14 +26,13 @@ the median. Writes --csv (one row per run and stage), --markdown (tables) and --
 """
 import argparse
 import csv
-import json
 import os
 import re
 import statistics
-import subprocess
 import sys
 
-from pipeline_bench import write_report  # tools/ is this script's folder
+import pipeline_bench  # tools/ is this script's folder
+from pipeline_bench import write_report
 
 MODELS = {
     # name: (config, overrides) -- as pipeline_bench.py's THROUGHPUT_MODELS
@@ -93,20 +92,8 @@ def with_boundaries(config_path, boundaries, out_path):
 
 
 def run(args, config, overrides, name):
-    os.makedirs(args.raw, exist_ok=True)
-    result_file = os.path.join(args.raw, name + ".json")
-    cmd = [args.binary, "--config=" + config, "--result_file=" + result_file]
-    cmd += ["--set=" + o for o in overrides + ["name=" + name, "training.evaluate=false"]]
-    load_before = os.getloadavg()[0]
-    with open(os.path.join(args.raw, name + ".log"), "w") as log:
-        proc = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT)
-    if proc.returncode != 0:
-        sys.exit(f"{name}: pipeline_train failed (exit {proc.returncode}); see {args.raw}/{name}.log")
-    with open(result_file) as f:
-        r = json.load(f)
-    r["load_before"] = load_before
-    r["load_after"] = os.getloadavg()[0]
-    return r
+    return pipeline_bench.run(args.binary, overrides + ["training.evaluate=false"], name,
+                              args.raw, config=config)
 
 
 def measure(args):

@@ -17,14 +17,11 @@ Writes --csv (every run) and --markdown (the table), prints the table.
 """
 import argparse
 import csv
-import json
 import os
 import statistics
-import subprocess
-import sys
-import time
 
-from pipeline_bench import write_csv, write_report  # tools/ is this script's folder
+import pipeline_bench  # tools/ is this script's folder
+from pipeline_bench import write_csv, write_report
 
 CONFIG = "configs/pipeline_lstm.textproto"
 
@@ -62,19 +59,11 @@ def ideal(schedule, weights, m, k, iterations):
 
 def run_one(args, schedule, weights, m, k, sets, repeat):
     name = f"sched_{schedule}_{weights}_m{m}_n{k}_r{repeat}"
-    os.makedirs(args.raw, exist_ok=True)
-    result_file = os.path.join(args.raw, name + ".json")
-    cmd = [args.binary, "--config=" + CONFIG, "--result_file=" + result_file]
-    cmd += ["--set=" + o for o in sets + [f"pipeline.stages={k}",
-                                         f"training.iterations={args.iterations}",
-                                         "training.evaluate=false", f"name={name}"]]
-    load_before = os.getloadavg()[0]
-    with open(os.path.join(args.raw, name + ".log"), "w") as log:
-        proc = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT)
-    if proc.returncode != 0:
-        sys.exit(f"{name}: pipeline_train failed (exit {proc.returncode}); see {args.raw}/{name}.log")
-    with open(result_file) as f:
-        r = json.load(f)
+    r = pipeline_bench.run(args.binary, sets + [f"pipeline.stages={k}",
+                                                f"training.iterations={args.iterations}",
+                                                "training.evaluate=false"],
+                           name, args.raw, config=CONFIG)
+    load_before = r["load_before"]
     row = {"schedule": schedule, "weights": weights, "microbatches": m, "stages": k,
            "repeat": repeat, "samples_per_second": round(r["samples_per_second"], 1),
            "bubble_fraction": round(r["bubble_fraction"], 4),
