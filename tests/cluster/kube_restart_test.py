@@ -17,10 +17,16 @@ Cases (2 servers, 2 workers, small_cnn on synthetic data, 40 iterations, checkpo
 every 5):
   uninterrupted   no kill: the reference param_l2.
   server_killed   server 1 SIGKILLed once worker 0 has done iteration 17: every process
-                  ends up restarted from the checkpoints of iteration 15; param_l2 equal.
-  corrupt_newest  as server_killed, and server 1's checkpoint of iteration 15 is
-                  corrupted before its container restarts: all servers resume from 10,
-                  never mixing 10 and 15; param_l2 equal.
+                  ends up restarted from the newest checkpoint both servers have (15,
+                  or later when the test's kill came late); param_l2 equal.
+  corrupt_newest  as server_killed, and server 1's newest checkpoint (15, usually) is
+                  corrupted before its container restarts: all servers resume from the
+                  newest one before it that both have (10), never mixing iterations;
+                  param_l2 equal.
+The kill cannot be placed at an exact iteration from outside (under load the run goes on
+for a few iterations before the test sees the progress line), so the expected iteration
+is read from the checkpoint files once server 1 is dead; checkpoint.keep is 4 so that an
+older common checkpoint is still there.
 Prints "ok: ..." per check, "FAIL: ..." per failure; exit status 1 on any failure.
 """
 
@@ -121,7 +127,7 @@ def manifests(tmp, name, bin_dir):
            "--kube_binary_dir=" + bin_dir, "--set=output_dir=" + out,
            "--set=name=kube_" + name,
            "--set=training.iterations=%d" % ITERATIONS, "--set=training.log_every=1",
-           "--set=checkpoint.dir=ckpt", "--set=checkpoint.every=5",
+           "--set=checkpoint.dir=ckpt", "--set=checkpoint.every=5", "--set=checkpoint.keep=4",
            "--set=cluster.peer_timeout_s=20", "--set=cluster.rejoin_timeout_s=30"]
     run = subprocess.run(cmd, capture_output=True, text=True)
     if run.returncode != 0:
@@ -134,8 +140,22 @@ def manifests(tmp, name, bin_dir):
     return config, server, worker, by_kind["Job"]["spec"]
 
 
+def checkpoints(folder):
+    """{iteration: file name} of the checkpoint files in one server's folder."""
+    out = {}
+    for f in os.listdir(folder) if os.path.isdir(folder) else []:
+        m = re.fullmatch(r"ckpt_(\d+)\.bin", f)
+        if m:
+            out[int(m.group(1))] = f
+    return out
+
+
 def run_cluster(tmp, name, kill=False, corrupt_newest=False):
-    """Runs one experiment under the fake kubelet; returns (param_l2 per rank, logs dir)."""
+    """Runs one experiment under the fake kubelet.
+
+    Returns (param_l2 per rank, logs dir, restarts, expected resume iteration): the last is
+    the newest iteration both servers had a valid checkpoint of when server 1 died.
+    """
     bin_dir = os.path.join(tmp, "bin")
     os.makedirs(bin_dir, exist_ok=True)
     for b in ("server/p3_server", "worker/p3_worker"):
@@ -185,6 +205,7 @@ def run_cluster(tmp, name, kill=False, corrupt_newest=False):
     for p in pods:
         p.start()
     killed = False
+    expected = None
     deadline = time.time() + 240
     outcome = "timeout"
     try:
@@ -196,18 +217,23 @@ def run_cluster(tmp, name, kill=False, corrupt_newest=False):
                         if pid is None:
                             fail(name + ": server 1 not running at iteration %d" % KILL_AT)
                             break
-                        pods[1].hold = corrupt_newest
+                        pods[1].hold = True
                         os.kill(pid, signal.SIGKILL)
                         killed = True
-                        if corrupt_newest:
-                            pods[1].proc.wait()
-                            newest = sorted(os.listdir(os.path.join(shared_ckpt, "server_1")))[-1]
-                            path = os.path.join(shared_ckpt, "server_1", newest)
+                        pods[1].proc.wait()
+                        # Server 0 cannot pass server 1 by more than one version, and
+                        # keep=4 leaves the older files in place: these sets are final.
+                        ckpt0 = checkpoints(os.path.join(shared_ckpt, "server_0"))
+                        ckpt1 = checkpoints(os.path.join(shared_ckpt, "server_1"))
+                        if corrupt_newest and ckpt1:
+                            newest = max(ckpt1)
+                            path = os.path.join(shared_ckpt, "server_1", ckpt1.pop(newest))
                             with open(path, "r+b") as f:
                                 f.seek(40)
                                 f.write(b"\x7f\x7f\x7f\x7f")
                             corrupted.append(newest)
-                            pods[1].hold = False
+                        expected = max(set(ckpt0) & set(ckpt1), default=0)
+                        pods[1].hold = False
             states = [p.poll() for p in pods]
             if "failed" in states:
                 outcome = "failed: " + ", ".join(
@@ -226,15 +252,23 @@ def run_cluster(tmp, name, kill=False, corrupt_newest=False):
         for p in pods:
             print("--- " + p.log)
             print("".join(open(p.log).readlines()[-15:]))
-        return None, logs, restarts
+        return None, logs, restarts, expected
     l2 = []
     for r in range(workers):
         with open(os.path.join(shared_out, "results", "worker_%d.json" % r)) as f:
             l2.append(repr(json.load(f)["param_l2"]))
-    return l2, logs, restarts
+    return l2, logs, restarts, expected
 
 
 corrupted = []
+
+
+def show_logs(logs):
+    """Prints every pod's log without its PROGRESS lines: what a failure needs to be understood."""
+    for log in sorted(os.listdir(logs)):
+        print("--- " + log)
+        with open(os.path.join(logs, log)) as f:
+            print("".join(l for l in f if not l.startswith("PROGRESS")), end="")
 
 
 def main():
@@ -242,48 +276,65 @@ def main():
         print("SKIPPED: the binaries are not here (run under bazel test)")
         return 0
     tmp = os.environ.get("TEST_TMPDIR") or tempfile.mkdtemp()
-    want, _, _ = run_cluster(tmp, "uninterrupted")
+    want, _, _, _ = run_cluster(tmp, "uninterrupted")
     if want is None:
         return 1
     ok("uninterrupted: param_l2 %s" % want[0])
 
-    got, logs, restarts = run_cluster(tmp, "server_killed", kill=True)
+    before = failures
+    got, logs, restarts, at = run_cluster(tmp, "server_killed", kill=True)
     if got is not None:
+        other = r"resuming from iteration (?!%d\b)\d+" % at
         s1 = open(os.path.join(logs, "server_1.log")).read()
         s0 = open(os.path.join(logs, "server_0.log")).read()
         w1 = open(os.path.join(logs, "worker_1.log")).read()
         if got != want:
             fail("server_killed: param_l2 %s, uninterrupted %s" % (got, want))
-        elif "newest checkpoint that all 2 servers have is iteration 15" not in s1:
-            fail("server_killed: server 1 did not restart from the common checkpoint 15")
-        elif "resuming from iteration 15" not in s0:
-            fail("server_killed: server 0 was not restarted from iteration 15 too")
-        elif re.search(r"resuming from iteration (?!15\b)\d+", s0 + s1):
-            fail("server_killed: a server resumed from another iteration than 15")
-        elif not re.search(r"^RESUMED iteration=15$", w1, re.M):
-            fail("server_killed: worker 1 did not resume at iteration 15")
+        elif at < 15:
+            fail("server_killed: the newest checkpoint both servers had at the kill is %d, "
+                 "not 15 or later" % at)
+        elif "newest checkpoint that all 2 servers have is iteration %d" % at not in s1:
+            fail("server_killed: server 1 did not restart from the common checkpoint %d" % at)
+        elif "resuming from iteration %d" % at not in s0:
+            fail("server_killed: server 0 was not restarted from iteration %d too" % at)
+        elif re.search(other, s0 + s1):
+            fail("server_killed: a server resumed from another iteration than %d" % at)
+        elif not re.search(r"^RESUMED iteration=%d$" % at, w1, re.M):
+            fail("server_killed: worker 1 did not resume at iteration %d" % at)
         else:
-            ok("server_killed: server 1 SIGKILLed after iteration %d; every process restarted "
-               "with its own command, all resumed from 15; restarts %s; param_l2 %s = %s"
-               % (KILL_AT, restarts, got[0], want[0]))
+            ok("server_killed: server 1 SIGKILLed once worker 0 had done iteration %d; every process restarted "
+               "with its own command, all resumed from %d; restarts %s; param_l2 %s = %s"
+               % (KILL_AT, at, restarts, got[0], want[0]))
 
-    got, logs, restarts = run_cluster(tmp, "corrupt_newest", kill=True, corrupt_newest=True)
+    if got is not None and failures > before:
+        show_logs(logs)
+
+    before = failures
+    got, logs, restarts, at = run_cluster(tmp, "corrupt_newest", kill=True, corrupt_newest=True)
     if got is not None:
+        bad = corrupted[-1] if corrupted else -1
+        other = r"resuming from iteration (?!%d\b)\d+" % at
         s0 = open(os.path.join(logs, "server_0.log")).read()
         s1 = open(os.path.join(logs, "server_1.log")).read()
         if got != want:
             fail("corrupt_newest: param_l2 %s, uninterrupted %s" % (got, want))
-        elif "passed over iteration 15" not in s1 or "checksum" not in s1:
-            fail("corrupt_newest: server 1 does not say it passed over the corrupt iteration 15")
-        elif re.search(r"resuming from iteration (?!10\b)\d+", s0 + s1):
-            fail("corrupt_newest: a server resumed from another iteration than 10 "
-                 "(mixing checkpoints)")
-        elif "resuming from iteration 10" not in s0 or "resuming from iteration 10" not in s1:
-            fail("corrupt_newest: not every server resumed from iteration 10")
+        elif not 0 < at < bad:
+            fail("corrupt_newest: server 1's newest checkpoint %d was corrupted, and the newest "
+                 "valid one both servers had is %d" % (bad, at))
+        elif "passed over iteration %d" % bad not in s1 or "checksum" not in s1:
+            fail("corrupt_newest: server 1 does not say it passed over the corrupt iteration %d"
+                 % bad)
+        elif re.search(other, s0 + s1):
+            fail("corrupt_newest: a server resumed from another iteration than %d "
+                 "(mixing checkpoints)" % at)
+        elif ("resuming from iteration %d" % at not in s0 or
+              "resuming from iteration %d" % at not in s1):
+            fail("corrupt_newest: not every server resumed from iteration %d" % at)
         else:
-            ok("corrupt_newest: server 1's %s corrupted; both servers resumed from 10 (server 0 "
-               "had a valid 15 of its own); restarts %s; param_l2 %s = %s"
-               % (corrupted, restarts, got[0], want[0]))
+            ok("corrupt_newest: server 1's checkpoint %d corrupted; both servers resumed from %d; "
+               "restarts %s; param_l2 %s = %s" % (bad, at, restarts, got[0], want[0]))
+    if got is not None and failures > before:
+        show_logs(logs)
     print("%d failure(s)" % failures)
     return 1 if failures else 0
 
