@@ -302,8 +302,8 @@ def main():
         elif not re.search(r"^RESUMED iteration=%d$" % at, w1, re.M):
             fail("server_killed: worker 1 did not resume at iteration %d" % at)
         else:
-            ok("server_killed: server 1 SIGKILLed once worker 0 had done iteration %d; every process restarted "
-               "with its own command, all resumed from %d; restarts %s; param_l2 %s = %s"
+            ok("server_killed: server 1 SIGKILLed once worker 0 had done iteration %d; every "
+               "process restarted with its own command, all resumed from %d; restarts %s; param_l2 %s = %s"
                % (KILL_AT, at, restarts, got[0], want[0]))
 
     if got is not None and failures > before:
