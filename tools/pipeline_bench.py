@@ -161,22 +161,30 @@ def throughput(args):
         iterations = args.iterations if model == "small_cnn" else args.resnet_iterations
         base = THROUGHPUT_MODELS[model] + [f"training.iterations={iterations}",
                                            "training.evaluate=false"] + args.extra_set
-        binaries = [("", args.binary)]
+        binaries = [("", args.binary, [])]
         if args.compare_binary:
-            binaries.append(("-before", args.compare_binary))
-        for suffix, binary in binaries:
-            configs.append((model, "single_device" + suffix, 1, binary,
-                            base + ["pipeline.weights=vanilla", "pipeline.stages=1"]))
+            binaries.append(("-before", args.compare_binary, []))
+        for variant in args.variant:
+            name, _, sets = variant.partition("=")
+            binaries.append(("-" + name, args.binary, sets.split(",")))
+        for suffix, binary, variant_sets in binaries:
+            if not args.modes or "single_device" in args.modes:
+                configs.append((model, "single_device" + suffix, 1, binary,
+                                base + variant_sets +
+                                ["pipeline.weights=vanilla", "pipeline.stages=1"]))
             for stages in args.stages:
                 for label, sets in MODES:
+                    if args.modes and label not in args.modes:
+                        continue
                     configs.append((model, label + suffix, stages, binary,
-                                    base + sets + [f"pipeline.stages={stages}"]))
+                                    base + variant_sets + sets + [f"pipeline.stages={stages}"]))
     rows = []
     stage_rows = []
     for repeat in range(args.repeats):
         for model, label, stages, binary, overrides in configs:
             wait_for_quiet(args.quiet_load, args.max_wait)
-            r = run(binary, overrides, f"tp_{model}_{label}_n{stages}_r{repeat}", args.raw)
+            r = run(binary, overrides, f"tp_{model}_{label}_n{stages}_r{repeat}", args.raw,
+                    reuse=args.reuse, config=args.config)
             train_seconds = sum(e["seconds"] for e in r["epochs"])
             for k, t in enumerate(r.get("stage_times", [])):
                 stage_rows.append({"model": model, "mode": label, "stages": stages,
@@ -197,7 +205,10 @@ def throughput(args):
         w.writerows(rows)
     print("wrote", path)
     if stage_rows:
-        path = os.path.join(args.out, args.throughput_csv.replace("throughput", "stage_times"))
+        name = (args.throughput_csv.replace("throughput", "stage_times")
+                if "throughput" in args.throughput_csv
+                else args.throughput_csv.replace(".csv", "_stage_times.csv"))
+        path = os.path.join(args.out, name)
         write_csv(path, stage_rows, list(stage_rows[0].keys()))
         print("wrote", path)
 
@@ -456,10 +467,21 @@ def main():
     p.add_argument("--max_wait", type=float, default=300,
                    help="longest wait for a quiet machine before a throughput run (s)")
     p.add_argument("--extra_set", nargs="*", default=[],
-                   help="more --set overrides for every throughput run, e.g. pipeline.boundaries=13")
+                   help="more --set overrides for every throughput run, e.g. "
+                        "pipeline.microbatches=4 (single fields only: a fixed partition goes "
+                        "into --config)")
+    p.add_argument("--config", default=CONFIG,
+                   help="the config every throughput run starts from (e.g. a copy of the "
+                        "default with `boundaries` in its pipeline section)")
     p.add_argument("--compare_binary", default="",
                    help="also run every throughput configuration with this (older) binary, "
                         "interleaved; its rows are labelled <mode>-before")
+    p.add_argument("--variant", action="append", default=[],
+                   help="NAME=field=value,field=value: also run every throughput "
+                        "configuration with these overrides, interleaved; its rows are "
+                        "labelled <mode>-NAME (e.g. recompute=pipeline.recompute=true)")
+    p.add_argument("--modes", nargs="+", default=[],
+                   help="throughput: only these modes (labels of MODES, or single_device)")
     p.add_argument("--throughput_csv", default="pipeline_throughput.csv",
                    help="file name (in --out) of the throughput CSV; the stage times go beside it")
     p.add_argument("--boost", action="store_true",
