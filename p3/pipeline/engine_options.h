@@ -83,7 +83,8 @@ struct PipelineOptions {
   // for spectrain v1 and stale, which otherwise keep none) and back-propagates. Results
   // equal recompute off bit for bit; BatchNorm's running statistics are restored after the
   // rerun so that they move once per forward. Not with data_parallel (nothing to
-  // recompute: its backward follows its forward at once). Default: false.
+  // recompute: its backward follows its forward at once), and for the same reason not on
+  // the last stage under 1F1B, which keeps its one unit's activations. Default: false.
   bool recompute = false;
   // Count every stage thread's CPU tensor allocations per stage (stage_memory.h);
   // installs the process-wide counting CPU allocator (InstallCpuMemoryTracking()) when

@@ -154,7 +154,7 @@ absl::Status StageEngine::Forward(Stage& stage, int k, Message message, const Tr
   const int64_t i = j / options_.microbatches;  // its mini-batch
   const int64_t part = j % options_.microbatches;
   const StageReplica& replica = *stage.replica;
-  const bool recompute = options_.recompute;
+  const bool recompute = RecomputesOn(k);
   // Recomputing a pipelined forward needs its weights again (v1 and stale keep none).
   // Stashing needs the real weights apart: a last stage, whose backward follows its
   // forward with no update between, keeps none (KeepsRealWeightsApart()).
@@ -247,7 +247,7 @@ absl::Status StageEngine::Backward(Stage& stage, int k, int64_t j, const torch::
   P3_RETURN_IF_ERROR(CatchTorchErrors(
       absl::StrCat("stage ", k, ": backward of mini-batch ", i), [&]() -> absl::Status {
         PipelineEvent event{k, Pass::kBackward, i, replica.sgd->steps(), 0, 0, part};
-        if (options_.recompute) {
+        if (RecomputesOn(k)) {
           Recompute(stage, k, f);
           timer.Lap(WorkKind::kForward, absl::StrCat("recompute ", j));
         }

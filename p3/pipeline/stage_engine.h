@@ -132,6 +132,13 @@ class StageEngine : public ModeEngine {
   bool Accumulates() const { return options_.schedule != PipelineSchedule::kOneFOneB; }
   // Whether the backward uses the forward's weights (stashed): pipedream, spectrain v2.
   bool BackwardUsesStash() const;
+  // Whether stage k reruns its forwards in the backward: every stage under
+  // options.recompute, except the last one under 1F1B, whose backward follows its forward
+  // at once (one unit in flight: a rerun would save nothing and cost a forward).
+  bool RecomputesOn(int k) const {
+    return options_.recompute &&
+           !(options_.schedule == PipelineSchedule::kOneFOneB && k + 1 == n_);
+  }
 
   const PipelineOptions options_;
   const int n_;        // stages; under interleaved 1F1B virtual stages

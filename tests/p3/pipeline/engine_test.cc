@@ -8,8 +8,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <catch2/catch.hpp>
+#include <fstream>
 #include <functional>
+#include <iterator>
 #include <map>
 #include <memory>
 #include <set>
@@ -406,6 +409,47 @@ CATCH_TEST_CASE("every stage reports its time by kind of work and traces it on i
     // A forward and a backward event per mini-batch and stage, plus waits and updates.
     CATCH_CHECK(trace.size() >= 2 * n * m + n * m);
   }
+}
+
+CATCH_TEST_CASE("recompute reruns every stage's forwards but the last stage's under 1F1B") {
+  const std::vector<int64_t> dims{5, 6, 7, 6, 4};
+  const int n = 4;
+  const int64_t m = 5;
+  const std::vector<Batch> batches = MakeBatches(m, 4, {5}, 4, 59);
+  // Reruns traced per stage track ("recompute <unit>" events, stage_timer.h).
+  const auto reruns = [&](PipelineSchedule schedule, int microbatches) {
+    TraceRecorder trace({.enabled = true, .process_name = "pipeline"});
+    PipelineOptions options;
+    options.mode = schedule == PipelineSchedule::kOneFOneB ? WeightMode::kStale
+                                                          : WeightMode::kVanilla;
+    options.schedule = schedule;
+    options.microbatches = microbatches;
+    options.num_stages = n;
+    options.recompute = true;
+    options.trace = &trace;
+    CATCH_REQUIRE(RunEngine(options, ChainFactory(dims), batches).ok());
+    const char* tmp = std::getenv("TEST_TMPDIR");
+    const std::string path = absl::StrCat(tmp != nullptr ? tmp : "/tmp", "/recompute_trace.json");
+    CATCH_REQUIRE(trace.WriteJson(path).ok());
+    std::ifstream in(path);
+    const std::string json((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    std::map<int, int> per_track;
+    for (size_t at = json.find("\"recompute "); at != std::string::npos;
+         at = json.find("\"recompute ", at + 1)) {
+      const size_t tid = json.rfind("\"tid\": ", at);  // an event's tid comes before its name
+      per_track[std::stoi(json.substr(tid + 7))] += 1;
+    }
+    return per_track;
+  };
+  // 1F1B: the last stage's backward follows its forward at once; it keeps the
+  // activations of its one mini-batch instead of rerunning.
+  const std::map<int, int> one_f_one_b = reruns(PipelineSchedule::kOneFOneB, 1);
+  CATCH_CHECK(one_f_one_b.size() == static_cast<size_t>(n - 1));
+  for (const auto& [track, count] : one_f_one_b) CATCH_CHECK(count == m);
+  // GPipe: every stage holds all micro-batches of a mini-batch, the last one too.
+  const std::map<int, int> gpipe = reruns(PipelineSchedule::kGPipe, 2);
+  CATCH_CHECK(gpipe.size() == static_cast<size_t>(n));
+  for (const auto& [track, count] : gpipe) CATCH_CHECK(count == 2 * m);
 }
 
 CATCH_TEST_CASE("each stage runs the 1F1B order and the data flow is respected") {
