@@ -6,7 +6,8 @@
 // (docs/simulator.md, "Profile files").
 //
 //   bazel run -c opt //models:model_bench -- --batch=16 --runs=5
-//   bazel-bin/models/model_bench --models=resnet50 --batch=8 --image_size=32 --threads=1 \
+//   (one command, wrapped here)
+//   bazel-bin/models/model_bench --models=resnet50 --batch=8 --image_size=32 --threads=1
 //       --runs=7 --profile=configs/sim/profiles/resnet50_b8_cpu.json
 #include <torch/torch.h>
 

@@ -4,7 +4,8 @@
 // its slot, the mean in rank order, the optimizer and the snapshot sent back.
 //
 //   bazel build //tools:bench_shard --jobs=2
-//   bazel-bin/tools/bench_shard --workers=4 --slice_params=40000 --slices=64 \
+//   (one command, wrapped here)
+//   bazel-bin/tools/bench_shard --workers=4 --slice_params=40000 --slices=64
 //       --iterations=20 --optimizer=sgd --repeats=5
 //
 // Prints one CSV line per repeat: optimizer,workers,slice_params,slices,iterations,

@@ -1,7 +1,8 @@
 // pipeline_train: trains one experiment config in mode "pipeline" (docs/pipeline.md).
 //
+//   (one command, wrapped here)
 //   bazel-bin/tools/pipeline_train --config=configs/pipeline_spectrain.textproto
-//       --set=pipeline.stages=4 --set=pipeline.weights=pipedream \
+//       --set=pipeline.stages=4 --set=pipeline.weights=pipedream
 //       --result_file=out/x/result.json --epochs_file=out/x/epochs.csv
 //
 // Prints PROGRESS and EPOCH lines and a final "RESULT {json}" line on stdout; exits 2 for
