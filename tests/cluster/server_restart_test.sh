@@ -47,12 +47,17 @@ kill_server_at() {
 kill_server_at with_checkpoints 17 --max_restarts=1 --set=checkpoint.dir="$TMP/ckpt" \
   --set=checkpoint.every=5
 got=$(param_l2 "$TMP/with_checkpoints/summary.json" 2>/dev/null)
+# The newest common checkpoint at the kill: 15, or 10 when server 1 died before writing
+# 15; under load the kill can come a few iterations late (the test polls the log), so any
+# later checkpoint before the end is accepted too, as long as everyone resumed there.
+from=$(grep -oE 'server 1 \(pid [0-9]+\) was killed by signal 9 .*; restarting every process from the checkpoints of iteration [0-9]+ \(restart 1 of 1\)' "$out" |
+  grep -oE 'iteration [0-9]+ \(restart' | grep -oE '[0-9]+' | head -1)
 if [[ $rc -ne 0 ]]; then
   fail "with checkpoints: exit status $rc, expected 0"; tail -15 "$out"
-elif ! grep -qE 'server 1 \(pid [0-9]+\) was killed by signal 9 .*; restarting every process from the checkpoints of iteration 1[05] \(restart 1 of 1\)' "$out"; then
-  fail "with checkpoints: the launcher does not say it restarts from the common checkpoint"; tail -15 "$out"
-elif ! grep -qE '^RESUMED iteration=1[05]$' "$TMP/with_checkpoints/logs/worker_1.log"; then
-  fail "with checkpoints: the restarted workers did not resume at the checkpoint's iteration"
+elif [[ -z "$from" ]] || ((from < 10 || from > 35 || from % 5 != 0)); then
+  fail "with checkpoints: the launcher does not say it restarts from a common checkpoint (10-35)"; tail -15 "$out"
+elif ! grep -qE "^RESUMED iteration=$from\$" "$TMP/with_checkpoints/logs/worker_1.log"; then
+  fail "with checkpoints: the restarted workers did not resume at the checkpoint's iteration $from"
 elif [[ "$got" != "$want" ]]; then
   fail "with checkpoints: param_l2 $got, uninterrupted $want"
 else
