@@ -61,7 +61,7 @@ elif ! grep -qE "^RESUMED iteration=$from\$" "$TMP/with_checkpoints/logs/worker_
 elif [[ "$got" != "$want" ]]; then
   fail "with checkpoints: param_l2 $got, uninterrupted $want"
 else
-  echo "ok: server 1 killed at iteration 17, restarted from $(grep -oE 'checkpoints of iteration [0-9]+' "$out"); param_l2 $got = $want"
+  echo "ok: server 1 killed once worker 0 reported iteration 17, restarted from $(grep -oE 'checkpoints of iteration [0-9]+' "$out"); param_l2 $got = $want"
 fi
 
 kill_server_at without_checkpoints 10 --max_restarts=1
