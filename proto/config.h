@@ -10,7 +10,8 @@
 //
 // Defaults: a zero or empty field means "use the default" (proto3 cannot tell an unset
 // scalar from a zero one); fields declared `optional` in config.proto (momentum,
-// weight_decay, evaluate, threads) use presence instead, so an explicit 0 / false is kept.
+// weight_decay, evaluate, threads, scheduling.slice_params) use presence instead, so an
+// explicit 0 / false is kept (for slice_params an explicit 0 means automatic).
 // The defaults are applied after the overrides, so `--set=optimizer.name=adam` also
 // selects Adam's default learning rate. Filling defaults is idempotent: loading the
 // resolved config that ConfigToText() writes gives back the same config.
@@ -66,6 +67,19 @@ inline constexpr int kMaxProcesses = 64;
 // valid checkpoint of (p3::NewestCommonCheckpoint), which lets restarted servers agree
 // with no coordinator (docs/checkpoints.md).
 inline constexpr int64_t kResumeNewestCommon = -1;
+
+// scheduling.slice_params = 0 (set explicitly) and scheduling.credit_bytes = -1:
+// automatic. launch_cluster resolves them before any process starts
+// (tools/launcher/tuning.h) and passes the values chosen to every process.
+inline constexpr int64_t kAutoSliceParams = 0;
+inline constexpr int64_t kAutoCreditBytes = -1;
+bool SliceParamsAuto(const ExperimentConfig& config);
+bool CreditBytesAuto(const ExperimentConfig& config);
+// The slice size and credit a process uses: the config's values, and for an automatic
+// one that nobody resolved (a process started without the launcher) the defaults,
+// 40000 and 0 -- the same on every process, so that they still agree on the plan.
+int64_t EffectiveSliceParams(const ExperimentConfig& config);
+int64_t EffectiveCreditBytes(const ExperimentConfig& config);
 
 // Reads `path` and returns ParseConfig(contents, overrides); error messages start with
 // `path`.

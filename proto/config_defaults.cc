@@ -110,14 +110,15 @@ void FillDefaults(ExperimentConfig* config) {
   if (!training->has_threads()) training->set_threads(kDefaultThreads);
 
   SchedulingConfig* scheduling = config->mutable_scheduling();
-  if (scheduling->slice_params() == 0) scheduling->set_slice_params(kDefaultSliceParams);
+  // Absent: the default; an explicit 0 is kept (automatic, resolved by launch_cluster).
+  if (!scheduling->has_slice_params()) scheduling->set_slice_params(kDefaultSliceParams);
   if (scheduling->split_threshold() == 0) {
     scheduling->set_split_threshold(kDefaultSplitThreshold);
   }
   if (scheduling->max_message_params() == 0) {
     scheduling->set_max_message_params(kDefaultMaxMessageParams);
   }
-  // credit_bytes stays 0, its default: one message at a time.
+  // credit_bytes stays 0, its default: one message at a time (-1, automatic, is kept).
   if (!scheduling->has_shared_memory()) scheduling->set_shared_memory(true);
   if (scheduling->wire_dtype().empty()) scheduling->set_wire_dtype("float32");
 
@@ -156,6 +157,24 @@ void FillDefaults(ExperimentConfig* config) {
     if (pipeline->microbatches() == 0) pipeline->set_microbatches(gpipe ? pipeline->stages() : 1);
     if (pipeline->chunks() == 0) pipeline->set_chunks(interleaved ? 2 : 1);
   }
+}
+
+bool SliceParamsAuto(const ExperimentConfig& config) {
+  return config.scheduling().has_slice_params() &&
+         config.scheduling().slice_params() == kAutoSliceParams;
+}
+
+bool CreditBytesAuto(const ExperimentConfig& config) {
+  return config.scheduling().credit_bytes() == kAutoCreditBytes;
+}
+
+int64_t EffectiveSliceParams(const ExperimentConfig& config) {
+  return config.scheduling().slice_params() > 0 ? config.scheduling().slice_params()
+                                                : kDefaultSliceParams;
+}
+
+int64_t EffectiveCreditBytes(const ExperimentConfig& config) {
+  return std::max<int64_t>(0, config.scheduling().credit_bytes());
 }
 
 }  // namespace p3::config

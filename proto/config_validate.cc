@@ -227,13 +227,19 @@ absl::Status ValidateConfig(const ExperimentConfig& config) {
   }
 
   const SchedulingConfig& scheduling = config.scheduling();
-  check.IntAtLeast("scheduling.slice_params", scheduling.slice_params(), 1);
+  if (scheduling.slice_params() < 0) {
+    check.Add("scheduling.slice_params",
+              absl::StrCat(scheduling.slice_params(),
+                           " is out of range; allowed >= 0 (0: automatic, chosen by "
+                           "launch_cluster with the simulator)"));
+  }
   check.IntAtLeast("scheduling.split_threshold", scheduling.split_threshold(), 1);
   check.IntAtLeast("scheduling.max_message_params", scheduling.max_message_params(), 1);
-  if (scheduling.credit_bytes() < 0) {
+  if (scheduling.credit_bytes() < kAutoCreditBytes) {
     check.Add("scheduling.credit_bytes",
               absl::StrCat(scheduling.credit_bytes(),
-                           " is out of range; allowed >= 0 (0: one message at a time)"));
+                           " is out of range; allowed >= -1 (0: one message at a time, -1: "
+                           "automatic, chosen by launch_cluster with the simulator)"));
   }
   check.OneOf("scheduling.wire_dtype", scheduling.wire_dtype(), kWireDTypes);
 

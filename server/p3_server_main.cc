@@ -56,7 +56,8 @@ int main(int argc, char** argv) {
   options.stall_report = absl::Seconds(config->cluster().stall_report_s());
   options.rejoin_timeout = absl::Seconds(config->cluster().rejoin_timeout_s());
   options.max_message_params = config->scheduling().max_message_params();
-  options.credit_bytes = config->scheduling().credit_bytes();
+  // -1 (automatic) is resolved by launch_cluster; started without it: 0.
+  options.credit_bytes = p3::config::EffectiveCreditBytes(*config);
   options.shared_memory = config->scheduling().shared_memory();
   // Validated with the config: one of the three names.
   options.shard.wire_dtype = p3::ParseWireDType(config->scheduling().wire_dtype()).value();

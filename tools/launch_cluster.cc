@@ -35,6 +35,7 @@
 #include <memory>
 #include <string>
 #include <system_error>
+#include <thread>
 #include <tuple>
 #include <utility>
 #include <vector>
@@ -45,6 +46,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "p3/file_util.h"
 #include "proto/config.h"
@@ -55,6 +57,7 @@
 #include "tools/launcher/launcher.h"
 #include "tools/launcher/multihost.h"
 #include "tools/launcher/network_setup.h"
+#include "tools/launcher/tuning.h"
 
 ABSL_FLAG(std::string, config, "configs/default.textproto",
           "Experiment config (text format). A relative path is looked up first in "
@@ -280,6 +283,7 @@ int Main(int argc, char** argv) {
     }
   }
   if (!collect_dir.empty()) {
+    // The folder's resolved config holds the values a search chose; it is not run again.
     config->set_output_dir(resolve(collect_dir));
     Launcher launcher(std::move(options), *std::move(config));
     return launcher.Collect();
@@ -295,6 +299,43 @@ int Main(int argc, char** argv) {
                              : "--hosts")
               << " the hosts' own network is used: set network.bandwidth_gbps=0\n";
     return 2;
+  }
+  // scheduling.slice_params = 0 / credit_bytes = -1: the simulator chooses before any
+  // process starts (after every check), and every process gets the values through the
+  // resolved config. Returns an exit status, 0 to go on.
+  auto tune = [&]() -> int {
+    if (!NeedsTuning(*config)) return 0;
+    // One thread takes the simulated core's locks millions of times: Abseil's lock-order
+    // graph (on in builds without NDEBUG) would be a fifth of the search's time.
+    absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
+    TuningOptions tuning;
+    // The calibration of this data path on this kind of machine (docs/simulator.md); the
+    // profiles beside it.
+    tuning.calibration_path = resolve("configs/sim/calibration_cpu.json");
+    tuning.profile_dir = (fs::path(tuning.calibration_path).parent_path() / "profiles").string();
+    tuning.cpu_cores_per_host = std::max(1u, std::thread::hardware_concurrency());
+    tuning.other_hosts = !options.hosts.empty() || kubernetes || slurm;
+    const TuningReport report = TuneConfig(*config, tuning);
+    for (const std::string& line : TuningLogLines(report)) std::cout << "[p3] " << line << "\n";
+    std::cout << std::flush;
+    const std::vector<std::string> chosen = TuningOverrides(report);
+    for (const std::string& override_text : chosen) {
+      absl::Status applied = config::ApplyOverride(override_text, &*config);
+      if (applied.ok()) applied = config::ValidateConfig(*config);
+      if (!applied.ok()) {
+        std::cerr << "launch_cluster: the automatic choice " << override_text
+                  << " is refused: " << applied.message() << "\n";
+        return 1;
+      }
+    }
+    for (const std::string& override_text : chosen) {
+      options.overrides.push_back(override_text + " (automatic: tools/launcher/tuning.h)");
+    }
+    options.tuning = TuningJson(report);
+    return 0;
+  };
+  if (kubernetes || slurm) {
+    if (const int status = tune(); status != 0) return status;
   }
   if (kubernetes) {
     KubernetesJobOptions kube;
@@ -356,6 +397,9 @@ int Main(int argc, char** argv) {
     }
   }
 
+  if (!check_network_only) {
+    if (const int status = tune(); status != 0) return status;
+  }
   Launcher launcher(std::move(options), *std::move(config));
   return check_network_only ? launcher.CheckNetworkOnly() : launcher.Run();
 }

@@ -16,10 +16,13 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/synchronization/mutex.h"
 #include "p3/file_util.h"
+#include "p3/mode.h"
 #include "p3/sim/sim_config.h"
 #include "p3/sim/simulator.h"
+#include "p3/sim/tune.h"
 #include "proto/config.h"
 #include "tools/launcher/trace_merge.h"
 
@@ -118,6 +121,40 @@ int Main(int argc, char** argv) {
   options.warmup_iterations = absl::GetFlag(FLAGS_warmup);
   options.trace = !absl::GetFlag(FLAGS_trace).empty();
   options.equal_split = absl::GetFlag(FLAGS_equal_split);
+  // scheduling.slice_params 0 / credit_bytes -1 (automatic): the search launch_cluster
+  // runs (p3/sim/tune.h), with this command's options, then the chosen point.
+  const bool search_slice = p3::config::SliceParamsAuto(*config) && !options.allreduce &&
+                            options.mode != p3::Mode::kLocal &&
+                            p3::TraitsOf(options.mode).sliced;
+  const bool search_credit = p3::config::CreditBytesAuto(*config) && !options.allreduce &&
+                             options.mode != p3::Mode::kLocal;
+  if (search_slice || search_credit) {
+    absl::StatusOr<p3::sim::TuningChoice> choice = p3::sim::ChooseTuningPoint(
+        p3::sim::TuningGrid(search_slice, search_credit, options.slice_params,
+                            options.credit_bytes),
+        [&options](const p3::sim::TuningPoint& point) {
+          return p3::sim::PredictSamplesPerSecond(options, point);
+        });
+    if (!choice.ok()) {
+      std::cerr << "p3_sim: the automatic search failed: " << choice.status().message() << "\n";
+      return 1;
+    }
+    std::printf("automatic search (p3/sim/tune.h): %zu points\n", choice->candidates.size());
+    std::printf("| slice_params | credit_bytes | samples/s |\n|---:|---:|---:|\n");
+    for (size_t i = 0; i < choice->candidates.size(); ++i) {
+      const p3::sim::TuningCandidate& c = choice->candidates[i];
+      std::printf("| %ld | %ld | %s%s |\n", static_cast<long>(c.point.slice_params),
+                  static_cast<long>(c.point.credit_bytes),
+                  c.ok ? absl::StrFormat("%.3f", c.samples_per_second).c_str()
+                       : ("failed: " + c.error).c_str(),
+                  static_cast<int>(i) == choice->chosen ? " (chosen)" : "");
+    }
+    options.slice_params = choice->candidates[choice->chosen].point.slice_params;
+    options.credit_bytes = choice->candidates[choice->chosen].point.credit_bytes;
+  } else if (p3::config::SliceParamsAuto(*config) || p3::config::CreditBytesAuto(*config)) {
+    std::printf("automatic slice_params / credit_bytes: nothing to search in this mode; the "
+                "defaults\n");
+  }
   absl::StatusOr<p3::sim::SimResult> result = p3::sim::Simulate(options);
   if (!result.ok()) {
     std::cerr << "p3_sim: " << result.status().message() << "\n";

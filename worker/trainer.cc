@@ -120,10 +120,12 @@ absl::StatusOr<WorkerOptions> WorkerOptionsFromConfig(const config::ExperimentCo
   wo.rank = options.rank;
   wo.num_workers = config.cluster().workers();
   wo.mode = mode;
-  wo.slice_params = config.scheduling().slice_params();
+  // 0 / -1 (automatic) are resolved by launch_cluster; started without it, every worker
+  // takes the defaults and they still agree on the plan.
+  wo.slice_params = config::EffectiveSliceParams(config);
   wo.split_threshold = config.scheduling().split_threshold();
   wo.max_message_params = config.scheduling().max_message_params();
-  wo.credit_bytes = config.scheduling().credit_bytes();
+  wo.credit_bytes = config::EffectiveCreditBytes(config);
   P3_ASSIGN_OR_RETURN(wo.wire_dtype, ParseWireDType(config.scheduling().wire_dtype()));
   wo.shared_memory_servers = config::SharedMemoryServers(config, options.rank);
   wo.peer_timeout = absl::Seconds(config.cluster().peer_timeout_s());

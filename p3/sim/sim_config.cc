@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "nlohmann/json.hpp"
+#include "proto/config.h"
 
 namespace p3::sim {
 
@@ -24,10 +25,12 @@ absl::Status ApplyConfig(const config::ExperimentConfig& config, SimOptions* opt
   options->machines = config.network().machines();
   options->shared_memory = config.scheduling().shared_memory();
   options->bandwidth_gbps = config.network().bandwidth_gbps();
-  options->slice_params = config.scheduling().slice_params();
+  // Automatic values (0, -1) that nobody resolved: the defaults, as a process would.
+  // tools/launcher/tuning.h searches them with p3/sim/tune.h.
+  options->slice_params = config::EffectiveSliceParams(config);
   options->split_threshold = config.scheduling().split_threshold();
   options->max_message_params = config.scheduling().max_message_params();
-  options->credit_bytes = config.scheduling().credit_bytes();
+  options->credit_bytes = config::EffectiveCreditBytes(config);
   const int64_t batch = config.training().batch_size();
   if (batch > 0 && options->profile.batch > 0 && batch != options->profile.batch) {
     const double scale = static_cast<double>(batch) / static_cast<double>(options->profile.batch);

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -160,10 +161,11 @@ CATCH_TEST_CASE("out-of-range values name the field and the allowed range") {
   CATCH_CHECK(absl::StrContains(ErrorOf("training { batch_size: -4 }"),
                                 "training.batch_size: -4 is out of range; allowed >= 1"));
   CATCH_CHECK(absl::StrContains(ErrorOf("scheduling { slice_params: -1 }"),
-                                "scheduling.slice_params: -1 is out of range; allowed >= 1"));
-  CATCH_CHECK(absl::StrContains(ErrorOf("scheduling { credit_bytes: -1 }"),
-                                "scheduling.credit_bytes: -1 is out of range; allowed >= 0 "
-                                "(0: one message at a time)"));
+                                "scheduling.slice_params: -1 is out of range; allowed >= 0 "
+                                "(0: automatic, chosen by launch_cluster with the simulator)"));
+  CATCH_CHECK(absl::StrContains(ErrorOf("scheduling { credit_bytes: -2 }"),
+                                "scheduling.credit_bytes: -2 is out of range; allowed >= -1 "
+                                "(0: one message at a time, -1: automatic"));
   CATCH_CHECK(absl::StrContains(ErrorOf("cluster { peer_timeout_s: -1 }"),
                                 "cluster.peer_timeout_s: -1 is out of range; allowed > 0"));
   CATCH_CHECK(absl::StrContains(ErrorOf("cluster { stall_report_s: -2 }"),
@@ -319,6 +321,54 @@ CATCH_TEST_CASE("an override value of the wrong type names the field and its typ
 CATCH_TEST_CASE("an override value is validated like the file") {
   CATCH_CHECK(ErrorOf("", {"cluster.workers=-3"}) ==
               "cluster.workers: -3 is out of range; allowed 1..64");
+}
+
+CATCH_TEST_CASE("slice_params: absent is the default 40000, an explicit 0 is automatic and kept") {
+  absl::StatusOr<ExperimentConfig> config = ParseConfig("scheduling { credit_bytes: 4096 }", {});
+  CATCH_REQUIRE(config.ok());
+  CATCH_CHECK(config->scheduling().slice_params() == 40000);
+  CATCH_CHECK(!SliceParamsAuto(*config));
+  CATCH_CHECK(EffectiveSliceParams(*config) == 40000);
+
+  for (const auto& [text, overrides] :
+       {std::make_pair(std::string("scheduling { slice_params: 0 }"), std::vector<std::string>{}),
+        std::make_pair(std::string(""), std::vector<std::string>{"scheduling.slice_params=0"})}) {
+    config = ParseConfig(text, overrides);
+    CATCH_REQUIRE(config.ok());
+    CATCH_CHECK(config->scheduling().slice_params() == 0);
+    CATCH_CHECK(SliceParamsAuto(*config));
+    // A process started without the launcher: the default, the same on every process.
+    CATCH_CHECK(EffectiveSliceParams(*config) == 40000);
+    // The resolved config keeps "automatic": loading it again does not turn it into 40000.
+    const std::string resolved = ConfigToText(*config);
+    CATCH_CHECK(absl::StrContains(resolved, "slice_params: 0"));
+    absl::StatusOr<ExperimentConfig> again = ParseConfig(resolved, {});
+    CATCH_REQUIRE(again.ok());
+    CATCH_CHECK(SliceParamsAuto(*again));
+  }
+
+  // What the launcher does with its choice: a later override makes it concrete.
+  config = ParseConfig("scheduling { slice_params: 0 }", {"scheduling.slice_params=80000"});
+  CATCH_REQUIRE(config.ok());
+  CATCH_CHECK(!SliceParamsAuto(*config));
+  CATCH_CHECK(EffectiveSliceParams(*config) == 80000);
+}
+
+CATCH_TEST_CASE("credit_bytes -1 is automatic; a process without the launcher reads it as 0") {
+  absl::StatusOr<ExperimentConfig> config = ParseConfig("scheduling { credit_bytes: -1 }", {});
+  CATCH_REQUIRE(config.ok());
+  CATCH_CHECK(config->scheduling().credit_bytes() == -1);
+  CATCH_CHECK(CreditBytesAuto(*config));
+  CATCH_CHECK(EffectiveCreditBytes(*config) == 0);
+  CATCH_CHECK(!SliceParamsAuto(*config));  // only what was asked for
+
+  config = ParseConfig("", {});
+  CATCH_REQUIRE(config.ok());
+  CATCH_CHECK(!CreditBytesAuto(*config));
+  CATCH_CHECK(EffectiveCreditBytes(*config) == 0);
+  config = ParseConfig("", {"scheduling.credit_bytes=4194304"});
+  CATCH_REQUIRE(config.ok());
+  CATCH_CHECK(EffectiveCreditBytes(*config) == 4194304);
 }
 
 CATCH_TEST_CASE("a positive credit is kept, in the file and in overrides") {

@@ -74,6 +74,10 @@ int Run(int argc, char** argv) {
       p3::config::LoadConfig(config_path, overrides);
   if (!config.ok()) return Fail(std::string(config.status().message()));
   if (index >= config->cluster().servers()) return Fail("--server_index out of range");
+  // What the process would use (the launcher's automatic choice, docs/simulator.md).
+  std::cout << "fake_p3_server " << index << ": scheduling slice_params "
+            << config->scheduling().slice_params() << " credit_bytes "
+            << config->scheduling().credit_bytes() << std::endl;
 
   if (std::getenv("FAKE_P3_SERVER_IGNORE_SIGTERM") != nullptr) signal(SIGTERM, SIG_IGN);
   const char* mode_env = std::getenv("FAKE_P3_SERVER_MODE");

@@ -114,6 +114,10 @@ int Run(int argc, char** argv) {
   absl::StatusOr<p3::config::ExperimentConfig> config = p3::config::LoadConfig(config_path, {});
   if (!config.ok()) return Fail(std::string(config.status().message()));
   if (rank >= p3::config::WorkerProcessCount(*config)) return Fail("--rank out of range");
+  // What the process would use (the launcher's automatic choice, docs/simulator.md).
+  std::cout << "fake_p3_worker " << rank << ": scheduling slice_params "
+            << config->scheduling().slice_params() << " credit_bytes "
+            << config->scheduling().credit_bytes() << std::endl;
 
   std::vector<std::string> servers;
   if (!servers_flag.empty()) servers = absl::StrSplit(servers_flag, ',');

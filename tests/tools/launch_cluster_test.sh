@@ -385,4 +385,66 @@ else
   ok
 fi
 
+# --- slice_params 0: the simulator chooses before the processes start, every process
+# --- gets the choice, summary.json has the search -------------------------------------
+case_name=auto_slice
+out_dir="$TMP/auto_slice"
+# ResNet-50 at batch 8 has a committed profile (configs/sim/profiles/resnet50_b8_cpu.json).
+launch --config=configs/default.textproto --set=output_dir="$out_dir" \
+  --set=training.iterations=2 --set=model.name=resnet50 --set=model.image_size=32 \
+  --set=data.dataset=synthetic --set=training.batch_size=8 --set=scheduling.slice_params=0
+chosen=$(/usr/bin/python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["tuning"]["slice_params"])' \
+  "$out_dir/summary.json" 2>/dev/null)
+if [[ $rc -ne 0 ]]; then
+  fail "exit status $rc, expected 0"
+elif ! json_check "$out_dir/summary.json" \
+    '(lambda t: t["searched"] and t["slice_params_auto"] and not t["credit_bytes_auto"] and [g["slice_params"] for g in t["grid"]] == [10000, 20000, 40000, 80000, 160000, 320000, 640000, 1000000] and all(g["credit_bytes"] == 0 and g["samples_per_second"] > 0 for g in t["grid"]) and t["slice_params"] in [g["slice_params"] for g in t["grid"]] and t["predicted_samples_per_second"] >= 0.99 * max(g["samples_per_second"] for g in t["grid"]) and t["profile"].endswith("configs/sim/profiles/resnet50_b8_cpu.json") and t["calibration"].endswith("configs/sim/calibration_cpu.json") and t["credit_bytes"] == 0)(s["tuning"])'; then
+  fail "summary.json has no or a wrong \"tuning\""
+elif [[ -z "$chosen" || "$chosen" == 0 ]]; then
+  fail "no concrete slice size chosen: '$chosen'"
+elif [[ $(grep -l "^fake_p3_\(server\|worker\) [01]: scheduling slice_params $chosen credit_bytes 0\$" \
+          "$out_dir"/logs/{server_0,server_1,worker_0,worker_1}.log | wc -l) -ne 4 ]]; then
+  fail "not every process got slice_params $chosen"
+elif ! grep -q "^  slice_params: $chosen\$" "$out_dir/config.textproto" ||
+     ! grep -q "^# --set=scheduling.slice_params=$chosen (automatic" "$out_dir/config.textproto"; then
+  fail "the resolved config does not hold the choice"
+elif ! grep -q '^\[p3\] automatic scheduling.slice_params: 8 points simulated in ' "$output" ||
+     [[ $(grep -c '^\[p3\]   *[0-9][0-9]*  *0  *[0-9.]*' "$output") -ne 8 ]] ||
+     ! grep -q "^\[p3\]  *$chosen  *0  *[0-9.]*  <- chosen" "$output" ||
+     ! grep -q "^\[p3\] chosen: slice_params $chosen, credit_bytes 0 (given to every process)\$" "$output"; then
+  fail "the search's table is not printed"
+else
+  ok
+fi
+
+# --- no profile for the model: the defaults, and why; credit_bytes -1 alike -----------
+case_name=auto_without_profile
+out_dir="$TMP/auto_without_profile"
+launch --config=configs/default.textproto --set=output_dir="$out_dir" \
+  --set=training.iterations=2 --set=scheduling.slice_params=0 --set=scheduling.credit_bytes=-1
+if [[ $rc -ne 0 ]]; then
+  fail "exit status $rc, expected 0"
+elif ! grep -q '^\[p3\] automatic scheduling.slice_params and scheduling.credit_bytes: not searched (no simulator profile for model "small_cnn" in .*configs/sim/profiles (small_cnn_b<batch>_cpu.json; .*); the defaults: slice_params 40000, credit_bytes 0$' "$output"; then
+  fail "the fallback is not explained"
+elif [[ $(grep -l "^fake_p3_\(server\|worker\) [01]: scheduling slice_params 40000 credit_bytes 0\$" \
+          "$out_dir"/logs/{server_0,server_1,worker_0,worker_1}.log | wc -l) -ne 4 ]]; then
+  fail "not every process got the defaults"
+elif ! json_check "$out_dir/summary.json" \
+    's["tuning"]["searched"] is False and s["tuning"]["slice_params"] == 40000 and s["tuning"]["credit_bytes"] == 0 and "small_cnn" in s["tuning"]["reason"] and "grid" not in s["tuning"]'; then
+  fail "summary.json's \"tuning\" does not record the fallback"
+else
+  ok
+fi
+
+# --- no automatic value: no search, no "tuning" in summary.json -------------------------
+case_name=no_auto
+out_dir="$TMP/success"
+if json_check "$out_dir/summary.json" '"tuning" not in s' &&
+   ! grep -q 'automatic scheduling' "$TMP/success.out"; then
+  ok
+else
+  output="$TMP/success.out"
+  fail "a run with fixed values has a search"
+fi
+
 finish_cases

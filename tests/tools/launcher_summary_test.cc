@@ -94,7 +94,7 @@ CATCH_TEST_CASE("summary.json has the documented members in order, rank 0's numb
   CATCH_CHECK(Json::parse(text) == summary);
 }
 
-CATCH_TEST_CASE("trace, network and hosts members appear only when there is one") {
+CATCH_TEST_CASE("trace, network, hosts and tuning members appear only when there is one") {
   const config::ExperimentConfig config =
       Config({"network.bandwidth_gbps=2.5", "network.machines=2"});
   SummaryInput input;
@@ -104,6 +104,7 @@ CATCH_TEST_CASE("trace, network and hosts members appear only when there is one"
   CATCH_CHECK(!plain.contains("trace"));
   CATCH_CHECK(!plain.contains("network"));
   CATCH_CHECK(!plain.contains("hosts"));
+  CATCH_CHECK(!plain.contains("tuning"));
 
   input.trace_path = "/out/trace.json";
   input.network = true;
@@ -115,6 +116,7 @@ CATCH_TEST_CASE("trace, network and hosts members appear only when there is one"
   link.gbps = 2.345678;
   input.links_checked = {link};
   input.hosts = {"alice@node1", "node2"};
+  input.tuning = Json{{"slice_params", 80000}, {"searched", true}};
   const Json full = BuildSummary(input);
   CATCH_CHECK(full["trace"] == "/out/trace.json");
   CATCH_CHECK(full["network"]["bandwidth_gbps"] == 2.5);
@@ -123,6 +125,7 @@ CATCH_TEST_CASE("trace, network and hosts members appear only when there is one"
       full["network"]["links_checked"][0] ==
       Json{{"from", 0}, {"to", 1}, {"gbps", 2.3457}, {"bytes", 1000000}, {"seconds", 1.235}});
   CATCH_CHECK(full["hosts"] == Json{"alice@node1", "node2"});
+  CATCH_CHECK(full["tuning"] == input.tuning);
 }
 
 CATCH_TEST_CASE("the per-epoch figures are rank 0's, and absent when it reported none") {

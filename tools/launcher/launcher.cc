@@ -557,6 +557,7 @@ absl::Status Launcher::WriteSummary(const absl::Status& failure) {
   input.network = network_ != nullptr || !link_checks_.empty();
   input.links_checked = link_checks_;
   for (const Host& host : options_.hosts) input.hosts.push_back(host.destination);
+  input.tuning = options_.tuning;
   return WriteFileAtomically(summary_path_, SummaryText(BuildSummary(input)));
 }
 

@@ -82,6 +82,9 @@ struct LauncherOptions {
   // log, and rejoins the servers (the config needs cluster.rejoin_timeout_s > 0;
   // launch_cluster sets it). 0: any failure ends the run. Default: 0.
   int max_restarts = 0;
+  // What the automatic slice size and credit search found (tools/launcher/tuning.h's
+  // TuningJson), for summary.json's "tuning"; null: none. Default: null.
+  nlohmann::ordered_json tuning;
 };
 
 class Launcher {

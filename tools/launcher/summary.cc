@@ -312,6 +312,7 @@ Json BuildSummary(const SummaryInput& input) {
                               {"links_checked", links}};
   }
   if (!input.hosts.empty()) summary["hosts"] = input.hosts;
+  if (!input.tuning.is_null()) summary["tuning"] = input.tuning;
   const FailureRanking ranking = input.failed ? RankFailures(input.processes) : FailureRanking();
   if (!input.processes.empty()) {
     Json processes = Json::array();

@@ -164,6 +164,9 @@ struct SummaryInput {
   std::vector<LinkMeasurement> links_checked;
   // --hosts destinations; empty: no "hosts" member. Default: empty.
   std::vector<std::string> hosts;
+  // The automatic slice size and credit search (tools/launcher/tuning.h); null: no
+  // "tuning" member. Default: null.
+  nlohmann::ordered_json tuning;
 };
 
 // summary.json's object, members in the documented order (docs/launcher.md): "status"

@@ -1,0 +1,200 @@
+#include "tools/launcher/tuning.h"
+
+#include <catch2/catch.hpp>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_join.h"
+#include "proto/config.h"
+#include "tests/testing/temp_dir.h"
+
+namespace p3::tools::launcher {
+namespace {
+
+using p3::testing::FreshDir;
+
+config::ExperimentConfig Config(const std::vector<std::string>& overrides) {
+  absl::StatusOr<config::ExperimentConfig> config = config::ParseConfig("", overrides);
+  CATCH_REQUIRE(config.ok());
+  return *config;
+}
+
+void Write(const std::string& path, const std::string& text) {
+  std::ofstream out(path);
+  out << text;
+  CATCH_REQUIRE(out.good());
+}
+
+// A small two-block profile for the zoo's "mlp" at the default batch (32).
+std::string MlpProfileDir(const std::string& name) {
+  const std::string dir = FreshDir(name);
+  Write(dir + "/mlp_b32_cpu.json",
+        R"({"model": "mlp", "batch": 32, "source": "by hand, for the test",
+            "blocks": [{"name": "fc1", "forward_s": 0.001, "backward_s": 0.002,
+                        "params": [300000, 1000]},
+                       {"name": "fc2", "forward_s": 0.001, "backward_s": 0.002,
+                        "params": [100000, 10]}]})");
+  return dir;
+}
+
+std::string Lines(const TuningReport& report) { return absl::StrJoin(TuningLogLines(report), "\n"); }
+
+CATCH_TEST_CASE("the profile: the model's at the batch, else at the nearest batch, by image size") {
+  const std::string dir = FreshDir("profiles");
+  for (const char* name : {"m_b8_cpu.json", "m_b16_cpu.json", "m_b2_i224_cpu.json",
+                           "other_b8_cpu.json", "m_bx_cpu.json", "m_b4_gpu.json"}) {
+    Write(dir + "/" + name, "{}");
+  }
+  CATCH_CHECK(FindProfile(dir, "m", 8, 0) == dir + "/m_b8_cpu.json");
+  CATCH_CHECK(FindProfile(dir, "m", 16, 32) == dir + "/m_b16_cpu.json");
+  CATCH_CHECK(FindProfile(dir, "m", 15, 0) == dir + "/m_b16_cpu.json");
+  CATCH_CHECK(FindProfile(dir, "m", 12, 0) == dir + "/m_b8_cpu.json");  // a tie: the smaller
+  CATCH_CHECK(FindProfile(dir, "m", 1, 0) == dir + "/m_b8_cpu.json");   // not the 224 one
+  CATCH_CHECK(FindProfile(dir, "m", 2, 224) == dir + "/m_b2_i224_cpu.json");
+  CATCH_CHECK(FindProfile(dir, "m", 8, 224) == dir + "/m_b2_i224_cpu.json");
+  CATCH_CHECK(FindProfile(dir, "m", 8, 64).empty());
+  CATCH_CHECK(FindProfile(dir, "x", 8, 0).empty());
+  CATCH_CHECK(FindProfile(dir + "/missing", "m", 8, 0).empty());
+}
+
+CATCH_TEST_CASE("nothing automatic: no search, the config's values, nothing printed") {
+  TuningOptions options;
+  options.profile_dir = MlpProfileDir("fixed");
+  const config::ExperimentConfig config =
+      Config({"model.name=mlp", "scheduling.slice_params=123", "scheduling.credit_bytes=7"});
+  CATCH_CHECK(!NeedsTuning(config));
+  const TuningReport report = TuneConfig(config, options);
+  CATCH_CHECK(!report.searched);
+  CATCH_CHECK(report.slice_params == 123);
+  CATCH_CHECK(report.credit_bytes == 7);
+  CATCH_CHECK(TuningLogLines(report).empty());
+  CATCH_CHECK(TuningOverrides(report).empty());
+}
+
+CATCH_TEST_CASE("slice_params 0: the grid is simulated and the best point given to every process") {
+  TuningOptions options;
+  options.profile_dir = MlpProfileDir("search");
+  options.cpu_cores_per_host = 2;
+  options.iterations = 4;
+  options.warmup_iterations = 1;
+  const config::ExperimentConfig config =
+      Config({"model.name=mlp", "scheduling.slice_params=0", "network.bandwidth_gbps=1"});
+  CATCH_CHECK(NeedsTuning(config));
+  const TuningReport report = TuneConfig(config, options);
+  CATCH_REQUIRE(report.searched);
+  CATCH_CHECK(report.reason.empty());
+  CATCH_REQUIRE(report.choice.has_value());
+  CATCH_REQUIRE(report.choice->candidates.size() == 8);
+  for (const sim::TuningCandidate& c : report.choice->candidates) CATCH_CHECK(c.ok);
+  const sim::TuningCandidate& chosen = report.choice->candidates[report.choice->chosen];
+  CATCH_CHECK(report.slice_params == chosen.point.slice_params);
+  CATCH_CHECK(report.slice_params > 0);
+  CATCH_CHECK(report.credit_bytes == 0);
+  CATCH_CHECK(report.profile == options.profile_dir + "/mlp_b32_cpu.json");
+  CATCH_CHECK(report.machines_per_host == 2);
+  CATCH_CHECK(report.calibration == "built-in");
+
+  CATCH_REQUIRE(TuningOverrides(report).size() == 1);
+  CATCH_CHECK(TuningOverrides(report)[0] ==
+              "scheduling.slice_params=" + std::to_string(report.slice_params));
+  const std::string lines = Lines(report);
+  CATCH_CHECK(absl::StrContains(lines, "automatic scheduling.slice_params: 8 points simulated"));
+  CATCH_CHECK(absl::StrContains(lines, "<- chosen"));
+  CATCH_CHECK(absl::StrContains(
+      lines, "chosen: slice_params " + std::to_string(report.slice_params) + ", credit_bytes 0"));
+
+  const nlohmann::ordered_json json = TuningJson(report);
+  CATCH_CHECK(json["searched"] == true);
+  CATCH_CHECK(json["slice_params"] == report.slice_params);
+  CATCH_CHECK(json["grid"].size() == 8);
+  CATCH_CHECK(json["grid"][0]["slice_params"] == 10000);
+  CATCH_CHECK(json["predicted_samples_per_second"] == chosen.samples_per_second);
+  CATCH_CHECK(json["profile_source"] == "by hand, for the test");
+  CATCH_CHECK(json["tie_tolerance"] == sim::kTuningTieTolerance);
+
+  // Pure: the same config and options choose the same.
+  CATCH_CHECK(TuneConfig(config, options).slice_params == report.slice_params);
+}
+
+CATCH_TEST_CASE("credit_bytes -1 alone searches the credits at the config's slice size") {
+  TuningOptions options;
+  options.profile_dir = MlpProfileDir("credit");
+  options.iterations = 4;
+  options.warmup_iterations = 1;
+  // Separate placement: each worker has two remote servers, so the credit can matter.
+  const config::ExperimentConfig config =
+      Config({"model.name=mlp", "scheduling.credit_bytes=-1", "scheduling.slice_params=20000",
+              "network.bandwidth_gbps=1", "network.placement=separate"});
+  const TuningReport report = TuneConfig(config, options);
+  CATCH_REQUIRE(report.searched);
+  CATCH_REQUIRE(report.choice->candidates.size() == 4);
+  for (const sim::TuningCandidate& c : report.choice->candidates) {
+    CATCH_CHECK(c.point.slice_params == 20000);
+  }
+  CATCH_CHECK(report.slice_params == 20000);
+  CATCH_REQUIRE(TuningOverrides(report).size() == 1);
+  CATCH_CHECK(absl::StartsWith(TuningOverrides(report)[0], "scheduling.credit_bytes="));
+}
+
+CATCH_TEST_CASE("without a prediction the defaults are kept, and the reason says why") {
+  TuningOptions options;
+  options.profile_dir = MlpProfileDir("fallbacks");
+
+  // A model without a profile.
+  TuningReport report = TuneConfig(
+      Config({"scheduling.slice_params=0", "scheduling.credit_bytes=-1"}), options);
+  CATCH_CHECK(!report.searched);
+  CATCH_CHECK(report.slice_params == 40000);
+  CATCH_CHECK(report.credit_bytes == 0);
+  CATCH_CHECK(absl::StrContains(report.reason, "no simulator profile for model \"small_cnn\""));
+  CATCH_CHECK(absl::StrContains(Lines(report), "not searched (no simulator profile"));
+  CATCH_CHECK(absl::StrContains(Lines(report), "the defaults: slice_params 40000, credit_bytes 0"));
+  std::vector<std::string> overrides = TuningOverrides(report);
+  CATCH_CHECK(overrides == std::vector<std::string>{"scheduling.slice_params=40000",
+                                                    "scheduling.credit_bytes=0"});
+  nlohmann::ordered_json json = TuningJson(report);
+  CATCH_CHECK(json["searched"] == false);
+  CATCH_CHECK(!json.contains("grid"));
+
+  // Mode local: no communication.
+  report = TuneConfig(Config({"model.name=mlp", "mode=local", "scheduling.slice_params=0"}),
+                      options);
+  CATCH_CHECK(!report.searched);
+  CATCH_CHECK(absl::StrContains(report.reason, "has no communication"));
+
+  // A mode that sends whole tensors: the slice size means nothing ...
+  report = TuneConfig(Config({"model.name=mlp", "mode=baseline", "scheduling.slice_params=0"}),
+                      options);
+  CATCH_CHECK(!report.searched);
+  CATCH_CHECK(report.slice_params == 40000);
+  CATCH_CHECK(absl::StrContains(report.reason, "sends whole tensors"));
+  // ... but its credit is still searched, with the note.
+  options.iterations = 4;
+  options.warmup_iterations = 1;
+  report = TuneConfig(Config({"model.name=mlp", "mode=baseline", "scheduling.slice_params=0",
+                              "scheduling.credit_bytes=-1"}),
+                      options);
+  CATCH_CHECK(report.searched);
+  CATCH_CHECK(report.choice->candidates.size() == 4);
+  CATCH_CHECK(report.slice_params == 40000);
+  CATCH_CHECK(absl::StrContains(Lines(report), "note: mode \"baseline\" sends whole tensors"));
+
+  // Processes on other hosts: their link rate is unknown.
+  options.other_hosts = true;
+  report = TuneConfig(Config({"model.name=mlp", "scheduling.slice_params=0"}), options);
+  CATCH_CHECK(!report.searched);
+  CATCH_CHECK(absl::StrContains(report.reason, "other hosts"));
+  options.other_hosts = false;
+
+  // A broken profile.
+  Write(options.profile_dir + "/mlp_b32_cpu.json", "not json");
+  report = TuneConfig(Config({"model.name=mlp", "scheduling.slice_params=0"}), options);
+  CATCH_CHECK(!report.searched);
+  CATCH_CHECK(report.slice_params == 40000);
+  CATCH_CHECK(!report.reason.empty());
+}
+
+}  // namespace
+}  // namespace p3::tools::launcher
