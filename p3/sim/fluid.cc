@@ -9,6 +9,7 @@ namespace p3::sim {
 int FluidScheduler::AddResource(double capacity) {
   capacity_.push_back(capacity);
   users_.emplace_back();
+  allocated_users_.push_back(0);
   return static_cast<int>(capacity_.size()) - 1;
 }
 
@@ -16,6 +17,7 @@ int64_t FluidScheduler::Start(double work, std::vector<Usage> uses, double max_r
                               std::function<void()> done) {
   const int64_t id = next_id_++;
   Job& job = jobs_[id];
+  job.id = id;
   job.remaining = std::max(0.0, work);
   job.uses = std::move(uses);
   job.max_rate = max_rate;
@@ -24,26 +26,77 @@ int64_t FluidScheduler::Start(double work, std::vector<Usage> uses, double max_r
   if (sharing_ == Sharing::kEqualSplit) {
     job.rate = -1;  // not computed yet
     job.updated_at = now_;
-    if (job.uses.empty()) unused_.push_back(id);
-    for (const Usage& u : job.uses) {
-      users_[u.resource].push_back(id);
-      touched_.push_back(u.resource);
+    fresh_.push_back(&job);
+    job.user_pos.resize(job.uses.size());
+    for (size_t k = 0; k < job.uses.size(); ++k) {
+      std::vector<User>& users = users_[job.uses[k].resource];
+      job.user_pos[k] = static_cast<int>(users.size());
+      users.push_back({&job, static_cast<int>(k)});
+      touched_.push_back(job.uses[k].resource);
     }
   }
   return id;
 }
 
-void FluidScheduler::SetRate(int64_t id, Job& job, double rate) {
+void FluidScheduler::HeapUp(int pos) {
+  Job* const job = finishes_[pos];
+  while (pos > 0) {
+    const int parent = (pos - 1) / 2;
+    if (!Earlier(job, finishes_[parent])) break;
+    finishes_[pos] = finishes_[parent];
+    finishes_[pos]->heap_pos = pos;
+    pos = parent;
+  }
+  finishes_[pos] = job;
+  job->heap_pos = pos;
+}
+
+void FluidScheduler::HeapDown(int pos) {
+  Job* const job = finishes_[pos];
+  const int n = static_cast<int>(finishes_.size());
+  while (true) {
+    int child = 2 * pos + 1;
+    if (child >= n) break;
+    if (child + 1 < n && Earlier(finishes_[child + 1], finishes_[child])) ++child;
+    if (!Earlier(finishes_[child], job)) break;
+    finishes_[pos] = finishes_[child];
+    finishes_[pos]->heap_pos = pos;
+    pos = child;
+  }
+  finishes_[pos] = job;
+  job->heap_pos = pos;
+}
+
+void FluidScheduler::HeapRemove(Job& job) {
+  const int pos = job.heap_pos;
+  if (pos < 0) return;
+  job.heap_pos = -1;
+  Job* const last = finishes_.back();
+  finishes_.pop_back();
+  if (last == &job) return;
+  finishes_[pos] = last;
+  last->heap_pos = pos;
+  HeapUp(pos);
+  HeapDown(last->heap_pos);
+}
+
+void FluidScheduler::SetRate(Job& job, double rate) {
   if (job.rate >= 0) {
     if (rate == job.rate) return;
     if (!std::isinf(job.rate)) job.remaining -= job.rate * (now_ - job.updated_at);
   }
   job.updated_at = now_;
   job.rate = rate;
-  const double finish = std::isinf(rate) || job.remaining <= 0 ? now_
-                        : rate > 0                               ? now_ + job.remaining / rate
-                                                                 : kUnlimitedRate;
-  finishes_.push({finish, id, ++job.version});
+  job.finish = std::isinf(rate) || job.remaining <= 0 ? now_
+               : rate > 0                               ? now_ + job.remaining / rate
+                                                        : kUnlimitedRate;
+  if (job.heap_pos < 0) {
+    finishes_.push_back(&job);
+    HeapUp(static_cast<int>(finishes_.size()) - 1);
+  } else {
+    HeapUp(job.heap_pos);
+    HeapDown(job.heap_pos);
+  }
 }
 
 double FluidScheduler::EqualSplitRate(const Job& job) const {
@@ -62,17 +115,17 @@ void FluidScheduler::Reallocate() {
     std::sort(touched_.begin(), touched_.end());
     touched_.erase(std::unique(touched_.begin(), touched_.end()), touched_.end());
     for (int r : touched_) {
-      for (int64_t id : users_[r]) {
-        Job& job = jobs_.at(id);
-        SetRate(id, job, EqualSplitRate(job));
-      }
+      // As many jobs as at the last allocation (one ended, another started): the same
+      // share for each, so no rate changes because of this resource.
+      if (users_[r].size() == allocated_users_[r]) continue;
+      allocated_users_[r] = users_[r].size();
+      for (const User& u : users_[r]) SetRate(*u.job, EqualSplitRate(*u.job));
     }
     touched_.clear();
-    for (int64_t id : unused_) {
-      auto it = jobs_.find(id);
-      if (it != jobs_.end() && it->second.rate < 0) SetRate(id, it->second, it->second.max_rate);
+    for (Job* job : fresh_) {
+      if (job->rate < 0) SetRate(*job, EqualSplitRate(*job));
     }
-    unused_.clear();
+    fresh_.clear();
     return;
   }
   // Per job, its allocation (resource units per second) at each of its uses.
@@ -133,13 +186,7 @@ void FluidScheduler::Reallocate() {
 double FluidScheduler::NextCompletion() {
   if (dirty_) Reallocate();
   if (sharing_ == Sharing::kEqualSplit) {
-    while (!finishes_.empty()) {
-      const Finish& f = finishes_.top();
-      auto it = jobs_.find(f.id);
-      if (it != jobs_.end() && it->second.version == f.version) return std::max(now_, f.t);
-      finishes_.pop();  // stale: the job finished or its rate changed
-    }
-    return kUnlimitedRate;
+    return finishes_.empty() ? kUnlimitedRate : std::max(now_, finishes_.front()->finish);
   }
   double next = kUnlimitedRate;
   for (const auto& [id, job] : jobs_) {
@@ -154,18 +201,21 @@ void FluidScheduler::AdvanceTo(double t) {
   if (sharing_ == Sharing::kEqualSplit) {
     now_ = std::max(now_, t);
     std::vector<std::function<void()>> finished;
-    while (!finishes_.empty() && finishes_.top().t <= now_) {
-      const Finish f = finishes_.top();
-      finishes_.pop();
-      auto it = jobs_.find(f.id);
-      if (it == jobs_.end() || it->second.version != f.version) continue;
-      finished.push_back(std::move(it->second.done));
-      for (const Usage& u : it->second.uses) {
-        std::vector<int64_t>& users = users_[u.resource];
-        users.erase(std::find(users.begin(), users.end(), f.id));
-        touched_.push_back(u.resource);
+    while (!finishes_.empty() && finishes_.front()->finish <= now_) {
+      Job& job = *finishes_.front();
+      HeapRemove(job);
+      finished.push_back(std::move(job.done));
+      for (size_t k = 0; k < job.uses.size(); ++k) {
+        // Swapped with the resource's last user: the order of users does not matter.
+        const int r = job.uses[k].resource;
+        std::vector<User>& users = users_[r];
+        const int pos = job.user_pos[k];
+        users[pos] = users.back();
+        users[pos].job->user_pos[users[pos].use] = pos;
+        users.pop_back();
+        touched_.push_back(r);
       }
-      jobs_.erase(it);
+      jobs_.erase(job.id);
       dirty_ = true;
     }
     for (auto& done : finished) {
