@@ -10,6 +10,7 @@ int FluidScheduler::AddResource(double capacity) {
   capacity_.push_back(capacity);
   users_.emplace_back();
   allocated_users_.push_back(0);
+  share_.push_back(kUnlimitedRate);
   return static_cast<int>(capacity_.size()) - 1;
 }
 
@@ -28,10 +29,16 @@ int64_t FluidScheduler::Start(double work, std::vector<Usage> uses, double max_r
     job.updated_at = now_;
     fresh_.push_back(&job);
     job.user_pos.resize(job.uses.size());
+    const bool simple =
+        job.uses.size() <= 2 &&
+        std::all_of(job.uses.begin(), job.uses.end(), [](const Usage& u) { return u.coef == 1.0; });
     for (size_t k = 0; k < job.uses.size(); ++k) {
       std::vector<User>& users = users_[job.uses[k].resource];
       job.user_pos[k] = static_cast<int>(users.size());
-      users.push_back({&job, static_cast<int>(k)});
+      const int other = !simple               ? kComplex
+                        : job.uses.size() == 1 ? -1
+                                               : job.uses[1 - k].resource;
+      users.push_back({&job, static_cast<int>(k), other, job.max_rate});
       touched_.push_back(job.uses[k].resource);
     }
   }
@@ -39,45 +46,45 @@ int64_t FluidScheduler::Start(double work, std::vector<Usage> uses, double max_r
 }
 
 void FluidScheduler::HeapUp(int pos) {
-  Job* const job = finishes_[pos];
+  const Finish entry = finishes_[pos];
   while (pos > 0) {
     const int parent = (pos - 1) / 2;
-    if (!Earlier(job, finishes_[parent])) break;
+    if (!(entry < finishes_[parent])) break;
     finishes_[pos] = finishes_[parent];
-    finishes_[pos]->heap_pos = pos;
+    finishes_[pos].job->heap_pos = pos;
     pos = parent;
   }
-  finishes_[pos] = job;
-  job->heap_pos = pos;
+  finishes_[pos] = entry;
+  entry.job->heap_pos = pos;
 }
 
 void FluidScheduler::HeapDown(int pos) {
-  Job* const job = finishes_[pos];
+  const Finish entry = finishes_[pos];
   const int n = static_cast<int>(finishes_.size());
   while (true) {
     int child = 2 * pos + 1;
     if (child >= n) break;
-    if (child + 1 < n && Earlier(finishes_[child + 1], finishes_[child])) ++child;
-    if (!Earlier(finishes_[child], job)) break;
+    if (child + 1 < n && finishes_[child + 1] < finishes_[child]) ++child;
+    if (!(finishes_[child] < entry)) break;
     finishes_[pos] = finishes_[child];
-    finishes_[pos]->heap_pos = pos;
+    finishes_[pos].job->heap_pos = pos;
     pos = child;
   }
-  finishes_[pos] = job;
-  job->heap_pos = pos;
+  finishes_[pos] = entry;
+  entry.job->heap_pos = pos;
 }
 
 void FluidScheduler::HeapRemove(Job& job) {
   const int pos = job.heap_pos;
   if (pos < 0) return;
   job.heap_pos = -1;
-  Job* const last = finishes_.back();
+  const Finish last = finishes_.back();
   finishes_.pop_back();
-  if (last == &job) return;
+  if (last.job == &job) return;
   finishes_[pos] = last;
-  last->heap_pos = pos;
+  last.job->heap_pos = pos;
   HeapUp(pos);
-  HeapDown(last->heap_pos);
+  HeapDown(last.job->heap_pos);
 }
 
 void FluidScheduler::SetRate(Job& job, double rate) {
@@ -91,9 +98,10 @@ void FluidScheduler::SetRate(Job& job, double rate) {
                : rate > 0                               ? now_ + job.remaining / rate
                                                         : kUnlimitedRate;
   if (job.heap_pos < 0) {
-    finishes_.push_back(&job);
+    finishes_.push_back({job.finish, job.id, &job});
     HeapUp(static_cast<int>(finishes_.size()) - 1);
   } else {
+    finishes_[job.heap_pos].t = job.finish;
     HeapUp(job.heap_pos);
     HeapDown(job.heap_pos);
   }
@@ -102,8 +110,12 @@ void FluidScheduler::SetRate(Job& job, double rate) {
 double FluidScheduler::EqualSplitRate(const Job& job) const {
   double rate = job.max_rate;
   for (const Usage& u : job.uses) {
-    const double n = static_cast<double>(users_[u.resource].size());
-    rate = std::min(rate, capacity_[u.resource] / (n * u.coef));
+    // capacity / (n * 1.0) is capacity / n, to the bit.
+    const double share =
+        u.coef == 1.0 ? share_[u.resource]
+                      : capacity_[u.resource] /
+                            (static_cast<double>(users_[u.resource].size()) * u.coef);
+    rate = std::min(rate, share);
   }
   return rate;
 }
@@ -114,12 +126,23 @@ void FluidScheduler::Reallocate() {
   if (sharing_ == Sharing::kEqualSplit) {
     std::sort(touched_.begin(), touched_.end());
     touched_.erase(std::unique(touched_.begin(), touched_.end()), touched_.end());
+    // As many jobs on a resource as at the last allocation (one ended, another
+    // started): the same share for each, so no rate changes because of it.
+    changed_.clear();
     for (int r : touched_) {
-      // As many jobs as at the last allocation (one ended, another started): the same
-      // share for each, so no rate changes because of this resource.
       if (users_[r].size() == allocated_users_[r]) continue;
       allocated_users_[r] = users_[r].size();
-      for (const User& u : users_[r]) SetRate(*u.job, EqualSplitRate(*u.job));
+      share_[r] = capacity_[r] / static_cast<double>(users_[r].size());
+      changed_.push_back(r);
+    }
+    for (int r : changed_) {
+      for (const User& u : users_[r]) {
+        // EqualSplitRate(), without reading the job: min() is exact in any order.
+        double rate =
+            u.other == kComplex ? EqualSplitRate(*u.job) : std::min(u.max_rate, share_[r]);
+        if (u.other >= 0) rate = std::min(rate, share_[u.other]);
+        SetRate(*u.job, rate);
+      }
     }
     touched_.clear();
     for (Job* job : fresh_) {
@@ -186,7 +209,7 @@ void FluidScheduler::Reallocate() {
 double FluidScheduler::NextCompletion() {
   if (dirty_) Reallocate();
   if (sharing_ == Sharing::kEqualSplit) {
-    return finishes_.empty() ? kUnlimitedRate : std::max(now_, finishes_.front()->finish);
+    return finishes_.empty() ? kUnlimitedRate : std::max(now_, finishes_.front().t);
   }
   double next = kUnlimitedRate;
   for (const auto& [id, job] : jobs_) {
@@ -201,8 +224,8 @@ void FluidScheduler::AdvanceTo(double t) {
   if (sharing_ == Sharing::kEqualSplit) {
     now_ = std::max(now_, t);
     std::vector<std::function<void()>> finished;
-    while (!finishes_.empty() && finishes_.front()->finish <= now_) {
-      Job& job = *finishes_.front();
+    while (!finishes_.empty() && finishes_.front().t <= now_) {
+      Job& job = *finishes_.front().job;
       HeapRemove(job);
       finished.push_back(std::move(job.done));
       for (size_t k = 0; k < job.uses.size(); ++k) {

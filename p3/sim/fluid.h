@@ -90,19 +90,29 @@ class FluidScheduler {
     int heap_pos = -1;
     std::vector<int> user_pos;
   };
-  // kEqualSplit: a job on a resource, through its use `use`.
+  // kEqualSplit: a job on a resource, through its use `use`. A job with at most two
+  // uses, each at coef 1 (a transfer, a compute job), has its rate from this entry
+  // alone: min(max_rate, the resource's share, the share of `other`, its other
+  // resource, if any: -1 none); other = kComplex: from the job's uses.
+  static constexpr int kComplex = -2;
   struct User {
     Job* job;
     int use;
+    int other;
+    double max_rate;
   };
   void Reallocate();
   double EqualSplitRate(const Job& job) const;
   void SetRate(Job& job, double rate);
   // The heap of active jobs by (finish, id), earliest first: an indexed binary heap, so
-  // that a new rate moves the job's one entry instead of adding another.
-  static bool Earlier(const Job* a, const Job* b) {
-    return a->finish != b->finish ? a->finish < b->finish : a->id < b->id;
-  }
+  // that a new rate moves the job's one entry instead of adding another. The keys are
+  // copied into the entries, so that sifting reads no job.
+  struct Finish {
+    double t;
+    int64_t id;
+    Job* job;
+    bool operator<(const Finish& o) const { return t != o.t ? t < o.t : id < o.id; }
+  };
   void HeapUp(int pos);
   void HeapDown(int pos);
   void HeapRemove(Job& job);
@@ -117,8 +127,12 @@ class FluidScheduler {
   std::vector<std::vector<User>> users_;
   std::vector<size_t> allocated_users_;
   std::vector<int> touched_;
+  std::vector<int> changed_;  // Reallocate()'s scratch: touched, and the count changed
   std::vector<Job*> fresh_;  // started since the last Reallocate()
-  std::vector<Job*> finishes_;
+  std::vector<Finish> finishes_;
+  // kEqualSplit: capacity / jobs of each resource as of the last Reallocate(), the share
+  // of a job that uses it at coef 1.
+  std::vector<double> share_;
   double now_ = 0;
   int64_t next_id_ = 0;
   bool dirty_ = false;
