@@ -35,9 +35,7 @@ int64_t FluidScheduler::Start(double work, std::vector<Usage> uses, double max_r
     for (size_t k = 0; k < job.uses.size(); ++k) {
       std::vector<User>& users = users_[job.uses[k].resource];
       job.user_pos[k] = static_cast<int>(users.size());
-      const int other = !simple               ? kComplex
-                        : job.uses.size() == 1 ? -1
-                                               : job.uses[1 - k].resource;
+      const int other = !simple ? kComplex : job.uses.size() == 1 ? -1 : job.uses[1 - k].resource;
       users.push_back({&job, static_cast<int>(k), other, job.max_rate});
       touched_.push_back(job.uses[k].resource);
     }
@@ -95,8 +93,8 @@ void FluidScheduler::SetRate(Job& job, double rate) {
   job.updated_at = now_;
   job.rate = rate;
   job.finish = std::isinf(rate) || job.remaining <= 0 ? now_
-               : rate > 0                               ? now_ + job.remaining / rate
-                                                        : kUnlimitedRate;
+               : rate > 0                             ? now_ + job.remaining / rate
+                                                      : kUnlimitedRate;
   if (job.heap_pos < 0) {
     finishes_.push_back({job.finish, job.id, &job});
     HeapUp(static_cast<int>(finishes_.size()) - 1);
@@ -112,9 +110,9 @@ double FluidScheduler::EqualSplitRate(const Job& job) const {
   for (const Usage& u : job.uses) {
     // capacity / (n * 1.0) is capacity / n, to the bit.
     const double share =
-        u.coef == 1.0 ? share_[u.resource]
-                      : capacity_[u.resource] /
-                            (static_cast<double>(users_[u.resource].size()) * u.coef);
+        u.coef == 1.0
+            ? share_[u.resource]
+            : capacity_[u.resource] / (static_cast<double>(users_[u.resource].size()) * u.coef);
     rate = std::min(rate, share);
   }
   return rate;

@@ -128,7 +128,7 @@ class FluidScheduler {
   std::vector<size_t> allocated_users_;
   std::vector<int> touched_;
   std::vector<int> changed_;  // Reallocate()'s scratch: touched, and the count changed
-  std::vector<Job*> fresh_;  // started since the last Reallocate()
+  std::vector<Job*> fresh_;   // started since the last Reallocate()
   std::vector<Finish> finishes_;
   // kEqualSplit: capacity / jobs of each resource as of the last Reallocate(), the share
   // of a job that uses it at coef 1.

@@ -220,8 +220,8 @@ CATCH_TEST_CASE("the incremental send order and forward gating give the referenc
     for (int64_t credit : {int64_t{0}, int64_t{3} << 20}) {
       for (bool equal_split : {false, true}) {
         // Water-filling (slow with this many transfers) for the two orders, credit 0.
-        if (!equal_split && (credit > 0 || mode == Mode::kSlicingOnly ||
-                             mode == Mode::kNoForwardOverlap)) {
+        if (!equal_split &&
+            (credit > 0 || mode == Mode::kSlicingOnly || mode == Mode::kNoForwardOverlap)) {
           continue;
         }
         SimOptions o;
