@@ -13,12 +13,14 @@ paper's) is a published figure or derived from one (GPU_SOURCES), split over the
 in the shares this project measured on its CPU (models/model_bench --profile).
 """
 import argparse
+import concurrent.futures
 import csv
 import json
 import os
 import subprocess
 import sys
 import tempfile
+import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SIM = os.path.join(ROOT, "bazel-bin/tools/p3_sim")
@@ -98,10 +100,10 @@ def profiles(args):
         print(f"{model}: {want*1000:.1f} ms per iteration -> {path}")
 
 
-def sim(model, system, machines, bw, calibration, iterations=3):
+def sim(model, system, machines, bw, calibration, iterations=3, binary=SIM):
     profile = os.path.join(PROFILES, f"{model}_b{BATCH}_gpu.json")
     with tempfile.NamedTemporaryFile(suffix=".json") as out:
-        cmd = [SIM, f"--config=configs/bench/{model}.textproto", f"--profile={profile}",
+        cmd = [binary, f"--config=configs/bench/{model}.textproto", f"--profile={profile}",
                f"--calibration={calibration}", f"--out={out.name}",
                f"--set=cluster.workers={machines}", f"--set=cluster.servers={machines}",
                f"--set=network.bandwidth_gbps={bw}", f"--set=training.batch_size={BATCH}",
@@ -118,39 +120,58 @@ def sim(model, system, machines, bw, calibration, iterations=3):
 
 
 def run(args):
+    """Simulates every point of the grid not in scaling.csv yet (all of them with --fresh),
+    --jobs at a time, and appends each row as it finishes (the report sorts them)."""
     path = os.path.join(RESULTS, "scaling.csv")
     done = set()
     if os.path.exists(path) and not args.fresh:
         with open(path) as f:
             for r in csv.DictReader(f):
-                done.add((r["calibration"], r["model"], r["system"], r["machines"], r["bandwidth_gbps"]))
+                done.add((r["calibration"], r["model"], r["system"], r["machines"],
+                          r["bandwidth_gbps"]))
+    points = [(cal, model, system, m, bw)
+              for m in [int(x) for x in args.machines.split(",")]
+              for cal in args.calibrations.split(",")
+              for model in args.models.split(",")
+              for bw in BANDWIDTHS
+              for system in SYSTEMS
+              if (cal, model, system, str(m), str(bw)) not in done]
+
+    def one(point):
+        cal, model, system, m, bw = point
+        t0 = time.time()
+        r = sim(model, system, m, bw, CALIBRATIONS[cal], binary=args.sim)
+        return point, r, time.time() - t0
+
     new = not os.path.exists(path) or args.fresh
-    with open(path, "w" if new else "a", newline="") as f:
+    with open(path, "w" if new else "a", newline="") as f, \
+            concurrent.futures.ThreadPoolExecutor(max(1, args.jobs)) as pool:
         w = csv.writer(f)
         if new:
             w.writerow(["calibration", "model", "system", "machines", "bandwidth_gbps",
                         "samples_per_second", "iteration_seconds", "compute_s",
                         "exposed_comm_s", "idle_s", "sim_wall_s"])
-        for m in [int(x) for x in args.machines.split(",")]:
-          for cal in args.calibrations.split(","):
-            for model in args.models.split(","):
-                for bw in BANDWIDTHS:
-                        for system in SYSTEMS:
-                            key = (cal, model, system, str(m), str(bw))
-                            if key in done:
-                                continue
-                            import time
-                            t0 = time.time()
-                            r = sim(model, system, m, bw, CALIBRATIONS[cal])
-                            wk = r["workers"][0]
-                            w.writerow([cal, model, system, m, bw,
-                                        round(r["samples_per_second"], 2),
-                                        round(r["iteration_seconds"], 5),
-                                        round(wk["compute_s"], 5), round(wk["exposed_comm_s"], 5),
-                                        round(wk["idle_s"], 5), round(time.time() - t0, 1)])
-                            f.flush()
-                            print(cal, model, system, m, bw, round(r["samples_per_second"], 1),
-                                  f"({time.time() - t0:.1f} s)", flush=True)
+        # The largest clusters first, so that the long runs do not end up alone at the end.
+        points.sort(key=lambda p: -p[3])
+        for (cal, model, system, m, bw), r, wall in pool.map(one, points):
+            wk = r["workers"][0]
+            w.writerow([cal, model, system, m, bw,
+                        round(r["samples_per_second"], 2),
+                        round(r["iteration_seconds"], 5),
+                        round(wk["compute_s"], 5), round(wk["exposed_comm_s"], 5),
+                        round(wk["idle_s"], 5), round(wall, 1)])
+            f.flush()
+            print(cal, model, system, m, bw, round(r["samples_per_second"], 1),
+                  f"({wall:.1f} s)", flush=True)
+    # In the grid's order (machines, calibration, model, bandwidth, system), whatever the
+    # order the runs finished in.
+    with open(path) as f:
+        rows = list(csv.reader(f))
+    cals, models = list(CALIBRATIONS), list(GPU_SOURCES)
+    rows[1:] = sorted(rows[1:], key=lambda r: (int(r[3]), cals.index(r[0]), models.index(r[1]),
+                                               float(r[4]), SYSTEMS.index(r[2])))
+    with open(path, "w", newline="") as f:
+        csv.writer(f).writerows(rows)
 
 
 PAPER = {"resnet50": 1.25, "vgg19": 1.66, "seq2seq_lstm": 1.38}
@@ -240,6 +261,9 @@ def main():
     ap.add_argument("--machines", default=",".join(map(str, MACHINES)))
     ap.add_argument("--calibrations", default="measured,wire")
     ap.add_argument("--fresh", action="store_true")
+    ap.add_argument("--sim", default=SIM, help="the p3_sim binary (default: bazel-bin's)")
+    ap.add_argument("--jobs", type=int, default=1,
+                    help="simulations run at once (each takes one core)")
     args = ap.parse_args()
     if args.command == "profiles":
         profiles(args)

@@ -9,6 +9,8 @@ namespace p3::sim {
 int FluidScheduler::AddResource(double capacity) {
   capacity_.push_back(capacity);
   users_.emplace_back();
+  allocated_users_.push_back(0);
+  share_.push_back(kUnlimitedRate);
   return static_cast<int>(capacity_.size()) - 1;
 }
 
@@ -16,6 +18,7 @@ int64_t FluidScheduler::Start(double work, std::vector<Usage> uses, double max_r
                               std::function<void()> done) {
   const int64_t id = next_id_++;
   Job& job = jobs_[id];
+  job.id = id;
   job.remaining = std::max(0.0, work);
   job.uses = std::move(uses);
   job.max_rate = max_rate;
@@ -24,33 +27,93 @@ int64_t FluidScheduler::Start(double work, std::vector<Usage> uses, double max_r
   if (sharing_ == Sharing::kEqualSplit) {
     job.rate = -1;  // not computed yet
     job.updated_at = now_;
-    if (job.uses.empty()) unused_.push_back(id);
-    for (const Usage& u : job.uses) {
-      users_[u.resource].push_back(id);
-      touched_.push_back(u.resource);
+    fresh_.push_back(&job);
+    job.user_pos.resize(job.uses.size());
+    const bool simple =
+        job.uses.size() <= 2 &&
+        std::all_of(job.uses.begin(), job.uses.end(), [](const Usage& u) { return u.coef == 1.0; });
+    for (size_t k = 0; k < job.uses.size(); ++k) {
+      std::vector<User>& users = users_[job.uses[k].resource];
+      job.user_pos[k] = static_cast<int>(users.size());
+      const int other = !simple ? kComplex : job.uses.size() == 1 ? -1 : job.uses[1 - k].resource;
+      users.push_back({&job, static_cast<int>(k), other, job.max_rate});
+      touched_.push_back(job.uses[k].resource);
     }
   }
   return id;
 }
 
-void FluidScheduler::SetRate(int64_t id, Job& job, double rate) {
+void FluidScheduler::HeapUp(int pos) {
+  const Finish entry = finishes_[pos];
+  while (pos > 0) {
+    const int parent = (pos - 1) / 2;
+    if (!(entry < finishes_[parent])) break;
+    finishes_[pos] = finishes_[parent];
+    finishes_[pos].job->heap_pos = pos;
+    pos = parent;
+  }
+  finishes_[pos] = entry;
+  entry.job->heap_pos = pos;
+}
+
+void FluidScheduler::HeapDown(int pos) {
+  const Finish entry = finishes_[pos];
+  const int n = static_cast<int>(finishes_.size());
+  while (true) {
+    int child = 2 * pos + 1;
+    if (child >= n) break;
+    if (child + 1 < n && finishes_[child + 1] < finishes_[child]) ++child;
+    if (!(finishes_[child] < entry)) break;
+    finishes_[pos] = finishes_[child];
+    finishes_[pos].job->heap_pos = pos;
+    pos = child;
+  }
+  finishes_[pos] = entry;
+  entry.job->heap_pos = pos;
+}
+
+void FluidScheduler::HeapRemove(Job& job) {
+  const int pos = job.heap_pos;
+  if (pos < 0) return;
+  job.heap_pos = -1;
+  const Finish last = finishes_.back();
+  finishes_.pop_back();
+  if (last.job == &job) return;
+  finishes_[pos] = last;
+  last.job->heap_pos = pos;
+  HeapUp(pos);
+  HeapDown(last.job->heap_pos);
+}
+
+void FluidScheduler::SetRate(Job& job, double rate) {
   if (job.rate >= 0) {
     if (rate == job.rate) return;
     if (!std::isinf(job.rate)) job.remaining -= job.rate * (now_ - job.updated_at);
   }
   job.updated_at = now_;
   job.rate = rate;
-  const double finish = std::isinf(rate) || job.remaining <= 0 ? now_
-                        : rate > 0                               ? now_ + job.remaining / rate
-                                                                 : kUnlimitedRate;
-  finishes_.push({finish, id, ++job.version});
+  job.finish = std::isinf(rate) || job.remaining <= 0 ? now_
+               : rate > 0                             ? now_ + job.remaining / rate
+                                                      : kUnlimitedRate;
+  if (job.heap_pos < 0) {
+    finishes_.push_back({job.finish, job.id, &job});
+    HeapUp(static_cast<int>(finishes_.size()) - 1);
+  } else {
+    finishes_[job.heap_pos].t = job.finish;
+    HeapUp(job.heap_pos);
+    HeapDown(job.heap_pos);
+  }
 }
 
 double FluidScheduler::EqualSplitRate(const Job& job) const {
   double rate = job.max_rate;
   for (const Usage& u : job.uses) {
-    const double n = static_cast<double>(users_[u.resource].size());
-    rate = std::min(rate, capacity_[u.resource] / (n * u.coef));
+    // capacity / (n * 1.0) is capacity / n, to the bit.
+    const double share =
+        u.coef == 1.0
+            ? share_[u.resource]
+            : capacity_[u.resource] / (static_cast<double>(users_[u.resource].size()) * u.coef);
+    rate = std::min(rate, share);
   }
   return rate;
 }
@@ -61,18 +124,29 @@ void FluidScheduler::Reallocate() {
   if (sharing_ == Sharing::kEqualSplit) {
     std::sort(touched_.begin(), touched_.end());
     touched_.erase(std::unique(touched_.begin(), touched_.end()), touched_.end());
+    // As many jobs on a resource as at the last allocation (one ended, another
+    // started): the same share for each, so no rate changes because of it.
+    changed_.clear();
     for (int r : touched_) {
-      for (int64_t id : users_[r]) {
-        Job& job = jobs_.at(id);
-        SetRate(id, job, EqualSplitRate(job));
+      if (users_[r].size() == allocated_users_[r]) continue;
+      allocated_users_[r] = users_[r].size();
+      share_[r] = capacity_[r] / static_cast<double>(users_[r].size());
+      changed_.push_back(r);
+    }
+    for (int r : changed_) {
+      for (const User& u : users_[r]) {
+        // EqualSplitRate(), without reading the job: min() is exact in any order.
+        double rate =
+            u.other == kComplex ? EqualSplitRate(*u.job) : std::min(u.max_rate, share_[r]);
+        if (u.other >= 0) rate = std::min(rate, share_[u.other]);
+        SetRate(*u.job, rate);
       }
     }
     touched_.clear();
-    for (int64_t id : unused_) {
-      auto it = jobs_.find(id);
-      if (it != jobs_.end() && it->second.rate < 0) SetRate(id, it->second, it->second.max_rate);
+    for (Job* job : fresh_) {
+      if (job->rate < 0) SetRate(*job, EqualSplitRate(*job));
     }
-    unused_.clear();
+    fresh_.clear();
     return;
   }
   // Per job, its allocation (resource units per second) at each of its uses.
@@ -133,13 +207,7 @@ void FluidScheduler::Reallocate() {
 double FluidScheduler::NextCompletion() {
   if (dirty_) Reallocate();
   if (sharing_ == Sharing::kEqualSplit) {
-    while (!finishes_.empty()) {
-      const Finish& f = finishes_.top();
-      auto it = jobs_.find(f.id);
-      if (it != jobs_.end() && it->second.version == f.version) return std::max(now_, f.t);
-      finishes_.pop();  // stale: the job finished or its rate changed
-    }
-    return kUnlimitedRate;
+    return finishes_.empty() ? kUnlimitedRate : std::max(now_, finishes_.front().t);
   }
   double next = kUnlimitedRate;
   for (const auto& [id, job] : jobs_) {
@@ -154,18 +222,21 @@ void FluidScheduler::AdvanceTo(double t) {
   if (sharing_ == Sharing::kEqualSplit) {
     now_ = std::max(now_, t);
     std::vector<std::function<void()>> finished;
-    while (!finishes_.empty() && finishes_.top().t <= now_) {
-      const Finish f = finishes_.top();
-      finishes_.pop();
-      auto it = jobs_.find(f.id);
-      if (it == jobs_.end() || it->second.version != f.version) continue;
-      finished.push_back(std::move(it->second.done));
-      for (const Usage& u : it->second.uses) {
-        std::vector<int64_t>& users = users_[u.resource];
-        users.erase(std::find(users.begin(), users.end(), f.id));
-        touched_.push_back(u.resource);
+    while (!finishes_.empty() && finishes_.front().t <= now_) {
+      Job& job = *finishes_.front().job;
+      HeapRemove(job);
+      finished.push_back(std::move(job.done));
+      for (size_t k = 0; k < job.uses.size(); ++k) {
+        // Swapped with the resource's last user: the order of users does not matter.
+        const int r = job.uses[k].resource;
+        std::vector<User>& users = users_[r];
+        const int pos = job.user_pos[k];
+        users[pos] = users.back();
+        users[pos].job->user_pos[users[pos].use] = pos;
+        users.pop_back();
+        touched_.push_back(r);
       }
-      jobs_.erase(it);
+      jobs_.erase(job.id);
       dirty_ = true;
     }
     for (auto& done : finished) {

@@ -26,8 +26,6 @@
 #include <functional>
 #include <limits>
 #include <map>
-#include <queue>
-#include <unordered_set>
 #include <vector>
 
 namespace p3::sim {
@@ -78,32 +76,63 @@ class FluidScheduler {
 
  private:
   struct Job {
+    int64_t id = 0;
     double remaining = 0;
     std::vector<Usage> uses;
     double max_rate = kUnlimitedRate;
     std::function<void()> done;
     double rate = 0;
-    // kEqualSplit: `remaining` is as of `updated_at`; the heap entry with `version` is
-    // the job's finish at its current rate.
+    // kEqualSplit: `remaining` is as of `updated_at`; `finish` is when the job ends at
+    // its current rate, its key in the heap `finishes_` at `heap_pos`; `user_pos[k]` is
+    // its place in users_[uses[k].resource].
     double updated_at = 0;
-    int64_t version = 0;
+    double finish = 0;
+    int heap_pos = -1;
+    std::vector<int> user_pos;
   };
-  struct Finish {
-    double t;
-    int64_t id;
-    int64_t version;
-    bool operator>(const Finish& o) const { return t != o.t ? t > o.t : id > o.id; }
+  // kEqualSplit: a job on a resource, through its use `use`. A job with at most two
+  // uses, each at coef 1 (a transfer, a compute job), has its rate from this entry
+  // alone: min(max_rate, the resource's share, the share of `other`, its other
+  // resource, if any: -1 none); other = kComplex: from the job's uses.
+  static constexpr int kComplex = -2;
+  struct User {
+    Job* job;
+    int use;
+    int other;
+    double max_rate;
   };
   void Reallocate();
   double EqualSplitRate(const Job& job) const;
+  void SetRate(Job& job, double rate);
+  // The heap of active jobs by (finish, id), earliest first: an indexed binary heap, so
+  // that a new rate moves the job's one entry instead of adding another. The keys are
+  // copied into the entries, so that sifting reads no job.
+  struct Finish {
+    double t;
+    int64_t id;
+    Job* job;
+    bool operator<(const Finish& o) const { return t != o.t ? t < o.t : id < o.id; }
+  };
+  void HeapUp(int pos);
+  void HeapDown(int pos);
+  void HeapRemove(Job& job);
 
   const Sharing sharing_;
-  // kEqualSplit: the jobs on each resource, and the resources whose jobs need new rates.
-  std::vector<std::vector<int64_t>> users_;
+  // kEqualSplit: the jobs on each resource (in no particular order: a job's rate
+  // depends only on how many there are), how many there were at the last Reallocate(),
+  // and the resources whose jobs started or ended since. A job's rate changes only when
+  // the number of jobs on one of its resources does, so only those resources' jobs, and
+  // the new ones, are recomputed. Jobs are nodes of jobs_, which do not move while they
+  // are active.
+  std::vector<std::vector<User>> users_;
+  std::vector<size_t> allocated_users_;
   std::vector<int> touched_;
-  std::vector<int64_t> unused_;  // new jobs that use no resource
-  std::priority_queue<Finish, std::vector<Finish>, std::greater<Finish>> finishes_;
-  void SetRate(int64_t id, Job& job, double rate);
+  std::vector<int> changed_;  // Reallocate()'s scratch: touched, and the count changed
+  std::vector<Job*> fresh_;   // started since the last Reallocate()
+  std::vector<Finish> finishes_;
+  // kEqualSplit: capacity / jobs of each resource as of the last Reallocate(), the share
+  // of a job that uses it at coef 1.
+  std::vector<double> share_;
   double now_ = 0;
   int64_t next_id_ = 0;
   bool dirty_ = false;

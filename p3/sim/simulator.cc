@@ -5,10 +5,10 @@
 #include <deque>
 #include <fstream>
 #include <functional>
-#include <map>
 #include <memory>
 #include <optional>
 #include <queue>
+#include <set>
 #include <sstream>
 #include <tuple>
 #include <utility>
@@ -103,6 +103,10 @@ struct Msg {
 
 enum class ConnKind { kShm, kLoopback, kNetwork };
 
+// A message's place in its link's send order, as LinkSendQueue keys it: (priority,
+// tiebreak, push sequence) in priority order, (0, 0, push sequence) in FIFO order.
+using SendKey = std::tuple<int64_t, int64_t, int64_t>;
+
 // One direction of a worker-server stream.
 struct Conn {
   int src = 0;  // process
@@ -112,8 +116,14 @@ struct Conn {
   int server = 0;
   ConnKind kind = ConnKind::kNetwork;
   LinkSendQueue<int>* queue = nullptr;
+  int queue_index = 0;
   int lane = 0;
   bool writing = false;
+  // The messages queued on the lane and not yet handed to the writer, by send key (the
+  // lane's heap in the queue, mirrored): see LinkState.
+  std::priority_queue<std::pair<SendKey, int>, std::vector<std::pair<SendKey, int>>,
+                      std::greater<std::pair<SendKey, int>>>
+      pending;
   // The kernel's send buffer: messages written and not yet on the wire.
   std::deque<int> kernel;
   int64_t kernel_bytes = 0;
@@ -133,6 +143,21 @@ struct Timer {
   bool operator>(const Timer& o) const { return t != o.t ? t > o.t : seq > o.seq; }
 };
 
+// The simulator's view of one LinkSendQueue, to find the one lane that may write next
+// without offering every idle lane its turn (each offer scans every lane): the queue
+// hands out only the most urgent head among its idle lanes, so of the idle lanes with
+// something queued only the one with the smallest key can pop, and only if the credit
+// admits it. The queue still decides: the simulator offers that lane its turn when it
+// expects it to pop, and fails unless it pops the expected message.
+struct LinkState {
+  int64_t next_seq = 0;  // the queue's push counter
+  // (the key of its most urgent message, conn) for each idle lane with messages.
+  std::set<std::pair<SendKey, int>> ready;
+  // Handed out and not released.
+  int64_t in_flight_items = 0;
+  int64_t in_flight_bytes = 0;
+};
+
 struct WorkerState {
   int rank = 0;
   int proc = 0;
@@ -141,6 +166,11 @@ struct WorkerState {
   int64_t iteration = 0;
   int block = 0;
   bool waiting = false;
+  // The slices of (ready_iteration, ready_block)'s range before ready_upto hold the
+  // version it needs (versions only grow): TryForward goes on from there.
+  int64_t ready_iteration = -1;
+  int ready_block = -1;
+  int ready_upto = 0;
   double wait_start = 0;
   std::vector<double> iteration_end;
   std::vector<double> compute_s;  // per iteration
@@ -179,7 +209,11 @@ class Simulation {
   absl::Status Setup();
   void Send(int conn, MsgKind kind, int slice, uint64_t iteration, int64_t priority,
             int64_t tiebreak, int64_t bytes);
-  void Pump(LinkSendQueue<int>* queue);
+  void Pump(int queue);
+  void PumpReference(int queue);
+  // The mirror of the queue (LinkState): `conn`'s lane is idle with messages, or not.
+  void MarkReady(int conn);
+  void UnmarkReady(int conn);
   void StartWrite(int conn, int msg);
   void WriteDone(int conn, int msg);
   void Release(int conn, int msg);
@@ -228,7 +262,7 @@ class Simulation {
   std::vector<std::unique_ptr<ParameterShard>> shards_;
   std::vector<std::unique_ptr<LinkSendQueue<int>>> queues_;
   std::vector<std::vector<int>> queue_lanes_;  // per queue: conn of each lane
-  std::map<LinkSendQueue<int>*, int> queue_index_;
+  std::vector<LinkState> links_;               // per queue
   std::vector<Conn> conns_;
   std::vector<std::vector<int>> up_conn_;    // [worker][server]
   std::vector<std::vector<int>> down_conn_;  // [server][worker]
@@ -299,7 +333,9 @@ void Simulation::Loop() {
     if (std::isinf(tf) && std::isinf(tt)) break;
     ++events_;
     if (tt <= tf) {
-      Timer timer = timers_.top();
+      // priority_queue only exposes a const top; the entry is popped right after the
+      // move, which leaves its time and sequence (the heap's keys) in place.
+      Timer timer = std::move(const_cast<Timer&>(timers_.top()));
       timers_.pop();
       fluid_.AdvanceTo(timer.t);
       timer.fn();
@@ -342,13 +378,13 @@ absl::Status Simulation::Setup() {
   auto new_queue = [&]() {
     queues_.push_back(std::make_unique<LinkSendQueue<int>>(order));
     queue_lanes_.emplace_back();
-    queue_index_[queues_.back().get()] = static_cast<int>(queues_.size()) - 1;
-    return queues_.back().get();
+    links_.emplace_back();
+    return static_cast<int>(queues_.size()) - 1;
   };
   // One send queue per process for its network streams; a shared-memory stream has its
   // own (as in worker/ and server/).
-  std::vector<LinkSendQueue<int>*> link(o_.workers + o_.servers);
-  for (auto& l : link) l = new_queue();
+  std::vector<int> link(o_.workers + o_.servers);
+  for (int& l : link) l = new_queue();
   up_conn_.assign(o_.workers, std::vector<int>(o_.servers));
   down_conn_.assign(o_.servers, std::vector<int>(o_.workers));
   for (int dir = 0; dir < 2; ++dir) {
@@ -363,10 +399,11 @@ absl::Status Simulation::Setup() {
         const bool same = MachineOfProc(c.src) == MachineOfProc(c.dst);
         c.kind = !same ? (o_.bandwidth_gbps > 0 ? ConnKind::kNetwork : ConnKind::kLoopback)
                        : (o_.shared_memory ? ConnKind::kShm : ConnKind::kLoopback);
-        c.queue = c.kind == ConnKind::kShm ? new_queue() : link[c.src];
+        c.queue_index = c.kind == ConnKind::kShm ? new_queue() : link[c.src];
+        c.queue = queues_[c.queue_index].get();
         c.lane = c.queue->AddLane();
         const int id = static_cast<int>(conns_.size());
-        queue_lanes_[queue_index_[c.queue]].push_back(id);
+        queue_lanes_[c.queue_index].push_back(id);
         if (o_.trace) {
           TraceRecorder& src = *traces_[c.src];
           TraceRecorder& dst = *traces_[c.dst];
@@ -444,19 +481,66 @@ void Simulation::Send(int conn, MsgKind kind, int slice, uint64_t iteration, int
   m.completed = false;
   ++messages_;
   Conn& c = conns_[conn];
-  c.queue->Push(c.lane, id, priority, tiebreak, bytes);
-  Pump(c.queue);
+  const bool pushed = c.queue->Push(c.lane, id, priority, tiebreak, bytes);
+  if (pushed && !o_.reference_paths) {
+    const int64_t seq = links_[c.queue_index].next_seq++;
+    const SendKey key = priority == LinkSendQueue<int>::kUrgent ? SendKey{priority, 0, seq}
+                        : traits_.priority                      ? SendKey{priority, tiebreak, seq}
+                                                                : SendKey{0, 0, seq};
+    UnmarkReady(conn);
+    c.pending.push({key, id});
+    MarkReady(conn);
+  }
+  Pump(c.queue_index);
 }
 
-void Simulation::Pump(LinkSendQueue<int>* queue) {
-  const std::vector<int>& lanes = queue_lanes_[queue_index_[queue]];
+void Simulation::MarkReady(int conn) {
+  const Conn& c = conns_[conn];
+  if (!c.writing && !c.pending.empty()) {
+    links_[c.queue_index].ready.insert({c.pending.top().first, conn});
+  }
+}
+
+void Simulation::UnmarkReady(int conn) {
+  const Conn& c = conns_[conn];
+  if (!c.writing && !c.pending.empty()) {
+    links_[c.queue_index].ready.erase({c.pending.top().first, conn});
+  }
+}
+
+void Simulation::Pump(int queue) {
+  if (o_.reference_paths) return PumpReference(queue);
+  LinkState& link = links_[queue];
+  while (!link.ready.empty() && status_.ok()) {
+    const int conn = link.ready.begin()->second;
+    Conn& c = conns_[conn];
+    const int expected = c.pending.top().second;
+    const int64_t bytes = msgs_[expected].bytes;
+    // LinkSendQueue's credit rule; when it holds this lane back, it holds back every lane.
+    if (link.in_flight_items > 0 && link.in_flight_bytes + bytes > o_.credit_bytes) return;
+    std::optional<LinkSendQueue<int>::Item> item = queues_[queue]->TryPop(c.lane);
+    if (!item || item->value != expected) {
+      return Fail(absl::InternalError(absl::StrCat(
+          "the send queue handed out ", item ? absl::StrCat("message ", item->value) : "nothing",
+          " on connection ", conn, "; the simulator expected message ", expected)));
+    }
+    link.ready.erase(link.ready.begin());
+    ++link.in_flight_items;
+    link.in_flight_bytes += bytes;
+    c.pending.pop();
+    c.writing = true;
+    StartWrite(conn, item->value);
+  }
+}
+
+void Simulation::PumpReference(int queue) {
   bool progress = true;
   while (progress) {
     progress = false;
-    for (int conn : lanes) {
+    for (int conn : queue_lanes_[queue]) {
       Conn& c = conns_[conn];
       if (c.writing) continue;
-      std::optional<LinkSendQueue<int>::Item> item = queue->TryPop(c.lane);
+      std::optional<LinkSendQueue<int>::Item> item = queues_[queue]->TryPop(c.lane);
       if (!item) continue;
       c.writing = true;
       progress = true;
@@ -507,7 +591,13 @@ void Simulation::Release(int conn, int msg) {
   }
   c.writing = false;
   c.queue->Release(c.lane, m.bytes);
-  Pump(c.queue);
+  if (!o_.reference_paths) {
+    LinkState& link = links_[c.queue_index];
+    --link.in_flight_items;
+    link.in_flight_bytes -= m.bytes;
+    MarkReady(conn);
+  }
+  Pump(c.queue_index);
 }
 
 void Simulation::Drain(int conn) {
@@ -680,7 +770,20 @@ void Simulation::TryForward(WorkerState& w) {
     } else if (w.block == 0) {
       last = static_cast<int>(plan_->slices().size());
     }
-    if (last > first && w.tracker->Missing(first, last, version) > 0) return;
+    if (o_.reference_paths) {
+      if (last > first && w.tracker->Missing(first, last, version) > 0) return;
+    } else if (last > first) {
+      if (w.ready_iteration != w.iteration || w.ready_block != w.block) {
+        w.ready_iteration = w.iteration;
+        w.ready_block = w.block;
+        w.ready_upto = first;
+      }
+      while (w.ready_upto < last &&
+             w.tracker->Missing(w.ready_upto, w.ready_upto + 1, version) == 0) {
+        ++w.ready_upto;
+      }
+      if (w.ready_upto < last) return;
+    }
   }
   w.waiting = false;
   if (now() > w.wait_start) {

@@ -152,6 +152,11 @@ struct SimOptions {
   // (Sharing::kEqualSplit, p3/sim/fluid.h): orders of magnitude faster on large
   // clusters, exact for symmetric all-to-all traffic. Default: false (water-filling).
   bool equal_split = false;
+  // For tests: the straightforward bookkeeping instead of the incremental one (every
+  // idle connection of a link offered its next message in turn; a block's slices
+  // counted from the first on every arrival). The results are identical, only slower
+  // on large clusters. Default: false.
+  bool reference_paths = false;
 };
 
 struct WorkerBreakdown {

@@ -1,6 +1,9 @@
 #include "p3/sim/fluid.h"
 
+#include <algorithm>
 #include <catch2/catch.hpp>
+#include <cmath>
+#include <random>
 #include <vector>
 
 namespace p3::sim {
@@ -68,6 +71,102 @@ CATCH_TEST_CASE("equal split: the same shares, but a job limited elsewhere keeps
   while (two.active() > 0) two.AdvanceTo(two.NextCompletion());
   CATCH_CHECK(done[1] == Approx(1.0));
   CATCH_CHECK(done[0] == Approx(1.5));  // the survivor's rate was recomputed
+}
+
+// The equal split by its definition: every job's rate recomputed from scratch at every
+// start and finish, all jobs advanced step by step.
+struct NaiveJob {
+  double start = 0;
+  double work = 0;
+  std::vector<Usage> uses;
+  double max_rate = kUnlimitedRate;
+};
+
+std::vector<double> NaiveEqualSplit(const std::vector<double>& capacity,
+                                    const std::vector<NaiveJob>& jobs) {
+  std::vector<double> remaining(jobs.size()), finish(jobs.size(), -1);
+  std::vector<bool> active(jobs.size(), false);
+  double now = 0;
+  size_t next_start = 0;  // jobs are sorted by start
+  while (true) {
+    while (next_start < jobs.size() && jobs[next_start].start <= now) {
+      active[next_start] = true;
+      remaining[next_start] = jobs[next_start].work;
+      ++next_start;
+    }
+    std::vector<int> users(capacity.size(), 0);
+    for (size_t j = 0; j < jobs.size(); ++j) {
+      if (!active[j]) continue;
+      for (const Usage& u : jobs[j].uses) ++users[u.resource];
+    }
+    std::vector<double> rate(jobs.size(), 0);
+    double step = next_start < jobs.size() ? jobs[next_start].start - now : kUnlimitedRate;
+    bool any = false;
+    for (size_t j = 0; j < jobs.size(); ++j) {
+      if (!active[j]) continue;
+      any = true;
+      rate[j] = jobs[j].max_rate;
+      for (const Usage& u : jobs[j].uses) {
+        rate[j] = std::min(rate[j], capacity[u.resource] / (users[u.resource] * u.coef));
+      }
+      step = std::min(step, remaining[j] / rate[j]);
+    }
+    if (!any && next_start == jobs.size()) break;
+    now += step;
+    for (size_t j = 0; j < jobs.size(); ++j) {
+      if (!active[j]) continue;
+      remaining[j] -= rate[j] * step;
+      if (remaining[j] <= 1e-9 * jobs[j].work) {
+        active[j] = false;
+        finish[j] = now;
+      }
+    }
+  }
+  return finish;
+}
+
+CATCH_TEST_CASE("equal split: incremental rates and finishes equal a from-scratch recomputation") {
+  std::mt19937 rng(7);
+  for (int trial = 0; trial < 20; ++trial) {
+    const std::vector<double> capacity = {100.0, 250.0, 40.0, 1000.0};
+    std::vector<NaiveJob> jobs(60);
+    double t = 0;
+    for (NaiveJob& job : jobs) {
+      t += std::uniform_real_distribution<double>(0, 0.3)(rng);
+      job.start = t;
+      job.work = std::uniform_real_distribution<double>(1, 50)(rng);
+      const int a = std::uniform_int_distribution<int>(0, 3)(rng);
+      const int b = std::uniform_int_distribution<int>(0, 3)(rng);
+      // One or two resources (possibly the same one twice, as a ring step's two CPUs
+      // on one host), or none with a rate cap.
+      const int kind = std::uniform_int_distribution<int>(0, 3)(rng);
+      if (kind == 0) {
+        job.max_rate = 20;
+      } else {
+        job.uses.push_back({a, 1.0});
+        if (kind >= 2) job.uses.push_back({b, kind == 3 ? 0.5 : 1.0});
+        if (kind == 3) job.max_rate = 60;
+      }
+    }
+    const std::vector<double> want = NaiveEqualSplit(capacity, jobs);
+    FluidScheduler fluid(Sharing::kEqualSplit);
+    for (double c : capacity) fluid.AddResource(c);
+    std::vector<double> got(jobs.size(), -1);
+    size_t next = 0;
+    while (next < jobs.size() || fluid.active() > 0) {
+      const double start = next < jobs.size() ? jobs[next].start : kUnlimitedRate;
+      const double finish = fluid.NextCompletion();
+      fluid.AdvanceTo(std::min(start, finish));
+      while (next < jobs.size() && jobs[next].start <= fluid.now()) {
+        const size_t j = next++;
+        fluid.Start(jobs[j].work, jobs[j].uses, jobs[j].max_rate,
+                    [&got, &fluid, j] { got[j] = fluid.now(); });
+      }
+    }
+    for (size_t j = 0; j < jobs.size(); ++j) {
+      CATCH_CHECK(got[j] == Approx(want[j]).epsilon(1e-9));
+    }
+  }
 }
 
 }  // namespace
