@@ -123,11 +123,11 @@ int Main(int argc, char** argv) {
   options.equal_split = absl::GetFlag(FLAGS_equal_split);
   // scheduling.slice_params 0 / credit_bytes -1 (automatic): the search launch_cluster
   // runs (p3/sim/tune.h), with this command's options, then the chosen point.
-  const bool search_slice = p3::config::SliceParamsAuto(*config) && !options.allreduce &&
-                            options.mode != p3::Mode::kLocal &&
-                            p3::TraitsOf(options.mode).sliced;
-  const bool search_credit = p3::config::CreditBytesAuto(*config) && !options.allreduce &&
-                             options.mode != p3::Mode::kLocal;
+  const p3::sim::SearchedKnobs knobs =
+      p3::sim::KnobsToSearch(p3::config::SliceParamsAuto(*config),
+                             p3::config::CreditBytesAuto(*config), options.mode, options.allreduce);
+  const bool search_slice = knobs.slice;
+  const bool search_credit = knobs.credit;
   if (search_slice || search_credit) {
     absl::StatusOr<p3::sim::TuningChoice> choice = p3::sim::ChooseTuningPoint(
         p3::sim::TuningGrid(search_slice, search_credit, options.slice_params,

@@ -9,6 +9,11 @@
 
 namespace p3::sim {
 
+SearchedKnobs KnobsToSearch(bool slice_auto, bool credit_auto, Mode mode, bool allreduce) {
+  if (allreduce || mode == Mode::kLocal) return {};
+  return {.slice = slice_auto && TraitsOf(mode).sliced, .credit = credit_auto};
+}
+
 std::vector<TuningPoint> TuningGrid(bool search_slice, bool search_credit, int64_t slice_params,
                                     int64_t credit_bytes) {
   std::vector<int64_t> slices;

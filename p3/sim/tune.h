@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "p3/mode.h"
 #include "p3/sim/simulator.h"
 
 namespace p3::sim {
@@ -64,6 +65,15 @@ struct TuningChoice {
 
 // The grid: the product of kSliceGrid (when search_slice, else {slice_params}) and
 // kCreditGrid (when search_credit, else {credit_bytes}), slices outermost.
+// Which automatic knobs a search can move under `mode` (allreduce: the DDP peer): none
+// for `local` or all-reduce (nothing goes through the send queues), the slice size only
+// in modes that slice (whole-tensor modes split at split_threshold instead).
+struct SearchedKnobs {
+  bool slice = false;
+  bool credit = false;
+};
+SearchedKnobs KnobsToSearch(bool slice_auto, bool credit_auto, Mode mode, bool allreduce = false);
+
 std::vector<TuningPoint> TuningGrid(bool search_slice, bool search_credit, int64_t slice_params,
                                     int64_t credit_bytes);
 

@@ -92,11 +92,11 @@ TuningReport TuneConfig(const config::ExperimentConfig& config, const TuningOpti
     r.reason = absl::StrCat("mode \"", config.mode(), "\" has no communication to tune");
     return r;
   }
-  bool search_slice = r.slice_auto;
-  const bool search_credit = r.credit_auto;
+  const sim::SearchedKnobs knobs = sim::KnobsToSearch(r.slice_auto, r.credit_auto, *mode);
+  const bool search_slice = knobs.slice;
+  const bool search_credit = knobs.credit;
   std::vector<std::string> notes;
-  if (search_slice && !TraitsOf(*mode).sliced) {
-    search_slice = false;
+  if (r.slice_auto && !search_slice) {
     notes.push_back(absl::StrCat("mode \"", config.mode(),
                                  "\" sends whole tensors (split at split_threshold): "
                                  "slice_params has no effect"));

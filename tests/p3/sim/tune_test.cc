@@ -103,6 +103,25 @@ CATCH_TEST_CASE("ties go to the point nearest the default 40000, then the smalle
   CATCH_CHECK(choice->candidates[choice->chosen].point.credit_bytes == 0);
 }
 
+CATCH_TEST_CASE("a search moves only the knobs the mode has: none in local or all-reduce") {
+  const SearchedKnobs p3 = KnobsToSearch(true, true, Mode::kP3);
+  CATCH_CHECK(p3.slice);
+  CATCH_CHECK(p3.credit);
+  const SearchedKnobs only_credit = KnobsToSearch(false, true, Mode::kP3);
+  CATCH_CHECK(!only_credit.slice);
+  CATCH_CHECK(only_credit.credit);
+  // Whole tensors: the slice size has no effect, the credit still has.
+  const SearchedKnobs baseline = KnobsToSearch(true, true, Mode::kBaseline);
+  CATCH_CHECK(!baseline.slice);
+  CATCH_CHECK(baseline.credit);
+  const SearchedKnobs local = KnobsToSearch(true, true, Mode::kLocal);
+  CATCH_CHECK(!local.slice);
+  CATCH_CHECK(!local.credit);
+  const SearchedKnobs allreduce = KnobsToSearch(true, true, Mode::kP3, /*allreduce=*/true);
+  CATCH_CHECK(!allreduce.slice);
+  CATCH_CHECK(!allreduce.credit);
+}
+
 CATCH_TEST_CASE("an empty grid is refused") {
   absl::StatusOr<TuningChoice> choice = ChooseTuningPoint({}, Table({}));
   CATCH_REQUIRE(!choice.ok());
