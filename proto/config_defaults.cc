@@ -5,6 +5,8 @@
 
 #include "proto/config.h"
 
+#include "p3/slice_search.h"
+
 namespace p3::config {
 namespace {
 
@@ -171,6 +173,14 @@ bool CreditBytesAuto(const ExperimentConfig& config) {
 int64_t EffectiveSliceParams(const ExperimentConfig& config) {
   return config.scheduling().slice_params() > 0 ? config.scheduling().slice_params()
                                                 : kDefaultSliceParams;
+}
+
+int64_t EffectiveOwnerParams(const ExperimentConfig& config) {
+  if (config.scheduling().owner_params() > 0) return config.scheduling().owner_params();
+  if (config.scheduling().online_search()) {
+    return SliceSearchOwnerParams(EffectiveSliceParams(config));
+  }
+  return 0;
 }
 
 int64_t EffectiveCreditBytes(const ExperimentConfig& config) {
