@@ -18,7 +18,11 @@ Calibration, per set of binaries (docs/simulator.md, "Calibration"):
     point) is met; the same factor in both calibrations (the peer did not change);
   * compute_scale per model and session: the `local` point of the same session (the
     machine's speed moves by up to 30 % between sessions, docs/results/throughput.md).
-    That point is fitted, so it is not a validation point.
+    That point is fitted, so it is not a validation point;
+  * shared_host_compute_speed: how fast one process computes while another runs on the
+    other core, against alone: half the throughput of two single-thread ResNet-50 runs
+    side by side over one run alone (docs/results/pipeline_contention.csv, median of the
+    ResNet-50 pairs). No point of the validation enters it.
 """
 import argparse
 import csv
@@ -128,8 +132,18 @@ def fit_ring():
     return {n: v * k for n, v in RING_DEFAULT.items()}
 
 
+def shared_host_compute_speed():
+    """Half of (two single-thread runs side by side) / (one alone), ResNet-50, median."""
+    with open(os.path.join(RESULTS, "pipeline_contention.csv")) as f:
+        pairs = [float(r["pair_sum_over_alone"]) for r in csv.DictReader(f)
+                 if r["model"] == "resnet50"]
+    return statistics.median(pairs) / 2
+
+
 def calibrate(args):
     first = True
+    speed = shared_host_compute_speed()
+    print(f"shared_host_compute_speed {speed:.4f} (pipeline_contention.csv, ResNet-50 pairs)")
     for name, s in SETS.items():
         m = streaming_measured(os.path.join(ROOT, s["streaming"]))
         loop = m[0.0]["cpu_s_per_gb"]  # CPU s per GB crossing, both ends together
@@ -142,7 +156,8 @@ def calibrate(args):
                           f"(commit {m[0.0]['commit']}, medians of {m[0.0]['runs']} runs per rate); "
                           f"binaries: {s['binaries']}",
                "send_s_per_byte": send, "recv_s_per_byte": send,
-               "shaped_s_per_byte_at_1g": extra[1.0] * 1e-9, "shaped_exponent": exponent}
+               "shaped_s_per_byte_at_1g": extra[1.0] * 1e-9, "shaped_exponent": exponent,
+               "shared_host_compute_speed": speed}
         best = None
         for per_message in (5e-6, 10e-6, 20e-6, 40e-6):
             for gap in (0.0, 30e-6, 60e-6, 120e-6, 200e-6):
