@@ -658,8 +658,8 @@ void Simulation::ReadNext(int conn) {
   const int msg = c.inbox.front();
   c.inbox.pop_front();
   const double start = now();
-  Cpu(MachineOfProc(c.dst), RecvCost(c, msgs_[msg]), &CpuBreakdown::recv_s,
-      [this, conn, msg, start] {
+  const double work = RecvCost(c, msgs_[msg]);
+  Cpu(MachineOfProc(c.dst), work, &CpuBreakdown::recv_s, [this, conn, msg, start] {
     Deliver(conn, msg, [this, conn, msg, start] {
       const Conn& cc = conns_[conn];
       const Msg& m = msgs_[msg];
@@ -706,8 +706,8 @@ void Simulation::Deliver(int conn, int msg, std::function<void()> reader_free) {
         msgs_[msg].completed = true;
         // The last gradient: the handler thread sums the W gradients and updates.
         const double work = cal_.update_s_per_byte * static_cast<double>(m.bytes) * o_.workers;
-        Cpu(MachineOfProc(c.dst), work, &CpuBreakdown::update_s,
-            [this, server = c.server, out, reader_free] {
+        const int machine = MachineOfProc(c.dst);
+        Cpu(machine, work, &CpuBreakdown::update_s, [this, server = c.server, out, reader_free] {
           Dispatch(server, out);
           reader_free();
         });
@@ -755,8 +755,9 @@ void Simulation::Compute(WorkerState& w, double seconds, const std::string& name
   // A block needs 1 / shared_host_compute_speed core-seconds per profile second, at most
   // one profile second per second: alone it runs at the profile's speed, and where it has
   // to share the cores (every core busy) it gets its share at the slower speed.
-  Cpu(machine, seconds * cal_.compute_scale, &CpuBreakdown::compute_s,
-      1.0 / cal_.shared_host_compute_speed, [this, &w, start, name, category, done] {
+  const double work = seconds * cal_.compute_scale;
+  const double core_s = 1.0 / cal_.shared_host_compute_speed;
+  Cpu(machine, work, &CpuBreakdown::compute_s, core_s, [this, &w, start, name, category, done] {
     w.compute_s[w.iteration] += now() - start;
     TraceEvent(w.proc, w.compute_track, name, category, start, now(),
                absl::StrCat("\"iteration\": ", w.iteration));
@@ -862,8 +863,8 @@ void Simulation::EndIteration(WorkerState& w) {
       const double start = now();
       const double per_byte = cal_.worker_update_s_per_byte >= 0 ? cal_.worker_update_s_per_byte
                                                                   : cal_.update_s_per_byte;
-      Cpu(MachineOfProc(w.proc), per_byte * bytes, &CpuBreakdown::update_s,
-          [this, &w, start, next] {
+      const double work = per_byte * bytes;
+      Cpu(MachineOfProc(w.proc), work, &CpuBreakdown::update_s, [this, &w, start, next] {
         TraceEvent(w.proc, w.compute_track, "optimizer", "update", start, now());
         next();
       });
