@@ -51,9 +51,16 @@ def main():
             continue
         whole = statistics.median(v for i, v in rates.items() if i >= 2)
         search = r0.get("online_search")
+        start_from = ""
+        summary_path = os.path.join(run, "summary.json")
+        if m["slice"] == "0" and os.path.exists(summary_path):
+            with open(summary_path) as f:
+                tuning = json.load(f).get("tuning", {})
+            start_from = ("simulator" if tuning.get("searched")
+                          else "default (no prediction: " + tuning.get("reason", "")[:60] + ")")
         row = {"run": os.path.basename(run), "time_hhmmss": m["time"],
                "bandwidth_gbps": float(m["bw"]), "iterations": r0["iterations"],
-               "kind": "auto" if m["slice"] == "0" else "fixed",
+               "kind": "auto" if m["slice"] == "0" else "fixed", "start_from": start_from,
                "start_slice_params": "", "chosen_slice_params": int(m["slice"]),
                "done_iteration": "", "timed": "",
                "samples_per_second_whole": round(whole, 3), "samples_per_second_after_search": "",
@@ -90,7 +97,8 @@ def main():
     print()
     for r in rows:
         if r["kind"] == "auto":
-            print(f"- {r['bandwidth_gbps']:g} Gbit/s, {r['run']}: start {r['start_slice_params']}, "
+            print(f"- {r['bandwidth_gbps']:g} Gbit/s, {r['run']}: start {r['start_slice_params']} "
+                  f"({r['start_from']}), "
                   f"timed {r['timed']} -> {r['chosen_slice_params']} from iteration "
                   f"{r['done_iteration']}; whole run {r['samples_per_second_whole']}, after the "
                   f"search {r['samples_per_second_after_search']} samples/s")
