@@ -244,24 +244,11 @@ absl::Status ValidateConfig(const ExperimentConfig& config) {
   check.OneOf("scheduling.wire_dtype", scheduling.wire_dtype(), kWireDTypes);
   check.IntAtLeast("scheduling.owner_params", scheduling.owner_params(), 0);
   if (scheduling.has_online_search() && scheduling.online_search()) {
-    const absl::StatusOr<Mode> mode = ParseMode(config.mode());
-    if (mode.ok() && (!TraitsOf(*mode).sliced || !TraitsOf(*mode).values_on_push ||
-                      *mode == Mode::kLocal)) {
-      check.Add("scheduling.online_search",
-                absl::StrCat("mode ", config.mode(), " has no slices returned with their values "
-                             "on the push to re-plan; allowed in p3, no_overlap, "
-                             "no_backward_overlap, no_forward_overlap"));
-    }
-    if (scheduling.wire_dtype() == "float16") {
-      check.Add("scheduling.online_search",
-                "not on a float16 wire: its scale is chosen per slice, so another slice size "
-                "would round differently");
-    }
-    if (config.checkpoint().every() > 0) {
-      check.Add("scheduling.online_search",
-                "not with checkpoint.every: checkpoints are kept per slice of one plan");
+    if (const std::string why = OnlineSearchRuledOutBy(config); !why.empty()) {
+      check.Add("scheduling.online_search", why);
     }
   }
+
 
   // Fields left at zero / empty are checked only when the network is emulated (they are
   // then filled).

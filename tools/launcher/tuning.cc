@@ -182,19 +182,12 @@ void DecideOnlineSearch(const config::ExperimentConfig& config, TuningReport* r)
   } else if (!r->slice_auto) {
     return;  // not asked for
   } else {
-    absl::StatusOr<Mode> mode = ParseMode(config.mode());
     const int64_t owner = SliceSearchOwnerParams(r->slice_params);
     const int64_t needed = SliceSearch::IterationsNeeded(
         {.candidates = SliceSearchCandidates(r->slice_params, owner)});
     const int64_t iterations = config.training().iterations();
-    if (!mode.ok() || *mode == Mode::kLocal || !TraitsOf(*mode).sliced ||
-        !TraitsOf(*mode).values_on_push) {
-      r->online_reason = absl::StrCat("mode \"", config.mode(),
-                                      "\" has no slices returned with their values to re-plan");
-    } else if (scheduling.wire_dtype() == "float16") {
-      r->online_reason = "a float16 wire scales per slice: another slice size rounds differently";
-    } else if (config.checkpoint().every() > 0) {
-      r->online_reason = "checkpoints (checkpoint.every) are kept per slice of one plan";
+    if (std::string why = config::OnlineSearchRuledOutBy(config); !why.empty()) {
+      r->online_reason = std::move(why);
     } else if (iterations > 0 && iterations < 10 * needed) {
       r->online_reason = absl::StrCat("the run has ", iterations, " iterations; the search takes ",
                                       needed, ", more than 10 % of them");
