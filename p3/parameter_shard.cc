@@ -29,6 +29,12 @@ absl::Status CheckPart(const char* what, int slice_id, int64_t length, int64_t r
   return absl::OkStatus();
 }
 
+// A message for a slice of the plan a re-plan replaced.
+absl::Status RetiredSlice(const char* what, int slice_id) {
+  return absl::FailedPreconditionError(absl::StrCat(
+      what, " for slice ", slice_id, " of the plan before the re-plan; slice ids have changed"));
+}
+
 }  // namespace
 
 std::vector<float> DecodedValues(const Outgoing& o, WireDType dtype) {
@@ -103,6 +109,7 @@ absl::StatusOr<std::vector<Outgoing>> ParameterShard::Join(const ClusterSignatur
     for (int id : plan_->server_slices(options_.server_index)) {
       const Slice& slice = plan_->slices()[id];
       auto state = std::make_unique<SliceState>();
+      state->offset = slice.offset;
       state->length = slice.length;
       state->priority = slice.priority;
       {
@@ -252,6 +259,7 @@ void ParameterShard::AppendParams(int slice_id, const SliceState& s, int rank,
   o.slice_id = slice_id;
   o.iteration = s.version;
   o.priority = s.priority;
+  o.offset = s.offset;
   o.values = s.snapshot;
   o.encoded = s.wire_snapshot;
 }
@@ -416,8 +424,10 @@ absl::Status ParameterShard::GradientFrom(int rank, int slice_id, uint64_t itera
   const bool values_on_push = signature_values_on_push();
   std::optional<SliceCheckpoint> captured;
   uint64_t captured_version = 0;
+  std::optional<uint64_t> advanced;  // the slice's new version, when this completed it
   {
     absl::MutexLock slice_lock(&s.mu);
+    if (s.retired) return RetiredSlice("gradient", slice_id);
     if (!s.initialized) {
       return absl::FailedPreconditionError(
           absl::StrCat("gradient for slice ", slice_id, " before its initial values"));
@@ -484,6 +494,7 @@ absl::Status ParameterShard::GradientFrom(int rank, int slice_id, uint64_t itera
                            optimizer_.LearningRate(static_cast<int64_t>(s.version)));
     }
     ++s.version;
+    advanced = s.version;
     s.has.assign(workers, false);
     s.count = 0;
     if (options_.keep_values) TakeSnapshot(&s);
@@ -501,6 +512,8 @@ absl::Status ParameterShard::GradientFrom(int rank, int slice_id, uint64_t itera
   }  // slice_lock
   // Outside the slice's lock: the last slice of a checkpoint hands it on.
   if (captured.has_value()) AddToCheckpoint(captured_version, *std::move(captured));
+  // The values appended above keep their slice ids; a re-plan may switch after them.
+  if (advanced.has_value()) SliceAdvanced(*advanced);
   return absl::OkStatus();
 }
 
@@ -509,6 +522,7 @@ absl::StatusOr<std::vector<Outgoing>> ParameterShard::Pull(int rank, int slice_i
   P3_ASSIGN_OR_RETURN(SliceState* const found, Lookup(rank, slice_id, "pull"));
   SliceState& s = *found;
   absl::MutexLock slice_lock(&s.mu);
+  if (s.retired) return RetiredSlice("pull", slice_id);
   if (!s.initialized) {
     return absl::FailedPreconditionError(
         absl::StrCat("pull of slice ", slice_id, " before its initial values"));
@@ -565,6 +579,12 @@ absl::Status ParameterShard::CheckRejoinLocked(const ClusterSignature& sig, int 
   std::string diff = DescribeDifference(sig, *signature_);
   if (!diff.empty()) {
     return absl::FailedPreconditionError(absl::StrCat("worker ", rank, " refused: ", diff));
+  }
+  if (replans_ > 0 || pending_replan_.has_value()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "worker ", rank, " asks to rejoin, but the run has re-planned its slices (online ",
+        "search: scheduling.online_search), and a rejoining worker would start from the ",
+        "config's plan; restart the run"));
   }
   if (finished_[rank]) {
     return absl::FailedPreconditionError(absl::StrCat(
@@ -671,14 +691,16 @@ std::optional<SlicePlan> ParameterShard::plan() const {
 
 absl::StatusOr<std::pair<std::vector<float>, uint64_t>> ParameterShard::SliceValues(
     int slice_id) const {
+  const SliceState* found = nullptr;
   {
     absl::MutexLock lock(&mu_);
     if (!configured_ || slice_id < 0 || slice_id >= static_cast<int>(slices_.size()) ||
         slices_[slice_id] == nullptr) {
       return absl::NotFoundError(absl::StrCat("slice ", slice_id, " is not on this server"));
     }
+    found = slices_[slice_id].get();  // never freed (retired_)
   }
-  const SliceState& s = *slices_[slice_id];
+  const SliceState& s = *found;
   absl::MutexLock slice_lock(&s.mu);
   return std::make_pair(s.params, s.version);
 }
@@ -707,17 +729,157 @@ absl::StatusOr<std::vector<Outgoing>> ParameterShard::Buffers(int rank, uint64_t
   return out;
 }
 
+absl::Status ParameterShard::Replan(int rank, uint64_t from_iteration, int64_t slice_params) {
+  auto refused = [&](absl::string_view why) {
+    return absl::FailedPreconditionError(absl::StrCat("re-plan to slices of ", slice_params,
+                                                      " from iteration ", from_iteration,
+                                                      " refused: ", why));
+  };
+  if (rank != 0) return refused(absl::StrCat("it came from worker ", rank, "; only worker 0 re-plans"));
+  if (slice_params < 1) return refused("slice_params must be >= 1");
+  if (options_.wire_dtype == WireDType::kFloat16) {
+    return refused("on a float16 wire the scale is chosen per slice, so another cut would "
+                   "round differently");
+  }
+  if (options_.checkpoint_every > 0 || options_.restore.has_value()) {
+    return refused("checkpoints are kept per slice of one plan");
+  }
+  absl::MutexLock lock(&mu_);
+  if (!configured_) return refused("no worker has joined");
+  if (!signature_->values_on_push) return refused("the mode pulls values (no values on push)");
+  if (plan_->options().granularity != Granularity::kSliced || plan_->options().owner_params < 1) {
+    return refused("the plan has no ownership stripes (owner_params)");
+  }
+  if (pending_replan_.has_value()) {
+    return refused(absl::StrCat("a re-plan from iteration ", pending_replan_->from_iteration,
+                                " is pending"));
+  }
+  if (uninitialized_ > 0) return refused("not every slice has its initial values");
+  size_t remaining = 0;
+  for (const auto& state : slices_) {
+    if (state == nullptr) continue;
+    absl::MutexLock slice_lock(&state->mu);
+    if (state->version >= from_iteration) {
+      return refused(absl::StrCat("this server's slices are at version ", state->version,
+                                  " already"));
+    }
+    ++remaining;
+  }
+  absl::StatusOr<SlicePlan> plan = plan_->WithSliceParams(slice_params);
+  if (!plan.ok()) return refused(plan.status().message());
+  pending_replan_ = PendingReplan{from_iteration, *std::move(plan), remaining};
+  if (remaining == 0) SwitchPlanLocked();  // a server that owns no slice
+  return absl::OkStatus();
+}
+
+std::optional<std::pair<uint64_t, int64_t>> ParameterShard::ReplanPending() const {
+  absl::MutexLock lock(&mu_);
+  if (!pending_replan_.has_value()) return std::nullopt;
+  return std::make_pair(pending_replan_->from_iteration,
+                        pending_replan_->plan.options().slice_params);
+}
+
+int ParameterShard::replans() const {
+  absl::MutexLock lock(&mu_);
+  return replans_;
+}
+
+absl::StatusOr<std::pair<int64_t, int64_t>> ParameterShard::SliceSpan(int slice_id) const {
+  absl::MutexLock lock(&mu_);
+  if (!configured_ || slice_id < 0 || slice_id >= static_cast<int>(slices_.size()) ||
+      slices_[slice_id] == nullptr) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("slice ", slice_id, " is not a slice of this server's current plan"));
+  }
+  return std::make_pair(slices_[slice_id]->offset, slices_[slice_id]->length);
+}
+
+void ParameterShard::SliceAdvanced(uint64_t version) {
+  absl::MutexLock lock(&mu_);
+  if (!pending_replan_.has_value() || version != pending_replan_->from_iteration) return;
+  if (--pending_replan_->remaining == 0) SwitchPlanLocked();
+}
+
+void ParameterShard::SwitchPlanLocked() {
+  SlicePlan plan = std::move(pending_replan_->plan);
+  const uint64_t version = pending_replan_->from_iteration;
+  pending_replan_.reset();
+  const int workers = options_.num_workers;
+  // The current slices in flat order (the plan's order), locked for the copy: every one
+  // is at `version` with no gradient of it in, so nothing else writes them.
+  std::vector<SliceState*> old;
+  for (const auto& state : slices_) {
+    if (state != nullptr) old.push_back(state.get());
+  }
+  for (SliceState* o : old) o->mu.Lock();
+  std::vector<std::unique_ptr<SliceState>> fresh(plan.slices().size());
+  size_t from = 0;  // the old slice holding the next parameter to copy
+  for (int id : plan.server_slices(options_.server_index)) {
+    const Slice& slice = plan.slices()[id];
+    auto state = std::make_unique<SliceState>();
+    state->offset = slice.offset;
+    state->length = slice.length;
+    state->priority = slice.priority;
+    {
+      absl::MutexLock slice_lock(&state->mu);
+      state->initialized = true;
+      state->version = version;
+      state->grads.resize(workers);
+      state->grad_ptrs.assign(workers, nullptr);
+      state->has.assign(workers, false);
+      state->received.assign(workers, 0);
+      state->catch_up.assign(workers, false);
+      if (options_.keep_values) {
+        state->params.resize(slice.length);
+        // Same stripes: the old slices of this shard cover this one exactly, in order.
+        int64_t at = slice.offset;
+        while (at < slice.offset + slice.length) {
+          while (old[from]->offset + old[from]->length <= at) ++from;
+          const SliceState& o = *old[from];
+          const int64_t begin = at - o.offset;
+          const int64_t count = std::min(o.length - begin, slice.offset + slice.length - at);
+          const int64_t dest = at - slice.offset;
+          std::copy_n(o.params.begin() + begin, count, state->params.begin() + dest);
+          state->opt.steps = o.opt.steps;
+          if (!o.opt.buf.empty()) {
+            state->opt.buf.resize(slice.length);
+            std::copy_n(o.opt.buf.begin() + begin, count, state->opt.buf.begin() + dest);
+          }
+          if (!o.opt.buf_sq.empty()) {
+            state->opt.buf_sq.resize(slice.length);
+            std::copy_n(o.opt.buf_sq.begin() + begin, count, state->opt.buf_sq.begin() + dest);
+          }
+          at += count;
+        }
+      }
+    }
+    fresh[id] = std::move(state);
+  }
+  for (SliceState* o : old) {
+    o->retired = true;
+    o->mu.Unlock();
+  }
+  for (auto& state : slices_) {
+    if (state != nullptr) retired_.push_back(std::move(state));
+  }
+  slices_ = std::move(fresh);
+  owned_slices_ = plan.server_slices(options_.server_index).size();
+  plan_ = std::move(plan);
+  ++replans_;
+}
+
 std::vector<SliceWait> ParameterShard::Waits() const {
   std::vector<SliceWait> waits;
   std::vector<bool> finished;
+  std::vector<const SliceState*> states;  // never freed (retired_)
   {
     absl::MutexLock lock(&mu_);
     if (!configured_) return waits;
     finished = finished_;
+    for (const auto& state : slices_) states.push_back(state.get());
   }
-  // slices_ is not resized once configured.
-  for (size_t id = 0; id < slices_.size(); ++id) {
-    const SliceState* s = slices_[id].get();
+  for (size_t id = 0; id < states.size(); ++id) {
+    const SliceState* s = states[id];
     if (s == nullptr) continue;
     absl::MutexLock lock(&s->mu);
     if (!s->initialized) continue;

@@ -66,6 +66,9 @@ struct Outgoing {
   // reads (docs/protocol.md, "Iterations and versions").
   uint64_t iteration = 0;
   int priority = 0;  // the slice's priority (smaller is more urgent)
+  // kParams: the slice's first parameter in the flat buffer of all parameters, in the plan
+  // the slice id belongs to (a re-plan may have replaced it by the time this is sent).
+  int64_t offset = 0;
   // kParams on a float32 wire, kBuffers: the values; shared between ranks.
   std::shared_ptr<const std::vector<float>> values;
   // kParams on a 16-bit wire instead: the values as they go on the wire (encoded once per
@@ -163,6 +166,31 @@ class ParameterShard {
   // Worker `rank` asks for `version` of `slice_id` (modes without values on push).
   absl::StatusOr<std::vector<Outgoing>> Pull(int rank, int slice_id, uint64_t version);
 
+  // Re-plan (docs/protocol.md, "Re-plan"): from iteration `from_iteration` on, this
+  // shard's slices are cut `slice_params` long within the same ownership stripes
+  // (SlicePlan::WithSliceParams), each parameter keeping its values and optimizer state.
+  // The switch happens inside the Gradient() call that brings the last of this shard's
+  // slices to version `from_iteration`, after that call has appended the version's values
+  // (which keep their old slice ids and offsets); from then on slice ids are the new
+  // plan's, and a message for a slice of the old plan is refused. A worker cannot rejoin
+  // (Rejoin) once a re-plan is pending or done: it would start from the config's plan.
+  //
+  // Refused, changing nothing, unless: it comes from rank 0; the plan is sliced with
+  // ownership stripes (owner_params); the servers return values on the push; the wire is
+  // not float16 (its scale is chosen per slice, so another cut rounds differently);
+  // checkpoints are off (they are per slice of one plan); no re-plan is pending; every slice has its initial values and is below version from_iteration;
+  // and the new plan can be made.
+  absl::Status Replan(int rank, uint64_t from_iteration, int64_t slice_params);
+
+  // Re-plans that have taken effect so far.
+  int replans() const;
+  // The re-plan accepted and not yet in effect here: (from_iteration, slice_params).
+  std::optional<std::pair<uint64_t, int64_t>> ReplanPending() const;
+
+  // Offset in the flat buffer and length of slice `slice_id` of the current plan, owned by
+  // this shard (the transport locates a colocated worker's shared-memory values with it).
+  absl::StatusOr<std::pair<int64_t, int64_t>> SliceSpan(int slice_id) const;
+
   // Worker `rank` has finished. Returns true when every worker has.
   bool Finish(int rank);
 
@@ -228,8 +256,11 @@ class ParameterShard {
  private:
   struct SliceState {
     mutable absl::Mutex mu;
+    int64_t offset = 0;  // in the flat buffer of all parameters
     int64_t length = 0;
     int priority = 0;
+    // Replaced by a re-plan: kept (a call may still hold it) but refuses every message.
+    bool retired ABSL_GUARDED_BY(mu) = false;
     bool initialized ABSL_GUARDED_BY(mu) = false;
     int64_t init_received ABSL_GUARDED_BY(mu) = 0;  // values of the initial ones so far
     uint64_t version ABSL_GUARDED_BY(mu) = 0;
@@ -294,9 +325,25 @@ class ParameterShard {
   // resuming_[r]: rank r rejoined and has not sent its Resume yet.
   std::vector<bool> resuming_ ABSL_GUARDED_BY(mu_);
   int uninitialized_ ABSL_GUARDED_BY(mu_) = 0;
-  // Indexed by global slice id; null for slices of other servers. Set once under mu_ by
-  // the first Join and never resized afterwards.
+  // Indexed by global slice id; null for slices of other servers. Set under mu_ by the
+  // first Join and replaced by a re-plan; read without mu_ only by calls that hold it
+  // (Lookup) or where no re-plan can happen (Join, Init, Restore, Rejoin, Resume).
   std::vector<std::unique_ptr<SliceState>> slices_;
+  // Slices of plans before a re-plan: never freed while the shard lives, so that a call
+  // that looked a slice up just before the switch finds it retired instead of freed.
+  std::vector<std::unique_ptr<SliceState>> retired_ ABSL_GUARDED_BY(mu_);
+  struct PendingReplan {
+    uint64_t from_iteration = 0;
+    SlicePlan plan;
+    size_t remaining = 0;  // owned slices still below from_iteration
+  };
+  std::optional<PendingReplan> pending_replan_ ABSL_GUARDED_BY(mu_);
+  int replans_ ABSL_GUARDED_BY(mu_) = 0;
+  // A slice reached `version` (Gradient, after the slice's lock is released): counts it
+  // towards a pending re-plan and switches once the last one is there.
+  void SliceAdvanced(uint64_t version);
+  // Builds the slices of pending_replan_'s plan from the current ones and retires them.
+  void SwitchPlanLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool configured_ ABSL_GUARDED_BY(mu_) = false;
   bool everyone_joined_ ABSL_GUARDED_BY(mu_) = false;
 

@@ -60,6 +60,14 @@ struct SlicePlanOptions {
   Granularity granularity = Granularity::kSliced;
   // Parameters per slice (kSliced). Default: 40,000. Must be >= 1.
   int64_t slice_params = kDefaultSliceParams;
+  // Ownership stripes (kSliced): when > 0, each tensor is first cut into stripes of this
+  // many parameters, the stripes go to the servers round-robin (continuing across
+  // tensors), and each stripe is cut into slices of `slice_params` (its last one shorter).
+  // Every slice size then leaves each parameter on the same server, so that a run can
+  // switch slice sizes without moving optimizer state (online search, docs/protocol.md
+  // "Re-plan"). 0: every slice is its own stripe (slice i to server i mod S).
+  // Default: 0. Must be >= 0.
+  int64_t owner_params = 0;
   // Tensors with more parameters are split over the servers (kTensor). Default: 1,000,000.
   int64_t split_threshold = kDefaultSplitThreshold;
   // Number of servers. Default: 1. Must be >= 1.
@@ -88,10 +96,15 @@ class SlicePlan {
                                           const SlicePlanOptions& options);
 
   // Slices in forward order: by tensor, then by offset. Slice i of this stream goes to
-  // server i mod S (round-robin continues across tensors).
+  // server i mod S (round-robin continues across tensors); with owner_params, stripe i
+  // does.
   const std::vector<Slice>& slices() const { return slices_; }
   const std::vector<TensorEntry>& tensors() const { return tensors_; }
   const SlicePlanOptions& options() const { return options_; }
+
+  // The same tensors and options with slices of `slice_params`: with owner_params > 0 every
+  // parameter stays on its server. Fails as Create() does.
+  absl::StatusOr<SlicePlan> WithSliceParams(int64_t slice_params) const;
 
   // Offset of tensor `t` in the flat buffer of all parameters.
   int64_t tensor_offset(int t) const { return tensor_offsets_[t]; }

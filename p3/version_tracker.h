@@ -36,6 +36,9 @@ class VersionTracker {
   // DeadlineExceeded at `deadline`, or the status given to Abort().
   absl::Status WaitFor(int first, int last, uint64_t version, absl::Time deadline);
 
+  // Now `num_slices` slices, every one holding `version` (a re-plan: WorkerCore::Replan).
+  void Reset(int num_slices, uint64_t version);
+
   // Wakes every waiter, now and later, with `status` (not OK). The first call wins.
   void Abort(absl::Status status);
 

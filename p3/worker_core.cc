@@ -12,7 +12,8 @@ namespace p3 {
 
 WorkerCore::WorkerCore(const WorkerCoreOptions& options, const SlicePlan* plan, float* params,
                        const float* grads, VersionTracker* tracker)
-    : options_(options), plan_(plan), params_(params), grads_(grads), tracker_(tracker) {
+    : options_(options), params_(params), grads_(grads), tracker_(tracker), plan_(plan) {
+  absl::MutexLock lock(&plan_mu_);
   slices_.reserve(plan_->slices().size());
   for (size_t i = 0; i < plan_->slices().size(); ++i) {
     slices_.push_back(std::make_unique<SliceState>());
@@ -39,7 +40,11 @@ ToServer WorkerCore::Message(Upstream::Kind kind, int slice_id, uint64_t iterati
                                                             : WireDType::kFloat32;
   return ToServer{
       .server = slice.server,
-      .message = Upstream{.kind = kind, .slice_id = slice_id, .iteration = iteration},
+      .message = Upstream{.kind = kind,
+                          .slice_id = slice_id,
+                          .iteration = iteration,
+                          .offset = slice.offset,
+                          .length = slice.length},
       .priority = slice.priority,
       .tiebreak = slice.id,
       .bytes = values ? slice.length * static_cast<int64_t>(BytesPerValue(dtype)) : 0};
@@ -78,6 +83,7 @@ absl::StatusOr<std::vector<ToServer>> WorkerCore::Start(
   }
   std::vector<ToServer> out;
   if (options_.rank == 0 && start == 0) {
+    absl::ReaderMutexLock plan_lock(&plan_mu_);
     out.reserve(plan_->slices().size());
     for (const Slice& slice : plan_->slices()) {
       out.push_back(Message(Upstream::Kind::kInit, slice.id, 0, /*values=*/true));
@@ -135,6 +141,7 @@ absl::StatusOr<std::vector<ToServer>> WorkerCore::Resume(const std::vector<uint6
   }
   if (any_new && options_.rank == 0 && resume == 0) {
     // A new server without a checkpoint waits for the initial values, as at a first start.
+    absl::ReaderMutexLock plan_lock(&plan_mu_);
     for (const Slice& slice : plan_->slices()) {
       if (!rejoined[slice.server]) {
         out.push_back(Message(Upstream::Kind::kInit, slice.id, 0, /*values=*/true));
@@ -146,6 +153,7 @@ absl::StatusOr<std::vector<ToServer>> WorkerCore::Resume(const std::vector<uint6
 
 absl::StatusOr<ToServer> WorkerCore::Gradient(int slice_id, uint64_t iteration) {
   if (!started()) return absl::FailedPreconditionError("a gradient before the handshake");
+  absl::ReaderMutexLock plan_lock(&plan_mu_);
   if (absl::Status s = CheckSlice(-1, slice_id, "a gradient"); !s.ok()) return s;
   if (!options_.values_on_push) {
     SliceState& state = *slices_[slice_id];
@@ -193,6 +201,7 @@ absl::StatusOr<bool> WorkerCore::Receive(int server, int64_t slice_id, uint64_t 
                                          const size_t* part_sizes, int num_parts, size_t size,
                                          const std::vector<absl::string_view>* segments,
                                          std::optional<int> scale_exponent, bool in_place) {
+  absl::ReaderMutexLock plan_lock(&plan_mu_);
   if (absl::Status s = CheckSlice(server, slice_id, "values"); !s.ok()) return s;
   const WireDType dtype = options_.wire_dtype;
   if (!in_place && scale_exponent.has_value() != (dtype == WireDType::kFloat16)) {
@@ -252,6 +261,7 @@ absl::StatusOr<bool> WorkerCore::Receive(int server, int64_t slice_id, uint64_t 
 }
 
 absl::StatusOr<ToServer> WorkerCore::Ack(int server, int64_t slice_id, uint64_t iteration) {
+  absl::ReaderMutexLock plan_lock(&plan_mu_);
   if (absl::Status s = CheckSlice(server, slice_id, "an Ack"); !s.ok()) return s;
   if (options_.values_on_push) {
     return absl::InternalError(absl::StrCat("server ", server, " sent an Ack of slice ", slice_id,
@@ -275,8 +285,7 @@ ValueEncoding WorkerCore::Encoding(const Upstream& message) const {
   if (message.kind != Upstream::Kind::kGradient) return e;
   e.dtype = options_.wire_dtype;
   if (e.dtype == WireDType::kFloat16) {
-    const Slice& slice = plan_->slices()[message.slice_id];
-    e.scale_exponent = Float16ScaleExponent(grads_ + slice.offset, slice.length);
+    e.scale_exponent = Float16ScaleExponent(grads_ + message.offset, message.length);
   }
   return e;
 }
@@ -290,16 +299,63 @@ void WorkerCore::EncodeValues(const Upstream& message, const ValueEncoding& enco
 const float* WorkerCore::Values(const Upstream& message, int64_t offset) const {
   switch (message.kind) {
     case Upstream::Kind::kInit:
-      return params_ + plan_->slices()[message.slice_id].offset + offset;
+      return params_ + message.offset + offset;
     case Upstream::Kind::kGradient:
-      return grads_ + plan_->slices()[message.slice_id].offset + offset;
+      return grads_ + message.offset + offset;
     case Upstream::Kind::kPull:
     case Upstream::Kind::kDone:
     case Upstream::Kind::kBuffers:
     case Upstream::Kind::kResume:
+    case Upstream::Kind::kReplan:
       break;
   }
   return nullptr;
+}
+
+absl::Status WorkerCore::Replan(const SlicePlan* plan, uint64_t version) {
+  if (!started()) return absl::FailedPreconditionError("a re-plan before the handshake");
+  absl::MutexLock plan_lock(&plan_mu_);
+  const SlicePlanOptions& now = plan_->options();
+  const SlicePlanOptions& next = plan->options();
+  if (plan->total_params() != plan_->total_params() ||
+      plan->tensors().size() != plan_->tensors().size() ||
+      next.num_servers != now.num_servers || next.granularity != Granularity::kSliced ||
+      now.owner_params < 1 || next.owner_params != now.owner_params) {
+    return absl::InvalidArgumentError(
+        "a re-plan must keep the tensors, the servers and the ownership stripes (owner_params)");
+  }
+  for (size_t id = 0; id < slices_.size(); ++id) {
+    SliceState& state = *slices_[id];
+    absl::MutexLock lock(&state.mu);
+    if (!state.has_version || state.version != version || state.received > 0 ||
+        state.awaiting_ack.has_value()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "a re-plan at iteration ", version, " while slice ", id, " holds ",
+          state.has_version ? absl::StrCat("version ", state.version) : std::string("no version"),
+          state.received > 0 ? " with a later one arriving" : "",
+          state.awaiting_ack.has_value() ? " awaiting an Ack" : ""));
+    }
+  }
+  std::vector<std::unique_ptr<SliceState>> fresh;
+  fresh.reserve(plan->slices().size());
+  for (size_t i = 0; i < plan->slices().size(); ++i) {
+    auto state = std::make_unique<SliceState>();
+    {
+      absl::MutexLock lock(&state->mu);
+      state->has_version = true;
+      state->version = version;
+    }
+    fresh.push_back(std::move(state));
+  }
+  slices_ = std::move(fresh);
+  plan_ = plan;
+  tracker_->Reset(static_cast<int>(plan->slices().size()), version);
+  return absl::OkStatus();
+}
+
+const SlicePlan& WorkerCore::plan() const {
+  absl::ReaderMutexLock plan_lock(&plan_mu_);
+  return *plan_;
 }
 
 }  // namespace p3

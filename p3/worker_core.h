@@ -55,12 +55,19 @@ namespace p3 {
 struct Upstream {
   // kBuffers: the model's buffers for their mean over the workers (server 0 only;
   // p3/buffer_average.h); not part of the WorkerCore's protocol state.
-  enum class Kind { kInit, kGradient, kPull, kDone, kResume, kBuffers };
+  // kReplan: rank 0's re-plan (WorkerCore::Replan), to every server; not part of the
+  // WorkerCore's protocol state either.
+  enum class Kind { kInit, kGradient, kPull, kDone, kResume, kBuffers, kReplan };
   Kind kind = Kind::kGradient;
   int slice_id = 0;
-  // kGradient: iteration; kPull: wanted version; kResume: version; kBuffers: round
+  // kGradient: iteration; kPull: wanted version; kResume: version; kBuffers: round;
+  // kReplan: the first iteration of the new plan
   uint64_t iteration = 0;
   std::shared_ptr<const std::vector<float>> buffers;  // kBuffers only
+  // kInit, kGradient: the slice's first parameter in the flat buffers and its length, in
+  // the plan of the slice id (the writer needs no plan). kReplan: the new slice size.
+  int64_t offset = 0;
+  int64_t length = 0;
 };
 
 // What the transport must send: `message` to server `server`, ordered in that server's
@@ -180,6 +187,18 @@ class WorkerCore {
   // The version the servers started from (Resume: where this worker resumed); 0 before.
   uint64_t start_version() const;
 
+  // Re-plan (docs/protocol.md, "Re-plan"): from now on slices are those of `plan` (same
+  // tensors, same ownership stripes), every one holding `version`, and the tracker is
+  // reset to the new slices at `version`. Call it between the forward pass of iteration
+  // `version`, which needs every slice at `version`, and the first gradient of that
+  // iteration. Refused, changing nothing, unless every slice of the current plan holds
+  // exactly `version` with no part of a later one arriving and no Ack awaited, and `plan`
+  // has the current plan's tensors, servers and stripes. `plan` must outlive the core.
+  absl::Status Replan(const SlicePlan* plan, uint64_t version);
+
+  // The current plan.
+  const SlicePlan& plan() const;
+
  private:
   struct SliceState {
     absl::Mutex mu;
@@ -200,16 +219,21 @@ class WorkerCore {
                                size_t size, const std::vector<absl::string_view>* segments,
                                std::optional<int> scale_exponent, bool in_place);
   // Validates slice id (and ownership by `server` when >= 0).
-  absl::Status CheckSlice(int server, int64_t slice_id, const char* what) const;
-  ToServer Message(Upstream::Kind kind, int slice_id, uint64_t iteration, bool values) const;
+  absl::Status CheckSlice(int server, int64_t slice_id, const char* what) const
+      ABSL_SHARED_LOCKS_REQUIRED(plan_mu_);
+  ToServer Message(Upstream::Kind kind, int slice_id, uint64_t iteration, bool values) const
+      ABSL_SHARED_LOCKS_REQUIRED(plan_mu_);
   bool started() const;
 
   const WorkerCoreOptions options_;
-  const SlicePlan* const plan_;
   float* const params_;
   const float* const grads_;
   VersionTracker* const tracker_;
-  std::vector<std::unique_ptr<SliceState>> slices_;
+  // The plan and its slices' state: replaced by Replan() (writer), read by every call
+  // about a slice (reader).
+  mutable absl::Mutex plan_mu_;
+  const SlicePlan* plan_ ABSL_GUARDED_BY(plan_mu_);
+  std::vector<std::unique_ptr<SliceState>> slices_ ABSL_GUARDED_BY(plan_mu_);
 
   mutable absl::Mutex mu_;
   bool started_ ABSL_GUARDED_BY(mu_) = false;

@@ -79,6 +79,13 @@ bool CreditBytesAuto(const ExperimentConfig& config);
 // one that nobody resolved (a process started without the launcher) the defaults,
 // 40000 and 0 -- the same on every process, so that they still agree on the plan.
 int64_t EffectiveSliceParams(const ExperimentConfig& config);
+// scheduling.owner_params, or with online_search and no stripes given the ones its search
+// needs (p3/slice_search.h: 4 x the slice size, at most 1000000); 0: none.
+int64_t EffectiveOwnerParams(const ExperimentConfig& config);
+// Why this config cannot re-plan its slices (scheduling.online_search): its mode has no
+// slices returned with their values on the push, its wire is float16, or it checkpoints;
+// "" when nothing rules it out. The one rule for config validation and launch_cluster.
+std::string OnlineSearchRuledOutBy(const ExperimentConfig& config);
 int64_t EffectiveCreditBytes(const ExperimentConfig& config);
 
 // Reads `path` and returns ParseConfig(contents, overrides); error messages start with

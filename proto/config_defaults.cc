@@ -5,6 +5,10 @@
 
 #include "proto/config.h"
 
+#include "absl/strings/str_cat.h"
+#include "p3/mode.h"
+#include "p3/slice_search.h"
+
 namespace p3::config {
 namespace {
 
@@ -171,6 +175,31 @@ bool CreditBytesAuto(const ExperimentConfig& config) {
 int64_t EffectiveSliceParams(const ExperimentConfig& config) {
   return config.scheduling().slice_params() > 0 ? config.scheduling().slice_params()
                                                 : kDefaultSliceParams;
+}
+
+int64_t EffectiveOwnerParams(const ExperimentConfig& config) {
+  if (config.scheduling().owner_params() > 0) return config.scheduling().owner_params();
+  if (config.scheduling().online_search()) {
+    return SliceSearchOwnerParams(EffectiveSliceParams(config));
+  }
+  return 0;
+}
+
+std::string OnlineSearchRuledOutBy(const ExperimentConfig& config) {
+  const absl::StatusOr<Mode> mode = ParseMode(config.mode());
+  if (!mode.ok() || *mode == Mode::kLocal || !TraitsOf(*mode).sliced ||
+      !TraitsOf(*mode).values_on_push) {
+    return absl::StrCat("mode ", config.mode(),
+                        " has no slices returned with their values on the push to re-plan; "
+                        "allowed in p3, no_overlap, no_backward_overlap, no_forward_overlap");
+  }
+  if (config.scheduling().wire_dtype() == "float16") {
+    return "a float16 wire scales per slice: another slice size would round differently";
+  }
+  if (config.checkpoint().every() > 0) {
+    return "checkpoints (checkpoint.every) are kept per slice of one plan";
+  }
+  return "";
 }
 
 int64_t EffectiveCreditBytes(const ExperimentConfig& config) {

@@ -242,6 +242,13 @@ absl::Status ValidateConfig(const ExperimentConfig& config) {
                            "automatic, chosen by launch_cluster with the simulator)"));
   }
   check.OneOf("scheduling.wire_dtype", scheduling.wire_dtype(), kWireDTypes);
+  check.IntAtLeast("scheduling.owner_params", scheduling.owner_params(), 0);
+  if (scheduling.has_online_search() && scheduling.online_search()) {
+    if (const std::string why = OnlineSearchRuledOutBy(config); !why.empty()) {
+      check.Add("scheduling.online_search", why);
+    }
+  }
+
 
   // Fields left at zero / empty are checked only when the network is emulated (they are
   // then filled).

@@ -19,12 +19,13 @@ absl::Status FromGrpcStatus(const grpc::Status& s) {
   return absl::Status(static_cast<absl::StatusCode>(s.error_code()), s.error_message());
 }
 
-uint32_t HelloProtocolVersion(WireDType dtype) {
-  return dtype == WireDType::kFloat32 ? 2 : kProtocolVersion;
+uint32_t HelloProtocolVersion(const ClusterSignature& sig) {
+  if (sig.plan.owner_params > 0) return 4;
+  return sig.wire_dtype == WireDType::kFloat32 ? 2 : 3;
 }
 
 void SignatureToHello(const ClusterSignature& sig, wire::Hello* hello) {
-  hello->set_protocol_version(HelloProtocolVersion(sig.wire_dtype));
+  hello->set_protocol_version(HelloProtocolVersion(sig));
   hello->set_num_workers(sig.num_workers);
   hello->set_num_servers(sig.num_servers);
   for (const TensorSignature& t : sig.tensors) {
@@ -37,6 +38,7 @@ void SignatureToHello(const ClusterSignature& sig, wire::Hello* hello) {
   plan->set_granularity(sig.plan.granularity == Granularity::kSliced ? "sliced" : "tensor");
   plan->set_slice_params(sig.plan.slice_params);
   plan->set_split_threshold(sig.plan.split_threshold);
+  plan->set_owner_params(sig.plan.owner_params);
   hello->set_values_on_push(sig.values_on_push);
   hello->set_priority(sig.priority);
   switch (sig.wire_dtype) {
@@ -105,6 +107,16 @@ absl::StatusOr<ClusterSignature> SignatureFromHello(const wire::Hello& hello) {
   }
   sig.plan.slice_params = plan.slice_params();
   sig.plan.split_threshold = plan.split_threshold();
+  if (plan.owner_params() < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("hello.plan.owner_params: ", plan.owner_params(), "; allowed >= 0"));
+  }
+  if (plan.owner_params() > 0 && hello.protocol_version() < 4) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "hello.plan.owner_params: ownership stripes need protocol version 4; the Hello says ",
+        hello.protocol_version()));
+  }
+  sig.plan.owner_params = plan.owner_params();
   sig.plan.num_servers = sig.num_servers;
   sig.values_on_push = hello.values_on_push();
   sig.priority = hello.priority();

@@ -24,12 +24,16 @@ namespace p3 {
 // describes its stream (HelloProtocolVersion): a float32 stream is byte for byte version
 // 2, so such a worker still talks to a version-2 server, while a version-2 server, which
 // would ignore wire_dtype and misread 16-bit values, refuses a 16-bit worker's Hello.
+// Version 4 added ownership stripes (SlicePlanSpec.owner_params) and Replan; a Hello
+// whose plan has stripes announces 4, so that an older server, which would ignore the
+// stripes and plan differently, refuses it.
 // A server accepts kMinProtocolVersion .. kProtocolVersion.
-inline constexpr uint32_t kProtocolVersion = 3;
+inline constexpr uint32_t kProtocolVersion = 4;
 inline constexpr uint32_t kMinProtocolVersion = 2;
 
-// The version a Hello of a stream with `dtype` announces: 2 for float32, else 3.
-uint32_t HelloProtocolVersion(WireDType dtype);
+// The version a Hello announces: 4 for a plan with ownership stripes, else 2 for a
+// float32 stream and 3 for a 16-bit one.
+uint32_t HelloProtocolVersion(const ClusterSignature& sig);
 
 // Largest message either side accepts. Default bound for slices of up to 256 MiB.
 inline constexpr int kMaxMessageBytes = 256 * 1024 * 1024 + 4096;

@@ -46,9 +46,10 @@ std::optional<int> ScaleOf(bool has_scale, int32_t exponent) {
 
 // Where the values of a slice message with shared_count are: checked against the plan
 // before any pointer is formed (the shard checks the same again).
-absl::StatusOr<const float*> SharedSlice(uint32_t slice_id, uint64_t offset, uint64_t count,
-                                         bool has_values, bool init, const SharedValues* shared) {
-  if (shared == nullptr || shared->plan == nullptr) {
+absl::StatusOr<const float*> SharedSlice(const ParameterShard& shard, uint32_t slice_id,
+                                         uint64_t offset, uint64_t count, bool has_values,
+                                         bool init, const SharedValues* shared) {
+  if (shared == nullptr) {
     return absl::InvalidArgumentError(absl::StrCat(
         "slice ", slice_id, ": values in shared memory, which this stream did not set up"));
   }
@@ -56,18 +57,17 @@ absl::StatusOr<const float*> SharedSlice(uint32_t slice_id, uint64_t offset, uin
     return absl::InvalidArgumentError(
         absl::StrCat("slice ", slice_id, ": values both in the message and in shared memory"));
   }
-  const std::vector<Slice>& slices = shared->plan->slices();
-  if (slice_id >= slices.size()) {
+  if (slice_id > static_cast<uint32_t>(INT32_MAX)) {
     return absl::InvalidArgumentError(absl::StrCat("slice id ", slice_id, " is out of range"));
   }
-  const Slice& slice = slices[slice_id];
-  const uint64_t length = static_cast<uint64_t>(slice.length);
+  P3_ASSIGN_OR_RETURN(const auto span, shard.SliceSpan(static_cast<int>(slice_id)));
+  const uint64_t length = static_cast<uint64_t>(span.second);
   if (count > length || offset > length - count) {
     return absl::InvalidArgumentError(
-        absl::StrCat("slice ", slice_id, " (", slice.length, " values): ", count,
+        absl::StrCat("slice ", slice_id, " (", span.second, " values): ", count,
                      " values in shared memory at offset ", offset, " run past its end"));
   }
-  return (init ? shared->params : shared->grads) + slice.offset + offset;
+  return (init ? shared->params : shared->grads) + span.first + offset;
 }
 
 // The signature of a Hello, after the checks that need no shard: rank and server index.
@@ -120,6 +120,7 @@ absl::Status HandleWorkerMessage(ParameterShard* shard, int rank, const wire::Wo
   handled->out.clear();
   handled->done = false;
   handled->all_done = false;
+  handled->replan = false;
   absl::StatusOr<std::vector<Outgoing>> out;
   switch (msg.kind_case()) {
     case wire::WorkerMessage::kInit:
@@ -138,7 +139,7 @@ absl::Status HandleWorkerMessage(ParameterShard* shard, int rank, const wire::Wo
       int64_t n = 0;
       const float* values = nullptr;
       if (d.shared_count() != 0) {
-        P3_ASSIGN_OR_RETURN(values, SharedSlice(d.slice_id(), d.offset(), d.shared_count(),
+        P3_ASSIGN_OR_RETURN(values, SharedSlice(*shard, d.slice_id(), d.offset(), d.shared_count(),
                                                 !d.values().empty(), msg.has_init(), shared));
         n = static_cast<int64_t>(d.shared_count());
       } else if (msg.has_gradient()) {
@@ -176,6 +177,13 @@ absl::Status HandleWorkerMessage(ParameterShard* shard, int rank, const wire::Wo
     case wire::WorkerMessage::kResume:
       out = shard->Resume(rank, msg.resume().version());
       break;
+    case wire::WorkerMessage::kReplan:
+      P3_RETURN_IF_ERROR(shard->Replan(rank, msg.replan().from_iteration(),
+                                       msg.replan().slice_params()));
+      handled->replan = true;
+      handled->replan_from_iteration = msg.replan().from_iteration();
+      handled->replan_slice_params = msg.replan().slice_params();
+      return absl::OkStatus();
     case wire::WorkerMessage::kDone:
       handled->done = true;
       handled->all_done = shard->Finish(rank);
@@ -196,6 +204,7 @@ absl::Status HandleWorkerMessage(ParameterShard* shard, int rank,
   handled->out.clear();
   handled->done = false;
   handled->all_done = false;
+  handled->replan = false;
   const SliceHeader& h = msg.header;
   if (h.slice_id > static_cast<uint32_t>(INT32_MAX)) {
     return absl::InvalidArgumentError(absl::StrCat("slice id ", h.slice_id, " is out of range"));
@@ -213,7 +222,7 @@ absl::Status HandleWorkerMessage(ParameterShard* shard, int rank,
   const int64_t offset = static_cast<int64_t>(h.offset);
   if (h.shared_count != 0) {
     P3_ASSIGN_OR_RETURN(const float* values,
-                        SharedSlice(h.slice_id, h.offset, h.shared_count, msg.value_bytes != 0,
+                        SharedSlice(*shard, h.slice_id, h.offset, h.shared_count, msg.value_bytes != 0,
                                     init, shared));
     const int64_t count = static_cast<int64_t>(h.shared_count);
     if (!init) {

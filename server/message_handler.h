@@ -42,16 +42,20 @@ absl::Status CheckRejoinHello(const ParameterShard& shard, const wire::Hello& he
 
 // A worker's buffers in shared memory (p3/shared_memory.h), mapped by this server: a
 // slice message with shared_count names values there instead of carrying them.
+// Slices are located in them by the shard's current plan (ParameterShard::SliceSpan).
 struct SharedValues {
   const float* params = nullptr;  // the worker's flat parameters (Init reads them)
   const float* grads = nullptr;   // and gradients (Gradient reads them)
-  const SlicePlan* plan = nullptr;
 };
 
 struct Handled {
   std::vector<Outgoing> out;
   bool done = false;      // the worker said Done
   bool all_done = false;  // ... and it was the last one
+  // A Replan the shard accepted: the server forwards it to every worker.
+  bool replan = false;
+  uint64_t replan_from_iteration = 0;
+  int64_t replan_slice_params = 0;
 };
 
 // One message after the Hello. An error means the message was refused and nothing changed.

@@ -36,11 +36,13 @@ using TrainStream = RawTrainServerStream;
 
 // One message waiting to go down a stream.
 struct Pending {
-  enum class Kind { kWelcome, kOutgoing, kAbort, kStall };
+  enum class Kind { kWelcome, kOutgoing, kAbort, kStall, kReplan };
   Kind kind = Kind::kOutgoing;
   Outgoing out;
   absl::Status abort;
   std::shared_ptr<const StallReport> stall;  // kStall
+  uint64_t replan_from_iteration = 0;        // kReplan
+  int64_t replan_slice_params = 0;
 };
 
 // The shard hands its checkpoints to the server's writer thread instead of running
@@ -174,10 +176,9 @@ class ParameterServer::Impl {
     std::unique_ptr<LinkSendQueue<Pending>> own_queue;
     int receive_track = 0;
     int send_track = 0;
-    // The worker's shared memory and the plan locating slices in it; set before the
+    // The worker's shared memory (slices located by the shard's plan); set before the
     // stream's threads start, null when the values go over the stream.
     std::unique_ptr<SharedRegion> shared;
-    std::optional<SlicePlan> plan;
     SharedValues shared_values;
     // The Hello was a rejoin (Welcome.rejoined), and this shard's oldest version then.
     bool rejoined = false;
@@ -250,6 +251,15 @@ class ParameterServer::Impl {
       conn->lane = conn->queue->AddLane();
       // The Welcome goes first, also in FIFO order: queued before anyone can see the queue.
       conn->Push(Pending{.kind = Pending::Kind::kWelcome}, LinkSendQueue<Pending>::kUrgent, 0, 0);
+      // A worker that joins while a re-plan is pending (rank 0 may be an iteration ahead)
+      // learns of it here; one that was here already gets it from ForwardReplan (both
+      // under mu_, so a worker may hear of it twice, never not at all).
+      if (std::optional<std::pair<uint64_t, int64_t>> replan = shard_.ReplanPending()) {
+        conn->Push(Pending{.kind = Pending::Kind::kReplan,
+                           .replan_from_iteration = replan->first,
+                           .replan_slice_params = replan->second},
+                   LinkSendQueue<Pending>::kUrgent, 0, 0);
+      }
       streams_[rank] = conn.get();
     }
     Connection& connection = *conn;
@@ -325,6 +335,10 @@ class ParameterServer::Impl {
         }
         return absl::OkStatus();
       }
+      if (handled.replan) {
+        ForwardReplan(handled.replan_from_iteration, handled.replan_slice_params);
+        continue;
+      }
       if (tracing()) Trace(track, msg, handled.out, start);
       Dispatch(handled.out);
       // The queues hold their own references: dropping ours now lets the shard reuse a
@@ -362,10 +376,10 @@ class ParameterServer::Impl {
 
   // Maps the shared memory worker `hello.rank()` offers, or declines it with a warning.
   void MapSharedMemory(const wire::Hello& hello, Connection* conn) {
-    conn->plan = shard_.plan();
+    const std::optional<SlicePlan> plan = shard_.plan();
     absl::StatusOr<std::unique_ptr<SharedRegion>> region =
         SharedRegion::Open(hello.shared_memory_name(), hello.shared_memory_nonce(),
-                           conn->plan ? conn->plan->total_params() : 0);
+                           plan ? plan->total_params() : 0);
     if (!region.ok()) {
       std::cerr << "server " << options_.shard.server_index << ": worker " << hello.rank()
                 << "'s shared memory declined (" << region.status().message()
@@ -373,8 +387,8 @@ class ParameterServer::Impl {
       return;
     }
     conn->shared = std::move(*region);
-    conn->shared_values = SharedValues{
-        .params = conn->shared->params(), .grads = conn->shared->grads(), .plan = &*conn->plan};
+    conn->shared_values =
+        SharedValues{.params = conn->shared->params(), .grads = conn->shared->grads()};
   }
 
   // Compares in time independent of where the tokens differ.
@@ -447,6 +461,10 @@ class ParameterServer::Impl {
             stall->set_waited_s(absl::ToDoubleSeconds(p.stall->waited));
             break;
           }
+          case Pending::Kind::kReplan:
+            msg.mutable_replan()->set_from_iteration(p.replan_from_iteration);
+            msg.mutable_replan()->set_slice_params(p.replan_slice_params);
+            break;
           case Pending::Kind::kAbort:
             msg.mutable_abort()->set_code(static_cast<int>(p.abort.code()));
             msg.mutable_abort()->set_message(std::string(p.abort.message()));
@@ -508,7 +526,8 @@ class ParameterServer::Impl {
     if (conn.shared != nullptr) {
       // Straight into the worker's parameters; only the descriptor goes on the stream.
       // The worker reads this slice again only after it has the message (version order).
-      float* dest = conn.shared->params() + conn.plan->slices()[out.slice_id].offset;
+      // The offset of the plan the slice id belongs to (a re-plan may have followed).
+      float* dest = conn.shared->params() + out.offset;
       if (out.encoded != nullptr) {
         DecodeValues(dtype, out.encoded->values.data(), n, out.encoded->scale_exponent, dest);
       } else {
@@ -553,6 +572,21 @@ class ParameterServer::Impl {
         conn->Push(Pending{.kind = Pending::Kind::kStall, .stall = shared},
                    LinkSendQueue<Pending>::kUrgent, 0, 0);
       }
+    }
+  }
+
+  // Rank 0's re-plan, which the shard accepted, to every worker ahead of anything queued:
+  // in particular ahead of this server's values of version `from_iteration`, which cannot
+  // exist yet (they need rank 0's gradients that follow the Replan on its stream).
+  void ForwardReplan(uint64_t from_iteration, int64_t slice_params) {
+    std::cerr << "server " << options_.shard.server_index << ": re-plan to slices of "
+              << slice_params << " from iteration " << from_iteration << std::endl;
+    absl::MutexLock lock(&mu_);
+    for (auto& [rank, conn] : streams_) {
+      conn->Push(Pending{.kind = Pending::Kind::kReplan,
+                         .replan_from_iteration = from_iteration,
+                         .replan_slice_params = slice_params},
+                 LinkSendQueue<Pending>::kUrgent, 0, 0);
     }
   }
 

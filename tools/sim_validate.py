@@ -5,6 +5,7 @@ committed measurements (docs/results/simulator.md).
   bazel build //tools:p3_sim
   /usr/bin/python3 tools/sim_validate.py calibrate   # streaming fit -> configs/sim/calibration_*.json
   /usr/bin/python3 tools/sim_validate.py validate    # every measured point -> CSV + table
+  /usr/bin/python3 tools/sim_validate.py sweep       # the slice sweeps (slice_tuning_sweep.csv)
 
 Calibration, per set of binaries (docs/simulator.md, "Calibration"):
   * CPU seconds per byte sent and received, and the extra on a shaped link, from the
@@ -18,7 +19,11 @@ Calibration, per set of binaries (docs/simulator.md, "Calibration"):
     point) is met; the same factor in both calibrations (the peer did not change);
   * compute_scale per model and session: the `local` point of the same session (the
     machine's speed moves by up to 30 % between sessions, docs/results/throughput.md).
-    That point is fitted, so it is not a validation point.
+    That point is fitted, so it is not a validation point;
+  * shared_host_compute_speed: how fast one process computes while another runs on the
+    other core, against alone: half the throughput of two single-thread ResNet-50 runs
+    side by side over one run alone (docs/results/pipeline_contention.csv, median of the
+    ResNet-50 pairs). No point of the validation enters it.
 """
 import argparse
 import csv
@@ -128,8 +133,18 @@ def fit_ring():
     return {n: v * k for n, v in RING_DEFAULT.items()}
 
 
+def shared_host_compute_speed():
+    """Half of (two single-thread runs side by side) / (one alone), ResNet-50, median."""
+    with open(os.path.join(RESULTS, "pipeline_contention.csv")) as f:
+        pairs = [float(r["pair_sum_over_alone"]) for r in csv.DictReader(f)
+                 if r["model"] == "resnet50"]
+    return statistics.median(pairs) / 2
+
+
 def calibrate(args):
     first = True
+    speed = shared_host_compute_speed()
+    print(f"shared_host_compute_speed {speed:.4f} (pipeline_contention.csv, ResNet-50 pairs)")
     for name, s in SETS.items():
         m = streaming_measured(os.path.join(ROOT, s["streaming"]))
         loop = m[0.0]["cpu_s_per_gb"]  # CPU s per GB crossing, both ends together
@@ -142,7 +157,8 @@ def calibrate(args):
                           f"(commit {m[0.0]['commit']}, medians of {m[0.0]['runs']} runs per rate); "
                           f"binaries: {s['binaries']}",
                "send_s_per_byte": send, "recv_s_per_byte": send,
-               "shaped_s_per_byte_at_1g": extra[1.0] * 1e-9, "shaped_exponent": exponent}
+               "shaped_s_per_byte_at_1g": extra[1.0] * 1e-9, "shaped_exponent": exponent,
+               "shared_host_compute_speed": speed}
         best = None
         for per_message in (5e-6, 10e-6, 20e-6, 40e-6):
             for gap in (0.0, 30e-6, 60e-6, 120e-6, 200e-6):
@@ -366,10 +382,36 @@ def fresh(args):
     print(f"{len(rows)} runs -> docs/results/simulator_fresh_raw.csv")
 
 
+def sweep(args):
+    """The slice sweeps of slice_tuning_sweep.csv against the launcher's search's predictions
+    (ResNet-50, calibration_cpu.json, 6 iterations of which 2 left out, compute_scale 1)."""
+    runs = {}
+    with open(os.path.join(RESULTS, "slice_tuning_sweep.csv")) as f:
+        for r in csv.DictReader(f):
+            if r["status"] == "ok":
+                runs.setdefault((float(r["bandwidth_gbps"]), int(r["slice_params"])),
+                                []).append(float(r["samples_per_second"]))
+    print("| Gbit/s | slice | measured median samples/s | min | max | predicted | "
+          "predicted ÷ measured |")
+    print("|---|---:|---:|---:|---:|---:|---:|")
+    ratios = []
+    for (bw, slice_params), v in sorted(runs.items()):
+        r = sim("configs/bench/resnet50.textproto",
+                ["mode=p3", f"network.bandwidth_gbps={bw}", f"scheduling.slice_params={slice_params}"],
+                os.path.join(PROFILES, "resnet50_b8_cpu.json"), SETS["current"]["file"],
+                HOST + ["--iterations=6", "--warmup=2"])
+        measured = statistics.median(v)
+        ratios.append(r["samples_per_second"] / measured)
+        print(f"| {bw:g} | {slice_params:,} | {measured:.2f} | {min(v):.2f} | {max(v):.2f} | "
+              f"{r['samples_per_second']:.2f} | {ratios[-1]:.2f} |")
+    print(f"\n{sum(abs(x - 1) <= 0.10 for x in ratios)} of {len(ratios)} points within ±10 %; "
+          f"median |ratio − 1| {statistics.median(abs(x - 1) for x in ratios):.3f}")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("command", choices=["calibrate", "validate", "table", "fresh"])
+    ap.add_argument("command", choices=["calibrate", "validate", "table", "fresh", "sweep"])
     ap.add_argument("dirs", nargs="*", help="fresh: bench output folders as DIR=placement")
     args = ap.parse_args()
     if args.command == "fresh":
@@ -378,6 +420,8 @@ def main():
         calibrate(args)
     elif args.command == "validate":
         validate(args)
+    elif args.command == "sweep":
+        sweep(args)
     else:
         with open(os.path.join(RESULTS, "simulator_validation.csv")) as f:
             rows = []

@@ -217,10 +217,16 @@ void ServerConnection::WriteLoop() {
         msg.mutable_resume()->set_version(up.iteration);
         ok = stream_->Write(EncodeMessage(msg));
         break;
+      case Upstream::Kind::kReplan:
+        msg.Clear();
+        msg.mutable_replan()->set_from_iteration(up.iteration);
+        msg.mutable_replan()->set_slice_params(up.length);
+        ok = stream_->Write(EncodeMessage(msg));
+        break;
     }
     if (options_.trace != nullptr && options_.trace->enabled()) {
-      static constexpr const char* kNames[] = {"init", "gradient", "pull", "done", "resume",
-                                               "buffers"};
+      static constexpr const char* kNames[] = {"init",   "gradient", "pull",  "done",
+                                               "resume", "buffers",  "replan"};
       options_.trace->Complete(
           send_track_, absl::StrCat(kNames[static_cast<int>(up.kind)], " ", up.slice_id), "send",
           start, absl::Now(),
@@ -297,6 +303,9 @@ void ServerConnection::ReadLoop() {
                 << " has waited " << absl::StrFormat("%.1f", stall.waited_s())
                 << " s for the gradients of iteration " << stall.iteration() << " from worker"
                 << (ranks.size() == 1 ? " " : "s ") << ListIds(ranks) << std::endl;
+    } else if (msg.control.has_replan()) {
+      listener_->OnReplan(options_.server_index, msg.control.replan().from_iteration(),
+                          msg.control.replan().slice_params());
     } else if (msg.control.has_buffers()) {
       bytes_received_ += static_cast<int64_t>(msg.control.buffers().values().size());
       listener_->OnBuffers(options_.server_index, msg.control.buffers().round(),

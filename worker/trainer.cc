@@ -123,6 +123,7 @@ absl::StatusOr<WorkerOptions> WorkerOptionsFromConfig(const config::ExperimentCo
   // 0 / -1 (automatic) are resolved by launch_cluster; started without it, every worker
   // takes the defaults and they still agree on the plan.
   wo.slice_params = config::EffectiveSliceParams(config);
+  wo.owner_params = config::EffectiveOwnerParams(config);
   wo.split_threshold = config.scheduling().split_threshold();
   wo.max_message_params = config.scheduling().max_message_params();
   wo.credit_bytes = config::EffectiveCreditBytes(config);
@@ -240,6 +241,15 @@ absl::Status TrainLoop(const config::ExperimentConfig& config, const TrainerOpti
     *options.progress << "RESUMED iteration=" << first << std::endl;
   }
   ProgressReporter progress(options.progress, config.training().log_every(), data.iterations);
+  // Worker 0 searches the slice size online (scheduling.online_search).
+  std::optional<SliceSearch> search;
+  if (backend.worker != nullptr && options.rank == 0 && config.scheduling().online_search()) {
+    const int64_t start = backend.worker->plan().options().slice_params;
+    search.emplace(
+        SliceSearchOptions{.candidates = SliceSearchCandidates(
+                               start, backend.worker->plan().options().owner_params)},
+        first);
+  }
   const int64_t per_epoch = std::max<int64_t>(1, data.sampler->iterations_per_epoch());
   // Resuming at an epoch's end (a restarted worker, or servers resumed from a checkpoint):
   // take part in that epoch's exchange of buffers, which may still be waiting for this
@@ -252,6 +262,23 @@ absl::Status TrainLoop(const config::ExperimentConfig& config, const TrainerOpti
   int64_t epoch_count = 0;
   for (int64_t it = first; it < data.iterations; ++it) {
     const models::Batch batch = data.train->Get(data.sampler->Indices(it));
+    if (search.has_value()) {
+      if (std::optional<int64_t> size = search->Before(it)) {
+        P3_ASSIGN_OR_RETURN(const uint64_t from, backend.worker->RequestReplan(*size));
+        if (options.progress != nullptr) {
+          *options.progress << "SEARCH slice_params=" << *size << " from_iteration=" << from
+                            << (search->done() ? " final" : "") << std::endl;
+        }
+      }
+      if (search->done() && !result->search.has_value()) {
+        result->search = search->report();
+        if (options.progress != nullptr) {
+          *options.progress << "SEARCH chosen slice_params=" << search->report().chosen
+                            << " in effect from iteration " << search->report().done_iteration
+                            << ": " << search->report().reason << std::endl;
+        }
+      }
+    }
     const absl::Time start = absl::Now();
     P3_ASSIGN_OR_RETURN(const double loss, Step(backend, batch, it));
     IterationRecord rec;
@@ -261,6 +288,7 @@ absl::Status TrainLoop(const config::ExperimentConfig& config, const TrainerOpti
     rec.samples_per_second =
         rec.seconds > 0 ? static_cast<double>(data.global_batch) / rec.seconds : 0;
     result->records.push_back(rec);
+    if (search.has_value()) search->After(it, rec.seconds);
     progress.Report(rec, backend.worker.get());
     epoch_loss_sum += loss;
     ++epoch_count;
@@ -342,6 +370,24 @@ std::string TrainResult::ToJson() const {
   j["bytes_shared"] = bytes_shared;
   j["forward_wait_seconds"] = forward_wait_seconds;
   if (!model_file.empty()) j["model_file"] = model_file;
+  if (search.has_value()) {
+    nlohmann::ordered_json o;
+    o["chosen_slice_params"] = search->chosen;
+    o["done_iteration"] = search->done_iteration;
+    o["reason"] = search->reason;
+    nlohmann::ordered_json timed = nlohmann::ordered_json::array();
+    for (const SliceSearchCandidateReport& c : search->candidates) {
+      nlohmann::ordered_json row;
+      row["slice_params"] = c.slice_params;
+      row["from_iteration"] = c.from_iteration;
+      row["iterations"] = c.iterations;
+      row["seconds"] = c.seconds;
+      row["median_seconds"] = c.median_seconds;
+      timed.push_back(row);
+    }
+    o["timed"] = timed;
+    j["online_search"] = o;
+  }
   // Per epoch: this worker's mean training loss, and rank 0's test accuracy.
   nlohmann::ordered_json per_epoch = nlohmann::ordered_json::array();
   for (const EpochRecord& e : epochs) {

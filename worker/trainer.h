@@ -20,6 +20,7 @@
 #include "absl/status/statusor.h"
 #include "p3/mode.h"
 #include "p3/optimizer.h"
+#include "p3/slice_search.h"
 #include "p3/trace.h"
 #include "proto/config.pb.h"
 #include "worker/worker.h"
@@ -80,6 +81,8 @@ struct TrainResult {
   std::string model_file;
   std::vector<IterationRecord> records;
   std::vector<EpochRecord> epochs;
+  // Rank 0 with scheduling.online_search: what the search timed and chose, once it is done.
+  std::optional<SliceSearchReport> search;
 
   std::string ToJson() const;
   // One row per iteration:

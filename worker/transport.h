@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "p3/worker_core.h"
@@ -58,6 +59,14 @@ class TransportListener {
   // Round `round` of the mean of all workers' buffers (Upstream::Kind::kBuffers): raw
   // float32 bytes, valid during the call only.
   virtual void OnBuffers(int server, uint64_t round, absl::string_view values) = 0;
+  // Rank 0's re-plan, forwarded by `server` (docs/protocol.md, "Re-plan"): slices are
+  // `slice_params` long from iteration `from_iteration` on. Default: the run fails (a
+  // listener that cannot re-plan must not go on in the old plan).
+  virtual void OnReplan(int server, uint64_t from_iteration, int64_t slice_params) {
+    OnFailure(server, absl::UnimplementedError(absl::StrCat(
+                          "server ", server, " forwarded a re-plan from iteration ",
+                          from_iteration, ", which this transport's listener cannot follow")));
+  }
   // The peer is dead, aborted the run, or ended the stream before a clean close: the run
   // cannot go on. Called at most once (this or OnAbort).
   virtual void OnFailure(int server, const absl::Status& status) = 0;

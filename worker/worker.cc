@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <deque>
 #include <iostream>
 #include <limits>
 #include <map>
@@ -34,11 +35,11 @@ class Worker::Impl : public TransportListener {
       : options_(options),
         traits_(TraitsOf(options.mode)),
         model_(std::move(model)),
-        plan_(std::move(plan)),
+        plan_(std::make_unique<SlicePlan>(std::move(plan))),
         params_(std::move(params)),
         names_(std::move(names)),
         got_gradient_(params_.size(), false),
-        tracker_(static_cast<int>(plan_.slices().size())) {}
+        tracker_(static_cast<int>(plan_->slices().size())) {}
 
   ~Impl() override { Shutdown(); }
 
@@ -49,7 +50,7 @@ class Worker::Impl : public TransportListener {
     {
       torch::NoGradGuard no_grad;
       for (size_t t = 0; t < params_.size(); ++t) {
-        torch::Tensor view = flat_params_.narrow(0, plan_.tensor_offset(t), params_[t].numel())
+        torch::Tensor view = flat_params_.narrow(0, plan_->tensor_offset(t), params_[t].numel())
                                  .view(params_[t].sizes());
         view.copy_(params_[t]);
         params_[t].set_data(view);
@@ -60,18 +61,17 @@ class Worker::Impl : public TransportListener {
                           .num_servers = static_cast<int>(options_.servers.size()),
                           .values_on_push = traits_.values_on_push,
                           .wire_dtype = options_.wire_dtype},
-        &plan_, flat_params_.data_ptr<float>(), flat_grads_.data_ptr<float>(), &tracker_);
+        plan_.get(), flat_params_.data_ptr<float>(), flat_grads_.data_ptr<float>(), &tracker_);
     for (size_t t = 0; t < params_.size(); ++t) {
       const int tensor = static_cast<int>(t);
       hooks_.push_back(params_[t].register_hook(
           [this, tensor](const torch::Tensor& grad) { OnGradient(tensor, grad); }));
     }
-    // Slice range of each block, for the per-block wait of the forward pass.
+    SetBlockSlices();
     int t = 0;
     for (int64_t b = 0; b < model_->num_blocks(); ++b) {
       const int first_tensor = t;
       t += static_cast<int>(model_->BlockParameters(b).size());
-      block_slices_.emplace_back(plan_.first_slice(first_tensor), plan_.first_slice(t));
       for (int i = first_tensor; i < t; ++i) tensor_block_.push_back(static_cast<int>(b));
     }
     if (tracing()) {
@@ -156,7 +156,7 @@ class Worker::Impl : public TransportListener {
     torch::Tensor x = input;
     try {
       if (!traits_.overlap_forward) {
-        P3_RETURN_IF_ERROR(WaitFor(0, plan_.slices().size(), version));
+        P3_RETURN_IF_ERROR(WaitFor(0, plan_->slices().size(), version));
       }
       for (int64_t b = 0; b < model_->num_blocks(); ++b) {
         if (traits_.overlap_forward) {
@@ -177,6 +177,9 @@ class Worker::Impl : public TransportListener {
 
   absl::Status Backward(const torch::Tensor& loss) {
     P3_RETURN_IF_ERROR(failure());
+    // A re-plan takes effect here: the forward pass has every value of this iteration (the
+    // old plan's last), and no gradient of it has been sent.
+    P3_RETURN_IF_ERROR(MaybeSwitchPlan());
     try {
       collecting_ = true;
       got_gradient_.assign(params_.size(), false);
@@ -204,14 +207,14 @@ class Worker::Impl : public TransportListener {
       }
     }
     if (!traits_.overlap_backward) {
-      for (const Slice& slice : plan_.slices()) SendGradient(slice);
+      for (const Slice& slice : plan_->slices()) SendGradient(slice);
     }
     ++iteration_;
     return failure();
   }
 
   absl::Status Sync() {
-    return WaitFor(0, plan_.slices().size(), static_cast<uint64_t>(iteration_));
+    return WaitFor(0, plan_->slices().size(), static_cast<uint64_t>(iteration_));
   }
 
   absl::Status Finish() {
@@ -351,7 +354,85 @@ class Worker::Impl : public TransportListener {
   }
 
   int64_t iteration() const { return iteration_; }
-  const SlicePlan& plan() const { return plan_; }
+  const SlicePlan& plan() const { return *plan_; }
+
+  absl::StatusOr<uint64_t> RequestReplan(int64_t slice_params) {
+    P3_RETURN_IF_ERROR(failure());
+    if (options_.rank != 0) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("worker ", options_.rank, ": only worker 0 re-plans"));
+    }
+    if (plan_->options().granularity != Granularity::kSliced || plan_->options().owner_params < 1) {
+      return absl::FailedPreconditionError(
+          "a re-plan needs a sliced plan with ownership stripes (WorkerOptions::owner_params)");
+    }
+    if (!traits_.values_on_push || options_.wire_dtype == WireDType::kFloat16 || options_.rejoin) {
+      return absl::FailedPreconditionError(
+          "a re-plan needs values on the push, a wire other than float16, and a worker that "
+          "has not rejoined");
+    }
+    P3_RETURN_IF_ERROR(plan_->WithSliceParams(slice_params).status());
+    {
+      absl::MutexLock lock(&mu_);
+      if (requested_from_ > static_cast<uint64_t>(iteration_)) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "a re-plan from iteration ", requested_from_, " is pending; this is iteration ",
+            iteration_));
+      }
+    }
+    // The next iteration: the servers' slices are below it (its versions need this
+    // worker's gradients of the current one, which follow the Replan on every stream).
+    const uint64_t from = static_cast<uint64_t>(iteration_) + 1;
+    for (int s = 0; s < static_cast<int>(links_.size()); ++s) {
+      links_[s]->Send(ToServer{
+          .server = s,
+          .message = Upstream{.kind = Upstream::Kind::kReplan, .iteration = from,
+                              .length = slice_params},
+          .priority = std::numeric_limits<int64_t>::min(),
+          .tiebreak = 0,
+          .bytes = 0});
+    }
+    {
+      absl::MutexLock lock(&mu_);
+      requested_from_ = from;
+    }
+    return from;
+  }
+
+  int replans() const { return replans_; }
+
+  // TransportListener: a server forwards rank 0's re-plan, ahead of its values of the
+  // iteration it starts at. Every server forwards the same one.
+  void OnReplan(int server, uint64_t from_iteration, int64_t slice_params) override {
+    // A slow worker may not have reached the first before rank 0 asks for the next: they
+    // queue in the order of their iterations (each server forwards them in that order).
+    absl::Status wrong;
+    {
+      absl::MutexLock lock(&mu_);
+      auto same = std::find_if(replans_pending_.begin(), replans_pending_.end(),
+                               [&](const PendingReplan& p) {
+                                 return p.from_iteration == from_iteration;
+                               });
+      if (same == replans_pending_.end()) {
+        if (!replans_pending_.empty() && replans_pending_.back().from_iteration > from_iteration) {
+          wrong = absl::InternalError(absl::StrCat(
+              "server ", server, " forwarded a re-plan from iteration ", from_iteration,
+              " after one from iteration ", replans_pending_.back().from_iteration));
+        } else {
+          replans_pending_.push_back(PendingReplan{from_iteration, slice_params, {server}});
+        }
+      } else if (same->slice_params != slice_params) {
+        wrong = absl::InternalError(absl::StrCat(
+            "server ", server, " forwarded a re-plan to slices of ", slice_params,
+            " from iteration ", from_iteration, "; another server forwarded one to ",
+            same->slice_params));
+      } else if (std::find(same->servers.begin(), same->servers.end(), server) ==
+                 same->servers.end()) {
+        same->servers.push_back(server);  // (a server may tell a joining worker twice)
+      }
+    }
+    if (!wrong.ok()) Fail(wrong);
+  }
 
   WorkerStats stats() const {
     WorkerStats s;
@@ -365,10 +446,71 @@ class Worker::Impl : public TransportListener {
   }
 
  private:
+  struct PendingReplan {
+    uint64_t from_iteration = 0;
+    int64_t slice_params = 0;
+    std::vector<int> servers;  // that have forwarded it
+  };
+
+  // Slice range of each block of the current plan, for the per-block wait of the forward.
+  void SetBlockSlices() {
+    block_slices_.clear();
+    int t = 0;
+    for (int64_t b = 0; b < model_->num_blocks(); ++b) {
+      const int first_tensor = t;
+      t += static_cast<int>(model_->BlockParameters(b).size());
+      block_slices_.emplace_back(plan_->first_slice(first_tensor), plan_->first_slice(t));
+    }
+  }
+
+  // Switches to the pending re-plan when it starts at the current iteration.
+  absl::Status MaybeSwitchPlan() {
+    PendingReplan replan;
+    {
+      absl::MutexLock lock(&mu_);
+      if (replans_pending_.empty() ||
+          replans_pending_.front().from_iteration > static_cast<uint64_t>(iteration_)) {
+        return absl::OkStatus();
+      }
+      replan = replans_pending_.front();
+      replans_pending_.pop_front();
+    }
+    const int servers = static_cast<int>(links_.size());
+    absl::Status wrong;
+    if (replan.from_iteration < static_cast<uint64_t>(iteration_)) {
+      wrong = absl::InternalError(absl::StrCat("a re-plan from iteration ", replan.from_iteration,
+                                               " arrived after that iteration's values"));
+    } else if (static_cast<int>(replan.servers.size()) != servers) {
+      wrong = absl::InternalError(absl::StrCat("a re-plan from iteration ", replan.from_iteration,
+                                               " came from ", replan.servers.size(), " of ", servers,
+                                               " servers before their values"));
+    } else {
+      absl::StatusOr<SlicePlan> next = plan_->WithSliceParams(replan.slice_params);
+      if (next.ok()) {
+        auto owned = std::make_unique<SlicePlan>(*std::move(next));
+        wrong = core_->Replan(owned.get(), replan.from_iteration);
+        if (wrong.ok()) {
+          // The old plan stays alive: descriptors written before the switch name it.
+          old_plans_.push_back(std::move(plan_));
+          plan_ = std::move(owned);
+          SetBlockSlices();
+          ++replans_;
+        }
+      } else {
+        wrong = next.status();
+      }
+    }
+    if (!wrong.ok()) {
+      wrong = absl::Status(wrong.code(), absl::StrCat("worker ", options_.rank, ": ", wrong.message()));
+      Fail(wrong);
+    }
+    return wrong;
+  }
+
   // The flat parameter and gradient buffers: in shared memory when a server shares this
   // machine (the tensors keep the mapping alive), else ordinary memory.
   void AllocateFlatBuffers() {
-    const int64_t n = plan_.total_params();
+    const int64_t n = plan_->total_params();
     if (!options_.shared_memory_servers.empty()) {
       absl::StatusOr<std::unique_ptr<SharedRegion>> region = SharedRegion::Create(n);
       if (region.ok()) {
@@ -398,7 +540,7 @@ class Worker::Impl : public TransportListener {
       if (!absl::IsDeadlineExceeded(s) || !report || step >= deadline) break;
       std::cerr << DescribeValueWait(options_.rank, absl::Now() - start, version,
                                      WaitName(first, last),
-                                     tracker_.MissingSlices(first, last, version), plan_)
+                                     tracker_.MissingSlices(first, last, version), *plan_)
                 << std::endl;
     }
     const absl::Time end = absl::Now();
@@ -443,10 +585,10 @@ class Worker::Impl : public TransportListener {
       }
     }
     torch::NoGradGuard no_grad;
-    flat_grads_.narrow(0, plan_.tensor_offset(t), grad.numel()).view(grad.sizes()).copy_(grad);
+    flat_grads_.narrow(0, plan_->tensor_offset(t), grad.numel()).view(grad.sizes()).copy_(grad);
     if (!traits_.overlap_backward) return;
-    for (int id = plan_.first_slice(t); id < plan_.first_slice(t + 1); ++id) {
-      SendGradient(plan_.slices()[id]);
+    for (int id = plan_->first_slice(t); id < plan_->first_slice(t + 1); ++id) {
+      SendGradient(plan_->slices()[id]);
     }
   }
 
@@ -490,7 +632,10 @@ class Worker::Impl : public TransportListener {
   const WorkerOptions options_;
   const ModeTraits traits_;
   std::shared_ptr<models::BlockModel> model_;
-  const SlicePlan plan_;
+  // The current plan (replaced by a re-plan, on the training thread) and the ones before.
+  std::unique_ptr<SlicePlan> plan_;
+  std::vector<std::unique_ptr<SlicePlan>> old_plans_;
+  int replans_ = 0;
   std::vector<torch::Tensor> params_;  // forward order
   std::vector<std::string> names_;     // of params_
   std::vector<bool> got_gradient_;     // per tensor, in the current Backward()
@@ -524,6 +669,10 @@ class Worker::Impl : public TransportListener {
   // sent it.
   uint64_t buffer_round_ ABSL_GUARDED_BY(mu_) = UINT64_MAX;
   std::optional<std::vector<float>> buffer_mean_ ABSL_GUARDED_BY(mu_);
+  // The re-plans the servers forwarded, until they take effect, by iteration; the first
+  // iteration of the last one this worker (rank 0) requested.
+  std::deque<PendingReplan> replans_pending_ ABSL_GUARDED_BY(mu_);
+  uint64_t requested_from_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 absl::StatusOr<std::unique_ptr<Worker>> Worker::Create(const WorkerOptions& options,
@@ -544,6 +693,7 @@ absl::StatusOr<std::unique_ptr<Worker>> Worker::Create(const WorkerOptions& opti
   sig.num_servers = static_cast<int>(options.servers.size());
   sig.plan.granularity = traits.sliced ? Granularity::kSliced : Granularity::kTensor;
   sig.plan.slice_params = options.slice_params;
+  sig.plan.owner_params = traits.sliced ? options.owner_params : 0;
   sig.plan.split_threshold = options.split_threshold;
   sig.plan.num_servers = sig.num_servers;
   sig.values_on_push = traits.values_on_push;
@@ -587,5 +737,10 @@ absl::Status Worker::AverageBuffers() { return impl_->AverageBuffers(); }
 int64_t Worker::iteration() const { return impl_->iteration(); }
 WorkerStats Worker::stats() const { return impl_->stats(); }
 const SlicePlan& Worker::plan() const { return impl_->plan(); }
+absl::StatusOr<uint64_t> Worker::RequestReplan(int64_t slice_params) {
+  return impl_->RequestReplan(slice_params);
+}
+int Worker::replans() const { return impl_->replans(); }
 
 }  // namespace p3
+

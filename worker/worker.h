@@ -57,6 +57,11 @@ struct WorkerOptions {
   Mode mode = Mode::kP3;
   // Slice size in parameters, for modes that slice. Default: 40,000.
   int64_t slice_params = kDefaultSliceParams;
+  // Ownership stripes (SlicePlanOptions::owner_params), for modes that slice: > 0 lets
+  // rank 0 change the slice size during the run (RequestReplan) without moving optimizer
+  // state between servers; the servers must allow re-plans (no checkpoints).
+  // 0: none. Default: 0.
+  int64_t owner_params = 0;
   // Tensors above this are split over the servers, for modes that do not. Default: 1,000,000.
   int64_t split_threshold = kDefaultSplitThreshold;
   // The most values one message carries; a larger slice or tensor travels as consecutive
@@ -168,7 +173,21 @@ class Worker {
   // cluster's iteration when it rejoined.
   int64_t iteration() const;
   WorkerStats stats() const;
+  // The current plan (a re-plan replaces it).
   const SlicePlan& plan() const;
+
+  // Rank 0 only, between iterations (after a Backward, before the next Forward): every
+  // worker and server cuts slices `slice_params` long from the next iteration on, within
+  // the same ownership stripes (WorkerOptions::owner_params), agreed through the protocol
+  // (docs/protocol.md, "Re-plan"). Training is unchanged bit for bit: each parameter
+  // keeps its server, values and optimizer state. Returns the first iteration of the new
+  // plan. Refused (FailedPrecondition) on another rank, without stripes, in modes without
+  // values on the push, on a float16 wire, in a rejoined process, or while a re-plan is
+  // pending; a server that refuses it (checkpoints on) fails the run. After a re-plan a
+  // dead worker cannot rejoin (the servers refuse it, naming the re-plan).
+  absl::StatusOr<uint64_t> RequestReplan(int64_t slice_params);
+  // Re-plans that have taken effect on this worker.
+  int replans() const;
 
   class Impl;
 

@@ -70,6 +70,7 @@ absl::Status LoadCalibration(const std::string& path, Calibration* c) {
       {"loopback_gbps", [c](double v) { c->loopback_gbps = v; }},
       {"latency_s", [c](double v) { c->latency_s = v; }},
       {"compute_scale", [c](double v) { c->compute_scale = v; }},
+      {"shared_host_compute_speed", [c](double v) { c->shared_host_compute_speed = v; }},
       {"ring_send_s_per_byte", [c](double v) { c->ring_send_s_per_byte = v; }},
       {"ring_recv_s_per_byte", [c](double v) { c->ring_recv_s_per_byte = v; }},
       {"ring_reduce_s_per_byte", [c](double v) { c->ring_reduce_s_per_byte = v; }},
@@ -104,6 +105,12 @@ std::string ResultJson(const SimOptions& o, const SimResult& r) {
                        {"idle_s", w.idle_s}});
   }
   j["workers"] = workers;
+  j["cpu_s_per_iteration"] = {{"compute", r.cpu.compute_s},
+                              {"send", r.cpu.send_s},
+                              {"receive", r.cpu.recv_s},
+                              {"update", r.cpu.update_s},
+                              {"ring", r.cpu.ring_s},
+                              {"total", r.cpu.total_s()}};
   j["mode"] = o.allreduce ? std::string("allreduce") : ModeName(o.mode);
   j["model"] = o.profile.model;
   j["profile_source"] = o.profile.source;
@@ -141,6 +148,7 @@ std::string ResultJson(const SimOptions& o, const SimResult& r) {
                       {"loopback_gbps", c.loopback_gbps},
                       {"latency_s", c.latency_s},
                       {"compute_scale", c.compute_scale},
+                      {"shared_host_compute_speed", c.shared_host_compute_speed},
                       {"ring_send_s_per_byte", c.ring_send_s_per_byte},
                       {"ring_recv_s_per_byte", c.ring_recv_s_per_byte},
                       {"ring_reduce_s_per_byte", c.ring_reduce_s_per_byte}};

@@ -199,8 +199,14 @@ class Simulation {
   int MachineOfProc(int proc) const;
   int HostOfMachine(int m) const { return m / std::max(1, o_.machines_per_host); }
   // Runs `work` seconds of one core on machine `m`'s host (shared with everything else
-  // there), or as a plain delay without a CPU model.
-  void Cpu(int machine, double work, std::function<void()> done);
+  // there), or as a plain delay without a CPU model; `kind` is where it is counted. A job
+  // progresses at most one unit of work per second and uses `core_s_per_work` of the
+  // host's core-seconds per unit of work.
+  void Cpu(int machine, double work, double CpuBreakdown::*kind, std::function<void()> done) {
+    Cpu(machine, work, kind, 1.0, std::move(done));
+  }
+  void Cpu(int machine, double work, double CpuBreakdown::*kind, double core_s_per_work,
+           std::function<void()> done);
   double SendCost(const Conn& c, const Msg& m) const;
   double RecvCost(const Conn& c, const Msg& m) const;
   double ShapedExtra() const;
@@ -248,6 +254,7 @@ class Simulation {
   int64_t seq_ = 0;
   int64_t events_ = 0;
   int64_t messages_ = 0;
+  CpuBreakdown cpu_work_;  // the whole run's
 
   int num_machines_ = 0;
   std::vector<int> cpu_;   // per host; empty without a CPU model
@@ -290,12 +297,15 @@ int Simulation::MachineOfProc(int proc) const {
   return ((o_.colocated ? 0 : o_.workers) + s) % num_machines_;
 }
 
-void Simulation::Cpu(int machine, double work, std::function<void()> done) {
+void Simulation::Cpu(int machine, double work, double CpuBreakdown::*kind,
+                     double core_s_per_work, std::function<void()> done) {
   if (cpu_.empty()) {
+    cpu_work_.*kind += work;
     At(now() + work, std::move(done));
     return;
   }
-  fluid_.Start(work, {{cpu_[HostOfMachine(machine)], 1.0}}, 1.0, std::move(done));
+  cpu_work_.*kind += work * core_s_per_work;
+  fluid_.Start(work, {{cpu_[HostOfMachine(machine)], core_s_per_work}}, 1.0, std::move(done));
 }
 
 double Simulation::ShapedExtra() const {
@@ -554,8 +564,9 @@ void Simulation::StartWrite(int conn, int msg) {
   const Conn& c = conns_[conn];
   const double work = SendCost(c, msgs_[msg]);
   const int machine = MachineOfProc(c.src);
-  At(now() + cal_.write_gap_s,
-     [this, conn, msg, machine, work] { Cpu(machine, work, [this, conn, msg] { WriteDone(conn, msg); }); });
+  At(now() + cal_.write_gap_s, [this, conn, msg, machine, work] {
+    Cpu(machine, work, &CpuBreakdown::send_s, [this, conn, msg] { WriteDone(conn, msg); });
+  });
 }
 
 void Simulation::WriteDone(int conn, int msg) {
@@ -647,7 +658,8 @@ void Simulation::ReadNext(int conn) {
   const int msg = c.inbox.front();
   c.inbox.pop_front();
   const double start = now();
-  Cpu(MachineOfProc(c.dst), RecvCost(c, msgs_[msg]), [this, conn, msg, start] {
+  const double work = RecvCost(c, msgs_[msg]);
+  Cpu(MachineOfProc(c.dst), work, &CpuBreakdown::recv_s, [this, conn, msg, start] {
     Deliver(conn, msg, [this, conn, msg, start] {
       const Conn& cc = conns_[conn];
       const Msg& m = msgs_[msg];
@@ -694,7 +706,8 @@ void Simulation::Deliver(int conn, int msg, std::function<void()> reader_free) {
         msgs_[msg].completed = true;
         // The last gradient: the handler thread sums the W gradients and updates.
         const double work = cal_.update_s_per_byte * static_cast<double>(m.bytes) * o_.workers;
-        Cpu(MachineOfProc(c.dst), work, [this, server = c.server, out, reader_free] {
+        const int machine = MachineOfProc(c.dst);
+        Cpu(machine, work, &CpuBreakdown::update_s, [this, server = c.server, out, reader_free] {
           Dispatch(server, out);
           reader_free();
         });
@@ -739,7 +752,12 @@ void Simulation::Compute(WorkerState& w, double seconds, const std::string& name
                          const char* category, std::function<void()> done) {
   const double start = now();
   const int machine = MachineOfProc(w.proc);
-  Cpu(machine, seconds * cal_.compute_scale, [this, &w, start, name, category, done] {
+  // A block needs 1 / shared_host_compute_speed core-seconds per profile second, at most
+  // one profile second per second: alone it runs at the profile's speed, and where it has
+  // to share the cores (every core busy) it gets its share at the slower speed.
+  const double work = seconds * cal_.compute_scale;
+  const double core_s = 1.0 / cal_.shared_host_compute_speed;
+  Cpu(machine, work, &CpuBreakdown::compute_s, core_s, [this, &w, start, name, category, done] {
     w.compute_s[w.iteration] += now() - start;
     TraceEvent(w.proc, w.compute_track, name, category, start, now(),
                absl::StrCat("\"iteration\": ", w.iteration));
@@ -845,7 +863,8 @@ void Simulation::EndIteration(WorkerState& w) {
       const double start = now();
       const double per_byte = cal_.worker_update_s_per_byte >= 0 ? cal_.worker_update_s_per_byte
                                                                   : cal_.update_s_per_byte;
-      Cpu(MachineOfProc(w.proc), per_byte * bytes, [this, &w, start, next] {
+      const double work = per_byte * bytes;
+      Cpu(MachineOfProc(w.proc), work, &CpuBreakdown::update_s, [this, &w, start, next] {
         TraceEvent(w.proc, w.compute_track, "optimizer", "update", start, now());
         next();
       });
@@ -931,6 +950,7 @@ void Simulation::RingStep(int bucket, int step) {
     const double send = cal_.ring_send_s_per_byte + ShapedExtra();
     const double recv =
         cal_.ring_recv_s_per_byte + ShapedExtra() + (reduce ? cal_.ring_reduce_s_per_byte : 0);
+    cpu_work_.ring_s += chunk * (send + recv);
     if (!cpu_.empty()) {
       uses.push_back({cpu_[HostOfMachine(host_from)], send});
       uses.push_back({cpu_[HostOfMachine(host_to)], recv});
@@ -950,6 +970,9 @@ absl::StatusOr<SimResult> Simulation::Run() {
   if (o_.iterations < 2 || o_.warmup_iterations < 1 || o_.warmup_iterations >= o_.iterations) {
     return absl::InvalidArgumentError(
         "iterations must be >= 2 and warmup_iterations in 1..iterations-1");
+  }
+  if (!(o_.calibration.shared_host_compute_speed > 0)) {
+    return absl::InvalidArgumentError("calibration.shared_host_compute_speed must be > 0");
   }
   const bool local = o_.mode == Mode::kLocal;
   const int workers = local ? 1 : o_.workers;
@@ -1066,6 +1089,12 @@ absl::StatusOr<SimResult> Simulation::Run() {
       static_cast<double>(o_.profile.batch) * workers / result.iteration_seconds;
   result.num_slices = plan_ ? static_cast<int>(plan_->slices().size()) : 0;
   result.num_messages = messages_;
+  result.cpu = cpu_work_;
+  for (double CpuBreakdown::*kind : {&CpuBreakdown::compute_s, &CpuBreakdown::send_s,
+                                     &CpuBreakdown::recv_s, &CpuBreakdown::update_s,
+                                     &CpuBreakdown::ring_s}) {
+    result.cpu.*kind /= o_.iterations;
+  }
   result.events = events_;
   result.simulated_seconds = now();
   result.traces = std::move(traces_);

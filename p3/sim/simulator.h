@@ -99,6 +99,16 @@ struct Calibration {
   // Multiplies every profile time (e.g. to move CPU profiles to a faster or slower
   // day, or GPU-class compute). Default: 1.
   double compute_scale = 1.0;
+  // Speed of the computation, relative to the profile, while it shares a host's cores
+  // with other work (cpu_cores_per_host > 0): processes on the other cores take caches
+  // and memory bandwidth, so a block computes slower than alone (the profile, and the
+  // `local` point compute_scale is fitted on, ran one process on an otherwise idle host).
+  // A block uses 1 / this core-seconds per profile second and runs at most at the
+  // profile's speed: alone it gets its core at full speed; with every core busy it gets
+  // its fair share at this speed. Default: 1. The CPU calibrations: 0.937, two
+  // single-thread ResNet-50 runs side by side against one alone
+  // (tools/sim_validate.py calibrate).
+  double shared_host_compute_speed = 1.0;
   // gloo's ring all-reduce (the DDP peer): CPU per byte sent and received per step,
   // and per byte reduced. Default: 0.4 ns, 0.4 ns, 0.3 ns.
   double ring_send_s_per_byte = 0.4e-9;
@@ -167,10 +177,25 @@ struct WorkerBreakdown {
   double idle_s = 0;            // the rest (the optimizer in DDP and local)
 };
 
+// Where the cores go: core-seconds of work per iteration, all processes of all hosts
+// together (the whole run's work divided by the iterations), by kind. The work, not the
+// wall time: with cpu_cores_per_host > 0, the hosts were busy for
+// (sum of these) / (cores of all hosts * iteration time) of the time.
+struct CpuBreakdown {
+  double compute_s = 0;  // forward and backward (profile x compute_scale, on shared cores
+                         // / shared_host_compute_speed)
+  double send_s = 0;     // writing messages: per message and per byte
+  double recv_s = 0;     // reading messages: per message and per byte (shared memory too)
+  double update_s = 0;   // the optimizer: the servers', or the workers' (DDP, local)
+  double ring_s = 0;     // gloo's ring all-reduce (DDP)
+  double total_s() const { return compute_s + send_s + recv_s + update_s + ring_s; }
+};
+
 struct SimResult {
   double samples_per_second = 0;  // global batch / mean iteration time
   double iteration_seconds = 0;   // mean over workers and measured iterations
   std::vector<WorkerBreakdown> workers;
+  CpuBreakdown cpu;
   int num_slices = 0;             // slices of the plan used (0 for all-reduce and local)
   int64_t num_messages = 0;       // messages simulated
   int64_t events = 0;

@@ -164,6 +164,9 @@ struct RunSpec {
   ModelKind model = ModelKind::kMlp;
   bool average_buffers = false;  // Worker::AverageBuffers() after the last step
   WireDType wire_dtype = WireDType::kFloat32;  // scheduling.wire_dtype, both sides
+  int64_t owner_params = 0;                    // ownership stripes (WorkerOptions)
+  // Re-plans rank 0 requests: (before iteration, slice_params).
+  std::vector<std::pair<int64_t, int64_t>> replans;
 };
 
 struct ClusterResult {
@@ -173,6 +176,9 @@ struct ClusterResult {
   std::vector<torch::Tensor> buffers_after;
   std::vector<absl::Status> status;
   std::vector<WorkerStats> stats;
+  std::vector<int> replans;  // per worker, that took effect
+  std::vector<int64_t> final_slice_params;  // per worker
+  absl::Status replan_status;               // the last refused RequestReplan of rank 0
 };
 
 // The servers write checkpoints on their checkpoint writer threads (p3::CheckpointWriter),
@@ -219,6 +225,8 @@ ClusterResult TrainCluster(const RunSpec& spec) {
   result.buffers_after.resize(workers);
   result.status.resize(workers);
   result.stats.resize(workers);
+  result.replans.resize(workers);
+  result.final_slice_params.resize(workers);
   // libtorch's generator is global: draw every batch and model before the threads start.
   std::vector<std::pair<torch::Tensor, torch::Tensor>> batches;
   for (int step = 0; step < spec.steps; ++step) batches.push_back(GlobalBatch(step, workers));
@@ -239,6 +247,7 @@ ClusterResult TrainCluster(const RunSpec& spec) {
       wo.peer_timeout = absl::Seconds(30);
       wo.max_message_params = spec.max_message_params;
       wo.wire_dtype = spec.wire_dtype;
+      wo.owner_params = spec.owner_params;
       if (spec.shared_memory && r < spec.servers) wo.shared_memory_servers = {r};
       auto worker = Worker::Create(wo, model);
       if (!worker.ok()) {
@@ -246,6 +255,12 @@ ClusterResult TrainCluster(const RunSpec& spec) {
         return;
       }
       for (int64_t step = (*worker)->iteration(); step < spec.steps; ++step) {
+        for (const auto& [before, size] : spec.replans) {
+          if (r != 0 || before != step) continue;
+          // A refusal changes nothing: the run goes on in its plan.
+          absl::StatusOr<uint64_t> from = (*worker)->RequestReplan(size);
+          if (!from.ok()) result.replan_status = from.status();
+        }
         const auto& [x, y] = batches[step];
         auto out = (*worker)->Forward(x.narrow(0, r * kBatch, kBatch));
         if (!out.ok()) {
@@ -268,6 +283,8 @@ ClusterResult TrainCluster(const RunSpec& spec) {
       }
       if (spec.finish) result.status[r] = (*worker)->Finish();
       result.stats[r] = (*worker)->stats();
+      result.replans[r] = (*worker)->replans();
+      result.final_slice_params[r] = (*worker)->plan().options().slice_params;
       result.params[r] = Flatten(*model).clone();
     });
   }
@@ -380,6 +397,84 @@ double WorstErrorOverModes(const torch::Tensor& want, const OptimizerOptions& op
     }
   }
   return worst;
+}
+
+CATCH_TEST_CASE("re-plans during a run train bit for bit what one plan trains, and equal local") {
+  torch::set_num_threads(1);
+  // Slices of 50 in stripes of 100; before iteration 1 rank 0 asks for 20 (from iteration
+  // 2), before iteration 3 for 100 (from iteration 4).
+  const std::vector<std::pair<int64_t, int64_t>> replans = {{1, 20}, {3, 100}};
+  const torch::Tensor want = TrainLocal(2, ScheduledSgd());
+  for (Mode mode : {Mode::kP3, Mode::kNoOverlap, Mode::kNoBackwardOverlap,
+                    Mode::kNoForwardOverlap}) {
+    for (int servers : {1, 2}) {
+      for (bool shared : {true, false}) {
+        CATCH_CAPTURE(ModeName(mode), servers, shared);
+        RunSpec spec{.mode = mode, .workers = 2, .servers = servers, .steps = 6,
+                     .shared_memory = shared, .optimizer = ScheduledSgd(), .owner_params = 100};
+        ClusterResult fixed = TrainCluster(spec);
+        spec.replans = replans;
+        ClusterResult replanned = TrainCluster(spec);
+        for (int r = 0; r < 2; ++r) {
+          CATCH_CAPTURE(replanned.status[0].ToString(), replanned.status[1].ToString());
+          CATCH_CAPTURE(r, fixed.status[r].ToString(), replanned.status[r].ToString());
+          CATCH_REQUIRE(fixed.status[r].ok());
+          CATCH_REQUIRE(replanned.status[r].ok());
+          CATCH_CHECK(replanned.replans[r] == 2);
+          CATCH_CHECK(replanned.final_slice_params[r] == 100);
+          CATCH_CHECK(fixed.replans[r] == 0);
+          CATCH_CHECK(torch::equal(replanned.params[r], fixed.params[r]));
+        }
+      }
+    }
+  }
+  // The first 4 iterations, one re-plan among them, against local.
+  ClusterResult short_run = TrainCluster(RunSpec{.mode = Mode::kP3, .workers = 2, .servers = 2,
+                                                 .optimizer = ScheduledSgd(), .owner_params = 100,
+                                                 .replans = {{1, 20}}});
+  for (int r = 0; r < 2; ++r) {
+    CATCH_CAPTURE(r, short_run.status[r].ToString());
+    CATCH_REQUIRE(short_run.status[r].ok());
+    CATCH_CHECK(short_run.replans[r] == 1);
+    CATCH_CHECK(RelativeError(short_run.params[r], want) <= 1e-5);
+  }
+}
+
+CATCH_TEST_CASE("re-plans keep Adam's moments and a bfloat16 wire bit for bit") {
+  torch::set_num_threads(1);
+  for (WireDType dtype : {WireDType::kFloat32, WireDType::kBFloat16}) {
+    CATCH_CAPTURE(WireDTypeName(dtype));
+    RunSpec spec{.mode = Mode::kP3, .workers = 3, .servers = 2, .steps = 6,
+                 .optimizer = ScheduledAdam(), .wire_dtype = dtype, .owner_params = 100};
+    ClusterResult fixed = TrainCluster(spec);
+    spec.replans = {{1, 100}, {3, 7}};
+    ClusterResult replanned = TrainCluster(spec);
+    for (int r = 0; r < 3; ++r) {
+      CATCH_CAPTURE(replanned.status[1].ToString(), replanned.status[2].ToString());
+      CATCH_CAPTURE(r, fixed.status[r].ToString(), replanned.status[r].ToString());
+      CATCH_REQUIRE(fixed.status[r].ok());
+      CATCH_REQUIRE(replanned.status[r].ok());
+      CATCH_CHECK(replanned.final_slice_params[r] == 7);
+      CATCH_CHECK(torch::equal(replanned.params[r], fixed.params[r]));
+    }
+  }
+}
+
+CATCH_TEST_CASE("a re-plan the run cannot take is refused with the reason named") {
+  torch::set_num_threads(1);
+  // Without ownership stripes, and in a mode that pulls: refused by the worker.
+  ClusterResult no_stripes = TrainCluster(
+      RunSpec{.mode = Mode::kP3, .workers = 2, .servers = 2, .replans = {{1, 20}}});
+  CATCH_CHECK(no_stripes.replan_status.code() == absl::StatusCode::kFailedPrecondition);
+  CATCH_CHECK(absl::StrContains(no_stripes.replan_status.message(), "ownership stripes"));
+  CATCH_CHECK(no_stripes.status[0].ok());
+  CATCH_CHECK(no_stripes.replans[1] == 0);
+  ClusterResult pulls = TrainCluster(RunSpec{.mode = Mode::kSlicingOnly, .workers = 2,
+                                             .servers = 2, .owner_params = 100,
+                                             .replans = {{1, 20}}});
+  CATCH_CHECK(pulls.replan_status.code() == absl::StatusCode::kFailedPrecondition);
+  CATCH_CHECK(absl::StrContains(pulls.replan_status.message(), "values on the push"));
+  CATCH_CHECK(pulls.status[0].ok());
 }
 
 CATCH_TEST_CASE("with a learning-rate schedule every mode equals local with the same schedule") {

@@ -1,7 +1,9 @@
 #include "p3/slice_plan.h"
 
 #include <catch2/catch.hpp>
+#include <algorithm>
 #include <utility>
+#include <vector>
 
 namespace p3 {
 namespace {
@@ -57,6 +59,70 @@ CATCH_TEST_CASE("slice i of the stream goes to server i mod S, continuing across
   CATCH_CHECK(plan->server_slices(1) == std::vector<int>{1, 4});
 }
 
+// The server of every parameter of `plan`, in flat order.
+std::vector<int> OwnerOfEachParameter(const SlicePlan& plan) {
+  std::vector<int> owner(plan.total_params(), -1);
+  for (const Slice& slice : plan.slices()) {
+    for (int64_t i = 0; i < slice.length; ++i) owner[slice.offset + i] = slice.server;
+  }
+  return owner;
+}
+
+CATCH_TEST_CASE("with ownership stripes the stripes go round-robin and their slices stay on the stripe's server") {
+  SlicePlanOptions o = Sliced(40, 2);
+  o.owner_params = 80;
+  // a: stripes [0,80) [80,100); b: [0,10); c: [0,50).
+  auto plan = SlicePlan::Create({{"a", 100}, {"b", 10}, {"c", 50}}, o);
+  CATCH_REQUIRE(plan.ok());
+  const auto& s = plan->slices();
+  CATCH_REQUIRE(s.size() == 6);
+  const std::vector<std::pair<int64_t, int>> want = {{0, 0}, {40, 0}, {80, 1},
+                                                     {100, 0}, {110, 1}, {150, 1}};
+  for (size_t i = 0; i < want.size(); ++i) {
+    CATCH_CAPTURE(i);
+    CATCH_CHECK(s[i].offset == want[i].first);
+    CATCH_CHECK(s[i].server == want[i].second);
+  }
+  CATCH_CHECK(s[5].length == 10);  // c's stripe [0,50) cut into 40 + 10
+  CATCH_CHECK(plan->server_slices(0) == std::vector<int>{0, 1, 3});
+}
+
+CATCH_TEST_CASE("every slice size within the same stripes leaves each parameter on its server") {
+  SlicePlanOptions o = Sliced(1000, 3);
+  o.owner_params = 2000;
+  const std::vector<TensorEntry> tensors = {{"a", 12345}, {"b", 7}, {"c", 4001}, {"d", 2000}};
+  auto base = SlicePlan::Create(tensors, o);
+  CATCH_REQUIRE(base.ok());
+  const std::vector<int> owners = OwnerOfEachParameter(*base);
+  for (int64_t size : {1, 7, 500, 999, 1000, 1999, 2000, 5000}) {
+    CATCH_CAPTURE(size);
+    absl::StatusOr<SlicePlan> other = base->WithSliceParams(size);
+    CATCH_REQUIRE(other.ok());
+    CATCH_CHECK(OwnerOfEachParameter(*other) == owners);
+    CATCH_CHECK(other->options().owner_params == 2000);
+    for (const Slice& slice : other->slices()) CATCH_CHECK(slice.length <= std::min<int64_t>(size, 2000));
+  }
+  // Without stripes a different slice size moves parameters between servers.
+  o.owner_params = 0;
+  auto plain = SlicePlan::Create(tensors, o);
+  CATCH_REQUIRE(plain.ok());
+  CATCH_CHECK(OwnerOfEachParameter(*plain->WithSliceParams(2000)) != OwnerOfEachParameter(*plain));
+}
+
+CATCH_TEST_CASE("stripes of the slice size plan exactly as no stripes") {
+  SlicePlanOptions o = Sliced(40, 3);
+  auto plain = SlicePlan::Create({{"a", 100}, {"b", 10}, {"c", 50}}, o);
+  o.owner_params = 40;
+  auto striped = SlicePlan::Create({{"a", 100}, {"b", 10}, {"c", 50}}, o);
+  CATCH_REQUIRE(plain.ok());
+  CATCH_REQUIRE(striped.ok());
+  CATCH_REQUIRE(plain->slices().size() == striped->slices().size());
+  for (size_t i = 0; i < plain->slices().size(); ++i) {
+    CATCH_CHECK(plain->slices()[i].offset == striped->slices()[i].offset);
+    CATCH_CHECK(plain->slices()[i].server == striped->slices()[i].server);
+  }
+}
+
 CATCH_TEST_CASE("priority is the tensor's forward index, so the first layer is most urgent") {
   auto plan = SlicePlan::Create({{"a", 100}, {"b", 10}}, Sliced(40, 2));
   CATCH_REQUIRE(plan.ok());
@@ -97,6 +163,11 @@ CATCH_TEST_CASE("bad plan options and empty tensors are refused with the field n
   CATCH_CHECK(b.status().message().find("num_servers") != std::string::npos);
   CATCH_CHECK_FALSE(SlicePlan::Create({}, Sliced(10, 1)).ok());
   CATCH_CHECK_FALSE(SlicePlan::Create({{"w", 0}}, Sliced(10, 1)).ok());
+  SlicePlanOptions o = Sliced(10, 1);
+  o.owner_params = -5;
+  auto c = SlicePlan::Create({{"w", 10}}, o);
+  CATCH_REQUIRE_FALSE(c.ok());
+  CATCH_CHECK(c.status().message().find("owner_params") != std::string::npos);
 }
 
 }  // namespace

@@ -178,7 +178,7 @@ CATCH_TEST_CASE("rank 0 of a fresh run sends every slice's initial values at the
   }
   // Init reads the parameters, Gradient the gradient buffer, from the part's offset on.
   CATCH_CHECK(f.core.Values((*out)[2].message, 1) == f.params.data() + 9);
-  CATCH_CHECK(f.core.Values(Upstream{.kind = Upstream::Kind::kGradient, .slice_id = 3}, 2) ==
+  CATCH_CHECK(f.core.Values(Upstream{.kind = Upstream::Kind::kGradient, .slice_id = 3, .offset = 10}, 2) ==
               f.grads.data() + 12);
   CATCH_CHECK(f.core.Values(Upstream{.kind = Upstream::Kind::kPull, .slice_id = 3}, 0) == nullptr);
   CATCH_CHECK(f.core.start_version() == 0);
@@ -486,6 +486,68 @@ CATCH_TEST_CASE("a server's 16-bit values that do not fit the stream are refused
   CATCH_CHECK(bf.params == std::vector<float>(bf.params.size(), -1.0f));
   CATCH_CHECK(bf.tracker.Missing(0, 1, 1) == 1);
   CATCH_CHECK(half.tracker.Missing(0, 1, 1) == 1);
+}
+
+}  // namespace
+}  // namespace p3
+
+namespace p3 {
+namespace {
+
+// The plan of TestPlan() in ownership stripes of 8, sliced `slice` long: stripes a[0,8) ->
+// server 0, a[8,10) -> server 1, b[0,3) -> server 0.
+SlicePlan StripedPlan(int64_t slice) {
+  SlicePlanOptions options;
+  options.slice_params = slice;
+  options.owner_params = 8;
+  options.num_servers = 2;
+  return *SlicePlan::Create({{"a", 10}, {"b", 3}}, options);
+}
+
+CATCH_TEST_CASE("a re-plan takes effect only with every slice at its iteration, and then uses the new slices") {
+  SlicePlan plan = StripedPlan(4);
+  SlicePlan next = StripedPlan(2);
+  std::vector<float> params(13, 0.0f), grads(13, 0.0f);
+  for (int i = 0; i < 13; ++i) grads[i] = static_cast<float>(i);
+  VersionTracker tracker(static_cast<int>(plan.slices().size()));
+  WorkerCore core({.rank = 1, .num_servers = 2}, &plan, params.data(), grads.data(), &tracker);
+  CATCH_CHECK(absl::IsFailedPrecondition(core.Replan(&next, 0)));  // before the handshake
+  CATCH_REQUIRE(core.Start({0, 0}).ok());
+  // Version 0 of every slice but the last.
+  auto give = [&](const SlicePlan& p, int id, uint64_t version) {
+    const Slice& s = p.slices()[id];
+    std::vector<float> v(s.length, static_cast<float>(version));
+    return core.Params(s.server, id, version, 0, reinterpret_cast<const char*>(v.data()),
+                       v.size() * sizeof(float));
+  };
+  for (int id = 0; id + 1 < static_cast<int>(plan.slices().size()); ++id) {
+    CATCH_REQUIRE(give(plan, id, 0).ok());
+  }
+  absl::Status early = core.Replan(&next, 0);
+  CATCH_CHECK(absl::IsFailedPrecondition(early));
+  CATCH_CHECK(early.message().find("holds no version") != std::string::npos);
+  CATCH_REQUIRE(give(plan, static_cast<int>(plan.slices().size()) - 1, 0).ok());
+  // Another model or other stripes are refused.
+  SlicePlanOptions plain;
+  plain.slice_params = 2;
+  plain.num_servers = 2;
+  SlicePlan unstriped = *SlicePlan::Create({{"a", 10}, {"b", 3}}, plain);
+  CATCH_CHECK(absl::IsInvalidArgument(core.Replan(&unstriped, 0)));
+  CATCH_REQUIRE(core.Replan(&next, 0).ok());
+  CATCH_CHECK(&core.plan() == &next);
+  CATCH_CHECK(tracker.Missing(0, static_cast<int>(next.slices().size()), 0) == 0);
+  // Gradients now describe the new slices: slice 1 is a[2,4) on server 0.
+  absl::StatusOr<ToServer> g = core.Gradient(1, 0);
+  CATCH_REQUIRE(g.ok());
+  CATCH_CHECK(g->server == 0);
+  CATCH_CHECK(g->message.offset == 2);
+  CATCH_CHECK(g->message.length == 2);
+  CATCH_CHECK(core.Values(g->message, 0)[0] == 2.0f);
+  // Version 1 of a new slice, and a value of the old plan's slice 2 (a[8,10), server 1)
+  // under its old id: now a[4,6) of server 0, so server 1 sending it is refused.
+  CATCH_CHECK(give(next, 1, 1).ok());
+  std::vector<float> two(2, 5.0f);
+  CATCH_CHECK(!core.Params(1, 2, 1, 0, reinterpret_cast<const char*>(two.data()), 8).ok());
 }
 
 }  // namespace

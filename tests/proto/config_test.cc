@@ -354,6 +354,32 @@ CATCH_TEST_CASE("slice_params: absent is the default 40000, an explicit 0 is aut
   CATCH_CHECK(EffectiveSliceParams(*config) == 80000);
 }
 
+CATCH_TEST_CASE("online_search: refused where a re-plan cannot happen, naming the field") {
+  for (const auto& [text, reason] : std::vector<std::pair<std::string, std::string>>{
+           {"mode: \"baseline\" scheduling { online_search: true }", "mode baseline"},
+           {"scheduling { online_search: true wire_dtype: \"float16\" }", "float16"},
+           {"scheduling { online_search: true } checkpoint { dir: \"/tmp/c\" every: 5 }",
+            "checkpoint.every"},
+           {"scheduling { owner_params: -2 }", "scheduling.owner_params"}}) {
+    CATCH_CAPTURE(text);
+    absl::StatusOr<ExperimentConfig> config = ParseConfig(text, {});
+    CATCH_REQUIRE(!config.ok());
+    CATCH_CHECK(absl::StrContains(config.status().message(), reason));
+  }
+  // Allowed: the stripes the search needs, 4x the slice size, at most 1000000.
+  absl::StatusOr<ExperimentConfig> config =
+      ParseConfig("scheduling { online_search: true slice_params: 80000 }", {});
+  CATCH_REQUIRE(config.ok());
+  CATCH_CHECK(EffectiveOwnerParams(*config) == 320000);
+  config = ParseConfig("scheduling { online_search: true slice_params: 500000 }", {});
+  CATCH_CHECK(EffectiveOwnerParams(*config) == 1000000);
+  config = ParseConfig("scheduling { owner_params: 7 }", {});
+  CATCH_CHECK(EffectiveOwnerParams(*config) == 7);
+  config = ParseConfig("", {});
+  CATCH_CHECK(EffectiveOwnerParams(*config) == 0);
+  CATCH_CHECK(!config->scheduling().has_online_search());
+}
+
 CATCH_TEST_CASE("credit_bytes -1 is automatic; a process without the launcher reads it as 0") {
   absl::StatusOr<ExperimentConfig> config = ParseConfig("scheduling { credit_bytes: -1 }", {});
   CATCH_REQUIRE(config.ok());

@@ -103,6 +103,30 @@ CATCH_TEST_CASE("a version-2 Hello means float32; with a 16-bit dtype it is refu
   CATCH_CHECK(Names(s, "hello.wire_dtype: unknown value 7"));
 }
 
+CATCH_TEST_CASE("ownership stripes travel in the Hello as protocol version 4; older Hellos cannot have them") {
+  ClusterSignature sig = ExampleSignature();
+  sig.plan.owner_params = 80000;
+  wire::Hello parsed;
+  CATCH_REQUIRE(parsed.ParseFromString(HelloOf(sig).SerializeAsString()));
+  CATCH_CHECK(parsed.protocol_version() == 4);
+  absl::StatusOr<ClusterSignature> back = SignatureFromHello(parsed);
+  CATCH_REQUIRE(back.ok());
+  CATCH_CHECK(back->plan.owner_params == 80000);
+  CATCH_CHECK(DescribeDifference(*back, sig).empty());
+  // A worker without stripes plans differently: named as a difference.
+  ClusterSignature other = sig;
+  other.plan.owner_params = 0;
+  CATCH_CHECK(Names(absl::InvalidArgumentError(DescribeDifference(other, sig)), "owner 0"));
+  // Stripes in a Hello that claims version 3 (a server of version 3 would ignore them).
+  parsed.set_protocol_version(3);
+  absl::Status s = SignatureFromHello(parsed).status();
+  CATCH_CHECK(s.code() == absl::StatusCode::kInvalidArgument);
+  CATCH_CHECK(Names(s, "hello.plan.owner_params: ownership stripes need protocol version 4"));
+  parsed.set_protocol_version(4);
+  parsed.mutable_plan()->set_owner_params(-1);
+  CATCH_CHECK(Names(SignatureFromHello(parsed).status(), "hello.plan.owner_params: -1"));
+}
+
 CATCH_TEST_CASE("a signature survives serialisation of its Hello") {
   const ClusterSignature sig = ExampleSignature();
   wire::Hello parsed;
@@ -127,7 +151,7 @@ CATCH_TEST_CASE("a malformed Hello is refused naming the bad field") {
   CATCH_CHECK(Names(s, "hello.protocol_version"));
   s = RefusalOf([](wire::Hello* h) { h->set_protocol_version(kMinProtocolVersion - 1); });
   CATCH_CHECK(s.code() == absl::StatusCode::kFailedPrecondition);
-  CATCH_CHECK(Names(s, "this server speaks 2 to 3"));
+  CATCH_CHECK(Names(s, "this server speaks 2 to 4"));
 
   s = RefusalOf([](wire::Hello* h) { h->set_num_workers(0); });
   CATCH_CHECK(s.code() == absl::StatusCode::kInvalidArgument);

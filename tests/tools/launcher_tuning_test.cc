@@ -7,6 +7,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_join.h"
+#include "p3/slice_search.h"
 #include "proto/config.h"
 #include "tests/testing/temp_dir.h"
 
@@ -96,9 +97,11 @@ CATCH_TEST_CASE("slice_params 0: the grid is simulated and the best point given 
   CATCH_CHECK(report.machines_per_host == 2);
   CATCH_CHECK(report.calibration == "built-in");
 
-  CATCH_REQUIRE(TuningOverrides(report).size() == 1);
+  // An epoch-long run: the online search is on as well.
+  CATCH_REQUIRE(TuningOverrides(report).size() == 2);
   CATCH_CHECK(TuningOverrides(report)[0] ==
               "scheduling.slice_params=" + std::to_string(report.slice_params));
+  CATCH_CHECK(TuningOverrides(report)[1] == "scheduling.online_search=true");
   const std::string lines = Lines(report);
   CATCH_CHECK(absl::StrContains(lines, "automatic scheduling.slice_params: 8 points simulated"));
   CATCH_CHECK(absl::StrContains(lines, "<- chosen"));
@@ -116,6 +119,57 @@ CATCH_TEST_CASE("slice_params 0: the grid is simulated and the best point given 
 
   // Pure: the same config and options choose the same.
   CATCH_CHECK(TuneConfig(config, options).slice_params == report.slice_params);
+}
+
+CATCH_TEST_CASE("the online search follows the grid unless the run rules it out, saying why") {
+  TuningOptions options;
+  options.profile_dir = MlpProfileDir("online");
+  options.cpu_cores_per_host = 2;
+  options.iterations = 4;
+  options.warmup_iterations = 1;
+  const std::vector<std::string> base = {"model.name=mlp", "scheduling.slice_params=0",
+                                         "network.bandwidth_gbps=1"};
+  auto with = [&](std::vector<std::string> more) {
+    std::vector<std::string> all = base;
+    all.insert(all.end(), more.begin(), more.end());
+    return TuneConfig(Config(all), options);
+  };
+  // 200 iterations: on, from the grid's choice, with stripes of 4x it.
+  const TuningReport on = with({"training.iterations=200"});
+  CATCH_REQUIRE(on.online_search);
+  CATCH_CHECK(on.online_reason.empty());
+  CATCH_CHECK(on.owner_params == SliceSearchOwnerParams(on.slice_params));
+  CATCH_CHECK(on.online_candidates == SliceSearchCandidates(on.slice_params, on.owner_params));
+  CATCH_CHECK(on.online_iterations <= 20);
+  CATCH_CHECK(absl::StrContains(Lines(on), "online search: on; worker 0 times slice sizes"));
+  const nlohmann::ordered_json json = TuningJson(on);
+  CATCH_CHECK(json["online_search"]["enabled"] == true);
+  CATCH_CHECK(json["online_search"]["owner_params"] == on.owner_params);
+  CATCH_CHECK(json["online_search"]["iterations_needed"] == on.online_iterations);
+
+  // Off, each with its reason, and no override.
+  const std::vector<std::pair<std::vector<std::string>, std::string>> off = {
+      {{"training.iterations=100"}, "the run has 100 iterations; the search takes"},
+      {{"training.iterations=200", "scheduling.wire_dtype=float16"}, "float16"},
+      {{"training.iterations=200", "checkpoint.every=10", "checkpoint.dir=/tmp/x"},
+       "checkpoint.every"},
+      {{"training.iterations=200", "mode=slicing_only"}, "no slices returned with their values"},
+      {{"training.iterations=200", "scheduling.online_search=false"}, "false in the config"},
+  };
+  for (const auto& [more, reason] : off) {
+    CATCH_CAPTURE(absl::StrJoin(more, " "));
+    const TuningReport r = with(more);
+    CATCH_CHECK(!r.online_search);
+    CATCH_CHECK(absl::StrContains(r.online_reason, reason));
+    CATCH_CHECK(absl::StrContains(Lines(r), "online search: off (" + r.online_reason + ")"));
+    for (const std::string& o : TuningOverrides(r)) CATCH_CHECK(!absl::StrContains(o, "online"));
+    CATCH_CHECK(TuningJson(r)["online_search"]["enabled"] == false);
+  }
+  // Set in the config: kept, and not overridden again.
+  const TuningReport set = with({"training.iterations=20", "scheduling.online_search=true"});
+  CATCH_CHECK(set.online_search);
+  CATCH_CHECK(set.online_search_in_config);
+  for (const std::string& o : TuningOverrides(set)) CATCH_CHECK(!absl::StrContains(o, "online"));
 }
 
 CATCH_TEST_CASE("credit_bytes -1 alone searches the credits at the config's slice size") {
@@ -151,9 +205,12 @@ CATCH_TEST_CASE("without a prediction the defaults are kept, and the reason says
   CATCH_CHECK(absl::StrContains(report.reason, "no simulator profile for model \"small_cnn\""));
   CATCH_CHECK(absl::StrContains(Lines(report), "not searched (no simulator profile"));
   CATCH_CHECK(absl::StrContains(Lines(report), "the defaults: slice_params 40000, credit_bytes 0"));
+  // The online search needs no prediction: it starts from the default.
   std::vector<std::string> overrides = TuningOverrides(report);
   CATCH_CHECK(overrides == std::vector<std::string>{"scheduling.slice_params=40000",
-                                                    "scheduling.credit_bytes=0"});
+                                                    "scheduling.credit_bytes=0",
+                                                    "scheduling.online_search=true"});
+  CATCH_CHECK(report.online_candidates == std::vector<int64_t>{40000, 160000, 10000});
   nlohmann::ordered_json json = TuningJson(report);
   CATCH_CHECK(json["searched"] == false);
   CATCH_CHECK(!json.contains("grid"));

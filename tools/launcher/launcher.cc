@@ -888,6 +888,18 @@ int Launcher::Run() {
                    NumberText(rank0.at("samples_per_second")), " samples/s, final loss ",
                    NumberText(rank0.at("final_loss")), ", test accuracy ",
                    NumberText(rank0.at("test_accuracy"))));
+  if (rank0.contains("online_search")) {
+    const nlohmann::ordered_json& search = rank0["online_search"];
+    std::vector<std::string> timed;
+    for (const nlohmann::ordered_json& c : search["timed"]) {
+      timed.push_back(absl::StrFormat("%d: %.3f s", c["slice_params"].get<int64_t>(),
+                                      c["median_seconds"].get<double>()));
+    }
+    Say(absl::StrCat("online search: slice_params ", NumberText(search["chosen_slice_params"]),
+                     " from iteration ", NumberText(search["done_iteration"]), " (median ",
+                     "iteration time ", absl::StrJoin(timed, ", "), "; ",
+                     search["reason"].get<std::string>(), ")"));
+  }
   if (restarts_used_ > 0) {
     std::vector<std::string> restarted;
     for (const Child& child : children_) {

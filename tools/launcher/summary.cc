@@ -313,6 +313,12 @@ Json BuildSummary(const SummaryInput& input) {
   }
   if (!input.hosts.empty()) summary["hosts"] = input.hosts;
   if (!input.tuning.is_null()) summary["tuning"] = input.tuning;
+  // What worker 0's online search timed and chose (scheduling.online_search).
+  for (const nlohmann::ordered_json& result : input.worker_results) {
+    if (result.value("rank", -1) == 0 && result.contains("online_search")) {
+      summary["tuning"]["online_search"]["result"] = result["online_search"];
+    }
+  }
   const FailureRanking ranking = input.failed ? RankFailures(input.processes) : FailureRanking();
   if (!input.processes.empty()) {
     Json processes = Json::array();

@@ -15,6 +15,7 @@
 #include "p3/mode.h"
 #include "p3/sim/sim_config.h"
 #include "p3/sim/simulator.h"
+#include "p3/slice_search.h"
 #include "proto/config.h"
 
 namespace p3::tools::launcher {
@@ -75,7 +76,10 @@ std::string FindProfile(const std::string& dir, const std::string& model, int64_
   return best;
 }
 
-TuningReport TuneConfig(const config::ExperimentConfig& config, const TuningOptions& options) {
+namespace {
+
+// The grid search (everything but the online search).
+TuningReport TuneGrid(const config::ExperimentConfig& config, const TuningOptions& options) {
   TuningReport r;
   r.slice_auto = config::SliceParamsAuto(config);
   r.credit_auto = config::CreditBytesAuto(config);
@@ -168,7 +172,59 @@ TuningReport TuneConfig(const config::ExperimentConfig& config, const TuningOpti
   return r;
 }
 
+// Fills the online-search fields of `r`, whose slice_params is the start.
+void DecideOnlineSearch(const config::ExperimentConfig& config, TuningReport* r) {
+  const config::SchedulingConfig& scheduling = config.scheduling();
+  r->online_search_in_config = scheduling.has_online_search();
+  if (r->online_search_in_config) {
+    r->online_search = scheduling.online_search();
+    if (!r->online_search) r->online_reason = "scheduling.online_search is false in the config";
+  } else if (!r->slice_auto) {
+    return;  // not asked for
+  } else {
+    const int64_t owner = SliceSearchOwnerParams(r->slice_params);
+    const int64_t needed = SliceSearch::IterationsNeeded(
+        {.candidates = SliceSearchCandidates(r->slice_params, owner)});
+    const int64_t iterations = config.training().iterations();
+    if (std::string why = config::OnlineSearchRuledOutBy(config); !why.empty()) {
+      r->online_reason = std::move(why);
+    } else if (iterations > 0 && iterations < 10 * needed) {
+      r->online_reason = absl::StrCat("the run has ", iterations, " iterations; the search takes ",
+                                      needed, ", more than 10 % of them");
+    } else {
+      r->online_search = true;
+    }
+  }
+  if (!r->online_search) return;
+  r->owner_params = scheduling.owner_params() > 0 ? scheduling.owner_params()
+                                                  : SliceSearchOwnerParams(r->slice_params);
+  r->online_candidates = SliceSearchCandidates(r->slice_params, r->owner_params);
+  r->online_iterations = SliceSearch::IterationsNeeded({.candidates = r->online_candidates});
+}
+
+}  // namespace
+
+TuningReport TuneConfig(const config::ExperimentConfig& config, const TuningOptions& options) {
+  TuningReport r = TuneGrid(config, options);
+  DecideOnlineSearch(config, &r);
+  return r;
+}
+
+namespace {
+std::string OnlineSearchLine(const TuningReport& r);
+Json OnlineSearchJson(const TuningReport& r);
+std::vector<std::string> GridLogLines(const TuningReport& r);
+}  // namespace
+
 std::vector<std::string> TuningLogLines(const TuningReport& r) {
+  std::vector<std::string> lines = GridLogLines(r);
+  if (std::string online = OnlineSearchLine(r); !online.empty()) lines.push_back(online);
+  return lines;
+}
+
+namespace {
+
+std::vector<std::string> GridLogLines(const TuningReport& r) {
   std::vector<std::string> lines;
   std::vector<std::string> what;
   if (r.slice_auto) what.push_back("scheduling.slice_params");
@@ -205,12 +261,46 @@ std::vector<std::string> TuningLogLines(const TuningReport& r) {
   return lines;
 }
 
+}  // namespace
+
 std::vector<std::string> TuningOverrides(const TuningReport& r) {
   std::vector<std::string> overrides;
   if (r.slice_auto) overrides.push_back(absl::StrCat("scheduling.slice_params=", r.slice_params));
   if (r.credit_auto) overrides.push_back(absl::StrCat("scheduling.credit_bytes=", r.credit_bytes));
+  if (r.online_search && !r.online_search_in_config) {
+    overrides.push_back("scheduling.online_search=true");
+  }
   return overrides;
 }
+
+namespace {
+
+// The online search's lines and JSON, appended to the grid's.
+std::string OnlineSearchLine(const TuningReport& r) {
+  if (r.online_search) {
+    return absl::StrCat("online search: on; worker 0 times slice sizes ",
+                        absl::StrJoin(r.online_candidates, ", "),
+                        " (3 iterations each) within ownership stripes of ", r.owner_params,
+                        " and every process switches to the fastest by iteration ",
+                        r.online_iterations);
+  }
+  return r.online_reason.empty() ? "" : absl::StrCat("online search: off (", r.online_reason, ")");
+}
+
+Json OnlineSearchJson(const TuningReport& r) {
+  Json j;
+  j["enabled"] = r.online_search;
+  j["set_in_config"] = r.online_search_in_config;
+  if (!r.online_reason.empty()) j["reason"] = r.online_reason;
+  if (r.online_search) {
+    j["owner_params"] = r.owner_params;
+    j["candidates"] = r.online_candidates;
+    j["iterations_needed"] = r.online_iterations;
+  }
+  return j;
+}
+
+}  // namespace
 
 Json TuningJson(const TuningReport& r) {
   Json j;
@@ -220,6 +310,7 @@ Json TuningJson(const TuningReport& r) {
   j["credit_bytes"] = r.credit_bytes;
   j["searched"] = r.searched;
   if (!r.reason.empty()) j["reason"] = r.reason;
+  if (r.online_search || !r.online_reason.empty()) j["online_search"] = OnlineSearchJson(r);
   if (!r.searched) return j;
   const sim::TuningChoice& choice = *r.choice;
   j["predicted_samples_per_second"] = choice.candidates[choice.chosen].samples_per_second;

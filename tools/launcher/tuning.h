@@ -78,6 +78,17 @@ struct TuningReport {
   std::optional<sim::TuningChoice> choice;
   // Wall-clock seconds the search took.
   double seconds = 0;
+  // The online search (scheduling.online_search) after the prediction: on when the config
+  // says so, or leaves it absent with slice_params automatic and nothing rules it out.
+  bool online_search = false;
+  bool online_search_in_config = false;  // explicit in the config: no override
+  // Why it is off ("" when on, or when the slice size was not automatic).
+  std::string online_reason;
+  // When on: the ownership stripes and the slice sizes worker 0 times, and the iterations
+  // the search takes at most.
+  int64_t owner_params = 0;
+  std::vector<int64_t> online_candidates;
+  int64_t online_iterations = 0;
 };
 
 // The config asks for an automatic slice size or credit.
@@ -91,7 +102,10 @@ bool NeedsTuning(const config::ExperimentConfig& config);
 std::string FindProfile(const std::string& dir, const std::string& model, int64_t batch,
                         int64_t image_size);
 
-// Searches what the config leaves automatic (see above). Never fails: without a
+// Searches what the config leaves automatic (see above), then decides the online search:
+// on with an automatic slice size unless the config sets it, the mode does not re-plan
+// (no slices, or values pulled), the wire is float16, checkpoints are on, or the run is
+// shorter than ten times the search (training.iterations). Never fails: without a
 // prediction it keeps the defaults and says why in `reason`.
 TuningReport TuneConfig(const config::ExperimentConfig& config, const TuningOptions& options);
 
@@ -100,7 +114,8 @@ TuningReport TuneConfig(const config::ExperimentConfig& config, const TuningOpti
 std::vector<std::string> TuningLogLines(const TuningReport& report);
 
 // The overrides that give every process the values: "scheduling.slice_params=80000",
-// "scheduling.credit_bytes=0" (only for what was automatic).
+// "scheduling.credit_bytes=0" (only for what was automatic), and
+// "scheduling.online_search=true" when the launcher turned the online search on.
 std::vector<std::string> TuningOverrides(const TuningReport& report);
 
 // summary.json's "tuning" member (docs/launcher.md).

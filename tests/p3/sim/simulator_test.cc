@@ -274,6 +274,56 @@ CATCH_TEST_CASE("local mode: the sum of the blocks' times and the optimizer") {
   CATCH_CHECK(r->workers[0].idle_s == Approx(0.008));
 }
 
+CATCH_TEST_CASE("the CPU breakdown counts each message's send and receive cost once per iteration") {
+  const int64_t n = 1000000;
+  SimOptions o = Separate(Blocks({n}), 1, 1, 0);
+  o.calibration.send_s_per_byte = 1e-9;
+  o.calibration.recv_s_per_byte = 2e-9;
+  o.calibration.update_s_per_byte = 3e-9;
+  absl::StatusOr<SimResult> r = Simulate(o);
+  CATCH_REQUIRE(r.ok());
+  // Each iteration: the gradient up and the values down, 4 MB each; one update.
+  CATCH_CHECK(r->cpu.send_s == Approx(2 * 4e6 * 1e-9));
+  CATCH_CHECK(r->cpu.recv_s == Approx(2 * 4e6 * 2e-9));
+  CATCH_CHECK(r->cpu.update_s == Approx(4e6 * 3e-9));
+  CATCH_CHECK(r->cpu.compute_s == 0);
+  CATCH_CHECK(r->cpu.ring_s == 0);
+  CATCH_CHECK(r->cpu.total_s() == Approx(0.008 + 0.016 + 0.012));
+}
+
+CATCH_TEST_CASE("computing alone runs at the profile's speed, on busy shared cores at the shared speed") {
+  Profile p = Blocks({1000});
+  p.blocks[0].forward_s = 0.1;
+  p.blocks[0].backward_s = 0.2;
+  SimOptions local;
+  local.profile = p;
+  local.mode = Mode::kLocal;
+  local.calibration = Ideal(0);
+  local.calibration.shared_host_compute_speed = 0.8;
+  local.cpu_cores_per_host = 2;
+  absl::StatusOr<SimResult> alone = Simulate(local);
+  CATCH_REQUIRE(alone.ok());
+  CATCH_CHECK(alone->iteration_seconds == Approx(0.3));  // the other core is idle
+  // Two DDP workers computing at once on one host of 2 cores: each gets one core, at
+  // 0.8 of the profile's speed. The ring moves 4 kB at loopback speed: microseconds.
+  SimOptions pair = local;
+  pair.mode = Mode::kP3;
+  pair.allreduce = true;
+  pair.workers = 2;
+  pair.machines_per_host = 2;
+  pair.bandwidth_gbps = 0;
+  absl::StatusOr<SimResult> shared = Simulate(pair);
+  CATCH_REQUIRE(shared.ok());
+  CATCH_CHECK(shared->iteration_seconds == Approx(0.3 / 0.8).epsilon(1e-3));
+  CATCH_CHECK(shared->cpu.compute_s == Approx(2 * 0.3 / 0.8));
+  pair.calibration.shared_host_compute_speed = 1;
+  absl::StatusOr<SimResult> independent = Simulate(pair);
+  CATCH_REQUIRE(independent.ok());
+  CATCH_CHECK(independent->iteration_seconds == Approx(0.3).epsilon(1e-3));
+  pair.calibration.shared_host_compute_speed = 0;
+  CATCH_CHECK(Simulate(pair).status().code() == absl::StatusCode::kInvalidArgument);
+}
+
 CATCH_TEST_CASE("a config sets mode, cluster, network and scheduling; another batch scales the times") {
   absl::StatusOr<config::ExperimentConfig> cfg = config::ParseConfig(
       "mode: \"baseline\" cluster { workers: 3 servers: 2 } model { name: \"mlp\" } "

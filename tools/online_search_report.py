@@ -1,0 +1,108 @@
+#!/usr/bin/env python3
+"""The online slice-size search against fixed slice sizes: table and CSV from the runs.
+
+Reads the runs of tools/bench_throughput.py under OUT (default out/online_search:
+auto_bw<rate>/runs/* with scheduling.slice_params=0, the launcher's simulator choice and
+the online search; fixed_bw<rate>/runs/* at fixed sizes) and writes one row per run to
+docs/results/online_search.csv and a markdown table to stdout.
+
+Per run, as the throughput benchmark counts it: for each iteration the mean over the
+workers of their samples/s, then the median over the iterations after the first 2
+(`whole`). For the searched runs also the median over the iterations from the one where
+the final plan took effect (`after_search`).
+
+  /usr/bin/python3 tools/online_search_report.py [--out=out/online_search] [--csv=...]
+"""
+import argparse
+import csv
+import glob
+import json
+import os
+import re
+import statistics
+
+NAME = re.compile(r"_bw(?P<bw>[0-9.]+)_s(?P<slice>\d+)_w2_r0_(?P<time>\d+)$")
+
+
+def per_iteration_rates(run):
+    rates = {}
+    for path in glob.glob(os.path.join(run, "records", "worker_*.csv")):
+        with open(path) as f:
+            for row in csv.DictReader(f):
+                rates.setdefault(int(row["iteration"]), []).append(float(row["samples_per_second"]))
+    return {i: sum(v) / len(v) for i, v in rates.items() if len(v) >= 2}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", default="out/online_search")
+    ap.add_argument("--csv", default="docs/results/online_search.csv")
+    a = ap.parse_args()
+    rows = []
+    for run in sorted(glob.glob(os.path.join(a.out, "*_bw*", "runs", "*"))):
+        m = NAME.search(os.path.basename(run))
+        result = os.path.join(run, "results", "worker_0.json")
+        if not m or not os.path.exists(result):
+            continue
+        with open(result) as f:
+            r0 = json.load(f)
+        rates = per_iteration_rates(run)
+        if not rates:
+            continue
+        whole = statistics.median(v for i, v in rates.items() if i >= 2)
+        search = r0.get("online_search")
+        start_from = ""
+        summary_path = os.path.join(run, "summary.json")
+        if m["slice"] == "0" and os.path.exists(summary_path):
+            with open(summary_path) as f:
+                tuning = json.load(f).get("tuning", {})
+            start_from = ("simulator" if tuning.get("searched")
+                          else "default (no prediction: " + tuning.get("reason", "")[:60] + ")")
+        row = {"run": os.path.basename(run), "time_hhmmss": m["time"],
+               "bandwidth_gbps": float(m["bw"]), "iterations": r0["iterations"],
+               "kind": "auto" if m["slice"] == "0" else "fixed", "start_from": start_from,
+               "start_slice_params": "", "chosen_slice_params": int(m["slice"]),
+               "done_iteration": "", "timed": "",
+               "samples_per_second_whole": round(whole, 3), "samples_per_second_after_search": "",
+               "param_l2": r0["param_l2"]}
+        if search:
+            timed = search["timed"]
+            row["start_slice_params"] = timed[0]["slice_params"]
+            row["chosen_slice_params"] = search["chosen_slice_params"]
+            row["done_iteration"] = search["done_iteration"]
+            row["timed"] = " ".join(f"{t['slice_params']}:{t['median_seconds']:.3f}" for t in timed)
+            after = [v for i, v in rates.items() if i >= search["done_iteration"]]
+            row["samples_per_second_after_search"] = round(statistics.median(after), 3)
+        rows.append(row)
+    if not rows:
+        raise SystemExit(f"no runs under {a.out}")
+    with open(a.csv, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(rows[0].keys()))
+        w.writeheader()
+        w.writerows(rows)
+
+    print("| Gbit/s | run | slice | runs | samples/s, median of runs (min – max) |")
+    print("|---|---|---:|---:|---|")
+    for bw in sorted({r["bandwidth_gbps"] for r in rows}):
+        groups = {}
+        for r in rows:
+            if r["bandwidth_gbps"] != bw:
+                continue
+            key = ("online search", r["chosen_slice_params"]) if r["kind"] == "auto" else ("fixed", r["chosen_slice_params"])
+            v = r["samples_per_second_whole"]
+            groups.setdefault(key, []).append(v)
+        for (kind, size), vs in sorted(groups.items(), key=lambda kv: (kv[0][0] != "online search", kv[0][1])):
+            print(f"| {bw:g} | {kind} | {size} | {len(vs)} | {statistics.median(vs):.2f} "
+                  f"({min(vs):.2f} – {max(vs):.2f}) |")
+    print()
+    for r in rows:
+        if r["kind"] == "auto":
+            print(f"- {r['bandwidth_gbps']:g} Gbit/s, {r['run']}: start {r['start_slice_params']} "
+                  f"({r['start_from']}), "
+                  f"timed {r['timed']} -> {r['chosen_slice_params']} from iteration "
+                  f"{r['done_iteration']}; whole run {r['samples_per_second_whole']}, after the "
+                  f"search {r['samples_per_second_after_search']} samples/s")
+
+
+if __name__ == "__main__":
+    main()
