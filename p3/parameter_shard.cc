@@ -755,18 +755,21 @@ absl::Status ParameterShard::Replan(int rank, uint64_t from_iteration, int64_t s
                                 " is pending"));
   }
   if (uninitialized_ > 0) return refused("not every slice has its initial values");
+  absl::StatusOr<SlicePlan> plan = plan_->WithSliceParams(slice_params);
+  if (!plan.ok()) return refused(plan.status().message());
+  // From here every slice completion takes mu_ (SliceAdvanced), and waits for this call.
+  replan_pending_.store(true, std::memory_order_release);
   size_t remaining = 0;
   for (const auto& state : slices_) {
     if (state == nullptr) continue;
     absl::MutexLock slice_lock(&state->mu);
     if (state->version >= from_iteration) {
+      replan_pending_.store(false, std::memory_order_release);
       return refused(absl::StrCat("this server's slices are at version ", state->version,
                                   " already"));
     }
     ++remaining;
   }
-  absl::StatusOr<SlicePlan> plan = plan_->WithSliceParams(slice_params);
-  if (!plan.ok()) return refused(plan.status().message());
   pending_replan_ = PendingReplan{from_iteration, *std::move(plan), remaining};
   if (remaining == 0) SwitchPlanLocked();  // a server that owns no slice
   return absl::OkStatus();
@@ -795,6 +798,9 @@ absl::StatusOr<std::pair<int64_t, int64_t>> ParameterShard::SliceSpan(int slice_
 }
 
 void ParameterShard::SliceAdvanced(uint64_t version) {
+  // Set (release) by Replan() before it reads any slice's version under that slice's lock,
+  // which this completion held after it: a slice it counted is seen here.
+  if (!replan_pending_.load(std::memory_order_acquire)) return;
   absl::MutexLock lock(&mu_);
   if (!pending_replan_.has_value() || version != pending_replan_->from_iteration) return;
   if (--pending_replan_->remaining == 0) SwitchPlanLocked();
@@ -804,6 +810,7 @@ void ParameterShard::SwitchPlanLocked() {
   SlicePlan plan = std::move(pending_replan_->plan);
   const uint64_t version = pending_replan_->from_iteration;
   pending_replan_.reset();
+  replan_pending_.store(false, std::memory_order_release);
   const int workers = options_.num_workers;
   // The current slices in flat order (the plan's order), locked for the copy: every one
   // is at `version` with no gradient of it in, so nothing else writes them.

@@ -26,6 +26,7 @@
 #ifndef P3_P3_PARAMETER_SHARD_H_
 #define P3_P3_PARAMETER_SHARD_H_
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -338,6 +339,9 @@ class ParameterShard {
     size_t remaining = 0;  // owned slices still below from_iteration
   };
   std::optional<PendingReplan> pending_replan_ ABSL_GUARDED_BY(mu_);
+  // pending_replan_ has a value, or Replan() is deciding: read without mu_ by every slice
+  // completion (SliceAdvanced), which takes mu_ only when it is set.
+  std::atomic<bool> replan_pending_{false};
   int replans_ ABSL_GUARDED_BY(mu_) = 0;
   // A slice reached `version` (Gradient, after the slice's lock is released): counts it
   // towards a pending re-plan and switches once the last one is there.

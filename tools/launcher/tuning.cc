@@ -176,30 +176,28 @@ TuningReport TuneGrid(const config::ExperimentConfig& config, const TuningOption
 void DecideOnlineSearch(const config::ExperimentConfig& config, TuningReport* r) {
   const config::SchedulingConfig& scheduling = config.scheduling();
   r->online_search_in_config = scheduling.has_online_search();
+  if (!r->online_search_in_config && !r->slice_auto) return;  // not asked for
+  // What the workers will search (p3/slice_search.h), from the size every process gets.
+  const int64_t owner = scheduling.owner_params() > 0 ? scheduling.owner_params()
+                                                      : SliceSearchOwnerParams(r->slice_params);
+  const std::vector<int64_t> candidates = SliceSearchCandidates(r->slice_params, owner);
+  const int64_t needed = SliceSearch::IterationsNeeded({.candidates = candidates});
+  const int64_t iterations = config.training().iterations();
   if (r->online_search_in_config) {
     r->online_search = scheduling.online_search();
     if (!r->online_search) r->online_reason = "scheduling.online_search is false in the config";
-  } else if (!r->slice_auto) {
-    return;  // not asked for
+  } else if (std::string why = config::OnlineSearchRuledOutBy(config); !why.empty()) {
+    r->online_reason = std::move(why);
+  } else if (iterations > 0 && iterations < 10 * needed) {
+    r->online_reason = absl::StrCat("the run has ", iterations, " iterations; the search takes ",
+                                    needed, ", more than 10 % of them");
   } else {
-    const int64_t owner = SliceSearchOwnerParams(r->slice_params);
-    const int64_t needed = SliceSearch::IterationsNeeded(
-        {.candidates = SliceSearchCandidates(r->slice_params, owner)});
-    const int64_t iterations = config.training().iterations();
-    if (std::string why = config::OnlineSearchRuledOutBy(config); !why.empty()) {
-      r->online_reason = std::move(why);
-    } else if (iterations > 0 && iterations < 10 * needed) {
-      r->online_reason = absl::StrCat("the run has ", iterations, " iterations; the search takes ",
-                                      needed, ", more than 10 % of them");
-    } else {
-      r->online_search = true;
-    }
+    r->online_search = true;
   }
   if (!r->online_search) return;
-  r->owner_params = scheduling.owner_params() > 0 ? scheduling.owner_params()
-                                                  : SliceSearchOwnerParams(r->slice_params);
-  r->online_candidates = SliceSearchCandidates(r->slice_params, r->owner_params);
-  r->online_iterations = SliceSearch::IterationsNeeded({.candidates = r->online_candidates});
+  r->owner_params = owner;
+  r->online_candidates = candidates;
+  r->online_iterations = needed;
 }
 
 }  // namespace
