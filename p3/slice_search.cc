@@ -12,11 +12,11 @@ namespace {
 constexpr int64_t kGridMin = 10000;
 constexpr int64_t kGridMax = 1000000;
 
-double Median(std::vector<double> v) {
+double Mean(const std::vector<double>& v) {
   if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 == 1 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+  double sum = 0;
+  for (double x : v) sum += x;
+  return sum / static_cast<double>(v.size());
 }
 
 }  // namespace
@@ -32,7 +32,7 @@ std::vector<int64_t> SliceSearchCandidates(int64_t start, int64_t owner) {
     return std::clamp<int64_t>(size, 1, std::max<int64_t>(1, owner));
   };
   std::vector<int64_t> out;
-  for (int64_t size : {start, clamp(4 * start), clamp(start / 4)}) {
+  for (int64_t size : {start, clamp(2 * start), clamp(4 * start), clamp(start / 2)}) {
     if (std::find(out.begin(), out.end(), size) == out.end()) out.push_back(size);
   }
   return out;
@@ -59,42 +59,50 @@ std::optional<int64_t> SliceSearch::Before(int64_t iteration) {
     report_.done_iteration = iteration + 1;
     return size;
   }
+  const int k = std::max(1, options_.measure_iterations);
   const SliceSearchCandidateReport& now = report_.candidates[timing_];
-  if (static_cast<int>(now.seconds.size()) < std::max(1, options_.measure_iterations)) {
-    return std::nullopt;
+  const int timed = static_cast<int>(now.seconds.size());
+  if (timed >= k) {  // the last candidate is timed
+    Decide(iteration);
+    return Before(iteration);
   }
-  if (timing_ + 1 < options_.candidates.size()) {
-    ++timing_;
-    const int64_t size = options_.candidates[timing_];
-    report_.candidates.push_back({.slice_params = size, .from_iteration = iteration + 1});
-    // The iteration where the plan changes carries both: left out.
-    measure_from_ = iteration + 2;
-    return size;
+  // A re-plan asked for now takes effect at iteration + 1, so the next candidate is asked
+  // for before the current one's last timed iteration, which still runs on its plan.
+  if (timed == k - 1 && iteration >= measure_from_ && !next_from_.has_value() &&
+      timing_ + 1 < options_.candidates.size()) {
+    next_from_ = iteration + 1;
+    return options_.candidates[timing_ + 1];
   }
-  Decide(iteration);
-  return Before(iteration);
+  return std::nullopt;
 }
 
 void SliceSearch::After(int64_t iteration, double seconds) {
   if (report_.done || iteration < measure_from_) return;
+  const int k = std::max(1, options_.measure_iterations);
   SliceSearchCandidateReport& now = report_.candidates[timing_];
-  if (static_cast<int>(now.seconds.size()) >= std::max(1, options_.measure_iterations)) return;
+  if (static_cast<int>(now.seconds.size()) >= k) return;
   now.seconds.push_back(seconds);
   now.iterations.push_back(iteration);
-  now.median_seconds = Median(now.seconds);
+  now.mean_seconds = Mean(now.seconds);
+  if (static_cast<int>(now.seconds.size()) == k && next_from_.has_value()) {
+    ++timing_;
+    report_.candidates.push_back(
+        {.slice_params = options_.candidates[timing_], .from_iteration = *next_from_});
+    // The iteration where the plan changes carries both: left out.
+    measure_from_ = *next_from_ + 1;
+    next_from_.reset();
+  }
 }
 
 void SliceSearch::Decide(int64_t iteration) {
   const SliceSearchCandidateReport& start = report_.candidates[0];
-  const auto [lo, hi] = std::minmax_element(start.seconds.begin(), start.seconds.end());
-  const double spread = start.median_seconds > 0 ? (*hi - *lo) / (2 * start.median_seconds) : 0;
-  const double margin = std::max(options_.min_gain, spread);
+  const double margin = std::max(0.0, options_.min_gain);
   size_t best = 0;
   for (size_t i = 1; i < report_.candidates.size(); ++i) {
-    if (report_.candidates[i].median_seconds < report_.candidates[best].median_seconds) best = i;
+    if (report_.candidates[i].mean_seconds < report_.candidates[best].mean_seconds) best = i;
   }
   const SliceSearchCandidateReport& b = report_.candidates[best];
-  const double gain = start.median_seconds > 0 ? 1 - b.median_seconds / start.median_seconds : 0;
+  const double gain = start.mean_seconds > 0 ? 1 - b.mean_seconds / start.mean_seconds : 0;
   size_t chosen = 0;
   if (best == 0) {
     report_.reason = absl::StrCat(start.slice_params, " is the fastest");
@@ -103,9 +111,8 @@ void SliceSearch::Decide(int64_t iteration) {
     report_.reason = absl::StrFormat("%d is %.1f %% faster than %d, beyond the margin %.1f %%",
                                      b.slice_params, 100 * gain, start.slice_params, 100 * margin);
   } else {
-    report_.reason = absl::StrFormat(
-        "%d is %.1f %% faster than %d, within the margin %.1f %% (the start's spread or %.0f %%)",
-        b.slice_params, 100 * gain, start.slice_params, 100 * margin, 100 * options_.min_gain);
+    report_.reason = absl::StrFormat("%d is %.1f %% faster than %d, within the margin %.1f %%",
+                                     b.slice_params, 100 * gain, start.slice_params, 100 * margin);
   }
   report_.chosen = report_.candidates[chosen].slice_params;
   report_.done = true;

@@ -5,14 +5,18 @@
 //
 // Transport-free: the trainer asks before every iteration whether to re-plan, and reports
 // every iteration's wall time after it. A re-plan requested before iteration i takes effect
-// at iteration i + 1 (docs/protocol.md, "Re-plan"); the iteration where a plan takes effect
+// at iteration i + 1 (docs/protocol.md, "Re-plan"), so the next candidate is asked for
+// before the current one's last timed iteration; the iteration where a plan takes effect
 // mixes the two plans and is not measured, nor are the run's first `warmup_iterations`.
+// With the defaults and 4 candidates the final plan is in effect from iteration 18.
 //
-// The decision: the median time of `measure_iterations` iterations per candidate. Another
-// candidate replaces the starting size only if its median is shorter by more than
-// max(min_gain, the relative spread of the starting size's own measurements): on a busy
-// machine neighbouring iterations differ by several percent, and a bare arg-max would
-// wander away from a good start on noise.
+// The decision: the mean time of `measure_iterations` consecutive iterations per candidate,
+// i.e. its throughput over that window. Not the median: on this project's hosts one
+// iteration's time is anti-correlated with the next (lag-1 correlation -0.1 to -0.6, a
+// long wait for values is followed by a short one), so a window's mean is far steadier than
+// its single iterations (docs/simulator.md, "Online search and re-plan"). Another candidate
+// replaces the starting size only if its mean is shorter by more than `min_gain`, so that
+// noise does not move the plan away from a start that is as good.
 //
 // Example:
 //   SliceSearch search({.candidates = SliceSearchCandidates(80000, 320000)}, first_iteration);
@@ -42,14 +46,14 @@ struct SliceSearchOptions {
   int warmup_iterations = 2;
   // Iterations timed per candidate. Default: 3. Must be >= 1.
   int measure_iterations = 3;
-  // Least relative gain over the starting size for another to replace it. Default: 0.01.
-  double min_gain = 0.01;
+  // Least relative gain over the starting size for another to replace it. Default: 0.02.
+  double min_gain = 0.02;
 };
 
 // The candidates for a run that starts at `start` within ownership stripes of `owner`
-// parameters (owner >= start): the start, 4x the start and a quarter of it, each clamped
-// to [1, owner] and to [10,000, 1,000,000] where the start lies in that range, without
-// repeats.
+// parameters (owner >= start), in the order timed: the start, 2x, 4x and half the start,
+// each clamped to [1, owner] and to [10,000, 1,000,000] where the start lies in that
+// range, without repeats.
 std::vector<int64_t> SliceSearchCandidates(int64_t start, int64_t owner);
 
 // The ownership stripe a search from `start` needs: 4x the start, at most 1,000,000 and at
@@ -61,7 +65,7 @@ struct SliceSearchCandidateReport {
   int64_t from_iteration = 0;            // where this plan took effect
   std::vector<double> seconds;           // the iterations timed
   std::vector<int64_t> iterations;       // which they were
-  double median_seconds = 0;
+  double mean_seconds = 0;
 };
 
 struct SliceSearchReport {
@@ -69,7 +73,7 @@ struct SliceSearchReport {
   int64_t chosen = 0;
   // The iteration from which every process uses `chosen`: the end of the search.
   int64_t done_iteration = 0;
-  // Why `chosen` (e.g. "80000 is 6.1 % faster than 40000, beyond the spread 2.0 %").
+  // Why `chosen` (e.g. "80000 is 6.1 % faster than 40000, beyond the margin 2.0 %").
   std::string reason;
   bool done = false;
 };
@@ -99,6 +103,8 @@ class SliceSearch {
   SliceSearchReport report_;
   size_t timing_ = 0;             // index in report_.candidates of the one being timed
   int64_t measure_from_ = 0;      // first iteration that counts for it
+  // Where the next candidate's plan takes effect, once asked for.
+  std::optional<int64_t> next_from_;
   std::optional<int64_t> final_;  // the choice, once made and not yet requested
 };
 

@@ -70,7 +70,10 @@ def main():
             row["start_slice_params"] = timed[0]["slice_params"]
             row["chosen_slice_params"] = search["chosen_slice_params"]
             row["done_iteration"] = search["done_iteration"]
-            row["timed"] = " ".join(f"{t['slice_params']}:{t['median_seconds']:.3f}" for t in timed)
+            # Runs before the search timed by window mean recorded the median.
+            row["timed"] = " ".join(
+                f"{t['slice_params']}:{t.get('mean_seconds', t.get('median_seconds')):.3f}"
+                for t in timed)
             after = [v for i, v in rates.items() if i >= search["done_iteration"]]
             row["samples_per_second_after_search"] = round(statistics.median(after), 3)
         rows.append(row)

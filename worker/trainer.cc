@@ -382,7 +382,7 @@ std::string TrainResult::ToJson() const {
       row["from_iteration"] = c.from_iteration;
       row["iterations"] = c.iterations;
       row["seconds"] = c.seconds;
-      row["median_seconds"] = c.median_seconds;
+      row["mean_seconds"] = c.mean_seconds;
       timed.push_back(row);
     }
     o["timed"] = timed;

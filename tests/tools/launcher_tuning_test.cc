@@ -210,7 +210,7 @@ CATCH_TEST_CASE("without a prediction the defaults are kept, and the reason says
   CATCH_CHECK(overrides == std::vector<std::string>{"scheduling.slice_params=40000",
                                                     "scheduling.credit_bytes=0",
                                                     "scheduling.online_search=true"});
-  CATCH_CHECK(report.online_candidates == std::vector<int64_t>{40000, 160000, 10000});
+  CATCH_CHECK(report.online_candidates == std::vector<int64_t>{40000, 80000, 160000, 20000});
   nlohmann::ordered_json json = TuningJson(report);
   CATCH_CHECK(json["searched"] == false);
   CATCH_CHECK(!json.contains("grid"));

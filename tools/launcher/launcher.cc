@@ -893,10 +893,10 @@ int Launcher::Run() {
     std::vector<std::string> timed;
     for (const nlohmann::ordered_json& c : search["timed"]) {
       timed.push_back(absl::StrFormat("%d: %.3f s", c["slice_params"].get<int64_t>(),
-                                      c["median_seconds"].get<double>()));
+                                      c["mean_seconds"].get<double>()));
     }
     Say(absl::StrCat("online search: slice_params ", NumberText(search["chosen_slice_params"]),
-                     " from iteration ", NumberText(search["done_iteration"]), " (median ",
+                     " from iteration ", NumberText(search["done_iteration"]), " (mean ",
                      "iteration time ", absl::StrJoin(timed, ", "), "; ",
                      search["reason"].get<std::string>(), ")"));
   }
