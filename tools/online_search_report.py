@@ -21,7 +21,7 @@ import os
 import re
 import statistics
 
-NAME = re.compile(r"_bw(?P<bw>[0-9.]+)_s(?P<slice>\d+)_w2_r0_(?P<time>\d+)$")
+NAME = re.compile(r"^(?P<model>[a-z0-9_]+?)_p3_bw(?P<bw>[0-9.]+)_s(?P<slice>\d+)_w2_r0_(?P<time>\d+)$")
 
 
 def per_iteration_rates(run):
@@ -31,6 +31,23 @@ def per_iteration_rates(run):
             for row in csv.DictReader(f):
                 rates.setdefault(int(row["iteration"]), []).append(float(row["samples_per_second"]))
     return {i: sum(v) / len(v) for i, v in rates.items() if len(v) >= 2}
+
+
+def wall_rate(run, first):
+    """Samples per second over the wall time of the iterations from `first` on: per worker
+    its samples over the sum of its iteration times, then the mean over the workers."""
+    per_worker = []
+    for path in glob.glob(os.path.join(run, "records", "worker_*.csv")):
+        samples = seconds = 0.0
+        with open(path) as f:
+            for row in csv.DictReader(f):
+                if int(row["iteration"]) >= first:
+                    t = float(row["iteration_seconds"])
+                    samples += float(row["samples_per_second"]) * t
+                    seconds += t
+        if seconds > 0:
+            per_worker.append(samples / seconds)
+    return sum(per_worker) / len(per_worker) if per_worker else 0.0
 
 
 def main():
@@ -58,12 +75,13 @@ def main():
                 tuning = json.load(f).get("tuning", {})
             start_from = ("simulator" if tuning.get("searched")
                           else "default (no prediction: " + tuning.get("reason", "")[:60] + ")")
-        row = {"run": os.path.basename(run), "time_hhmmss": m["time"],
+        row = {"run": os.path.basename(run), "model": m["model"], "time_hhmmss": m["time"],
                "bandwidth_gbps": float(m["bw"]), "iterations": r0["iterations"],
                "kind": "auto" if m["slice"] == "0" else "fixed", "start_from": start_from,
                "start_slice_params": "", "chosen_slice_params": int(m["slice"]),
                "done_iteration": "", "timed": "",
                "samples_per_second_whole": round(whole, 3), "samples_per_second_after_search": "",
+               "wall_samples_per_second_whole": round(wall_rate(run, 2), 3),
                "param_l2": r0["param_l2"]}
         if search:
             timed = search["timed"]
@@ -84,26 +102,38 @@ def main():
         w.writeheader()
         w.writerows(rows)
 
-    print("| Gbit/s | run | slice | runs | samples/s, median of runs (min – max) |")
-    print("|---|---|---:|---:|---|")
-    for bw in sorted({r["bandwidth_gbps"] for r in rows}):
-        groups = {}
-        for r in rows:
-            if r["bandwidth_gbps"] != bw:
-                continue
-            key = ("online search", r["chosen_slice_params"]) if r["kind"] == "auto" else ("fixed", r["chosen_slice_params"])
-            v = r["samples_per_second_whole"]
-            groups.setdefault(key, []).append(v)
-        for (kind, size), vs in sorted(groups.items(), key=lambda kv: (kv[0][0] != "online search", kv[0][1])):
-            print(f"| {bw:g} | {kind} | {size} | {len(vs)} | {statistics.median(vs):.2f} "
-                  f"({min(vs):.2f} – {max(vs):.2f}) |")
+    for measure, label in (("samples_per_second_whole", "the benchmark's figure (median over iterations)"),
+                           ("wall_samples_per_second_whole", "samples over wall time")):
+        print(f"\n### {label}\n")
+        print("| model | Gbit/s | online search: runs, median (min – max) | chosen | best fixed size, "
+              "median | ÷ best | default 40000 | ÷ default |")
+        print("|---|---:|---|---|---:|---:|---:|---:|")
+        for model in sorted({r["model"] for r in rows}):
+            for bw in sorted({r["bandwidth_gbps"] for r in rows if r["model"] == model}):
+                mine = [r for r in rows if r["model"] == model and r["bandwidth_gbps"] == bw]
+                auto = [r[measure] for r in mine if r["kind"] == "auto"]
+                fixed = {}
+                for r in mine:
+                    if r["kind"] == "fixed":
+                        fixed.setdefault(r["chosen_slice_params"], []).append(r[measure])
+                if not auto or not fixed:
+                    continue
+                med = {size: statistics.median(v) for size, v in fixed.items()}
+                best = max(med, key=med.get)
+                a_med = statistics.median(auto)
+                chosen = ", ".join(str(r["chosen_slice_params"]) for r in mine if r["kind"] == "auto")
+                default = med.get(40000)
+                print(f"| {model} | {bw:g} | {len(auto)}: {a_med:.2f} ({min(auto):.2f} – {max(auto):.2f}) "
+                      f"| {chosen} | {best}: {med[best]:.2f} | {a_med / med[best]:.2f} | "
+                      + (f"{default:.2f} | {a_med / default:.2f} |" if default else "– | – |"))
     print()
     for r in rows:
         if r["kind"] == "auto":
             print(f"- {r['bandwidth_gbps']:g} Gbit/s, {r['run']}: start {r['start_slice_params']} "
                   f"({r['start_from']}), "
                   f"timed {r['timed']} -> {r['chosen_slice_params']} from iteration "
-                  f"{r['done_iteration']}; whole run {r['samples_per_second_whole']}, after the "
+                  f"{r['done_iteration']}; whole run {r['samples_per_second_whole']} "
+                  f"({r['wall_samples_per_second_whole']} over wall time), after the "
                   f"search {r['samples_per_second_after_search']} samples/s")
 
 
