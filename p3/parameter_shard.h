@@ -185,6 +185,10 @@ class ParameterShard {
 
   // Re-plans that have taken effect so far.
   int replans() const;
+  // Floats held by the slice states, current and retired: values, optimizer state,
+  // gradients and this shard's references to snapshots. A re-plan leaves it unchanged
+  // (retired states give theirs up), where it used to add a whole plan's worth.
+  int64_t StateFloats() const;
   // The re-plan accepted and not yet in effect here: (from_iteration, slice_params).
   std::optional<std::pair<uint64_t, int64_t>> ReplanPending() const;
 
@@ -260,7 +264,8 @@ class ParameterShard {
     int64_t offset = 0;  // in the flat buffer of all parameters
     int64_t length = 0;
     int priority = 0;
-    // Replaced by a re-plan: kept (a call may still hold it) but refuses every message.
+    // Replaced by a re-plan: kept (a call may still hold it) but refuses every message;
+    // its buffers (values, optimizer state, gradients, snapshots) are freed.
     bool retired ABSL_GUARDED_BY(mu) = false;
     bool initialized ABSL_GUARDED_BY(mu) = false;
     int64_t init_received ABSL_GUARDED_BY(mu) = 0;  // values of the initial ones so far
