@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The online slice-size search against fixed slice sizes: table and CSV from the runs.
 
-Reads the runs of tools/bench_throughput.py under OUT (default out/online_search:
+Reads the runs of tools/bench_throughput.py under each OUT (default out/online_search:
 auto_bw<rate>/runs/* with scheduling.slice_params=0, the launcher's simulator choice and
 the online search; fixed_bw<rate>/runs/* at fixed sizes) and writes one row per run to
 docs/results/online_search.csv and a markdown table to stdout.
@@ -11,7 +11,11 @@ workers of their samples/s, then the median over the iterations after the first 
 (`whole`). For the searched runs also the median over the iterations from the one where
 the final plan took effect (`after_search`).
 
-  /usr/bin/python3 tools/online_search_report.py [--out=out/online_search] [--csv=...]
+  /usr/bin/python3 tools/online_search_report.py [--out=DIR[=BINARIES] ...] [--csv=...]
+
+--out may be given several times; BINARIES (the commit the runs' binaries were built
+from) goes into the CSV's `binaries` column, and runs of different binaries are tabled
+apart.
 """
 import argparse
 import csv
@@ -52,11 +56,16 @@ def wall_rate(run, first):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--out", default="out/online_search")
+    ap.add_argument("--out", action="append", default=[],
+                    help="DIR or DIR=BINARIES; repeatable (default out/online_search)")
     ap.add_argument("--csv", default="docs/results/online_search.csv")
     a = ap.parse_args()
     rows = []
-    for run in sorted(glob.glob(os.path.join(a.out, "*_bw*", "runs", "*"))):
+    runs = []
+    for spec in a.out or ["out/online_search"]:
+        folder, _, binaries = spec.partition("=")
+        runs += [(binaries, run) for run in sorted(glob.glob(os.path.join(folder, "*_bw*", "runs", "*")))]
+    for binaries, run in runs:
         m = NAME.search(os.path.basename(run))
         result = os.path.join(run, "results", "worker_0.json")
         if not m or not os.path.exists(result):
@@ -75,7 +84,8 @@ def main():
                 tuning = json.load(f).get("tuning", {})
             start_from = ("simulator" if tuning.get("searched")
                           else "default (no prediction: " + tuning.get("reason", "")[:60] + ")")
-        row = {"run": os.path.basename(run), "model": m["model"], "time_hhmmss": m["time"],
+        row = {"run": os.path.basename(run), "binaries": binaries, "model": m["model"],
+               "time_hhmmss": m["time"],
                "bandwidth_gbps": float(m["bw"]), "iterations": r0["iterations"],
                "kind": "auto" if m["slice"] == "0" else "fixed", "start_from": start_from,
                "start_slice_params": "", "chosen_slice_params": int(m["slice"]),
@@ -96,7 +106,7 @@ def main():
             row["samples_per_second_after_search"] = round(statistics.median(after), 3)
         rows.append(row)
     if not rows:
-        raise SystemExit(f"no runs under {a.out}")
+        raise SystemExit(f"no runs under {a.out or 'out/online_search'}")
     with open(a.csv, "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=list(rows[0].keys()))
         w.writeheader()
@@ -105,31 +115,31 @@ def main():
     for measure, label in (("samples_per_second_whole", "the benchmark's figure (median over iterations)"),
                            ("wall_samples_per_second_whole", "samples over wall time")):
         print(f"\n### {label}\n")
-        print("| model | Gbit/s | online search: runs, median (min – max) | chosen | best fixed size, "
-              "median | ÷ best | default 40000 | ÷ default |")
-        print("|---|---:|---|---|---:|---:|---:|---:|")
-        for model in sorted({r["model"] for r in rows}):
-            for bw in sorted({r["bandwidth_gbps"] for r in rows if r["model"] == model}):
-                mine = [r for r in rows if r["model"] == model and r["bandwidth_gbps"] == bw]
-                auto = [r[measure] for r in mine if r["kind"] == "auto"]
-                fixed = {}
-                for r in mine:
-                    if r["kind"] == "fixed":
-                        fixed.setdefault(r["chosen_slice_params"], []).append(r[measure])
-                if not auto or not fixed:
-                    continue
-                med = {size: statistics.median(v) for size, v in fixed.items()}
-                best = max(med, key=med.get)
-                a_med = statistics.median(auto)
-                chosen = ", ".join(str(r["chosen_slice_params"]) for r in mine if r["kind"] == "auto")
-                default = med.get(40000)
-                print(f"| {model} | {bw:g} | {len(auto)}: {a_med:.2f} ({min(auto):.2f} – {max(auto):.2f}) "
-                      f"| {chosen} | {best}: {med[best]:.2f} | {a_med / med[best]:.2f} | "
-                      + (f"{default:.2f} | {a_med / default:.2f} |" if default else "– | – |"))
+        print("| model | Gbit/s | binaries | online search: runs, median (min – max) | chosen | "
+              "best fixed size, median | ÷ best | default 40000 | ÷ default |")
+        print("|---|---:|---|---|---|---:|---:|---:|---:|")
+        for model, bw, binaries in sorted({(r["model"], r["bandwidth_gbps"], r["binaries"]) for r in rows}):
+            mine = [r for r in rows if r["model"] == model and r["bandwidth_gbps"] == bw
+                    and r["binaries"] == binaries]
+            auto = [r[measure] for r in mine if r["kind"] == "auto"]
+            fixed = {}
+            for r in mine:
+                if r["kind"] == "fixed":
+                    fixed.setdefault(r["chosen_slice_params"], []).append(r[measure])
+            if not auto or not fixed:
+                continue
+            med = {size: statistics.median(v) for size, v in fixed.items()}
+            best = max(med, key=med.get)
+            a_med = statistics.median(auto)
+            chosen = ", ".join(str(r["chosen_slice_params"]) for r in mine if r["kind"] == "auto")
+            default = med.get(40000)
+            print(f"| {model} | {bw:g} | {binaries or '–'} | {len(auto)}: {a_med:.2f} ({min(auto):.2f} – {max(auto):.2f}) "
+                  f"| {chosen} | {best}: {med[best]:.2f} | {a_med / med[best]:.2f} | "
+                  + (f"{default:.2f} | {a_med / default:.2f} |" if default else "– | – |"))
     print()
     for r in rows:
         if r["kind"] == "auto":
-            print(f"- {r['bandwidth_gbps']:g} Gbit/s, {r['run']}: start {r['start_slice_params']} "
+            print(f"- {r['model']} {r['bandwidth_gbps']:g} Gbit/s, {r['run']}: start {r['start_slice_params']} "
                   f"({r['start_from']}), "
                   f"timed {r['timed']} -> {r['chosen_slice_params']} from iteration "
                   f"{r['done_iteration']}; whole run {r['samples_per_second_whole']} "

@@ -41,6 +41,12 @@ PROFILES = os.path.join(ROOT, "configs/sim/profiles")
 RESULTS = os.path.join(ROOT, "docs/results")
 HOST = ["--cpu_cores_per_host=2", "--machines_per_host=2"]  # 2 emulated machines, 2 cores
 BATCH = {"resnet50": 8, "vgg19": 4, "seq2seq_lstm": 16}
+# Points measured for the validation alone (`fresh`): set name, file in docs/results.
+# fresh: 2 or 3 runs of 10 timed iterations per point (2026-12-01 14:58); fresh-2: 5
+# interleaved rounds of 40 timed iterations (2026-12-01 21:17); fresh-3: 3 such rounds,
+# each with a run of the streaming benchmark (its own calibration, SET_CALIBRATION).
+FRESH_SETS = [("fresh", "simulator_fresh_raw.csv"), ("fresh-2", "simulator_fresh2_raw.csv"),
+              ("fresh-3", "simulator_fresh3_raw.csv")]
 BEGIN = "<!-- sim-table:begin (tools/sim_validate.py validate) -->"
 END = "<!-- sim-table:end -->"
 
@@ -59,7 +65,18 @@ SETS = {
         # No shared memory then: a colocated worker and server used loopback TCP.
         "extra": {"shared_memory": False},
     },
+    # The streaming benchmark run in the same interleaved rounds as the fresh-3 points
+    # (tools/sim_validate.py, docs/results/simulator.md "One block"): a calibration of the
+    # machine as it was while those points were measured.
+    "fresh-3": {
+        "file": "configs/sim/calibration_cpu_fresh3.json",
+        "streaming": "docs/results/streaming_fresh3.csv",
+        "binaries": "75fde34 (streaming measured in the same rounds as the fresh-3 points)",
+        "extra": {},
+    },
 }
+# The calibration each measured set is predicted with (default: "current").
+SET_CALIBRATION = {"2026-11-30": "2026-11-30", "fresh-3": "fresh-3"}
 
 
 def sim(config, sets, profile, calibration, extra_flags=()):
@@ -146,6 +163,13 @@ def calibrate(args):
     speed = shared_host_compute_speed()
     print(f"shared_host_compute_speed {speed:.4f} (pipeline_contention.csv, ResNet-50 pairs)")
     for name, s in SETS.items():
+        if args.only and name not in args.only.split(","):
+            if first and name == "current":
+                # The ring factor is fitted on the current calibration only; reuse it.
+                with open(os.path.join(ROOT, s["file"])) as f:
+                    RING.update({k: v for k, v in json.load(f).items() if k.startswith("ring_")})
+                first = False
+            continue
         m = streaming_measured(os.path.join(ROOT, s["streaming"]))
         loop = m[0.0]["cpu_s_per_gb"]  # CPU s per GB crossing, both ends together
         # Split between the sides as the processes' CPU split (worker sends the gradients,
@@ -239,10 +263,12 @@ def points():
             if r["ddp"]:
                 out.append(dict(base, system="ddp", workers=2, measured=float(r["ddp"]),
                                 runs=int(r["runs_ddp"])))
-    fresh = os.path.join(RESULTS, "simulator_fresh_raw.csv")
-    if os.path.exists(fresh):
+    for set_name, file_name in FRESH_SETS:
+        path = os.path.join(RESULTS, file_name)
+        if not os.path.exists(path):
+            continue
         groups = {}
-        with open(fresh) as f:
+        with open(path) as f:
             for r in csv.DictReader(f):
                 if r["status"] != "ok":
                     continue
@@ -250,15 +276,15 @@ def points():
                        r["placement"])
                 groups.setdefault(key, []).append(float(r["samples_per_second"]))
         for (model, mode, bw, workers, placement), v in sorted(groups.items()):
-            out.append({"set": "fresh", "model": model, "system": mode, "bandwidth": bw,
+            out.append({"set": set_name, "model": model, "system": mode, "bandwidth": bw,
                         "workers": workers, "slice_params": 40000, "placement": placement,
                         "measured": statistics.median(v), "runs": len(v),
-                        "source": "simulator_fresh_raw.csv"})
+                        "source": file_name})
     return out
 
 
 def local_of(pts, set_name, model):
-    if set_name == "fresh":
+    if set_name in dict(FRESH_SETS):
         for p in pts:
             if p["set"] == set_name and p["model"] == model and p["system"] == "local":
                 return p["measured"]
@@ -279,7 +305,7 @@ def validate(args):
     scales = {}
     rows = []
     for p in pts:
-        cal_set = "2026-11-30" if p["set"] == "2026-11-30" else "current"
+        cal_set = SET_CALIBRATION.get(p["set"], "current")
         cal = SETS[cal_set]["file"]
         key = (p["set"], p["model"])
         if key not in scales:
@@ -337,7 +363,7 @@ def write_table(rows):
              f"points within ±10 %** (" + "; ".join(f"{k}: {sum(v)} of {len(v)}"
                                                       for k, v in sorted(by_model.items()))
              + ").", ""]
-    for set_name in ("fresh", "current-interleaved", "current", "2026-11-30"):
+    for set_name in ("fresh-3", "fresh-2", "fresh", "current-interleaved", "current", "2026-11-30"):
         sub = [r for r in rows if r["set"] == set_name]
         if not sub:
             continue
@@ -366,7 +392,7 @@ def write_table(rows):
 
 
 def fresh(args):
-    """Collects bench_throughput raw.csv files (DIR=placement) into simulator_fresh_raw.csv."""
+    """Collects bench_throughput raw.csv files (DIR=placement) into docs/results/<--file>."""
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
                             text=True, cwd=ROOT).stdout.strip()
     rows = []
@@ -375,11 +401,11 @@ def fresh(args):
         with open(os.path.join(d, "raw.csv")) as f:
             for r in csv.DictReader(f):
                 rows.append(dict(r, placement=placement, commit=commit))
-    with open(os.path.join(RESULTS, "simulator_fresh_raw.csv"), "w", newline="") as f:
+    with open(os.path.join(RESULTS, args.file), "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=list(rows[0].keys()))
         w.writeheader()
         w.writerows(rows)
-    print(f"{len(rows)} runs -> docs/results/simulator_fresh_raw.csv")
+    print(f"{len(rows)} runs -> docs/results/{args.file}")
 
 
 def sweep(args):
@@ -413,7 +439,11 @@ def main():
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("command", choices=["calibrate", "validate", "table", "fresh", "sweep"])
     ap.add_argument("dirs", nargs="*", help="fresh: bench output folders as DIR=placement")
-    args = ap.parse_args()
+    ap.add_argument("--only", default="",
+                    help="calibrate: only these calibration sets (comma-separated names of SETS)")
+    ap.add_argument("--file", default="simulator_fresh2_raw.csv",
+                    help="fresh: the CSV in docs/results to write (one of FRESH_SETS)")
+    args = ap.parse_intermixed_args()
     if args.command == "fresh":
         fresh(args)
     elif args.command == "calibrate":
