@@ -300,6 +300,66 @@ def local_of(pts, set_name, model):
     return None
 
 
+def predict(p, cal, scale, extra):
+    """The simulator's result for measured point p with calibration file cal."""
+    profile = os.path.join(PROFILES, f"{p['model']}_b{BATCH[p['model']]}_cpu.json")
+    sets = [f"network.bandwidth_gbps={p['bandwidth']}",
+            f"scheduling.slice_params={p['slice_params']}"]
+    if extra.get("shared_memory") is False:
+        sets.append("scheduling.shared_memory=false")
+    flags = HOST + [f"--compute_scale={scale}"]
+    system = p["system"]
+    if system == "ddp":
+        flags.append("--allreduce")
+        sets.append("mode=p3")
+    else:
+        sets.append(f"mode={system}")
+    if p["workers"] != 2 and system != "local":
+        sets += [f"cluster.workers={p['workers']}", f"cluster.servers={p['workers']}"]
+    if p.get("placement") == "separate":
+        sets.append("network.placement=separate")
+        # 2 workers + 2 servers on 4 emulated machines, still one 2-core host
+        flags = [f for f in flags if not f.startswith("--machines_per_host")]
+        flags.append("--machines_per_host=4")
+    elif p["workers"] == 3:
+        flags = [f for f in flags if not f.startswith("--machines_per_host")]
+        flags.append("--machines_per_host=3")
+    return sim(f"configs/bench/{p['model']}.textproto", sets, profile, cal, flags)
+
+
+# The calibration's CPU costs of communication that `trial --cpu_factor` multiplies.
+CPU_COST_FIELDS = ("send_s_per_byte", "recv_s_per_byte", "shaped_s_per_byte_at_1g", "per_message_s")
+
+
+def trial(args):
+    """Predicted / measured for the points of some sets with a changed calibration (a
+    what-if; nothing is written): every CPU cost of communication x --cpu_factor, and/or
+    the link's payload share set to --goodput_factor. compute_scale is fitted again."""
+    pts = points()
+    for set_name in args.sets.split(","):
+        cal_set = SET_CALIBRATION.get(set_name, "current")
+        with open(os.path.join(ROOT, SETS[cal_set]["file"])) as f:
+            cal = json.load(f)
+        cal.update({k: cal[k] * args.cpu_factor for k in CPU_COST_FIELDS})
+        if args.goodput_factor:
+            cal["goodput_factor"] = args.goodput_factor
+        with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
+            json.dump(cal, f)
+        scales = {}
+        for p in pts:
+            if p["set"] != set_name or p["system"] in ("local", "ddp"):
+                continue
+            if p["model"] not in scales:
+                scales[p["model"]] = compute_scale(p["model"], local_of(pts, set_name, p["model"]),
+                                                   f.name)
+            r = predict(p, f.name, scales[p["model"]], SETS[cal_set]["extra"])
+            print(f"{set_name:20} {p['model']:13} {p['system']:9} {p['bandwidth']:4} w{p['workers']} "
+                  f"{p.get('placement') or 'colocated':9} cpu x{args.cpu_factor:g} goodput "
+                  f"{cal.get('goodput_factor', 'default')}: predicted / measured "
+                  f"{r['samples_per_second'] / p['measured']:.3f}", flush=True)
+        os.unlink(f.name)
+
+
 def validate(args):
     pts = points()
     scales = {}
@@ -310,29 +370,8 @@ def validate(args):
         key = (p["set"], p["model"])
         if key not in scales:
             scales[key] = compute_scale(p["model"], local_of(pts, p["set"], p["model"]), cal)
-        profile = os.path.join(PROFILES, f"{p['model']}_b{BATCH[p['model']]}_cpu.json")
-        sets = [f"network.bandwidth_gbps={p['bandwidth']}",
-                f"scheduling.slice_params={p['slice_params']}"]
-        if SETS[cal_set]["extra"].get("shared_memory") is False:
-            sets.append("scheduling.shared_memory=false")
-        flags = HOST + [f"--compute_scale={scales[key]}"]
         system = p["system"]
-        if system == "ddp":
-            flags.append("--allreduce")
-            sets.append("mode=p3")
-        else:
-            sets.append(f"mode={system}")
-        if p["workers"] != 2 and system != "local":
-            sets += [f"cluster.workers={p['workers']}", f"cluster.servers={p['workers']}"]
-        if p.get("placement") == "separate":
-            sets.append("network.placement=separate")
-            # 2 workers + 2 servers on 4 emulated machines, still one 2-core host
-            flags = [f for f in flags if not f.startswith("--machines_per_host")]
-            flags.append("--machines_per_host=4")
-        elif p["workers"] == 3:
-            flags = [f for f in flags if not f.startswith("--machines_per_host")]
-            flags.append("--machines_per_host=3")
-        r = sim(f"configs/bench/{p['model']}.textproto", sets, profile, cal, flags)
+        r = predict(p, cal, scales[key], SETS[cal_set]["extra"])
         ratio = r["samples_per_second"] / p["measured"]
         w = r["workers"][0]
         rows.append(dict(p, predicted=round(r["samples_per_second"], 3), ratio=round(ratio, 3),
@@ -437,8 +476,14 @@ def sweep(args):
 def main():
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("command", choices=["calibrate", "validate", "table", "fresh", "sweep"])
+    ap.add_argument("command", choices=["calibrate", "validate", "table", "fresh", "sweep", "trial"])
     ap.add_argument("dirs", nargs="*", help="fresh: bench output folders as DIR=placement")
+    ap.add_argument("--sets", default="fresh-3",
+                    help="trial: the measured sets to predict (comma-separated)")
+    ap.add_argument("--cpu_factor", type=float, default=1.0,
+                    help="trial: multiplies the calibration's CPU costs of communication")
+    ap.add_argument("--goodput_factor", type=float, default=0.0,
+                    help="trial: the link's payload share (0: the calibration's)")
     ap.add_argument("--only", default="",
                     help="calibrate: only these calibration sets (comma-separated names of SETS)")
     ap.add_argument("--file", default="simulator_fresh2_raw.csv",
@@ -452,6 +497,8 @@ def main():
         validate(args)
     elif args.command == "sweep":
         sweep(args)
+    elif args.command == "trial":
+        trial(args)
     else:
         with open(os.path.join(RESULTS, "simulator_validation.csv")) as f:
             rows = []
