@@ -432,6 +432,9 @@ def write_table(rows):
 
 def fresh(args):
     """Collects bench_throughput raw.csv files (DIR=placement) into docs/results/<--file>."""
+    files = [f for _, f in FRESH_SETS]
+    if args.file not in files:
+        raise SystemExit("fresh: --file must name one of " + ", ".join(files))
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
                             text=True, cwd=ROOT).stdout.strip()
     rows = []
@@ -486,8 +489,8 @@ def main():
                     help="trial: the link's payload share (0: the calibration's)")
     ap.add_argument("--only", default="",
                     help="calibrate: only these calibration sets (comma-separated names of SETS)")
-    ap.add_argument("--file", default="simulator_fresh2_raw.csv",
-                    help="fresh: the CSV in docs/results to write (one of FRESH_SETS)")
+    ap.add_argument("--file", default="",
+                    help="fresh: the CSV in docs/results to write (one of FRESH_SETS' files)")
     args = ap.parse_intermixed_args()
     if args.command == "fresh":
         fresh(args)
