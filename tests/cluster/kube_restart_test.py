@@ -58,10 +58,19 @@ def ok(message):
     print("ok: " + message, flush=True)
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def free_ports(n):
+    """n distinct free loopback ports: the sockets stay bound until all are picked. (One at
+    a time, the kernel may hand out the same port twice, and gRPC's SO_REUSEPORT then lets
+    both servers listen on it: connections land on either, and a worker is refused by the
+    server it did not address. CI saw that once.)"""
+    sockets = [socket.socket() for _ in range(n)]
+    try:
+        for s in sockets:
+            s.bind(("127.0.0.1", 0))
+        return [s.getsockname()[1] for s in sockets]
+    finally:
+        for s in sockets:
+            s.close()
 
 
 class Pod:
@@ -180,7 +189,7 @@ def run_cluster(tmp, name, kill=False, corrupt_newest=False):
     if 'resume_iteration: -1' not in config or '"/var/p3/checkpoints"' not in config:
         fail(name + ": the ConfigMap's config does not resume from the newest common checkpoint")
     servers, workers = 2, 2
-    ports = [free_port() for _ in range(servers)]
+    ports = free_ports(servers)
     m = re.search(r"--servers=(\S+)", worker_script)
     addresses = m.group(1).split(",")
     script_w = local(worker_script)
