@@ -84,9 +84,13 @@ class ParameterServer::Impl {
     for (const auto& [name, value] : KeepaliveChannelArgs(options_.peer_timeout)) {
       builder.AddChannelArgument(name, value);
     }
+    // gRPC sets SO_REUSEPORT by default: a second server on a port in use would listen
+    // too, and connections would land on either. A port is one server's, or start fails.
+    builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
     server_ = builder.BuildAndStart();
     if (server_ == nullptr || port_ == 0) {
-      return absl::UnavailableError(absl::StrCat("cannot listen on ", options_.address));
+      return absl::UnavailableError(absl::StrCat("cannot listen on ", options_.address,
+                                                 " (in use by another process?)"));
     }
     if (options_.stall_report > absl::ZeroDuration()) {
       stall_watcher_ = std::thread([this] { WatchStalls(); });

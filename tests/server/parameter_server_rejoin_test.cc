@@ -126,6 +126,17 @@ bool Mentions(const absl::Status& s, const std::string& text) {
   return s.message().find(text) != absl::string_view::npos;
 }
 
+CATCH_TEST_CASE("a second server on a port that another server holds fails to start") {
+  std::unique_ptr<ParameterServer> first = StartServer(kBound);
+  ServerOptions options;
+  options.shard.num_workers = 2;
+  options.address = "127.0.0.1:" + std::to_string(first->port());
+  absl::StatusOr<std::unique_ptr<ParameterServer>> second = ParameterServer::Start(options);
+  CATCH_REQUIRE_FALSE(second.ok());
+  CATCH_CHECK(absl::IsUnavailable(second.status()));
+  CATCH_CHECK(Mentions(second.status(), "cannot listen on " + options.address));
+}
+
 CATCH_TEST_CASE(
     "a worker whose stream broke rejoins, resumes, and the update is the uninterrupted one") {
   std::unique_ptr<ParameterServer> server = StartServer(kBound);
