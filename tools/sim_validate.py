@@ -6,6 +6,9 @@ committed measurements (docs/results/simulator.md).
   /usr/bin/python3 tools/sim_validate.py calibrate   # streaming fit -> configs/sim/calibration_*.json
   /usr/bin/python3 tools/sim_validate.py validate    # every measured point -> CSV + table
   /usr/bin/python3 tools/sim_validate.py sweep       # the slice sweeps (slice_tuning_sweep.csv)
+  /usr/bin/python3 tools/sim_validate.py calibrate --only=fresh-3          # one calibration set
+  /usr/bin/python3 tools/sim_validate.py fresh --file=F DIR=placement ...  # fresh runs -> docs/results/F
+  /usr/bin/python3 tools/sim_validate.py trial --sets=fresh-3 --cpu_factor=1.3   # a what-if, nothing written
 
 Calibration, per set of binaries (docs/simulator.md, "Calibration"):
   * CPU seconds per byte sent and received, and the extra on a shaped link, from the

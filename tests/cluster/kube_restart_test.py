@@ -60,9 +60,9 @@ def ok(message):
 
 def free_ports(n):
     """n distinct free loopback ports: the sockets stay bound until all are picked. (One at
-    a time, the kernel may hand out the same port twice, and gRPC's SO_REUSEPORT then lets
-    both servers listen on it: connections land on either, and a worker is refused by the
-    server it did not address. CI saw that once.)"""
+    a time, the kernel may hand out the same port twice. CI saw that once, when gRPC's
+    SO_REUSEPORT still let both servers listen on it and workers were refused by the
+    server they did not address; now the second server cannot start at all.)"""
     sockets = [socket.socket() for _ in range(n)]
     try:
         for s in sockets:
