@@ -6,7 +6,7 @@
 
 namespace p3 {
 
-absl::Status TuneAllocatorForLargeMessages() {
+absl::Status TuneAllocatorForLargeMessages(const AllocatorOptions& options) {
 #if defined(__GLIBC__)
   // Threads other than the main one allocate from arenas of at most 64 MiB; a request
   // larger than that is still mapped (glibc falls back to mmap), but those are few.
@@ -17,8 +17,12 @@ absl::Status TuneAllocatorForLargeMessages() {
   if (mallopt(M_TRIM_THRESHOLD, kTrimThreshold) != 1) {
     return absl::InternalError("mallopt(M_TRIM_THRESHOLD) was refused");
   }
+  if (options.one_arena && mallopt(M_ARENA_MAX, 1) != 1) {
+    return absl::InternalError("mallopt(M_ARENA_MAX) was refused");
+  }
   return absl::OkStatus();
 #else
+  (void)options;
   return absl::UnimplementedError("allocator tuning needs glibc");
 #endif
 }

@@ -23,12 +23,25 @@
 
 namespace p3 {
 
+struct AllocatorOptions {
+  // All threads allocate from one arena (M_ARENA_MAX 1) instead of one per thread (up to
+  // 8 per core). For the parameter server: a re-plan frees a whole plan's buffers on
+  // one thread and the next plan's are allocated on others (the switch on the thread
+  // that completed the last slice, gradients on each stream's). With per-thread arenas
+  // a buffer freed in one arena is no use to an allocation in another, so every re-plan
+  // faulted in fresh memory: VGG-19, 2 servers on 2 cores, 2 - 5 s per switch
+  // (docs/simulator.md, "The cost of a switch"). The price is one lock for all large
+  // allocations; the server's threads are few and mostly wait on the network.
+  bool one_arena = false;
+};
+
 // Serves large allocations from the heap instead of fresh mappings (M_MMAP_MAX 0) and
 // keeps freed memory instead of returning it (M_TRIM_THRESHOLD 1 GiB). Same effect as
-// GLIBC_TUNABLES=glibc.malloc.mmap_max=0:glibc.malloc.trim_threshold=1073741824. Call
-// before any thread starts. Returns Unimplemented where the C library is not glibc
-// (nothing is changed), Internal if glibc refuses a setting.
-absl::Status TuneAllocatorForLargeMessages();
+// GLIBC_TUNABLES=glibc.malloc.mmap_max=0:glibc.malloc.trim_threshold=1073741824 (and
+// glibc.malloc.arena_max=1 with `one_arena`). Call before any thread starts. Returns
+// Unimplemented where the C library is not glibc (nothing is changed), Internal if glibc
+// refuses a setting.
+absl::Status TuneAllocatorForLargeMessages(const AllocatorOptions& options = {});
 
 }  // namespace p3
 

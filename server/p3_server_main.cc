@@ -28,7 +28,7 @@ ABSL_FLAG(std::string, trace_file, "", "where to write this server's timeline (C
 
 int main(int argc, char** argv) {
   // Before any thread: large messages without page faults (p3/allocator.h).
-  if (absl::Status tuned = p3::TuneAllocatorForLargeMessages(); !tuned.ok()) {
+  if (absl::Status tuned = p3::TuneAllocatorForLargeMessages({.one_arena = true}); !tuned.ok()) {
     std::cerr << "p3_server: " << tuned.message() << " (continuing)\n";
   }
   // Abseil's lock-order graph is on in builds without NDEBUG (these binaries); on the data
