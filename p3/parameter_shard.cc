@@ -281,8 +281,11 @@ void ParameterShard::TakeSnapshot(SliceState* s) const {
     // As below: reused only when nobody else holds it.
     if (next != nullptr && next.use_count() == 1) {
       std::atomic_thread_fence(std::memory_order_acquire);
+    } else if (s->wire_spare != nullptr) {
+      next = std::move(s->wire_spare);
     } else {
       next = std::make_shared<WireValues>();
+      ++snapshot_allocations_;
     }
     const int64_t n = static_cast<int64_t>(s->params.size());
     next->values.resize(n);
@@ -302,8 +305,12 @@ void ParameterShard::TakeSnapshot(SliceState* s) const {
   if (next != nullptr && next.use_count() == 1 && next->size() == s->params.size()) {
     std::atomic_thread_fence(std::memory_order_acquire);
     std::copy(s->params.begin(), s->params.end(), next->begin());
+  } else if (s->spare != nullptr && s->spare->size() == s->params.size()) {
+    next = std::move(s->spare);  // only this slice has ever held it
+    std::copy(s->params.begin(), s->params.end(), next->begin());
   } else {
     next = std::make_shared<std::vector<float>>(s->params);
+    ++snapshot_allocations_;
   }
   s->previous = std::move(s->snapshot);
   s->snapshot = std::move(next);
@@ -798,6 +805,7 @@ int64_t ParameterShard::StateFloats() const {
     for (const std::vector<float>& g : s.grads) total += static_cast<int64_t>(g.capacity());
     if (s.snapshot != nullptr) total += static_cast<int64_t>(s.snapshot->capacity());
     if (s.previous != nullptr) total += static_cast<int64_t>(s.previous->capacity());
+    if (s.spare != nullptr) total += static_cast<int64_t>(s.spare->capacity());
   };
   for (const auto& state : slices_) {
     if (state != nullptr) add(*state);
@@ -853,6 +861,8 @@ void ParameterShard::SwitchPlanLocked() {
     o->previous.reset();
     o->wire_snapshot.reset();
     o->wire_previous.reset();
+    o->spare.reset();
+    o->wire_spare.reset();
   }
   // Then each old state's values and optimizer state once the last new slice that
   // needs them is built.
@@ -901,6 +911,22 @@ void ParameterShard::SwitchPlanLocked() {
           }
           at += count;
         }
+        // Every buffer the new plan needs, here rather than in its first updates: the
+        // gradients, the snapshot of the current version and a spare for the next one
+        // (after that, TakeSnapshot reuses the previous version's). Allocated later, when
+        // the old plan's memory had gone to other buffers, they were fresh pages, in
+        // timed iterations: VGG-19, 2 - 4 s more server CPU in the first or second
+        // iteration on a plan of larger slices (docs/simulator.md, "The cost of a
+        // switch"). The switch's own iteration is the one the online search leaves out.
+        for (std::vector<float>& g : state->grads) g.resize(slice.length);
+        TakeSnapshot(state.get());
+        if (options_.wire_dtype == WireDType::kFloat32) {
+          state->spare = std::make_shared<std::vector<float>>(slice.length);
+        } else {
+          state->wire_spare = std::make_shared<WireValues>();
+          state->wire_spare->values.resize(slice.length);
+        }
+        ++snapshot_allocations_;
       }
     }
     const int64_t end = slice.offset + slice.length;

@@ -189,6 +189,9 @@ class ParameterShard {
   // gradients and this shard's references to snapshots. A re-plan leaves it unchanged
   // (retired states give theirs up), where it used to add a whole plan's worth.
   int64_t StateFloats() const;
+  // Snapshot buffers allocated so far (float32 and 16-bit). A re-plan allocates its new
+  // slices' at the switch; the updates after it reuse them.
+  int64_t SnapshotAllocations() const { return snapshot_allocations_.load(); }
   // The re-plan accepted and not yet in effect here: (from_iteration, slice_params).
   std::optional<std::pair<uint64_t, int64_t>> ReplanPending() const;
 
@@ -292,6 +295,10 @@ class ParameterShard {
     // The same on a 16-bit wire, encoded (snapshot and previous stay null then).
     std::shared_ptr<WireValues> wire_snapshot ABSL_GUARDED_BY(mu);
     std::shared_ptr<WireValues> wire_previous ABSL_GUARDED_BY(mu);
+    // A buffer for the next snapshot when there is no previous one to reuse: allocated
+    // by a re-plan's switch, so that the first updates on the new plan allocate nothing.
+    std::shared_ptr<std::vector<float>> spare ABSL_GUARDED_BY(mu);
+    std::shared_ptr<WireValues> wire_spare ABSL_GUARDED_BY(mu);
   };
 
   // Both Gradient()s: the values from `values` (n floats) or from `segments`.
@@ -314,7 +321,8 @@ class ParameterShard {
   static void AppendAck(int slice_id, const SliceState& s, int rank, uint64_t iteration,
                         std::vector<Outgoing>* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s.mu);
   // s.snapshot := a copy of s.params (16-bit wire: s.wire_snapshot := their encoding), in
-  // the spare buffer when it is free.
+  // the previous version's buffer when nobody else holds it, else in s.spare if a switch
+  // left one.
   void TakeSnapshot(SliceState* s) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(s->mu);
   std::vector<int> JoinedRanksLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool signature_values_on_push() const;
@@ -322,6 +330,7 @@ class ParameterShard {
   const ShardOptions options_;
   const SliceOptimizer optimizer_;
   BufferAverage buffers_{options_.num_workers};
+  mutable std::atomic<int64_t> snapshot_allocations_{0};
 
   mutable absl::Mutex mu_;
   std::optional<ClusterSignature> signature_ ABSL_GUARDED_BY(mu_);

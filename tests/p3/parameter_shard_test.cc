@@ -538,6 +538,11 @@ CATCH_TEST_CASE("a re-plan keeps every parameter's values and momentum: training
   for (auto& shard : replanned.shards) CATCH_CHECK(shard->replans() == 1);
   replanned.plan = *replanned.plan.WithSliceParams(3);
   CATCH_CHECK(replanned.Values() == fixed.Values());
+  // The switch allocated the new slices' snapshot buffers (the current version's and a
+  // spare): the first updates on the new plan allocate none, where a buffer allocated
+  // then was fresh memory in a timed iteration.
+  std::vector<int64_t> allocated;
+  for (auto& shard : replanned.shards) allocated.push_back(shard->SnapshotAllocations());
   // The old plan's states are retired with their buffers given up: after two rounds of the
   // new plan (one to have a previous version) a shard holds what the same shard without
   // re-plans holds, not twice that.
@@ -548,6 +553,7 @@ CATCH_TEST_CASE("a re-plan keeps every parameter's values and momentum: training
   for (size_t i = 0; i < fixed.shards.size(); ++i) {
     CATCH_CHECK(fixed.shards[i]->StateFloats() > 0);
     CATCH_CHECK(replanned.shards[i]->StateFloats() == fixed.shards[i]->StateFloats());
+    CATCH_CHECK(replanned.shards[i]->SnapshotAllocations() == allocated[i]);
   }
   for (uint64_t t = 6; t < 8; ++t) {
     fixed.Iteration(t);
