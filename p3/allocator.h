@@ -29,7 +29,7 @@ struct AllocatorOptions {
   // one thread and the next plan's are allocated on others (the switch on the thread
   // that completed the last slice, gradients on each stream's). With per-thread arenas
   // a buffer freed in one arena is no use to an allocation in another, so every re-plan
-  // faulted in fresh memory: VGG-19, 2 servers on 2 cores, 2 - 5 s per switch
+  // faulted in fresh memory: VGG-19, 2 servers on 2 cores, 2 - 15 s per switch
   // (docs/simulator.md, "The cost of a switch"). The price is one lock for all large
   // allocations; the server's threads are few and mostly wait on the network.
   bool one_arena = false;

@@ -848,7 +848,7 @@ void ParameterShard::SwitchPlanLocked() {
   for (SliceState* o : old) o->mu.Lock();
   // An old state refuses every message from now on, so its buffers are dead once copied
   // from: freed as early as possible, so that the allocator hands their memory to the
-  // new states instead of faulting in fresh pages (VGG-19: 2 - 5 s per switch, more than
+  // new states instead of faulting in fresh pages (VGG-19: 2 - 15 s per switch, more than
   // an iteration; docs/simulator.md, "The cost of a switch"). Kept, they held a whole
   // plan's values, momentum, gradients and snapshots per re-plan (9.3 GB per VGG-19
   // server after 4 re-plans). Outgoing messages own their snapshots. First what the new
