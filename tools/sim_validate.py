@@ -48,8 +48,9 @@ BATCH = {"resnet50": 8, "vgg19": 4, "seq2seq_lstm": 16}
 # fresh: 2 or 3 runs of 10 timed iterations per point (2026-12-01 14:58); fresh-2: 5
 # interleaved rounds of 40 timed iterations (2026-12-01 21:17); fresh-3: 3 such rounds,
 # each with a run of the streaming benchmark (its own calibration, SET_CALIBRATION).
+# fresh-4: the same, 3 rounds on another VM (AMD EPYC, 2026-12-02 morning).
 FRESH_SETS = [("fresh", "simulator_fresh_raw.csv"), ("fresh-2", "simulator_fresh2_raw.csv"),
-              ("fresh-3", "simulator_fresh3_raw.csv")]
+              ("fresh-3", "simulator_fresh3_raw.csv"), ("fresh-4", "simulator_fresh4_raw.csv")]
 BEGIN = "<!-- sim-table:begin (tools/sim_validate.py validate) -->"
 END = "<!-- sim-table:end -->"
 
@@ -77,9 +78,16 @@ SETS = {
         "binaries": "75fde34 (streaming measured in the same rounds as the fresh-3 points)",
         "extra": {},
     },
+    # The same procedure on the VM of 2026-12-02's morning session (AMD EPYC, slower).
+    "fresh-4": {
+        "file": "configs/sim/calibration_cpu_fresh4.json",
+        "streaming": "docs/results/streaming_fresh4.csv",
+        "binaries": "a79b33c (streaming measured in the same rounds as the fresh-4 points)",
+        "extra": {},
+    },
 }
 # The calibration each measured set is predicted with (default: "current").
-SET_CALIBRATION = {"2026-11-30": "2026-11-30", "fresh-3": "fresh-3"}
+SET_CALIBRATION = {"2026-11-30": "2026-11-30", "fresh-3": "fresh-3", "fresh-4": "fresh-4"}
 
 
 def sim(config, sets, profile, calibration, extra_flags=()):
@@ -405,7 +413,7 @@ def write_table(rows):
              f"points within ±10 %** (" + "; ".join(f"{k}: {sum(v)} of {len(v)}"
                                                       for k, v in sorted(by_model.items()))
              + ").", ""]
-    for set_name in ("fresh-3", "fresh-2", "fresh", "current-interleaved", "current", "2026-11-30"):
+    for set_name in ("fresh-4", "fresh-3", "fresh-2", "fresh", "current-interleaved", "current", "2026-11-30"):
         sub = [r for r in rows if r["set"] == set_name]
         if not sub:
             continue
