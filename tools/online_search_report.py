@@ -15,7 +15,8 @@ the final plan took effect (`after_search`).
 
 --out may be given several times; BINARIES (the commit the runs' binaries were built
 from) goes into the CSV's `binaries` column, and runs of different binaries are tabled
-apart.
+apart. The CSV's rows of runs that are not under any OUT are kept (out/ does not outlive a
+machine; the CSV is the record), unless --replace; a run found again replaces its row.
 """
 import argparse
 import csv
@@ -54,11 +55,21 @@ def wall_rate(run, first):
     return sum(per_worker) / len(per_worker) if per_worker else 0.0
 
 
+def typed(row):
+    """A row read back from the CSV, with the numbers the tables compute on as numbers."""
+    for key in ("bandwidth_gbps", "samples_per_second_whole", "wall_samples_per_second_whole"):
+        row[key] = float(row[key])
+    row["chosen_slice_params"] = int(row["chosen_slice_params"])
+    return row
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", action="append", default=[],
                     help="DIR or DIR=BINARIES; repeatable (default out/online_search)")
     ap.add_argument("--csv", default="docs/results/online_search.csv")
+    ap.add_argument("--replace", action="store_true",
+                    help="write only the runs under the OUTs, dropping the CSV's other rows")
     a = ap.parse_args()
     rows = []
     runs = []
@@ -107,6 +118,11 @@ def main():
         rows.append(row)
     if not rows:
         raise SystemExit(f"no runs under {a.out or 'out/online_search'}")
+    if not a.replace and os.path.exists(a.csv):
+        found = {r["run"] for r in rows}
+        with open(a.csv) as f:
+            kept = [typed(r) for r in csv.DictReader(f) if r["run"] not in found]
+        rows = kept + rows
     with open(a.csv, "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=list(rows[0].keys()))
         w.writeheader()
