@@ -16,7 +16,8 @@ samples_per_second: the median over its iterations after warm-up), rounds interl
 
 Per round and N: the sum of the N rates over the round's lone rate (N = 1), and that
 over min(N, cores): the speed of one core's worth of computation relative to one process
-alone (1.0 = no loss from sharing).
+alone (1.0 = no loss from sharing); and the sum over the same round's 2 processes.
+--table prints the table again from --csv without running anything.
 """
 import argparse
 import csv
@@ -43,6 +44,24 @@ def start(a, name, out):
     return subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT), log
 
 
+def table(rows):
+    """Prints the table of docs/results/simulator.md from the rows (of this run or --csv).
+    The lone run varies more between rounds than the pair, so the sum is also given over
+    the same round's 2 processes (where 2 was measured)."""
+    pair = {x["round"]: x["sum_sps"] for x in rows if x["procs"] == 2}
+    print("\n| processes | summed samples/s, per round | ÷ alone, median | per core's worth | "
+          "÷ 2 processes, per round | median |")
+    print("|---:|---|---:|---:|---|---:|")
+    for n in sorted({x["procs"] for x in rows}):
+        mine = [x for x in rows if x["procs"] == n]
+        sums = " / ".join("%.2f" % x["sum_sps"] for x in mine)
+        per_pair = [x["sum_sps"] / pair[x["round"]] for x in mine if x["round"] in pair]
+        pairs = (" / ".join("%.2f" % v for v in per_pair) + " | %.2f" % statistics.median(per_pair)
+                 if per_pair else " | ")
+        print(f"| {n} | {sums} | {statistics.median(x['sum_over_alone'] for x in mine):.3f} | "
+              f"{statistics.median(x['speed_per_core'] for x in mine):.3f} | {pairs} |")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -52,7 +71,15 @@ def main():
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--out", default="out/host_contention", help="the runs' folders")
     ap.add_argument("--csv", default="docs/results/host_contention.csv")
+    ap.add_argument("--table", action="store_true", help="only print the table of --csv")
     a = ap.parse_args()
+    if a.table:
+        with open(a.csv) as f:
+            rows = [dict(x, round=int(x["round"]), procs=int(x["procs"]),
+                         sum_sps=float(x["sum_sps"]), sum_over_alone=float(x["sum_over_alone"]),
+                         speed_per_core=float(x["speed_per_core"])) for x in csv.DictReader(f)]
+        table(rows)
+        return
     procs = [int(n) for n in a.procs.split(",")]
     if procs[0] != 1:
         sys.exit("--procs must start with 1 (the lone rate every ratio divides by)")
@@ -64,14 +91,13 @@ def main():
         for n in procs:
             load = os.getloadavg()[0]
             stamp = time.strftime("%H%M%S", time.gmtime())
-            runs = [start(a, f"contention_n{n}_{i}", os.path.join(a.out, f"r{r}_n{n}_{i}_{stamp}"))
-                    for i in range(n)]
+            outs = [os.path.join(a.out, f"r{r}_n{n}_{i}_{stamp}") for i in range(n)]
+            runs = [start(a, f"contention_n{n}_{i}", out) for i, out in enumerate(outs)]
             rates = []
-            for i, (p, log) in enumerate(runs):
+            for out, (p, log) in zip(outs, runs):
                 if p.wait() != 0:
                     sys.exit(f"run failed: see {log.name}")
                 log.close()
-                out = os.path.join(a.out, f"r{r}_n{n}_{i}_{stamp}")
                 with open(os.path.join(out, "summary.json")) as f:
                     rates.append(json.load(f)["samples_per_second"])
             total = sum(rates)
@@ -87,13 +113,7 @@ def main():
         w = csv.DictWriter(f, fieldnames=list(rows[0].keys()))
         w.writeheader()
         w.writerows(rows)
-    print(f"\n| processes | rounds | sum ÷ alone, median (min – max) | per core's worth |")
-    print("|---:|---:|---:|---:|")
-    for n in procs:
-        v = [x["sum_over_alone"] for x in rows if x["procs"] == n]
-        s = [x["speed_per_core"] for x in rows if x["procs"] == n]
-        print(f"| {n} | {len(v)} | {statistics.median(v):.3f} ({min(v):.3f} – {max(v):.3f}) | "
-              f"{statistics.median(s):.3f} |")
+    table(rows)
     print("wrote", a.csv)
 
 
