@@ -30,6 +30,7 @@ SERVER = os.path.join(ROOT, "bazel-bin/server/p3_server")
 ITERATIONS = {1.0: 4, 2.5: 8, 5.0: 10, 0.0: 10}
 FIELDS = ["date", "commit", "rate_gbps", "run", "iperf3_gbps", "goodput_gbps", "ratio",
           "cpu_s_per_gb", "worker_cpu_s", "worker_training_thread_cpu_s", "server_cpu_s",
+          "host_cpu_s_per_gb", "host_busy_s", "host_softirq_s",
           "seconds", "bytes_sent", "bytes_received", "params", "tensors", "slice_params",
           "iterations", "load1_start", "load1_end"]
 BEGIN = "<!-- streaming-table:begin (tools/bench_streaming.py) -->"
@@ -72,9 +73,12 @@ def table(rows):
     by_rate = {}
     for r in rows:
         by_rate.setdefault(float(r["rate_gbps"]), []).append(r)
+    # Runs of binaries from before the host's CPU was recorded have no host column.
+    host = all(r.get("host_cpu_s_per_gb") for r in rows)
     lines = ["| rate (Gbit/s) | iperf3 (Gbit/s) | p3 goodput (Gbit/s) | ratio | CPU s/GB "
-             "| worker / server CPU s per GB | runs | load1 |",
-             "|---|---:|---:|---:|---:|---:|---:|---|"]
+             "| worker / server CPU s per GB | "
+             + ("host CPU s/GB (of it softirq) | " if host else "") + "runs | load1 |",
+             "|---|---:|---:|---:|---:|---:|" + ("---:|" if host else "") + "---:|---|"]
 
     def med(rs, k):
         return statistics.median(float(r[k]) for r in rs)
@@ -89,10 +93,14 @@ def table(rows):
         w = statistics.median(float(r["worker_cpu_s"]) / g for r, g in zip(rs, gb))
         s = statistics.median(float(r["server_cpu_s"]) / g for r, g in zip(rs, gb))
         loads = [float(r["load1_start"]) for r in rs]
+        host_cell = ""
+        if host:
+            soft = statistics.median(float(r["host_softirq_s"]) / g for r, g in zip(rs, gb))
+            host_cell = f"{rng(rs, 'host_cpu_s_per_gb', '.2f')} ({soft:.2f}) | "
         lines.append(f"| {fmt_rate(rate)} | {rng(rs, 'iperf3_gbps', '.2f')} | "
                      f"{rng(rs, 'goodput_gbps', '.2f')} | {rng(rs, 'ratio', '.2f')} | "
-                     f"{rng(rs, 'cpu_s_per_gb', '.2f')} | {w:.2f} / {s:.2f} | {len(rs)} | "
-                     f"{min(loads):.1f}–{max(loads):.1f} |")
+                     f"{rng(rs, 'cpu_s_per_gb', '.2f')} | {w:.2f} / {s:.2f} | {host_cell}"
+                     f"{len(rs)} | {min(loads):.1f}–{max(loads):.1f} |")
     return "\n".join(lines)
 
 

@@ -19,7 +19,8 @@
 // version arrived), `--iterations` more iterations and a final Sync(). In that window:
 // wall time, the worker's payload bytes each way (WorkerStats), the worker's CPU time
 // (getrusage: every thread of this process) with the training thread's own share, and
-// the server's (utime + stime from /proc/<pid>/stat). Prints one JSON object on stdout
+// the server's (utime + stime from /proc/<pid>/stat), and the whole host's busy time
+// (/proc/stat: the kernel's work outside both processes too). Prints one JSON object on stdout
 // (and writes it to --result_json). Exit status 0, or 1 with the reason on stderr.
 #include <netinet/in.h>
 #include <sys/resource.h>
@@ -129,6 +130,26 @@ absl::StatusOr<double> OtherProcessCpuSeconds(pid_t pid) {
     return absl::InternalError("malformed /proc/<pid>/stat");
   }
   return static_cast<double>(utime + stime) / static_cast<double>(sysconf(_SC_CLK_TCK));
+}
+
+// The host's cores, from the first line of /proc/stat (clock ticks): the work of every
+// process and of the kernel outside any (softirq in an idle core's context: the emulated
+// links' forwarding, tbf's timers), and the softirq share of it. Steal is not work.
+struct HostCpu {
+  double busy_s = 0;
+  double softirq_s = 0;
+};
+
+absl::StatusOr<HostCpu> ReadHostCpu() {
+  std::ifstream in("/proc/stat");
+  std::string cpu;
+  int64_t user = 0, nice = 0, system = 0, idle = 0, iowait = 0, irq = 0, softirq = 0;
+  if (!(in >> cpu >> user >> nice >> system >> idle >> iowait >> irq >> softirq) ||
+      cpu != "cpu") {
+    return absl::InternalError("malformed /proc/stat");
+  }
+  const double tick = static_cast<double>(sysconf(_SC_CLK_TCK));
+  return HostCpu{(user + nice + system + irq + softirq) / tick, (irq + softirq) / tick};
 }
 
 double Load1() {
@@ -331,12 +352,14 @@ absl::StatusOr<nlohmann::json> Run() {
   const WorkerStats stats0 = worker->stats();
   const double cpu0 = ProcessCpuSeconds(), thread0 = ThreadCpuSeconds();
   P3_ASSIGN_OR_RETURN(double server0, OtherProcessCpuSeconds(server_pid));
+  P3_ASSIGN_OR_RETURN(HostCpu host0, ReadHostCpu());
   const absl::Time t0 = absl::Now();
   for (int i = 0; i < iterations; ++i) P3_RETURN_IF_ERROR(iterate());
   P3_RETURN_IF_ERROR(worker->Sync());
   const absl::Time t1 = absl::Now();
   const double cpu1 = ProcessCpuSeconds(), thread1 = ThreadCpuSeconds();
   P3_ASSIGN_OR_RETURN(double server1, OtherProcessCpuSeconds(server_pid));
+  P3_ASSIGN_OR_RETURN(HostCpu host1, ReadHostCpu());
   const WorkerStats stats1 = worker->stats();
 
   P3_RETURN_IF_ERROR(worker->Finish());
@@ -363,6 +386,11 @@ absl::StatusOr<nlohmann::json> Run() {
   result["worker_training_thread_cpu_s"] = thread1 - thread0;
   result["server_cpu_s"] = server_cpu;
   result["cpu_s_per_gb"] = (worker_cpu + server_cpu) / ((sent + received) / 1e9);
+  // Everything the host's cores did in the window, per GB: what a host whose cores are
+  // all busy (the cluster's) pays, where the kernel's forwarding cannot use idle time.
+  result["host_busy_s"] = host1.busy_s - host0.busy_s;
+  result["host_softirq_s"] = host1.softirq_s - host0.softirq_s;
+  result["host_cpu_s_per_gb"] = (host1.busy_s - host0.busy_s) / ((sent + received) / 1e9);
   result["load1_end"] = Load1();
   if (result.contains("iperf3_gbps")) {
     result["ratio"] = result["goodput_up_gbps"].get<double>() / result["iperf3_gbps"].get<double>();

@@ -9,6 +9,7 @@ committed measurements (docs/results/simulator.md).
   /usr/bin/python3 tools/sim_validate.py calibrate --only=fresh-3          # one calibration set
   /usr/bin/python3 tools/sim_validate.py fresh --file=F DIR=placement ...  # fresh runs -> docs/results/F
   /usr/bin/python3 tools/sim_validate.py trial --sets=fresh-3 --cpu_factor=1.3   # a what-if, nothing written
+  /usr/bin/python3 tools/sim_validate.py cpu         # measured CPU per iteration beside the simulated
 
 Calibration, per set of binaries (docs/simulator.md, "Calibration"):
   * CPU seconds per byte sent and received, and the extra on a shaped link, from the
@@ -48,9 +49,14 @@ BATCH = {"resnet50": 8, "vgg19": 4, "seq2seq_lstm": 16}
 # fresh: 2 or 3 runs of 10 timed iterations per point (2026-12-01 14:58); fresh-2: 5
 # interleaved rounds of 40 timed iterations (2026-12-01 21:17); fresh-3: 3 such rounds,
 # each with a run of the streaming benchmark (its own calibration, SET_CALIBRATION).
-# fresh-4: the same, 3 rounds on another VM (AMD EPYC, 2026-12-02 morning).
+# fresh-4: the same, 3 rounds on another VM (AMD EPYC, 2026-12-02 morning). fresh-5: the
+# same VM's next session, every run also read for where its CPU went (tools/cpu_breakdown.py;
+# `cpu` below), plus P3 at 1 Gbit/s and on loopback.
 FRESH_SETS = [("fresh", "simulator_fresh_raw.csv"), ("fresh-2", "simulator_fresh2_raw.csv"),
-              ("fresh-3", "simulator_fresh3_raw.csv"), ("fresh-4", "simulator_fresh4_raw.csv")]
+              ("fresh-3", "simulator_fresh3_raw.csv"), ("fresh-4", "simulator_fresh4_raw.csv"),
+              ("fresh-5", "simulator_fresh5_raw.csv")]
+# The CPU breakdown of fresh-5's runs (tools/cpu_breakdown.py --csv).
+CPU_BREAKDOWN = {"fresh-5": "cpu_breakdown_fresh5.csv"}
 BEGIN = "<!-- sim-table:begin (tools/sim_validate.py validate) -->"
 END = "<!-- sim-table:end -->"
 
@@ -85,9 +91,16 @@ SETS = {
         "binaries": "a79b33c (streaming measured in the same rounds as the fresh-4 points)",
         "extra": {},
     },
+    "fresh-5": {
+        "file": "configs/sim/calibration_cpu_fresh5.json",
+        "streaming": "docs/results/streaming_fresh5.csv",
+        "binaries": "9dab1a0 (streaming measured in the same rounds as the fresh-5 points)",
+        "extra": {},
+    },
 }
 # The calibration each measured set is predicted with (default: "current").
-SET_CALIBRATION = {"2026-11-30": "2026-11-30", "fresh-3": "fresh-3", "fresh-4": "fresh-4"}
+SET_CALIBRATION = {"2026-11-30": "2026-11-30", "fresh-3": "fresh-3", "fresh-4": "fresh-4",
+                   "fresh-5": "fresh-5"}
 
 
 def sim(config, sets, profile, calibration, extra_flags=()):
@@ -111,7 +124,9 @@ def streaming_measured(path):
             by_rate.setdefault(float(row["rate_gbps"]), []).append(row)
     out = {}
     for rate, rows in sorted(by_rate.items()):
+        host = [float(r["host_cpu_s_per_gb"]) for r in rows if r.get("host_cpu_s_per_gb")]
         out[rate] = {"goodput": statistics.median(float(r["goodput_gbps"]) for r in rows),
+                     "host_cpu_s_per_gb": statistics.median(host) if host else None,
                      "cpu_s_per_gb": statistics.median(float(r["cpu_s_per_gb"]) for r in rows),
                      "worker": statistics.median(float(r["worker_cpu_s"]) for r in rows),
                      "server": statistics.median(float(r["server_cpu_s"]) for r in rows),
@@ -345,7 +360,9 @@ CPU_COST_FIELDS = ("send_s_per_byte", "recv_s_per_byte", "shaped_s_per_byte_at_1
 def trial(args):
     """Predicted / measured for the points of some sets with a changed calibration (a
     what-if; nothing is written): every CPU cost of communication x --cpu_factor, and/or
-    the link's payload share set to --goodput_factor. compute_scale is fitted again."""
+    the link's payload share set to --goodput_factor, the computation's speed on shared
+    cores set to --compute_speed, or both from a side-by-side measurement (--side_by_side).
+    compute_scale is fitted again."""
     pts = points()
     for set_name in args.sets.split(","):
         cal_set = SET_CALIBRATION.get(set_name, "current")
@@ -354,6 +371,17 @@ def trial(args):
         cal.update({k: cal[k] * args.cpu_factor for k in CPU_COST_FIELDS})
         if args.goodput_factor:
             cal["goodput_factor"] = args.goodput_factor
+        if args.compute_speed:
+            cal["shared_host_compute_speed"] = args.compute_speed
+        if args.side_by_side:
+            # Computation and communication measured side by side (tools/side_by_side.py):
+            # the computation's speed beside both, the communication's CPU x its factor.
+            with open(os.path.join(ROOT, args.side_by_side)) as sf:
+                sbs = list(csv.DictReader(sf))
+            cal["shared_host_compute_speed"] = statistics.median(
+                float(r["compute_speed"]) for r in sbs)
+            comm = statistics.median(float(r["comm_factor"]) for r in sbs)
+            cal.update({k: cal[k] * comm for k in CPU_COST_FIELDS})
         with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
             json.dump(cal, f)
         scales = {}
@@ -366,7 +394,8 @@ def trial(args):
             r = predict(p, f.name, scales[p["model"]], SETS[cal_set]["extra"])
             print(f"{set_name:20} {p['model']:13} {p['system']:9} {p['bandwidth']:4} w{p['workers']} "
                   f"{p.get('placement') or 'colocated':9} cpu x{args.cpu_factor:g} goodput "
-                  f"{cal.get('goodput_factor', 'default')}: predicted / measured "
+                  f"{cal.get('goodput_factor', 'default')} compute speed "
+                  f"{cal['shared_host_compute_speed']:g}: predicted / measured "
                   f"{r['samples_per_second'] / p['measured']:.3f}", flush=True)
         os.unlink(f.name)
 
@@ -413,7 +442,7 @@ def write_table(rows):
              f"points within ±10 %** (" + "; ".join(f"{k}: {sum(v)} of {len(v)}"
                                                       for k, v in sorted(by_model.items()))
              + ").", ""]
-    for set_name in ("fresh-4", "fresh-3", "fresh-2", "fresh", "current-interleaved", "current", "2026-11-30"):
+    for set_name in ("fresh-5", "fresh-4", "fresh-3", "fresh-2", "fresh", "current-interleaved", "current", "2026-11-30"):
         sub = [r for r in rows if r["set"] == set_name]
         if not sub:
             continue
@@ -487,10 +516,59 @@ def sweep(args):
           f"median |ratio − 1| {statistics.median(abs(x - 1) for x in ratios):.3f}")
 
 
+def cpu(args):
+    """Where the CPU went in each run of a set with a CPU breakdown (tools/cpu_breakdown.py),
+    beside where the simulator puts it: the workers' main threads (forward and backward)
+    against `compute`, every other thread of the workers and servers against send +
+    receive + update, and the host's busy cores against the total. Medians over rounds;
+    core-seconds per iteration of the whole cluster."""
+    pts = points()
+    for set_name, file_name in CPU_BREAKDOWN.items():
+        path = os.path.join(RESULTS, file_name)
+        if not os.path.exists(path):
+            continue
+        cal = SETS[SET_CALIBRATION[set_name]]["file"]
+        scale = compute_scale("resnet50", local_of(pts, set_name, "resnet50"), cal)
+        runs = {}
+        with open(path) as f:
+            for r in csv.DictReader(f):
+                key = (r["model"], r["mode"], float(r["bandwidth_gbps"]), int(r["workers"]),
+                       r["placement"])
+                one = runs.setdefault(key, {}).setdefault(r["round"], {})
+                one[r["group"]] = float(r["core_s_per_iteration"])
+                one["iteration"] = float(r["iteration_seconds"])
+        print(f"**{set_name}** ({file_name}; compute_scale {scale:.3f}, {cal}): core-seconds per "
+              "iteration, medians over rounds, measured / simulated.\n")
+        print("| point | iteration (s) | computation (workers' main threads) | communication "
+              "(all other threads) | processes in all | host busy | softirq |")
+        print("|---|---:|---:|---:|---:|---:|---:|")
+        for key, rounds in sorted(runs.items(), key=lambda kv: (kv[0][1] != "local", kv[0])):
+            model, mode, bw, workers, placement = key
+
+            def med(fn):
+                return statistics.median(fn(g) for g in rounds.values())
+            main_s = med(lambda g: g.get("worker:main", 0.0))
+            total = med(lambda g: g["processes:total"])
+            comm = med(lambda g: g["processes:total"] - g.get("worker:main", 0.0))
+            p = {"model": model, "system": mode, "bandwidth": bw, "workers": workers,
+                 "slice_params": 40000, "placement": placement}
+            r = predict(p, cal, scale, SETS[SET_CALIBRATION[set_name]]["extra"])
+            c = r["cpu_s_per_iteration"]
+            sim_comm = c["send"] + c["receive"] + c["update"] + c["ring"]
+            name = f"{mode} {'unlimited' if bw == 0 else f'{bw:g} Gbit/s'}" + (
+                f", {workers} + {workers}" if workers == 3 else "") + (
+                ", separate" if placement == "separate" else "")
+            print(f"| {name} | {med(lambda g: g['iteration']):.3f} / {r['iteration_seconds']:.3f} "
+                  f"| {main_s:.3f} / {c['compute']:.3f} | {comm:.3f} / {sim_comm:.3f} "
+                  f"| {total:.3f} / {c['total']:.3f} | {med(lambda g: g['host:busy']):.3f} "
+                  f"| {med(lambda g: g['host:softirq']):.3f} |", flush=True)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("command", choices=["calibrate", "validate", "table", "fresh", "sweep", "trial"])
+    ap.add_argument("command", choices=["calibrate", "validate", "table", "fresh", "sweep", "trial",
+                                            "cpu"])
     ap.add_argument("dirs", nargs="*", help="fresh: bench output folders as DIR=placement")
     ap.add_argument("--sets", default="fresh-3",
                     help="trial: the measured sets to predict (comma-separated)")
@@ -498,6 +576,11 @@ def main():
                     help="trial: multiplies the calibration's CPU costs of communication")
     ap.add_argument("--goodput_factor", type=float, default=0.0,
                     help="trial: the link's payload share (0: the calibration's)")
+    ap.add_argument("--compute_speed", type=float, default=0.0,
+                    help="trial: shared_host_compute_speed (0: the calibration's)")
+    ap.add_argument("--side_by_side", default="",
+                    help="trial: a tools/side_by_side.py CSV: its medians as the computation's "
+                         "speed and a factor on the communication's CPU costs")
     ap.add_argument("--only", default="",
                     help="calibrate: only these calibration sets (comma-separated names of SETS)")
     ap.add_argument("--file", default="",
@@ -513,6 +596,8 @@ def main():
         sweep(args)
     elif args.command == "trial":
         trial(args)
+    elif args.command == "cpu":
+        cpu(args)
     else:
         with open(os.path.join(RESULTS, "simulator_validation.csv")) as f:
             rows = []

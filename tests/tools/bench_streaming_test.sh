@@ -30,6 +30,7 @@ elif check_json 'r["network"] == "loopback" and r["params"] == 400000' &&
   check_json 'r["bytes_sent"] == 3 * 400000 * 4 and r["bytes_received"] == 3 * 400000 * 4' &&
   check_json 'r["seconds"] > 0 and r["goodput_up_gbps"] > 0 and r["cpu_s_per_gb"] > 0' &&
   check_json 'r["worker_cpu_s"] > 0 and r["server_cpu_s"] >= 0' &&
+  check_json 'r["host_busy_s"] >= r["host_softirq_s"] >= 0 and r["host_cpu_s_per_gb"] >= 0' &&
   check_json '"iperf3_gbps" not in r'; then
   if [[ ! -s "$TMP/result.json" ]] || ! grep -q '"bytes_sent":4800000' "$TMP/result.json"; then
     fail "--result_json not written"
@@ -69,6 +70,24 @@ if [[ $rc -ne 0 ]]; then
 elif ! grep -q '^| 1 | 0.95 (0.95–0.96) | 0.85 (0.80–0.90) | 0.90 (0.83–0.95) | 2.60 (2.50–2.70) | 1.25 / 1.38 | 3 | 1.5–3.5 |$' "$TMP/s.md" ||
   ! grep -q '^| unlimited (loopback) |' "$TMP/s.md" || grep -q '^old$' "$TMP/s.md" ||
   ! grep -q '^tail$' "$TMP/s.md"; then
+  cp "$TMP/s.md" "$output"
+  fail "unexpected table"
+else
+  ok
+fi
+
+case_name="bench_streaming.py --report: the host's CPU per GB where every run has it"
+output="$TMP/report_host.out"
+{
+  head -1 "$TMP/s.csv" | sed 's/$/,host_cpu_s_per_gb,host_busy_s,host_softirq_s/'
+  tail -n +2 "$TMP/s.csv" | sed 's/$/,3.0,2.4,0.8/'
+} >"$TMP/h.csv"
+"$PY" tools/bench_streaming.py --report --csv="$TMP/h.csv" --md="$TMP/s.md" >"$output" 2>&1
+rc=$?
+if [[ $rc -ne 0 ]]; then
+  fail "exit status $rc"
+elif ! grep -q '^| 1 | 0.95 (0.95–0.96) | 0.85 (0.80–0.90) | 0.90 (0.83–0.95) | 2.60 (2.50–2.70) | 1.25 / 1.38 | 3.00 (3.00–3.00) (1.00) | 3 | 1.5–3.5 |$' "$TMP/s.md" ||
+  ! grep -q 'host CPU s/GB (of it softirq)' "$TMP/s.md"; then
   cp "$TMP/s.md" "$output"
   fail "unexpected table"
 else

@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# The tables of tools/cpu_breakdown.py --table and tools/side_by_side.py --table, from
+# small CSVs (docs/results/simulator.md, "Where the CPU goes"): medians over rounds, the
+# preemption and wake-up rows summed over a round's threads, the side-by-side factors.
+# Runs from the runfiles tree (bazel test), where the paths below are relative.
+set -uo pipefail
+
+source tests/testing/cases.sh
+
+PY=/usr/bin/python3
+TMP="${TEST_TMPDIR:-$(mktemp -d)}"
+
+case_name="cpu_breakdown.py --table: medians of 3 rounds; preemptions and wake-ups"
+output="$TMP/cpu.out"
+H="time_utc,round,model,mode,bandwidth_gbps,workers,placement,slice_params,window_iterations,iteration_seconds,samples_per_second,group,core_s_per_iteration,voluntary_switches_per_iteration,involuntary_switches_per_iteration"
+{
+  echo "$H"
+  for r in 1 2 3; do
+    main=$(echo "0.9 1.0 1.3" | cut -d' ' -f$r)
+    echo "t,$r,resnet50,p3,2.0,2,colocated,40000,37,0.9$r,17.0,worker:main,$main,10,100$r"
+    echo "t,$r,resnet50,p3,2.0,2,colocated,40000,37,0.9$r,17.0,worker:p3_worker,0.3,500,5"
+    echo "t,$r,resnet50,p3,2.0,2,colocated,40000,37,0.9$r,17.0,server:grpcpp_sync_ser,0.4,700,7"
+    echo "t,$r,resnet50,p3,2.0,2,colocated,40000,37,0.9$r,17.0,host:idle,0.02,,"
+  done
+} >"$TMP/cpu.csv"
+"$PY" tools/cpu_breakdown.py --table --csv="$TMP/cpu.csv" >"$output" 2>&1
+rc=$?
+if [[ $rc -ne 0 ]]; then
+  fail "exit status $rc"
+elif ! grep -q '^| iteration (s) | 0.920 |$' "$output" ||
+  ! grep -q '^| worker:main | 1.000 |$' "$output" ||
+  ! grep -q '^| server:grpcpp_sync_ser | 0.400 |$' "$output" ||
+  ! grep -q '^| host:idle | 0.020 |$' "$output" ||
+  ! grep -q "^| preemptions of the workers' main threads, per iteration | 1002 |$" "$output" ||
+  ! grep -q '^| sleeps of all other threads (wake-ups), per iteration | 1200 |$' "$output"; then
+  fail "unexpected table"
+else
+  ok
+fi
+
+case_name="cpu_breakdown.py --table: a CSV from before the switch columns has no such rows"
+output="$TMP/old.out"
+cut -d, -f1-13 "$TMP/cpu.csv" >"$TMP/old.csv"
+"$PY" tools/cpu_breakdown.py --table --csv="$TMP/old.csv" >"$output" 2>&1
+rc=$?
+if [[ $rc -ne 0 ]]; then
+  fail "exit status $rc"
+elif ! grep -q '^| worker:main | 1.000 |$' "$output" || grep -q 'preemptions' "$output"; then
+  fail "unexpected table"
+else
+  ok
+fi
+
+case_name="side_by_side.py --table: the rounds and their medians"
+output="$TMP/sbs.out"
+cat >"$TMP/sbs.csv" <<'CSV'
+time_utc,round,local_alone_core_s,pair_core_s,pair_beside_core_s,pair_speed,compute_speed,streaming_alone_cpu_s_per_gb,streaming_beside_cpu_s_per_gb,comm_factor,pair_beside_iterations,streaming_alone_gbps,streaming_beside_gbps
+t,1,0.40,0.40,0.50,1.0,0.8,2.0,1.8,0.9,30,4.0,3.0
+t,2,0.40,0.44,0.44,0.9,0.9,2.0,2.2,1.1,30,4.0,3.0
+t,3,0.40,0.42,0.40,0.95,1.0,2.0,2.0,1.0,30,4.0,3.0
+CSV
+"$PY" tools/side_by_side.py --table --csv="$TMP/sbs.csv" >"$output" 2>&1
+rc=$?
+if [[ $rc -ne 0 ]]; then
+  fail "exit status $rc"
+elif ! grep -q '^| 1 | 0.400 / 0.400 / 0.500 | 1.000 / 0.800 | 2.00 / 1.80 | 0.900 |$' "$output" ||
+  ! grep -q '^| median of 3 | | 0.950 / 0.900 | | 1.000 |$' "$output"; then
+  fail "unexpected table"
+else
+  ok
+fi
+
+finish_cases
