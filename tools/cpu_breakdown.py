@@ -193,15 +193,14 @@ def table(rows):
     head = ["core-s per iteration"] + [f"{p[1]} {p[2]} Gbit/s, {p[3]} w, {p[4]}" for p in points]
     print("| " + " | ".join(head) + " |")
     print("|---" + "|---:" * len(points) + "|")
-    for extra in ("iteration_seconds", "window_iterations"):
-        cells = []
-        for p in points:
-            mine = {r["round"]: float(r[extra]) for r in rows if key(r) == p}
-            cells.append("%.3f" % statistics.median(mine.values()) if extra[0] == "i"
-                         and extra != "window_iterations" else
-                         " / ".join("%d" % v for v in mine.values()))
-        label = "iteration (s)" if extra == "iteration_seconds" else "iterations per round"
-        print(f"| {label} | " + " | ".join(cells) + " |")
+    its, windows = [], []
+    for p in points:
+        mine = {r["round"]: r for r in rows if key(r) == p}
+        its.append("%.3f" % statistics.median(float(r["iteration_seconds"])
+                                              for r in mine.values()))
+        windows.append(" / ".join(r["window_iterations"] for r in mine.values()))
+    print("| iteration (s) | " + " | ".join(its) + " |")
+    print("| iterations per round | " + " | ".join(windows) + " |")
     for g in groups:
         cells = []
         for p in points:

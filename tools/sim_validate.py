@@ -124,9 +124,7 @@ def streaming_measured(path):
             by_rate.setdefault(float(row["rate_gbps"]), []).append(row)
     out = {}
     for rate, rows in sorted(by_rate.items()):
-        host = [float(r["host_cpu_s_per_gb"]) for r in rows if r.get("host_cpu_s_per_gb")]
         out[rate] = {"goodput": statistics.median(float(r["goodput_gbps"]) for r in rows),
-                     "host_cpu_s_per_gb": statistics.median(host) if host else None,
                      "cpu_s_per_gb": statistics.median(float(r["cpu_s_per_gb"]) for r in rows),
                      "worker": statistics.median(float(r["worker_cpu_s"]) for r in rows),
                      "server": statistics.median(float(r["server_cpu_s"]) for r in rows),
@@ -528,7 +526,7 @@ def cpu(args):
         if not os.path.exists(path):
             continue
         cal = SETS[SET_CALIBRATION[set_name]]["file"]
-        scale = compute_scale("resnet50", local_of(pts, set_name, "resnet50"), cal)
+        scales = {}
         runs = {}
         with open(path) as f:
             for r in csv.DictReader(f):
@@ -537,7 +535,12 @@ def cpu(args):
                 one = runs.setdefault(key, {}).setdefault(r["round"], {})
                 one[r["group"]] = float(r["core_s_per_iteration"])
                 one["iteration"] = float(r["iteration_seconds"])
-        print(f"**{set_name}** ({file_name}; compute_scale {scale:.3f}, {cal}): core-seconds per "
+                if r["model"] not in scales:
+                    scales[r["model"]] = compute_scale(
+                        r["model"], local_of(pts, set_name, r["model"]), cal)
+        print(f"**{set_name}** ({file_name}; compute_scale "
+              + ", ".join(f"{m} {v:.3f}" for m, v in sorted(scales.items()))
+              + f"; {cal}): core-seconds per "
               "iteration, medians over rounds, measured / simulated.\n")
         print("| point | iteration (s) | computation (workers' main threads) | communication "
               "(all other threads) | processes in all | host busy | softirq |")
@@ -552,7 +555,7 @@ def cpu(args):
             comm = med(lambda g: g["processes:total"] - g.get("worker:main", 0.0))
             p = {"model": model, "system": mode, "bandwidth": bw, "workers": workers,
                  "slice_params": 40000, "placement": placement}
-            r = predict(p, cal, scale, SETS[SET_CALIBRATION[set_name]]["extra"])
+            r = predict(p, cal, scales[model], SETS[SET_CALIBRATION[set_name]]["extra"])
             c = r["cpu_s_per_iteration"]
             sim_comm = c["send"] + c["receive"] + c["update"] + c["ring"]
             name = f"{mode} {'unlimited' if bw == 0 else f'{bw:g} Gbit/s'}" + (
