@@ -182,6 +182,16 @@ def run_point(a, rnd):
     return rows
 
 
+def append_rows(path, fields, rows):
+    """Appends rows to the CSV at path, with a header row first if it is new."""
+    new = not os.path.exists(path)
+    with open(path, "a", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=fields)
+        if new:
+            w.writeheader()
+        w.writerows(rows)
+
+
 def table(rows):
     """Median over rounds of each group's core-seconds per iteration, one column per point."""
     points = sorted({(r["model"], r["mode"], r["bandwidth_gbps"], r["workers"], r["placement"],
@@ -256,12 +266,7 @@ def main():
         mine = run_point(a, rnd)
         rows += mine
         if a.csv:
-            new = not os.path.exists(a.csv)
-            with open(a.csv, "a", newline="") as f:
-                w = csv.DictWriter(f, fieldnames=FIELDS)
-                if new:
-                    w.writeheader()
-                w.writerows(mine)
+            append_rows(a.csv, FIELDS, mine)
     table([{k: str(v) for k, v in r.items()} for r in rows])
 
 

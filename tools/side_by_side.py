@@ -37,7 +37,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import cpu_breakdown  # noqa: E402  (the /proc readers and the worker's PROGRESS line)
+import cpu_breakdown  # noqa: E402  (the /proc readers, the worker's PROGRESS line, append_rows)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BENCH = os.path.join(ROOT, "bazel-bin/tools/bench_streaming")
@@ -169,12 +169,7 @@ def main():
         rows.append(row)
         print(row, flush=True)
         if a.csv:
-            new = not os.path.exists(a.csv)
-            with open(a.csv, "a", newline="") as f:
-                w = csv.DictWriter(f, fieldnames=FIELDS)
-                if new:
-                    w.writeheader()
-                w.writerow(row)
+            cpu_breakdown.append_rows(a.csv, FIELDS, [row])
     table(rows)
 
 
