@@ -41,7 +41,6 @@ LAUNCHER = os.environ.get("P3_LAUNCHER", os.path.join(ROOT, "bazel-bin/tools/lau
 SERVER = os.environ.get("P3_SERVER", os.path.join(ROOT, "bazel-bin/server/p3_server"))
 WORKER = os.environ.get("P3_WORKER", os.path.join(ROOT, "bazel-bin/worker/p3_worker"))
 TICK = os.sysconf("SC_CLK_TCK")
-BATCH = {"resnet50": 8, "vgg19": 4}
 FIELDS = ["time_utc", "round", "model", "mode", "bandwidth_gbps", "workers", "placement",
           "slice_params", "window_iterations", "iteration_seconds", "samples_per_second",
           "group", "core_s_per_iteration", "voluntary_switches_per_iteration",
@@ -104,6 +103,12 @@ def rank0_iteration(log):
     return int(hits[-1]) if hits else 0
 
 
+def run_batch_size(out):
+    """The batch size per worker of a finished run: its resolved config.textproto."""
+    with open(os.path.join(out, "config.textproto")) as f:
+        return int(re.search(r"^\s*batch_size:\s*(\d+)", f.read(), re.M).group(1))
+
+
 def sample(log):
     return {"t": time.time(), "it": rank0_iteration(log), "threads": proc_threads(),
             "host": host_cpu()}
@@ -114,7 +119,7 @@ def run_point(a, rnd):
     out = os.path.join(a.out, name + time.strftime("_%H%M%S", time.gmtime()))
     cmd = [LAUNCHER, f"--config={ROOT}/configs/bench/{a.model}.textproto",
            f"--server_binary={SERVER}", f"--worker_binary={WORKER}", f"--set=name={name}",
-           f"--set=mode={a.mode}", f"--set=training.batch_size={BATCH[a.model]}",
+           f"--set=mode={a.mode}",
            f"--set=training.iterations={a.iterations}",
            f"--set=training.warmup_iterations={a.warmup}",
            f"--set=scheduling.slice_params={a.slice_params}",
@@ -137,11 +142,12 @@ def run_point(a, rnd):
     # shape (tools/sim_validate.py fresh reads the folder like a bench_throughput one).
     recs = [bench_throughput.records_seconds(os.path.join(out, "records", f"worker_{r}.csv"))
             for r in range(a.workers)]
-    sps, mean_sps = bench_throughput.throughput(recs, BATCH[a.model], a.warmup)
+    batch = run_batch_size(out)
+    sps, mean_sps = bench_throughput.throughput(recs, batch, a.warmup)
     bench_throughput.append_row(os.path.join(a.out, "raw.csv"), {
         "time_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "model": a.model,
         "system": "p3", "mode": a.mode, "bandwidth_gbps": a.bandwidth,
-        "batch_per_worker": BATCH[a.model], "workers": a.workers,
+        "batch_per_worker": batch, "workers": a.workers,
         "slice_params": a.slice_params, "iterations": a.iterations, "warmup": a.warmup,
         "samples_per_second": round(sps, 3), "mean_samples_per_second": round(mean_sps, 3),
         "load1": bench_throughput.load1(), "status": "ok", "output_dir": out,
@@ -238,7 +244,8 @@ def table(rows):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--model", default="resnet50", choices=sorted(BATCH))
+    ap.add_argument("--model", default="resnet50",
+                    help="a model with a config in configs/bench (its batch size is that config's)")
     ap.add_argument("--mode", default="p3")
     ap.add_argument("--bandwidth", type=float, default=2.0, help="Gbit/s; 0 = unlimited")
     ap.add_argument("--workers", type=int, default=2)

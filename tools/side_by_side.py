@@ -38,6 +38,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import cpu_breakdown  # noqa: E402  (the /proc readers, the worker's PROGRESS line, append_rows)
+import host_contention  # noqa: E402  (start: one single-thread ResNet-50 `local` run)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BENCH = os.path.join(ROOT, "bazel-bin/tools/bench_streaming")
@@ -60,17 +61,6 @@ def streaming_result(p):
     return json.loads(out.strip().splitlines()[-1])
 
 
-def start_local(a, out):
-    cmd = [cpu_breakdown.LAUNCHER, f"--config={ROOT}/configs/bench/resnet50.textproto",
-           f"--server_binary={cpu_breakdown.SERVER}", f"--worker_binary={cpu_breakdown.WORKER}",
-           "--set=name=side_by_side", "--set=mode=local", "--set=cluster.workers=1",
-           "--set=cluster.servers=1", "--set=network.bandwidth_gbps=0",
-           "--set=training.batch_size=8", f"--set=training.iterations={a.iterations}",
-           f"--set=training.warmup_iterations={a.warmup}", f"--set=output_dir={out}"]
-    log = open(out + ".launcher.log", "w")
-    return subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
-
-
 def main_thread_cpu(s):
     """CPU seconds of the local run's main thread in a cpu_breakdown sample."""
     return sum(cpu for (kind, label, cpu, _, _) in s["threads"].values()
@@ -83,7 +73,8 @@ def local_runs(a, outs, during=None):
     every run past warm-up + 2 to the first run's end, or with `during` (started at the
     window's start) to that process's end, which must come before any run ends."""
     logs = [os.path.join(out, "logs", "worker_0.log") for out in outs]
-    procs = [start_local(a, out) for out in outs]
+    runs = [host_contention.start(a, "side_by_side", out) for out in outs]
+    procs = [p for p, _ in runs]
     first, last, other, result = None, None, None, None
 
     def snap():
@@ -102,9 +93,10 @@ def local_runs(a, outs, during=None):
             elif result is None:
                 last, result = s, other
         time.sleep(a.interval)
-    for p, out in zip(procs, outs):
+    for p, log in runs:
         if p.wait() != 0:
-            sys.exit(f"local run failed; see {out}.launcher.log")
+            sys.exit(f"local run failed; see {log.name}")
+        log.close()
     if during is not None and result is None:
         sys.exit("the streaming benchmark outlasted the local runs: raise --iterations")
     n = sum(last["its"]) - sum(first["its"])
