@@ -70,4 +70,26 @@ else
   ok
 fi
 
+case_name="preemption_cost.py --table: cost per preemption against the same round's none"
+output="$TMP/pre.out"
+cat >"$TMP/pre.csv" <<'CSV'
+time_utc,round,condition,iterations,seconds_per_iteration,core_s_per_iteration,preemptions_per_iteration,voluntary_per_iteration,disturber_wakes_per_iteration,disturber_core_s_per_iteration,extra_core_s_per_iteration,extra_preemptions_per_iteration,us_per_preemption
+t,1,none,40,0.50,0.5000,1.0,0.0,0.0,0.0,,,
+t,1,same:1000:0,40,0.60,0.5100,501.0,0.0,500.0,0.01,0.01,500.0,20.0
+t,2,same:1000:0,40,0.60,0.5300,1001.0,0.0,1000.0,0.01,0.02,1000.0,20.0
+t,2,none,40,0.50,0.5100,1.0,0.0,0.0,0.0,,,
+t,3,none,40,0.50,0.4900,1.0,0.0,0.0,0.0,,,
+t,3,same:1000:0,40,0.60,0.5200,3.0,0.0,900.0,0.01,0.03,2.0,
+CSV
+"$PY" tools/preemption_cost.py --table --csv="$TMP/pre.csv" >"$output" 2>&1
+rc=$?
+if [[ $rc -ne 0 ]]; then
+  fail "exit status $rc"
+elif ! grep -q '^| none | 0.5000 | 1 | 0 | – | – |$' "$output" ||
+  ! grep -q '^| same:1000:0 | 0.5200 (1.040) | 501 | 900 | 20.0 / 20.0 | 20.0 |$' "$output"; then
+  fail "unexpected table"
+else
+  ok
+fi
+
 finish_cases
