@@ -41,7 +41,7 @@ import cpu_breakdown  # noqa: E402  (the /proc readers, the worker's PROGRESS li
 import host_contention  # noqa: E402  (start: one single-thread ResNet-50 `local` run)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-DEFAULT_CONDITIONS = "none,same:1000:0,same:4000:0,same:1000:262144,same:4000:262144,other:8388608"
+DEFAULT_CONDITIONS = "none,same:1000:0,same:4000:0,same:4000:262144,other:8388608"
 FIELDS = ["time_utc", "round", "condition", "iterations", "seconds_per_iteration",
           "core_s_per_iteration", "preemptions_per_iteration", "voluntary_per_iteration",
           "disturber_wakes_per_iteration", "disturber_core_s_per_iteration",
