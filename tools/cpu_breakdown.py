@@ -67,20 +67,26 @@ def proc_threads():
             continue
         for tid in tids:
             try:
-                with open(f"/proc/{pid}/task/{tid}/stat") as f:
-                    stat = f.read()
-                with open(f"/proc/{pid}/task/{tid}/status") as f:
-                    status = f.read()
+                name, cpu, vol, invol = task_stat(f"/proc/{pid}/task/{tid}")
             except OSError:
                 continue
-            vol = int(re.search(r"^voluntary_ctxt_switches:\s*(\d+)", status, re.M).group(1))
-            invol = int(re.search(r"^nonvoluntary_ctxt_switches:\s*(\d+)", status, re.M).group(1))
-            name = stat[stat.index("(") + 1:stat.rindex(")")]
-            fields = stat[stat.rindex(")") + 2:].split()
-            cpu = (int(fields[11]) + int(fields[12])) / TICK  # utime, stime
             label = "main" if tid == pid else re.sub(r"[0-9]+$", "", name)
             out[(pid, tid)] = (kind.replace("p3_", ""), label, cpu, vol, invol)
     return out
+
+
+def task_stat(path):
+    """(name, CPU seconds, voluntary and involuntary context switches) of the task at
+    `path` (/proc/PID or /proc/PID/task/TID); OSError once it is gone."""
+    with open(f"{path}/stat") as f:
+        stat = f.read()
+    with open(f"{path}/status") as f:
+        status = f.read()
+    vol = int(re.search(r"^voluntary_ctxt_switches:\s*(\d+)", status, re.M).group(1))
+    invol = int(re.search(r"^nonvoluntary_ctxt_switches:\s*(\d+)", status, re.M).group(1))
+    name = stat[stat.index("(") + 1:stat.rindex(")")]
+    fields = stat[stat.rindex(")") + 2:].split()
+    return name, (int(fields[11]) + int(fields[12])) / TICK, vol, invol  # utime + stime
 
 
 def host_cpu():

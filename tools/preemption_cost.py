@@ -87,15 +87,6 @@ def disturb(spec):
             np.copyto(dst, src)
 
 
-def proc_stat(pid):
-    """(CPU seconds, voluntary switches) of process `pid`, all threads."""
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    with open(f"/proc/{pid}/status") as f:
-        vol = next(int(x.split()[1]) for x in f if x.startswith("voluntary_ctxt_switches"))
-    return (int(fields[11]) + int(fields[12])) / cpu_breakdown.TICK, vol
-
-
 def main_thread(s):
     """(CPU seconds, voluntary, involuntary switches) of the local run's main thread."""
     hits = [(cpu, vol, inv) for (kind, label, cpu, vol, inv) in s["threads"].values()
@@ -122,7 +113,8 @@ def run_condition(a, rnd, condition, out):
         while proc.poll() is None:
             s = cpu_breakdown.sample(logpath)
             if s["it"] >= a.warmup + 2 and s["it"] < a.iterations:
-                s["dist"] = proc_stat(dist.pid) if dist else (0.0, 0)
+                # The disturber: one thread, so its process is its task.
+                s["dist"] = cpu_breakdown.task_stat(f"/proc/{dist.pid}")[1:3] if dist else (0.0, 0)
                 if first is None:
                     first = s
                 last = s
