@@ -55,6 +55,9 @@ BATCH = {"resnet50": 8, "vgg19": 4, "seq2seq_lstm": 16}
 FRESH_SETS = [("fresh", "simulator_fresh_raw.csv"), ("fresh-2", "simulator_fresh2_raw.csv"),
               ("fresh-3", "simulator_fresh3_raw.csv"), ("fresh-4", "simulator_fresh4_raw.csv"),
               ("fresh-5", "simulator_fresh5_raw.csv")]
+# The full sweeps of tools/bench_throughput.py (every mode, the peer and `local`), as
+# aggregated by its `report`: set name, file in docs/results.
+SWEEP_SETS = [("2026-12-02", "throughput.csv"), ("2026-11-30", "throughput_2026-11-30.csv")]
 # The CPU breakdown of fresh-5's runs (tools/cpu_breakdown.py --csv).
 CPU_BREAKDOWN = {"fresh-5": "cpu_breakdown_fresh5.csv"}
 BEGIN = "<!-- sim-table:begin (tools/sim_validate.py validate) -->"
@@ -66,6 +69,14 @@ SETS = {
         "file": "configs/sim/calibration_cpu.json",
         "streaming": "docs/results/streaming_after.csv",
         "binaries": "fa7c300 / 8730c80 (zero-copy streams, shared memory, one send order per link)",
+        "extra": {},
+    },
+    # The sweep of 2026-12-02 (throughput.csv): every mode with the binaries of a6c8c45,
+    # the streaming benchmark run before its first round, between the rounds and after.
+    "2026-12-02": {
+        "file": "configs/sim/calibration_cpu_2026-12-02.json",
+        "streaming": "docs/results/streaming_2026-12-02.csv",
+        "binaries": "a6c8c45 (-O2 data path; streaming measured in the sweep's session)",
         "extra": {},
     },
     "2026-11-30": {
@@ -99,7 +110,7 @@ SETS = {
     },
 }
 # The calibration each measured set is predicted with (default: "current").
-SET_CALIBRATION = {"2026-11-30": "2026-11-30", "fresh-3": "fresh-3", "fresh-4": "fresh-4",
+SET_CALIBRATION = {"2026-12-02": "2026-12-02", "2026-11-30": "2026-11-30", "fresh-3": "fresh-3", "fresh-4": "fresh-4",
                    "fresh-5": "fresh-5"}
 
 
@@ -256,15 +267,14 @@ def compute_scale(model, local_sps, cal):
 def points():
     """Every measured point: (set, model, system, bandwidth, placement, measured, runs, source)."""
     out = []
-    with open(os.path.join(RESULTS, "throughput.csv")) as f:
-        for r in csv.DictReader(f):
-            if r["mode"] == "local" or (r["mode"] == "p3" and r["slice_params"] not in ("40000",)):
-                pass
-            out.append({"set": "2026-11-30", "model": r["model"], "system": r["mode"],
-                        "bandwidth": float(r["bandwidth_gbps"]), "workers": int(r["workers"]),
-                        "slice_params": int(r["slice_params"] or 40000),
-                        "measured": float(r["median_sps"]), "runs": int(r["runs"]),
-                        "source": "throughput.csv"})
+    for set_name, file_name in SWEEP_SETS:
+        with open(os.path.join(RESULTS, file_name)) as f:
+            for r in csv.DictReader(f):
+                out.append({"set": set_name, "model": r["model"], "system": r["mode"],
+                            "bandwidth": float(r["bandwidth_gbps"]), "workers": int(r["workers"]),
+                            "slice_params": int(r["slice_params"] or 40000),
+                            "measured": float(r["median_sps"]), "runs": int(r["runs"]),
+                            "source": file_name})
     with open(os.path.join(RESULTS, "data_path.csv")) as f:
         for r in csv.DictReader(f):
             one = r["bandwidth_gbps"].startswith("1 worker")
@@ -312,7 +322,7 @@ def local_of(pts, set_name, model):
         for p in pts:
             if p["set"] == set_name and p["model"] == model and p["system"] == "local":
                 return p["measured"]
-    if set_name == "2026-11-30":
+    if set_name in dict(SWEEP_SETS):
         for p in pts:
             if p["set"] == set_name and p["model"] == model and p["system"] == "local":
                 return p["measured"]
@@ -440,7 +450,8 @@ def write_table(rows):
              f"points within ±10 %** (" + "; ".join(f"{k}: {sum(v)} of {len(v)}"
                                                       for k, v in sorted(by_model.items()))
              + ").", ""]
-    for set_name in ("fresh-5", "fresh-4", "fresh-3", "fresh-2", "fresh", "current-interleaved", "current", "2026-11-30"):
+    for set_name in ("2026-12-02", "fresh-5", "fresh-4", "fresh-3", "fresh-2", "fresh",
+                     "current-interleaved", "current", "2026-11-30"):
         sub = [r for r in rows if r["set"] == set_name]
         if not sub:
             continue

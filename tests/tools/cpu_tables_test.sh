@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The tables of tools/cpu_breakdown.py --table and tools/side_by_side.py --table, from
+# The tables of tools/cpu_breakdown.py --table, tools/side_by_side.py --table,
+# tools/preemption_cost.py --table and tools/bench_throughput.py's report, from
 # small CSVs (docs/results/simulator.md, "Where the CPU goes"): medians over rounds, the
 # preemption and wake-up rows summed over a round's threads, the side-by-side factors.
 # Runs from the runfiles tree (bazel test), where the paths below are relative.
@@ -87,6 +88,35 @@ if [[ $rc -ne 0 ]]; then
   fail "exit status $rc"
 elif ! grep -q '^| none | 0.5000 | 1 | 0 | – | – |$' "$output" ||
   ! grep -q '^| same:1000:0 | 0.5200 (1.040) | 501 | 900 | 20.0 / 20.0 | 20.0 |$' "$output"; then
+  fail "unexpected table"
+else
+  ok
+fi
+
+case_name="bench_throughput.py tables: a column per mode that was run, the source named"
+output="$TMP/bt.out"
+"$PY" - >"$output" 2>&1 <<'PYCODE'
+import sys
+sys.path.insert(0, "tools")
+import bench_throughput as bt
+def g(mode, sps, runs=2):
+    return {"model": "resnet50", "mode": mode, "bandwidth_gbps": 1.0, "batch": 8, "workers": 2,
+            "slice_params": "40000", "runs": runs, "median_sps": sps, "min_sps": sps - 1,
+            "max_sps": sps + 1, "compute_bound_sps": 100.0, "bandwidth_bound_sps": 18.7,
+            "efficiency": 0.8}
+def r(mode, sps):
+    return {"model": "resnet50", "mode": mode, "bandwidth_gbps": "1.0", "workers": "2",
+            "slice_params": "40000", "samples_per_second": str(sps)}
+agg = [g("baseline", 10.0), g("p3", 16.0)]
+rows = [r("baseline", 10.0), r("p3", 16.0), r("baseline", 8.0), r("p3", 16.0)]
+print(bt.markdown_tables(agg, rows, 40000, "out/x/raw.csv"))
+PYCODE
+rc=$?
+if [[ $rc -ne 0 ]]; then
+  fail "exit status $rc"
+elif ! grep -q 'from out/x/raw.csv; do not edit' "$output" ||
+  ! grep -q '^| Gbit/s | baseline | p3 | compute bound | bandwidth bound | p3 ÷ baseline (paired) | p3 efficiency |$' "$output" ||
+  ! grep -q '^| 1 | 10.0 (9.0–11.0) | 16.0 (15.0–17.0) | 100.0 | 18.7 | 1.60 (1.80) | 0.8 |$' "$output"; then
   fail "unexpected table"
 else
   ok
