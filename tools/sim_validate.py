@@ -110,8 +110,8 @@ SETS = {
     },
 }
 # The calibration each measured set is predicted with (default: "current").
-SET_CALIBRATION = {"2026-12-02": "2026-12-02", "2026-11-30": "2026-11-30", "fresh-3": "fresh-3", "fresh-4": "fresh-4",
-                   "fresh-5": "fresh-5"}
+SET_CALIBRATION = {"2026-12-02": "2026-12-02", "2026-11-30": "2026-11-30", "fresh-3": "fresh-3",
+                   "fresh-4": "fresh-4", "fresh-5": "fresh-5"}
 
 
 def sim(config, sets, profile, calibration, extra_flags=()):
