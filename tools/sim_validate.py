@@ -334,8 +334,17 @@ def local_of(pts, set_name, model):
     return None
 
 
-def predict(p, cal, scale, extra):
-    """The simulator's result for measured point p with calibration file cal."""
+def bench_iterations(model):
+    """The iterations and warm-up a sweep run of `model` times (configs/bench/<model>)."""
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from bench_throughput import config_int
+    cfg = os.path.join(ROOT, "configs/bench", model + ".textproto")
+    return config_int(cfg, "iterations", 8), config_int(cfg, "warmup_iterations", 2)
+
+
+def predict(p, cal, scale, extra, runs_iterations=False):
+    """The simulator's result for measured point p with calibration file cal; with
+    `runs_iterations`, over as many iterations as a sweep run times (else p3_sim's 8)."""
     profile = os.path.join(PROFILES, f"{p['model']}_b{BATCH[p['model']]}_cpu.json")
     sets = [f"network.bandwidth_gbps={p['bandwidth']}",
             f"scheduling.slice_params={p['slice_params']}"]
@@ -358,6 +367,9 @@ def predict(p, cal, scale, extra):
     elif p["workers"] == 3:
         flags = [f for f in flags if not f.startswith("--machines_per_host")]
         flags.append("--machines_per_host=3")
+    if runs_iterations:
+        iterations, warmup = bench_iterations(p["model"])
+        flags += [f"--iterations={iterations}", f"--warmup={warmup}"]
     return sim(f"configs/bench/{p['model']}.textproto", sets, profile, cal, flags)
 
 
@@ -399,7 +411,8 @@ def trial(args):
             if p["model"] not in scales:
                 scales[p["model"]] = compute_scale(p["model"], local_of(pts, set_name, p["model"]),
                                                    f.name)
-            r = predict(p, f.name, scales[p["model"]], SETS[cal_set]["extra"])
+            r = predict(p, f.name, scales[p["model"]], SETS[cal_set]["extra"],
+                        args.runs_iterations)
             print(f"{set_name:20} {p['model']:13} {p['system']:9} {p['bandwidth']:4} w{p['workers']} "
                   f"{p.get('placement') or 'colocated':9} cpu x{args.cpu_factor:g} goodput "
                   f"{cal.get('goodput_factor', 'default')} compute speed "
@@ -595,6 +608,9 @@ def main():
     ap.add_argument("--side_by_side", default="",
                     help="trial: a tools/side_by_side.py CSV: its medians as the computation's "
                          "speed and a factor on the communication's CPU costs")
+    ap.add_argument("--runs_iterations", action="store_true",
+                    help="trial: simulate as many iterations as a sweep run times "
+                         "(configs/bench), not p3_sim's default 8")
     ap.add_argument("--only", default="",
                     help="calibrate: only these calibration sets (comma-separated names of SETS)")
     ap.add_argument("--file", default="",
