@@ -39,6 +39,9 @@ import subprocess
 import sys
 import tempfile
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import bench_throughput  # noqa: E402  (base_config, config_int: how a sweep run reads its config)
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SIM = os.path.join(ROOT, "bazel-bin/tools/p3_sim")
 PROFILES = os.path.join(ROOT, "configs/sim/profiles")
@@ -318,11 +321,7 @@ def points():
 
 
 def local_of(pts, set_name, model):
-    if set_name in dict(FRESH_SETS):
-        for p in pts:
-            if p["set"] == set_name and p["model"] == model and p["system"] == "local":
-                return p["measured"]
-    if set_name in dict(SWEEP_SETS):
+    if set_name in dict(FRESH_SETS) or set_name in dict(SWEEP_SETS):
         for p in pts:
             if p["set"] == set_name and p["model"] == model and p["system"] == "local":
                 return p["measured"]
@@ -336,10 +335,9 @@ def local_of(pts, set_name, model):
 
 def bench_iterations(model):
     """The iterations and warm-up a sweep run of `model` times (configs/bench/<model>)."""
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    from bench_throughput import config_int
-    cfg = os.path.join(ROOT, "configs/bench", model + ".textproto")
-    return config_int(cfg, "iterations", 8), config_int(cfg, "warmup_iterations", 2)
+    cfg = bench_throughput.base_config(model)
+    return (bench_throughput.config_int(cfg, "iterations", 8),
+            bench_throughput.config_int(cfg, "warmup_iterations", 2))
 
 
 def predict(p, cal, scale, extra, runs_iterations=False):
