@@ -27,7 +27,10 @@ Calibration, per set of binaries (docs/simulator.md, "Calibration"):
   * shared_host_compute_speed: how fast one process computes while another runs on the
     other core, against alone: half the throughput of two single-thread ResNet-50 runs
     side by side over one run alone (docs/results/pipeline_contention.csv, median of the
-    ResNet-50 pairs). No point of the validation enters it.
+    ResNet-50 pairs). No point of the validation enters it;
+  * preempt_s: the computation's CPU lost per preemption by a thread waking on its core
+    1,000 times a second (docs/results/preemption_cost.csv, tools/preemption_cost.py).
+    No point of the validation enters it either.
 """
 import argparse
 import csv
@@ -61,6 +64,10 @@ FRESH_SETS = [("fresh", "simulator_fresh_raw.csv"), ("fresh-2", "simulator_fresh
 # The full sweeps of tools/bench_throughput.py (every mode, the peer and `local`), as
 # aggregated by its `report`: set name, file in docs/results.
 SWEEP_SETS = [("2026-12-02", "throughput.csv"), ("2026-11-30", "throughput_2026-11-30.csv")]
+# The raw CSV of each sweep set, where one is committed: the iterations its runs timed.
+# Without one (2026-11-30), the runs timed configs/bench/<model>.textproto's, unchanged
+# since that sweep (55110cf).
+SWEEP_RAW = {"2026-12-02": "throughput_2026-12-02_raw.csv"}
 # The CPU breakdown of fresh-5's runs (tools/cpu_breakdown.py --csv).
 CPU_BREAKDOWN = {"fresh-5": "cpu_breakdown_fresh5.csv"}
 BEGIN = "<!-- sim-table:begin (tools/sim_validate.py validate) -->"
@@ -196,10 +203,27 @@ def shared_host_compute_speed():
     return statistics.median(pairs) / 2
 
 
+# The disturber of tools/preemption_cost.py whose wake-up rate is the cluster's: a worker's
+# main thread was preempted 550 - 1,150 times a second in fresh-5's runs.
+PREEMPT_CONDITION = "same:1000:0"
+
+
+def preempt_s():
+    """CPU seconds a single-thread ResNet-50 computation lost per preemption, beside a
+    thread on its core waking 1,000 times a second (docs/results/preemption_cost.csv,
+    median of the rounds). Measured without a cluster: no validation point enters it."""
+    with open(os.path.join(RESULTS, "preemption_cost.csv")) as f:
+        costs = [float(r["us_per_preemption"]) for r in csv.DictReader(f)
+                 if r["condition"] == PREEMPT_CONDITION and r["us_per_preemption"]]
+    return statistics.median(costs) * 1e-6
+
+
 def calibrate(args):
     first = True
     speed = shared_host_compute_speed()
     print(f"shared_host_compute_speed {speed:.4f} (pipeline_contention.csv, ResNet-50 pairs)")
+    preempt = preempt_s()
+    print(f"preempt_s {preempt * 1e6:.1f} us (preemption_cost.csv, {PREEMPT_CONDITION})")
     for name, s in SETS.items():
         if args.only and name not in args.only.split(","):
             if first and name == "current":
@@ -220,7 +244,7 @@ def calibrate(args):
                           f"binaries: {s['binaries']}",
                "send_s_per_byte": send, "recv_s_per_byte": send,
                "shaped_s_per_byte_at_1g": extra[1.0] * 1e-9, "shaped_exponent": exponent,
-               "shared_host_compute_speed": speed}
+               "shared_host_compute_speed": speed, "preempt_s": preempt}
         best = None
         for per_message in (5e-6, 10e-6, 20e-6, 40e-6):
             for gap in (0.0, 30e-6, 60e-6, 120e-6, 200e-6):
@@ -277,13 +301,14 @@ def points():
                             "bandwidth": float(r["bandwidth_gbps"]), "workers": int(r["workers"]),
                             "slice_params": int(r["slice_params"] or 40000),
                             "measured": float(r["median_sps"]), "runs": int(r["runs"]),
-                            "source": file_name})
+                            "source": file_name,
+                            **raw_iterations(set_name, r["model"], r["mode"])})
     with open(os.path.join(RESULTS, "data_path.csv")) as f:
         for r in csv.DictReader(f):
             one = r["bandwidth_gbps"].startswith("1 worker")
             bw = 0.0 if (one or r["bandwidth_gbps"] == "unlimited") else float(r["bandwidth_gbps"])
             base = {"set": "current", "model": r["model"], "bandwidth": bw, "slice_params": 40000,
-                    "source": "data_path.csv"}
+                    "source": "data_path.csv", **config_iterations(r["model"])}
             out.append(dict(base, system="p3", workers=1 if one else 2,
                             measured=float(r["p3_after"]), runs=int(r["runs_after"])))
             if r["ddp"]:
@@ -294,7 +319,8 @@ def points():
             one = r["bandwidth_gbps"].startswith("1 worker")
             bw = 0.0 if (one or r["bandwidth_gbps"] == "unlimited") else float(r["bandwidth_gbps"])
             base = {"set": "current-interleaved", "model": r["model"], "bandwidth": bw,
-                    "slice_params": 40000, "source": "data_path_interleaved.csv"}
+                    "slice_params": 40000, "source": "data_path_interleaved.csv",
+                    **config_iterations(r["model"])}
             out.append(dict(base, system="p3", workers=1 if one else 2,
                             measured=float(r["p3_after"]), runs=int(r["runs_after"])))
             if r["ddp"]:
@@ -310,13 +336,13 @@ def points():
                 if r["status"] != "ok":
                     continue
                 key = (r["model"], r["mode"], float(r["bandwidth_gbps"]), int(r["workers"]),
-                       r["placement"])
+                       r["placement"], int(r["iterations"]), int(r["warmup"]))
                 groups.setdefault(key, []).append(float(r["samples_per_second"]))
-        for (model, mode, bw, workers, placement), v in sorted(groups.items()):
+        for (model, mode, bw, workers, placement, its, warm), v in sorted(groups.items()):
             out.append({"set": set_name, "model": model, "system": mode, "bandwidth": bw,
                         "workers": workers, "slice_params": 40000, "placement": placement,
                         "measured": statistics.median(v), "runs": len(v),
-                        "source": file_name})
+                        "source": file_name, "iterations": its, "warmup": warm})
     return out
 
 
@@ -333,16 +359,32 @@ def local_of(pts, set_name, model):
     return None
 
 
-def bench_iterations(model):
-    """The iterations and warm-up a sweep run of `model` times (configs/bench/<model>)."""
+def config_iterations(model):
+    """The iterations (warm-up included) and warm-up of a benchmark run of `model` with
+    its config's defaults (configs/bench/<model>.textproto)."""
     cfg = bench_throughput.base_config(model)
-    return (bench_throughput.config_int(cfg, "iterations", 8),
-            bench_throughput.config_int(cfg, "warmup_iterations", 2))
+    return {"iterations": bench_throughput.config_int(cfg, "iterations", 8),
+            "warmup": bench_throughput.config_int(cfg, "warmup_iterations", 2)}
 
 
-def predict(p, cal, scale, extra, runs_iterations=False):
-    """The simulator's result for measured point p with calibration file cal; with
-    `runs_iterations`, over as many iterations as a sweep run times (else p3_sim's 8)."""
+def raw_iterations(set_name, model, mode):
+    """The iterations and warm-up the runs of one sweep point made, from the set's raw CSV
+    (SWEEP_RAW); every run of the point must agree. Without a raw CSV, the config's."""
+    if set_name not in SWEEP_RAW:
+        return config_iterations(model)
+    with open(os.path.join(RESULTS, SWEEP_RAW[set_name])) as f:
+        seen = {(int(r["iterations"]), int(r["warmup"])) for r in csv.DictReader(f)
+                if r["model"] == model and r["mode"] == mode and r["status"] == "ok"}
+    if len(seen) != 1:
+        sys.exit(f"{SWEEP_RAW[set_name]}: {model} {mode}: runs of {sorted(seen)} iterations")
+    its, warm = seen.pop()
+    return {"iterations": its, "warmup": warm}
+
+
+def predict(p, cal, scale, extra):
+    """The simulator's result for measured point p with calibration file cal, over as many
+    iterations (and warm-up) as p's runs made: the whole-tensor modes' simulated
+    iterations lengthen as a run goes on, so the count matters."""
     profile = os.path.join(PROFILES, f"{p['model']}_b{BATCH[p['model']]}_cpu.json")
     sets = [f"network.bandwidth_gbps={p['bandwidth']}",
             f"scheduling.slice_params={p['slice_params']}"]
@@ -365,9 +407,7 @@ def predict(p, cal, scale, extra, runs_iterations=False):
     elif p["workers"] == 3:
         flags = [f for f in flags if not f.startswith("--machines_per_host")]
         flags.append("--machines_per_host=3")
-    if runs_iterations:
-        iterations, warmup = bench_iterations(p["model"])
-        flags += [f"--iterations={iterations}", f"--warmup={warmup}"]
+    flags += [f"--iterations={p['iterations']}", f"--warmup={p['warmup']}"]
     return sim(f"configs/bench/{p['model']}.textproto", sets, profile, cal, flags)
 
 
@@ -391,6 +431,8 @@ def trial(args):
             cal["goodput_factor"] = args.goodput_factor
         if args.compute_speed:
             cal["shared_host_compute_speed"] = args.compute_speed
+        if args.preempt_s >= 0:
+            cal["preempt_s"] = args.preempt_s
         if args.side_by_side:
             # Computation and communication measured side by side (tools/side_by_side.py):
             # the computation's speed beside both, the communication's CPU x its factor.
@@ -409,12 +451,12 @@ def trial(args):
             if p["model"] not in scales:
                 scales[p["model"]] = compute_scale(p["model"], local_of(pts, set_name, p["model"]),
                                                    f.name)
-            r = predict(p, f.name, scales[p["model"]], SETS[cal_set]["extra"],
-                        args.runs_iterations)
+            r = predict(p, f.name, scales[p["model"]], SETS[cal_set]["extra"])
             print(f"{set_name:20} {p['model']:13} {p['system']:9} {p['bandwidth']:4} w{p['workers']} "
                   f"{p.get('placement') or 'colocated':9} cpu x{args.cpu_factor:g} goodput "
                   f"{cal.get('goodput_factor', 'default')} compute speed "
-                  f"{cal['shared_host_compute_speed']:g}: predicted / measured "
+                  f"{cal['shared_host_compute_speed']:g} preempt {cal.get('preempt_s', 0) * 1e6:g} us: "
+                  f"predicted / measured "
                   f"{r['samples_per_second'] / p['measured']:.3f}", flush=True)
         os.unlink(f.name)
 
@@ -539,7 +581,7 @@ def sweep(args):
 def cpu(args):
     """Where the CPU went in each run of a set with a CPU breakdown (tools/cpu_breakdown.py),
     beside where the simulator puts it: the workers' main threads (forward and backward)
-    against `compute`, every other thread of the workers and servers against send +
+    against `compute` + `preempt`, every other thread of the workers and servers against send +
     receive + update, and the host's busy cores against the total. Medians over rounds;
     core-seconds per iteration of the whole cluster."""
     pts = points()
@@ -575,16 +617,19 @@ def cpu(args):
             main_s = med(lambda g: g.get("worker:main", 0.0))
             total = med(lambda g: g["processes:total"])
             comm = med(lambda g: g["processes:total"] - g.get("worker:main", 0.0))
-            p = {"model": model, "system": mode, "bandwidth": bw, "workers": workers,
-                 "slice_params": 40000, "placement": placement}
+            # The set's point: the same runs, with the iterations they made.
+            p = next(q for q in pts if q["set"] == set_name and
+                     (q["model"], q["system"], q["bandwidth"], q["workers"],
+                      q.get("placement")) == key)
             r = predict(p, cal, scales[model], SETS[SET_CALIBRATION[set_name]]["extra"])
             c = r["cpu_s_per_iteration"]
             sim_comm = c["send"] + c["receive"] + c["update"] + c["ring"]
+            sim_compute = c["compute"] + c.get("preempt", 0.0)
             name = f"{mode} {'unlimited' if bw == 0 else f'{bw:g} Gbit/s'}" + (
                 f", {workers} + {workers}" if workers == 3 else "") + (
                 ", separate" if placement == "separate" else "")
             print(f"| {name} | {med(lambda g: g['iteration']):.3f} / {r['iteration_seconds']:.3f} "
-                  f"| {main_s:.3f} / {c['compute']:.3f} | {comm:.3f} / {sim_comm:.3f} "
+                  f"| {main_s:.3f} / {sim_compute:.3f} | {comm:.3f} / {sim_comm:.3f} "
                   f"| {total:.3f} / {c['total']:.3f} | {med(lambda g: g['host:busy']):.3f} "
                   f"| {med(lambda g: g['host:softirq']):.3f} |", flush=True)
 
@@ -603,12 +648,12 @@ def main():
                     help="trial: the link's payload share (0: the calibration's)")
     ap.add_argument("--compute_speed", type=float, default=0.0,
                     help="trial: shared_host_compute_speed (0: the calibration's)")
+    ap.add_argument("--preempt_s", type=float, default=-1.0,
+                    help="trial: the computation's CPU seconds lost per wake-up on a full host "
+                         "(Calibration::preempt_s; negative: the calibration's)")
     ap.add_argument("--side_by_side", default="",
                     help="trial: a tools/side_by_side.py CSV: its medians as the computation's "
                          "speed and a factor on the communication's CPU costs")
-    ap.add_argument("--runs_iterations", action="store_true",
-                    help="trial: simulate as many iterations as a sweep run times "
-                         "(configs/bench), not p3_sim's default 8")
     ap.add_argument("--only", default="",
                     help="calibrate: only these calibration sets (comma-separated names of SETS)")
     ap.add_argument("--file", default="",

@@ -270,6 +270,33 @@ void FluidScheduler::AdvanceTo(double t) {
   }
 }
 
+void FluidScheduler::AddWork(int64_t id, double work) {
+  auto it = jobs_.find(id);
+  if (it == jobs_.end() || !(work > 0)) return;
+  Job& job = it->second;
+  if (sharing_ == Sharing::kWaterFilling) {
+    // AdvanceTo() keeps every job's remaining work current; NextCompletion() reads it.
+    job.remaining += work;
+    return;
+  }
+  if (job.rate < 0) {  // started since the last Reallocate(): no rate yet
+    job.remaining += work;
+    return;
+  }
+  // Bring the remaining work up to now at the current rate, then move the finish.
+  if (!std::isinf(job.rate)) job.remaining -= job.rate * (now_ - job.updated_at);
+  job.updated_at = now_;
+  job.remaining += work;
+  job.finish = std::isinf(job.rate) || job.remaining <= 0 ? now_
+               : job.rate > 0                             ? now_ + job.remaining / job.rate
+                                                          : kUnlimitedRate;
+  if (job.heap_pos >= 0) {
+    finishes_[job.heap_pos].t = job.finish;
+    HeapUp(job.heap_pos);
+    HeapDown(job.heap_pos);
+  }
+}
+
 double FluidScheduler::Rate(int64_t id) {
   if (dirty_) Reallocate();
   auto it = jobs_.find(id);

@@ -68,6 +68,10 @@ class FluidScheduler {
   // `done` of every job finished by then, in the order they were started.
   void AdvanceTo(double t);
 
+  // Adds `work` units (>= 0) to active job `id` from now on, at its current rate (a
+  // computation that loses time to a preemption). No-op when the job is not active.
+  void AddWork(int64_t id, double work);
+
   int active() const { return static_cast<int>(jobs_.size()); }
   // The rate of job `id` under the current allocation (0 when it is not active).
   double Rate(int64_t id);

@@ -71,6 +71,7 @@ absl::Status LoadCalibration(const std::string& path, Calibration* c) {
       {"latency_s", [c](double v) { c->latency_s = v; }},
       {"compute_scale", [c](double v) { c->compute_scale = v; }},
       {"shared_host_compute_speed", [c](double v) { c->shared_host_compute_speed = v; }},
+      {"preempt_s", [c](double v) { c->preempt_s = v; }},
       {"ring_send_s_per_byte", [c](double v) { c->ring_send_s_per_byte = v; }},
       {"ring_recv_s_per_byte", [c](double v) { c->ring_recv_s_per_byte = v; }},
       {"ring_reduce_s_per_byte", [c](double v) { c->ring_reduce_s_per_byte = v; }},
@@ -110,6 +111,7 @@ std::string ResultJson(const SimOptions& o, const SimResult& r) {
                               {"receive", r.cpu.recv_s},
                               {"update", r.cpu.update_s},
                               {"ring", r.cpu.ring_s},
+                              {"preempt", r.cpu.preempt_s},
                               {"total", r.cpu.total_s()}};
   j["mode"] = o.allreduce ? std::string("allreduce") : ModeName(o.mode);
   j["model"] = o.profile.model;
@@ -149,6 +151,7 @@ std::string ResultJson(const SimOptions& o, const SimResult& r) {
                       {"latency_s", c.latency_s},
                       {"compute_scale", c.compute_scale},
                       {"shared_host_compute_speed", c.shared_host_compute_speed},
+                      {"preempt_s", c.preempt_s},
                       {"ring_send_s_per_byte", c.ring_send_s_per_byte},
                       {"ring_recv_s_per_byte", c.ring_recv_s_per_byte},
                       {"ring_reduce_s_per_byte", c.ring_reduce_s_per_byte}};

@@ -33,7 +33,7 @@ absl::Status LoadCalibration(const std::string& path, Calibration* calibration);
 
 // {"samples_per_second", "iteration_seconds", "workers": [{"iteration_s", "compute_s",
 //  "exposed_comm_s", "idle_s"}], "cpu_s_per_iteration": {"compute", "send", "receive",
-//  "update", "ring", "total"}, "mode", "model", "bandwidth_gbps", ... , "calibration"}.
+//  "update", "ring", "preempt", "total"}, "mode", "model", "bandwidth_gbps", ... , "calibration"}.
 std::string ResultJson(const SimOptions& options, const SimResult& result);
 
 }  // namespace p3::sim

@@ -258,6 +258,8 @@ class Simulation {
 
   int num_machines_ = 0;
   std::vector<int> cpu_;   // per host; empty without a CPU model
+  std::vector<int> host_jobs_;                    // per host: CPU jobs running
+  std::vector<std::vector<int64_t>> host_compute_;  // per host: computations running
   std::vector<int> up_;    // per machine
   std::vector<int> down_;  // per machine
   ModeTraits traits_;
@@ -305,7 +307,33 @@ void Simulation::Cpu(int machine, double work, double CpuBreakdown::*kind,
     return;
   }
   cpu_work_.*kind += work * core_s_per_work;
-  fluid_.Start(work, {{cpu_[HostOfMachine(machine)], core_s_per_work}}, 1.0, std::move(done));
+  const int host = HostOfMachine(machine);
+  const bool wakes = kind == &CpuBreakdown::send_s || kind == &CpuBreakdown::recv_s;
+  std::vector<int64_t>& computing = host_compute_[host];
+  if (wakes && cal_.preempt_s > 0 && !computing.empty() &&
+      static_cast<double>(computing.size()) >= o_.cpu_cores_per_host) {
+    // Every core is computing: the woken thread preempts one of the running jobs, each
+    // alike (more jobs than computations when other messages are being handled too).
+    const double lost = cal_.preempt_s / host_jobs_[host];
+    for (int64_t id : computing) {
+      // A computation's unit of work costs 1 / shared_host_compute_speed core-seconds.
+      fluid_.AddWork(id, lost * cal_.shared_host_compute_speed);
+      cpu_work_.preempt_s += lost;
+    }
+  }
+  ++host_jobs_[host];
+  const bool is_compute = kind == &CpuBreakdown::compute_s;
+  auto id = std::make_shared<int64_t>(-1);
+  *id = fluid_.Start(work, {{cpu_[host], core_s_per_work}}, 1.0,
+                     [this, host, is_compute, id, done = std::move(done)] {
+                       --host_jobs_[host];
+                       if (is_compute) {
+                         std::vector<int64_t>& c = host_compute_[host];
+                         c.erase(std::find(c.begin(), c.end(), *id));
+                       }
+                       done();
+                     });
+  if (is_compute) computing.push_back(*id);
 }
 
 double Simulation::ShapedExtra() const {
@@ -971,6 +999,9 @@ absl::StatusOr<SimResult> Simulation::Run() {
     return absl::InvalidArgumentError(
         "iterations must be >= 2 and warmup_iterations in 1..iterations-1");
   }
+  if (!(o_.calibration.preempt_s >= 0)) {
+    return absl::InvalidArgumentError("calibration.preempt_s must be >= 0");
+  }
   if (!(o_.calibration.shared_host_compute_speed > 0)) {
     return absl::InvalidArgumentError("calibration.shared_host_compute_speed must be > 0");
   }
@@ -985,6 +1016,8 @@ absl::StatusOr<SimResult> Simulation::Run() {
     const int hosts = (num_machines_ + std::max(1, o_.machines_per_host) - 1) /
                       std::max(1, o_.machines_per_host);
     for (int h = 0; h < hosts; ++h) cpu_.push_back(fluid_.AddResource(o_.cpu_cores_per_host));
+    host_jobs_.assign(hosts, 0);
+    host_compute_.assign(hosts, {});
   }
   const double link = o_.bandwidth_gbps > 0
                           ? o_.bandwidth_gbps * kBytesPerGbit * cal_.goodput_factor
@@ -1092,7 +1125,7 @@ absl::StatusOr<SimResult> Simulation::Run() {
   result.cpu = cpu_work_;
   for (double CpuBreakdown::*kind : {&CpuBreakdown::compute_s, &CpuBreakdown::send_s,
                                      &CpuBreakdown::recv_s, &CpuBreakdown::update_s,
-                                     &CpuBreakdown::ring_s}) {
+                                     &CpuBreakdown::ring_s, &CpuBreakdown::preempt_s}) {
     result.cpu.*kind /= o_.iterations;
   }
   result.events = events_;

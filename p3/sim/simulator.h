@@ -109,6 +109,16 @@ struct Calibration {
   // single-thread ResNet-50 runs side by side against one alone
   // (tools/sim_validate.py calibrate).
   double shared_host_compute_speed = 1.0;
+  // CPU seconds of one core that a computation loses each time a communication thread
+  // wakes on its host (to write or read one message) while every core there is
+  // computing (as many computations running as cores): the woken thread preempts one of
+  // the running jobs, each alike, and a preempted computation has to fill its caches
+  // again. Each computation running there is charged preempt_s / (jobs running on the
+  // host). With a core free of computation the woken thread is taken to run there.
+  // Counted in CpuBreakdown::preempt_s. Not charged to gloo's ring (DDP). Default: 0
+  // (none). Measured without a cluster by tools/preemption_cost.py: 17 – 39 µs
+  // (docs/results/simulator.md, "What a preemption costs the computation").
+  double preempt_s = 0;
   // gloo's ring all-reduce (the DDP peer): CPU per byte sent and received per step,
   // and per byte reduced. Default: 0.4 ns, 0.4 ns, 0.3 ns.
   double ring_send_s_per_byte = 0.4e-9;
@@ -188,7 +198,8 @@ struct CpuBreakdown {
   double recv_s = 0;     // reading messages: per message and per byte (shared memory too)
   double update_s = 0;   // the optimizer: the servers', or the workers' (DDP, local)
   double ring_s = 0;     // gloo's ring all-reduce (DDP)
-  double total_s() const { return compute_s + send_s + recv_s + update_s + ring_s; }
+  double preempt_s = 0;  // the computation's extra for preemptions (Calibration::preempt_s)
+  double total_s() const { return compute_s + send_s + recv_s + update_s + ring_s + preempt_s; }
 };
 
 struct SimResult {

@@ -55,6 +55,24 @@ CATCH_TEST_CASE("a compute job takes at most one core; CPU-heavy transfers share
   CATCH_CHECK(fluid.Rate(transfer) == Approx(2.0 / 3 * 1e9));
 }
 
+CATCH_TEST_CASE("work added to a running job moves its finish, under either sharing") {
+  for (Sharing sharing : {Sharing::kWaterFilling, Sharing::kEqualSplit}) {
+    FluidScheduler fluid(sharing);
+    const int cpu = fluid.AddResource(1.0);
+    std::vector<double> done(2, -1);
+    const int64_t a = fluid.Start(1.0, {{cpu, 1.0}}, kUnlimitedRate, [&] { done[0] = fluid.now(); });
+    fluid.AdvanceTo(0.5);  // a: 0.5 left, alone at rate 1
+    fluid.AddWork(a, 0.25);
+    fluid.Start(0.5, {{cpu, 1.0}}, kUnlimitedRate, [&] { done[1] = fluid.now(); });
+    // From 0.5 both at 1/2: b's 0.5 done at 1.5, a's 0.75 has 0.25 left, then alone.
+    while (fluid.active() > 0) fluid.AdvanceTo(fluid.NextCompletion());
+    CATCH_CHECK(done[1] == Approx(1.5));
+    CATCH_CHECK(done[0] == Approx(1.75));
+    fluid.AddWork(a, 1.0);  // no longer active: nothing happens
+    CATCH_CHECK(fluid.active() == 0);
+  }
+}
+
 CATCH_TEST_CASE("equal split: the same shares, but a job limited elsewhere keeps its share") {
   FluidScheduler fluid(Sharing::kEqualSplit);
   const int wide = fluid.AddResource(10.0);

@@ -324,6 +324,53 @@ CATCH_TEST_CASE("computing alone runs at the profile's speed, on busy shared cor
   CATCH_CHECK(Simulate(pair).status().code() == absl::StatusCode::kInvalidArgument);
 }
 
+CATCH_TEST_CASE("a wake-up on a host whose cores are all computing costs the computation preempt_s") {
+  // 2 workers + 2 servers, colocated, on one host of 2 cores: both workers compute at
+  // once, so every core is computing when some messages are written or read.
+  absl::StatusOr<Profile> profile = LoadProfile("configs/sim/profiles/resnet50_b8_cpu.json");
+  CATCH_REQUIRE(profile.ok());
+  SimOptions o;
+  o.profile = *profile;
+  o.mode = Mode::kP3;
+  o.bandwidth_gbps = 1;
+  o.cpu_cores_per_host = 2;
+  o.machines_per_host = 2;
+  o.calibration.shared_host_compute_speed = 0.9;
+  absl::StatusOr<SimResult> none = Simulate(o);
+  CATCH_REQUIRE(none.ok());
+  CATCH_CHECK(none->cpu.preempt_s == 0);
+  o.calibration.preempt_s = 100e-6;
+  absl::StatusOr<SimResult> charged = Simulate(o);
+  CATCH_REQUIRE(charged.ok());
+  // Each message is written once and read once: at most one charge of preempt_s each.
+  const double per_iteration_bound =
+      2.0 * o.calibration.preempt_s * static_cast<double>(charged->num_messages) / o.iterations;
+  CATCH_CHECK(charged->cpu.preempt_s > 0.1 * per_iteration_bound);
+  CATCH_CHECK(charged->cpu.preempt_s <= per_iteration_bound);
+  CATCH_CHECK(charged->cpu.compute_s == Approx(none->cpu.compute_s));  // counted apart
+  CATCH_CHECK(charged->cpu.total_s() ==
+              Approx(none->cpu.total_s() + charged->cpu.preempt_s).epsilon(1e-3));
+  CATCH_CHECK(charged->workers[0].compute_s > none->workers[0].compute_s);
+  CATCH_CHECK(charged->iteration_seconds > none->iteration_seconds);
+  // One worker on 2 cores: the other core is free of computation, nothing is charged.
+  SimOptions one = o;
+  one.workers = one.servers = 1;
+  absl::StatusOr<SimResult> alone = Simulate(one);
+  CATCH_REQUIRE(alone.ok());
+  CATCH_CHECK(alone->cpu.preempt_s == 0);
+  // With a core free for every thread no wake-up preempts anything.
+  o.cpu_cores_per_host = 64;
+  absl::StatusOr<SimResult> free_cores = Simulate(o);
+  CATCH_REQUIRE(free_cores.ok());
+  CATCH_CHECK(free_cores->cpu.preempt_s == 0);
+  o.calibration.preempt_s = 0;
+  absl::StatusOr<SimResult> free_none = Simulate(o);
+  CATCH_REQUIRE(free_none.ok());
+  CATCH_CHECK(free_cores->iteration_seconds == free_none->iteration_seconds);
+  o.calibration.preempt_s = -1e-6;
+  CATCH_CHECK(Simulate(o).status().code() == absl::StatusCode::kInvalidArgument);
+}
+
 CATCH_TEST_CASE("a config sets mode, cluster, network and scheduling; another batch scales the times") {
   absl::StatusOr<config::ExperimentConfig> cfg = config::ParseConfig(
       "mode: \"baseline\" cluster { workers: 3 servers: 2 } model { name: \"mlp\" } "
