@@ -135,10 +135,16 @@ absl::StatusOr<double> OtherProcessCpuSeconds(pid_t pid) {
 // The host's cores, from the first line of /proc/stat (clock ticks): the work of every
 // process and of the kernel outside any (softirq in an idle core's context: the emulated
 // links' forwarding, tbf's timers), and the softirq share of it. Steal is not work.
+// Kept in ticks, so that the difference of two readings is exact: busy >= softirq holds
+// for the differences too (in seconds, rounding could put busy a hair below softirq).
 struct HostCpu {
-  double busy_s = 0;
-  double softirq_s = 0;
+  int64_t busy_ticks = 0;
+  int64_t softirq_ticks = 0;
 };
+
+double TicksToSeconds(int64_t ticks) {
+  return static_cast<double>(ticks) / static_cast<double>(sysconf(_SC_CLK_TCK));
+}
 
 absl::StatusOr<HostCpu> ReadHostCpu() {
   std::ifstream in("/proc/stat");
@@ -148,8 +154,7 @@ absl::StatusOr<HostCpu> ReadHostCpu() {
       cpu != "cpu") {
     return absl::InternalError("malformed /proc/stat");
   }
-  const double tick = static_cast<double>(sysconf(_SC_CLK_TCK));
-  return HostCpu{(user + nice + system + irq + softirq) / tick, (irq + softirq) / tick};
+  return HostCpu{user + nice + system + irq + softirq, irq + softirq};
 }
 
 double Load1() {
@@ -388,9 +393,10 @@ absl::StatusOr<nlohmann::json> Run() {
   result["cpu_s_per_gb"] = (worker_cpu + server_cpu) / ((sent + received) / 1e9);
   // Everything the host's cores did in the window, per GB: what a host whose cores are
   // all busy (the cluster's) pays, where the kernel's forwarding cannot use idle time.
-  result["host_busy_s"] = host1.busy_s - host0.busy_s;
-  result["host_softirq_s"] = host1.softirq_s - host0.softirq_s;
-  result["host_cpu_s_per_gb"] = (host1.busy_s - host0.busy_s) / ((sent + received) / 1e9);
+  const double host_busy_s = TicksToSeconds(host1.busy_ticks - host0.busy_ticks);
+  result["host_busy_s"] = host_busy_s;
+  result["host_softirq_s"] = TicksToSeconds(host1.softirq_ticks - host0.softirq_ticks);
+  result["host_cpu_s_per_gb"] = host_busy_s / ((sent + received) / 1e9);
   result["load1_end"] = Load1();
   if (result.contains("iperf3_gbps")) {
     result["ratio"] = result["goodput_up_gbps"].get<double>() / result["iperf3_gbps"].get<double>();
