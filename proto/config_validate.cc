@@ -277,6 +277,12 @@ absl::Status ValidateConfig(const ExperimentConfig& config) {
   }
   check.IntAtLeast("network.tbf_burst_bytes", network.tbf_burst_bytes(), 0);
   check.IntAtLeast("network.tcp_notsent_lowat", network.tcp_notsent_lowat(), 0);
+  if (!network.congestion_control().empty()) {
+    // Which names the host has is checked where the network is built (the launcher).
+    check.Word("network.congestion_control", network.congestion_control(), "_",
+               "a TCP congestion control name such as \"cubic\" or \"bbr\" (letters, digits, "
+               "_), or empty for the host's");
+  }
   if (emulated || network.tbf_latency_ms() != 0) {
     check.Positive("network.tbf_latency_ms", network.tbf_latency_ms());
   }

@@ -553,6 +553,12 @@ CATCH_TEST_CASE("bad network fields are named with what is allowed") {
                                 "network.check_seconds: 100 is out of range; allowed (0, 60]"));
   CATCH_CHECK(ErrorOf(base, {"network.bandwidth_gbps=2.5", "network.check_links=true"}) ==
               "(no error)");
+  CATCH_CHECK(absl::StrContains(
+      ErrorOf(base, {"network.bandwidth_gbps=1", "network.congestion_control=cubic -w x=1"}),
+      "network.congestion_control: \"cubic -w x=1\" is not allowed; allowed: a TCP congestion "
+      "control name"));
+  CATCH_CHECK(ErrorOf(base, {"network.bandwidth_gbps=1", "network.congestion_control=bbr"}) ==
+              "(no error)");
 }
 
 }  // namespace

@@ -91,6 +91,10 @@ elif ! grep -q '^\[p3\]   machine 1 10.77.0.2: server_1, worker_1$' "$output"; t
 elif ! json_check "$out_dir/summary.json" \
     's["network"]["bandwidth_gbps"] == 1 and s["network"]["machines"] == 2 and [(l["from"], l["to"]) for l in s["network"]["links_checked"]] == [(0, 1), (1, 0)] and all(0.05 < l["gbps"] < 1.01 for l in s["network"]["links_checked"])'; then
   fail "summary.json lacks the network and its link check (traffic flows, never above 1 Gbit/s)"
+elif ! json_check "$out_dir/summary.json" \
+    "s['network']['congestion_control'] == '$(sysctl -n net.ipv4.tcp_congestion_control)'" ||
+     ! grep -q "TCP congestion control $(sysctl -n net.ipv4.tcp_congestion_control), the host's" "$output"; then
+  fail "the host's TCP congestion control is not said and recorded"
 elif ! grep -q "^\[p3\] removed the emulated network (p3-$launcher_pid-\*)" "$output" ||
      [[ $(namespaces_of "$launcher_pid") -ne 0 ]]; then
   fail "the namespaces were not removed"
@@ -134,15 +138,34 @@ else
   ok
 fi
 
+# --- a congestion control the host lacks: refused by name, nothing built ----------------
+case_name=congestion_control_unavailable
+start_launcher --set=network.bandwidth_gbps=1 --set=network.congestion_control=no_such_cc
+wait "$launcher_pid"
+rc=$?
+if [[ $rc -eq 0 ]]; then
+  fail "exit status 0 with an unavailable congestion control"
+elif ! grep -q 'network.congestion_control: "no_such_cc" is not available on this host; available (net.ipv4.tcp_available_congestion_control): ' "$output"; then
+  fail "the refusal does not name the field and the host's choices: $(tail -3 "$output")"
+elif [[ $(namespaces_of "$launcher_pid") -ne 0 ]]; then
+  fail "namespaces were left behind"
+else
+  ok
+fi
+
 # --- SIGTERM to the launcher: processes stopped, namespaces removed ----------------------
+# The machines run reno (built into every kernel), set in their namespaces while the
+# host keeps its own.
 case_name=sigterm
 out_dir="$TMP/sigterm"
-FAKE_P3_WORKER_MODE=hang start_launcher --set=output_dir="$out_dir" --set=network.bandwidth_gbps=1
+FAKE_P3_WORKER_MODE=hang start_launcher --set=output_dir="$out_dir" --set=network.bandwidth_gbps=1 \
+  --set=network.congestion_control=reno
 for _ in $(seq 1 300); do
   [[ $(grep -l 'connected to 2 servers' "$out_dir"/logs/worker_*.log 2>/dev/null | wc -l) -eq 2 ]] && break
   sleep 0.1
 done
 had=$(namespaces_of "$launcher_pid")
+machine_cc=$(ip netns exec "p3-$launcher_pid-m1" sysctl -n net.ipv4.tcp_congestion_control 2>&1)
 kill -TERM "$launcher_pid"
 wait "$launcher_pid"
 rc=$?
@@ -150,6 +173,8 @@ if [[ $rc -ne 143 ]]; then
   fail "exit status $rc, expected 143"
 elif [[ $had -ne 3 ]]; then
   fail "$had namespaces while running, expected 3 (bridge + 2 machines)"
+elif [[ "$machine_cc" != reno ]]; then
+  fail "machine 1 ran congestion control '$machine_cc', expected reno"
 elif [[ $(namespaces_of "$launcher_pid") -ne 0 ]]; then
   fail "the namespaces were not removed"
 else

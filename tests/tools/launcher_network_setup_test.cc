@@ -29,6 +29,55 @@ CATCH_TEST_CASE("the network spec comes from the config's network block") {
   CATCH_CHECK(spec.latency == absl::Milliseconds(7));
 }
 
+// A host with `current` as its congestion control and `available` to choose from.
+SysctlReader FakeHost(const std::string& current, const std::string& available) {
+  return [=](const std::string& name) -> absl::StatusOr<std::string> {
+    if (name == "net.ipv4.tcp_congestion_control") return current;
+    if (name == "net.ipv4.tcp_available_congestion_control") return available;
+    return absl::NotFoundError(name);
+  };
+}
+
+CATCH_TEST_CASE("the congestion control is the configured one if the host has it, else the host's") {
+  const SysctlReader host = FakeHost("bbr", "reno bbr cubic");
+  absl::StatusOr<std::string> inherited = ResolveCongestionControl(Network({}), host);
+  CATCH_REQUIRE(inherited.ok());
+  CATCH_CHECK(*inherited == "bbr");
+  absl::StatusOr<std::string> chosen =
+      ResolveCongestionControl(Network({"network.congestion_control=cubic"}), host);
+  CATCH_REQUIRE(chosen.ok());
+  CATCH_CHECK(*chosen == "cubic");
+  absl::StatusOr<std::string> missing =
+      ResolveCongestionControl(Network({"network.congestion_control=vegas"}), host);
+  CATCH_REQUIRE(!missing.ok());
+  CATCH_CHECK(missing.status().code() == absl::StatusCode::kInvalidArgument);
+  CATCH_CHECK(missing.status().message() ==
+              "network.congestion_control: \"vegas\" is not available on this host; available "
+              "(net.ipv4.tcp_available_congestion_control): reno, bbr, cubic");
+
+  // Refused before any namespace is made; the one chosen is said.
+  NetworkSetupOptions options;
+  options.network = Network({"network.bandwidth_gbps=1", "network.congestion_control=vegas"});
+  options.read_sysctl = host;
+  int commands = 0;
+  options.run = [&](const std::vector<std::string>&) {
+    ++commands;
+    return absl::OkStatus();
+  };
+  std::vector<std::string> said;
+  options.say = [&](const std::string& line) { said.push_back(line); };
+  CATCH_CHECK(!SetUpNetwork(options).ok());
+  CATCH_CHECK(commands == 0);
+  options.network = Network({"network.bandwidth_gbps=1", "network.congestion_control=cubic"});
+  CATCH_REQUIRE(SetUpNetwork(options).ok());
+  CATCH_CHECK(commands > 0);
+  CATCH_CHECK(absl::StrContains(said[0], "TCP congestion control cubic)"));
+  options.network = Network({"network.bandwidth_gbps=1"});
+  said.clear();
+  CATCH_REQUIRE(SetUpNetwork(options).ok());
+  CATCH_CHECK(absl::StrContains(said[0], "TCP congestion control bbr, the host's)"));
+}
+
 CATCH_TEST_CASE("setting up lists every machine with its address and processes") {
   std::vector<std::vector<std::string>> commands;
   NetworkSetupOptions options;

@@ -115,6 +115,7 @@ CATCH_TEST_CASE("trace, network, hosts and tuning members appear only when there
   link.seconds = 1.23456;
   link.gbps = 2.345678;
   input.links_checked = {link};
+  input.congestion_control = "cubic";
   input.hosts = {"alice@node1", "node2"};
   input.tuning = Json{{"slice_params", 80000}, {"searched", true}};
   const Json full = BuildSummary(input);
@@ -124,6 +125,7 @@ CATCH_TEST_CASE("trace, network, hosts and tuning members appear only when there
   CATCH_CHECK(
       full["network"]["links_checked"][0] ==
       Json{{"from", 0}, {"to", 1}, {"gbps", 2.3457}, {"bytes", 1000000}, {"seconds", 1.235}});
+  CATCH_CHECK(full["network"]["congestion_control"] == "cubic");
   CATCH_CHECK(full["hosts"] == Json{"alice@node1", "node2"});
   CATCH_CHECK(full["tuning"] == input.tuning);
 }

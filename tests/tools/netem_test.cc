@@ -124,6 +124,22 @@ CATCH_TEST_CASE("the network is built in its own namespaces with tbf on both end
     CATCH_CHECK(Contains(bounded_lines, expected));
   }
 
+  // A congestion control is set in each machine's namespace too.
+  spec.congestion_control = "cubic";
+  absl::StatusOr<std::vector<std::vector<std::string>>> cubic = NetworkCommands(spec);
+  CATCH_REQUIRE(cubic.ok());
+  std::vector<std::string> cubic_lines;
+  for (const std::vector<std::string>& argv : *cubic) cubic_lines.push_back(absl::StrJoin(argv, " "));
+  for (const char* expected :
+       {"ip netns exec p3-42-m0 sysctl -q -w net.ipv4.tcp_congestion_control=cubic",
+        "ip netns exec p3-42-m1 sysctl -q -w net.ipv4.tcp_congestion_control=cubic"}) {
+    CATCH_CAPTURE(expected);
+    CATCH_CHECK(Contains(cubic_lines, expected));
+  }
+  CATCH_CHECK(std::count_if(cubic_lines.begin(), cubic_lines.end(), [](const std::string& line) {
+                return absl::StrContains(line, "tcp_congestion_control");
+              }) == 2);  // the machines', not the bridge's
+
   spec.rate_bits_per_second = 0;  // No limit: no qdisc.
   absl::StatusOr<std::vector<std::vector<std::string>>> unlimited = NetworkCommands(spec);
   CATCH_REQUIRE(unlimited.ok());

@@ -556,6 +556,7 @@ absl::Status Launcher::WriteSummary(const absl::Status& failure) {
   }
   input.network = network_ != nullptr || !link_checks_.empty();
   input.links_checked = link_checks_;
+  input.congestion_control = congestion_control_;
   for (const Host& host : options_.hosts) input.hosts.push_back(host.destination);
   input.tuning = options_.tuning;
   return WriteFileAtomically(summary_path_, SummaryText(BuildSummary(input)));
@@ -633,6 +634,10 @@ absl::Status Launcher::SetUpNetwork() {
   setup.say = [this](const std::string& line) { Say(line); };
   P3_ASSIGN_OR_RETURN(network_, launcher::SetUpNetwork(setup));
   for (Child& child : children_) child.ns_path = network_->namespace_path(child.machine);
+  // For summary.json; SetUpNetwork has checked it already.
+  absl::StatusOr<std::string> congestion_control =
+      ResolveCongestionControl(config_.network(), ProcSysctlReader());
+  if (congestion_control.ok()) congestion_control_ = *congestion_control;
   return absl::OkStatus();
 }
 

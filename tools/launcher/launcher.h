@@ -186,6 +186,7 @@ class Launcher {
   std::vector<Child> children_;  // Servers first, then workers by rank.
   // Declared before supervisor_: removed after every process in it was stopped.
   std::unique_ptr<EmulatedNetwork> network_;
+  std::string congestion_control_;  // of the emulated machines, for summary.json
   bool network_used_ = false;
   std::unique_ptr<ProcessSupervisor> supervisor_;
   std::vector<LinkMeasurement> link_checks_;

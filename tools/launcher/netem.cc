@@ -286,6 +286,10 @@ absl::StatusOr<std::vector<std::vector<std::string>>> NetworkCommands(const Netw
       machine.push_back({"ip", "netns", "exec", ns, "sysctl", "-q", "-w",
                          absl::StrCat("net.ipv4.tcp_notsent_lowat=", spec.tcp_notsent_lowat)});
     }
+    if (!spec.congestion_control.empty()) {
+      machine.push_back({"ip", "netns", "exec", ns, "sysctl", "-q", "-w",
+                         absl::StrCat("net.ipv4.tcp_congestion_control=", spec.congestion_control)});
+    }
     if (!tbf.empty()) {
       std::vector<std::string> upload = {"tc", "-n", ns, "qdisc", "add", "dev", "eth0"};
       upload.insert(upload.end(), tbf.begin(), tbf.end());

@@ -69,6 +69,9 @@ struct NetworkSpec {
   // net.ipv4.tcp_notsent_lowat in every machine's namespace; 0: left at the kernel's
   // default. Default: 0.
   int64_t tcp_notsent_lowat = 0;
+  // net.ipv4.tcp_congestion_control in every machine's namespace (e.g. "cubic"); empty:
+  // what the namespace inherits from the host. Default: empty.
+  std::string congestion_control;
 };
 
 // "p3-<pid>": the run id of the network of the launcher with process id `pid`.

@@ -2,11 +2,15 @@
 
 #include <unistd.h>
 
+#include <algorithm>
+#include <fstream>
 #include <utility>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "p3/status_macros.h"
 
 namespace p3::tools::launcher {
@@ -20,12 +24,51 @@ NetworkSpec NetworkSpecFromConfig(const config::NetworkConfig& network, const st
   spec.burst_bytes = network.tbf_burst_bytes();
   spec.latency = absl::Milliseconds(network.tbf_latency_ms());
   spec.tcp_notsent_lowat = network.tcp_notsent_lowat();
+  spec.congestion_control = network.congestion_control();
   return spec;
+}
+
+SysctlReader ProcSysctlReader() {
+  return [](const std::string& name) -> absl::StatusOr<std::string> {
+    std::string path = "/proc/sys/" + name;
+    std::replace(path.begin() + 10, path.end(), '.', '/');
+    std::ifstream in(path);
+    std::string value;
+    if (!in || !std::getline(in, value)) {
+      return absl::UnavailableError(absl::StrCat("cannot read ", path));
+    }
+    return value;
+  };
+}
+
+absl::StatusOr<std::string> ResolveCongestionControl(const config::NetworkConfig& network,
+                                                     const SysctlReader& read) {
+  const std::string& wanted = network.congestion_control();
+  if (wanted.empty()) {
+    absl::StatusOr<std::string> host = read("net.ipv4.tcp_congestion_control");
+    if (!host.ok()) return host.status();
+    return std::string(absl::StripAsciiWhitespace(*host));
+  }
+  P3_ASSIGN_OR_RETURN(const std::string available,
+                      read("net.ipv4.tcp_available_congestion_control"));
+  const std::vector<std::string> names =
+      absl::StrSplit(available, absl::ByAnyChar(" \t"), absl::SkipWhitespace());
+  if (std::find(names.begin(), names.end(), wanted) == names.end()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "network.congestion_control: \"", wanted, "\" is not available on this host; "
+        "available (net.ipv4.tcp_available_congestion_control): ",
+        absl::StrJoin(names, ", ")));
+  }
+  return wanted;
 }
 
 absl::StatusOr<std::unique_ptr<EmulatedNetwork>> SetUpNetwork(const NetworkSetupOptions& options) {
   const config::NetworkConfig& network = options.network;
   const NetworkSpec spec = NetworkSpecFromConfig(network, options.run_id);
+  P3_ASSIGN_OR_RETURN(
+      const std::string congestion_control,
+      ResolveCongestionControl(network,
+                               options.read_sysctl ? options.read_sysctl : ProcSysctlReader()));
   absl::StatusOr<std::unique_ptr<EmulatedNetwork>> created =
       options.run ? EmulatedNetwork::CreateWithRunner(spec, options.run)
                   : EmulatedNetwork::Create(spec);
@@ -37,9 +80,11 @@ absl::StatusOr<std::unique_ptr<EmulatedNetwork>> SetUpNetwork(const NetworkSetup
   const EmulatedNetwork& net = **created;
   options.say(absl::StrFormat(
       "emulated network: %d machine(s) on a bridge, %g Gbit/s per machine and direction "
-      "(tbf burst %d bytes, latency %g ms); namespaces %s-m0..m%d, bridge in %s",
+      "(tbf burst %d bytes, latency %g ms; TCP congestion control %s%s); namespaces %s-m0..m%d, "
+      "bridge in %s",
       spec.machines, network.bandwidth_gbps(), EffectiveBurstBytes(spec), network.tbf_latency_ms(),
-      spec.run_id, spec.machines - 1, BridgeNamespace(spec.run_id)));
+      congestion_control, spec.congestion_control.empty() ? ", the host's" : "", spec.run_id,
+      spec.machines - 1, BridgeNamespace(spec.run_id)));
   for (int m = 0; m < spec.machines; ++m) {
     if (options.processes_by_machine.empty()) {
       options.say(absl::StrCat("  machine ", m, " ", net.address(m)));

@@ -44,6 +44,18 @@ using Say = std::function<void(const std::string&)>;
 // The NetworkSpec of the config's `network` block for the network named `run_id`.
 NetworkSpec NetworkSpecFromConfig(const config::NetworkConfig& network, const std::string& run_id);
 
+// Reads a sysctl by name ("net.ipv4.tcp_congestion_control"), trailing newline removed.
+using SysctlReader = std::function<absl::StatusOr<std::string>(const std::string& name)>;
+// The host's, from /proc/sys.
+SysctlReader ProcSysctlReader();
+
+// The TCP congestion control the emulated machines will use: network.congestion_control
+// when set, after checking that the host has it (InvalidArgument naming the field and
+// listing the host's net.ipv4.tcp_available_congestion_control); else the host's
+// net.ipv4.tcp_congestion_control, which a new namespace inherits.
+absl::StatusOr<std::string> ResolveCongestionControl(const config::NetworkConfig& network,
+                                                     const SysctlReader& read);
+
 struct NetworkSetupOptions {
   // The config's network block (bandwidth_gbps > 0). Required.
   config::NetworkConfig network;
@@ -55,13 +67,17 @@ struct NetworkSetupOptions {
   // Runs the `ip` / `tc` commands; empty: the real ones (EmulatedNetwork::Create, root).
   // Default: empty.
   CommandRunner run;
+  // Reads the host's sysctls (ResolveCongestionControl); empty: ProcSysctlReader().
+  // Default: empty.
+  SysctlReader read_sysctl;
   // Receives the description lines. Required.
   Say say;
 };
 
-// Builds the network and describes it (machines, addresses, processes; a note when the
-// links add up to more than one machine's CPUs can emulate). Errors are prefixed with
-// "network.bandwidth_gbps = <rate>: ".
+// Builds the network and describes it (machines, addresses, processes, the TCP congestion
+// control; a note when the links add up to more than one machine's CPUs can emulate).
+// Errors are prefixed with "network.bandwidth_gbps = <rate>: ", except an unavailable
+// network.congestion_control, refused before anything is built.
 absl::StatusOr<std::unique_ptr<EmulatedNetwork>> SetUpNetwork(const NetworkSetupOptions& options);
 
 struct LinkCheckOptions {

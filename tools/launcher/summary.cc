@@ -310,6 +310,9 @@ Json BuildSummary(const SummaryInput& input) {
                               {"placement", network.placement()},
                               {"subnet", network.subnet()},
                               {"links_checked", links}};
+    if (!input.congestion_control.empty()) {
+      summary["network"]["congestion_control"] = input.congestion_control;
+    }
   }
   if (!input.hosts.empty()) summary["hosts"] = input.hosts;
   if (!input.tuning.is_null()) summary["tuning"] = input.tuning;

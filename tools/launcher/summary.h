@@ -162,6 +162,9 @@ struct SummaryInput {
   // A "network" member (the emulated network and its measured links). Default: false.
   bool network = false;
   std::vector<LinkMeasurement> links_checked;
+  // The emulated machines' TCP congestion control (ResolveCongestionControl); empty:
+  // not known, left out. Default: empty.
+  std::string congestion_control;
   // --hosts destinations; empty: no "hosts" member. Default: empty.
   std::vector<std::string> hosts;
   // The automatic slice size and credit search (tools/launcher/tuning.h); null: no
