@@ -70,7 +70,16 @@ TCP_GOODPUT = 0.957  # payload share of a tbf-shaped link (docs/network.md)
 FIELDS = ["time_utc", "model", "system", "mode", "bandwidth_gbps", "batch_per_worker", "workers",
           "slice_params", "iterations", "warmup", "samples_per_second", "mean_samples_per_second",
           "rank0_samples_per_second", "wall_seconds", "bytes_sent_rank0", "load1", "status",
-          "output_dir", "wire_dtype"]
+          "output_dir", "wire_dtype", "congestion_control"]
+
+
+def congestion_control(a):
+    """The TCP congestion control the emulated machines run: --congestion_control, else what
+    a new namespace inherits, the host's (docs/network.md)."""
+    if a.congestion_control:
+        return a.congestion_control
+    with open("/proc/sys/net/ipv4/tcp_congestion_control") as f:
+        return f.read().strip()
 
 
 def throughput(per_worker_seconds, batch, warmup):
@@ -127,13 +136,16 @@ def run_p3(a, mode, bw, slice_params, workers=2, trace=False, tag="", wire_dtype
         cmd += ["--set=data.dataset=synthetic_tokens", f"--set=model.seq_len={a.seq_len}"]
     else:
         cmd += [f"--set=model.image_size={a.image_size}"]
+    if a.congestion_control and mode != "local":
+        cmd.append(f"--set=network.congestion_control={a.congestion_control}")
     cmd += [f"--set={x}" for x in a.set]
     if trace:
         cmd.append("--set=trace=true")
     row = {"time_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "model": a.model,
            "system": "p3", "mode": mode, "bandwidth_gbps": bw, "batch_per_worker": a.batch,
            "workers": workers, "slice_params": slice_params, "iterations": a.iterations,
-           "warmup": a.warmup, "load1": load1(), "output_dir": out, "wire_dtype": wire_dtype}
+           "warmup": a.warmup, "load1": load1(), "output_dir": out, "wire_dtype": wire_dtype,
+           "congestion_control": congestion_control(a) if mode != "local" and bw > 0 else ""}
     t0 = time.time()
     with open(os.path.join(a.out, "launcher.log"), "a") as log:
         log.write("$ " + " ".join(cmd) + "\n")
@@ -165,8 +177,9 @@ def sh(args, check=True):
     return subprocess.run(args, check=check, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
 
 
-def ddp_network(prefix, bw):
-    """Two machines on a bridge, tbf on both ends of each veth (as tools/launcher/netem.cc does)."""
+def ddp_network(prefix, bw, cc=""):
+    """Two machines on a bridge, tbf on both ends of each veth (as tools/launcher/netem.cc does),
+    and the TCP congestion control `cc` in each machine (empty: the host's)."""
     br = f"{prefix}-br"
     cmds = [["ip", "netns", "add", br], ["ip", "-n", br, "link", "add", "br0", "type", "bridge"],
             ["ip", "-n", br, "link", "set", "br0", "up"]]
@@ -184,6 +197,9 @@ def ddp_network(prefix, bw):
                  ["ip", "-n", br, "link", "set", port, "up"],
                  ["tc", "-n", ns, "qdisc", "add", "dev", "eth0"] + tbf,
                  ["tc", "-n", br, "qdisc", "add", "dev", port] + tbf]
+        if cc:
+            cmds.append(["ip", "netns", "exec", ns, "sysctl", "-q", "-w",
+                         f"net.ipv4.tcp_congestion_control={cc}"])
     for c in cmds:
         sh(c)
 
@@ -200,12 +216,13 @@ def run_ddp(a, bw):
     row = {"time_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "model": a.model,
            "system": "ddp", "mode": "ddp", "bandwidth_gbps": bw, "batch_per_worker": a.batch,
            "workers": 2, "slice_params": "", "iterations": a.iterations, "warmup": a.warmup,
-           "load1": load1(), "output_dir": out}
+           "load1": load1(), "output_dir": out,
+           "congestion_control": congestion_control(a) if bw > 0 else ""}
     t0 = time.time()
     procs = []
     try:
         if bw > 0:
-            ddp_network(prefix, bw)
+            ddp_network(prefix, bw, a.congestion_control)
             master, env_if = "10.78.0.1:29500", "eth0"
         else:
             master, env_if = "127.0.0.1:29500", "lo"
@@ -588,6 +605,9 @@ def main():
     r.add_argument("--one_plus_one", action="store_true")
     r.add_argument("--trace_at", type=float, default=None)
     r.add_argument("--timeout", type=float, default=240)
+    r.add_argument("--congestion_control", default="",
+                   help="TCP congestion control of the emulated machines, p3's and DDP's "
+                        "(network.congestion_control); default: the host's. Recorded per run")
     r.add_argument("--out", default=os.path.join(ROOT, "out/bench"))
     r.add_argument("--set", action="append", default=[],
                    help="extra launcher override for the p3 runs (repeatable), e.g. "
