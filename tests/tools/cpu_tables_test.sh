@@ -2,7 +2,8 @@
 # The tables of tools/cpu_breakdown.py --table, tools/side_by_side.py --table,
 # tools/preemption_cost.py --table and tools/bench_throughput.py's report, from
 # small CSVs (docs/results/simulator.md, "Where the CPU goes"): medians over rounds, the
-# preemption and wake-up rows summed over a round's threads, the side-by-side factors.
+# preemption and wake-up rows summed over a round's threads, the side-by-side factors;
+# and tools/congestion_control_table.py (medians per congestion control, the ratios).
 # Runs from the runfiles tree (bazel test), where the paths below are relative.
 set -uo pipefail
 
@@ -118,6 +119,31 @@ elif ! grep -q 'from out/x/raw.csv; do not edit' "$output" ||
   ! grep -q '^| Gbit/s | baseline | p3 | compute bound | bandwidth bound | p3 ÷ baseline (paired) | p3 efficiency |$' "$output" ||
   ! grep -q '^| 1 | 10.0 (9.0–11.0) | 16.0 (15.0–17.0) | 100.0 | 18.7 | 1.60 (1.80) | 0.8 |$' "$output"; then
   fail "unexpected table"
+else
+  ok
+fi
+
+case_name="congestion_control_table.py: medians under each, their ratio, p3 over baseline, DDP, bound"
+output="$TMP/cc.out"
+{
+  echo "model,mode,batch_per_worker,bandwidth_gbps,samples_per_second,status,congestion_control"
+  for v in 18.0 18.2 18.4; do echo "resnet50,p3,8,1.0,$v,ok,bbr"; done
+  for v in 9.0 10.0 11.0; do echo "resnet50,baseline,8,1.0,$v,ok,bbr"; done
+  for v in 15.0 16.0; do echo "resnet50,ddp,8,1.0,$v,ok,bbr"; done
+  for v in 18.0 18.2 99.0; do echo "resnet50,p3,8,1.0,$v,ok,cubic"; done
+  echo "resnet50,p3,8,1.0,1.0,failed:1,cubic"
+  for v in 13.0 14.0 14.5; do echo "resnet50,baseline,8,1.0,$v,ok,cubic"; done
+} >"$TMP/cc.csv"
+"$PY" tools/congestion_control_table.py "$TMP/cc.csv" >"$output" 2>&1
+rc=$?
+if [[ $rc -ne 0 ]]; then
+  fail "exit status $rc"
+elif ! grep -q '^| resnet50 | p3 | 18.20 (18.00 – 18.40) | 18.20 (18.00 – 99.00) | 1.00 |$' "$output" ||
+  ! grep -q '^| resnet50 | baseline | 10.00 (9.00 – 11.00) | 14.00 (13.00 – 14.50) | 1.40 |$' "$output" ||
+  grep -q '^| resnet50 | ddp |' "$output" ||
+  ! grep -q '^| resnet50 | 1.82 | 1.30 | 1.17 | – | 0.97 | 0.97 |$' "$output" ||
+  ! grep -q '^14 runs; runs per point: 2, 3$' "$output"; then
+  fail "unexpected table: $(cat "$output")"
 else
   ok
 fi

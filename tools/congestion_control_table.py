@@ -1,0 +1,82 @@
+#!/usr/bin/env python3
+"""The tables of docs/results/throughput.md, "TCP congestion control": the runs of
+tools/bench_throughput.py under two TCP congestion controls, side by side.
+
+  /usr/bin/python3 tools/congestion_control_table.py docs/results/congestion_control_2026-12-02_raw.csv
+  /usr/bin/python3 tools/congestion_control_table.py --column=host_congestion_control \\
+      docs/results/congestion_control_host_2026-12-02_raw.csv
+
+Per model and mode: the median samples/s under each congestion control (min – max over
+the runs) and their ratio; then per model P3 ÷ baseline, P3 ÷ DDP and P3 ÷ the bandwidth
+bound under each.
+"""
+import argparse
+import collections
+import csv
+import os
+import statistics
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import bench_throughput  # noqa: E402  (bandwidth_bound)
+
+MODELS = ["resnet50", "seq2seq_lstm", "vgg19"]
+MODES = ["p3", "baseline", "ddp"]
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("csv", nargs="+", help="raw.csv files of bench_throughput.py run")
+    ap.add_argument("--column", default="congestion_control",
+                    help="the column naming each run's congestion control")
+    a = ap.parse_args()
+    runs = collections.defaultdict(list)
+    batch, bandwidth = {}, {}
+    for path in a.csv:
+        with open(path) as f:
+            for r in csv.DictReader(f):
+                if r["status"] != "ok":
+                    continue
+                runs[(r["model"], r["mode"], r[a.column])].append(float(r["samples_per_second"]))
+                batch[r["model"]] = int(r["batch_per_worker"])
+                bandwidth[r["model"]] = float(r["bandwidth_gbps"])
+    ccs = sorted({k[2] for k in runs})
+    if len(ccs) != 2:
+        sys.exit(f"expected runs under two congestion controls, found {ccs}")
+    first, second = ccs
+    med = {k: statistics.median(v) for k, v in runs.items()}
+
+    def cell(v):
+        return f"{statistics.median(v):.2f} ({min(v):.2f} – {max(v):.2f})"
+
+    print(f"| model | mode | {first} | {second} | {second} ÷ {first} |")
+    print("|---|---|---:|---:|---:|")
+    for m in MODELS:
+        for mode in MODES:
+            x, y = runs.get((m, mode, first)), runs.get((m, mode, second))
+            if x and y:
+                print(f"| {m} | {mode} | {cell(x)} | {cell(y)} | "
+                      f"{statistics.median(y) / statistics.median(x):.2f} |")
+    print()
+    print(f"| model | P3 ÷ baseline, {first} | {second} | P3 ÷ DDP, {first} | {second} | "
+          f"P3 ÷ bound, {first} | {second} |")
+    print("|---|---:|---:|---:|---:|---:|---:|")
+    for m in MODELS:
+        if (m, "p3", first) not in med:
+            continue
+        bound = bench_throughput.bandwidth_bound(m, bandwidth[m], batch[m])
+
+        def ratio(mode, cc):
+            return (f"{med[(m, 'p3', cc)] / med[(m, mode, cc)]:.2f}"
+                    if (m, mode, cc) in med else "–")
+        print(f"| {m} | {ratio('baseline', first)} | {ratio('baseline', second)} | "
+              f"{ratio('ddp', first)} | {ratio('ddp', second)} | "
+              f"{med[(m, 'p3', first)] / bound:.2f} | {med[(m, 'p3', second)] / bound:.2f} |")
+    counts = sorted({len(v) for v in runs.values()})
+    print(f"\n{sum(len(v) for v in runs.values())} runs; runs per point: "
+          f"{', '.join(map(str, counts))}")
+
+
+if __name__ == "__main__":
+    main()
