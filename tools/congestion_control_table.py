@@ -6,9 +6,9 @@ tools/bench_throughput.py under two TCP congestion controls, side by side.
   /usr/bin/python3 tools/congestion_control_table.py --column=host_congestion_control \\
       docs/results/congestion_control_host_2026-12-02_raw.csv
 
-Per model and mode: the median samples/s under each congestion control (min – max over
-the runs) and their ratio; then per model P3 ÷ baseline, P3 ÷ DDP and P3 ÷ the bandwidth
-bound under each.
+Per model, bandwidth and mode: the median samples/s under each congestion control (min –
+max over the runs) and their ratio; then per model and bandwidth P3 ÷ baseline, P3 ÷ DDP
+and P3 ÷ the bandwidth bound under each.
 """
 import argparse
 import collections
@@ -31,17 +31,17 @@ def main():
     ap.add_argument("--column", default="congestion_control",
                     help="the column naming each run's congestion control")
     a = ap.parse_args()
-    runs = collections.defaultdict(list)
-    batch, bandwidth = {}, {}
+    runs = collections.defaultdict(list)  # (model, Gbit/s, mode, congestion control)
+    batch = {}
     for path in a.csv:
         with open(path) as f:
             for r in csv.DictReader(f):
                 if r["status"] != "ok":
                     continue
-                runs[(r["model"], r["mode"], r[a.column])].append(float(r["samples_per_second"]))
+                key = (r["model"], float(r["bandwidth_gbps"]), r["mode"], r[a.column])
+                runs[key].append(float(r["samples_per_second"]))
                 batch[r["model"]] = int(r["batch_per_worker"])
-                bandwidth[r["model"]] = float(r["bandwidth_gbps"])
-    ccs = sorted({k[2] for k in runs})
+    ccs = sorted({k[3] for k in runs})
     if len(ccs) != 2:
         sys.exit(f"expected runs under two congestion controls, found {ccs}")
     first, second = ccs
@@ -50,29 +50,31 @@ def main():
     def cell(v):
         return f"{statistics.median(v):.2f} ({min(v):.2f} – {max(v):.2f})"
 
-    print(f"| model | mode | {first} | {second} | {second} ÷ {first} |")
-    print("|---|---|---:|---:|---:|")
-    for m in MODELS:
+    points = sorted({(k[0], k[1]) for k in runs}, key=lambda p: (MODELS.index(p[0])
+                                                                if p[0] in MODELS else 99, p))
+    print(f"| model | Gbit/s | mode | {first} | {second} | {second} ÷ {first} |")
+    print("|---|---:|---|---:|---:|---:|")
+    for m, bw in points:
         for mode in MODES:
-            x, y = runs.get((m, mode, first)), runs.get((m, mode, second))
+            x, y = runs.get((m, bw, mode, first)), runs.get((m, bw, mode, second))
             if x and y:
-                print(f"| {m} | {mode} | {cell(x)} | {cell(y)} | "
+                print(f"| {m} | {bw:g} | {mode} | {cell(x)} | {cell(y)} | "
                       f"{statistics.median(y) / statistics.median(x):.2f} |")
     print()
-    print(f"| model | P3 ÷ baseline, {first} | {second} | P3 ÷ DDP, {first} | {second} | "
+    print(f"| model | Gbit/s | P3 ÷ baseline, {first} | {second} | P3 ÷ DDP, {first} | {second} | "
           f"P3 ÷ bound, {first} | {second} |")
-    print("|---|---:|---:|---:|---:|---:|---:|")
-    for m in MODELS:
-        if (m, "p3", first) not in med:
+    print("|---|---:|---:|---:|---:|---:|---:|---:|")
+    for m, bw in points:
+        if (m, bw, "p3", first) not in med or (m, bw, "p3", second) not in med:
             continue
-        bound = bench_throughput.bandwidth_bound(m, bandwidth[m], batch[m])
+        bound = bench_throughput.bandwidth_bound(m, bw, batch[m])
 
         def ratio(mode, cc):
-            return (f"{med[(m, 'p3', cc)] / med[(m, mode, cc)]:.2f}"
-                    if (m, mode, cc) in med else "–")
-        print(f"| {m} | {ratio('baseline', first)} | {ratio('baseline', second)} | "
+            return (f"{med[(m, bw, 'p3', cc)] / med[(m, bw, mode, cc)]:.2f}"
+                    if (m, bw, mode, cc) in med else "–")
+        print(f"| {m} | {bw:g} | {ratio('baseline', first)} | {ratio('baseline', second)} | "
               f"{ratio('ddp', first)} | {ratio('ddp', second)} | "
-              f"{med[(m, 'p3', first)] / bound:.2f} | {med[(m, 'p3', second)] / bound:.2f} |")
+              f"{med[(m, bw, 'p3', first)] / bound:.2f} | {med[(m, bw, 'p3', second)] / bound:.2f} |")
     counts = sorted({len(v) for v in runs.values()})
     print(f"\n{sum(len(v) for v in runs.values())} runs; runs per point: "
           f"{', '.join(map(str, counts))}")

@@ -133,16 +133,19 @@ output="$TMP/cc.out"
   for v in 18.0 18.2 99.0; do echo "resnet50,p3,8,1.0,$v,ok,cubic"; done
   echo "resnet50,p3,8,1.0,1.0,failed:1,cubic"
   for v in 13.0 14.0 14.5; do echo "resnet50,baseline,8,1.0,$v,ok,cubic"; done
+  echo "resnet50,p3,8,2.5,30.0,ok,bbr"  # another bandwidth: rows of its own
+  echo "resnet50,p3,8,2.5,31.5,ok,cubic"
 } >"$TMP/cc.csv"
 "$PY" tools/congestion_control_table.py "$TMP/cc.csv" >"$output" 2>&1
 rc=$?
 if [[ $rc -ne 0 ]]; then
   fail "exit status $rc"
-elif ! grep -q '^| resnet50 | p3 | 18.20 (18.00 – 18.40) | 18.20 (18.00 – 99.00) | 1.00 |$' "$output" ||
-  ! grep -q '^| resnet50 | baseline | 10.00 (9.00 – 11.00) | 14.00 (13.00 – 14.50) | 1.40 |$' "$output" ||
-  grep -q '^| resnet50 | ddp |' "$output" ||
-  ! grep -q '^| resnet50 | 1.82 | 1.30 | 1.17 | – | 0.97 | 0.97 |$' "$output" ||
-  ! grep -q '^14 runs; runs per point: 2, 3$' "$output"; then
+elif ! grep -q '^| resnet50 | 1 | p3 | 18.20 (18.00 – 18.40) | 18.20 (18.00 – 99.00) | 1.00 |$' "$output" ||
+  ! grep -q '^| resnet50 | 1 | baseline | 10.00 (9.00 – 11.00) | 14.00 (13.00 – 14.50) | 1.40 |$' "$output" ||
+  grep -q '^| resnet50 | 1 | ddp |' "$output" ||
+  ! grep -q '^| resnet50 | 1 | 1.82 | 1.30 | 1.17 | – | 0.97 | 0.97 |$' "$output" ||
+  ! grep -q '^| resnet50 | 2.5 | p3 | 30.00 (30.00 – 30.00) | 31.50 (31.50 – 31.50) | 1.05 |$' "$output" ||
+  ! grep -q '^16 runs; runs per point: 1, 2, 3$' "$output"; then
   fail "unexpected table: $(cat "$output")"
 else
   ok
