@@ -36,8 +36,8 @@ def main():
     for path in a.csv:
         with open(path) as f:
             for r in csv.DictReader(f):
-                if r["status"] != "ok":
-                    continue
+                if r["status"] != "ok" or not r[a.column]:
+                    continue  # failed, or a run without a network (`local`)
                 key = (r["model"], float(r["bandwidth_gbps"]), r["mode"], r[a.column])
                 runs[key].append(float(r["samples_per_second"]))
                 batch[r["model"]] = int(r["batch_per_worker"])
