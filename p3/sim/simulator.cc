@@ -322,18 +322,24 @@ void Simulation::Cpu(int machine, double work, double CpuBreakdown::*kind,
     }
   }
   ++host_jobs_[host];
-  const bool is_compute = kind == &CpuBreakdown::compute_s;
+  if (kind != &CpuBreakdown::compute_s) {
+    fluid_.Start(work, {{cpu_[host], core_s_per_work}}, 1.0,
+                 [this, host, done = std::move(done)] {
+                   --host_jobs_[host];
+                   done();
+                 });
+    return;
+  }
+  // A computation: kept in host_compute_ while it runs, to be charged for preemptions.
   auto id = std::make_shared<int64_t>(-1);
   *id = fluid_.Start(work, {{cpu_[host], core_s_per_work}}, 1.0,
-                     [this, host, is_compute, id, done = std::move(done)] {
+                     [this, host, id, done = std::move(done)] {
                        --host_jobs_[host];
-                       if (is_compute) {
-                         std::vector<int64_t>& c = host_compute_[host];
-                         c.erase(std::find(c.begin(), c.end(), *id));
-                       }
+                       std::vector<int64_t>& c = host_compute_[host];
+                       c.erase(std::find(c.begin(), c.end(), *id));
                        done();
                      });
-  if (is_compute) computing.push_back(*id);
+  computing.push_back(*id);
 }
 
 double Simulation::ShapedExtra() const {
