@@ -347,40 +347,37 @@ def points():
                                 runs=int(r["runs_ddp"])))
     for set_name, file_name in FRESH_SETS:
         path = os.path.join(RESULTS, file_name)
-        if not os.path.exists(path):
-            continue
-        groups = {}
-        with open(path) as f:
-            for r in csv.DictReader(f):
-                if r["status"] != "ok":
-                    continue
-                key = (r["model"], r["mode"], float(r["bandwidth_gbps"]), int(r["workers"]),
-                       r["placement"], int(r["iterations"]), int(r["warmup"]))
-                groups.setdefault(key, []).append(float(r["samples_per_second"]))
-        for (model, mode, bw, workers, placement, its, warm), v in sorted(groups.items()):
-            out.append({"set": set_name, "model": model, "system": mode, "bandwidth": bw,
-                        "workers": workers, "slice_params": 40000, "placement": placement,
-                        "measured": statistics.median(v), "runs": len(v),
-                        "source": file_name, "iterations": its, "warmup": warm})
+        if os.path.exists(path):
+            with open(path) as f:
+                out += run_points(set_name, file_name, list(csv.DictReader(f)))
     path = os.path.join(RESULTS, CC_FILE)
     if os.path.exists(path):
         with open(path) as f:
-            rows = [r for r in csv.DictReader(f) if r["status"] == "ok"]
+            rows = list(csv.DictReader(f))
         for set_name, cc in CC_SETS:
-            groups = {}
-            for r in rows:
-                if r["congestion_control"] != cc and not (r["mode"] == "local" and
-                                                          not r["congestion_control"]):
-                    continue
-                key = (r["model"], r["mode"], float(r["bandwidth_gbps"]), int(r["workers"]),
-                       int(r["iterations"]), int(r["warmup"]))
-                groups.setdefault(key, []).append(float(r["samples_per_second"]))
-            for (model, mode, bw, workers, its, warm), v in sorted(groups.items()):
-                out.append({"set": set_name, "model": model, "system": mode, "bandwidth": bw,
-                            "workers": workers, "slice_params": 40000,
-                            "measured": statistics.median(v), "runs": len(v), "source": CC_FILE,
-                            "iterations": its, "warmup": warm})
+            # The runs under this congestion control, and the `local` runs (no network).
+            out += run_points(set_name, CC_FILE, [
+                r for r in rows if r["congestion_control"] == cc or
+                (r["mode"] == "local" and not r["congestion_control"])])
     return out
+
+
+def run_points(set_name, source, rows):
+    """The points of bench_throughput.py raw.csv rows: the median of the finished runs of
+    each model, mode, bandwidth, workers, placement (where the CSV has one) and iteration
+    count."""
+    groups = {}
+    for r in rows:
+        if r["status"] != "ok":
+            continue
+        key = (r["model"], r["mode"], float(r["bandwidth_gbps"]), int(r["workers"]),
+               r.get("placement", ""), int(r["iterations"]), int(r["warmup"]))
+        groups.setdefault(key, []).append(float(r["samples_per_second"]))
+    return [{"set": set_name, "model": model, "system": mode, "bandwidth": bw,
+             "workers": workers, "slice_params": 40000, "placement": placement,
+             "measured": statistics.median(v), "runs": len(v), "source": source,
+             "iterations": its, "warmup": warm}
+            for (model, mode, bw, workers, placement, its, warm), v in sorted(groups.items())]
 
 
 def local_of(pts, set_name, model):

@@ -30,8 +30,9 @@ NetworkSpec NetworkSpecFromConfig(const config::NetworkConfig& network, const st
 
 SysctlReader ProcSysctlReader() {
   return [](const std::string& name) -> absl::StatusOr<std::string> {
-    std::string path = "/proc/sys/" + name;
-    std::replace(path.begin() + 10, path.end(), '.', '/');
+    std::string relative = name;  // net.ipv4.x -> net/ipv4/x
+    std::replace(relative.begin(), relative.end(), '.', '/');
+    const std::string path = "/proc/sys/" + relative;
     std::ifstream in(path);
     std::string value;
     if (!in || !std::getline(in, value)) {
