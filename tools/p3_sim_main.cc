@@ -23,6 +23,7 @@
 #include "p3/sim/sim_config.h"
 #include "p3/sim/simulator.h"
 #include "p3/sim/tune.h"
+#include "p3/wire_dtype.h"
 #include "proto/config.h"
 #include "tools/launcher/trace_merge.h"
 
@@ -163,11 +164,15 @@ int Main(int argc, char** argv) {
   const std::string mode =
       options.allreduce ? std::string("allreduce") : p3::ModeName(options.mode);
   if (options.mode == p3::Mode::kLocal && !options.allreduce) options.workers = 1;
-  std::printf("%s, %s, %d workers + %d servers (%s), %.3g Gbit/s: %.3f samples/s, "
+  const std::string wire =
+      options.wire_dtype == p3::WireDType::kFloat32 || options.allreduce
+          ? std::string()
+          : absl::StrCat(", ", p3::WireDTypeName(options.wire_dtype), " wire");
+  std::printf("%s, %s, %d workers + %d servers (%s), %.3g Gbit/s%s: %.3f samples/s, "
               "iteration %.4f s\n",
               options.profile.model.c_str(), mode.c_str(), options.workers,
               options.allreduce ? 0 : options.servers,
-              options.colocated ? "colocated" : "separate", options.bandwidth_gbps,
+              options.colocated ? "colocated" : "separate", options.bandwidth_gbps, wire.c_str(),
               result->samples_per_second, result->iteration_seconds);
   std::printf("| worker | iteration s | compute s | exposed communication s | idle s |\n");
   std::printf("|---:|---:|---:|---:|---:|\n");

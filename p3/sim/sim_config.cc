@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "nlohmann/json.hpp"
+#include "p3/wire_dtype.h"
 #include "proto/config.h"
 
 namespace p3::sim {
@@ -31,6 +32,12 @@ absl::Status ApplyConfig(const config::ExperimentConfig& config, SimOptions* opt
   options->split_threshold = config.scheduling().split_threshold();
   options->max_message_params = config.scheduling().max_message_params();
   options->credit_bytes = config::EffectiveCreditBytes(config);
+  absl::StatusOr<WireDType> wire = ParseWireDType(config.scheduling().wire_dtype());
+  if (!wire.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("scheduling.wire_dtype: ", wire.status().message()));
+  }
+  options->wire_dtype = *wire;
   const int64_t batch = config.training().batch_size();
   if (batch > 0 && options->profile.batch > 0 && batch != options->profile.batch) {
     const double scale = static_cast<double>(batch) / static_cast<double>(options->profile.batch);
@@ -72,6 +79,10 @@ absl::Status LoadCalibration(const std::string& path, Calibration* c) {
       {"compute_scale", [c](double v) { c->compute_scale = v; }},
       {"shared_host_compute_speed", [c](double v) { c->shared_host_compute_speed = v; }},
       {"preempt_s", [c](double v) { c->preempt_s = v; }},
+      {"bf16_encode_s_per_value", [c](double v) { c->bf16_encode_s_per_value = v; }},
+      {"bf16_decode_s_per_value", [c](double v) { c->bf16_decode_s_per_value = v; }},
+      {"f16_encode_s_per_value", [c](double v) { c->f16_encode_s_per_value = v; }},
+      {"f16_decode_s_per_value", [c](double v) { c->f16_decode_s_per_value = v; }},
       {"ring_send_s_per_byte", [c](double v) { c->ring_send_s_per_byte = v; }},
       {"ring_recv_s_per_byte", [c](double v) { c->ring_recv_s_per_byte = v; }},
       {"ring_reduce_s_per_byte", [c](double v) { c->ring_reduce_s_per_byte = v; }},
@@ -125,6 +136,7 @@ std::string ResultJson(const SimOptions& o, const SimResult& r) {
   j["bandwidth_gbps"] = o.bandwidth_gbps;
   j["slice_params"] = o.slice_params;
   j["credit_bytes"] = o.credit_bytes;
+  j["wire_dtype"] = WireDTypeName(o.wire_dtype);
   j["cpu_cores_per_host"] = o.cpu_cores_per_host;
   j["machines_per_host"] = o.machines_per_host;
   j["iterations"] = o.iterations;
@@ -152,6 +164,10 @@ std::string ResultJson(const SimOptions& o, const SimResult& r) {
                       {"compute_scale", c.compute_scale},
                       {"shared_host_compute_speed", c.shared_host_compute_speed},
                       {"preempt_s", c.preempt_s},
+                      {"bf16_encode_s_per_value", c.bf16_encode_s_per_value},
+                      {"bf16_decode_s_per_value", c.bf16_decode_s_per_value},
+                      {"f16_encode_s_per_value", c.f16_encode_s_per_value},
+                      {"f16_decode_s_per_value", c.f16_decode_s_per_value},
                       {"ring_send_s_per_byte", c.ring_send_s_per_byte},
                       {"ring_recv_s_per_byte", c.ring_recv_s_per_byte},
                       {"ring_reduce_s_per_byte", c.ring_reduce_s_per_byte}};

@@ -94,7 +94,8 @@ struct Msg {
   MsgKind kind = MsgKind::kGradient;
   int slice = 0;
   uint64_t iteration = 0;
-  int64_t bytes = 0;  // values
+  int64_t bytes = 0;   // on the wire: values * BytesPerValue(wire_dtype)
+  int64_t values = 0;  // float32 values carried (0: Pull, Ack)
   int parts = 1;
   int conn = 0;
   double popped = 0;  // when its writer took it
@@ -207,6 +208,8 @@ class Simulation {
   }
   void Cpu(int machine, double work, double CpuBreakdown::*kind, double core_s_per_work,
            std::function<void()> done);
+  double EncodeCost(const Msg& m) const;  // 16-bit wire: CPU seconds, 0 for float32
+  double DecodeCost(const Msg& m) const;
   double SendCost(const Conn& c, const Msg& m) const;
   double RecvCost(const Conn& c, const Msg& m) const;
   double ShapedExtra() const;
@@ -347,20 +350,44 @@ double Simulation::ShapedExtra() const {
   return cal_.shaped_s_per_byte_at_1g * std::pow(o_.bandwidth_gbps, -cal_.shaped_exponent);
 }
 
+double Simulation::EncodeCost(const Msg& m) const {
+  if (o_.wire_dtype == WireDType::kFloat32) return 0;
+  const double per_value = o_.wire_dtype == WireDType::kFloat16 ? cal_.f16_encode_s_per_value
+                                                                : cal_.bf16_encode_s_per_value;
+  return per_value * static_cast<double>(m.values);
+}
+
+double Simulation::DecodeCost(const Msg& m) const {
+  if (o_.wire_dtype == WireDType::kFloat32) return 0;
+  const double per_value = o_.wire_dtype == WireDType::kFloat16 ? cal_.f16_decode_s_per_value
+                                                                : cal_.bf16_decode_s_per_value;
+  return per_value * static_cast<double>(m.values);
+}
+
 double Simulation::SendCost(const Conn& c, const Msg& m) const {
   const double per_message = cal_.per_message_s * m.parts;
-  if (c.kind == ConnKind::kShm) return per_message;
+  // 16-bit: a worker encodes its gradient (through shared memory the server rounds it
+  // instead, RecvCost); a server encodes each version once for all its workers.
+  const double encode = !c.upstream ? EncodeCost(m) / o_.workers
+                        : c.kind == ConnKind::kShm ? 0
+                                                   : EncodeCost(m);
+  if (c.kind == ConnKind::kShm) return per_message + encode;
   const double extra = c.kind == ConnKind::kNetwork ? ShapedExtra() : 0;
-  return per_message + (cal_.send_s_per_byte + extra) * static_cast<double>(m.bytes);
+  return per_message + encode + (cal_.send_s_per_byte + extra) * static_cast<double>(m.bytes);
 }
 
 double Simulation::RecvCost(const Conn& c, const Msg& m) const {
   const double per_message = cal_.per_message_s * m.parts;
   if (c.kind == ConnKind::kShm) {
-    return per_message + cal_.shm_s_per_byte * static_cast<double>(m.bytes);
+    // The float32 side of the copy; on a 16-bit wire the gradient is rounded (encoded
+    // and decoded) and the values decoded into the worker's memory.
+    const double round = c.upstream ? EncodeCost(m) + DecodeCost(m) : DecodeCost(m);
+    return per_message + round +
+           cal_.shm_s_per_byte * static_cast<double>(m.values) * sizeof(float);
   }
   const double extra = c.kind == ConnKind::kNetwork ? ShapedExtra() : 0;
-  return per_message + (cal_.recv_s_per_byte + extra) * static_cast<double>(m.bytes);
+  return per_message + DecodeCost(m) +
+         (cal_.recv_s_per_byte + extra) * static_cast<double>(m.bytes);
 }
 
 void Simulation::TraceEvent(int proc, int track, const std::string& name, const char* cat,
@@ -468,7 +495,8 @@ absl::Status Simulation::Setup() {
     ws.tracker = std::make_unique<VersionTracker>(num_slices);
     ws.core = std::make_unique<WorkerCore>(
         WorkerCoreOptions{.rank = w, .num_servers = o_.servers,
-                          .values_on_push = traits_.values_on_push},
+                          .values_on_push = traits_.values_on_push,
+                          .wire_dtype = o_.wire_dtype},
         &*plan_, nullptr, nullptr, ws.tracker.get());
   }
   // The handshake, in no simulated time: every worker joins every shard, worker 0's
@@ -517,10 +545,10 @@ void Simulation::Send(int conn, MsgKind kind, int slice, uint64_t iteration, int
   m.slice = slice;
   m.iteration = iteration;
   m.bytes = bytes;
-  const int64_t values = bytes / static_cast<int64_t>(sizeof(float));
-  m.parts = values > 0 ? static_cast<int>((values + o_.max_message_params - 1) /
-                                          std::max<int64_t>(1, o_.max_message_params))
-                       : 1;
+  m.values = bytes / static_cast<int64_t>(BytesPerValue(o_.wire_dtype));
+  m.parts = m.values > 0 ? static_cast<int>((m.values + o_.max_message_params - 1) /
+                                            std::max<int64_t>(1, o_.max_message_params))
+                         : 1;
   m.conn = conn;
   m.completed = false;
   ++messages_;
@@ -718,7 +746,7 @@ void Simulation::Dispatch(int server, const std::vector<Outgoing>& out) {
     const Slice& slice = plan_->slices()[o.slice_id];
     if (o.kind == Outgoing::Kind::kParams) {
       Send(conn, MsgKind::kParams, o.slice_id, o.iteration, o.priority, o.slice_id,
-           slice.length * static_cast<int64_t>(sizeof(float)));
+           slice.length * static_cast<int64_t>(BytesPerValue(o_.wire_dtype)));
     } else if (o.kind == Outgoing::Kind::kAck) {
       Send(conn, MsgKind::kAck, o.slice_id, o.iteration, o.priority, o.slice_id, 0);
     }
@@ -739,7 +767,8 @@ void Simulation::Deliver(int conn, int msg, std::function<void()> reader_free) {
       if (shard.SliceValues(m.slice)->second != before) {
         msgs_[msg].completed = true;
         // The last gradient: the handler thread sums the W gradients and updates.
-        const double work = cal_.update_s_per_byte * static_cast<double>(m.bytes) * o_.workers;
+        const double work = cal_.update_s_per_byte * static_cast<double>(m.values) *
+                           sizeof(float) * o_.workers;
         const int machine = MachineOfProc(c.dst);
         Cpu(machine, work, &CpuBreakdown::update_s, [this, server = c.server, out, reader_free] {
           Dispatch(server, out);

@@ -35,6 +35,7 @@
 #include "p3/mode.h"
 #include "p3/slice_plan.h"
 #include "p3/trace.h"
+#include "p3/wire_dtype.h"
 
 namespace p3::sim {
 
@@ -119,6 +120,20 @@ struct Calibration {
   // (none). Measured without a cluster by tools/preemption_cost.py: 17 – 39 µs
   // (docs/results/simulator.md, "What a preemption costs the computation").
   double preempt_s = 0;
+  // Converting float32 values to a 16-bit wire and back (scheduling.wire_dtype), per
+  // value and one core, charged in full on top of the per-byte costs of the 2-byte
+  // message (the conversion replaces a copy of the float32 values that those costs
+  // contain; charging it in full overstates by at most that copy, about 0.2 ns a
+  // value). float16's encoding includes its scale scan. Who pays (docs/protocol.md,
+  // "16-bit wire"): a worker encodes its gradient and decodes the values it receives; a
+  // server decodes each gradient and encodes each new version once for all workers;
+  // through shared memory the server rounds the gradient (encode and decode) and decodes
+  // the values into the worker's memory. Defaults: bench_wire_dtype's medians
+  // (docs/results/wire_dtype_bench.txt): bfloat16 0.41 / 0.33 ns, float16 1.38 / 0.62 ns.
+  double bf16_encode_s_per_value = 0.41e-9;
+  double bf16_decode_s_per_value = 0.33e-9;
+  double f16_encode_s_per_value = 1.38e-9;
+  double f16_decode_s_per_value = 0.62e-9;
   // gloo's ring all-reduce (the DDP peer): CPU per byte sent and received per step,
   // and per byte reduced. Default: 0.4 ns, 0.4 ns, 0.3 ns.
   double ring_send_s_per_byte = 0.4e-9;
@@ -156,6 +171,10 @@ struct SimOptions {
   int64_t split_threshold = kDefaultSplitThreshold;
   int64_t max_message_params = kDefaultMaxMessageParams;
   int64_t credit_bytes = 0;
+  // Gradients up and values down at 4 or 2 bytes a value (scheduling.wire_dtype),
+  // with the conversion's CPU (Calibration::*_encode_s_per_value). Not for all-reduce
+  // (the DDP peer sends float32). Default: float32.
+  WireDType wire_dtype = WireDType::kFloat32;
   // Cores per host and machines per host: the emulated machines of a host share its
   // cores for computing and communicating. 0 cores: the CPU is never a limit and the
   // computation runs on an accelerator (GPU-class). Default: 0, 1.

@@ -31,6 +31,8 @@ Calibration Ideal(double latency) {
   c.goodput_factor = 1.0;
   c.latency_s = latency;
   c.ring_send_s_per_byte = c.ring_recv_s_per_byte = c.ring_reduce_s_per_byte = 0;
+  c.bf16_encode_s_per_value = c.bf16_decode_s_per_value = 0;
+  c.f16_encode_s_per_value = c.f16_decode_s_per_value = 0;
   return c;
 }
 
@@ -291,6 +293,66 @@ CATCH_TEST_CASE("the CPU breakdown counts each message's send and receive cost o
   CATCH_CHECK(r->cpu.total_s() == Approx(0.008 + 0.016 + 0.012));
 }
 
+CATCH_TEST_CASE("a 16-bit wire halves the bytes on the link and charges each conversion once") {
+  const int64_t n = 1000000;
+  const double latency = 1e-4;
+  SimOptions o = Separate(Blocks({n}), 1, 1, latency);
+  o.slice_params = n;  // one slice: each way is one message
+  o.wire_dtype = WireDType::kBFloat16;
+  absl::StatusOr<SimResult> r = Simulate(o);
+  CATCH_REQUIRE(r.ok());
+  CATCH_CHECK(r->iteration_seconds == Approx(2 * (latency + 2.0 * n / kRate)).epsilon(1e-9));
+  // CPU: the per-byte costs on 2 bytes a value, the conversions per value, the optimizer
+  // on the float32 values.
+  o.calibration.send_s_per_byte = 1e-9;
+  o.calibration.recv_s_per_byte = 2e-9;
+  o.calibration.update_s_per_byte = 3e-9;
+  o.calibration.bf16_encode_s_per_value = 0.4e-9;
+  o.calibration.bf16_decode_s_per_value = 0.3e-9;
+  o.calibration.f16_encode_s_per_value = 1.4e-9;
+  o.calibration.f16_decode_s_per_value = 0.6e-9;
+  const Calibration c = o.calibration;
+  r = Simulate(o);
+  CATCH_REQUIRE(r.ok());
+  // Up the worker encodes, the server decodes; down the server encodes, the worker decodes.
+  CATCH_CHECK(r->cpu.send_s == Approx(2 * 2e6 * 1e-9 + 2 * n * c.bf16_encode_s_per_value));
+  CATCH_CHECK(r->cpu.recv_s == Approx(2 * 2e6 * 2e-9 + 2 * n * c.bf16_decode_s_per_value));
+  CATCH_CHECK(r->cpu.update_s == Approx(4e6 * 3e-9));
+  // float16: the same bytes, its own (dearer) conversions.
+  o.wire_dtype = WireDType::kFloat16;
+  absl::StatusOr<SimResult> f16 = Simulate(o);
+  CATCH_REQUIRE(f16.ok());
+  CATCH_CHECK(f16->cpu.send_s == Approx(2 * 2e6 * 1e-9 + 2 * n * c.f16_encode_s_per_value));
+  CATCH_CHECK(f16->cpu.recv_s == Approx(2 * 2e6 * 2e-9 + 2 * n * c.f16_decode_s_per_value));
+  CATCH_CHECK(f16->cpu.send_s > r->cpu.send_s);
+  // Two workers: the server encodes each version once for both.
+  SimOptions two = Separate(Blocks({n}), 2, 1, latency);
+  two.calibration = c;
+  two.calibration.send_s_per_byte = two.calibration.recv_s_per_byte = 0;
+  two.calibration.update_s_per_byte = 0;
+  two.wire_dtype = WireDType::kBFloat16;
+  absl::StatusOr<SimResult> shared = Simulate(two);
+  CATCH_REQUIRE(shared.ok());
+  CATCH_CHECK(shared->cpu.send_s == Approx((2 + 1) * n * c.bf16_encode_s_per_value));
+  // A colocated pair through shared memory: no bytes cross a socket; the server rounds
+  // the float32 gradient it reads (encode + decode) and decodes the values into the
+  // worker's memory.
+  SimOptions pair = two;
+  pair.workers = pair.servers = 1;
+  pair.colocated = true;
+  pair.calibration.shm_s_per_byte = 1e-9;
+  absl::StatusOr<SimResult> shm = Simulate(pair);
+  CATCH_REQUIRE(shm.ok());
+  CATCH_CHECK(shm->cpu.send_s == Approx(n * c.bf16_encode_s_per_value));  // the version's
+  CATCH_CHECK(shm->cpu.recv_s == Approx(2 * 4e6 * 1e-9 + n * c.bf16_encode_s_per_value +
+                                        2 * n * c.bf16_decode_s_per_value));
+  pair.wire_dtype = WireDType::kFloat32;
+  absl::StatusOr<SimResult> shm32 = Simulate(pair);
+  CATCH_REQUIRE(shm32.ok());
+  CATCH_CHECK(shm32->cpu.send_s == 0);
+  CATCH_CHECK(shm32->cpu.recv_s == Approx(2 * 4e6 * 1e-9));
+}
+
 CATCH_TEST_CASE("computing alone runs at the profile's speed, on busy shared cores at the shared speed") {
   Profile p = Blocks({1000});
   p.blocks[0].forward_s = 0.1;
@@ -375,7 +437,8 @@ CATCH_TEST_CASE("a config sets mode, cluster, network and scheduling; another ba
   absl::StatusOr<config::ExperimentConfig> cfg = config::ParseConfig(
       "mode: \"baseline\" cluster { workers: 3 servers: 2 } model { name: \"mlp\" } "
       "training { batch_size: 16 } network { bandwidth_gbps: 2.5 placement: \"separate\" } "
-      "scheduling { slice_params: 1000 credit_bytes: 65536 shared_memory: false }",
+      "scheduling { slice_params: 1000 credit_bytes: 65536 shared_memory: false "
+      "wire_dtype: \"float16\" }",
       {"scheduling.max_message_params=5000"});
   CATCH_REQUIRE(cfg.ok());
   SimOptions o;
@@ -392,6 +455,7 @@ CATCH_TEST_CASE("a config sets mode, cluster, network and scheduling; another ba
   CATCH_CHECK(o.slice_params == 1000);
   CATCH_CHECK(o.credit_bytes == 65536);
   CATCH_CHECK(o.max_message_params == 5000);
+  CATCH_CHECK(o.wire_dtype == WireDType::kFloat16);
   CATCH_CHECK(o.profile.batch == 16);
   CATCH_CHECK(o.machines == 5);  // the default filled in by the loader: W + S, separate
   CATCH_CHECK(o.profile.blocks[0].forward_s == Approx(1.0));
