@@ -121,6 +121,28 @@ CATCH_TEST_CASE("slice_params 0: the grid is simulated and the best point given 
   CATCH_CHECK(TuneConfig(config, options).slice_params == report.slice_params);
 }
 
+CATCH_TEST_CASE("the search simulates the config's wire dtype: a bfloat16 wire's points are faster") {
+  TuningOptions options;
+  options.profile_dir = MlpProfileDir("search_wire");
+  options.iterations = 4;
+  options.warmup_iterations = 1;
+  const std::vector<std::string> base = {"model.name=mlp", "scheduling.slice_params=0",
+                                         "network.bandwidth_gbps=1"};
+  const TuningReport f32 = TuneConfig(Config(base), options);
+  std::vector<std::string> wire = base;
+  wire.push_back("scheduling.wire_dtype=bfloat16");
+  const TuningReport bf16 = TuneConfig(Config(wire), options);
+  CATCH_REQUIRE(f32.choice.has_value());
+  CATCH_REQUIRE(bf16.choice.has_value());
+  CATCH_REQUIRE(f32.choice->candidates.size() == bf16.choice->candidates.size());
+  // The link is the limit (no core limit here): half the bytes, far more samples/s at
+  // every slice size.
+  for (size_t i = 0; i < f32.choice->candidates.size(); ++i) {
+    CATCH_CHECK(bf16.choice->candidates[i].samples_per_second >
+                1.3 * f32.choice->candidates[i].samples_per_second);
+  }
+}
+
 CATCH_TEST_CASE("the online search follows the grid unless the run rules it out, saying why") {
   TuningOptions options;
   options.profile_dir = MlpProfileDir("online");
