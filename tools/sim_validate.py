@@ -73,6 +73,10 @@ SWEEP_RAW = {"2026-12-02": "throughput_2026-12-02_raw.csv"}
 # mode local and no congestion control) and its calibration ("cc-2026-12-02").
 CC_FILE = "congestion_control_2026-12-02_raw.csv"
 CC_SETS = [("cc-bbr", "bbr"), ("cc-cubic", "cubic")]
+# P3 at 1 Gbit/s with each scheduling.wire_dtype, and without a link limit, with `local`
+# (docs/results/wire_dtype.md, 2026-12-02 afternoon; the congestion-control runs' VM, so
+# its calibration): set name, file in docs/results.
+WIRE_SETS = [("wire", "wire_dtype_vm3_raw.csv")]
 # The CPU breakdown of fresh-5's runs (tools/cpu_breakdown.py --csv).
 CPU_BREAKDOWN = {"fresh-5": "cpu_breakdown_fresh5.csv"}
 BEGIN = "<!-- sim-table:begin (tools/sim_validate.py validate) -->"
@@ -135,7 +139,7 @@ SETS = {
 # The calibration each measured set is predicted with (default: "current").
 SET_CALIBRATION = {"2026-12-02": "2026-12-02", "2026-11-30": "2026-11-30", "fresh-3": "fresh-3",
                    "fresh-4": "fresh-4", "fresh-5": "fresh-5", "cc-bbr": "cc-2026-12-02",
-                   "cc-cubic": "cc-2026-12-02"}
+                   "cc-cubic": "cc-2026-12-02", "wire": "cc-2026-12-02"}
 
 
 def sim(config, sets, profile, calibration, extra_flags=()):
@@ -359,30 +363,38 @@ def points():
             out += run_points(set_name, CC_FILE, [
                 r for r in rows if r["congestion_control"] == cc or
                 (r["mode"] == "local" and not r["congestion_control"])])
+    for set_name, file_name in WIRE_SETS:
+        path = os.path.join(RESULTS, file_name)
+        if os.path.exists(path):
+            with open(path) as f:
+                out += run_points(set_name, file_name, list(csv.DictReader(f)))
     return out
 
 
 def run_points(set_name, source, rows):
     """The points of bench_throughput.py raw.csv rows: the median of the finished runs of
-    each model, mode, bandwidth, workers, placement (where the CSV has one) and iteration
-    count."""
+    each model, mode, bandwidth, workers, placement, wire dtype (where the CSV has them)
+    and iteration count."""
     groups = {}
     for r in rows:
         if r["status"] != "ok":
             continue
+        wire = r.get("wire_dtype", "") if r["mode"] != "local" else ""
         key = (r["model"], r["mode"], float(r["bandwidth_gbps"]), int(r["workers"]),
-               r.get("placement", ""), int(r["iterations"]), int(r["warmup"]))
+               r.get("placement", ""), "" if wire == "float32" else wire,
+               int(r["iterations"]), int(r["warmup"]))
         groups.setdefault(key, []).append(float(r["samples_per_second"]))
     return [{"set": set_name, "model": model, "system": mode, "bandwidth": bw,
              "workers": workers, "slice_params": 40000, "placement": placement,
              "measured": statistics.median(v), "runs": len(v), "source": source,
-             "iterations": its, "warmup": warm}
-            for (model, mode, bw, workers, placement, its, warm), v in sorted(groups.items())]
+             "iterations": its, "warmup": warm, "wire_dtype": wire}
+            for (model, mode, bw, workers, placement, wire, its, warm), v
+            in sorted(groups.items())]
 
 
 def local_of(pts, set_name, model):
     if (set_name in dict(FRESH_SETS) or set_name in dict(SWEEP_SETS) or
-            set_name in dict(CC_SETS)):
+            set_name in dict(CC_SETS) or set_name in dict(WIRE_SETS)):
         for p in pts:
             if p["set"] == set_name and p["model"] == model and p["system"] == "local":
                 return p["measured"]
@@ -425,6 +437,8 @@ def predict(p, cal, scale, extra):
             f"scheduling.slice_params={p['slice_params']}"]
     if extra.get("shared_memory") is False:
         sets.append("scheduling.shared_memory=false")
+    if p.get("wire_dtype"):
+        sets.append(f"scheduling.wire_dtype={p['wire_dtype']}")
     flags = HOST + [f"--compute_scale={scale}"]
     system = p["system"]
     if system == "ddp":
@@ -521,7 +535,7 @@ def validate(args):
               f"{r['samples_per_second']:7.2f} ratio {ratio:.2f}", flush=True)
     csv_path = os.path.join(RESULTS, "simulator_validation.csv")
     with open(csv_path, "w", newline="") as f:
-        fields = list(rows[0].keys()) + (["placement"] if "placement" not in rows[0] else [])
+        fields = list(dict.fromkeys(k for r in rows for k in r))  # every set's columns
         wr = csv.DictWriter(f, fieldnames=fields, restval="")
         wr.writeheader()
         wr.writerows(rows)
@@ -538,7 +552,7 @@ def write_table(rows):
              f"points within ±10 %** (" + "; ".join(f"{k}: {sum(v)} of {len(v)}"
                                                       for k, v in sorted(by_model.items()))
              + ").", ""]
-    for set_name in ("2026-12-02", "cc-bbr", "cc-cubic", "fresh-5", "fresh-4", "fresh-3",
+    for set_name in ("wire", "2026-12-02", "cc-bbr", "cc-cubic", "fresh-5", "fresh-4", "fresh-3",
                      "fresh-2", "fresh", "current-interleaved", "current", "2026-11-30"):
         sub = [r for r in rows if r["set"] == set_name]
         if not sub:
@@ -553,10 +567,12 @@ def write_table(rows):
                      "predicted | predicted ÷ measured | runs |")
         lines.append("|---|---|---:|---:|---|---:|---:|---:|---:|---:|")
         for r in sorted(sub, key=lambda r: (r["model"], r["system"], r["workers"],
-                                            r["slice_params"], r["bandwidth"] or 99)):
+                                            r["slice_params"], r["bandwidth"] or 99,
+                                            r.get("wire_dtype") or "")):
             bw = "unlimited" if r["bandwidth"] == 0 else f"{r['bandwidth']:g}"
             mark = " (fitted)" if r["fitted"] else ("" if r["within_10pct"] else " **✗**")
-            lines.append(f"| {r['model']} | {r['system']} | {bw} | {r['workers']} | "
+            system = r["system"] + (f", {r['wire_dtype']} wire" if r.get("wire_dtype") else "")
+            lines.append(f"| {r['model']} | {system} | {bw} | {r['workers']} | "
                          f"{r.get('placement') or 'colocated'} | {r['slice_params']} | {r['measured']:.2f} | {r['predicted']:.2f} | "
                          f"{r['ratio']:.2f}{mark} | {r['runs']} |")
         lines.append("")
