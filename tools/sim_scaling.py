@@ -67,6 +67,9 @@ GPU_SOURCES = {
 MACHINES = [4, 8, 16, 32, 64]
 BANDWIDTHS = [10, 25, 100]
 SYSTEMS = ["p3", "baseline", "allreduce"]
+# P3 with gradients and values on a bfloat16 wire (scheduling.wire_dtype): whether halving
+# the bytes pays off. Tabled against float32 P3, not plotted.
+WIRE_SYSTEMS = ["p3_bfloat16"]
 CALIBRATIONS = {
     # This project's data path as measured (streaming benchmark on loopback: per-byte and
     # per-message CPU costs), but no emulated-link overhead and a real NIC's latency.
@@ -110,6 +113,8 @@ def sim(model, system, machines, bw, calibration, iterations=3, binary=SIM):
                f"--iterations={iterations}", "--warmup=1", "--equal_split"]
         if system == "allreduce":
             cmd += ["--allreduce", "--set=mode=p3"]
+        elif system == "p3_bfloat16":
+            cmd += ["--set=mode=p3", "--set=scheduling.wire_dtype=bfloat16"]
         else:
             cmd.append(f"--set=mode={system}")
         p = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
@@ -134,7 +139,7 @@ def run(args):
               for cal in args.calibrations.split(",")
               for model in args.models.split(",")
               for bw in BANDWIDTHS
-              for system in SYSTEMS
+              for system in SYSTEMS + WIRE_SYSTEMS
               if (cal, model, system, str(m), str(bw)) not in done]
 
     def one(point):
@@ -168,8 +173,9 @@ def run(args):
     with open(path) as f:
         rows = list(csv.reader(f))
     cals, models = list(CALIBRATIONS), list(GPU_SOURCES)
+    systems = SYSTEMS + WIRE_SYSTEMS
     rows[1:] = sorted(rows[1:], key=lambda r: (int(r[3]), cals.index(r[0]), models.index(r[1]),
-                                               float(r[4]), SYSTEMS.index(r[2])))
+                                               float(r[4]), systems.index(r[2])))
     with open(path, "w", newline="") as f:
         csv.writer(f).writerows(rows)
 
@@ -178,6 +184,23 @@ PAPER = {"resnet50": 1.25, "vgg19": 1.66, "seq2seq_lstm": 1.38}
 NAMES = {"resnet50": "ResNet-50", "vgg19": "VGG-19", "seq2seq_lstm": "Sockeye-shaped LSTM"}
 BEGIN = "<!-- scaling-table:begin (tools/sim_scaling.py report) -->"
 END = "<!-- scaling-table:end -->"
+
+
+def wire_table(lines, data, c):
+    """P3 with a bfloat16 wire against float32 P3, per model, machines and bandwidth."""
+    lines.append(f"**P3 with a bfloat16 wire, calibration `{c}`** (samples/s, and ÷ P3 with "
+                 "float32):")
+    lines.append("")
+    lines.append("| model | machines | " + " | ".join(f"{b} Gbit/s" for b in BANDWIDTHS) + " |")
+    lines.append("|---|---:|" + "---:|" * len(BANDWIDTHS))
+    for model in GPU_SOURCES:
+        for m in MACHINES:
+            cells = []
+            for b in BANDWIDTHS:
+                half, full = data.get((c, model, "p3_bfloat16", m, b)), data.get((c, model, "p3", m, b))
+                cells.append(f"{half:.0f} ({half / full:.2f}×)" if half and full else "not run")
+            lines.append(f"| {NAMES[model]} | {m} | " + " | ".join(cells) + " |")
+    lines.append("")
 
 
 def report(args):
@@ -243,6 +266,7 @@ def report(args):
         fig.suptitle(f"Predicted throughput, calibration {c} (tools/sim_scaling.py)")
         fig.tight_layout()
         png = f"scaling_{c}.png"
+        wire_table(lines, data, c)
         fig.savefig(os.path.join(RESULTS, png), dpi=90)
         lines.append(f"![{c}]({png})")
         lines.append("")
