@@ -1037,6 +1037,14 @@ absl::StatusOr<SimResult> Simulation::Run() {
   if (!(o_.calibration.preempt_s >= 0)) {
     return absl::InvalidArgumentError("calibration.preempt_s must be >= 0");
   }
+  for (double cost : {o_.calibration.bf16_encode_s_per_value, o_.calibration.bf16_decode_s_per_value,
+                      o_.calibration.f16_encode_s_per_value, o_.calibration.f16_decode_s_per_value}) {
+    if (!(cost >= 0)) {
+      return absl::InvalidArgumentError(
+          "calibration: the 16-bit conversion costs (*_encode_s_per_value, "
+          "*_decode_s_per_value) must be >= 0");
+    }
+  }
   if (!(o_.calibration.shared_host_compute_speed > 0)) {
     return absl::InvalidArgumentError("calibration.shared_host_compute_speed must be > 0");
   }

@@ -351,6 +351,8 @@ CATCH_TEST_CASE("a 16-bit wire halves the bytes on the link and charges each con
   CATCH_REQUIRE(shm32.ok());
   CATCH_CHECK(shm32->cpu.send_s == 0);
   CATCH_CHECK(shm32->cpu.recv_s == Approx(2 * 4e6 * 1e-9));
+  pair.calibration.f16_decode_s_per_value = -1e-9;
+  CATCH_CHECK(Simulate(pair).status().code() == absl::StatusCode::kInvalidArgument);
 }
 
 CATCH_TEST_CASE("computing alone runs at the profile's speed, on busy shared cores at the shared speed") {
