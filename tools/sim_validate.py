@@ -349,7 +349,7 @@ def points():
             if r["ddp"]:
                 out.append(dict(base, system="ddp", workers=2, measured=float(r["ddp"]),
                                 runs=int(r["runs_ddp"])))
-    for set_name, file_name in FRESH_SETS:
+    for set_name, file_name in FRESH_SETS + WIRE_SETS:  # bench_throughput raw.csv files
         path = os.path.join(RESULTS, file_name)
         if os.path.exists(path):
             with open(path) as f:
@@ -363,11 +363,6 @@ def points():
             out += run_points(set_name, CC_FILE, [
                 r for r in rows if r["congestion_control"] == cc or
                 (r["mode"] == "local" and not r["congestion_control"])])
-    for set_name, file_name in WIRE_SETS:
-        path = os.path.join(RESULTS, file_name)
-        if os.path.exists(path):
-            with open(path) as f:
-                out += run_points(set_name, file_name, list(csv.DictReader(f)))
     return out
 
 
@@ -393,8 +388,7 @@ def run_points(set_name, source, rows):
 
 
 def local_of(pts, set_name, model):
-    if (set_name in dict(FRESH_SETS) or set_name in dict(SWEEP_SETS) or
-            set_name in dict(CC_SETS) or set_name in dict(WIRE_SETS)):
+    if set_name in dict(FRESH_SETS + SWEEP_SETS + CC_SETS + WIRE_SETS):
         for p in pts:
             if p["set"] == set_name and p["model"] == model and p["system"] == "local":
                 return p["measured"]

@@ -208,8 +208,8 @@ class Simulation {
   }
   void Cpu(int machine, double work, double CpuBreakdown::*kind, double core_s_per_work,
            std::function<void()> done);
-  double EncodeCost(const Msg& m) const;  // 16-bit wire: CPU seconds, 0 for float32
-  double DecodeCost(const Msg& m) const;
+  // Encoding (or decoding) m's values for a 16-bit wire: CPU seconds, 0 for float32.
+  double ConversionCost(const Msg& m, bool encode) const;
   double SendCost(const Conn& c, const Msg& m) const;
   double RecvCost(const Conn& c, const Msg& m) const;
   double ShapedExtra() const;
@@ -350,17 +350,12 @@ double Simulation::ShapedExtra() const {
   return cal_.shaped_s_per_byte_at_1g * std::pow(o_.bandwidth_gbps, -cal_.shaped_exponent);
 }
 
-double Simulation::EncodeCost(const Msg& m) const {
+double Simulation::ConversionCost(const Msg& m, bool encode) const {
   if (o_.wire_dtype == WireDType::kFloat32) return 0;
-  const double per_value = o_.wire_dtype == WireDType::kFloat16 ? cal_.f16_encode_s_per_value
-                                                                : cal_.bf16_encode_s_per_value;
-  return per_value * static_cast<double>(m.values);
-}
-
-double Simulation::DecodeCost(const Msg& m) const {
-  if (o_.wire_dtype == WireDType::kFloat32) return 0;
-  const double per_value = o_.wire_dtype == WireDType::kFloat16 ? cal_.f16_decode_s_per_value
-                                                                : cal_.bf16_decode_s_per_value;
+  const bool f16 = o_.wire_dtype == WireDType::kFloat16;
+  const double per_value =
+      encode ? (f16 ? cal_.f16_encode_s_per_value : cal_.bf16_encode_s_per_value)
+             : (f16 ? cal_.f16_decode_s_per_value : cal_.bf16_decode_s_per_value);
   return per_value * static_cast<double>(m.values);
 }
 
@@ -368,9 +363,9 @@ double Simulation::SendCost(const Conn& c, const Msg& m) const {
   const double per_message = cal_.per_message_s * m.parts;
   // 16-bit: a worker encodes its gradient (through shared memory the server rounds it
   // instead, RecvCost); a server encodes each version once for all its workers.
-  const double encode = !c.upstream ? EncodeCost(m) / o_.workers
+  const double encode = !c.upstream ? ConversionCost(m, true) / o_.workers
                         : c.kind == ConnKind::kShm ? 0
-                                                   : EncodeCost(m);
+                                                   : ConversionCost(m, true);
   if (c.kind == ConnKind::kShm) return per_message + encode;
   const double extra = c.kind == ConnKind::kNetwork ? ShapedExtra() : 0;
   return per_message + encode + (cal_.send_s_per_byte + extra) * static_cast<double>(m.bytes);
@@ -381,12 +376,13 @@ double Simulation::RecvCost(const Conn& c, const Msg& m) const {
   if (c.kind == ConnKind::kShm) {
     // The float32 side of the copy; on a 16-bit wire the gradient is rounded (encoded
     // and decoded) and the values decoded into the worker's memory.
-    const double round = c.upstream ? EncodeCost(m) + DecodeCost(m) : DecodeCost(m);
+    const double decode = ConversionCost(m, false);
+    const double round = c.upstream ? ConversionCost(m, true) + decode : decode;
     return per_message + round +
            cal_.shm_s_per_byte * static_cast<double>(m.values) * sizeof(float);
   }
   const double extra = c.kind == ConnKind::kNetwork ? ShapedExtra() : 0;
-  return per_message + DecodeCost(m) +
+  return per_message + ConversionCost(m, false) +
          (cal_.recv_s_per_byte + extra) * static_cast<double>(m.bytes);
 }
 
@@ -1037,8 +1033,9 @@ absl::StatusOr<SimResult> Simulation::Run() {
   if (!(o_.calibration.preempt_s >= 0)) {
     return absl::InvalidArgumentError("calibration.preempt_s must be >= 0");
   }
-  for (double cost : {o_.calibration.bf16_encode_s_per_value, o_.calibration.bf16_decode_s_per_value,
-                      o_.calibration.f16_encode_s_per_value, o_.calibration.f16_decode_s_per_value}) {
+  const Calibration& cal = o_.calibration;
+  for (double cost : {cal.bf16_encode_s_per_value, cal.bf16_decode_s_per_value,
+                      cal.f16_encode_s_per_value, cal.f16_decode_s_per_value}) {
     if (!(cost >= 0)) {
       return absl::InvalidArgumentError(
           "calibration: the 16-bit conversion costs (*_encode_s_per_value, "
