@@ -57,10 +57,13 @@ BATCH = {"resnet50": 8, "vgg19": 4, "seq2seq_lstm": 16}
 # each with a run of the streaming benchmark (its own calibration, SET_CALIBRATION).
 # fresh-4: the same, 3 rounds on another VM (AMD EPYC, 2026-12-02 morning). fresh-5: the
 # same VM's next session, every run also read for where its CPU went (tools/cpu_breakdown.py;
-# `cpu` below), plus P3 at 1 Gbit/s and on loopback.
+# `cpu` below), plus P3 at 1 Gbit/s and on loopback. 2026-12-03: another AMD EPYC VM, 3
+# interleaved rounds of the sweep's own points (ResNet-50 and the LSTM; p3, baseline, DDP at
+# 1 Gbit/s and unlimited, and `local`), each round with a streaming run (its calibration).
 FRESH_SETS = [("fresh", "simulator_fresh_raw.csv"), ("fresh-2", "simulator_fresh2_raw.csv"),
               ("fresh-3", "simulator_fresh3_raw.csv"), ("fresh-4", "simulator_fresh4_raw.csv"),
-              ("fresh-5", "simulator_fresh5_raw.csv")]
+              ("fresh-5", "simulator_fresh5_raw.csv"),
+              ("2026-12-03", "simulator_2026-12-03_raw.csv")]
 # The full sweeps of tools/bench_throughput.py (every mode, the peer and `local`), as
 # aggregated by its `report`: set name, file in docs/results.
 SWEEP_SETS = [("2026-12-02", "throughput.csv"), ("2026-11-30", "throughput_2026-11-30.csv")]
@@ -135,11 +138,18 @@ SETS = {
         "binaries": "9dab1a0 (streaming measured in the same rounds as the fresh-5 points)",
         "extra": {},
     },
+    "2026-12-03": {
+        "file": "configs/sim/calibration_cpu_2026-12-03.json",
+        "streaming": "docs/results/streaming_2026-12-03.csv",
+        "binaries": "e4368cb (streaming measured in the same rounds as the 2026-12-03 points)",
+        "extra": {},
+    },
 }
 # The calibration each measured set is predicted with (default: "current").
 SET_CALIBRATION = {"2026-12-02": "2026-12-02", "2026-11-30": "2026-11-30", "fresh-3": "fresh-3",
                    "fresh-4": "fresh-4", "fresh-5": "fresh-5", "cc-bbr": "cc-2026-12-02",
-                   "cc-cubic": "cc-2026-12-02", "wire": "cc-2026-12-02"}
+                   "cc-cubic": "cc-2026-12-02", "wire": "cc-2026-12-02",
+                   "2026-12-03": "2026-12-03"}
 
 
 def sim(config, sets, profile, calibration, extra_flags=()):
@@ -546,7 +556,7 @@ def write_table(rows):
              f"points within ±10 %** (" + "; ".join(f"{k}: {sum(v)} of {len(v)}"
                                                       for k, v in sorted(by_model.items()))
              + ").", ""]
-    for set_name in ("wire", "2026-12-02", "cc-bbr", "cc-cubic", "fresh-5", "fresh-4", "fresh-3",
+    for set_name in ("2026-12-03", "wire", "2026-12-02", "cc-bbr", "cc-cubic", "fresh-5", "fresh-4", "fresh-3",
                      "fresh-2", "fresh", "current-interleaved", "current", "2026-11-30"):
         sub = [r for r in rows if r["set"] == set_name]
         if not sub:
