@@ -10,6 +10,7 @@ committed measurements (docs/results/simulator.md).
   /usr/bin/python3 tools/sim_validate.py fresh --file=F DIR=placement ...  # fresh runs -> docs/results/F
   /usr/bin/python3 tools/sim_validate.py trial --sets=fresh-3 --cpu_factor=1.3   # a what-if, nothing written
   /usr/bin/python3 tools/sim_validate.py cpu         # measured CPU per iteration beside the simulated
+  /usr/bin/python3 tools/sim_validate.py noise       # the runs' own spread beside the misses
 
 Calibration, per set of binaries (docs/simulator.md, "Calibration"):
   * CPU seconds per byte sent and received, and the extra on a shaped link, from the
@@ -376,10 +377,10 @@ def points():
     return out
 
 
-def run_points(set_name, source, rows):
-    """The points of bench_throughput.py raw.csv rows: the median of the finished runs of
-    each model, mode, bandwidth, workers, placement, wire dtype (where the CSV has them)
-    and iteration count."""
+def run_groups(rows):
+    """The samples/s of the finished runs in bench_throughput.py raw.csv rows, per model,
+    mode, bandwidth, workers, placement, wire dtype (where the CSV has them) and iteration
+    count and warm-up."""
     groups = {}
     for r in rows:
         if r["status"] != "ok":
@@ -389,12 +390,17 @@ def run_points(set_name, source, rows):
                r.get("placement", ""), "" if wire == "float32" else wire,
                int(r["iterations"]), int(r["warmup"]))
         groups.setdefault(key, []).append(float(r["samples_per_second"]))
+    return groups
+
+
+def run_points(set_name, source, rows):
+    """The points of bench_throughput.py raw.csv rows: the median of each group's runs."""
     return [{"set": set_name, "model": model, "system": mode, "bandwidth": bw,
              "workers": workers, "slice_params": 40000, "placement": placement,
              "measured": statistics.median(v), "runs": len(v), "source": source,
              "iterations": its, "warmup": warm, "wire_dtype": wire}
             for (model, mode, bw, workers, placement, wire, its, warm), v
-            in sorted(groups.items())]
+            in sorted(run_groups(rows).items())]
 
 
 def local_of(pts, set_name, model):
@@ -689,11 +695,133 @@ def cpu(args):
                   f"| {med(lambda g: g['host:softirq']):.3f} |", flush=True)
 
 
+# The raw runs behind the sets whose points validate() reads from aggregated CSVs.
+AGGREGATED_RAW = {"current": "throughput_raw.csv",
+                  "current-interleaved": "data_path_interleaved_after_raw.csv"}
+# Variance of the median of n draws of a unit normal (n <= 5 exact; beyond, pi / 2n).
+MEDIAN_VAR = {1: 1.0, 2: 0.5, 3: 0.4487, 4: 0.3433, 5: 0.2868}
+
+
+def point_runs():
+    """The samples/s of every run behind each validated point, keyed as the rows of
+    simulator_validation.csv: (set, model, system, bandwidth, workers, slice_params,
+    placement, wire dtype). For throughput_2026-11-30.csv, which keeps only min, median and
+    max, a point's runs are known where it has at most 3; else (min, max) stand in."""
+    groups = {}
+
+    def add(set_name, rows):
+        for (model, mode, bw, workers, placement, wire, _, _), v in run_groups(rows).items():
+            groups.setdefault((set_name, model, mode, bw, workers, 40000, placement, wire),
+                              []).extend(v)
+
+    for set_name, file_name in FRESH_SETS + WIRE_SETS + list(SWEEP_RAW.items()) + \
+            list(AGGREGATED_RAW.items()):
+        with open(os.path.join(RESULTS, file_name)) as f:
+            add(set_name, list(csv.DictReader(f)))
+    with open(os.path.join(RESULTS, CC_FILE)) as f:
+        rows = list(csv.DictReader(f))
+    for set_name, cc in CC_SETS:
+        add(set_name, [r for r in rows if r["congestion_control"] == cc or
+                       (r["mode"] == "local" and not r["congestion_control"])])
+    with open(os.path.join(RESULTS, "throughput_2026-11-30.csv")) as f:
+        for r in csv.DictReader(f):
+            n = int(r["runs"])
+            lo, med, hi = float(r["min_sps"]), float(r["median_sps"]), float(r["max_sps"])
+            groups[("2026-11-30", r["model"], r["mode"], float(r["bandwidth_gbps"]),
+                    int(r["workers"]), int(r["slice_params"] or 40000), "", "")] = \
+                {1: [med], 2: [lo, hi], 3: [lo, med, hi]}.get(n, [lo, hi])
+    return groups
+
+
+def noise(args):
+    """How far the measurements themselves reproduce: per set, the runs' pooled spread, what
+    a predictor that knew each point's true throughput would be expected to meet, and
+    whether each miss lies within the runs' own range."""
+    runs = point_runs()
+    with open(os.path.join(RESULTS, "simulator_validation.csv")) as f:
+        checked = [r for r in csv.DictReader(f) if r["fitted"] == "False"]
+    by_set = {}
+    for r in checked:
+        key = (r["set"], r["model"], r["system"], float(r["bandwidth"]), int(r["workers"]),
+               int(r["slice_params"]), r.get("placement", ""), r.get("wire_dtype", ""))
+        v = runs.get(key)
+        if v is None:
+            sys.exit(f"noise: no runs on record for {key}")
+        complete = len(v) == int(r["runs"])
+        if complete and abs(statistics.median(v) - float(r["measured"])) > 0.01:
+            sys.exit(f"noise: the runs of {key} have median {statistics.median(v)}, "
+                     f"simulator_validation.csv says {r['measured']}")
+        by_set.setdefault(r["set"], []).append((r, v, complete))
+    lo_log, hi_log = math.log(0.9), math.log(1.1)
+
+    def phi(x):
+        return 0.5 * (1 + math.erf(x / math.sqrt(2)))
+
+    out = []
+    for set_name, pts in by_set.items():
+        sq, dof = 0.0, 0
+        for _, v, complete in pts:
+            if complete and len(v) >= 2:
+                logs = [math.log(x) for x in v]
+                mean = sum(logs) / len(logs)
+                sq += sum((x - mean) ** 2 for x in logs)
+                dof += len(logs) - 1
+        sigma = math.sqrt(sq / dof)
+        expected, p_all, own, hits, within_runs, beyond = 0.0, 1.0, 0, 0, 0, 0
+        for r, v, _ in pts:
+            n = int(r["runs"])
+            sd = sigma * math.sqrt(MEDIAN_VAR.get(n, math.pi / (2 * n)))
+            p_hit = phi(hi_log / sd) - phi(lo_log / sd)
+            expected += p_hit
+            p_all *= p_hit
+            med, pred = float(r["measured"]), float(r["predicted"])
+            own += min(v) >= 0.9 * med and max(v) <= 1.1 * med
+            if r["within_10pct"] == "True":
+                hits += 1
+            elif 0.9 * min(v) <= pred <= 1.1 * max(v):
+                within_runs += 1
+            else:
+                beyond += 1
+        out.append({"set": set_name, "points": len(pts),
+                    "runs_per_point": f"{statistics.median(int(r['runs']) for r, _, _ in pts):g}",
+                    "sigma_log": round(sigma, 4), "sigma_dof": dof,
+                    "points_whose_runs_lie_within_10pct": own,
+                    "expected_hits_of_exact_predictor": round(expected, 1),
+                    "chance_exact_predictor_meets_all": p_all,
+                    "hits": hits, "misses_within_10pct_of_a_run": within_runs,
+                    "misses_beyond_every_run": beyond})
+    total = {"set": "all", "points": sum(o["points"] for o in out), "runs_per_point": "",
+             "sigma_log": "", "sigma_dof": sum(o["sigma_dof"] for o in out)}
+    for k in ("points_whose_runs_lie_within_10pct", "expected_hits_of_exact_predictor", "hits",
+              "misses_within_10pct_of_a_run", "misses_beyond_every_run"):
+        total[k] = round(sum(o[k] for o in out), 1)
+    total["chance_exact_predictor_meets_all"] = math.prod(
+        o["chance_exact_predictor_meets_all"] for o in out)
+    out.append(total)
+    path = os.path.join(RESULTS, "simulator_noise.csv")
+    with open(path, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(out[0].keys()))
+        w.writeheader()
+        w.writerows(out)
+    print("| set | points | runs per point | σ of one run | points whose runs lie within "
+          "±10 % of their median | expected hits of an exact predictor | chance it meets all | hits | misses "
+          "within 10 % of a run | misses beyond every run |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for o in out:
+        sig = f"{o['sigma_log']:.3f}" if o["sigma_log"] != "" else ""
+        print(f"| {o['set']} | {o['points']} | {o['runs_per_point']} | {sig} | "
+              f"{o['points_whose_runs_lie_within_10pct']} | "
+              f"{o['expected_hits_of_exact_predictor']} | "
+              f"{o['chance_exact_predictor_meets_all']:.2g} | {o['hits']} | "
+              f"{o['misses_within_10pct_of_a_run']} | {o['misses_beyond_every_run']} |")
+    print(f"-> {os.path.relpath(path, ROOT)}")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("command", choices=["calibrate", "validate", "table", "fresh", "sweep", "trial",
-                                            "cpu"])
+                                            "cpu", "noise"])
     ap.add_argument("dirs", nargs="*", help="fresh: bench output folders as DIR=placement")
     ap.add_argument("--sets", default="fresh-3",
                     help="trial: the measured sets to predict (comma-separated)")
@@ -726,6 +854,8 @@ def main():
         trial(args)
     elif args.command == "cpu":
         cpu(args)
+    elif args.command == "noise":
+        noise(args)
     else:
         with open(os.path.join(RESULTS, "simulator_validation.csv")) as f:
             rows = []
