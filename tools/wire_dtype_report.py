@@ -9,8 +9,9 @@ raw.csv with runs of several scheduling.wire_dtype values (`run --wire_dtypes=..
 
 Per model, mode and bandwidth: the median over runs of each run's samples/s (itself the
 median over the iterations after warm-up), the ratio to float32's median, and the link
-bound for 4- and 2-byte values (bench_throughput.bandwidth_bound). Writes
-docs/results/wire_dtype_throughput.csv and docs/results/wire_dtype_throughput.png.
+bound for 4- and 2-byte values (bench_throughput.bandwidth_bound). `local` runs (one
+process, no wire) get wire dtype "none" and no ratio or bound; the plot draws them as a
+line. Writes docs/results/wire_dtype_throughput.csv and docs/results/wire_dtype_throughput.png.
 """
 import argparse
 import csv
@@ -23,6 +24,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_throughput import bandwidth_bound  # noqa: E402
 
 DTYPES = ["float32", "bfloat16", "float16"]
+NO_WIRE = "none"  # the wire dtype of a `local` run
 
 
 def timing(run):
@@ -39,6 +41,13 @@ def timing(run):
             statistics.mean(w["wait_seconds"] for w in workers))
 
 
+def bound(model, bw, batch, dtype, bytes_per_value):
+    """The link bound in samples/s; "" where there is none (no link limit, or no wire)."""
+    if dtype == NO_WIRE or bw <= 0:
+        return ""
+    return round(bandwidth_bound(model, bw, batch, bytes_per_value=bytes_per_value), 3)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--raw", default="out/bench_wire/raw.csv")
@@ -49,13 +58,14 @@ def main():
     groups = {}
     for r in rows:
         key = (r["model"], r["mode"], float(r["bandwidth_gbps"]), int(r["batch_per_worker"]))
-        groups.setdefault(key, {}).setdefault(r.get("wire_dtype") or "float32", []).append(r)
+        dtype = NO_WIRE if r["mode"] == "local" else (r.get("wire_dtype") or "float32")
+        groups.setdefault(key, {}).setdefault(dtype, []).append(r)
     table = []
     for (model, mode, bw, batch), by_dtype in sorted(groups.items()):
         base = by_dtype.get("float32")
         base_median = statistics.median(float(r["samples_per_second"]) for r in base) \
             if base else None
-        for dtype in DTYPES:
+        for dtype in DTYPES + [NO_WIRE]:
             runs = by_dtype.get(dtype)
             if not runs:
                 continue
@@ -68,9 +78,10 @@ def main():
                 "median_samples_per_second": round(median, 3),
                 "min_samples_per_second": round(min(sps), 3),
                 "max_samples_per_second": round(max(sps), 3),
-                "ratio_to_float32": round(median / base_median, 3) if base_median else "",
-                "bound_4_bytes": round(bandwidth_bound(model, bw, batch), 3),
-                "bound_2_bytes": round(bandwidth_bound(model, bw, batch, bytes_per_value=2), 3),
+                "ratio_to_float32": round(median / base_median, 3)
+                if base_median and dtype != NO_WIRE else "",
+                "bound_4_bytes": bound(model, bw, batch, dtype, 4),
+                "bound_2_bytes": bound(model, bw, batch, dtype, 2),
                 "bytes_sent_rank0_median": statistics.median(
                     int(r["bytes_sent_rank0"]) for r in runs if r["bytes_sent_rank0"]),
                 "compute_seconds_median": round(statistics.median(t[0] for t in times), 3)
@@ -84,32 +95,41 @@ def main():
         w = csv.DictWriter(f, fieldnames=list(table[0].keys()))
         w.writeheader()
         w.writerows(table)
-    print("| model | wire dtype | runs | median samples/s (min–max) | ÷ float32 | link bound 4 B | "
-          "link bound 2 B | compute / wait s per iteration | load |")
-    print("|---|---|---:|---:|---:|---:|---:|---:|---:|")
+    print("| model | mode | Gbit/s | wire dtype | runs | median samples/s (min–max) | ÷ float32 | "
+          "link bound 4 B | link bound 2 B | compute / wait s per iteration | load |")
+    print("|---|---|---:|---|---:|---:|---:|---:|---:|---:|---:|")
     for t in table:
-        print(f"| {t['model']} | {t['wire_dtype']} | {t['runs']} | "
+        b4, b2 = (f"{b:.2f}" if b != "" else "–" for b in (t["bound_4_bytes"], t["bound_2_bytes"]))
+        print(f"| {t['model']} | {t['mode']} | {t['bandwidth_gbps'] or 'unlimited'} | "
+              f"{t['wire_dtype']} | {t['runs']} | "
               f"{t['median_samples_per_second']:.2f} ({t['min_samples_per_second']:.2f}–"
-              f"{t['max_samples_per_second']:.2f}) | {t['ratio_to_float32']} | "
-              f"{t['bound_4_bytes']:.2f} | {t['bound_2_bytes']:.2f} | "
+              f"{t['max_samples_per_second']:.2f}) | {t['ratio_to_float32']} | {b4} | {b2} | "
               f"{t['compute_seconds_median']} / {t['wait_seconds_median']} | "
               f"{t['load1_median']} |")
 
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    keys = sorted({(t["model"], t["bandwidth_gbps"]) for t in table})
+    local = {t["model"]: t for t in table if t["wire_dtype"] == NO_WIRE}
+    keys = sorted({(t["model"], t["bandwidth_gbps"]) for t in table if t["wire_dtype"] != NO_WIRE})
     fig, axes = plt.subplots(1, len(keys), figsize=(5 * len(keys), 4), squeeze=False)
     for ax, (model, bw) in zip(axes[0], keys):
-        mine = [t for t in table if t["model"] == model and t["bandwidth_gbps"] == bw]
+        mine = [t for t in table if t["model"] == model and t["bandwidth_gbps"] == bw
+                and t["wire_dtype"] != NO_WIRE]
         names = [t["wire_dtype"] for t in mine]
         med = [t["median_samples_per_second"] for t in mine]
         err = [[m - t["min_samples_per_second"] for m, t in zip(med, mine)],
                [t["max_samples_per_second"] - m for m, t in zip(med, mine)]]
         ax.bar(names, med, yerr=err, color=["#888", "#3a7", "#37a"][:len(names)], capsize=4)
-        ax.axhline(mine[0]["bound_4_bytes"], color="k", ls="--", label="link bound, 4-byte values")
-        ax.axhline(mine[0]["bound_2_bytes"], color="r", ls=":", label="link bound, 2-byte values")
-        ax.set_title(f"{model}, p3, {bw:g} Gbit/s")
+        if mine[0]["bound_4_bytes"] != "":
+            ax.axhline(mine[0]["bound_4_bytes"], color="k", ls="--",
+                       label="link bound, 4-byte values")
+            ax.axhline(mine[0]["bound_2_bytes"], color="r", ls=":",
+                       label="link bound, 2-byte values")
+        if model in local:
+            ax.axhline(local[model]["median_samples_per_second"], color="#a60", ls="-.",
+                       label="local (1 process, no wire)")
+        ax.set_title(f"{model}, p3, " + (f"{bw:g} Gbit/s" if bw > 0 else "no link limit"))
         ax.set_ylabel("samples/s (median over runs)")
         ax.legend(loc="upper left", fontsize=8)
     fig.tight_layout()
