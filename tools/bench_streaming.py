@@ -9,6 +9,7 @@ into the markdown page.
   sudo /usr/bin/python3 tools/bench_streaming.py                 # 1, 2.5, 5 Gbit/s, unlimited; 3 runs
   /usr/bin/python3 tools/bench_streaming.py --report             # the table again from the CSV
   sudo /usr/bin/python3 tools/bench_streaming.py --rates=1 --runs=1 --csv=/tmp/s.csv --md=
+  sudo /usr/bin/python3 tools/bench_streaming.py --runs=1 --csv=F --append   # one more round into F
 
 Rates are Gbit/s per machine and direction (tools/launcher/netem.h builds the network);
 0 = "unlimited": loopback, no namespaces, no shaping (no root needed for that one).
@@ -80,12 +81,11 @@ def table(rows):
              + ("host CPU s/GB (of it softirq) | " if host else "") + "runs | load1 |",
              "|---|---:|---:|---:|---:|---:|" + ("---:|" if host else "") + "---:|---|"]
 
-    def med(rs, k):
-        return statistics.median(float(r[k]) for r in rs)
-
-    def rng(rs, k, f):
-        v = [float(r[k]) for r in rs]
-        return f"{med(rs, k):{f}} ({min(v):{f}}–{max(v):{f}})"
+    def rng(rs, k, f):  # runs with --iperf3_seconds=0 have no iperf3 figure or ratio
+        v = [float(r[k]) for r in rs if r.get(k, "") != ""]
+        if not v:
+            return "–"
+        return f"{statistics.median(v):{f}} ({min(v):{f}}–{max(v):{f}})"
 
     for rate in sorted(by_rate, key=lambda x: (x == 0, x)):
         rs = by_rate[rate]
@@ -115,6 +115,20 @@ def write_table(md, rows):
     print(f"[bench] wrote the table into {md}")
 
 
+def earlier_runs(path):
+    """The runs of a CSV this script wrote (any earlier version: its columns are a subset
+    of FIELDS); none if the file does not exist. Exits naming a column it does not know."""
+    if not os.path.exists(path):
+        return []
+    with open(path) as f:
+        reader = csv.DictReader(f)
+        unknown = [c for c in reader.fieldnames or [] if c not in FIELDS]
+        if unknown or "run" not in (reader.fieldnames or []):
+            sys.exit(f"--append: {path} is not a CSV of this benchmark (columns "
+                     f"{', '.join(unknown) or 'without run'})")
+        return list(reader)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -131,6 +145,9 @@ def main():
     ap.add_argument("--csv", default=os.path.join(ROOT, "docs/results/streaming.csv"))
     ap.add_argument("--md", default=os.path.join(ROOT, "docs/results/streaming.md"),
                     help="page whose table is rewritten; empty: none")
+    ap.add_argument("--append", action="store_true",
+                    help="keep the runs already in --csv and add these (their run numbers "
+                         "continue); the table is then of all of them")
     ap.add_argument("--report", action="store_true", help="only rewrite the table from --csv")
     a = ap.parse_args()
     if a.report:
@@ -142,16 +159,19 @@ def main():
     for path in (a.bench, a.server):
         if not os.access(path, os.X_OK):
             sys.exit(f"{path}: not built; bazel build --jobs=2 //tools:bench_streaming")
+    kept = earlier_runs(a.csv) if a.append else []
+    first = 1 + max((int(r["run"]) for r in kept), default=-1)
     a.commit = commit()
-    rows = []
-    for rep in range(a.runs):  # Rates interleaved: a burst of load hits every rate alike.
+    rows = list(kept)
+    for rep in range(first, first + a.runs):  # Rates interleaved: a burst of load hits every rate alike.
         for rate in rates:
             rows.append(run_once(a, rate, rep, os.path.join(a.out_dir, f"r{rate:g}_{rep}")))
     with open(a.csv, "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=FIELDS)
+        w = csv.DictWriter(f, fieldnames=FIELDS, restval="")
         w.writeheader()
         w.writerows(rows)
-    print(f"[bench] wrote {len(rows)} runs to {a.csv}")
+    print(f"[bench] wrote {len(rows) - len(kept)} runs to {a.csv}"
+          + (f" after the {len(kept)} it had" if a.append else ""))
     print(table(rows))
     if a.md:
         write_table(a.md, rows)

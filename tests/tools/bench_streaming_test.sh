@@ -2,7 +2,8 @@
 # Smoke test of //tools:bench_streaming (docs/results/streaming.md): a few iterations of
 # the real worker library against the real p3_server on loopback (no network emulation,
 # no iperf3), checking the exit status and that the bytes reported are exactly those of
-# the iterations measured; a bad command line; and bench_streaming.py's table from a CSV.
+# the iterations measured; a bad command line; bench_streaming.py's table from a CSV, and its
+# --append (a loopback run added to an older CSV; a foreign CSV refused).
 # Runs from the runfiles tree (bazel test), where the paths below are relative.
 set -uo pipefail
 
@@ -90,6 +91,51 @@ elif ! grep -q '^| 1 | 0.95 (0.95–0.96) | 0.85 (0.80–0.90) | 0.90 (0.83–0.
   ! grep -q 'host CPU s/GB (of it softirq)' "$TMP/s.md"; then
   cp "$TMP/s.md" "$output"
   fail "unexpected table"
+else
+  ok
+fi
+
+case_name="bench_streaming.py --append: a loopback run added after an older CSV's runs"
+output="$TMP/append.out"
+cp "$TMP/s.csv" "$TMP/a.csv"
+"$PY" tools/bench_streaming.py --rates=0 --runs=1 --iperf3_seconds=0 --params=400000 --slice_params=10000 \
+  --iterations=2 --bench="$BENCH" --server="$SERVER" --out_dir="$TMP/append" \
+  --csv="$TMP/a.csv" --md= --append >"$output" 2>&1
+rc=$?
+if [[ $rc -ne 0 ]]; then
+  fail "exit status $rc"
+elif ! "$PY" - "$TMP/a.csv" >>"$output" 2>&1 <<'PY'
+import csv, sys
+rows = list(csv.DictReader(open(sys.argv[1])))
+assert len(rows) == 5, len(rows)
+assert [r["goodput_gbps"] for r in rows[:4]] == ["0.90", "0.80", "0.85", "2.5"], rows[:4]
+new = rows[4]
+assert new["rate_gbps"] == "0.0" and new["run"] == "3", new  # runs continue after 0 - 2
+assert float(new["goodput_gbps"]) > 0 and new["host_busy_s"] != "", new
+assert rows[0]["host_busy_s"] == "", rows[0]  # the older runs had no host columns
+PY
+then
+  fail "unexpected CSV"
+elif ! grep -q "wrote 1 runs to .* after the 4 it had" "$output"; then
+  fail "no count of the runs kept"
+else
+  ok
+fi
+
+case_name="bench_streaming.py --append: a CSV of something else is refused, unchanged"
+output="$TMP/append_bad.out"
+printf 'model,samples_per_second\nresnet50,1.0\n' >"$TMP/other.csv"
+cp "$TMP/other.csv" "$TMP/other_before.csv"
+"$PY" tools/bench_streaming.py --rates=0 --runs=1 --params=400000 --iterations=2 \
+  --bench="$BENCH" --server="$SERVER" --out_dir="$TMP/append_bad" --csv="$TMP/other.csv" \
+  --md= --append >"$output" 2>&1
+rc=$?
+if [[ $rc -eq 0 ]]; then
+  fail "exit status 0"
+elif ! grep -q "is not a CSV of this benchmark (columns model, samples_per_second)" "$output"; then
+  fail "no reason naming the columns"
+elif ! cmp -s "$TMP/other.csv" "$TMP/other_before.csv"; then
+  fail "the file was changed"
 else
   ok
 fi
