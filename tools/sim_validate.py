@@ -379,16 +379,16 @@ def points():
 
 def run_groups(rows):
     """The samples/s of the finished runs in bench_throughput.py raw.csv rows, per model,
-    mode, bandwidth, workers, placement, wire dtype (where the CSV has them) and iteration
-    count and warm-up."""
+    mode, bandwidth, workers, slice size (DDP's runs have none: 40000), placement, wire
+    dtype (where the CSV has them) and iteration count and warm-up."""
     groups = {}
     for r in rows:
         if r["status"] != "ok":
             continue
         wire = r.get("wire_dtype", "") if r["mode"] != "local" else ""
         key = (r["model"], r["mode"], float(r["bandwidth_gbps"]), int(r["workers"]),
-               r.get("placement", ""), "" if wire == "float32" else wire,
-               int(r["iterations"]), int(r["warmup"]))
+               int(r.get("slice_params") or 40000), r.get("placement", ""),
+               "" if wire == "float32" else wire, int(r["iterations"]), int(r["warmup"]))
         groups.setdefault(key, []).append(float(r["samples_per_second"]))
     return groups
 
@@ -396,10 +396,10 @@ def run_groups(rows):
 def run_points(set_name, source, rows):
     """The points of bench_throughput.py raw.csv rows: the median of each group's runs."""
     return [{"set": set_name, "model": model, "system": mode, "bandwidth": bw,
-             "workers": workers, "slice_params": 40000, "placement": placement,
+             "workers": workers, "slice_params": slices, "placement": placement,
              "measured": statistics.median(v), "runs": len(v), "source": source,
              "iterations": its, "warmup": warm, "wire_dtype": wire}
-            for (model, mode, bw, workers, placement, wire, its, warm), v
+            for (model, mode, bw, workers, slices, placement, wire, its, warm), v
             in sorted(run_groups(rows).items())]
 
 
@@ -710,8 +710,9 @@ def point_runs():
     groups = {}
 
     def add(set_name, rows):
-        for (model, mode, bw, workers, placement, wire, _, _), v in run_groups(rows).items():
-            groups.setdefault((set_name, model, mode, bw, workers, 40000, placement, wire),
+        for (model, mode, bw, workers, slices, placement, wire, _, _), v in \
+                run_groups(rows).items():
+            groups.setdefault((set_name, model, mode, bw, workers, slices, placement, wire),
                               []).extend(v)
 
     for set_name, file_name in FRESH_SETS + WIRE_SETS + list(SWEEP_RAW.items()) + \
