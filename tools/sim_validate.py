@@ -82,7 +82,7 @@ CC_SETS = [("cc-bbr", "bbr"), ("cc-cubic", "cubic")]
 # its calibration): set name, file in docs/results.
 WIRE_SETS = [("wire", "wire_dtype_vm3_raw.csv")]
 # The CPU breakdown of fresh-5's runs (tools/cpu_breakdown.py --csv).
-CPU_BREAKDOWN = {"fresh-5": "cpu_breakdown_fresh5.csv"}
+CPU_BREAKDOWN = {"fresh-5": "cpu_breakdown_fresh5.csv", "2026-12-03": "cpu_breakdown_2026-12-03.csv"}
 BEGIN = "<!-- sim-table:begin (tools/sim_validate.py validate) -->"
 END = "<!-- sim-table:end -->"
 
