@@ -779,7 +779,7 @@ def noise(args):
             own += min(v) >= 0.9 * med and max(v) <= 1.1 * med
             if r["within_10pct"] == "True":
                 hits += 1
-            elif 0.9 * min(v) <= pred <= 1.1 * max(v):
+            elif any(0.9 * x <= pred <= 1.1 * x for x in v):
                 within_runs += 1
             else:
                 beyond += 1
