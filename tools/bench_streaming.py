@@ -163,7 +163,8 @@ def main():
     first = 1 + max((int(r["run"]) for r in kept), default=-1)
     a.commit = commit()
     rows = list(kept)
-    for rep in range(first, first + a.runs):  # Rates interleaved: a burst of load hits every rate alike.
+    # Rates interleaved: a burst of load hits every rate alike.
+    for rep in range(first, first + a.runs):
         for rate in rates:
             rows.append(run_once(a, rate, rep, os.path.join(a.out_dir, f"r{rate:g}_{rep}")))
     with open(a.csv, "w", newline="") as f:

@@ -360,21 +360,27 @@ def points():
             if r["ddp"]:
                 out.append(dict(base, system="ddp", workers=2, measured=float(r["ddp"]),
                                 runs=int(r["runs_ddp"])))
-    for set_name, file_name in FRESH_SETS + WIRE_SETS:  # bench_throughput raw.csv files
+    for set_name, file_name, rows in raw_sets():
+        out += run_points(set_name, file_name, rows)
+    return out
+
+
+def raw_sets():
+    """(set, file, rows) of each set whose points come from bench_throughput raw.csv rows:
+    the fresh and wire sets, and one set per congestion control of CC_FILE (its runs under
+    that congestion control, and the `local` runs, which have none)."""
+    for set_name, file_name in FRESH_SETS + WIRE_SETS:
         path = os.path.join(RESULTS, file_name)
         if os.path.exists(path):
             with open(path) as f:
-                out += run_points(set_name, file_name, list(csv.DictReader(f)))
+                yield set_name, file_name, list(csv.DictReader(f))
     path = os.path.join(RESULTS, CC_FILE)
     if os.path.exists(path):
         with open(path) as f:
             rows = list(csv.DictReader(f))
         for set_name, cc in CC_SETS:
-            # The runs under this congestion control, and the `local` runs (no network).
-            out += run_points(set_name, CC_FILE, [
-                r for r in rows if r["congestion_control"] == cc or
-                (r["mode"] == "local" and not r["congestion_control"])])
-    return out
+            yield set_name, CC_FILE, [r for r in rows if r["congestion_control"] == cc or
+                                      (r["mode"] == "local" and not r["congestion_control"])]
 
 
 def run_groups(rows):
@@ -715,15 +721,11 @@ def point_runs():
             groups.setdefault((set_name, model, mode, bw, workers, slices, placement, wire),
                               []).extend(v)
 
-    for set_name, file_name in FRESH_SETS + WIRE_SETS + list(SWEEP_RAW.items()) + \
-            list(AGGREGATED_RAW.items()):
+    for set_name, _, rows in raw_sets():
+        add(set_name, rows)
+    for set_name, file_name in list(SWEEP_RAW.items()) + list(AGGREGATED_RAW.items()):
         with open(os.path.join(RESULTS, file_name)) as f:
             add(set_name, list(csv.DictReader(f)))
-    with open(os.path.join(RESULTS, CC_FILE)) as f:
-        rows = list(csv.DictReader(f))
-    for set_name, cc in CC_SETS:
-        add(set_name, [r for r in rows if r["congestion_control"] == cc or
-                       (r["mode"] == "local" and not r["congestion_control"])])
     with open(os.path.join(RESULTS, "throughput_2026-11-30.csv")) as f:
         for r in csv.DictReader(f):
             n = int(r["runs"])
