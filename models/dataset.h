@@ -1,7 +1,7 @@
 // Data sets and the deterministic, sharded order in which workers read them.
 //
 // Example:
-//   P3_ASSIGN_OR_RETURN(auto train,   // p3/status_macros.h
+//   P3_ASSIGN_OR_RETURN(auto train,   // p3/base/status_macros.h
 //                       p3::models::LoadFashionMnist("/usr/share/datasets/fashion-mnist", true));
 //   p3::models::ShardedSampler sampler({.dataset_size = train->size(),
 //                                       .batch_size = 32, .num_workers = 2, .rank = 1});

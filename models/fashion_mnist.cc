@@ -11,7 +11,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "models/tensor_dataset.h"
-#include "p3/status_macros.h"
+#include "p3/base/status_macros.h"
 
 namespace p3::models {
 namespace {

@@ -6,7 +6,7 @@
 // kFashionMnistStd; labels int64 [N] in 0..9.
 //
 // Example:
-//   P3_ASSIGN_OR_RETURN(auto train,   // p3/status_macros.h
+//   P3_ASSIGN_OR_RETURN(auto train,   // p3/base/status_macros.h
 //                       p3::models::LoadFashionMnist(p3::models::kFashionMnistDir, true));
 //   p3::models::Batch b = train->Get({0, 1, 2});  // input [3, 1, 28, 28]
 #ifndef P3_MODELS_FASHION_MNIST_H_

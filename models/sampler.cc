@@ -4,7 +4,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "p3/status_macros.h"
+#include "p3/base/status_macros.h"
 
 namespace p3::models {
 namespace {

@@ -13,7 +13,7 @@
 // Not thread-safe (it caches the current epoch's permutation); give each thread its own.
 //
 // Example:
-//   P3_ASSIGN_OR_RETURN(p3::models::ShardedSampler sampler,   // p3/status_macros.h
+//   P3_ASSIGN_OR_RETURN(p3::models::ShardedSampler sampler,   // p3/base/status_macros.h
 //                       p3::models::ShardedSampler::Create({.dataset_size = 60000,
 //                           .batch_size = 32, .num_workers = 4, .rank = 1, .seed = 1}));
 //   for (int64_t it = 0; it < 3 * sampler.iterations_per_epoch(); ++it) {

@@ -14,7 +14,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "p3/file_util.h"
+#include "p3/base/file_util.h"
 
 namespace p3::models {
 namespace {

@@ -44,7 +44,7 @@ StateDict ModuleState(torch::nn::Module& module);
 
 // Writes `state` as a dict {name: tensor} in torch.save's format: each tensor a compact
 // CPU copy (a parameter that is a view into a larger buffer is written alone). The file
-// is written atomically (p3/file_util.h). Errors name the file.
+// is written atomically (p3/base/file_util.h). Errors name the file.
 absl::Status WriteStateDict(const StateDict& state, const std::string& path);
 
 // ModuleState(module) written by WriteStateDict.

@@ -16,7 +16,7 @@
 #include "models/small_cnn.h"
 #include "models/transformer.h"
 #include "models/vgg.h"
-#include "p3/status_macros.h"
+#include "p3/base/status_macros.h"
 
 namespace p3::models {
 namespace {

@@ -11,7 +11,7 @@
 //   p3::models::ModelOptions options;
 //   options.name = "mlp";
 //   options.seed = 7;
-//   P3_ASSIGN_OR_RETURN(std::shared_ptr<p3::models::BlockModel> model,   // p3/status_macros.h
+//   P3_ASSIGN_OR_RETURN(std::shared_ptr<p3::models::BlockModel> model,   // p3/base/status_macros.h
 //                       p3::models::CreateModel(options));
 //   torch::Tensor logits = model->forward(torch::randn({4, 12}));
 #ifndef P3_MODELS_ZOO_H_

@@ -44,7 +44,7 @@
 
 namespace p3::config {
 
-// The values `mode` may take: the cluster modes of p3/mode.h (p3::kModeNames) and
+// The values `mode` may take: the cluster modes of p3/core/mode.h (p3::kModeNames) and
 // kPipelineMode.
 // "local" trains in one process without servers: it ignores the cluster but uses
 // training.batch_size * cluster.workers as its batch, so that a local run sees the same
@@ -58,7 +58,7 @@ inline constexpr const char* kPipelineWeights[] = {"spectrain", "pipedream", "st
 // The values pipeline.schedule may take ("interleaved_1f1b" is refused as not implemented).
 inline constexpr const char* kPipelineSchedules[] = {"1f1b", "gpipe", "interleaved_1f1b"};
 inline constexpr const char* kPlacements[] = {"colocated", "separate"};
-// scheduling.wire_dtype (p3/wire_dtype.h's names).
+// scheduling.wire_dtype (p3/core/wire_dtype.h's names).
 inline constexpr const char* kWireDTypes[] = {"float32", "bfloat16", "float16"};
 inline constexpr const char* kDatasets[] = {"fashion_mnist", "synthetic", "synthetic_tokens"};
 inline constexpr const char* kOptimizers[] = {"sgd", "adam"};
@@ -80,7 +80,7 @@ bool CreditBytesAuto(const ExperimentConfig& config);
 // 40000 and 0 -- the same on every process, so that they still agree on the plan.
 int64_t EffectiveSliceParams(const ExperimentConfig& config);
 // scheduling.owner_params, or with online_search and no stripes given the ones its search
-// needs (p3/slice_search.h: 4 x the slice size, at most 1000000); 0: none.
+// needs (p3/core/slice_search.h: 4 x the slice size, at most 1000000); 0: none.
 int64_t EffectiveOwnerParams(const ExperimentConfig& config);
 // Why this config cannot re-plan its slices (scheduling.online_search): its mode has no
 // slices returned with their values on the push, its wire is float16, or it checkpoints;

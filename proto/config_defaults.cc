@@ -6,8 +6,8 @@
 #include "proto/config.h"
 
 #include "absl/strings/str_cat.h"
-#include "p3/mode.h"
-#include "p3/slice_search.h"
+#include "p3/core/mode.h"
+#include "p3/core/slice_search.h"
 
 namespace p3::config {
 namespace {

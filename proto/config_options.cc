@@ -1,8 +1,8 @@
 #include "proto/config_options.h"
 
 #include "absl/strings/str_cat.h"
-#include "p3/file_util.h"
-#include "p3/status_macros.h"
+#include "p3/base/file_util.h"
+#include "p3/base/status_macros.h"
 
 namespace p3 {
 namespace {

@@ -7,7 +7,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "p3/optimizer.h"
+#include "p3/core/optimizer.h"
 #include "proto/config.pb.h"
 
 namespace p3 {

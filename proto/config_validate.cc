@@ -15,9 +15,9 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
-#include "p3/lr_schedule.h"
-#include "p3/mode.h"
-#include "p3/optimizer.h"
+#include "p3/core/lr_schedule.h"
+#include "p3/core/mode.h"
+#include "p3/core/optimizer.h"
 #include "proto/config.h"
 #include "proto/config_options.h"
 
@@ -171,7 +171,7 @@ absl::Status ValidateConfig(const ExperimentConfig& config) {
 
   const OptimizerConfig& optimizer = config.optimizer();
   check.OneOf("optimizer.name", optimizer.name(), kOptimizers);
-  // The ranges are the optimizer's own (p3/optimizer.h), checked in one place.
+  // The ranges are the optimizer's own (p3/core/optimizer.h), checked in one place.
   OptimizerOptions optimizer_options = OptimizerFromConfig(config);
   // An unknown schedule name is reported alone, not with its fields judged as "constant".
   if (!IsOneOf(optimizer.schedule().name(), kLrScheduleNames)) {
@@ -180,7 +180,7 @@ absl::Status ValidateConfig(const ExperimentConfig& config) {
   const absl::Status optimizer_ranges = ValidateOptimizerOptions(optimizer_options);
   if (!optimizer_ranges.ok()) check.AddLines(std::string(optimizer_ranges.message()));
   if (optimizer.has_schedule()) {
-    // The ranges are the schedule's own (p3/lr_schedule.h, through the optimizer's
+    // The ranges are the schedule's own (p3/core/lr_schedule.h, through the optimizer's
     // validation above); here what only the config can tell: the name, and which
     // optional fields were given.
     const LrScheduleConfig& schedule = optimizer.schedule();

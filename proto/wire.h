@@ -14,7 +14,7 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
-#include "p3/cluster_signature.h"
+#include "p3/core/cluster_signature.h"
 #include "proto/p3.pb.h"
 
 namespace p3 {

@@ -4,8 +4,8 @@
 #include <optional>
 
 #include "absl/strings/str_cat.h"
-#include "p3/status_macros.h"
-#include "p3/wire_dtype.h"
+#include "p3/base/status_macros.h"
+#include "p3/core/wire_dtype.h"
 #include "proto/wire.h"
 
 namespace p3 {

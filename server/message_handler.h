@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "p3/parameter_shard.h"
+#include "p3/core/parameter_shard.h"
 #include "proto/p3.pb.h"
 #include "proto/wire_codec.h"
 
@@ -40,7 +40,7 @@ absl::StatusOr<HelloResult> HandleHello(ParameterShard* shard, const wire::Hello
 absl::Status CheckRejoinHello(const ParameterShard& shard, const wire::Hello& hello,
                               int server_index);
 
-// A worker's buffers in shared memory (p3/shared_memory.h), mapped by this server: a
+// A worker's buffers in shared memory (p3/core/shared_memory.h), mapped by this server: a
 // slice message with shared_count names values there instead of carrying them.
 // Slices are located in them by the shard's current plan (ParameterShard::SliceSpan).
 struct SharedValues {

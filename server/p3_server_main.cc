@@ -12,10 +12,10 @@
 #include "absl/flags/parse.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
-#include "p3/allocator.h"
-#include "p3/checkpoint.h"
-#include "p3/file_util.h"
-#include "p3/wire_dtype.h"
+#include "p3/base/allocator.h"
+#include "p3/core/checkpoint.h"
+#include "p3/base/file_util.h"
+#include "p3/core/wire_dtype.h"
 #include "proto/config.h"
 #include "proto/config_options.h"
 #include "server/parameter_server.h"
@@ -27,7 +27,7 @@ ABSL_FLAG(std::string, port_file, "", "where to write the bound port");
 ABSL_FLAG(std::string, trace_file, "", "where to write this server's timeline (Chrome trace JSON)");
 
 int main(int argc, char** argv) {
-  // Before any thread: large messages without page faults (p3/allocator.h).
+  // Before any thread: large messages without page faults (p3/base/allocator.h).
   if (absl::Status tuned = p3::TuneAllocatorForLargeMessages({.one_arena = true}); !tuned.ok()) {
     std::cerr << "p3_server: " << tuned.message() << " (continuing)\n";
   }

@@ -23,7 +23,7 @@
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
-#include "p3/parameter_shard.h"
+#include "p3/core/parameter_shard.h"
 
 ABSL_FLAG(int, workers, 4, "number of workers (gradients per slice and iteration)");
 ABSL_FLAG(int64_t, slice_params, 40000, "values per slice");

@@ -51,9 +51,9 @@
 #include "absl/time/time.h"
 #include "models/model.h"
 #include "nlohmann/json.hpp"
-#include "p3/allocator.h"
-#include "p3/file_util.h"
-#include "p3/status_macros.h"
+#include "p3/base/allocator.h"
+#include "p3/base/file_util.h"
+#include "p3/base/status_macros.h"
 #include "tools/launcher/netem.h"
 #include "tools/launcher/process_supervisor.h"
 #include "worker/worker.h"
@@ -408,7 +408,7 @@ absl::StatusOr<nlohmann::json> Run() {
 }  // namespace p3::tools
 
 int main(int argc, char** argv) {
-  // As p3_worker and p3_server do, before any thread (p3/allocator.h).
+  // As p3_worker and p3_server do, before any thread (p3/base/allocator.h).
   if (absl::Status tuned = p3::TuneAllocatorForLargeMessages(); !tuned.ok()) {
     std::cerr << "bench_streaming: " << tuned.message() << " (continuing)\n";
   }

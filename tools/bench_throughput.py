@@ -62,7 +62,7 @@ PY = "/usr/bin/python3"
 PARAMS = {"resnet50": 25557032, "vgg19": 143667240, "vgg16": 138357544,
           "seq2seq_lstm": 58114816, "transformer": 76938496, "inception_v3": 27161264}
 TOKEN_MODELS = ("seq2seq_lstm", "transformer")
-# The allocator settings p3's binaries make for themselves (p3/allocator.h), given to the
+# The allocator settings p3's binaries make for themselves (p3/base/allocator.h), given to the
 # DDP peer's Python processes so that neither side pays page faults the other does not.
 GLIBC_TUNABLES = "glibc.malloc.mmap_max=0:glibc.malloc.trim_threshold=1073741824"
 TCP_GOODPUT = 0.957  # payload share of a tbf-shaped link (docs/network.md)

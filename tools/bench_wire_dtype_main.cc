@@ -1,4 +1,4 @@
-// Measures the 16-bit wire conversions (p3/wire_dtype.h) on this machine: for a block of
+// Measures the 16-bit wire conversions (p3/core/wire_dtype.h) on this machine: for a block of
 // float32 values as large as a slice, the median over --runs runs of GB/s of float32
 // bytes converted, with memcpy of the same float32 bytes beside it for scale (all
 // measured in one run, interleaved, so the machine's load affects all alike).
@@ -18,8 +18,8 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/match.h"
-#include "p3/stats.h"
-#include "p3/wire_dtype.h"
+#include "p3/base/stats.h"
+#include "p3/core/wire_dtype.h"
 
 namespace {
 

@@ -15,16 +15,16 @@ gen=bazel-bin
 case "$target" in
   shard)
     srcs=(tests/fuzz/shard_fuzz.cc server/message_handler.cc proto/wire.cc proto/wire_codec.cc
-          p3/parameter_shard.cc p3/slice_plan.cc p3/optimizer.cc p3/lr_schedule.cc
-          p3/checkpoint.cc p3/cluster_signature.cc p3/file_util.cc "$gen/proto/p3.pb.cc")
+          p3/core/parameter_shard.cc p3/core/slice_plan.cc p3/core/optimizer.cc p3/core/lr_schedule.cc
+          p3/core/checkpoint.cc p3/core/cluster_signature.cc p3/base/file_util.cc "$gen/proto/p3.pb.cc")
     libs=(-lgrpc++ -lgrpc -lgpr) ;;
   wire_codec)
     srcs=(tests/fuzz/wire_codec_fuzz.cc proto/wire_codec.cc "$gen/proto/p3.pb.cc")
     libs=(-lgrpc++ -lgrpc -lgpr) ;;
   config)
     srcs=(tests/fuzz/config_fuzz.cc proto/config.cc proto/config_defaults.cc
-          proto/config_validate.cc proto/config_layout.cc proto/config_options.cc p3/optimizer.cc
-          p3/lr_schedule.cc p3/file_util.cc p3/mode.cc "$gen/proto/config.pb.cc")
+          proto/config_validate.cc proto/config_layout.cc proto/config_options.cc p3/core/optimizer.cc
+          p3/core/lr_schedule.cc p3/base/file_util.cc p3/core/mode.cc "$gen/proto/config.pb.cc")
     libs=() ;;
   *) echo "unknown target $target; allowed: shard, config, wire_codec" >&2; exit 2 ;;
 esac

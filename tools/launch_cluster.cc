@@ -48,7 +48,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "p3/file_util.h"
+#include "p3/base/file_util.h"
 #include "proto/config.h"
 #include "proto/config.pb.h"
 #include "tools/cpp/runfiles/runfiles.h"

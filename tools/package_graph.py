@@ -21,9 +21,11 @@ import sys
 # followed by "/".
 LAYERS = [
     ("data", ["configs"]),
-    ("core", ["p3"]),
+    ("base", ["p3/base"]),
+    ("core", ["p3/core"]),
     ("protocol and config", ["proto"]),
     ("models and data", ["models"]),
+    ("model config", ["models/config"]),
     ("edges and engines", ["server", "worker", "p3/pipeline", "p3/sim"]),
     ("tool libraries", ["tools/launcher"]),
     ("tools", ["tools"]),
@@ -51,7 +53,7 @@ def packages(root):
 
 
 def layer_of(package):
-    # The longest matching entry wins: p3/pipeline is not in p3's layer.
+    # The longest matching entry wins: models/config is not in models' layer.
     candidates = [(len(m), i) for i, (_, ms) in enumerate(LAYERS) for m in ms
                   if package == m or package.startswith(m + "/")]
     return max(candidates)[1] if candidates else None

@@ -15,7 +15,7 @@
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
-#include "p3/file_util.h"
+#include "p3/base/file_util.h"
 #include "p3/pipeline/runner.h"
 #include "proto/config.h"
 

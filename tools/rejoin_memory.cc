@@ -29,11 +29,11 @@
 #include "absl/flags/parse.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "p3/allocator.h"
-#include "p3/shared_memory.h"
-#include "p3/slice_plan.h"
-#include "p3/version_tracker.h"
-#include "p3/worker_core.h"
+#include "p3/base/allocator.h"
+#include "p3/core/shared_memory.h"
+#include "p3/core/slice_plan.h"
+#include "p3/core/version_tracker.h"
+#include "p3/core/worker_core.h"
 #include "server/parameter_server.h"
 #include "worker/server_connection.h"
 
@@ -248,7 +248,7 @@ int Run() {
 }  // namespace p3
 
 int main(int argc, char** argv) {
-  // As p3_server does: glibc keeps freed memory for large messages (p3/allocator.h), so
+  // As p3_server does: glibc keeps freed memory for large messages (p3/base/allocator.h), so
   // RSS is a high-water mark here as there.
   if (absl::Status tuned = p3::TuneAllocatorForLargeMessages(); !tuned.ok()) {
     std::cerr << "rejoin_memory: " << tuned.message() << " (continuing)\n";

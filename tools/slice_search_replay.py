@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Replays decision rules of the online slice-size search on recorded iteration times.
 
-The online search (p3/slice_search.h) times a few candidate slice sizes for 3 iterations
+The online search (p3/core/slice_search.h) times a few candidate slice sizes for 3 iterations
 each and keeps the fastest. Whether 3 iterations can pick well depends on how iteration
 times vary on the host. This tool answers it offline, from real runs at fixed sizes
 (docs/results/online_search_iterations.csv: worker 0's time per iteration in 45 ResNet-50

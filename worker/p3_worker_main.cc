@@ -14,8 +14,8 @@
 #include "absl/flags/parse.h"
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
-#include "p3/allocator.h"
-#include "p3/file_util.h"
+#include "p3/base/allocator.h"
+#include "p3/base/file_util.h"
 #include "proto/config.h"
 #include "proto/config_options.h"
 #include "worker/trainer.h"
@@ -41,7 +41,7 @@ absl::Status MaybeWriteFile(const std::string& path, const std::string& text) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  // Before any thread: large messages without page faults (p3/allocator.h).
+  // Before any thread: large messages without page faults (p3/base/allocator.h).
   if (absl::Status tuned = p3::TuneAllocatorForLargeMessages(); !tuned.ok()) {
     std::cerr << "p3_worker: " << tuned.message() << " (continuing)\n";
   }

@@ -26,11 +26,11 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "p3/cluster_signature.h"
-#include "p3/link_queue.h"
-#include "p3/slice_plan.h"
-#include "p3/trace.h"
-#include "p3/worker_core.h"
+#include "p3/core/cluster_signature.h"
+#include "p3/core/link_queue.h"
+#include "p3/core/slice_plan.h"
+#include "p3/base/trace.h"
+#include "p3/core/worker_core.h"
 #include <grpcpp/channel.h>
 
 #include "proto/p3.pb.h"
@@ -49,7 +49,7 @@ struct ConnectionOptions {
   // Priority order (else FIFO). Default: true.
   bool priority = true;
   // The send order shared with this worker's other connections over the same network
-  // link (p3/link_queue.h): one priority order and one credit across them. Not owned;
+  // link (p3/core/link_queue.h): one priority order and one credit across them. Not owned;
   // must outlive the connection. A connection whose values go through shared memory does
   // not use the link and orders its messages alone. Null: a queue of its own. Default:
   // null.
@@ -70,7 +70,7 @@ struct ConnectionOptions {
   int64_t max_message_params = kDefaultMaxMessageParams;
   // Timeline of writes and receives; not owned, may be null. Default: none.
   TraceRecorder* trace = nullptr;
-  // Shared memory holding this worker's parameters and gradients (p3/shared_memory.h),
+  // Shared memory holding this worker's parameters and gradients (p3/core/shared_memory.h),
   // offered to the server in the Hello: a server on the same machine maps it, and from
   // then on the values travel through it. Empty name: no offer. Default: none.
   std::string shared_memory_name;

@@ -16,17 +16,17 @@
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "models/data.h"
-#include "models/from_config.h"
+#include "models/config/from_config.h"
 #include "models/model.h"
 #include "models/sampler.h"
 #include "models/state_dict.h"
 #include "models/zoo.h"
-#include "p3/lr_schedule.h"
-#include "p3/mode.h"
-#include "p3/progress.h"
-#include "p3/stats.h"
-#include "p3/status_macros.h"
-#include "p3/wire_dtype.h"
+#include "p3/core/lr_schedule.h"
+#include "p3/core/mode.h"
+#include "p3/base/progress.h"
+#include "p3/base/stats.h"
+#include "p3/base/status_macros.h"
+#include "p3/core/wire_dtype.h"
 #include "proto/config.h"
 #include "proto/config_options.h"
 #include "worker/worker.h"
@@ -175,7 +175,7 @@ absl::StatusOr<double> Step(Backend& backend, const models::Batch& batch, int64_
   try {
     torch::Tensor loss;
     if (backend.worker == nullptr) {
-      // The rate of this iteration, as the servers compute it (p3/lr_schedule.h).
+      // The rate of this iteration, as the servers compute it (p3/core/lr_schedule.h).
       const double lr =
           ScheduledLr(backend.local_options.schedule, backend.local_options.lr, iteration);
       for (torch::optim::OptimizerParamGroup& group : backend.local_optimizer->param_groups()) {
@@ -197,7 +197,7 @@ absl::StatusOr<double> Step(Backend& backend, const models::Batch& batch, int64_
   }
 }
 
-// Writes the PROGRESS line (p3/progress.h) every `log_every` iterations and after the
+// Writes the PROGRESS line (p3/base/progress.h) every `log_every` iterations and after the
 // last, with this process's traffic since the previous line.
 class ProgressReporter {
  public:

@@ -18,10 +18,10 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "p3/mode.h"
-#include "p3/optimizer.h"
-#include "p3/slice_search.h"
-#include "p3/trace.h"
+#include "p3/core/mode.h"
+#include "p3/core/optimizer.h"
+#include "p3/core/slice_search.h"
+#include "p3/base/trace.h"
 #include "proto/config.pb.h"
 #include "worker/worker.h"
 

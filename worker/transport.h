@@ -1,12 +1,12 @@
 // The seam between the worker and the way it talks to one server: the worker's protocol
-// state is a WorkerCore (p3/worker_core.h), which says what to send; a Transport carries
+// state is a WorkerCore (p3/core/worker_core.h), which says what to send; a Transport carries
 // those messages to one server and hands what comes back to a TransportListener. The
 // gRPC stream (worker/server_connection.h) is the implementation; with a server on the
-// same machine it moves the values through shared memory (p3/shared_memory.h) and only
+// same machine it moves the values through shared memory (p3/core/shared_memory.h) and only
 // descriptors over the stream.
 //
 // A Transport keeps at most one write in flight and orders the rest in a lane of the send queue
-// (p3/link_queue.h); the values of Init and Gradient messages are read from the
+// (p3/core/link_queue.h); the values of Init and Gradient messages are read from the
 // WorkerCore (WorkerCore::Values) right before they are written, off the training thread.
 //
 // Example:
@@ -31,7 +31,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
-#include "p3/worker_core.h"
+#include "p3/core/worker_core.h"
 
 namespace p3 {
 

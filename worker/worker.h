@@ -14,7 +14,7 @@
 //   options.num_workers = 4;                       // mode: p3 by default
 //   P3_ASSIGN_OR_RETURN(auto model, p3::models::CreateModel({.name = "resnet50"}));
 //   P3_ASSIGN_OR_RETURN(auto worker, p3::Worker::Create(options, model));
-//   for (int64_t it = 0; it < iterations; ++it) {     // (macros: p3/status_macros.h)
+//   for (int64_t it = 0; it < iterations; ++it) {     // (macros: p3/base/status_macros.h)
 //     Batch batch = data->Get(sampler.Indices(it));
 //     P3_ASSIGN_OR_RETURN(torch::Tensor out, worker->Forward(batch.input));
 //     P3_RETURN_IF_ERROR(worker->Backward(model->Loss(out, batch.target)));
@@ -36,10 +36,10 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "p3/mode.h"
-#include "p3/slice_plan.h"
-#include "p3/trace.h"
-#include "p3/wire_dtype.h"
+#include "p3/core/mode.h"
+#include "p3/core/slice_plan.h"
+#include "p3/base/trace.h"
+#include "p3/core/wire_dtype.h"
 
 namespace p3 {
 namespace models {
@@ -68,7 +68,7 @@ struct WorkerOptions {
   // parts (docs/protocol.md). Default: 1,048,576.
   int64_t max_message_params = kDefaultMaxMessageParams;
   // Bytes of messages that may be handed to the streams and not yet written, over all
-  // streams that cross the network (p3/link_queue.h: they share one priority order and
+  // streams that cross the network (p3/core/link_queue.h: they share one priority order and
   // this credit); one message is always allowed, however large. 0: one message at a time
   // on the link. Default: 0.
   int64_t credit_bytes = 0;
@@ -78,7 +78,7 @@ struct WorkerOptions {
   // be configured the same (the handshake refuses a mismatch). Default: float32.
   WireDType wire_dtype = WireDType::kFloat32;
   // Servers on this worker's machine (indices into `servers`): the worker's parameters
-  // and gradients live in shared memory (p3/shared_memory.h) that these servers map, so
+  // and gradients live in shared memory (p3/core/shared_memory.h) that these servers map, so
   // that slice values between them never cross a socket; only descriptors go over the
   // stream. A server that cannot map it (another machine after all, a full /dev/shm)
   // gets the values over the stream, with a warning on stderr. Empty: none. Default: none.
@@ -87,7 +87,7 @@ struct WorkerOptions {
   // run with an error. Default: 60 s.
   absl::Duration peer_timeout = absl::Seconds(60);
   // A wait for parameters longer than this is logged on stderr with the server and slices
-  // it waits for, and again every stall_report while it lasts (p3/stall_report.h); zero:
+  // it waits for, and again every stall_report while it lasts (p3/core/stall_report.h); zero:
   // no reports. Default: 10 s.
   absl::Duration stall_report = absl::Seconds(10);
   // This process replaces a worker of the same rank that died (launch_cluster

@@ -14,7 +14,7 @@
 #include "p3/pipeline/schedule.h"
 #include "p3/pipeline/stage_engine.h"
 #include "p3/pipeline/torch_errors.h"
-#include "p3/status_macros.h"
+#include "p3/base/status_macros.h"
 
 namespace p3::pipeline {
 namespace {

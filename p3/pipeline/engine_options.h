@@ -18,7 +18,7 @@
 #include "p3/pipeline/schedule.h"
 #include "p3/pipeline/stage_sgd.h"
 #include "p3/pipeline/stage_timer.h"
-#include "p3/trace.h"
+#include "p3/base/trace.h"
 
 namespace p3::pipeline {
 

@@ -1,7 +1,7 @@
 #include "p3/pipeline/run_config.h"
 
 #include "p3/pipeline/schedule.h"
-#include "p3/status_macros.h"
+#include "p3/base/status_macros.h"
 #include "proto/config_options.h"
 
 namespace p3::pipeline {

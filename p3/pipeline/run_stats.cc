@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "p3/stats.h"
+#include "p3/base/stats.h"
 
 namespace p3::pipeline {
 

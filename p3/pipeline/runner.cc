@@ -14,7 +14,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "models/data.h"
-#include "models/from_config.h"
+#include "models/config/from_config.h"
 #include "models/model.h"
 #include "models/sampler.h"
 #include "models/zoo.h"
@@ -25,9 +25,9 @@
 #include "p3/pipeline/run_stats.h"
 #include "p3/pipeline/schedule.h"
 #include "p3/pipeline/torch_errors.h"
-#include "p3/progress.h"
-#include "p3/status_macros.h"
-#include "p3/trace.h"
+#include "p3/base/progress.h"
+#include "p3/base/status_macros.h"
+#include "p3/base/trace.h"
 
 namespace p3::pipeline {
 namespace {

@@ -44,7 +44,7 @@
 namespace p3::pipeline {
 
 struct RunOptions {
-  // Where PROGRESS (p3/progress.h) and EPOCH (FormatEpochLine()) lines go; null for
+  // Where PROGRESS (p3/base/progress.h) and EPOCH (FormatEpochLine()) lines go; null for
   // none. Default: none.
   std::ostream* progress = nullptr;
 };

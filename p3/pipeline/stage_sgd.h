@@ -10,7 +10,7 @@
 //   w = w - lr * d
 // (into buffers kept from step to step: the same arithmetic, no allocation per step).
 // The rate of the update number t (0 for the first) is ScheduledLr(schedule, lr, t)
-// (p3/lr_schedule.h), as the servers and mode `local` take it; SpecTrain's prediction s
+// (p3/core/lr_schedule.h), as the servers and mode `local` take it; SpecTrain's prediction s
 // updates ahead uses the rates of those s updates, lr(t) + ... + lr(t+s-1) in place of
 // s * lr (exactly s * lr under the constant schedule).
 // v (velocity()) is `buf` as torch keeps it; with momentum 0 torch keeps no buffer, and v
@@ -48,8 +48,8 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "p3/lr_schedule.h"
-#include "p3/optimizer.h"
+#include "p3/core/lr_schedule.h"
+#include "p3/core/optimizer.h"
 
 namespace p3::pipeline {
 

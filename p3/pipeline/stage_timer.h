@@ -1,6 +1,6 @@
 // Where a pipeline stage's thread spends its time: each stretch of work is charged to one
 // kind (forward, backward, update, weights, wait) and, when a trace is recorded, becomes
-// an event on the stage's track of the Chrome trace (p3/trace.h), so that one can see per
+// an event on the stage's track of the Chrome trace (p3/base/trace.h), so that one can see per
 // stage what overlaps and what waits. The thread's CPU time over the whole Train() call
 // is measured too: on a machine where the stages compete for cores, CPU time below the
 // busy wall-clock time is time the thread was ready but had no core.
@@ -21,7 +21,7 @@
 
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
-#include "p3/trace.h"
+#include "p3/base/trace.h"
 
 namespace p3::pipeline {
 

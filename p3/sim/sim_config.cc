@@ -7,7 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "nlohmann/json.hpp"
-#include "p3/wire_dtype.h"
+#include "p3/core/wire_dtype.h"
 #include "proto/config.h"
 
 namespace p3::sim {

@@ -16,12 +16,12 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "nlohmann/json.hpp"
-#include "p3/cluster_signature.h"
-#include "p3/link_queue.h"
-#include "p3/parameter_shard.h"
+#include "p3/core/cluster_signature.h"
+#include "p3/core/link_queue.h"
+#include "p3/core/parameter_shard.h"
 #include "p3/sim/fluid.h"
-#include "p3/version_tracker.h"
-#include "p3/worker_core.h"
+#include "p3/core/version_tracker.h"
+#include "p3/core/worker_core.h"
 
 namespace p3::sim {
 

@@ -1,5 +1,5 @@
 // A discrete-event simulator of one stream of training iterations on a cluster of
-// parameter servers (every mode of p3/mode.h) or of ring all-reduce with DDP's bucketing.
+// parameter servers (every mode of p3/core/mode.h) or of ring all-reduce with DDP's bucketing.
 //
 // It runs the real scheduling core on a simulated clock: the real SlicePlan, one real
 // LinkSendQueue per process deciding which message each connection writes next (and the
@@ -32,10 +32,10 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "p3/mode.h"
-#include "p3/slice_plan.h"
-#include "p3/trace.h"
-#include "p3/wire_dtype.h"
+#include "p3/core/mode.h"
+#include "p3/core/slice_plan.h"
+#include "p3/base/trace.h"
+#include "p3/core/wire_dtype.h"
 
 namespace p3::sim {
 
@@ -165,7 +165,7 @@ struct SimOptions {
   bool shared_memory = true;
   // Link rate per machine and direction, Gbit/s; 0: loopback (no emulation). Default: 1.
   double bandwidth_gbps = 1.0;
-  // Slicing (p3/slice_plan.h), message parts and credit (p3/link_queue.h), as in the
+  // Slicing (p3/core/slice_plan.h), message parts and credit (p3/core/link_queue.h), as in the
   // config's `scheduling`. Defaults: the config's.
   int64_t slice_params = kDefaultSliceParams;
   int64_t split_threshold = kDefaultSplitThreshold;

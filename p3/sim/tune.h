@@ -28,7 +28,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "p3/mode.h"
+#include "p3/core/mode.h"
 #include "p3/sim/simulator.h"
 
 namespace p3::sim {

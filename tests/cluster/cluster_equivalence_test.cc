@@ -20,13 +20,13 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "models/model.h"
-#include "p3/checkpoint.h"
-#include "p3/lr_schedule.h"
-#include "p3/mode.h"
-#include "p3/optimizer.h"
-#include "p3/slice_plan.h"
-#include "p3/trace.h"
-#include "p3/wire_dtype.h"
+#include "p3/core/checkpoint.h"
+#include "p3/core/lr_schedule.h"
+#include "p3/core/mode.h"
+#include "p3/core/optimizer.h"
+#include "p3/core/slice_plan.h"
+#include "p3/base/trace.h"
+#include "p3/core/wire_dtype.h"
 #include "proto/p3.pb.h"
 #include "proto/raw_train.h"
 #include "proto/wire_codec.h"
@@ -314,7 +314,7 @@ double RelativeError(const torch::Tensor& a, const torch::Tensor& b) {
   return ((a - b).norm() / b.norm()).item<double>();
 }
 
-// Every cluster mode of p3/mode.h, so that a new one is covered when it is added.
+// Every cluster mode of p3/core/mode.h, so that a new one is covered when it is added.
 std::vector<Mode> ClusterModes() {
   std::vector<Mode> modes;
   for (const char* name : kModeNames) {

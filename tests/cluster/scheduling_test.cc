@@ -1,5 +1,5 @@
 // Pins what makes P3 differ from the baseline, with the real Worker and ParameterServer
-// on loopback (OS-chosen ports), read from the worker's trace (p3/trace.h):
+// on loopback (OS-chosen ports), read from the worker's trace (p3/base/trace.h):
 //   - per-block gating: the next forward's first block runs before the last block's new
 //     values have arrived (no_overlap: after all of them);
 //   - priority: gradients queued while a write is held are written highest priority
@@ -32,7 +32,7 @@
 #include "absl/strings/match.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "p3/trace.h"
+#include "p3/base/trace.h"
 #include "proto/p3.grpc.pb.h"
 #include "proto/wire.h"
 #include "server/parameter_server.h"
@@ -449,7 +449,7 @@ CATCH_TEST_CASE(
   RunResult run =
       Run({.mode = Mode::kP3, .hold_backward = true, .servers = 2}, "priority_p3_two_servers");
   CATCH_REQUIRE(run.status.ok());
-  // The two connections share the link (p3/link_queue.h, credit 0): while the first
+  // The two connections share the link (p3/core/link_queue.h, credit 0): while the first
   // gradient is held on one, the other writes nothing either, and afterwards the writes
   // of both go in one order, highest priority first, alternating between the servers as
   // the slices do (slice i belongs to server i mod 2).

@@ -25,8 +25,8 @@
 #include <grpcpp/support/byte_buffer.h>
 #include <grpcpp/support/slice.h>
 
-#include "p3/parameter_shard.h"
-#include "p3/wire_dtype.h"
+#include "p3/core/parameter_shard.h"
+#include "p3/core/wire_dtype.h"
 #include "proto/p3.pb.h"
 #include "proto/wire.h"
 #include "proto/wire_codec.h"

@@ -8,7 +8,7 @@
 #include <filesystem>
 #include <string>
 
-#include "p3/file_util.h"
+#include "p3/base/file_util.h"
 #include "tests/testing/temp_dir.h"
 
 namespace p3::models {

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "p3/wire_dtype.h"
+#include "p3/core/wire_dtype.h"
 #include "proto/wire.h"
 #include "proto/wire_codec.h"
 

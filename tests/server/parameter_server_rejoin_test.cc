@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "absl/synchronization/mutex.h"
-#include "p3/version_tracker.h"
-#include "p3/worker_core.h"
+#include "p3/core/version_tracker.h"
+#include "p3/core/worker_core.h"
 #include "server/parameter_server.h"
 #include "worker/server_connection.h"
 

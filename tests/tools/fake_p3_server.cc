@@ -42,7 +42,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "p3/file_util.h"
+#include "p3/base/file_util.h"
 #include "proto/config.h"
 #include "tests/tools/fake_common.h"
 

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "absl/strings/match.h"
-#include "p3/file_util.h"
+#include "p3/base/file_util.h"
 #include "proto/config.h"
 #include "tests/testing/temp_dir.h"
 #include "tools/launcher/backends.h"

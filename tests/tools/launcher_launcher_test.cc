@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "absl/strings/match.h"
-#include "p3/file_util.h"
+#include "p3/base/file_util.h"
 #include "proto/config.h"
 #include "tests/testing/temp_dir.h"
 

@@ -7,7 +7,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_join.h"
-#include "p3/slice_search.h"
+#include "p3/core/slice_search.h"
 #include "proto/config.h"
 #include "tests/testing/temp_dir.h"
 

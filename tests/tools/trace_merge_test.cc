@@ -30,7 +30,7 @@ std::string ReadFile(const std::string& path) {
   return text.str();
 }
 
-// As p3/trace.h writes them: metadata first, then complete events.
+// As p3/base/trace.h writes them: metadata first, then complete events.
 constexpr char kWorkerTrace[] =
     R"({"displayTimeUnit": "ms", "otherData": {"dropped_events": 2}, "traceEvents": [
 {"ph": "M", "name": "process_name", "pid": 100, "tid": 0, "args": {"name": "worker 0"}},

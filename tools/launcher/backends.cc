@@ -8,8 +8,8 @@
 #include <system_error>
 
 #include "absl/strings/str_cat.h"
-#include "p3/file_util.h"
-#include "p3/status_macros.h"
+#include "p3/base/file_util.h"
+#include "p3/base/status_macros.h"
 #include "proto/config.h"
 
 namespace p3::tools::launcher {

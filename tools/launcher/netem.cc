@@ -28,7 +28,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
-#include "p3/status_macros.h"
+#include "p3/base/status_macros.h"
 
 namespace p3::tools {
 namespace {

@@ -11,7 +11,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
-#include "p3/status_macros.h"
+#include "p3/base/status_macros.h"
 
 namespace p3::tools::launcher {
 

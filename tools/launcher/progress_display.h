@@ -1,5 +1,5 @@
 // What the launcher prints while a run goes on: its "[p3] ..." messages and rank 0's
-// progress, read from the PROGRESS lines (p3/progress.h) of rank 0's log, with every
+// progress, read from the PROGRESS lines (p3/base/progress.h) of rank 0's log, with every
 // worker's latest iteration (from their logs) at the end.
 //
 // On a terminal the progress is one line redrawn in place (at most once a second
@@ -26,7 +26,7 @@
 #include <vector>
 
 #include "absl/time/time.h"
-#include "p3/progress.h"
+#include "p3/base/progress.h"
 
 namespace p3::tools::launcher {
 

@@ -8,8 +8,8 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
-#include "p3/file_util.h"
-#include "p3/status_macros.h"
+#include "p3/base/file_util.h"
+#include "p3/base/status_macros.h"
 
 namespace p3::tools {
 namespace {

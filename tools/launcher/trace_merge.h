@@ -1,6 +1,6 @@
 // Merging the Chrome trace-event JSON files of a run's processes into one timeline.
 //
-// Each worker and server writes its own trace (p3/trace.h) with a distinct pid (workers
+// Each worker and server writes its own trace (p3/base/trace.h) with a distinct pid (workers
 // 100 + rank, servers 200 + index); timestamps are microseconds of the wall clock, so the
 // files merge by concatenating their `traceEvents` arrays. Every event is kept, metadata
 // events such as process_name / thread_name included, with its members in file order

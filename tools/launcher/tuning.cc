@@ -12,10 +12,10 @@
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
-#include "p3/mode.h"
+#include "p3/core/mode.h"
 #include "p3/sim/sim_config.h"
 #include "p3/sim/simulator.h"
-#include "p3/slice_search.h"
+#include "p3/core/slice_search.h"
 #include "proto/config.h"
 
 namespace p3::tools::launcher {
@@ -177,7 +177,7 @@ void DecideOnlineSearch(const config::ExperimentConfig& config, TuningReport* r)
   const config::SchedulingConfig& scheduling = config.scheduling();
   r->online_search_in_config = scheduling.has_online_search();
   if (!r->online_search_in_config && !r->slice_auto) return;  // not asked for
-  // What the workers will search (p3/slice_search.h), from the size every process gets.
+  // What the workers will search (p3/core/slice_search.h), from the size every process gets.
   const int64_t owner = scheduling.owner_params() > 0 ? scheduling.owner_params()
                                                       : SliceSearchOwnerParams(r->slice_params);
   const std::vector<int64_t> candidates = SliceSearchCandidates(r->slice_params, owner);

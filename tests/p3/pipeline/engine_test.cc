@@ -30,8 +30,8 @@
 #include "p3/pipeline/profile.h"
 #include "p3/pipeline/schedule.h"
 #include "p3/pipeline/stage_sgd.h"
-#include "p3/status_macros.h"
-#include "p3/trace.h"
+#include "p3/base/status_macros.h"
+#include "p3/base/trace.h"
 #include "tests/p3/pipeline/pipeline_test_util.h"
 
 namespace p3::pipeline {

@@ -20,7 +20,7 @@
 #include "models/zoo.h"
 #include "p3/pipeline/engine.h"
 #include "p3/pipeline/schedule.h"
-#include "p3/status_macros.h"
+#include "p3/base/status_macros.h"
 #include "tests/p3/pipeline/pipeline_test_util.h"
 
 namespace p3::pipeline {

@@ -25,7 +25,7 @@
 #include "models/zoo.h"
 #include "p3/pipeline/engine.h"
 #include "p3/pipeline/stage_memory.h"
-#include "p3/status_macros.h"
+#include "p3/base/status_macros.h"
 #include "tests/p3/pipeline/pipeline_test_util.h"
 
 namespace p3::pipeline {

@@ -19,7 +19,7 @@
 #include "absl/strings/str_split.h"
 #include "p3/pipeline/run_config.h"
 #include "p3/pipeline/schedule.h"
-#include "p3/progress.h"
+#include "p3/base/progress.h"
 #include "proto/config.h"
 
 namespace p3::pipeline {

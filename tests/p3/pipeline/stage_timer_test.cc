@@ -6,7 +6,7 @@
 #include <string>
 #include <thread>
 
-#include "p3/file_util.h"
+#include "p3/base/file_util.h"
 
 namespace p3::pipeline {
 namespace {

@@ -8,9 +8,9 @@
 #include <vector>
 
 #include "nlohmann/json.hpp"
-#include "p3/mode.h"
+#include "p3/core/mode.h"
 #include "p3/sim/sim_config.h"
-#include "p3/slice_plan.h"
+#include "p3/core/slice_plan.h"
 #include "proto/config.h"
 
 namespace p3::sim {

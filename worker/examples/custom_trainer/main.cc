@@ -19,8 +19,8 @@
 #include "models/sampler.h"
 #include "models/state_dict.h"
 #include "models/wrap.h"
-#include "p3/allocator.h"
-#include "p3/status_macros.h"
+#include "p3/base/allocator.h"
+#include "p3/base/status_macros.h"
 #include "worker/worker.h"
 
 ABSL_FLAG(int, rank, 0, "this worker's rank");
@@ -126,7 +126,7 @@ absl::Status Train() {
 
 int main(int argc, char** argv) {
   absl::ParseCommandLine(argc, argv);
-  // Before any thread: large messages without page faults (p3/allocator.h).
+  // Before any thread: large messages without page faults (p3/base/allocator.h).
   if (absl::Status tuned = p3::TuneAllocatorForLargeMessages(); !tuned.ok()) {
     std::cerr << "custom_trainer: " << tuned << " (continuing)" << std::endl;
   }

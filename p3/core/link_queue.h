@@ -1,0 +1,222 @@
+// The send order of one process's link: several connections (lanes) that share the
+// machine's network link, with one priority order and one credit across all of them.
+//
+// gRPC ignores HTTP/2 priorities and allows one outstanding write per stream, so the
+// order in which messages are handed to gRPC is the order on the wire. A queue per
+// stream would order only its own stream: a worker's S streams, or a server's W streams,
+// would each put their next message on the same link at once, a low-priority slice to one server beside a high-priority slice to
+// another. Here a lane's writer may hand its next message to the transport only when no
+// other idle lane holds a more urgent one, and when the bytes handed over and not yet
+// released, over all lanes, stay within the credit. Each lane keeps at most one message
+// in flight (gRPC's one outstanding write per stream).
+//
+// Example (one writer thread per lane):
+//   LinkSendQueue<Msg> link({.priority = true, .credit_bytes = 0});
+//   const int lane = link.AddLane();
+//   link.Push(lane, msg, /*priority=*/tensor_index, /*tiebreak=*/slice_id, bytes);
+//   while (std::optional<LinkSendQueue<Msg>::Item> item = link.Pop(lane)) {
+//     stream->Write(item->value);  // returns once the bytes are in the kernel
+//     link.Release(lane, item->bytes);
+//   }
+//
+// Order: smallest (priority, tiebreak) first, then push order; FIFO options: push order
+// over all lanes. kUrgent goes ahead of everything in either order (an Abort must not
+// wait behind queued data). Thread-safe.
+#ifndef P3_P3_CORE_LINK_QUEUE_H_
+#define P3_P3_CORE_LINK_QUEUE_H_
+
+#include <cstdint>
+#include <limits>
+#include <memory>
+#include <optional>
+#include <queue>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+
+namespace p3 {
+
+struct SendQueueOptions {
+  // true: the smallest (priority, tiebreak) first, push order among equal keys.
+  // false: push order (FIFO). Default: true.
+  bool priority = true;
+  // Bytes that may be handed out and not yet released. One message is always allowed
+  // when nothing is in flight; 0 means exactly one message at a time. Default: 0.
+  int64_t credit_bytes = 0;
+};
+
+template <typename T>
+class LinkSendQueue {
+ public:
+  // Ahead of everything, in priority and FIFO order alike.
+  static constexpr int64_t kUrgent = std::numeric_limits<int64_t>::min();
+
+  struct Item {
+    T value;
+    int64_t bytes = 0;
+  };
+
+  // options.priority: priority order (else FIFO); options.credit_bytes: bytes over all
+  // lanes that may be handed out and not yet released; one message is always allowed
+  // when nothing is in flight, so 0 means one message at a time on the link. Default: 0.
+  explicit LinkSendQueue(SendQueueOptions options = {}) : options_(options) {}
+
+  // A new lane (one connection); returns its index, which may be one that
+  // ReleaseLane() gave back.
+  int AddLane() {
+    absl::MutexLock lock(&mu_);
+    for (size_t i = 0; i < lanes_.size(); ++i) {
+      if (lanes_[i] == nullptr) {
+        lanes_[i] = std::make_unique<Lane>();
+        return static_cast<int>(i);
+      }
+    }
+    lanes_.push_back(std::make_unique<Lane>());
+    return static_cast<int>(lanes_.size()) - 1;
+  }
+
+  // Frees `lane` once its connection is gone: drops what it still queues and hands its
+  // index back to AddLane(). A process whose connections come and go — a server whose
+  // workers rejoin — would otherwise keep every old lane and its queue's storage (a
+  // closed lane's heap keeps its capacity). The lane's writer must have returned, and
+  // Released its message in flight; nobody may use the index afterwards.
+  void ReleaseLane(int lane) {
+    absl::MutexLock lock(&mu_);
+    if (lane < 0 || lane >= static_cast<int>(lanes_.size()) || lanes_[lane] == nullptr) return;
+    lanes_[lane].reset();
+  }
+
+  // Adds `value` to `lane`. Returns false (dropping it) once the lane is closed or
+  // released.
+  bool Push(int lane, T value, int64_t priority, int64_t tiebreak, int64_t bytes) {
+    absl::MutexLock lock(&mu_);
+    if (lanes_[lane] == nullptr) return false;  // released
+    Lane& l = *lanes_[lane];
+    if (l.closed) return false;
+    const int64_t seq = next_seq_++;
+    Key key{0, 0, seq};
+    if (priority == kUrgent) {
+      key = Key{kUrgent, 0, seq};
+    } else if (options_.priority) {
+      key = Key{priority, tiebreak, seq};
+    }
+    l.heap.push(Entry{key, Item{std::move(value), bytes}});
+    return true;
+  }
+
+  // Blocks until `lane`'s most urgent message is the link's turn and fits the credit,
+  // and returns it; std::nullopt once the lane is closed.
+  std::optional<Item> Pop(int lane) {
+    absl::MutexLock lock(&mu_);
+    auto ready = [this, lane]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      return lanes_[lane]->closed || Turn(lane);
+    };
+    ++waiters_;
+    mu_.Await(absl::Condition(&ready));
+    --waiters_;
+    if (lanes_[lane]->closed) return std::nullopt;
+    return TakeTop(lane);
+  }
+
+  // Like Pop(), but std::nullopt at once when it is not `lane`'s turn (or it is closed).
+  std::optional<Item> TryPop(int lane) {
+    absl::MutexLock lock(&mu_);
+    if (lanes_[lane]->closed || !Turn(lane)) return std::nullopt;
+    return TakeTop(lane);
+  }
+
+  // The transport is done with `lane`'s message of `bytes` returned by Pop().
+  void Release(int lane, int64_t bytes) {
+    absl::MutexLock lock(&mu_);
+    lanes_[lane]->in_flight = false;
+    in_flight_bytes_ -= bytes;
+    --in_flight_items_;
+  }
+
+  // Wakes `lane`'s Pop() with std::nullopt and drops what it has queued; the other lanes
+  // go on. Safe to call twice.
+  void Close(int lane) {
+    absl::MutexLock lock(&mu_);
+    Lane& l = *lanes_[lane];
+    l.closed = true;
+    while (!l.heap.empty()) l.heap.pop();
+  }
+
+  // Lane indices in use or free for reuse: the most lanes that were ever live at once.
+  // A process whose connections come and go keeps this bounded with ReleaseLane().
+  size_t lane_slots() const {
+    absl::MutexLock lock(&mu_);
+    return lanes_.size();
+  }
+
+  size_t size(int lane) const {
+    absl::MutexLock lock(&mu_);
+    return lanes_[lane]->heap.size();
+  }
+
+  // For tests: returns once at least `n` threads are blocked in Pop().
+  void AwaitWaiters(int n) const {
+    absl::MutexLock lock(&mu_);
+    auto enough = [this, n]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return waiters_ >= n; };
+    mu_.Await(absl::Condition(&enough));
+  }
+
+ private:
+  using Key = std::tuple<int64_t, int64_t, int64_t>;  // priority, tiebreak, sequence
+  struct Entry {
+    Key key;
+    Item item;
+  };
+  struct Later {
+    bool operator()(const Entry& a, const Entry& b) const { return a.key > b.key; }
+  };
+  struct Lane {
+    std::priority_queue<Entry, std::vector<Entry>, Later> heap;
+    bool in_flight = false;
+    bool closed = false;
+  };
+
+  Item TakeTop(int lane) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    Lane& l = *lanes_[lane];
+    // priority_queue only exposes a const top; the entry is popped right after the move.
+    Item item = std::move(const_cast<Entry&>(l.heap.top()).item);
+    l.heap.pop();
+    l.in_flight = true;
+    in_flight_bytes_ += item.bytes;
+    ++in_flight_items_;
+    return item;
+  }
+
+  // `lane` may hand out its top now: it has one, no idle lane has a more urgent one, and
+  // the credit admits it.
+  bool Turn(int lane) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    const Lane& l = *lanes_[lane];
+    if (l.heap.empty() || l.in_flight) return false;
+    const Entry& top = l.heap.top();
+    for (size_t i = 0; i < lanes_.size(); ++i) {
+      if (lanes_[i] == nullptr) continue;  // released
+      const Lane& other = *lanes_[i];
+      if (static_cast<int>(i) == lane || other.closed || other.in_flight || other.heap.empty()) {
+        continue;
+      }
+      if (other.heap.top().key < top.key) return false;
+    }
+    if (in_flight_items_ == 0) return true;
+    return in_flight_bytes_ + top.item.bytes <= options_.credit_bytes;
+  }
+
+  const SendQueueOptions options_;
+  mutable absl::Mutex mu_;
+  std::vector<std::unique_ptr<Lane>> lanes_ ABSL_GUARDED_BY(mu_);
+  int64_t next_seq_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t in_flight_bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t in_flight_items_ ABSL_GUARDED_BY(mu_) = 0;
+  int waiters_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+}  // namespace p3
+
+#endif  // P3_P3_CORE_LINK_QUEUE_H_

@@ -1,0 +1,382 @@
+// The state of one parameter server, without any transport: its shard of the
+// parameters, their optimizer state, and the aggregation of the workers' gradients.
+//
+// The transport (server/) feeds it the workers' messages and sends what each call
+// returns. Every call validates its input and returns an error for a message that does
+// not fit (unknown slice, wrong length, wrong or duplicate iteration, ...) without
+// changing any state, so the server can refuse one worker and keep serving the others.
+//
+// Protocol, per slice s owned by this shard (see docs/protocol.md):
+//   Init(rank 0, s, values)        -> version 0 of s to every joined worker
+//   Gradient(r, s, t, g) for all r -> mean gradient applied, version t+1 of s to every
+//                                     worker (values_on_push), or to those that Pull
+//   Pull(r, s, v)                  -> version v of s to r, now or once it exists
+//   Rejoin(r), Resume(r, m)        -> a restarted worker r takes its old place: its partial
+//                                     gradients are dropped, it gets version m of every slice
+//                                     (a slice already at m+1: its previous values) and its
+//                                     gradient of m for such a slice is answered, not summed
+//
+// Example:
+//   ParameterShard shard({.server_index = 0, .num_workers = 2});
+//   absl::StatusOr<std::vector<Outgoing>> out = shard.Join(signature, /*rank=*/0);
+//   out = shard.Gradient(/*rank=*/1, /*slice_id=*/3, /*iteration=*/0, values, n);
+//   for (const Outgoing& o : *out) transport.Send(o);
+//
+// Thread-safe: calls for different workers may run concurrently.
+#ifndef P3_P3_CORE_PARAMETER_SHARD_H_
+#define P3_P3_CORE_PARAMETER_SHARD_H_
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
+#include "p3/core/buffer_average.h"
+#include "p3/core/checkpoint.h"
+#include "p3/core/cluster_signature.h"
+#include "p3/core/optimizer.h"
+#include "p3/core/slice_plan.h"
+#include "p3/core/stall_report.h"
+#include "p3/core/wire_dtype.h"
+
+namespace p3 {
+
+// A slice's values encoded for a 16-bit wire (ShardOptions::wire_dtype): the bfloat16 or
+// float16 bit patterns, and for float16 the exponent of the scale they were multiplied by.
+struct WireValues {
+  std::vector<uint16_t> values;
+  int scale_exponent = 0;
+};
+
+// A message the transport must send to worker `rank`.
+struct Outgoing {
+  // kBuffers: the mean of all workers' buffers (Buffers(); iteration is the round).
+  enum class Kind { kParams, kAck, kBuffers };
+  Kind kind = Kind::kParams;
+  int rank = 0;
+  int slice_id = 0;
+  // kParams: the version; kAck: the acknowledged iteration. Version v is what iteration v
+  // reads (docs/protocol.md, "Iterations and versions").
+  uint64_t iteration = 0;
+  int priority = 0;  // the slice's priority (smaller is more urgent)
+  // kParams: the slice's first parameter in the flat buffer of all parameters, in the plan
+  // the slice id belongs to (a re-plan may have replaced it by the time this is sent).
+  int64_t offset = 0;
+  // kParams on a float32 wire, kBuffers: the values; shared between ranks.
+  std::shared_ptr<const std::vector<float>> values;
+  // kParams on a 16-bit wire instead: the values as they go on the wire (encoded once per
+  // version, shared between ranks); `values` is then null.
+  std::shared_ptr<const WireValues> encoded;
+};
+
+// The float32 values of a kParams or kBuffers message as the worker ends up holding them
+// (`encoded` decoded with `dtype`); for tests and tools.
+std::vector<float> DecodedValues(const Outgoing& o, WireDType dtype);
+
+struct ShardOptions {
+  // This server's index, 0 .. num_servers-1. Default: 0.
+  int server_index = 0;
+  // Number of workers expected. Default: 1.
+  int num_workers = 1;
+  // The optimizer applied to the mean gradient. Default: SGD, see OptimizerOptions.
+  OptimizerOptions optimizer;
+  // Every this many iterations (0: never), once all of this shard's slices reach the
+  // version, `on_checkpoint` receives their values and optimizer state. It runs on the
+  // thread that completed the last slice, with no lock held. Default: 0.
+  uint64_t checkpoint_every = 0;
+  std::function<void(ShardCheckpoint)> on_checkpoint;
+  // Start from this checkpoint instead of rank 0's initial values; checked against the
+  // plan at the first Join. Default: none.
+  std::optional<ShardCheckpoint> restore;
+  // Accept Rejoin() of a worker whose process died (docs/protocol.md, "Rejoining
+  // worker"). Default: false.
+  bool accept_rejoin = false;
+  // How gradients arrive and values leave (scheduling.wire_dtype); a worker whose
+  // signature says otherwise is refused at Join. On a 16-bit wire the master values and
+  // optimizer state stay float32: gradients are decoded to float32 before they are summed,
+  // and each new version is encoded once (float16: scaled per slice, Float16Scale) and
+  // sent to every worker as `Outgoing::encoded`. Default: float32.
+  WireDType wire_dtype = WireDType::kFloat32;
+  // Store values and run the optimizer. false: the protocol alone -- every check, the
+  // count of gradients, versions, Acks, pending pulls and who is sent what, exactly as
+  // with values -- but no values are stored or summed, `values` may be null, and
+  // Outgoing::values is null. For the discrete-event simulator (p3/sim/), which runs this
+  // shard on models whose values would not fit in memory (64 workers' gradients of
+  // VGG-19). Checkpoints, restore and Resume() need values. Default: true.
+  bool keep_values = true;
+};
+
+class ParameterShard {
+ public:
+  explicit ParameterShard(const ShardOptions& options);
+
+  ParameterShard(const ParameterShard&) = delete;
+  ParameterShard& operator=(const ParameterShard&) = delete;
+
+  // Admits worker `rank`. The first worker's signature fixes the model and plan; a worker
+  // whose rank, cluster size or signature does not fit is refused (FailedPrecondition or
+  // InvalidArgument) and nothing changes. Returns version 0 of every slice when the
+  // initial values are already in.
+  absl::StatusOr<std::vector<Outgoing>> Join(const ClusterSignature& signature, int rank);
+
+  // Initial values of one slice, from rank 0 only, once per slice. `values` (n float32)
+  // is read with memcpy and need not be aligned, e.g. bytes of a received message.
+  //
+  // A slice's values may come in consecutive parts (large tensors travel in messages of
+  // bounded size): `values` then holds the n values from `offset` on. Parts must arrive
+  // in order, without gaps or overlap; the slice counts as received with its last part.
+  absl::StatusOr<std::vector<Outgoing>> Init(int rank, int slice_id, const float* values, int64_t n,
+                                             int64_t offset = 0);
+
+  // Worker `rank`'s gradient of `slice_id` at `iteration`, which must be the slice's
+  // current version. When all workers' gradients are in, their mean is applied. Parts as
+  // for Init.
+  //
+  // `values` are float32 as the worker holds them (a colocated worker's shared memory, or
+  // a float32 message, then read with memcpy at any alignment). On a 16-bit wire they must
+  // be aligned and are rounded as the wire would round them (RoundToWire), so that values
+  // through shared memory train exactly what values over a stream do; float16 with the
+  // sender's `scale_exponent`, which a float16 wire requires and the others refuse.
+  absl::StatusOr<std::vector<Outgoing>> Gradient(int rank, int slice_id, uint64_t iteration,
+                                                 const float* values, int64_t n,
+                                                 int64_t offset = 0,
+                                                 std::optional<int> scale_exponent = {});
+  // The same, appending to `out` (which the caller reuses from message to message, so
+  // that the hot path allocates nothing once the slice's buffers exist). On an error
+  // nothing is appended.
+  absl::Status Gradient(int rank, int slice_id, uint64_t iteration, const float* values, int64_t n,
+                        int64_t offset, std::vector<Outgoing>* out,
+                        std::optional<int> scale_exponent = {});
+
+  // The same with the n values as the bytes of a message in the wire's dtype: `segments`
+  // (a received message's buffers, cut at any byte; their sizes add up to
+  // n * BytesPerValue(wire_dtype)), decoded once, straight into the worker's float32 slot.
+  // A byte count that does not fit, or a scale_exponent missing on a float16 wire or
+  // present on another, is refused naming the slice.
+  absl::Status Gradient(int rank, int slice_id, uint64_t iteration,
+                        const std::vector<absl::string_view>& segments, int64_t n, int64_t offset,
+                        std::vector<Outgoing>* out, std::optional<int> scale_exponent = {});
+  // Worker `rank` asks for `version` of `slice_id` (modes without values on push).
+  absl::StatusOr<std::vector<Outgoing>> Pull(int rank, int slice_id, uint64_t version);
+
+  // Re-plan (docs/protocol.md, "Re-plan"): from iteration `from_iteration` on, this
+  // shard's slices are cut `slice_params` long within the same ownership stripes
+  // (SlicePlan::WithSliceParams), each parameter keeping its values and optimizer state.
+  // The switch happens inside the Gradient() call that brings the last of this shard's
+  // slices to version `from_iteration`, after that call has appended the version's values
+  // (which keep their old slice ids and offsets); from then on slice ids are the new
+  // plan's, and a message for a slice of the old plan is refused. A worker cannot rejoin
+  // (Rejoin) once a re-plan is pending or done: it would start from the config's plan.
+  //
+  // Refused, changing nothing, unless: it comes from rank 0; the plan is sliced with
+  // ownership stripes (owner_params); the servers return values on the push; the wire is
+  // not float16 (its scale is chosen per slice, so another cut rounds differently);
+  // checkpoints are off (they are per slice of one plan); no re-plan is pending; every slice has its initial values and is below version from_iteration;
+  // and the new plan can be made.
+  absl::Status Replan(int rank, uint64_t from_iteration, int64_t slice_params);
+
+  // Re-plans that have taken effect so far.
+  int replans() const;
+  // Floats held by the slice states, current and retired: values, optimizer state,
+  // gradients and this shard's references to snapshots. A re-plan leaves it unchanged
+  // (retired states give theirs up), where it used to add a whole plan's worth.
+  int64_t StateFloats() const;
+  // Snapshot buffers allocated so far (float32 and 16-bit). A re-plan allocates its new
+  // slices' at the switch; the updates after it reuse them.
+  int64_t SnapshotAllocations() const { return snapshot_allocations_.load(); }
+  // The re-plan accepted and not yet in effect here: (from_iteration, slice_params).
+  std::optional<std::pair<uint64_t, int64_t>> ReplanPending() const;
+
+  // Offset in the flat buffer and length of slice `slice_id` of the current plan, owned by
+  // this shard (the transport locates a colocated worker's shared-memory values with it).
+  absl::StatusOr<std::pair<int64_t, int64_t>> SliceSpan(int slice_id) const;
+
+  // Worker `rank` has finished. Returns true when every worker has.
+  bool Finish(int rank);
+
+  // A restarted process takes worker `rank`'s place (ShardOptions::accept_rejoin), once
+  // every initial value is in; the rank may have joined before (its process died) or not
+  // (it died before its Hello reached this server). Checks the signature as Join does,
+  // drops the rank's gradients of the unfinished iteration (other workers' stay) and any
+  // pull it had pending, and returns the oldest version of this shard's slices: each is at
+  // that version or the next (synchronous SGD keeps them within one), or UINT64_MAX when
+  // the shard owns no slice. The rank must then Resume() before anything else. Refused
+  // (FailedPrecondition) when rejoins are off, before the initial values, and after the
+  // rank's Done. The caller makes sure the old process's messages are no longer handled.
+  absl::StatusOr<uint64_t> Rejoin(const ClusterSignature& signature, int rank);
+  // The checks of Rejoin() alone, changing nothing (the server runs them before it ends a
+  // stale stream of that rank, so that a Hello it would refuse cannot end a live one).
+  absl::Status CheckRejoin(const ClusterSignature& signature, int rank) const;
+
+  // The rejoined worker `rank` resumes at iteration `version` (the oldest version over
+  // every server): version `version` of each slice to it, the current one or, for a
+  // slice one version further, its previous values. Its gradient of iteration `version`
+  // of such a slice is then accepted once and answered (values_on_push: the current
+  // version; otherwise an Ack) without being summed again: it is the one the dead process
+  // sent already. Refused without a Rejoin, twice, or when a slice is neither at
+  // `version` nor at `version`+1; nothing changes then.
+  absl::StatusOr<std::vector<Outgoing>> Resume(int rank, uint64_t version);
+
+  // Every slice has its initial values (or the restored checkpoint's).
+  bool initialized() const;
+
+  // Every worker has joined this shard at least once: the run has started here. Until
+  // then this shard belongs to a new process — a first start or a restart from a
+  // checkpoint — and no slice has moved past start_version().
+  bool everyone_joined() const;
+
+  // A Hello with `rejoin` is taken as an ordinary Join: rejoins are on and not every
+  // worker has joined yet, so there is no run here to rejoin. That is what a worker
+  // restarted by its scheduler finds after every server was restarted too (Kubernetes:
+  // docs/multihost.md); it then starts at start_version() like any worker.
+  bool TakesRejoinAsJoin() const;
+
+  // The version every slice starts at: the restored checkpoint's iteration, else 0.
+  uint64_t start_version() const { return options_.restore ? options_.restore->iteration : 0; }
+
+  // The encoding of the wire (ShardOptions::wire_dtype).
+  WireDType wire_dtype() const { return options_.wire_dtype; }
+
+  // The plan, once the first worker has joined.
+  std::optional<SlicePlan> plan() const;
+
+  // Current values and version of a slice this shard owns (for tests and checkpoints).
+  absl::StatusOr<std::pair<std::vector<float>, uint64_t>> SliceValues(int slice_id) const;
+
+  // Worker `rank`'s model buffers (p3/core/buffer_average.h) for exchange `round`; server 0
+  // only. Once every worker's are in, their mean goes to every worker (kBuffers); a
+  // round sent again after it completed gets the mean back to that worker alone.
+  absl::StatusOr<std::vector<Outgoing>> Buffers(int rank, uint64_t round, const float* values,
+                                                int64_t n);
+
+  // The slices whose gradients of their current iteration are not all in, with the
+  // ranks missing (those that have finished are not); for stall reports.
+  std::vector<SliceWait> Waits() const;
+
+ private:
+  struct SliceState {
+    mutable absl::Mutex mu;
+    int64_t offset = 0;  // in the flat buffer of all parameters
+    int64_t length = 0;
+    int priority = 0;
+    // Replaced by a re-plan: kept (a call may still hold it) but refuses every message;
+    // its buffers (values, optimizer state, gradients, snapshots) are freed.
+    bool retired ABSL_GUARDED_BY(mu) = false;
+    bool initialized ABSL_GUARDED_BY(mu) = false;
+    int64_t init_received ABSL_GUARDED_BY(mu) = 0;  // values of the initial ones so far
+    uint64_t version ABSL_GUARDED_BY(mu) = 0;
+    std::vector<float> params ABSL_GUARDED_BY(mu);
+    SliceOptimizerState opt ABSL_GUARDED_BY(mu);
+    // grads[r] holds rank r's gradient of the current iteration when has[r].
+    std::vector<std::vector<float>> grads ABSL_GUARDED_BY(mu);
+    std::vector<const float*> grad_ptrs ABSL_GUARDED_BY(mu);  // grads[r].data(), by rank
+    std::vector<bool> has ABSL_GUARDED_BY(mu);
+    // received[r]: values of rank r's gradient in so far (< length while parts arrive).
+    std::vector<int64_t> received ABSL_GUARDED_BY(mu);
+    int count ABSL_GUARDED_BY(mu) = 0;
+    std::vector<int> pending_pulls ABSL_GUARDED_BY(mu);  // ranks waiting for version+1
+    // catch_up[r]: rank r resumed at version-1 and its gradient of that iteration, already
+    // summed before its process died, is still to be answered (Resume()).
+    std::vector<bool> catch_up ABSL_GUARDED_BY(mu);
+    // The current version's values as sent to the workers: never written while anyone
+    // else holds a reference. `previous` is the version before (null at the start
+    // version): what a rejoined worker resuming one version back reads (Resume()); its
+    // buffer is reused for the next version when no outgoing message holds it any more.
+    std::shared_ptr<std::vector<float>> snapshot ABSL_GUARDED_BY(mu);
+    std::shared_ptr<std::vector<float>> previous ABSL_GUARDED_BY(mu);
+    // The same on a 16-bit wire, encoded (snapshot and previous stay null then).
+    std::shared_ptr<WireValues> wire_snapshot ABSL_GUARDED_BY(mu);
+    std::shared_ptr<WireValues> wire_previous ABSL_GUARDED_BY(mu);
+    // A buffer for the next snapshot when there is no previous one to reuse: allocated
+    // by a re-plan's switch, so that the first updates on the new plan allocate nothing.
+    std::shared_ptr<std::vector<float>> spare ABSL_GUARDED_BY(mu);
+    std::shared_ptr<WireValues> wire_spare ABSL_GUARDED_BY(mu);
+  };
+
+  // Both Gradient()s: the values from `values` (n floats) or from `segments`.
+  absl::Status GradientFrom(int rank, int slice_id, uint64_t iteration, const float* values,
+                            const std::vector<absl::string_view>* segments, int64_t n,
+                            int64_t offset, std::optional<int> scale_exponent,
+                            std::vector<Outgoing>* out);
+  // A gradient's scale_exponent must be there (and in range) exactly on a float16 wire.
+  absl::Status CheckScale(int slice_id, std::optional<int> scale_exponent) const;
+  // Validates rank and slice ownership; returns the slice's state.
+  absl::StatusOr<SliceState*> Lookup(int rank, int slice_id, const char* what) const;
+  // Appends the slice's current version for worker `rank` to `out`.
+  static void AppendParams(int slice_id, const SliceState& s, int rank, std::vector<Outgoing>* out)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(s.mu);
+  // The slice has the values of the version before its current one (Resume()).
+  static bool HasPrevious(const SliceState& s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s.mu) {
+    return s.previous != nullptr || s.wire_previous != nullptr;
+  }
+  // Appends an Ack of worker `rank`'s gradient of `iteration` to `out`.
+  static void AppendAck(int slice_id, const SliceState& s, int rank, uint64_t iteration,
+                        std::vector<Outgoing>* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s.mu);
+  // s.snapshot := a copy of s.params (16-bit wire: s.wire_snapshot := their encoding), in
+  // the previous version's buffer when nobody else holds it, else in s.spare if a switch
+  // left one.
+  void TakeSnapshot(SliceState* s) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(s->mu);
+  std::vector<int> JoinedRanksLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool signature_values_on_push() const;
+
+  const ShardOptions options_;
+  const SliceOptimizer optimizer_;
+  BufferAverage buffers_{options_.num_workers};
+  mutable std::atomic<int64_t> snapshot_allocations_{0};
+
+  mutable absl::Mutex mu_;
+  std::optional<ClusterSignature> signature_ ABSL_GUARDED_BY(mu_);
+  std::optional<SlicePlan> plan_ ABSL_GUARDED_BY(mu_);
+  std::vector<bool> joined_ ABSL_GUARDED_BY(mu_);
+  std::vector<bool> finished_ ABSL_GUARDED_BY(mu_);
+  // resuming_[r]: rank r rejoined and has not sent its Resume yet.
+  std::vector<bool> resuming_ ABSL_GUARDED_BY(mu_);
+  int uninitialized_ ABSL_GUARDED_BY(mu_) = 0;
+  // Indexed by global slice id; null for slices of other servers. Set under mu_ by the
+  // first Join and replaced by a re-plan; read without mu_ only by calls that hold it
+  // (Lookup) or where no re-plan can happen (Join, Init, Restore, Rejoin, Resume).
+  std::vector<std::unique_ptr<SliceState>> slices_;
+  // Slices of plans before a re-plan: never freed while the shard lives, so that a call
+  // that looked a slice up just before the switch finds it retired instead of freed.
+  std::vector<std::unique_ptr<SliceState>> retired_ ABSL_GUARDED_BY(mu_);
+  struct PendingReplan {
+    uint64_t from_iteration = 0;
+    SlicePlan plan;
+    size_t remaining = 0;  // owned slices still below from_iteration
+  };
+  std::optional<PendingReplan> pending_replan_ ABSL_GUARDED_BY(mu_);
+  // pending_replan_ has a value, or Replan() is deciding: read without mu_ by every slice
+  // completion (SliceAdvanced), which takes mu_ only when it is set.
+  std::atomic<bool> replan_pending_{false};
+  int replans_ ABSL_GUARDED_BY(mu_) = 0;
+  // A slice reached `version` (Gradient, after the slice's lock is released): counts it
+  // towards a pending re-plan and switches once the last one is there.
+  void SliceAdvanced(uint64_t version);
+  // Builds the slices of pending_replan_'s plan from the current ones and retires them.
+  void SwitchPlanLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool configured_ ABSL_GUARDED_BY(mu_) = false;
+  bool everyone_joined_ ABSL_GUARDED_BY(mu_) = false;
+
+  // Checkpoint in the making, per iteration: slices captured so far.
+  absl::Mutex checkpoint_mu_;
+  std::map<uint64_t, ShardCheckpoint> pending_checkpoints_ ABSL_GUARDED_BY(checkpoint_mu_);
+  size_t owned_slices_ = 0;  // set with slices_
+  // Applies options_.restore to the freshly made slices; refuses a checkpoint that does
+  // not fit the plan.
+  absl::Status Restore() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status CheckRejoinLocked(const ClusterSignature& signature, int rank) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void AddToCheckpoint(uint64_t version, SliceCheckpoint slice);
+};
+
+}  // namespace p3
+
+#endif  // P3_P3_CORE_PARAMETER_SHARD_H_

@@ -1,0 +1,361 @@
+#include "p3/core/worker_core.h"
+
+#include <algorithm>
+#include <cstring>
+#include <limits>
+#include <string>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+
+namespace p3 {
+
+WorkerCore::WorkerCore(const WorkerCoreOptions& options, const SlicePlan* plan, float* params,
+                       const float* grads, VersionTracker* tracker)
+    : options_(options), params_(params), grads_(grads), tracker_(tracker), plan_(plan) {
+  absl::MutexLock lock(&plan_mu_);
+  slices_.reserve(plan_->slices().size());
+  for (size_t i = 0; i < plan_->slices().size(); ++i) {
+    slices_.push_back(std::make_unique<SliceState>());
+  }
+}
+
+absl::Status WorkerCore::CheckSlice(int server, int64_t slice_id, const char* what) const {
+  if (slice_id < 0 || slice_id >= static_cast<int64_t>(plan_->slices().size()) ||
+      (server >= 0 && plan_->slices()[slice_id].server != server)) {
+    if (server < 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(what, " of slice ", slice_id, ", which the plan does not have"));
+    }
+    return absl::InternalError(absl::StrCat("server ", server, " sent ", what, " of slice ",
+                                            slice_id, ", which it does not own"));
+  }
+  return absl::OkStatus();
+}
+
+ToServer WorkerCore::Message(Upstream::Kind kind, int slice_id, uint64_t iteration,
+                             bool values) const {
+  const Slice& slice = plan_->slices()[slice_id];
+  const WireDType dtype = kind == Upstream::Kind::kGradient ? options_.wire_dtype
+                                                            : WireDType::kFloat32;
+  return ToServer{
+      .server = slice.server,
+      .message = Upstream{.kind = kind,
+                          .slice_id = slice_id,
+                          .iteration = iteration,
+                          .offset = slice.offset,
+                          .length = slice.length},
+      .priority = slice.priority,
+      .tiebreak = slice.id,
+      .bytes = values ? slice.length * static_cast<int64_t>(BytesPerValue(dtype)) : 0};
+}
+
+bool WorkerCore::started() const {
+  absl::MutexLock lock(&mu_);
+  return started_;
+}
+
+uint64_t WorkerCore::start_version() const {
+  absl::MutexLock lock(&mu_);
+  return start_version_;
+}
+
+absl::StatusOr<std::vector<ToServer>> WorkerCore::Start(
+    const std::vector<uint64_t>& start_versions) {
+  if (static_cast<int>(start_versions.size()) != options_.num_servers) {
+    return absl::InvalidArgumentError(absl::StrCat("start versions of ", start_versions.size(),
+                                                   " servers, expected ", options_.num_servers));
+  }
+  // Every server must start from the same version: 0 (fresh) or a checkpoint's.
+  const uint64_t start = start_versions[0];
+  for (size_t s = 1; s < start_versions.size(); ++s) {
+    if (start_versions[s] != start) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "servers resumed from different checkpoints: server 0 at iteration ", start, ", server ",
+          s, " at ", start_versions[s], "; choose a common one with checkpoint.resume_iteration"));
+    }
+  }
+  {
+    absl::MutexLock lock(&mu_);
+    if (started_) return absl::FailedPreconditionError("the worker has started already");
+    started_ = true;
+    start_version_ = start;
+  }
+  std::vector<ToServer> out;
+  if (options_.rank == 0 && start == 0) {
+    absl::ReaderMutexLock plan_lock(&plan_mu_);
+    out.reserve(plan_->slices().size());
+    for (const Slice& slice : plan_->slices()) {
+      out.push_back(Message(Upstream::Kind::kInit, slice.id, 0, /*values=*/true));
+    }
+  }
+  return out;
+}
+
+absl::StatusOr<std::vector<ToServer>> WorkerCore::Resume(
+    const std::vector<uint64_t>& current_versions) {
+  return Resume(current_versions, std::vector<bool>(current_versions.size(), true));
+}
+
+absl::StatusOr<std::vector<ToServer>> WorkerCore::Resume(const std::vector<uint64_t>& versions,
+                                                         const std::vector<bool>& rejoined) {
+  if (static_cast<int>(versions.size()) != options_.num_servers ||
+      rejoined.size() != versions.size()) {
+    return absl::InvalidArgumentError(absl::StrCat("versions of ", versions.size(),
+                                                   " servers, expected ", options_.num_servers));
+  }
+  if (std::none_of(rejoined.begin(), rejoined.end(), [](bool r) { return r; })) {
+    return Start(versions);
+  }
+  const uint64_t resume = *std::min_element(versions.begin(), versions.end());
+  if (resume == UINT64_MAX) {
+    return absl::FailedPreconditionError("no server reported a version to resume at");
+  }
+  bool any_new = false;
+  for (int s = 0; s < options_.num_servers; ++s) {
+    if (rejoined[s]) continue;
+    any_new = true;
+    if (versions[s] != resume) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "server ", s, " is a new process starting at iteration ", versions[s],
+          ", but another continues the run at iteration ", resume,
+          ": the servers restarted from different checkpoints"));
+    }
+  }
+  {
+    absl::MutexLock lock(&mu_);
+    if (started_) return absl::FailedPreconditionError("the worker has started already");
+    started_ = true;
+    start_version_ = resume;
+  }
+  std::vector<ToServer> out;
+  for (int s = 0; s < options_.num_servers; ++s) {
+    if (!rejoined[s]) continue;
+    // Ahead of anything else on the stream: the server accepts nothing before it.
+    out.push_back(
+        ToServer{.server = s,
+                 .message = Upstream{.kind = Upstream::Kind::kResume, .iteration = resume},
+                 .priority = std::numeric_limits<int64_t>::min(),
+                 .tiebreak = 0,
+                 .bytes = 0});
+  }
+  if (any_new && options_.rank == 0 && resume == 0) {
+    // A new server without a checkpoint waits for the initial values, as at a first start.
+    absl::ReaderMutexLock plan_lock(&plan_mu_);
+    for (const Slice& slice : plan_->slices()) {
+      if (!rejoined[slice.server]) {
+        out.push_back(Message(Upstream::Kind::kInit, slice.id, 0, /*values=*/true));
+      }
+    }
+  }
+  return out;
+}
+
+absl::StatusOr<ToServer> WorkerCore::Gradient(int slice_id, uint64_t iteration) {
+  if (!started()) return absl::FailedPreconditionError("a gradient before the handshake");
+  absl::ReaderMutexLock plan_lock(&plan_mu_);
+  if (absl::Status s = CheckSlice(-1, slice_id, "a gradient"); !s.ok()) return s;
+  if (!options_.values_on_push) {
+    SliceState& state = *slices_[slice_id];
+    absl::MutexLock lock(&state.mu);
+    state.awaiting_ack = iteration;
+  }
+  return Message(Upstream::Kind::kGradient, slice_id, iteration, /*values=*/true);
+}
+
+absl::StatusOr<bool> WorkerCore::Params(int server, int64_t slice_id, uint64_t version,
+                                        uint64_t offset, const char* bytes, size_t size,
+                                        std::optional<int> scale_exponent) {
+  return Receive(server, slice_id, version, offset, &bytes, &size, bytes == nullptr ? 0 : 1,
+                 size, nullptr, scale_exponent, /*in_place=*/false);
+}
+
+absl::StatusOr<bool> WorkerCore::Params(int server, int64_t slice_id, uint64_t version,
+                                        uint64_t offset,
+                                        const std::vector<absl::string_view>& segments,
+                                        size_t size, std::optional<int> scale_exponent) {
+  size_t total = 0;
+  for (const absl::string_view& segment : segments) total += segment.size();
+  if (total != size) {
+    return absl::InternalError(absl::StrCat("values of slice ", slice_id, ": segments of ", total,
+                                            " bytes, expected ", size));
+  }
+  return Receive(server, slice_id, version, offset, nullptr, nullptr, 0, size, &segments,
+                 scale_exponent, /*in_place=*/false);
+}
+
+absl::StatusOr<bool> WorkerCore::ParamsInPlace(int server, int64_t slice_id, uint64_t version,
+                                               uint64_t offset, int64_t count) {
+  if (count < 1) {
+    return absl::InternalError(absl::StrCat("server ", server, " sent ", count,
+                                            " values of slice ", slice_id, " in shared memory"));
+  }
+  // The server has decoded the values into place: counted as the stream's bytes would be.
+  return Receive(server, slice_id, version, offset, nullptr, nullptr, 0,
+                 static_cast<size_t>(count) * BytesPerValue(options_.wire_dtype), nullptr,
+                 std::nullopt, /*in_place=*/true);
+}
+
+absl::StatusOr<bool> WorkerCore::Receive(int server, int64_t slice_id, uint64_t version,
+                                         uint64_t offset, const char* const* parts,
+                                         const size_t* part_sizes, int num_parts, size_t size,
+                                         const std::vector<absl::string_view>* segments,
+                                         std::optional<int> scale_exponent, bool in_place) {
+  absl::ReaderMutexLock plan_lock(&plan_mu_);
+  if (absl::Status s = CheckSlice(server, slice_id, "values"); !s.ok()) return s;
+  const WireDType dtype = options_.wire_dtype;
+  if (!in_place && scale_exponent.has_value() != (dtype == WireDType::kFloat16)) {
+    return absl::InternalError(absl::StrCat(
+        "server ", server, " sent values of slice ", slice_id,
+        scale_exponent.has_value() ? " with a scale_exponent" : " without a scale_exponent",
+        " on a ", WireDTypeName(dtype), " stream"));
+  }
+  if (scale_exponent.has_value() &&
+      (*scale_exponent < kMinScaleExponent || *scale_exponent > kMaxScaleExponent)) {
+    return absl::InternalError(absl::StrCat("server ", server, " sent values of slice ", slice_id,
+                                            " with scale_exponent ", *scale_exponent,
+                                            ", out of ", kMinScaleExponent, "..",
+                                            kMaxScaleExponent));
+  }
+  const size_t width = BytesPerValue(dtype);
+  const Slice& slice = plan_->slices()[slice_id];
+  SliceState& state = *slices_[slice_id];
+  absl::MutexLock lock(&state.mu);
+  if (state.has_version && version <= state.version) {
+    return absl::InternalError(absl::StrCat("server ", server, " sent version ", version,
+                                            " of slice ", slice_id, ", which holds version ",
+                                            state.version, " already"));
+  }
+  if (state.received > 0 && version != state.receiving_version) {
+    return absl::InternalError(absl::StrCat("server ", server, " sent a part of version ", version,
+                                            " of slice ", slice_id, " while version ",
+                                            state.receiving_version, " was arriving"));
+  }
+  // Each part continues the previous ones exactly: no gap, no overlap, not past the end.
+  const int64_t n = static_cast<int64_t>(size / width);
+  if (size % width != 0 || n < 1 || n > slice.length - state.received ||
+      offset != static_cast<uint64_t>(state.received)) {
+    return absl::InternalError(absl::StrCat(
+        "server ", server, " sent slice ", slice_id, " (", slice.length, " values) with ", size,
+        " bytes of ", WireDTypeName(dtype), " at offset ", offset, "; expected offset ",
+        state.received));
+  }
+  // Decoded (float32: copied) straight into the parameters; a value may straddle two
+  // segments of a received message.
+  float* dest = params_ + slice.offset + state.received;
+  const int exponent = scale_exponent.value_or(0);
+  for (int i = 0; i < num_parts; ++i) {
+    const int64_t count = static_cast<int64_t>(part_sizes[i] / width);
+    DecodeValues(dtype, parts[i], count, exponent, dest);
+    dest += count;
+  }
+  if (segments != nullptr) DecodeSegments(dtype, *segments, exponent, dest);
+  state.received += n;
+  state.receiving_version = version;
+  if (state.received < slice.length) return false;  // more parts to come
+  state.received = 0;
+  state.has_version = true;
+  state.version = version;
+  tracker_->MarkArrived(slice_id, version);
+  return true;
+}
+
+absl::StatusOr<ToServer> WorkerCore::Ack(int server, int64_t slice_id, uint64_t iteration) {
+  absl::ReaderMutexLock plan_lock(&plan_mu_);
+  if (absl::Status s = CheckSlice(server, slice_id, "an Ack"); !s.ok()) return s;
+  if (options_.values_on_push) {
+    return absl::InternalError(absl::StrCat("server ", server, " sent an Ack of slice ", slice_id,
+                                            ", but in this mode the values come with the push"));
+  }
+  SliceState& state = *slices_[slice_id];
+  absl::MutexLock lock(&state.mu);
+  if (state.awaiting_ack != iteration) {
+    return absl::InternalError(absl::StrCat(
+        "server ", server, " acknowledged iteration ", iteration, " of slice ", slice_id, ", ",
+        state.awaiting_ack ? absl::StrCat("expected ", *state.awaiting_ack)
+                           : std::string("which has no gradient awaiting an Ack")));
+  }
+  state.awaiting_ack.reset();
+  return Message(Upstream::Kind::kPull, static_cast<int>(slice_id), iteration + 1,
+                 /*values=*/false);
+}
+
+ValueEncoding WorkerCore::Encoding(const Upstream& message) const {
+  ValueEncoding e;
+  if (message.kind != Upstream::Kind::kGradient) return e;
+  e.dtype = options_.wire_dtype;
+  if (e.dtype == WireDType::kFloat16) {
+    e.scale_exponent = Float16ScaleExponent(grads_ + message.offset, message.length);
+  }
+  return e;
+}
+
+void WorkerCore::EncodeValues(const Upstream& message, const ValueEncoding& encoding,
+                              int64_t offset, int64_t count, void* out) const {
+  p3::EncodeValues(encoding.dtype, Values(message, offset), count,
+                   encoding.scale_exponent.value_or(0), out);
+}
+
+const float* WorkerCore::Values(const Upstream& message, int64_t offset) const {
+  switch (message.kind) {
+    case Upstream::Kind::kInit:
+      return params_ + message.offset + offset;
+    case Upstream::Kind::kGradient:
+      return grads_ + message.offset + offset;
+    case Upstream::Kind::kPull:
+    case Upstream::Kind::kDone:
+    case Upstream::Kind::kBuffers:
+    case Upstream::Kind::kResume:
+    case Upstream::Kind::kReplan:
+      break;
+  }
+  return nullptr;
+}
+
+absl::Status WorkerCore::Replan(const SlicePlan* plan, uint64_t version) {
+  if (!started()) return absl::FailedPreconditionError("a re-plan before the handshake");
+  absl::MutexLock plan_lock(&plan_mu_);
+  const SlicePlanOptions& now = plan_->options();
+  const SlicePlanOptions& next = plan->options();
+  if (plan->total_params() != plan_->total_params() ||
+      plan->tensors().size() != plan_->tensors().size() ||
+      next.num_servers != now.num_servers || next.granularity != Granularity::kSliced ||
+      now.owner_params < 1 || next.owner_params != now.owner_params) {
+    return absl::InvalidArgumentError(
+        "a re-plan must keep the tensors, the servers and the ownership stripes (owner_params)");
+  }
+  for (size_t id = 0; id < slices_.size(); ++id) {
+    SliceState& state = *slices_[id];
+    absl::MutexLock lock(&state.mu);
+    if (!state.has_version || state.version != version || state.received > 0 ||
+        state.awaiting_ack.has_value()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "a re-plan at iteration ", version, " while slice ", id, " holds ",
+          state.has_version ? absl::StrCat("version ", state.version) : std::string("no version"),
+          state.received > 0 ? " with a later one arriving" : "",
+          state.awaiting_ack.has_value() ? " awaiting an Ack" : ""));
+    }
+  }
+  std::vector<std::unique_ptr<SliceState>> fresh;
+  fresh.reserve(plan->slices().size());
+  for (size_t i = 0; i < plan->slices().size(); ++i) {
+    auto state = std::make_unique<SliceState>();
+    {
+      absl::MutexLock lock(&state->mu);
+      state->has_version = true;
+      state->version = version;
+    }
+    fresh.push_back(std::move(state));
+  }
+  slices_ = std::move(fresh);
+  plan_ = plan;
+  tracker_->Reset(static_cast<int>(plan->slices().size()), version);
+  return absl::OkStatus();
+}
+
+const SlicePlan& WorkerCore::plan() const {
+  absl::ReaderMutexLock plan_lock(&plan_mu_);
+  return *plan_;
+}
+
+}  // namespace p3

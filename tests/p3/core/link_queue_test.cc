@@ -1,0 +1,175 @@
+#include "p3/core/link_queue.h"
+
+#include <catch2/catch.hpp>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace p3 {
+namespace {
+
+using Queue = LinkSendQueue<std::string>;
+
+CATCH_TEST_CASE("the most urgent message of all lanes goes first; the others wait their turn") {
+  Queue link({.priority = true});
+  const int a = link.AddLane();
+  const int b = link.AddLane();
+  link.Push(a, "a-low", /*priority=*/5, 0, 100);
+  link.Push(b, "b-high", /*priority=*/1, 0, 100);
+  CATCH_CHECK_FALSE(link.TryPop(a).has_value());  // b holds a more urgent message
+  std::optional<Queue::Item> first = link.TryPop(b);
+  CATCH_REQUIRE(first.has_value());
+  CATCH_CHECK(first->value == "b-high");
+  // Credit 0: one message on the link at a time, whichever lane it is from.
+  CATCH_CHECK_FALSE(link.TryPop(a).has_value());
+  link.Release(b, 100);
+  std::optional<Queue::Item> second = link.TryPop(a);
+  CATCH_REQUIRE(second.has_value());
+  CATCH_CHECK(second->value == "a-low");
+}
+
+CATCH_TEST_CASE("a high-priority message pushed later overtakes queued ones on other lanes") {
+  Queue link({.priority = true});
+  const int a = link.AddLane();
+  const int b = link.AddLane();
+  for (int i = 0; i < 3; ++i) link.Push(a, "a" + std::to_string(i), 10 + i, 0, 1);
+  std::optional<Queue::Item> in_flight = link.TryPop(a);
+  CATCH_REQUIRE(in_flight.has_value());
+  CATCH_CHECK(in_flight->value == "a0");
+  link.Push(b, "b-urgent", 0, 0, 1);  // arrives while a0 is on the wire
+  link.Release(a, 1);
+  CATCH_CHECK_FALSE(link.TryPop(a).has_value());
+  std::optional<Queue::Item> next = link.TryPop(b);
+  CATCH_REQUIRE(next.has_value());
+  CATCH_CHECK(next->value == "b-urgent");
+}
+
+CATCH_TEST_CASE("the credit is shared: lanes write side by side only while their bytes fit") {
+  Queue link({.priority = true, .credit_bytes = 250});
+  const int a = link.AddLane();
+  const int b = link.AddLane();
+  const int c = link.AddLane();
+  link.Push(a, "a", 1, 0, 100);
+  link.Push(b, "b", 2, 0, 100);
+  link.Push(c, "c", 3, 0, 100);
+  CATCH_REQUIRE(link.TryPop(a).has_value());
+  CATCH_REQUIRE(link.TryPop(b).has_value());  // a is busy: b is the most urgent idle lane
+  CATCH_CHECK_FALSE(link.TryPop(c).has_value());  // 300 > 250
+  link.Release(a, 100);
+  CATCH_CHECK(link.TryPop(c).has_value());
+}
+
+CATCH_TEST_CASE("FIFO order spans the lanes, and urgent messages go first in it too") {
+  Queue link({.priority = false});
+  const int a = link.AddLane();
+  const int b = link.AddLane();
+  link.Push(b, "b0", 9, 0, 1);
+  link.Push(a, "a0", 0, 0, 1);  // priority ignored in FIFO order
+  link.Push(a, "abort", Queue::kUrgent, 0, 0);
+  CATCH_CHECK_FALSE(link.TryPop(b).has_value());
+  std::optional<Queue::Item> first = link.TryPop(a);
+  CATCH_REQUIRE(first.has_value());
+  CATCH_CHECK(first->value == "abort");
+  link.Release(a, 0);
+  CATCH_CHECK_FALSE(link.TryPop(a).has_value());  // b0 was pushed before a0
+  CATCH_CHECK(link.TryPop(b)->value == "b0");
+}
+
+CATCH_TEST_CASE("a closed lane drops its messages and holds up no other lane") {
+  Queue link({.priority = true});
+  const int a = link.AddLane();
+  const int b = link.AddLane();
+  link.Push(a, "a", 0, 0, 1);
+  link.Push(b, "b", 5, 0, 1);
+  CATCH_CHECK_FALSE(link.TryPop(b).has_value());
+  link.Close(a);
+  link.Close(a);  // twice is fine
+  CATCH_CHECK_FALSE(link.Push(a, "late", 0, 0, 1));
+  CATCH_CHECK(link.size(a) == 0);
+  CATCH_CHECK(link.TryPop(b)->value == "b");
+  CATCH_CHECK_FALSE(link.Pop(a).has_value());  // returns at once
+}
+
+CATCH_TEST_CASE("writer threads of several lanes hand out messages in one priority order") {
+  Queue link({.priority = true});
+  constexpr int kLanes = 3;
+  std::vector<int> lanes;
+  for (int i = 0; i < kLanes; ++i) lanes.push_back(link.AddLane());
+  // Priorities interleaved over the lanes: 0..29, lane = priority % 3, pushed in reverse.
+  for (int p = 29; p >= 0; --p) link.Push(lanes[p % kLanes], std::to_string(p), p, 0, 1);
+  absl::Mutex mu;
+  std::vector<int> order;
+  std::vector<std::thread> writers;
+  for (int lane : lanes) {
+    writers.emplace_back([&, lane] {
+      while (std::optional<Queue::Item> item = link.Pop(lane)) {
+        {
+          absl::MutexLock lock(&mu);
+          order.push_back(std::stoi(item->value));
+          if (order.size() == 30) {
+            for (int l : lanes) link.Close(l);
+          }
+        }
+        link.Release(lane, item->bytes);
+      }
+    });
+  }
+  for (std::thread& t : writers) t.join();
+  CATCH_REQUIRE(order.size() == 30);
+  for (int i = 0; i < 30; ++i) CATCH_CHECK(order[i] == i);
+}
+
+CATCH_TEST_CASE("one lane pops higher priority first, then tiebreak, then push order") {
+  Queue link({.priority = true});
+  const int lane = link.AddLane();
+  link.Push(lane, "low", 5, 0, 1);
+  link.Push(lane, "high-b", 1, 2, 1);
+  link.Push(lane, "high-a", 1, 1, 1);
+  link.Push(lane, "high-a2", 1, 1, 1);
+  std::vector<std::string> order;
+  while (std::optional<Queue::Item> item = link.TryPop(lane)) {
+    order.push_back(item->value);
+    link.Release(lane, item->bytes);
+  }
+  CATCH_CHECK(order == std::vector<std::string>{"high-a", "high-a2", "high-b", "low"});
+}
+
+CATCH_TEST_CASE("a released lane holds up nobody, refuses pushes, and its index is reused") {
+  LinkSendQueue<int> link;
+  const int a = link.AddLane();
+  const int b = link.AddLane();
+  CATCH_CHECK(link.Push(a, 1, /*priority=*/0, 0, 10));  // more urgent, never written
+  CATCH_CHECK(link.Push(b, 2, /*priority=*/5, 0, 10));
+  CATCH_CHECK_FALSE(link.TryPop(b).has_value());  // a's message goes first
+  link.Close(a);
+  link.ReleaseLane(a);
+  link.ReleaseLane(a);  // twice: nothing happens
+  CATCH_CHECK_FALSE(link.Push(a, 3, 0, 0, 10));
+  std::optional<LinkSendQueue<int>::Item> item = link.TryPop(b);
+  CATCH_REQUIRE(item.has_value());
+  CATCH_CHECK(item->value == 2);
+  link.Release(b, item->bytes);
+  // A connection that comes later gets the freed index, and a lane as good as new.
+  const int c = link.AddLane();
+  CATCH_CHECK(c == a);
+  CATCH_CHECK(link.size(c) == 0);
+  CATCH_CHECK(link.Push(c, 4, 0, 0, 10));
+  item = link.TryPop(c);
+  CATCH_REQUIRE(item.has_value());
+  CATCH_CHECK(item->value == 4);
+  CATCH_CHECK(link.AddLane() == 2);  // no free index left: a new one
+}
+
+CATCH_TEST_CASE("closing a lane wakes its blocked writer") {
+  Queue link;
+  const int lane = link.AddLane();
+  bool got_nullopt = false;
+  std::thread writer([&] { got_nullopt = !link.Pop(lane).has_value(); });
+  link.AwaitWaiters(1);  // blocked in Pop(): Close() must wake it
+  link.Close(lane);
+  writer.join();
+  CATCH_CHECK(got_nullopt);
+}
+
+}  // namespace
+}  // namespace p3

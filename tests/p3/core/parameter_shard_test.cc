@@ -1,0 +1,617 @@
+// The server's state machine, driven directly: no transport.
+#include "p3/core/parameter_shard.h"
+#include "p3/core/wire_dtype.h"
+
+#include <catch2/catch.hpp>
+#include <optional>
+#include <utility>
+#include <thread>
+#include <vector>
+
+namespace p3 {
+namespace {
+
+// Two tensors: "w" (5 params) and "b" (2), slices of 3 params, one server:
+// slices 0:[0,3) 1:[3,5) of w, 2:[5,7) b.
+ClusterSignature Signature(int workers, bool values_on_push = true) {
+  ClusterSignature sig;
+  sig.num_workers = workers;
+  sig.num_servers = 1;
+  sig.tensors = {{"w", {5}, "float32"}, {"b", {2}, "float32"}};
+  sig.plan.granularity = Granularity::kSliced;
+  sig.plan.slice_params = 3;
+  sig.values_on_push = values_on_push;
+  return sig;
+}
+
+ShardOptions Options(int workers, double lr = 1.0) {
+  ShardOptions o;
+  o.num_workers = workers;
+  o.optimizer.lr = lr;
+  o.optimizer.momentum = 0;
+  return o;
+}
+
+void InitAll(ParameterShard& shard) {
+  std::vector<float> w = {1, 2, 3, 4, 5}, b = {6, 7};
+  CATCH_REQUIRE(shard.Init(0, 0, w.data(), 3).ok());
+  CATCH_REQUIRE(shard.Init(0, 1, w.data() + 3, 2).ok());
+  CATCH_REQUIRE(shard.Init(0, 2, b.data(), 2).ok());
+}
+
+CATCH_TEST_CASE("initial values go to every worker once all slices are in") {
+  ParameterShard shard(Options(2));
+  CATCH_REQUIRE(shard.Join(Signature(2), 0).ok());
+  std::vector<float> w = {1, 2, 3, 4, 5}, b = {6, 7};
+  auto a = shard.Init(0, 0, w.data(), 3);
+  CATCH_REQUIRE(a.ok());
+  CATCH_CHECK(a->empty());
+  CATCH_REQUIRE(shard.Init(0, 1, w.data() + 3, 2).ok());
+  auto last = shard.Init(0, 2, b.data(), 2);
+  CATCH_REQUIRE(last.ok());
+  CATCH_CHECK(last->size() == 3);  // three slices to worker 0, the only one joined
+  // A worker joining later gets version 0 of every slice at once.
+  auto late = shard.Join(Signature(2), 1);
+  CATCH_REQUIRE(late.ok());
+  CATCH_REQUIRE(late->size() == 3);
+  CATCH_CHECK((*late)[0].rank == 1);
+  CATCH_CHECK((*late)[0].iteration == 0);
+  CATCH_CHECK(*(*late)[0].values == std::vector<float>{1, 2, 3});
+}
+
+CATCH_TEST_CASE("the mean of all workers' gradients is applied once the last one is in") {
+  ParameterShard shard(Options(3, 0.5));
+  for (int r = 0; r < 3; ++r) CATCH_REQUIRE(shard.Join(Signature(3), r).ok());
+  InitAll(shard);
+  std::vector<float> g0 = {1, 1, 1}, g1 = {2, 2, 2}, g2 = {6, 0, 3};
+  auto o0 = shard.Gradient(0, 0, 0, g0.data(), 3);
+  auto o2 = shard.Gradient(2, 0, 0, g2.data(), 3);
+  CATCH_REQUIRE(o0.ok());
+  CATCH_REQUIRE(o2.ok());
+  CATCH_CHECK(o0->empty());
+  CATCH_CHECK(o2->empty());
+  auto o1 = shard.Gradient(1, 0, 0, g1.data(), 3);
+  CATCH_REQUIRE(o1.ok());
+  CATCH_REQUIRE(o1->size() == 3);  // version 1 to every worker
+  // mean = {3, 1, 2}; p = {1,2,3} - 0.5*mean
+  std::vector<float> want = {-0.5f, 1.5f, 2.0f};
+  for (const Outgoing& o : *o1) {
+    CATCH_CHECK(o.kind == Outgoing::Kind::kParams);
+    CATCH_CHECK(o.iteration == 1);
+    CATCH_CHECK(*o.values == want);
+  }
+  auto values = shard.SliceValues(0);
+  CATCH_REQUIRE(values.ok());
+  CATCH_CHECK(values->second == 1);
+  // The other slices are untouched.
+  CATCH_CHECK(shard.SliceValues(1)->second == 0);
+}
+
+CATCH_TEST_CASE("the result does not depend on the order gradients arrive in") {
+  std::vector<float> g[3] = {{0.1f, 0.7f, 1e-8f}, {3e7f, -0.3f, 1.0f}, {-3e7f, 0.2f, 1.0f}};
+  std::vector<std::vector<float>> results;
+  for (auto order : {std::vector<int>{0, 1, 2}, {2, 1, 0}, {1, 2, 0}}) {
+    ParameterShard shard(Options(3));
+    for (int r = 0; r < 3; ++r) CATCH_REQUIRE(shard.Join(Signature(3), r).ok());
+    InitAll(shard);
+    for (int r : order) CATCH_REQUIRE(shard.Gradient(r, 0, 0, g[r].data(), 3).ok());
+    results.push_back(shard.SliceValues(0)->first);
+  }
+  CATCH_CHECK(results[0] == results[1]);
+  CATCH_CHECK(results[0] == results[2]);
+}
+
+CATCH_TEST_CASE("malformed gradients are refused and change nothing") {
+  ParameterShard shard(Options(2));
+  CATCH_REQUIRE(shard.Join(Signature(2), 0).ok());
+  CATCH_REQUIRE(shard.Join(Signature(2), 1).ok());
+  InitAll(shard);
+  std::vector<float> g = {1, 1, 1, 1};
+  CATCH_CHECK(
+      absl::IsInvalidArgument(shard.Gradient(0, 9, 0, g.data(), 3).status()));  // unknown slice
+  CATCH_CHECK(
+      absl::IsInvalidArgument(shard.Gradient(0, 0, 0, g.data(), 4).status()));  // wrong length
+  CATCH_CHECK(
+      absl::IsInvalidArgument(shard.Gradient(0, 0, 1, g.data(), 3).status()));  // wrong iteration
+  CATCH_REQUIRE(shard.Gradient(0, 0, 0, g.data(), 3).ok());
+  CATCH_CHECK(absl::IsAlreadyExists(shard.Gradient(0, 0, 0, g.data(), 3).status()));  // duplicate
+  CATCH_CHECK(
+      absl::IsFailedPrecondition(shard.Gradient(5, 0, 0, g.data(), 3).status()));  // no such worker
+  CATCH_CHECK(
+      absl::IsInvalidArgument(shard.Init(1, 0, g.data(), 3).status()));  // init not from rank 0
+  CATCH_CHECK(absl::IsAlreadyExists(shard.Init(0, 0, g.data(), 3).status()));
+  // The slice still completes normally with worker 1's gradient.
+  auto done = shard.Gradient(1, 0, 0, g.data(), 3);
+  CATCH_REQUIRE(done.ok());
+  CATCH_CHECK(done->size() == 2);
+  CATCH_CHECK(shard.SliceValues(0)->second == 1);
+}
+
+CATCH_TEST_CASE("a slice sent in parts gives the same result as sent whole") {
+  std::vector<float> g0 = {0.25f, -1.5f, 3.0f}, g1 = {2.0f, 0.5f, -0.125f};
+  ParameterShard whole(Options(2, 0.5)), parts(Options(2, 0.5));
+  for (ParameterShard* shard : {&whole, &parts}) {
+    for (int r = 0; r < 2; ++r) CATCH_REQUIRE(shard->Join(Signature(2), r).ok());
+  }
+  InitAll(whole);
+  // Initial values of slice 0 in two parts: nothing goes out before the last one.
+  std::vector<float> w = {1, 2, 3, 4, 5}, b = {6, 7};
+  auto first = parts.Init(0, 0, w.data(), 1, /*offset=*/0);
+  CATCH_REQUIRE(first.ok());
+  CATCH_CHECK(first->empty());
+  CATCH_REQUIRE(parts.Init(0, 0, w.data() + 1, 2, /*offset=*/1).ok());
+  CATCH_REQUIRE(parts.Init(0, 1, w.data() + 3, 2).ok());
+  CATCH_REQUIRE(parts.Init(0, 2, b.data(), 2).ok());
+  CATCH_CHECK(parts.SliceValues(0)->first == whole.SliceValues(0)->first);
+
+  CATCH_REQUIRE(whole.Gradient(0, 0, 0, g0.data(), 3).ok());
+  CATCH_REQUIRE(whole.Gradient(1, 0, 0, g1.data(), 3).ok());
+  // Rank 0 in three parts, rank 1 whole; the update waits for rank 0's last part.
+  CATCH_REQUIRE(parts.Gradient(0, 0, 0, g0.data(), 1, 0).ok());
+  CATCH_REQUIRE(parts.Gradient(1, 0, 0, g1.data(), 3).ok());
+  CATCH_REQUIRE(parts.Gradient(0, 0, 0, g0.data() + 1, 1, 1).ok());
+  CATCH_CHECK(parts.SliceValues(0)->second == 0);
+  auto last = parts.Gradient(0, 0, 0, g0.data() + 2, 1, 2);
+  CATCH_REQUIRE(last.ok());
+  CATCH_CHECK(last->size() == 2);  // version 1 to both workers
+  CATCH_CHECK(parts.SliceValues(0)->second == 1);
+  CATCH_CHECK(parts.SliceValues(0)->first == whole.SliceValues(0)->first);
+}
+
+CATCH_TEST_CASE("parts out of order, overlapping or past the end are refused and change nothing") {
+  ParameterShard shard(Options(1));
+  CATCH_REQUIRE(shard.Join(Signature(1), 0).ok());
+  InitAll(shard);
+  std::vector<float> g = {1, 1, 1, 1};
+  CATCH_CHECK(absl::IsInvalidArgument(shard.Gradient(0, 0, 0, g.data(), 1, 1).status()));  // gap
+  CATCH_REQUIRE(shard.Gradient(0, 0, 0, g.data(), 2, 0).ok());
+  CATCH_CHECK(
+      absl::IsInvalidArgument(shard.Gradient(0, 0, 0, g.data(), 1, 0).status()));  // overlap
+  CATCH_CHECK(
+      absl::IsInvalidArgument(shard.Gradient(0, 0, 0, g.data(), 2, 2).status()));  // past end
+  CATCH_CHECK(absl::IsInvalidArgument(shard.Gradient(0, 0, 0, g.data(), 0, 2).status()));  // empty
+  CATCH_CHECK(absl::IsInvalidArgument(shard.Gradient(0, 0, 0, g.data(), 1, -1).status()));
+  CATCH_CHECK(shard.SliceValues(0)->second == 0);
+  // The right part still completes the slice.
+  auto done = shard.Gradient(0, 0, 0, g.data(), 1, 2);
+  CATCH_REQUIRE(done.ok());
+  CATCH_CHECK(shard.SliceValues(0)->second == 1);
+}
+
+CATCH_TEST_CASE("a handshake that does not fit is refused with a clear reason") {
+  ParameterShard shard(Options(2));
+  CATCH_REQUIRE(shard.Join(Signature(2), 0).ok());
+  ClusterSignature other = Signature(2);
+  other.tensors[0].shape = {6};
+  auto bad_shape = shard.Join(other, 1);
+  CATCH_REQUIRE(absl::IsFailedPrecondition(bad_shape.status()));
+  CATCH_CHECK(bad_shape.status().message().find("shape [6], expected [5]") != std::string::npos);
+  CATCH_CHECK(absl::IsFailedPrecondition(shard.Join(Signature(3), 1).status()));  // cluster size
+  CATCH_CHECK(absl::IsInvalidArgument(shard.Join(Signature(2), 2).status()));     // rank range
+  CATCH_CHECK(absl::IsAlreadyExists(shard.Join(Signature(2), 0).status()));       // twice
+  ClusterSignature sliced_differently = Signature(2);
+  sliced_differently.plan.slice_params = 4;
+  CATCH_CHECK(absl::IsFailedPrecondition(shard.Join(sliced_differently, 1).status()));
+  CATCH_CHECK(shard.Join(Signature(2), 1).ok());  // the right one is still admitted
+}
+
+CATCH_TEST_CASE("without values on push the server acks and answers pulls once updated") {
+  ParameterShard shard(Options(2));
+  CATCH_REQUIRE(shard.Join(Signature(2, false), 0).ok());
+  CATCH_REQUIRE(shard.Join(Signature(2, false), 1).ok());
+  InitAll(shard);
+  std::vector<float> g = {1, 1, 1};
+  auto a0 = shard.Gradient(0, 0, 0, g.data(), 3);
+  CATCH_REQUIRE(a0.ok());
+  CATCH_REQUIRE(a0->size() == 1);
+  CATCH_CHECK((*a0)[0].kind == Outgoing::Kind::kAck);
+  auto pull0 = shard.Pull(0, 0, 1);  // not updated yet: parked
+  CATCH_REQUIRE(pull0.ok());
+  CATCH_CHECK(pull0->empty());
+  auto a1 = shard.Gradient(1, 0, 0, g.data(), 3);
+  CATCH_REQUIRE(a1.ok());
+  CATCH_REQUIRE(a1->size() == 2);  // ack to 1, parked pull of 0 answered
+  CATCH_CHECK((*a1)[0].kind == Outgoing::Kind::kAck);
+  CATCH_CHECK((*a1)[1].kind == Outgoing::Kind::kParams);
+  CATCH_CHECK((*a1)[1].rank == 0);
+  auto pull1 = shard.Pull(1, 0, 1);  // already updated: answered at once
+  CATCH_REQUIRE(pull1.ok());
+  CATCH_REQUIRE(pull1->size() == 1);
+  CATCH_CHECK((*pull1)[0].iteration == 1);
+  CATCH_CHECK(absl::IsInvalidArgument(shard.Pull(1, 0, 7).status()));
+}
+
+CATCH_TEST_CASE("values already handed out stay unchanged while later versions are computed") {
+  ParameterShard shard(Options(1, 1.0));
+  CATCH_REQUIRE(shard.Join(Signature(1), 0).ok());
+  InitAll(shard);
+  std::vector<float> g = {1, 1, 1};
+  // Version 1 is held (an outgoing message not sent yet) while versions 2 and 3 are
+  // computed: the shard must not reuse its buffer. Version 2 is dropped at once, so its
+  // buffer may be reused for version 4.
+  auto v1 = shard.Gradient(0, 0, 0, g.data(), 3);
+  CATCH_REQUIRE(v1.ok());
+  CATCH_REQUIRE(v1->size() == 1);
+  const std::shared_ptr<const std::vector<float>> held = (*v1)[0].values;
+  for (uint64_t it = 1; it < 4; ++it) {
+    auto out = shard.Gradient(0, 0, it, g.data(), 3);
+    CATCH_REQUIRE(out.ok());
+    CATCH_REQUIRE(out->size() == 1);
+    CATCH_CHECK(*(*out)[0].values ==
+                std::vector<float>{1.0f - (it + 1), 2.0f - (it + 1), 3.0f - (it + 1)});
+  }
+  CATCH_CHECK(*held == std::vector<float>{0, 1, 2});
+  CATCH_CHECK(shard.SliceValues(0)->first == std::vector<float>{-3, -2, -1});
+}
+
+CATCH_TEST_CASE("the server is finished when every worker is") {
+  ParameterShard shard(Options(2));
+  CATCH_REQUIRE(shard.Join(Signature(2), 0).ok());
+  CATCH_REQUIRE(shard.Join(Signature(2), 1).ok());
+  CATCH_CHECK_FALSE(shard.Finish(1));
+  CATCH_CHECK(shard.Finish(0));
+}
+
+CATCH_TEST_CASE("each update uses the scheduled rate of its iteration, also after a restore") {
+  // Plain SGD with rate 1, then 0.5 from iteration 2 on (step schedule): gradient 1 on
+  // every value moves it by -1, -1, -0.5, -0.5.
+  ShardOptions o = Options(1);
+  o.optimizer.schedule.kind = LrScheduleKind::kStep;
+  o.optimizer.schedule.step_size = 2;
+  o.optimizer.schedule.gamma = 0.5;
+  o.checkpoint_every = 2;
+  std::optional<ShardCheckpoint> saved;
+  o.on_checkpoint = [&saved](ShardCheckpoint c) {
+    if (!saved) saved = std::move(c);  // the one of iteration 2
+  };
+  const std::vector<float> ones = {1, 1, 1};
+  const std::vector<float> want = {-2.0f, -1.0f, 0.0f};  // {1, 2, 3} - 3
+  {
+    ParameterShard shard(o);
+    CATCH_REQUIRE(shard.Join(Signature(1), 0).ok());
+    InitAll(shard);
+    for (uint64_t it = 0; it < 4; ++it) {
+      for (int slice = 0; slice < 3; ++slice) {
+        const int64_t n = slice == 0 ? 3 : 2;
+        CATCH_REQUIRE(shard.Gradient(0, slice, it, ones.data(), n).ok());
+      }
+    }
+    CATCH_CHECK(shard.SliceValues(0)->first == want);
+  }
+  // A new shard restored at iteration 2 continues at the rate of iteration 2.
+  CATCH_REQUIRE(saved.has_value());
+  CATCH_REQUIRE(saved->iteration == 2);
+  o.on_checkpoint = nullptr;
+  o.checkpoint_every = 0;
+  o.restore = *saved;
+  ParameterShard restored(o);
+  CATCH_REQUIRE(restored.Join(Signature(1), 0).ok());
+  for (uint64_t it = 2; it < 4; ++it) {
+    for (int slice = 0; slice < 3; ++slice) {
+      const int64_t n = slice == 0 ? 3 : 2;
+      CATCH_REQUIRE(restored.Gradient(0, slice, it, ones.data(), n).ok());
+    }
+  }
+  CATCH_CHECK(restored.SliceValues(0)->first == want);
+}
+
+CATCH_TEST_CASE("a worker joining while the last initial values arrive gets version 0 once") {
+  // Join and the last Init race on two threads; whichever wins, worker 1 must receive
+  // version 0 of every slice exactly once (from its Join or from the Init), never twice.
+  for (int round = 0; round < 300; ++round) {
+    ParameterShard shard(Options(2));
+    CATCH_REQUIRE(shard.Join(Signature(2), 0).ok());
+    std::vector<float> w = {1, 2, 3, 4, 5}, b = {6, 7};
+    CATCH_REQUIRE(shard.Init(0, 0, w.data(), 3).ok());
+    CATCH_REQUIRE(shard.Init(0, 1, w.data() + 3, 2).ok());
+    absl::StatusOr<std::vector<Outgoing>> from_init;
+    absl::StatusOr<std::vector<Outgoing>> from_join;
+    std::thread init([&] { from_init = shard.Init(0, 2, b.data(), 2); });
+    std::thread join([&] { from_join = shard.Join(Signature(2), 1); });
+    init.join();
+    join.join();
+    CATCH_REQUIRE(from_init.ok());
+    CATCH_REQUIRE(from_join.ok());
+    int to_worker_1 = 0;
+    for (const auto* out : {&*from_init, &*from_join}) {
+      for (const Outgoing& o : *out) to_worker_1 += o.rank == 1;
+    }
+    CATCH_REQUIRE(to_worker_1 == 3);
+  }
+}
+
+// --- A 16-bit wire (ShardOptions::wire_dtype).
+
+ShardOptions WireOptions(int workers, WireDType dtype) {
+  ShardOptions o = Options(workers, 0.5);
+  o.wire_dtype = dtype;
+  return o;
+}
+
+ClusterSignature WireSignature(int workers, WireDType dtype) {
+  ClusterSignature sig = Signature(workers);
+  sig.wire_dtype = dtype;
+  return sig;
+}
+
+CATCH_TEST_CASE("on a 16-bit wire, encoded values handed out stay unchanged across versions") {
+  for (WireDType dtype : {WireDType::kBFloat16, WireDType::kFloat16}) {
+    CATCH_CAPTURE(WireDTypeName(dtype));
+    ParameterShard shard(WireOptions(1, dtype));
+    CATCH_REQUIRE(shard.Join(WireSignature(1, dtype), 0).ok());
+    InitAll(shard);
+    const std::vector<float> g = {0.3f, 0.3f, 0.3f};
+    auto v1 = shard.Gradient(0, 0, 0, g.data(), 3, 0, dtype == WireDType::kFloat16
+                                                          ? std::optional<int>(0)
+                                                          : std::nullopt);
+    CATCH_REQUIRE(v1.ok());
+    CATCH_REQUIRE(v1->size() == 1);
+    const std::shared_ptr<const WireValues> held = (*v1)[0].encoded;
+    CATCH_REQUIRE(held != nullptr);
+    const WireValues copy = *held;
+    for (uint64_t it = 1; it < 5; ++it) {
+      auto out = shard.Gradient(0, 0, it, g.data(), 3, 0, dtype == WireDType::kFloat16
+                                                             ? std::optional<int>(0)
+                                                             : std::nullopt);
+      CATCH_REQUIRE(out.ok());
+      CATCH_REQUIRE(out->size() == 1);
+      // Each version is the master values rounded; the master values are float32.
+      const std::vector<float> master = shard.SliceValues(0)->first;
+      std::vector<float> want(3);
+      RoundToWire(dtype, master.data(), 3, (*out)[0].encoded->scale_exponent, want.data());
+      CATCH_CHECK(DecodedValues((*out)[0], dtype) == want);
+    }
+    CATCH_CHECK(held->values == copy.values);
+    CATCH_CHECK(held->scale_exponent == copy.scale_exponent);
+    // The master values keep what 16 bits cannot hold.
+    const std::vector<float> master = shard.SliceValues(0)->first;
+    std::vector<float> rounded(3);
+    RoundToWire(dtype, master.data(), 3, Float16ScaleExponent(master.data(), 3), rounded.data());
+    CATCH_CHECK(rounded != master);
+  }
+}
+
+CATCH_TEST_CASE("on a 16-bit wire a checkpoint holds float32 master values") {
+  std::optional<ShardCheckpoint> saved;
+  ShardOptions o = WireOptions(1, WireDType::kBFloat16);
+  o.checkpoint_every = 1;
+  o.on_checkpoint = [&](ShardCheckpoint c) { saved = std::move(c); };
+  ParameterShard shard(o);
+  CATCH_REQUIRE(shard.Join(WireSignature(1, WireDType::kBFloat16), 0).ok());
+  // Initial values that bfloat16 cannot hold.
+  std::vector<float> w = {1.001f, 2.002f, 3.003f, 4.004f, 5.005f}, b = {6.006f, 7.007f};
+  CATCH_REQUIRE(shard.Init(0, 0, w.data(), 3).ok());
+  CATCH_REQUIRE(shard.Init(0, 1, w.data() + 3, 2).ok());
+  auto zero = shard.Init(0, 2, b.data(), 2);
+  CATCH_REQUIRE(zero.ok());
+  // Version 0 goes out rounded, the master values are the initial ones, exactly.
+  CATCH_CHECK(DecodedValues((*zero)[0], WireDType::kBFloat16) != std::vector<float>(w.begin(), w.begin() + 3));
+  CATCH_CHECK(shard.SliceValues(0)->first == std::vector<float>(w.begin(), w.begin() + 3));
+  const std::vector<float> g = {0, 0, 0};
+  for (int slice = 0; slice < 3; ++slice) {
+    const int n = slice == 0 ? 3 : 2;
+    CATCH_REQUIRE(shard.Gradient(0, slice, 0, g.data(), n).ok());
+  }
+  CATCH_REQUIRE(saved.has_value());
+  CATCH_CHECK(saved->slices[0].params == std::vector<float>(w.begin(), w.begin() + 3));
+  CATCH_CHECK(saved->slices[2].params == b);
+}
+
+CATCH_TEST_CASE("without values the shard runs the same protocol: who gets what, when") {
+  // The simulator's shard (ShardOptions::keep_values = false) against one with values,
+  // message by message, in both answer styles.
+  for (bool values_on_push : {true, false}) {
+    ShardOptions with = Options(2);
+    ShardOptions without = Options(2);
+    without.keep_values = false;
+    ParameterShard a(with), b(without);
+    for (int r = 0; r < 2; ++r) {
+      CATCH_REQUIRE(a.Join(Signature(2, values_on_push), r).ok());
+      CATCH_REQUIRE(b.Join(Signature(2, values_on_push), r).ok());
+    }
+    InitAll(a);
+    CATCH_REQUIRE(b.Init(0, 0, nullptr, 3).ok());
+    CATCH_REQUIRE(b.Init(0, 1, nullptr, 2).ok());
+    absl::StatusOr<std::vector<Outgoing>> init_b = b.Init(0, 2, nullptr, 2);
+    CATCH_REQUIRE(init_b.ok());
+    CATCH_CHECK(init_b->size() == 6);  // version 0 of 3 slices to 2 workers
+    std::vector<float> g = {1, 1, 1};
+    auto same = [](const std::vector<Outgoing>& x, const std::vector<Outgoing>& y) {
+      CATCH_REQUIRE(x.size() == y.size());
+      for (size_t i = 0; i < x.size(); ++i) {
+        CATCH_CHECK(x[i].kind == y[i].kind);
+        CATCH_CHECK(x[i].rank == y[i].rank);
+        CATCH_CHECK(x[i].slice_id == y[i].slice_id);
+        CATCH_CHECK(x[i].iteration == y[i].iteration);
+        CATCH_CHECK(y[i].values == nullptr);
+      }
+    };
+    for (int r = 0; r < 2; ++r) {
+      if (!values_on_push && r == 1) {
+        // Worker 0 pulls version 1 before worker 1's gradient: pending in both.
+        absl::StatusOr<std::vector<Outgoing>> pa = a.Pull(0, 0, 1), pb = b.Pull(0, 0, 1);
+        CATCH_REQUIRE(pa.ok());
+        CATCH_REQUIRE(pb.ok());
+        same(*pa, *pb);
+      }
+      absl::StatusOr<std::vector<Outgoing>> ga = a.Gradient(r, 0, 0, g.data(), 3);
+      absl::StatusOr<std::vector<Outgoing>> gb = b.Gradient(r, 0, 0, nullptr, 3);
+      CATCH_REQUIRE(ga.ok());
+      CATCH_REQUIRE(gb.ok());
+      same(*ga, *gb);
+      if (r == 1) CATCH_CHECK(!gb->empty());
+    }
+    CATCH_CHECK(b.SliceValues(0)->second == 1);
+    // A duplicate is refused the same way.
+    CATCH_CHECK(b.Gradient(0, 0, 0, nullptr, 3).status().code() ==
+                a.Gradient(0, 0, 0, g.data(), 3).status().code());
+  }
+}
+
+}  // namespace
+}  // namespace p3
+
+namespace p3 {
+namespace {
+
+// A model of 3 tensors (10, 7 and 4 parameters) in stripes of 4 over 2 servers, sliced
+// `slice` long. Stripes: t0 [0,4)->s0 [4,8)->s1 [8,10)->s0; t1 [0,4)->s1 [4,7)->s0;
+// t2 [0,4)->s1.
+ClusterSignature StripedSignature(int workers, int64_t slice) {
+  ClusterSignature sig;
+  sig.num_workers = workers;
+  sig.num_servers = 2;
+  sig.tensors = {{"a", {10}, "float32"}, {"b", {7}, "float32"}, {"c", {4}, "float32"}};
+  sig.plan.granularity = Granularity::kSliced;
+  sig.plan.slice_params = slice;
+  sig.plan.owner_params = 4;
+  return sig;
+}
+
+// Drives both servers of a striped 2-worker cluster with the same per-parameter
+// gradients whatever the plan: gradient of parameter i at iteration t is
+// sin(i + 7 t) * (rank + 1). Re-plans to `replan_to` (0: none) before iteration 2's.
+struct TwoShards {
+  explicit TwoShards(int64_t slice) : slice(slice) {
+    for (int s = 0; s < 2; ++s) {
+      ShardOptions o;
+      o.server_index = s;
+      o.num_workers = 2;
+      o.optimizer.lr = 0.1;
+      o.optimizer.momentum = 0.9;
+      o.optimizer.weight_decay = 0.01;
+      shards.push_back(std::make_unique<ParameterShard>(o));
+      for (int r = 0; r < 2; ++r) CATCH_REQUIRE(shards[s]->Join(StripedSignature(2, slice), r).ok());
+    }
+    plan = *SlicePlan::Create({{"a", 10}, {"b", 7}, {"c", 4}},
+                              SlicePlanOptions{.slice_params = slice, .owner_params = 4,
+                                               .num_servers = 2});
+    std::vector<float> init(21);
+    for (int i = 0; i < 21; ++i) init[i] = 0.1f * static_cast<float>(i);
+    for (const Slice& sl : plan.slices()) {
+      CATCH_REQUIRE(shards[sl.server]->Init(0, sl.id, init.data() + sl.offset, sl.length).ok());
+    }
+  }
+  void Iteration(uint64_t t) {
+    for (int r = 0; r < 2; ++r) {
+      for (const Slice& sl : plan.slices()) {
+        std::vector<float> g(sl.length);
+        for (int64_t i = 0; i < sl.length; ++i) {
+          g[i] = std::sin(static_cast<float>(sl.offset + i + 7 * t)) * static_cast<float>(r + 1);
+        }
+        CATCH_REQUIRE(shards[sl.server]->Gradient(r, sl.id, t, g.data(), sl.length).ok());
+      }
+    }
+  }
+  std::vector<float> Values() const {
+    std::vector<float> all(21);
+    for (const Slice& sl : plan.slices()) {
+      auto v = shards[sl.server]->SliceValues(sl.id);
+      CATCH_REQUIRE(v.ok());
+      std::copy(v->first.begin(), v->first.end(), all.begin() + sl.offset);
+    }
+    return all;
+  }
+  int64_t slice;
+  SlicePlan plan = *SlicePlan::Create({{"x", 1}}, SlicePlanOptions{});
+  std::vector<std::unique_ptr<ParameterShard>> shards;
+};
+
+CATCH_TEST_CASE("a re-plan keeps every parameter's values and momentum: training is bit for bit the same") {
+  TwoShards fixed(2), replanned(2);
+  for (uint64_t t = 0; t < 2; ++t) {
+    fixed.Iteration(t);
+    replanned.Iteration(t);
+  }
+  // Asked before iteration 2's gradients... at version 2 already: too late, refused.
+  for (auto& shard : replanned.shards) {
+    absl::Status late = shard->Replan(0, 2, 3);
+    CATCH_CHECK(absl::IsFailedPrecondition(late));
+    CATCH_CHECK(late.message().find("at version 2 already") != std::string::npos);
+  }
+  fixed.Iteration(2);
+  for (auto& shard : replanned.shards) CATCH_REQUIRE(shard->Replan(0, 4, 3).ok());
+  replanned.Iteration(2);
+  // Iteration 3 is still the old plan's; the switch comes with its last gradient.
+  replanned.Iteration(3);
+  fixed.Iteration(3);
+  for (auto& shard : replanned.shards) CATCH_CHECK(shard->replans() == 1);
+  replanned.plan = *replanned.plan.WithSliceParams(3);
+  CATCH_CHECK(replanned.Values() == fixed.Values());
+  // The switch allocated the new slices' snapshot buffers (the current version's and a
+  // spare): the first updates on the new plan allocate none, where a buffer allocated
+  // then was fresh memory in a timed iteration.
+  std::vector<int64_t> allocated;
+  for (auto& shard : replanned.shards) allocated.push_back(shard->SnapshotAllocations());
+  // The old plan's states are retired with their buffers given up: after two rounds of the
+  // new plan (one to have a previous version) a shard holds what the same shard without
+  // re-plans holds, not twice that.
+  for (uint64_t t = 4; t < 6; ++t) {
+    fixed.Iteration(t);
+    replanned.Iteration(t);
+  }
+  for (size_t i = 0; i < fixed.shards.size(); ++i) {
+    CATCH_CHECK(fixed.shards[i]->StateFloats() > 0);
+    CATCH_CHECK(replanned.shards[i]->StateFloats() == fixed.shards[i]->StateFloats());
+    CATCH_CHECK(replanned.shards[i]->SnapshotAllocations() == allocated[i]);
+  }
+  for (uint64_t t = 6; t < 8; ++t) {
+    fixed.Iteration(t);
+    replanned.Iteration(t);
+  }
+  CATCH_CHECK(replanned.Values() == fixed.Values());
+  // Slice ids are the new plan's: slice 0 is 3 long now (it was 2), and a gradient of the
+  // old plan's last slice id (10, c [2,4)) names a slice the plan no longer has.
+  CATCH_CHECK(replanned.shards[0]->SliceSpan(0)->second == 3);
+  std::vector<float> four(4, 1.0f);
+  CATCH_CHECK(absl::IsInvalidArgument(replanned.shards[0]->Gradient(0, 0, 8, four.data(), 4).status()));
+  CATCH_CHECK(fixed.plan.slices().size() == 11);
+  CATCH_CHECK(replanned.plan.slices().size() == 10);
+  CATCH_CHECK(absl::IsInvalidArgument(replanned.shards[1]->Gradient(0, 10, 8, four.data(), 2).status()));
+}
+
+CATCH_TEST_CASE("a re-plan is refused unless rank 0 asks, the plan has stripes and nothing rules it out") {
+  TwoShards cluster(2);
+  ParameterShard& shard = *cluster.shards[0];
+  CATCH_CHECK(shard.Replan(1, 5, 3).message().find("only worker 0 re-plans") != std::string::npos);
+  CATCH_CHECK(shard.Replan(0, 5, 0).message().find("slice_params must be >= 1") != std::string::npos);
+  CATCH_REQUIRE(shard.Replan(0, 5, 3).ok());
+  CATCH_CHECK(shard.ReplanPending() == std::make_pair(uint64_t{5}, int64_t{3}));
+  CATCH_CHECK(shard.Replan(0, 6, 1).message().find("is pending") != std::string::npos);
+  // No rejoin while one is pending (nor after).
+  ShardOptions rejoins;
+  rejoins.num_workers = 2;
+  rejoins.accept_rejoin = true;
+  ParameterShard r(rejoins);
+  for (int w = 0; w < 2; ++w) CATCH_REQUIRE(r.Join(StripedSignature(2, 2), w).ok());
+  SlicePlan plan = cluster.plan;
+  std::vector<float> zeros(21, 0.0f);
+  for (int id : plan.server_slices(0)) {
+    CATCH_REQUIRE(r.Init(0, id, zeros.data(), plan.slices()[id].length).ok());
+  }
+  CATCH_REQUIRE(r.Replan(0, 3, 4).ok());
+  absl::StatusOr<uint64_t> rejoined = r.Rejoin(StripedSignature(2, 2), 1);
+  CATCH_CHECK(absl::IsFailedPrecondition(rejoined.status()));
+  CATCH_CHECK(rejoined.status().message().find("re-planned") != std::string::npos);
+
+  // Without stripes; float16; checkpoints; values pulled.
+  ParameterShard plain(Options(1));
+  CATCH_REQUIRE(plain.Join(Signature(1), 0).ok());
+  InitAll(plain);
+  CATCH_CHECK(plain.Replan(0, 5, 2).message().find("ownership stripes") != std::string::npos);
+  ShardOptions f16 = Options(1);
+  f16.wire_dtype = WireDType::kFloat16;
+  CATCH_CHECK(ParameterShard(f16).Replan(0, 5, 2).message().find("float16") != std::string::npos);
+  ShardOptions ckpt = Options(1);
+  ckpt.checkpoint_every = 10;
+  CATCH_CHECK(ParameterShard(ckpt).Replan(0, 5, 2).message().find("checkpoints") !=
+              std::string::npos);
+  ParameterShard pulls(Options(2));
+  ClusterSignature pull_sig = StripedSignature(2, 2);
+  pull_sig.values_on_push = false;
+  CATCH_REQUIRE(pulls.Join(pull_sig, 0).ok());
+  CATCH_CHECK(pulls.Replan(0, 5, 2).message().find("pulls values") != std::string::npos);
+}
+
+}  // namespace
+}  // namespace p3
