@@ -20,12 +20,12 @@ else
   echo "$out" | tail -1
 fi
 
-# A tree whose core includes a tool, and whose worker depends on the server.
+# A tree whose core (p3/core) includes a tool, and whose worker depends on the server.
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-mkdir -p "$tmp/p3" "$tmp/tools" "$tmp/worker" "$tmp/server" "$tmp/docs"
-printf 'cc_library(name = "a", srcs = ["a.cc"])\n' >"$tmp/p3/BUILD"
-printf '#include "tools/x.h"\n' >"$tmp/p3/a.cc"
+mkdir -p "$tmp/p3/core" "$tmp/tools" "$tmp/worker" "$tmp/server" "$tmp/docs"
+printf 'cc_library(name = "a", srcs = ["a.cc"])\n' >"$tmp/p3/core/BUILD"
+printf '#include "tools/x.h"\n' >"$tmp/p3/core/a.cc"
 printf 'cc_library(name = "x")\n' >"$tmp/tools/BUILD"
 printf 'cc_library(name = "w", deps = ["//server:s"])\n' >"$tmp/worker/BUILD"
 printf 'cc_library(name = "s", visibility = ["//worker:__pkg__"])\n' >"$tmp/server/BUILD"
@@ -34,7 +34,7 @@ printf '%s\n%s\n' '<!-- package-graph:begin (tools/package_graph.py --write) -->
 out=$(python3 "$script" --root="$tmp" --check 2>&1)
 rc=$?
 [ "$rc" -eq 1 ] || fail "an upward tree passed the check (exit $rc)"
-grep -q 'p3/a.cc: p3 -> tools runs up' <<<"$out" || fail "the upward #include was not named: $out"
+grep -q 'p3/core/a.cc: p3/core -> tools runs up' <<<"$out" || fail "the upward #include was not named: $out"
 grep -q 'BUILD: worker -> server runs sideways' <<<"$out" || fail "worker -> server not named: $out"
 grep -q 'out of date' <<<"$out" || fail "a stale picture was not reported: $out"
 
