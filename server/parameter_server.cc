@@ -16,7 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
-#include "p3/core/link_queue.h"
+#include "p3/core/send_queue.h"
 #include "p3/core/shared_memory.h"
 #include "p3/core/slice_plan.h"
 #include "p3/core/stall_report.h"
@@ -175,9 +175,9 @@ class ParameterServer::Impl {
     grpc::ServerContext* context = nullptr;
     // The send queue: a lane of the server's link_, or own_queue for a worker whose
     // values go through shared memory (they do not use the network link).
-    LinkSendQueue<Pending>* queue = nullptr;
+    SendQueue<Pending>* queue = nullptr;
     int lane = 0;
-    std::unique_ptr<LinkSendQueue<Pending>> own_queue;
+    std::unique_ptr<SendQueue<Pending>> own_queue;
     int receive_track = 0;
     int send_track = 0;
     // The worker's shared memory (slices located by the shard's plan); set before the
@@ -244,17 +244,17 @@ class ParameterServer::Impl {
       const SendQueueOptions order{.priority = joined.signature.priority,
                                    .credit_bytes = options_.credit_bytes};
       if (conn->shared != nullptr) {
-        conn->own_queue = std::make_unique<LinkSendQueue<Pending>>(order);
+        conn->own_queue = std::make_unique<SendQueue<Pending>>(order);
         conn->queue = conn->own_queue.get();
       } else {
         // Every stream over the network shares one send order (the signature, and so the
         // order, is the same for every worker).
-        if (link_ == nullptr) link_ = std::make_unique<LinkSendQueue<Pending>>(order);
+        if (link_ == nullptr) link_ = std::make_unique<SendQueue<Pending>>(order);
         conn->queue = link_.get();
       }
       conn->lane = conn->queue->AddLane();
       // The Welcome goes first, also in FIFO order: queued before anyone can see the queue.
-      conn->Push(Pending{.kind = Pending::Kind::kWelcome}, LinkSendQueue<Pending>::kUrgent, 0, 0);
+      conn->Push(Pending{.kind = Pending::Kind::kWelcome}, SendQueue<Pending>::kUrgent, 0, 0);
       // A worker that joins while a re-plan is pending (rank 0 may be an iteration ahead)
       // learns of it here; one that was here already gets it from ForwardReplan (both
       // under mu_, so a worker may hear of it twice, never not at all).
@@ -262,7 +262,7 @@ class ParameterServer::Impl {
         conn->Push(Pending{.kind = Pending::Kind::kReplan,
                            .replan_from_iteration = replan->first,
                            .replan_slice_params = replan->second},
-                   LinkSendQueue<Pending>::kUrgent, 0, 0);
+                   SendQueue<Pending>::kUrgent, 0, 0);
       }
       streams_[rank] = conn.get();
     }
@@ -440,7 +440,7 @@ class ParameterServer::Impl {
 
   void WriteLoop(Connection* conn, TrainStream* stream) {
     wire::ServerMessage msg;  // control messages only
-    while (std::optional<LinkSendQueue<Pending>::Item> item = conn->queue->Pop(conn->lane)) {
+    while (std::optional<SendQueue<Pending>::Item> item = conn->queue->Pop(conn->lane)) {
       const absl::Time start = absl::Now();
       const Pending& p = item->value;
       bool ok = true;
@@ -574,7 +574,7 @@ class ParameterServer::Impl {
           continue;
         }
         conn->Push(Pending{.kind = Pending::Kind::kStall, .stall = shared},
-                   LinkSendQueue<Pending>::kUrgent, 0, 0);
+                   SendQueue<Pending>::kUrgent, 0, 0);
       }
     }
   }
@@ -590,7 +590,7 @@ class ParameterServer::Impl {
       conn->Push(Pending{.kind = Pending::Kind::kReplan,
                          .replan_from_iteration = from_iteration,
                          .replan_slice_params = slice_params},
-                 LinkSendQueue<Pending>::kUrgent, 0, 0);
+                 SendQueue<Pending>::kUrgent, 0, 0);
     }
   }
 
@@ -624,7 +624,7 @@ class ParameterServer::Impl {
       if (other == rank) continue;
       // Ahead of everything queued, in FIFO modes too.
       conn->Push(Pending{.kind = Pending::Kind::kAbort, .abort = failure_},
-                 LinkSendQueue<Pending>::kUrgent, 0, 0);
+                 SendQueue<Pending>::kUrgent, 0, 0);
     }
   }
 
@@ -643,7 +643,7 @@ class ParameterServer::Impl {
   absl::Mutex mu_;
   std::map<int, Connection*> streams_ ABSL_GUARDED_BY(mu_);
   // The send order of the streams that cross the network; made at the first join.
-  std::unique_ptr<LinkSendQueue<Pending>> link_ ABSL_GUARDED_BY(mu_);
+  std::unique_ptr<SendQueue<Pending>> link_ ABSL_GUARDED_BY(mu_);
   absl::Status failure_ ABSL_GUARDED_BY(mu_);
   bool all_done_ ABSL_GUARDED_BY(mu_) = false;
   bool shut_down_ ABSL_GUARDED_BY(mu_) = false;

@@ -4,7 +4,7 @@
 // messages on the stream's handler thread and hands them to the shard; what the shard
 // answers goes into that worker's send queue, and one writer thread per stream keeps
 // at most one Write in flight, highest priority first (or FIFO, per the handshake). The
-// streams that cross the network are lanes of one link queue (p3/core/link_queue.h): one
+// streams that cross the network are lanes of one link queue (p3/core/send_queue.h): one
 // priority order and one credit over all of them, because they share the machine's link.
 // A colocated worker's values go through its shared memory instead (ServerOptions::
 // shared_memory).
@@ -58,7 +58,7 @@ struct ServerOptions {
   // parts. Default: kDefaultMaxMessageParams (1,048,576).
   int64_t max_message_params = kDefaultMaxMessageParams;
   // Bytes of messages that may be handed to the streams that cross the network and not
-  // yet written to their sockets, over all of them (p3/core/link_queue.h); one message is
+  // yet written to their sockets, over all of them (p3/core/send_queue.h); one message is
   // always allowed, however large. 0: one message at a time on the link. Default: 0.
   int64_t credit_bytes = 0;
   // Map the shared memory a worker on the same machine offers in its Hello
@@ -96,7 +96,7 @@ class ParameterServer {
   // The shard, for inspection in tests.
   const ParameterShard& shard() const;
 
-  // Send lanes allocated for streams over the network (p3/core/link_queue.h lane_slots()):
+  // Send lanes allocated for streams over the network (p3/core/send_queue.h lane_slots()):
   // at most the streams live at once, however often workers rejoin. For tests.
   size_t network_lane_slots() const;
 

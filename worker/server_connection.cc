@@ -116,7 +116,7 @@ absl::StatusOr<std::unique_ptr<ServerConnection>> ServerConnection::Open(
   if (options.link != nullptr && !conn->shared_memory()) {
     conn->queue_ = options.link;
   } else {
-    conn->own_link_ = std::make_unique<LinkSendQueue<Upstream>>(
+    conn->own_link_ = std::make_unique<SendQueue<Upstream>>(
         SendQueueOptions{.priority = options.priority, .credit_bytes = options.credit_bytes});
     conn->queue_ = conn->own_link_.get();
   }
@@ -184,7 +184,7 @@ bool ServerConnection::WriteValues(const Upstream& up, int64_t bytes) {
 
 void ServerConnection::WriteLoop() {
   wire::WorkerMessage msg;  // control messages only
-  while (std::optional<LinkSendQueue<Upstream>::Item> item = queue_->Pop(lane_)) {
+  while (std::optional<SendQueue<Upstream>::Item> item = queue_->Pop(lane_)) {
     const Upstream& up = item->value;
     if (options_.before_write) options_.before_write(up);
     const absl::Time start = absl::Now();

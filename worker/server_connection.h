@@ -27,7 +27,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "p3/core/cluster_signature.h"
-#include "p3/core/link_queue.h"
+#include "p3/core/send_queue.h"
 #include "p3/core/slice_plan.h"
 #include "p3/base/trace.h"
 #include "p3/core/worker_core.h"
@@ -49,11 +49,11 @@ struct ConnectionOptions {
   // Priority order (else FIFO). Default: true.
   bool priority = true;
   // The send order shared with this worker's other connections over the same network
-  // link (p3/core/link_queue.h): one priority order and one credit across them. Not owned;
+  // link (p3/core/send_queue.h): one priority order and one credit across them. Not owned;
   // must outlive the connection. A connection whose values go through shared memory does
   // not use the link and orders its messages alone. Null: a queue of its own. Default:
   // null.
-  LinkSendQueue<Upstream>* link = nullptr;
+  SendQueue<Upstream>* link = nullptr;
   // Credit of the queue of its own (when `link` is null or unused), in bytes.
   // Default: 0.
   int64_t credit_bytes = 0;
@@ -132,8 +132,8 @@ class ServerConnection : public Transport {
   grpc::ClientContext context_;
   std::unique_ptr<RawTrainClientStream> stream_;
   // The send queue: `link` (a lane of the worker's link), or own_link_.
-  std::unique_ptr<LinkSendQueue<Upstream>> own_link_;
-  LinkSendQueue<Upstream>* queue_ = nullptr;
+  std::unique_ptr<SendQueue<Upstream>> own_link_;
+  SendQueue<Upstream>* queue_ = nullptr;
   int lane_ = 0;
   std::thread writer_;
   std::thread reader_;

@@ -6,7 +6,7 @@
 // descriptors over the stream.
 //
 // A Transport keeps at most one write in flight and orders the rest in a lane of the send queue
-// (p3/core/link_queue.h); the values of Init and Gradient messages are read from the
+// (p3/core/send_queue.h); the values of Init and Gradient messages are read from the
 // WorkerCore (WorkerCore::Values) right before they are written, off the training thread.
 //
 // Example:

@@ -17,7 +17,7 @@
 #include "absl/synchronization/mutex.h"
 #include "models/model.h"
 #include "p3/core/cluster_signature.h"
-#include "p3/core/link_queue.h"
+#include "p3/core/send_queue.h"
 #include "p3/core/shared_memory.h"
 #include "p3/core/stall_report.h"
 #include "p3/base/status_macros.h"
@@ -80,7 +80,7 @@ class Worker::Impl : public TransportListener {
     }
 
     // The streams to remote servers share this machine's link: one send order for all.
-    link_ = std::make_unique<LinkSendQueue<Upstream>>(
+    link_ = std::make_unique<SendQueue<Upstream>>(
         SendQueueOptions{.priority = traits_.priority, .credit_bytes = options_.credit_bytes});
     for (int s = 0; s < static_cast<int>(options_.servers.size()); ++s) {
       ConnectionOptions copts;
@@ -655,7 +655,7 @@ class Worker::Impl : public TransportListener {
   int last_traced_block_ = -1;
   // The send order of the streams that cross the network (declared before links_, which
   // use it until they are destroyed).
-  std::unique_ptr<LinkSendQueue<Upstream>> link_;
+  std::unique_ptr<SendQueue<Upstream>> link_;
   std::vector<std::unique_ptr<Transport>> links_;  // one per server
   int64_t iteration_ = 0;
   bool collecting_ = false;

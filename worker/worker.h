@@ -68,7 +68,7 @@ struct WorkerOptions {
   // parts (docs/protocol.md). Default: 1,048,576.
   int64_t max_message_params = kDefaultMaxMessageParams;
   // Bytes of messages that may be handed to the streams and not yet written, over all
-  // streams that cross the network (p3/core/link_queue.h: they share one priority order and
+  // streams that cross the network (p3/core/send_queue.h: they share one priority order and
   // this credit); one message is always allowed, however large. 0: one message at a time
   // on the link. Default: 0.
   int64_t credit_bytes = 0;

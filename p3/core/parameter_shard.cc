@@ -401,22 +401,9 @@ absl::Status ParameterShard::Gradient(int rank, int slice_id, uint64_t iteration
 }
 
 absl::Status ParameterShard::CheckScale(int slice_id, std::optional<int> scale_exponent) const {
-  if (options_.wire_dtype == WireDType::kFloat16) {
-    if (!scale_exponent.has_value()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "gradient of slice ", slice_id, ": no scale_exponent on a float16 stream"));
-    }
-    if (*scale_exponent < kMinScaleExponent || *scale_exponent > kMaxScaleExponent) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("gradient of slice ", slice_id, ": scale_exponent ", *scale_exponent,
-                       " is out of range; allowed ", kMinScaleExponent, "..", kMaxScaleExponent));
-    }
-  } else if (scale_exponent.has_value()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "gradient of slice ", slice_id, ": a scale_exponent on a ",
-        WireDTypeName(options_.wire_dtype), " stream (only float16 values carry one)"));
-  }
-  return absl::OkStatus();
+  absl::Status s = CheckScaleExponent(options_.wire_dtype, scale_exponent);
+  if (s.ok()) return s;
+  return absl::InvalidArgumentError(absl::StrCat("gradient of slice ", slice_id, ": ", s.message()));
 }
 
 absl::Status ParameterShard::GradientFrom(int rank, int slice_id, uint64_t iteration,

@@ -91,6 +91,23 @@ const char* WireDTypeName(WireDType dtype) {
   return "?";
 }
 
+absl::Status CheckScaleExponent(WireDType dtype, std::optional<int> scale_exponent) {
+  if (dtype != WireDType::kFloat16) {
+    if (!scale_exponent.has_value()) return absl::OkStatus();
+    return absl::InvalidArgumentError(absl::StrCat("a scale_exponent on a ", WireDTypeName(dtype),
+                                                   " stream (only float16 values carry one)"));
+  }
+  if (!scale_exponent.has_value()) {
+    return absl::InvalidArgumentError("no scale_exponent on a float16 stream");
+  }
+  if (*scale_exponent < kMinScaleExponent || *scale_exponent > kMaxScaleExponent) {
+    return absl::InvalidArgumentError(absl::StrCat("scale_exponent ", *scale_exponent,
+                                                   " is out of range; allowed ", kMinScaleExponent,
+                                                   "..", kMaxScaleExponent));
+  }
+  return absl::OkStatus();
+}
+
 size_t BytesPerValue(WireDType dtype) { return dtype == WireDType::kFloat32 ? 4 : 2; }
 
 void EncodeBFloat16(const float* in, int64_t n, uint16_t* out) {

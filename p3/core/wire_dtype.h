@@ -22,8 +22,10 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 
@@ -56,6 +58,12 @@ void DecodeFloat16(const uint16_t* in, int64_t n, float inverse_scale, float* ou
 // these bound it, so that 2^e and 2^-e are normal float32 numbers.
 inline constexpr int kMinScaleExponent = -100;
 inline constexpr int kMaxScaleExponent = 100;
+
+// The one check of a message's scale_exponent against the stream's dtype: it must be
+// there, within [kMinScaleExponent, kMaxScaleExponent], exactly on a float16 stream.
+// InvalidArgument otherwise, with a message the caller prefixes with what the values
+// are ("gradient of slice 3: no scale_exponent on a float16 stream").
+absl::Status CheckScaleExponent(WireDType dtype, std::optional<int> scale_exponent);
 
 // The exponent of Float16Scale(in, n): what a sender of these values puts in the message.
 int Float16ScaleExponent(const float* in, int64_t n);

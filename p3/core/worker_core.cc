@@ -204,18 +204,10 @@ absl::StatusOr<bool> WorkerCore::Receive(int server, int64_t slice_id, uint64_t 
   absl::ReaderMutexLock plan_lock(&plan_mu_);
   if (absl::Status s = CheckSlice(server, slice_id, "values"); !s.ok()) return s;
   const WireDType dtype = options_.wire_dtype;
-  if (!in_place && scale_exponent.has_value() != (dtype == WireDType::kFloat16)) {
-    return absl::InternalError(absl::StrCat(
-        "server ", server, " sent values of slice ", slice_id,
-        scale_exponent.has_value() ? " with a scale_exponent" : " without a scale_exponent",
-        " on a ", WireDTypeName(dtype), " stream"));
-  }
-  if (scale_exponent.has_value() &&
-      (*scale_exponent < kMinScaleExponent || *scale_exponent > kMaxScaleExponent)) {
+  if (absl::Status s = CheckScaleExponent(dtype, in_place ? std::nullopt : scale_exponent);
+      !in_place && !s.ok()) {
     return absl::InternalError(absl::StrCat("server ", server, " sent values of slice ", slice_id,
-                                            " with scale_exponent ", *scale_exponent,
-                                            ", out of ", kMinScaleExponent, "..",
-                                            kMaxScaleExponent));
+                                            ": ", s.message()));
   }
   const size_t width = BytesPerValue(dtype);
   const Slice& slice = plan_->slices()[slice_id];

@@ -17,7 +17,7 @@
 #include "absl/time/time.h"
 #include "nlohmann/json.hpp"
 #include "p3/core/cluster_signature.h"
-#include "p3/core/link_queue.h"
+#include "p3/core/send_queue.h"
 #include "p3/core/parameter_shard.h"
 #include "p3/sim/fluid.h"
 #include "p3/core/version_tracker.h"
@@ -104,7 +104,7 @@ struct Msg {
 
 enum class ConnKind { kShm, kLoopback, kNetwork };
 
-// A message's place in its link's send order, as LinkSendQueue keys it: (priority,
+// A message's place in its link's send order, as SendQueue keys it: (priority,
 // tiebreak, push sequence) in priority order, (0, 0, push sequence) in FIFO order.
 using SendKey = std::tuple<int64_t, int64_t, int64_t>;
 
@@ -116,7 +116,7 @@ struct Conn {
   int worker = 0;
   int server = 0;
   ConnKind kind = ConnKind::kNetwork;
-  LinkSendQueue<int>* queue = nullptr;
+  SendQueue<int>* queue = nullptr;
   int queue_index = 0;
   int lane = 0;
   bool writing = false;
@@ -144,7 +144,7 @@ struct Timer {
   bool operator>(const Timer& o) const { return t != o.t ? t > o.t : seq > o.seq; }
 };
 
-// The simulator's view of one LinkSendQueue, to find the one lane that may write next
+// The simulator's view of one SendQueue, to find the one lane that may write next
 // without offering every idle lane its turn (each offer scans every lane): the queue
 // hands out only the most urgent head among its idle lanes, so of the idle lanes with
 // something queued only the one with the smallest key can pop, and only if the credit
@@ -272,7 +272,7 @@ class Simulation {
   std::vector<int64_t> tensor_bytes_;
   std::vector<WorkerState> workers_;
   std::vector<std::unique_ptr<ParameterShard>> shards_;
-  std::vector<std::unique_ptr<LinkSendQueue<int>>> queues_;
+  std::vector<std::unique_ptr<SendQueue<int>>> queues_;
   std::vector<std::vector<int>> queue_lanes_;  // per queue: conn of each lane
   std::vector<LinkState> links_;               // per queue
   std::vector<Conn> conns_;
@@ -443,7 +443,7 @@ absl::Status Simulation::Setup() {
   }
   const SendQueueOptions order{.priority = traits_.priority, .credit_bytes = o_.credit_bytes};
   auto new_queue = [&]() {
-    queues_.push_back(std::make_unique<LinkSendQueue<int>>(order));
+    queues_.push_back(std::make_unique<SendQueue<int>>(order));
     queue_lanes_.emplace_back();
     links_.emplace_back();
     return static_cast<int>(queues_.size()) - 1;
@@ -552,7 +552,7 @@ void Simulation::Send(int conn, MsgKind kind, int slice, uint64_t iteration, int
   const bool pushed = c.queue->Push(c.lane, id, priority, tiebreak, bytes);
   if (pushed && !o_.reference_paths) {
     const int64_t seq = links_[c.queue_index].next_seq++;
-    const SendKey key = priority == LinkSendQueue<int>::kUrgent ? SendKey{priority, 0, seq}
+    const SendKey key = priority == SendQueue<int>::kUrgent ? SendKey{priority, 0, seq}
                         : traits_.priority                      ? SendKey{priority, tiebreak, seq}
                                                                 : SendKey{0, 0, seq};
     UnmarkReady(conn);
@@ -584,9 +584,9 @@ void Simulation::Pump(int queue) {
     Conn& c = conns_[conn];
     const int expected = c.pending.top().second;
     const int64_t bytes = msgs_[expected].bytes;
-    // LinkSendQueue's credit rule; when it holds this lane back, it holds back every lane.
+    // SendQueue's credit rule; when it holds this lane back, it holds back every lane.
     if (link.in_flight_items > 0 && link.in_flight_bytes + bytes > o_.credit_bytes) return;
-    std::optional<LinkSendQueue<int>::Item> item = queues_[queue]->TryPop(c.lane);
+    std::optional<SendQueue<int>::Item> item = queues_[queue]->TryPop(c.lane);
     if (!item || item->value != expected) {
       return Fail(absl::InternalError(absl::StrCat(
           "the send queue handed out ", item ? absl::StrCat("message ", item->value) : "nothing",
@@ -608,7 +608,7 @@ void Simulation::PumpReference(int queue) {
     for (int conn : queue_lanes_[queue]) {
       Conn& c = conns_[conn];
       if (c.writing) continue;
-      std::optional<LinkSendQueue<int>::Item> item = queues_[queue]->TryPop(c.lane);
+      std::optional<SendQueue<int>::Item> item = queues_[queue]->TryPop(c.lane);
       if (!item) continue;
       c.writing = true;
       progress = true;

@@ -2,7 +2,7 @@
 // parameter servers (every mode of p3/core/mode.h) or of ring all-reduce with DDP's bucketing.
 //
 // It runs the real scheduling core on a simulated clock: the real SlicePlan, one real
-// LinkSendQueue per process deciding which message each connection writes next (and the
+// SendQueue per process deciding which message each connection writes next (and the
 // credit), a real WorkerCore per worker (parts, versions, Ack -> Pull) with its
 // VersionTracker gating the forward pass block by block, and a real ParameterShard per
 // server (which gradient completes a slice, values on push or Ack + Pull), the latter
@@ -165,7 +165,7 @@ struct SimOptions {
   bool shared_memory = true;
   // Link rate per machine and direction, Gbit/s; 0: loopback (no emulation). Default: 1.
   double bandwidth_gbps = 1.0;
-  // Slicing (p3/core/slice_plan.h), message parts and credit (p3/core/link_queue.h), as in the
+  // Slicing (p3/core/slice_plan.h), message parts and credit (p3/core/send_queue.h), as in the
   // config's `scheduling`. Defaults: the config's.
   int64_t slice_params = kDefaultSliceParams;
   int64_t split_threshold = kDefaultSplitThreshold;

@@ -449,7 +449,7 @@ CATCH_TEST_CASE(
   RunResult run =
       Run({.mode = Mode::kP3, .hold_backward = true, .servers = 2}, "priority_p3_two_servers");
   CATCH_REQUIRE(run.status.ok());
-  // The two connections share the link (p3/core/link_queue.h, credit 0): while the first
+  // The two connections share the link (p3/core/send_queue.h, credit 0): while the first
   // gradient is held on one, the other writes nothing either, and afterwards the writes
   // of both go in one order, highest priority first, alternating between the servers as
   // the slices do (slice i belongs to server i mod 2).

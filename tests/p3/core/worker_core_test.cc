@@ -473,15 +473,15 @@ CATCH_TEST_CASE("a server's 16-bit values that do not fit the stream are refused
   const std::string f32(16, '\0');
   r = bf.core.Params(0, 0, 1, 0, f32.data(), 16);
   CATCH_CHECK(Mentions(r.status(), "with 16 bytes of bfloat16"));
-  // A scale on a bfloat16 stream.
+  // A scale on a bfloat16 stream (the words of the one check, CheckScaleExponent).
   r = bf.core.Params(0, 0, 1, 0, bytes.data(), 8, 2);
-  CATCH_CHECK(Mentions(r.status(), "values of slice 0 with a scale_exponent on a bfloat16 stream"));
+  CATCH_CHECK(Mentions(r.status(), "values of slice 0: a scale_exponent on a bfloat16 stream"));
   // float16 without a scale, or with one out of range.
   WireFixture half(WireDType::kFloat16);
   r = half.core.Params(0, 0, 1, 0, bytes.data(), 8);
-  CATCH_CHECK(Mentions(r.status(), "without a scale_exponent on a float16 stream"));
+  CATCH_CHECK(Mentions(r.status(), "values of slice 0: no scale_exponent on a float16 stream"));
   r = half.core.Params(0, 0, 1, 0, bytes.data(), 8, -101);
-  CATCH_CHECK(Mentions(r.status(), "scale_exponent -101, out of -100..100"));
+  CATCH_CHECK(Mentions(r.status(), "scale_exponent -101 is out of range; allowed -100..100"));
   // Nothing changed: the parameters and the tracker are as before.
   CATCH_CHECK(bf.params == std::vector<float>(bf.params.size(), -1.0f));
   CATCH_CHECK(bf.tracker.Missing(0, 1, 1) == 1);

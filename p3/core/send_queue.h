@@ -11,10 +11,10 @@
 // in flight (gRPC's one outstanding write per stream).
 //
 // Example (one writer thread per lane):
-//   LinkSendQueue<Msg> link({.priority = true, .credit_bytes = 0});
+//   SendQueue<Msg> link({.priority = true, .credit_bytes = 0});
 //   const int lane = link.AddLane();
 //   link.Push(lane, msg, /*priority=*/tensor_index, /*tiebreak=*/slice_id, bytes);
-//   while (std::optional<LinkSendQueue<Msg>::Item> item = link.Pop(lane)) {
+//   while (std::optional<SendQueue<Msg>::Item> item = link.Pop(lane)) {
 //     stream->Write(item->value);  // returns once the bytes are in the kernel
 //     link.Release(lane, item->bytes);
 //   }
@@ -22,8 +22,8 @@
 // Order: smallest (priority, tiebreak) first, then push order; FIFO options: push order
 // over all lanes. kUrgent goes ahead of everything in either order (an Abort must not
 // wait behind queued data). Thread-safe.
-#ifndef P3_P3_CORE_LINK_QUEUE_H_
-#define P3_P3_CORE_LINK_QUEUE_H_
+#ifndef P3_P3_CORE_SEND_QUEUE_H_
+#define P3_P3_CORE_SEND_QUEUE_H_
 
 #include <cstdint>
 #include <limits>
@@ -49,7 +49,7 @@ struct SendQueueOptions {
 };
 
 template <typename T>
-class LinkSendQueue {
+class SendQueue {
  public:
   // Ahead of everything, in priority and FIFO order alike.
   static constexpr int64_t kUrgent = std::numeric_limits<int64_t>::min();
@@ -62,7 +62,7 @@ class LinkSendQueue {
   // options.priority: priority order (else FIFO); options.credit_bytes: bytes over all
   // lanes that may be handed out and not yet released; one message is always allowed
   // when nothing is in flight, so 0 means one message at a time on the link. Default: 0.
-  explicit LinkSendQueue(SendQueueOptions options = {}) : options_(options) {}
+  explicit SendQueue(SendQueueOptions options = {}) : options_(options) {}
 
   // A new lane (one connection); returns its index, which may be one that
   // ReleaseLane() gave back.
@@ -219,4 +219,4 @@ class LinkSendQueue {
 
 }  // namespace p3
 
-#endif  // P3_P3_CORE_LINK_QUEUE_H_
+#endif  // P3_P3_CORE_SEND_QUEUE_H_

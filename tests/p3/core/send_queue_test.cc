@@ -1,4 +1,4 @@
-#include "p3/core/link_queue.h"
+#include "p3/core/send_queue.h"
 
 #include <catch2/catch.hpp>
 #include <string>
@@ -8,7 +8,7 @@
 namespace p3 {
 namespace {
 
-using Queue = LinkSendQueue<std::string>;
+using Queue = SendQueue<std::string>;
 
 CATCH_TEST_CASE("the most urgent message of all lanes goes first; the others wait their turn") {
   Queue link({.priority = true});
@@ -135,7 +135,7 @@ CATCH_TEST_CASE("one lane pops higher priority first, then tiebreak, then push o
 }
 
 CATCH_TEST_CASE("a released lane holds up nobody, refuses pushes, and its index is reused") {
-  LinkSendQueue<int> link;
+  SendQueue<int> link;
   const int a = link.AddLane();
   const int b = link.AddLane();
   CATCH_CHECK(link.Push(a, 1, /*priority=*/0, 0, 10));  // more urgent, never written
@@ -145,7 +145,7 @@ CATCH_TEST_CASE("a released lane holds up nobody, refuses pushes, and its index 
   link.ReleaseLane(a);
   link.ReleaseLane(a);  // twice: nothing happens
   CATCH_CHECK_FALSE(link.Push(a, 3, 0, 0, 10));
-  std::optional<LinkSendQueue<int>::Item> item = link.TryPop(b);
+  std::optional<SendQueue<int>::Item> item = link.TryPop(b);
   CATCH_REQUIRE(item.has_value());
   CATCH_CHECK(item->value == 2);
   link.Release(b, item->bytes);
