@@ -1,23 +1,17 @@
 #include "p3/sim/profile.h"
 
-#include <fstream>
-#include <sstream>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "nlohmann/json.hpp"
+#include "p3/base/json_file.h"
+#include "p3/base/status_macros.h"
 
 namespace p3::sim {
 
 absl::StatusOr<Profile> LoadProfile(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return absl::NotFoundError(absl::StrCat("cannot read the profile ", path));
-  std::stringstream text;
-  text << in.rdbuf();
-  nlohmann::json j = nlohmann::json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded() || !j.is_object()) {
-    return absl::InvalidArgumentError(absl::StrCat(path, ": not a JSON object"));
-  }
+  P3_ASSIGN_OR_RETURN(nlohmann::json j, ReadJsonFile(path));
+  if (!j.is_object()) return absl::InvalidArgumentError(absl::StrCat(path, ": not a JSON object"));
   Profile p;
   p.model = j.value("model", "");
   p.batch = j.value("batch", int64_t{0});

@@ -34,7 +34,9 @@ struct Profile {
   std::vector<ProfileBlock> blocks;
 };
 
-// Reads a profile JSON file (docs/simulator.md, "Profile files").
+// Reads a profile JSON file (docs/simulator.md, "Profile files"). Errors name the file:
+// ReadJsonFile's (p3/base/json_file.h) when it cannot be read or is not JSON,
+// InvalidArgument naming the field or block that is wrong.
 absl::StatusOr<Profile> LoadProfile(const std::string& path);
 // The tensors of `profile` in forward order, named "<block>/<index>" (the worker's
 // BlockModel::OrderedParameters() names).
