@@ -136,6 +136,7 @@ struct WorkerState {
   int wait_track = 0;
 };
 
+// One simulated run of `o`, which must outlive it: construct, then Run() once.
 class Simulation {
  public:
   explicit Simulation(const SimOptions& o)
