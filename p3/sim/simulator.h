@@ -36,29 +36,9 @@
 #include "p3/core/slice_plan.h"
 #include "p3/base/trace.h"
 #include "p3/core/wire_dtype.h"
+#include "p3/sim/profile.h"
 
 namespace p3::sim {
-
-// Per-block compute times of one worker's batch, in forward order.
-struct ProfileBlock {
-  std::string name;
-  double forward_s = 0;
-  double backward_s = 0;
-  std::vector<int64_t> params;  // numel of each parameter tensor, in the block's order
-};
-
-struct Profile {
-  std::string model;
-  int64_t batch = 0;  // samples per worker and iteration the times are for
-  std::string source;
-  std::vector<ProfileBlock> blocks;
-};
-
-// Reads a profile JSON file (docs/simulator.md, "Profile files").
-absl::StatusOr<Profile> LoadProfile(const std::string& path);
-// The tensors of `profile` in forward order, named "<block>/<index>" (the worker's
-// BlockModel::OrderedParameters() names).
-std::vector<TensorEntry> ProfileTensors(const Profile& profile);
 
 // The CPU costs of communication, in seconds of one core. Calibrated from the streaming
 // micro-benchmark (docs/results/streaming.md; tools/sim_validate.py says how).
