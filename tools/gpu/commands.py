@@ -66,8 +66,12 @@ def make_manifest(aq, placeholder):
     labels = {t["id"]: t["label"] for t in aq.get("targets", [])}
     compiles, links, sources = [], [], set()
 
+    # libtorch's headers are reached through @torch_api's links to the placeholder's folders.
+    links_to = {"external/torch_api/include": PLACEHOLDER + "/include",
+                "external/torch_api/api_include": PLACEHOLDER + "/include/torch/csrc/api/include"}
+
     def fix(args):
-        return [a.replace(placeholder, PLACEHOLDER) for a in args]
+        return [links_to.get(a, a.replace(placeholder, PLACEHOLDER)) for a in args]
 
     for action in aq.get("actions", []):
         args = action["arguments"]
