@@ -3,14 +3,16 @@
 # without Bazel"): one .tar.gz with the sources the targets' compile actions read, the
 # protobuf/gRPC code generated here (it must match the carried protobuf 3.21.12), the
 # Debian .debs of tools/gpu/debs.txt, and manifest.json, the compile and link commands of
-# `bazel aquery -c opt` (tools/gpu/commands.py). On the other machine:
+# `"${bazel[@]}" aquery -c opt` (tools/gpu/commands.py). On the other machine:
 #   tar xzf p3-bundle.tar.gz && p3-bundle/tools/gpu/build.sh
 #
 #   tools/gpu/make_bundle.sh [--out=FILE] [--debs=DIR] [TARGET...]
 # Default targets: tools/gpu/targets.txt. --debs: take the .debs from DIR instead of
 # `apt-get download` (which needs the apt lists of `apt-get update`).
-# Run from the repository root, with bazel on PATH. Fails above 48 MiB.
+# Run from the repository root, with bazel on PATH (or BAZEL="bazel --output_user_root=..."
+# for a Bazel server of its own, as the test does). Fails above 48 MiB.
 set -euo pipefail
+read -r -a bazel <<<"${BAZEL:-bazel}"
 
 out=p3-bundle.tar.gz
 debs_from=""
@@ -42,16 +44,16 @@ mkdir -p "$ph/include/torch/csrc/api/include/torch" "$ph/include/ATen" "$ph/incl
 for lib in torch torch_cpu c10 torch_cuda c10_cuda; do : >"$ph/lib/lib$lib.so"; done
 
 echo "make_bundle.sh: generating the protobuf and gRPC code" >&2
-bazel build -c opt //proto:p3_proto_gen //proto:config_proto_gen >&2
+"${bazel[@]}" build -c opt //proto:p3_proto_gen //proto:config_proto_gen >&2
 query=$(printf ' + deps(%s)' "${targets[@]}")
 query="mnemonic(\"CppCompile|CppLink\", ${query# + })"
 echo "make_bundle.sh: bazel aquery for ${#targets[@]} targets" >&2
-bazel aquery -c opt --repo_env=P3_LIBTORCH="$ph" "$query" --output=jsonproto \
+"${bazel[@]}" aquery -c opt --repo_env=P3_LIBTORCH="$ph" "$query" --output=jsonproto \
   --include_param_files >"$work/aquery.json"
 python3 tools/gpu/commands.py manifest --aquery="$work/aquery.json" --torch_placeholder="$ph" \
   --out="$stage/manifest.json" >&2
 
-output_base=$(bazel info output_base 2>/dev/null)
+output_base=$("${bazel[@]}" info output_base 2>/dev/null)
 python3 - "$stage/manifest.json" "$stage" "$output_base" <<'PY'
 import json, os, shutil, sys
 manifest, stage, output_base = sys.argv[1:]
