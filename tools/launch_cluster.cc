@@ -233,8 +233,7 @@ int Main(int argc, char** argv) {
   }
 
   // Everything is checked before any process starts.
-  absl::StatusOr<config::ExperimentConfig> config =
-      config::LoadConfig(options.config_path, overrides);
+  absl::StatusOr<config::ExperimentConfig> config = program.LoadConfig(options.config_path);
   if (!config.ok()) {
     return program.Fail(2, absl::StrCat("invalid config:\n", config.status().message()));
   }
