@@ -22,8 +22,8 @@
 #include <vector>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
 #include "p3/core/parameter_shard.h"
+#include "proto/program.h"
 
 ABSL_FLAG(int, workers, 4, "number of workers (gradients per slice and iteration)");
 ABSL_FLAG(int64_t, slice_params, 40000, "values per slice");
@@ -156,6 +156,6 @@ int Run() {
 }  // namespace p3
 
 int main(int argc, char** argv) {
-  absl::ParseCommandLine(argc, argv);
+  p3::Program program("bench_shard", argc, argv);
   return p3::Run();
 }

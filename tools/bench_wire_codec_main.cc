@@ -26,8 +26,12 @@
 #include <string>
 #include <vector>
 
+#include "absl/flags/flag.h"
 #include "proto/p3.pb.h"
+#include "proto/program.h"
 #include "proto/wire_codec.h"
+
+ABSL_FLAG(int, runs, 7, "runs; the median is printed (at least 5)");
 
 namespace {
 std::atomic<long> g_allocations{0};
@@ -81,10 +85,8 @@ void Print(const char* what, size_t floats, size_t bytes, const Result& r) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  int runs = 7;
-  for (int i = 1; i < argc; ++i) {
-    if (std::strncmp(argv[i], "--runs=", 7) == 0) runs = std::max(5, std::atoi(argv[i] + 7));
-  }
+  p3::Program program("bench_wire_codec", argc, argv);
+  const int runs = std::max(5, absl::GetFlag(FLAGS_runs));
   std::printf("median of %d runs; GB/s of value bytes\n", runs);
   std::printf("%-44s %8s %12s %8s %8s\n", "path", "floats", "ns/message", "GB/s", "allocs");
   for (size_t floats : {size_t{40000}, size_t{1000000}}) {

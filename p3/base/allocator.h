@@ -11,7 +11,8 @@
 // 4.7 s -> 0.54 s per iteration; ResNet-50 1 worker + 1 server over loopback 6.8 -> 30
 // samples/s).
 //
-// The p3_server and p3_worker binaries call this first thing in main(). A trainer that
+// The p3_server and p3_worker binaries call this first thing in main() (through
+// ProgramOptions::allocator, proto/program.h). A trainer that
 // links the worker library calls it itself if it wants the same behaviour: it changes
 // the allocator for the whole process, which a library should not do behind its back.
 // The price: memory freed by the process stays mapped in it (resident size stays at its
