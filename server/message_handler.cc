@@ -121,7 +121,7 @@ absl::Status HandleWorkerMessage(ParameterShard* shard, int rank, const wire::Wo
   handled->done = false;
   handled->all_done = false;
   handled->replan = false;
-  absl::StatusOr<std::vector<Outgoing>> out;
+  absl::StatusOr<std::vector<ToWorker>> out;
   switch (msg.kind_case()) {
     case wire::WorkerMessage::kInit:
     case wire::WorkerMessage::kGradient: {

@@ -23,7 +23,7 @@ namespace p3 {
 struct HelloResult {
   int rank = 0;
   ClusterSignature signature;
-  std::vector<Outgoing> out;  // what the shard sends the new worker at once
+  std::vector<ToWorker> out;  // what the shard sends the new worker at once
   // A Hello with `rejoin` (ParameterShard::Rejoin): the worker takes a dead process's
   // place and resumes once it knows every server's oldest version, this server's being
   // `current_version`.
@@ -49,7 +49,7 @@ struct SharedValues {
 };
 
 struct Handled {
-  std::vector<Outgoing> out;
+  std::vector<ToWorker> out;
   bool done = false;      // the worker said Done
   bool all_done = false;  // ... and it was the last one
   // A Replan the shard accepted: the server forwards it to every worker.

@@ -34,17 +34,6 @@ namespace {
 // so that slice values never pass through a protobuf string.
 using TrainStream = RawTrainServerStream;
 
-// One message waiting to go down a stream.
-struct Pending {
-  enum class Kind { kWelcome, kOutgoing, kAbort, kStall, kReplan };
-  Kind kind = Kind::kOutgoing;
-  Outgoing out;
-  absl::Status abort;
-  std::shared_ptr<const StallReport> stall;  // kStall
-  uint64_t replan_from_iteration = 0;        // kReplan
-  int64_t replan_slice_params = 0;
-};
-
 // The shard hands its checkpoints to the server's writer thread instead of running
 // `on_checkpoint` on the stream handler that completed the iteration.
 ShardOptions WithCheckpointWriter(ShardOptions shard, CheckpointWriter* writer) {
@@ -175,9 +164,9 @@ class ParameterServer::Impl {
     grpc::ServerContext* context = nullptr;
     // The send queue: a lane of the server's link_, or own_queue for a worker whose
     // values go through shared memory (they do not use the network link).
-    SendQueue<Pending>* queue = nullptr;
+    SendQueue<Downstream>* queue = nullptr;
     int lane = 0;
-    std::unique_ptr<SendQueue<Pending>> own_queue;
+    std::unique_ptr<SendQueue<Downstream>> own_queue;
     int receive_track = 0;
     int send_track = 0;
     // The worker's shared memory (slices located by the shard's plan); set before the
@@ -188,8 +177,8 @@ class ParameterServer::Impl {
     bool rejoined = false;
     uint64_t current_version = 0;
 
-    bool Push(Pending pending, int64_t priority, int64_t tiebreak, int64_t bytes) {
-      return queue->Push(lane, std::move(pending), priority, tiebreak, bytes);
+    bool Push(Downstream message, int64_t priority, int64_t tiebreak, int64_t bytes) {
+      return queue->Push(lane, std::move(message), priority, tiebreak, bytes);
     }
   };
 
@@ -212,7 +201,7 @@ class ParameterServer::Impl {
     // Join and registration happen under mu_, so that the initial values another thread
     // dispatches for this worker find its queue.
     std::unique_ptr<Connection> conn;
-    std::vector<Outgoing> initial;
+    std::vector<ToWorker> initial;
     int rank = 0;
     {
       absl::MutexLock lock(&mu_);
@@ -244,25 +233,26 @@ class ParameterServer::Impl {
       const SendQueueOptions order{.priority = joined.signature.priority,
                                    .credit_bytes = options_.credit_bytes};
       if (conn->shared != nullptr) {
-        conn->own_queue = std::make_unique<SendQueue<Pending>>(order);
+        conn->own_queue = std::make_unique<SendQueue<Downstream>>(order);
         conn->queue = conn->own_queue.get();
       } else {
         // Every stream over the network shares one send order (the signature, and so the
         // order, is the same for every worker).
-        if (link_ == nullptr) link_ = std::make_unique<SendQueue<Pending>>(order);
+        if (link_ == nullptr) link_ = std::make_unique<SendQueue<Downstream>>(order);
         conn->queue = link_.get();
       }
       conn->lane = conn->queue->AddLane();
       // The Welcome goes first, also in FIFO order: queued before anyone can see the queue.
-      conn->Push(Pending{.kind = Pending::Kind::kWelcome}, SendQueue<Pending>::kUrgent, 0, 0);
+      conn->Push(Downstream{.kind = Downstream::Kind::kWelcome}, SendQueue<Downstream>::kUrgent, 0,
+                 0);
       // A worker that joins while a re-plan is pending (rank 0 may be an iteration ahead)
       // learns of it here; one that was here already gets it from ForwardReplan (both
       // under mu_, so a worker may hear of it twice, never not at all).
       if (std::optional<std::pair<uint64_t, int64_t>> replan = shard_.ReplanPending()) {
-        conn->Push(Pending{.kind = Pending::Kind::kReplan,
-                           .replan_from_iteration = replan->first,
-                           .replan_slice_params = replan->second},
-                   SendQueue<Pending>::kUrgent, 0, 0);
+        conn->Push(Downstream{.kind = Downstream::Kind::kReplan,
+                              .from_iteration = replan->first,
+                              .slice_params = replan->second},
+                   SendQueue<Downstream>::kUrgent, 0, 0);
       }
       streams_[rank] = conn.get();
     }
@@ -410,10 +400,10 @@ class ParameterServer::Impl {
   bool tracing() const { return options_.trace != nullptr && options_.trace->enabled(); }
 
   // One event per message handled; "update" when it completed a slice's aggregation.
-  void Trace(int track, const DecodedWorkerMessage& msg, const std::vector<Outgoing>& out,
+  void Trace(int track, const DecodedWorkerMessage& msg, const std::vector<ToWorker>& out,
              absl::Time start) {
-    const bool updated = std::any_of(out.begin(), out.end(), [](const Outgoing& o) {
-      return o.kind == Outgoing::Kind::kParams;
+    const bool updated = std::any_of(out.begin(), out.end(), [](const ToWorker& m) {
+      return m.message.kind == Downstream::Kind::kParams;
     });
     uint32_t slice = 0;
     // A gradient names its iteration, a pull the version it wants (docs/protocol.md).
@@ -438,18 +428,47 @@ class ParameterServer::Impl {
                              absl::StrCat("\"slice\": ", slice, ", \"", counter, "\": ", count));
   }
 
+  // One event per message of the shard written (kParams, kAck, kBuffers), with what it
+  // counts under its own name.
+  void TraceSend(int track, const Downstream& d, int64_t bytes, absl::Time start) {
+    const char* what = "params ";
+    const char* counter = "version";
+    uint64_t count = d.version;
+    switch (d.kind) {
+      case Downstream::Kind::kParams:
+        break;
+      case Downstream::Kind::kAck:
+        what = "ack ";
+        counter = "iteration";
+        count = d.iteration;
+        break;
+      case Downstream::Kind::kBuffers:
+        what = "buffers ";
+        counter = "round";
+        count = d.round;
+        break;
+      default:
+        return;  // the edge's control messages
+    }
+    options_.trace->Complete(track, absl::StrCat(what, d.slice_id), "send", start, absl::Now(),
+                             absl::StrCat("\"slice\": ", d.slice_id, ", \"", counter, "\": ", count,
+                                          ", \"bytes\": ", bytes));
+  }
+
   void WriteLoop(Connection* conn, TrainStream* stream) {
     wire::ServerMessage msg;  // control messages only
-    while (std::optional<SendQueue<Pending>::Item> item = conn->queue->Pop(conn->lane)) {
+    while (std::optional<SendQueue<Downstream>::Item> item = conn->queue->Pop(conn->lane)) {
       const absl::Time start = absl::Now();
-      const Pending& p = item->value;
+      const Downstream& d = item->value;
       bool ok = true;
-      if (p.kind == Pending::Kind::kOutgoing && p.out.kind == Outgoing::Kind::kParams) {
-        ok = WriteParams(*conn, p.out, stream);
+      if (d.kind == Downstream::Kind::kParams) {
+        ok = WriteParams(*conn, d, stream);
       } else {
         msg.Clear();
-        switch (p.kind) {
-          case Pending::Kind::kWelcome: {
+        switch (d.kind) {
+          case Downstream::Kind::kParams:  // written above
+            break;
+          case Downstream::Kind::kWelcome: {
             wire::Welcome* w = msg.mutable_welcome();
             w->set_server_index(options_.shard.server_index);
             w->set_start_version(shard_.start_version());
@@ -458,49 +477,35 @@ class ParameterServer::Impl {
             w->set_current_version(conn->current_version);
             break;
           }
-          case Pending::Kind::kStall: {
+          case Downstream::Kind::kStall: {
             wire::Stall* stall = msg.mutable_stall();
-            stall->set_iteration(p.stall->iteration);
-            for (int r : p.stall->missing_ranks) stall->add_missing_ranks(static_cast<uint32_t>(r));
-            stall->set_waited_s(absl::ToDoubleSeconds(p.stall->waited));
+            stall->set_iteration(d.stall->iteration);
+            for (int r : d.stall->missing_ranks) stall->add_missing_ranks(static_cast<uint32_t>(r));
+            stall->set_waited_s(absl::ToDoubleSeconds(d.stall->waited));
             break;
           }
-          case Pending::Kind::kReplan:
-            msg.mutable_replan()->set_from_iteration(p.replan_from_iteration);
-            msg.mutable_replan()->set_slice_params(p.replan_slice_params);
+          case Downstream::Kind::kReplan:
+            msg.mutable_replan()->set_from_iteration(d.from_iteration);
+            msg.mutable_replan()->set_slice_params(d.slice_params);
             break;
-          case Pending::Kind::kAbort:
-            msg.mutable_abort()->set_code(static_cast<int>(p.abort.code()));
-            msg.mutable_abort()->set_message(std::string(p.abort.message()));
+          case Downstream::Kind::kAbort:
+            msg.mutable_abort()->set_code(static_cast<int>(d.abort.code()));
+            msg.mutable_abort()->set_message(std::string(d.abort.message()));
             break;
-          case Pending::Kind::kOutgoing:  // an Ack, or the buffers' mean
-            if (p.out.kind == Outgoing::Kind::kBuffers) {
-              msg.mutable_buffers()->set_round(p.out.iteration);
-              msg.mutable_buffers()->set_values(p.out.values->data(),
-                                                p.out.values->size() * sizeof(float));
-              break;
-            }
-            msg.mutable_ack()->set_slice_id(p.out.slice_id);
-            msg.mutable_ack()->set_iteration(p.out.iteration);
+          case Downstream::Kind::kBuffers:
+            msg.mutable_buffers()->set_round(d.round);
+            msg.mutable_buffers()->set_values(d.buffers->data(), d.buffers->size() * sizeof(float));
+            break;
+          case Downstream::Kind::kAck:
+            msg.mutable_ack()->set_slice_id(d.slice_id);
+            msg.mutable_ack()->set_iteration(d.iteration);
             break;
         }
         ok = stream->Write(EncodeMessage(msg));
       }
       conn->queue->Release(conn->lane, item->bytes);
-      if (tracing() && p.kind == Pending::Kind::kOutgoing) {
-        options_.trace->Complete(
-            conn->send_track,
-            absl::StrCat(p.out.kind == Outgoing::Kind::kAck       ? "ack "
-                         : p.out.kind == Outgoing::Kind::kBuffers ? "buffers "
-                                                                  : "params ",
-                         p.out.slice_id),
-            "send", start, absl::Now(),
-            absl::StrCat(
-                "\"slice\": ", p.out.slice_id,
-                p.out.kind == Outgoing::Kind::kAck ? ", \"iteration\": " : ", \"version\": ",
-                p.out.iteration, ", \"bytes\": ", item->bytes));
-      }
-      if (p.kind == Pending::Kind::kAbort) conn->context->TryCancel();
+      if (tracing()) TraceSend(conn->send_track, d, item->bytes, start);
+      if (d.kind == Downstream::Kind::kAbort) conn->context->TryCancel();
       if (!ok) break;
     }
     // Nothing more goes out on this lane: its queued messages must not hold up the others.
@@ -516,37 +521,27 @@ class ParameterServer::Impl {
   // A 16-bit wire: the snapshot is the version encoded once for every worker; its bytes
   // go out as they are, and a colocated worker gets them decoded into its parameters, the
   // same float32 values it would decode from the stream.
-  bool WriteParams(const Connection& conn, const Outgoing& out, TrainStream* stream) {
+  bool WriteParams(const Connection& conn, const Downstream& d, TrainStream* stream) {
+    const Snapshot& snapshot = *d.values;
     SliceHeader header;
-    header.slice_id = static_cast<uint32_t>(out.slice_id);
-    header.iteration = out.iteration;
-    const WireDType dtype = options_.shard.wire_dtype;
-    if (out.encoded != nullptr) {
-      header.has_scale_exponent = dtype == WireDType::kFloat16;
-      header.scale_exponent = out.encoded->scale_exponent;
+    header.slice_id = static_cast<uint32_t>(d.slice_id);
+    header.iteration = d.version;
+    if (const std::optional<int> e = snapshot.scale_exponent()) {
+      header.has_scale_exponent = true;
+      header.scale_exponent = *e;
     }
-    const int64_t n = static_cast<int64_t>(out.encoded != nullptr ? out.encoded->values.size()
-                                                                  : out.values->size());
+    const int64_t n = snapshot.size();
     if (conn.shared != nullptr) {
       // Straight into the worker's parameters; only the descriptor goes on the stream.
       // The worker reads this slice again only after it has the message (version order).
       // The offset of the plan the slice id belongs to (a re-plan may have followed).
-      float* dest = conn.shared->params() + out.offset;
-      if (out.encoded != nullptr) {
-        DecodeValues(dtype, out.encoded->values.data(), n, out.encoded->scale_exponent, dest);
-      } else {
-        std::memcpy(dest, out.values->data(), n * sizeof(float));
-      }
+      snapshot.DecodeTo(conn.shared->params() + d.offset);
       header.shared_count = static_cast<uint64_t>(n);
       return stream->Write(EncodeSlice(kParamsField, header, nullptr, 0, nullptr));
     }
-    const char* values = out.encoded != nullptr
-                             ? reinterpret_cast<const char*>(out.encoded->values.data())
-                             : reinterpret_cast<const char*>(out.values->data());
-    const size_t width = BytesPerValue(out.encoded != nullptr ? dtype : WireDType::kFloat32);
-    std::shared_ptr<const void> keepalive =
-        out.encoded != nullptr ? std::shared_ptr<const void>(out.encoded)
-                               : std::shared_ptr<const void>(out.values);
+    const char* values = snapshot.bytes().data();
+    const size_t width = BytesPerValue(snapshot.dtype());
+    std::shared_ptr<const void> keepalive = d.values;
     // Write-through: the write completes once the bytes are in the kernel, so that the
     // link queue's credit counts what is really still waiting above the socket.
     const grpc::WriteOptions through = grpc::WriteOptions().set_write_through();
@@ -573,8 +568,8 @@ class ParameterServer::Impl {
         if (std::binary_search(shared->missing_ranks.begin(), shared->missing_ranks.end(), rank)) {
           continue;
         }
-        conn->Push(Pending{.kind = Pending::Kind::kStall, .stall = shared},
-                   SendQueue<Pending>::kUrgent, 0, 0);
+        conn->Push(Downstream{.kind = Downstream::Kind::kStall, .stall = shared},
+                   SendQueue<Downstream>::kUrgent, 0, 0);
       }
     }
   }
@@ -587,27 +582,21 @@ class ParameterServer::Impl {
               << slice_params << " from iteration " << from_iteration << std::endl;
     absl::MutexLock lock(&mu_);
     for (auto& [rank, conn] : streams_) {
-      conn->Push(Pending{.kind = Pending::Kind::kReplan,
-                         .replan_from_iteration = from_iteration,
-                         .replan_slice_params = slice_params},
-                 SendQueue<Pending>::kUrgent, 0, 0);
+      conn->Push(Downstream{.kind = Downstream::Kind::kReplan,
+                            .from_iteration = from_iteration,
+                            .slice_params = slice_params},
+                 SendQueue<Downstream>::kUrgent, 0, 0);
     }
   }
 
   // Routes the shard's answers to the workers' queues.
-  void Dispatch(const std::vector<Outgoing>& out) {
+  void Dispatch(const std::vector<ToWorker>& out) {
     if (out.empty()) return;
     absl::MutexLock lock(&mu_);
-    for (const Outgoing& o : out) {
-      auto it = streams_.find(o.rank);
+    for (const ToWorker& m : out) {
+      auto it = streams_.find(m.rank);
       if (it == streams_.end()) continue;  // that worker's stream has ended
-      // The bytes on the wire (2 per value on a 16-bit one), for the link's credit.
-      const int64_t bytes =
-          o.encoded   ? static_cast<int64_t>(o.encoded->values.size() * sizeof(uint16_t))
-          : o.values ? static_cast<int64_t>(o.values->size() * sizeof(float))
-                     : 0;
-      it->second->Push(Pending{.kind = Pending::Kind::kOutgoing, .out = o}, o.priority,
-                             o.slice_id, bytes);
+      it->second->Push(m.message, m.priority, m.message.slice_id, m.bytes);
     }
   }
 
@@ -623,8 +612,8 @@ class ParameterServer::Impl {
     for (auto& [other, conn] : streams_) {
       if (other == rank) continue;
       // Ahead of everything queued, in FIFO modes too.
-      conn->Push(Pending{.kind = Pending::Kind::kAbort, .abort = failure_},
-                 SendQueue<Pending>::kUrgent, 0, 0);
+      conn->Push(Downstream{.kind = Downstream::Kind::kAbort, .abort = failure_},
+                 SendQueue<Downstream>::kUrgent, 0, 0);
     }
   }
 
@@ -643,7 +632,7 @@ class ParameterServer::Impl {
   absl::Mutex mu_;
   std::map<int, Connection*> streams_ ABSL_GUARDED_BY(mu_);
   // The send order of the streams that cross the network; made at the first join.
-  std::unique_ptr<SendQueue<Pending>> link_ ABSL_GUARDED_BY(mu_);
+  std::unique_ptr<SendQueue<Downstream>> link_ ABSL_GUARDED_BY(mu_);
   absl::Status failure_ ABSL_GUARDED_BY(mu_);
   bool all_done_ ABSL_GUARDED_BY(mu_) = false;
   bool shut_down_ ABSL_GUARDED_BY(mu_) = false;

@@ -37,20 +37,10 @@ absl::Status RetiredSlice(const char* what, int slice_id) {
 
 }  // namespace
 
-std::vector<float> DecodedValues(const Outgoing& o, WireDType dtype) {
-  if (o.encoded == nullptr) {
-    return o.values == nullptr ? std::vector<float>() : *o.values;
-  }
-  std::vector<float> out(o.encoded->values.size());
-  DecodeValues(dtype, o.encoded->values.data(), static_cast<int64_t>(out.size()),
-               o.encoded->scale_exponent, out.data());
-  return out;
-}
-
 ParameterShard::ParameterShard(const ShardOptions& options)
     : options_(options), optimizer_(options.optimizer) {}
 
-absl::StatusOr<std::vector<Outgoing>> ParameterShard::Join(const ClusterSignature& sig, int rank) {
+absl::StatusOr<std::vector<ToWorker>> ParameterShard::Join(const ClusterSignature& sig, int rank) {
   if (sig.num_workers != options_.num_workers) {
     return absl::FailedPreconditionError(absl::StrCat("worker ", rank, " expects ", sig.num_workers,
                                                       " workers; this server serves ",
@@ -143,7 +133,7 @@ absl::StatusOr<std::vector<Outgoing>> ParameterShard::Join(const ClusterSignatur
   }
   joined_[rank] = true;
   everyone_joined_ = std::all_of(joined_.begin(), joined_.end(), [](bool j) { return j; });
-  std::vector<Outgoing> out;
+  std::vector<ToWorker> out;
   if (uninitialized_ == 0) {
     for (int id : plan_->server_slices(options_.server_index)) {
       SliceState& s = *slices_[id];
@@ -252,71 +242,48 @@ bool ParameterShard::signature_values_on_push() const {
 }
 
 void ParameterShard::AppendParams(int slice_id, const SliceState& s, int rank,
-                                  std::vector<Outgoing>* out) {
-  Outgoing& o = out->emplace_back();
-  o.kind = Outgoing::Kind::kParams;
-  o.rank = rank;
-  o.slice_id = slice_id;
-  o.iteration = s.version;
-  o.priority = s.priority;
-  o.offset = s.offset;
-  o.values = s.snapshot;
-  o.encoded = s.wire_snapshot;
+                                  std::vector<ToWorker>* out) const {
+  ToWorker& m = out->emplace_back();
+  m.rank = rank;
+  m.priority = s.priority;
+  m.bytes = s.length * static_cast<int64_t>(BytesPerValue(options_.wire_dtype));
+  m.message.kind = Downstream::Kind::kParams;
+  m.message.slice_id = slice_id;
+  m.message.version = s.version;
+  m.message.offset = s.offset;
+  m.message.values = s.snapshot;
 }
 
 void ParameterShard::AppendAck(int slice_id, const SliceState& s, int rank, uint64_t iteration,
-                               std::vector<Outgoing>* out) {
-  Outgoing& ack = out->emplace_back();
-  ack.kind = Outgoing::Kind::kAck;
-  ack.rank = rank;
-  ack.slice_id = slice_id;
-  ack.iteration = iteration;
-  ack.priority = s.priority;
+                               std::vector<ToWorker>* out) {
+  ToWorker& m = out->emplace_back();
+  m.rank = rank;
+  m.priority = s.priority;
+  m.message.kind = Downstream::Kind::kAck;
+  m.message.slice_id = slice_id;
+  m.message.iteration = iteration;
 }
 
 void ParameterShard::TakeSnapshot(SliceState* s) const {
-  if (options_.wire_dtype != WireDType::kFloat32) {
-    // Encoded once per version, whatever the number of workers it goes to.
-    std::shared_ptr<WireValues> next = std::move(s->wire_previous);
-    // As below: reused only when nobody else holds it.
-    if (next != nullptr && next.use_count() == 1) {
-      std::atomic_thread_fence(std::memory_order_acquire);
-    } else if (s->wire_spare != nullptr) {
-      next = std::move(s->wire_spare);
-    } else {
-      next = std::make_shared<WireValues>();
-      ++snapshot_allocations_;
-    }
-    const int64_t n = static_cast<int64_t>(s->params.size());
-    next->values.resize(n);
-    next->scale_exponent = options_.wire_dtype == WireDType::kFloat16
-                               ? Float16ScaleExponent(s->params.data(), n)
-                               : 0;
-    EncodeValues(options_.wire_dtype, s->params.data(), n, next->scale_exponent,
-                 next->values.data());
-    s->wire_previous = std::move(s->wire_snapshot);
-    s->wire_snapshot = std::move(next);
-    return;
-  }
-  std::shared_ptr<std::vector<float>> next = std::move(s->previous);
-  // use_count() 1: only this slice holds the buffer, and nobody can take a new reference
-  // without the slice's lock. The fence pairs with the release in the last holder's
-  // decrement, so its reads of the old values happen before these writes.
-  if (next != nullptr && next.use_count() == 1 && next->size() == s->params.size()) {
+  // Encoded once per version, whatever the number of workers it goes to.
+  std::shared_ptr<Snapshot> next = std::move(s->previous);
+  // use_count() 1: only this slice holds the storage, and nobody can take a new
+  // reference without the slice's lock. The fence pairs with the release in the last
+  // holder's decrement, so its reads of the old values happen before these writes.
+  if (next != nullptr && next.use_count() == 1) {
     std::atomic_thread_fence(std::memory_order_acquire);
-    std::copy(s->params.begin(), s->params.end(), next->begin());
-  } else if (s->spare != nullptr && s->spare->size() == s->params.size()) {
+  } else if (s->spare != nullptr) {
     next = std::move(s->spare);  // only this slice has ever held it
-    std::copy(s->params.begin(), s->params.end(), next->begin());
   } else {
-    next = std::make_shared<std::vector<float>>(s->params);
+    next = std::make_shared<Snapshot>(options_.wire_dtype);
     ++snapshot_allocations_;
   }
+  next->Assign(s->params.data(), static_cast<int64_t>(s->params.size()));
   s->previous = std::move(s->snapshot);
   s->snapshot = std::move(next);
 }
 
-absl::StatusOr<std::vector<Outgoing>> ParameterShard::Init(int rank, int slice_id,
+absl::StatusOr<std::vector<ToWorker>> ParameterShard::Init(int rank, int slice_id,
                                                            const float* values, int64_t n,
                                                            int64_t offset) {
   if (rank != 0) {
@@ -339,7 +306,7 @@ absl::StatusOr<std::vector<Outgoing>> ParameterShard::Init(int rank, int slice_i
       std::memcpy(s.params.data() + offset, values, n * sizeof(float));
     }
     s.init_received = offset + n;
-    if (s.init_received < s.length) return std::vector<Outgoing>{};
+    if (s.init_received < s.length) return std::vector<ToWorker>{};
     if (options_.keep_values) TakeSnapshot(&s);
     s.initialized = true;
   }
@@ -356,8 +323,8 @@ absl::StatusOr<std::vector<Outgoing>> ParameterShard::Init(int rank, int slice_i
       owned = plan_->server_slices(options_.server_index);
     }
   }
-  if (!last) return std::vector<Outgoing>{};
-  std::vector<Outgoing> out;
+  if (!last) return std::vector<ToWorker>{};
+  std::vector<ToWorker> out;
   for (int id : owned) {
     SliceState& t = *slices_[id];
     absl::MutexLock slice_lock(&t.mu);
@@ -366,12 +333,12 @@ absl::StatusOr<std::vector<Outgoing>> ParameterShard::Init(int rank, int slice_i
   return out;
 }
 
-absl::StatusOr<std::vector<Outgoing>> ParameterShard::Gradient(int rank, int slice_id,
+absl::StatusOr<std::vector<ToWorker>> ParameterShard::Gradient(int rank, int slice_id,
                                                                uint64_t iteration,
                                                                const float* values, int64_t n,
                                                                int64_t offset,
                                                                std::optional<int> scale_exponent) {
-  std::vector<Outgoing> out;
+  std::vector<ToWorker> out;
   P3_RETURN_IF_ERROR(
       Gradient(rank, slice_id, iteration, values, n, offset, &out, scale_exponent));
   return out;
@@ -379,14 +346,14 @@ absl::StatusOr<std::vector<Outgoing>> ParameterShard::Gradient(int rank, int sli
 
 absl::Status ParameterShard::Gradient(int rank, int slice_id, uint64_t iteration,
                                       const float* values, int64_t n, int64_t offset,
-                                      std::vector<Outgoing>* out,
+                                      std::vector<ToWorker>* out,
                                       std::optional<int> scale_exponent) {
   return GradientFrom(rank, slice_id, iteration, values, nullptr, n, offset, scale_exponent, out);
 }
 
 absl::Status ParameterShard::Gradient(int rank, int slice_id, uint64_t iteration,
                                       const std::vector<absl::string_view>& segments, int64_t n,
-                                      int64_t offset, std::vector<Outgoing>* out,
+                                      int64_t offset, std::vector<ToWorker>* out,
                                       std::optional<int> scale_exponent) {
   size_t bytes = 0;
   for (const absl::string_view& segment : segments) bytes += segment.size();
@@ -411,7 +378,7 @@ absl::Status ParameterShard::GradientFrom(int rank, int slice_id, uint64_t itera
                                           const std::vector<absl::string_view>* segments,
                                           int64_t n, int64_t offset,
                                           std::optional<int> scale_exponent,
-                                          std::vector<Outgoing>* out) {
+                                          std::vector<ToWorker>* out) {
   P3_RETURN_IF_ERROR(CheckScale(slice_id, scale_exponent));
   P3_ASSIGN_OR_RETURN(SliceState* const found, Lookup(rank, slice_id, "gradient"));
   SliceState& s = *found;
@@ -511,7 +478,7 @@ absl::Status ParameterShard::GradientFrom(int rank, int slice_id, uint64_t itera
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::vector<Outgoing>> ParameterShard::Pull(int rank, int slice_id,
+absl::StatusOr<std::vector<ToWorker>> ParameterShard::Pull(int rank, int slice_id,
                                                            uint64_t version) {
   P3_ASSIGN_OR_RETURN(SliceState* const found, Lookup(rank, slice_id, "pull"));
   SliceState& s = *found;
@@ -522,7 +489,7 @@ absl::StatusOr<std::vector<Outgoing>> ParameterShard::Pull(int rank, int slice_i
         absl::StrCat("pull of slice ", slice_id, " before its initial values"));
   }
   if (version == s.version) {
-    std::vector<Outgoing> out;
+    std::vector<ToWorker> out;
     AppendParams(slice_id, s, rank, &out);
     return out;
   }
@@ -534,7 +501,7 @@ absl::StatusOr<std::vector<Outgoing>> ParameterShard::Pull(int rank, int slice_i
       }
     }
     s.pending_pulls.push_back(rank);
-    return std::vector<Outgoing>{};
+    return std::vector<ToWorker>{};
   }
   return absl::InvalidArgumentError(absl::StrCat("pull of slice ", slice_id, " version ", version,
                                                  " from worker ", rank,
@@ -613,7 +580,7 @@ absl::StatusOr<uint64_t> ParameterShard::Rejoin(const ClusterSignature& sig, int
   return oldest;
 }
 
-absl::StatusOr<std::vector<Outgoing>> ParameterShard::Resume(int rank, uint64_t version) {
+absl::StatusOr<std::vector<ToWorker>> ParameterShard::Resume(int rank, uint64_t version) {
   std::vector<int> owned;
   {
     absl::MutexLock lock(&mu_);
@@ -646,15 +613,14 @@ absl::StatusOr<std::vector<Outgoing>> ParameterShard::Resume(int rank, uint64_t 
           s.version, s.version == version + 1 ? " without its previous one" : ""));
     }
   }
-  std::vector<Outgoing> out;
+  std::vector<ToWorker> out;
   for (int id : owned) {
     SliceState& s = *slices_[id];
     absl::MutexLock slice_lock(&s.mu);
     AppendParams(id, s, rank, &out);
     if (s.version == version + 1) {
-      out.back().iteration = version;
-      out.back().values = s.previous;
-      out.back().encoded = s.wire_previous;
+      out.back().message.version = version;
+      out.back().message.values = s.previous;
       s.catch_up[rank] = true;
     }
   }
@@ -700,7 +666,7 @@ absl::StatusOr<std::pair<std::vector<float>, uint64_t>> ParameterShard::SliceVal
   return std::make_pair(s.params, s.version);
 }
 
-absl::StatusOr<std::vector<Outgoing>> ParameterShard::Buffers(int rank, uint64_t round,
+absl::StatusOr<std::vector<ToWorker>> ParameterShard::Buffers(int rank, uint64_t round,
                                                               const float* values, int64_t n) {
   if (options_.server_index != 0) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -714,12 +680,15 @@ absl::StatusOr<std::vector<Outgoing>> ParameterShard::Buffers(int rank, uint64_t
     }
   }
   P3_ASSIGN_OR_RETURN(BufferAverage::Mean mean, buffers_.Add(rank, round, values, n));
-  std::vector<Outgoing> out;
+  std::vector<ToWorker> out;
   if (mean.values == nullptr) return out;
+  const int64_t bytes = static_cast<int64_t>(mean.values->size() * sizeof(float));
   for (int r = 0; r < options_.num_workers; ++r) {
     if (!mean.for_everyone && r != rank) continue;
-    out.push_back(Outgoing{.kind = Outgoing::Kind::kBuffers, .rank = r, .iteration = round,
-                           .values = mean.values});
+    out.push_back(ToWorker{
+        .rank = r,
+        .message = {.kind = Downstream::Kind::kBuffers, .round = round, .buffers = mean.values},
+        .bytes = bytes});
   }
   return out;
 }
@@ -790,9 +759,9 @@ int64_t ParameterShard::StateFloats() const {
     total += static_cast<int64_t>(s.params.capacity() + s.opt.buf.capacity() +
                                   s.opt.buf_sq.capacity());
     for (const std::vector<float>& g : s.grads) total += static_cast<int64_t>(g.capacity());
-    if (s.snapshot != nullptr) total += static_cast<int64_t>(s.snapshot->capacity());
-    if (s.previous != nullptr) total += static_cast<int64_t>(s.previous->capacity());
-    if (s.spare != nullptr) total += static_cast<int64_t>(s.spare->capacity());
+    for (const std::shared_ptr<Snapshot>* snapshot : {&s.snapshot, &s.previous, &s.spare}) {
+      if (*snapshot != nullptr) total += (*snapshot)->capacity_bytes() / sizeof(float);
+    }
   };
   for (const auto& state : slices_) {
     if (state != nullptr) add(*state);
@@ -838,7 +807,7 @@ void ParameterShard::SwitchPlanLocked() {
   // new states instead of faulting in fresh pages (VGG-19: 2 - 15 s per switch, more than
   // an iteration; docs/simulator.md, "The cost of a switch"). Kept, they held a whole
   // plan's values, momentum, gradients and snapshots per re-plan (9.3 GB per VGG-19
-  // server after 4 re-plans). Outgoing messages own their snapshots. First what the new
+  // server after 4 re-plans). Queued messages own their snapshots. First what the new
   // plan takes nothing from: the gradients (all summed) and the snapshots.
   for (SliceState* o : old) {
     o->retired = true;
@@ -846,10 +815,7 @@ void ParameterShard::SwitchPlanLocked() {
     o->grad_ptrs.assign(o->grad_ptrs.size(), nullptr);
     o->snapshot.reset();
     o->previous.reset();
-    o->wire_snapshot.reset();
-    o->wire_previous.reset();
     o->spare.reset();
-    o->wire_spare.reset();
   }
   // Then each old state's values and optimizer state once the last new slice that
   // needs them is built.
@@ -907,12 +873,8 @@ void ParameterShard::SwitchPlanLocked() {
         // switch"). The switch's own iteration is the one the online search leaves out.
         for (std::vector<float>& g : state->grads) g.resize(slice.length);
         TakeSnapshot(state.get());
-        if (options_.wire_dtype == WireDType::kFloat32) {
-          state->spare = std::make_shared<std::vector<float>>(slice.length);
-        } else {
-          state->wire_spare = std::make_shared<WireValues>();
-          state->wire_spare->values.resize(slice.length);
-        }
+        state->spare = std::make_shared<Snapshot>(options_.wire_dtype);
+        state->spare->Reserve(slice.length);
         ++snapshot_allocations_;
       }
     }

@@ -63,13 +63,13 @@ CATCH_TEST_CASE("init and gradient values are read from the worker's shared memo
   CATCH_REQUIRE(f.Handle(Fixture::Shared(true, 0, 0, 3), &f.shared).ok());
   CATCH_REQUIRE(f.Handle(Fixture::Shared(true, 1, 0, 2), &f.shared).ok());
   CATCH_REQUIRE(f.handled.out.size() == 2);  // version 0 of both slices goes out
-  CATCH_CHECK(*f.handled.out[1].values == std::vector<float>{4, 5});
+  CATCH_CHECK(DecodedValues(f.handled.out[1].message) == std::vector<float>{4, 5});
   // Gradient of slice 1 in two parts: [3,4) then [4,5) of the gradient buffer.
   CATCH_REQUIRE(f.Handle(Fixture::Shared(false, 1, 0, 1), &f.shared).ok());
   CATCH_CHECK(f.handled.out.empty());
   CATCH_REQUIRE(f.Handle(Fixture::Shared(false, 1, 1, 1), &f.shared).ok());
   CATCH_REQUIRE(f.handled.out.size() == 1);
-  CATCH_CHECK(*f.handled.out[0].values == std::vector<float>{4 - 40, 5 - 50});
+  CATCH_CHECK(DecodedValues(f.handled.out[0].message) == std::vector<float>{4 - 40, 5 - 50});
 }
 
 CATCH_TEST_CASE("a shared-memory message that does not fit is refused and changes nothing") {
@@ -97,7 +97,8 @@ CATCH_TEST_CASE("a shared-memory message that does not fit is refused and change
   // Nothing was aggregated: the whole gradient still completes the update.
   CATCH_REQUIRE(f.Handle(Fixture::Shared(false, 0, 0, 3), &f.shared).ok());
   CATCH_REQUIRE(f.handled.out.size() == 1);
-  CATCH_CHECK(*f.handled.out[0].values == std::vector<float>{1 - 10, 2 - 20, 3 - 30});
+  CATCH_CHECK(DecodedValues(f.handled.out[0].message) ==
+              std::vector<float>{1 - 10, 2 - 20, 3 - 30});
 }
 
 CATCH_TEST_CASE("a worker's buffers come back as their mean; malformed ones are refused") {
@@ -116,9 +117,9 @@ CATCH_TEST_CASE("a worker's buffers come back as their mean; malformed ones are 
   msg.mutable_buffers()->set_round(3);
   CATCH_REQUIRE(f.Handle(msg, nullptr).ok());
   CATCH_REQUIRE(f.handled.out.size() == 1);
-  CATCH_CHECK(f.handled.out[0].kind == Outgoing::Kind::kBuffers);
-  CATCH_CHECK(f.handled.out[0].iteration == 3);
-  CATCH_CHECK(*f.handled.out[0].values == values);
+  CATCH_CHECK(f.handled.out[0].message.kind == Downstream::Kind::kBuffers);
+  CATCH_CHECK(f.handled.out[0].message.round == 3);
+  CATCH_CHECK(*f.handled.out[0].message.buffers == values);
   // A round before the one completed.
   wire::WorkerMessage earlier = msg;
   earlier.mutable_buffers()->set_round(2);
@@ -130,7 +131,7 @@ CATCH_TEST_CASE("buffers sent to a server other than server 0 are refused") {
   o.server_index = 1;
   ParameterShard shard(o);
   const float v = 1.0f;
-  absl::StatusOr<std::vector<Outgoing>> out = shard.Buffers(0, 0, &v, 1);
+  absl::StatusOr<std::vector<ToWorker>> out = shard.Buffers(0, 0, &v, 1);
   CATCH_CHECK(absl::IsInvalidArgument(out.status()));
   CATCH_CHECK(Mentions(out.status(), "not server 0"));
 }
@@ -178,7 +179,7 @@ CATCH_TEST_CASE("a Hello with rejoin is taken as a rejoin, and the Resume hands 
   resume.mutable_resume()->set_version(0);
   CATCH_REQUIRE(HandleWorkerMessage(&shard, 0, resume, &handled).ok());
   CATCH_REQUIRE(handled.out.size() == 2);
-  CATCH_CHECK(*handled.out[1].values == std::vector<float>{4, 5});
+  CATCH_CHECK(DecodedValues(handled.out[1].message) == std::vector<float>{4, 5});
   CATCH_CHECK(HandleWorkerMessage(&shard, 0, gradient, &handled).ok());
 }
 
@@ -268,11 +269,12 @@ CATCH_TEST_CASE("16-bit gradients are summed in float32 and the new values go do
     for (uint32_t slice : {0u, 1u}) {
       CATCH_REQUIRE(f.Handle(f.Gradient(slice, f.grads)).ok());
       CATCH_REQUIRE(f.handled.out.size() == 1);
-      const Outgoing& o = f.handled.out[0];
-      CATCH_CHECK(o.values == nullptr);
-      CATCH_REQUIRE(o.encoded != nullptr);
+      const Downstream& o = f.handled.out[0].message;
+      CATCH_REQUIRE(o.values != nullptr);
+      CATCH_CHECK(o.values->dtype() == dtype);
       const Slice& s = f.plan.slices()[slice];
-      CATCH_CHECK(o.encoded->values.size() == static_cast<size_t>(s.length));
+      CATCH_CHECK(o.values->size() == s.length);
+      CATCH_CHECK(o.values->bytes().size() == static_cast<size_t>(2 * s.length));
       // The master values: float32, updated with the decoded (rounded) gradient.
       absl::StatusOr<std::pair<std::vector<float>, uint64_t>> master = f.shard.SliceValues(slice);
       CATCH_REQUIRE(master.ok());
@@ -287,9 +289,10 @@ CATCH_TEST_CASE("16-bit gradients are summed in float32 and the new values go do
       const int e = dtype == WireDType::kFloat16
                         ? Float16ScaleExponent(want_master.data(), s.length)
                         : 0;
-      CATCH_CHECK(o.encoded->scale_exponent == e);
+      CATCH_CHECK(o.values->scale_exponent().value_or(0) == e);
+      CATCH_CHECK(o.values->scale_exponent().has_value() == (dtype == WireDType::kFloat16));
       RoundToWire(dtype, want_master.data(), s.length, e, want_down.data());
-      CATCH_CHECK(DecodedValues(o, dtype) == want_down);
+      CATCH_CHECK(DecodedValues(o) == want_down);
       CATCH_CHECK(want_down != want_master);
     }
   }
@@ -389,7 +392,7 @@ CATCH_TEST_CASE("a worker whose wire dtype is not the server's is refused at the
   ClusterSignature sig;
   sig.tensors = {{"w", {5}, "float32"}};
   sig.wire_dtype = WireDType::kFloat16;
-  absl::StatusOr<std::vector<Outgoing>> joined = shard.Join(sig, 0);
+  absl::StatusOr<std::vector<ToWorker>> joined = shard.Join(sig, 0);
   CATCH_CHECK(absl::IsFailedPrecondition(joined.status()));
   CATCH_CHECK(Mentions(joined.status(), "worker 0 uses scheduling.wire_dtype float16; this "
                                         "server is configured for bfloat16"));

@@ -55,8 +55,8 @@ CATCH_TEST_CASE("initial values go to every worker once all slices are in") {
   CATCH_REQUIRE(late.ok());
   CATCH_REQUIRE(late->size() == 3);
   CATCH_CHECK((*late)[0].rank == 1);
-  CATCH_CHECK((*late)[0].iteration == 0);
-  CATCH_CHECK(*(*late)[0].values == std::vector<float>{1, 2, 3});
+  CATCH_CHECK((*late)[0].message.version == 0);
+  CATCH_CHECK(DecodedValues((*late)[0].message) == std::vector<float>{1, 2, 3});
 }
 
 CATCH_TEST_CASE("the mean of all workers' gradients is applied once the last one is in") {
@@ -75,10 +75,10 @@ CATCH_TEST_CASE("the mean of all workers' gradients is applied once the last one
   CATCH_REQUIRE(o1->size() == 3);  // version 1 to every worker
   // mean = {3, 1, 2}; p = {1,2,3} - 0.5*mean
   std::vector<float> want = {-0.5f, 1.5f, 2.0f};
-  for (const Outgoing& o : *o1) {
-    CATCH_CHECK(o.kind == Outgoing::Kind::kParams);
-    CATCH_CHECK(o.iteration == 1);
-    CATCH_CHECK(*o.values == want);
+  for (const ToWorker& o : *o1) {
+    CATCH_CHECK(o.message.kind == Downstream::Kind::kParams);
+    CATCH_CHECK(o.message.version == 1);
+    CATCH_CHECK(DecodedValues(o.message) == want);
   }
   auto values = shard.SliceValues(0);
   CATCH_REQUIRE(values.ok());
@@ -204,20 +204,20 @@ CATCH_TEST_CASE("without values on push the server acks and answers pulls once u
   auto a0 = shard.Gradient(0, 0, 0, g.data(), 3);
   CATCH_REQUIRE(a0.ok());
   CATCH_REQUIRE(a0->size() == 1);
-  CATCH_CHECK((*a0)[0].kind == Outgoing::Kind::kAck);
+  CATCH_CHECK((*a0)[0].message.kind == Downstream::Kind::kAck);
   auto pull0 = shard.Pull(0, 0, 1);  // not updated yet: parked
   CATCH_REQUIRE(pull0.ok());
   CATCH_CHECK(pull0->empty());
   auto a1 = shard.Gradient(1, 0, 0, g.data(), 3);
   CATCH_REQUIRE(a1.ok());
   CATCH_REQUIRE(a1->size() == 2);  // ack to 1, parked pull of 0 answered
-  CATCH_CHECK((*a1)[0].kind == Outgoing::Kind::kAck);
-  CATCH_CHECK((*a1)[1].kind == Outgoing::Kind::kParams);
+  CATCH_CHECK((*a1)[0].message.kind == Downstream::Kind::kAck);
+  CATCH_CHECK((*a1)[1].message.kind == Downstream::Kind::kParams);
   CATCH_CHECK((*a1)[1].rank == 0);
   auto pull1 = shard.Pull(1, 0, 1);  // already updated: answered at once
   CATCH_REQUIRE(pull1.ok());
   CATCH_REQUIRE(pull1->size() == 1);
-  CATCH_CHECK((*pull1)[0].iteration == 1);
+  CATCH_CHECK((*pull1)[0].message.version == 1);
   CATCH_CHECK(absl::IsInvalidArgument(shard.Pull(1, 0, 7).status()));
 }
 
@@ -232,15 +232,15 @@ CATCH_TEST_CASE("values already handed out stay unchanged while later versions a
   auto v1 = shard.Gradient(0, 0, 0, g.data(), 3);
   CATCH_REQUIRE(v1.ok());
   CATCH_REQUIRE(v1->size() == 1);
-  const std::shared_ptr<const std::vector<float>> held = (*v1)[0].values;
+  const std::shared_ptr<const Snapshot> held = (*v1)[0].message.values;
   for (uint64_t it = 1; it < 4; ++it) {
     auto out = shard.Gradient(0, 0, it, g.data(), 3);
     CATCH_REQUIRE(out.ok());
     CATCH_REQUIRE(out->size() == 1);
-    CATCH_CHECK(*(*out)[0].values ==
+    CATCH_CHECK(DecodedValues((*out)[0].message) ==
                 std::vector<float>{1.0f - (it + 1), 2.0f - (it + 1), 3.0f - (it + 1)});
   }
-  CATCH_CHECK(*held == std::vector<float>{0, 1, 2});
+  CATCH_CHECK(held->Decoded() == std::vector<float>{0, 1, 2});
   CATCH_CHECK(shard.SliceValues(0)->first == std::vector<float>{-3, -2, -1});
 }
 
@@ -304,8 +304,8 @@ CATCH_TEST_CASE("a worker joining while the last initial values arrive gets vers
     std::vector<float> w = {1, 2, 3, 4, 5}, b = {6, 7};
     CATCH_REQUIRE(shard.Init(0, 0, w.data(), 3).ok());
     CATCH_REQUIRE(shard.Init(0, 1, w.data() + 3, 2).ok());
-    absl::StatusOr<std::vector<Outgoing>> from_init;
-    absl::StatusOr<std::vector<Outgoing>> from_join;
+    absl::StatusOr<std::vector<ToWorker>> from_init;
+    absl::StatusOr<std::vector<ToWorker>> from_join;
     std::thread init([&] { from_init = shard.Init(0, 2, b.data(), 2); });
     std::thread join([&] { from_join = shard.Join(Signature(2), 1); });
     init.join();
@@ -314,7 +314,7 @@ CATCH_TEST_CASE("a worker joining while the last initial values arrive gets vers
     CATCH_REQUIRE(from_join.ok());
     int to_worker_1 = 0;
     for (const auto* out : {&*from_init, &*from_join}) {
-      for (const Outgoing& o : *out) to_worker_1 += o.rank == 1;
+      for (const ToWorker& o : *out) to_worker_1 += o.rank == 1;
     }
     CATCH_REQUIRE(to_worker_1 == 3);
   }
@@ -346,9 +346,10 @@ CATCH_TEST_CASE("on a 16-bit wire, encoded values handed out stay unchanged acro
                                                           : std::nullopt);
     CATCH_REQUIRE(v1.ok());
     CATCH_REQUIRE(v1->size() == 1);
-    const std::shared_ptr<const WireValues> held = (*v1)[0].encoded;
+    const std::shared_ptr<const Snapshot> held = (*v1)[0].message.values;
     CATCH_REQUIRE(held != nullptr);
-    const WireValues copy = *held;
+    CATCH_CHECK(held->dtype() == dtype);
+    const Snapshot copy = *held;
     for (uint64_t it = 1; it < 5; ++it) {
       auto out = shard.Gradient(0, 0, it, g.data(), 3, 0, dtype == WireDType::kFloat16
                                                              ? std::optional<int>(0)
@@ -358,11 +359,12 @@ CATCH_TEST_CASE("on a 16-bit wire, encoded values handed out stay unchanged acro
       // Each version is the master values rounded; the master values are float32.
       const std::vector<float> master = shard.SliceValues(0)->first;
       std::vector<float> want(3);
-      RoundToWire(dtype, master.data(), 3, (*out)[0].encoded->scale_exponent, want.data());
-      CATCH_CHECK(DecodedValues((*out)[0], dtype) == want);
+      RoundToWire(dtype, master.data(), 3,
+                  (*out)[0].message.values->scale_exponent().value_or(0), want.data());
+      CATCH_CHECK(DecodedValues((*out)[0].message) == want);
     }
-    CATCH_CHECK(held->values == copy.values);
-    CATCH_CHECK(held->scale_exponent == copy.scale_exponent);
+    CATCH_CHECK(held->bytes() == copy.bytes());
+    CATCH_CHECK(held->scale_exponent() == copy.scale_exponent());
     // The master values keep what 16 bits cannot hold.
     const std::vector<float> master = shard.SliceValues(0)->first;
     std::vector<float> rounded(3);
@@ -385,7 +387,7 @@ CATCH_TEST_CASE("on a 16-bit wire a checkpoint holds float32 master values") {
   auto zero = shard.Init(0, 2, b.data(), 2);
   CATCH_REQUIRE(zero.ok());
   // Version 0 goes out rounded, the master values are the initial ones, exactly.
-  CATCH_CHECK(DecodedValues((*zero)[0], WireDType::kBFloat16) != std::vector<float>(w.begin(), w.begin() + 3));
+  CATCH_CHECK(DecodedValues((*zero)[0].message) != std::vector<float>(w.begin(), w.begin() + 3));
   CATCH_CHECK(shard.SliceValues(0)->first == std::vector<float>(w.begin(), w.begin() + 3));
   const std::vector<float> g = {0, 0, 0};
   for (int slice = 0; slice < 3; ++slice) {
@@ -412,30 +414,32 @@ CATCH_TEST_CASE("without values the shard runs the same protocol: who gets what,
     InitAll(a);
     CATCH_REQUIRE(b.Init(0, 0, nullptr, 3).ok());
     CATCH_REQUIRE(b.Init(0, 1, nullptr, 2).ok());
-    absl::StatusOr<std::vector<Outgoing>> init_b = b.Init(0, 2, nullptr, 2);
+    absl::StatusOr<std::vector<ToWorker>> init_b = b.Init(0, 2, nullptr, 2);
     CATCH_REQUIRE(init_b.ok());
     CATCH_CHECK(init_b->size() == 6);  // version 0 of 3 slices to 2 workers
     std::vector<float> g = {1, 1, 1};
-    auto same = [](const std::vector<Outgoing>& x, const std::vector<Outgoing>& y) {
+    auto same = [](const std::vector<ToWorker>& x, const std::vector<ToWorker>& y) {
       CATCH_REQUIRE(x.size() == y.size());
       for (size_t i = 0; i < x.size(); ++i) {
-        CATCH_CHECK(x[i].kind == y[i].kind);
+        CATCH_CHECK(x[i].message.kind == y[i].message.kind);
         CATCH_CHECK(x[i].rank == y[i].rank);
-        CATCH_CHECK(x[i].slice_id == y[i].slice_id);
-        CATCH_CHECK(x[i].iteration == y[i].iteration);
-        CATCH_CHECK(y[i].values == nullptr);
+        CATCH_CHECK(x[i].message.slice_id == y[i].message.slice_id);
+        CATCH_CHECK(x[i].message.version == y[i].message.version);
+        CATCH_CHECK(x[i].message.iteration == y[i].message.iteration);
+        CATCH_CHECK(x[i].bytes == y[i].bytes);
+        CATCH_CHECK(y[i].message.values == nullptr);
       }
     };
     for (int r = 0; r < 2; ++r) {
       if (!values_on_push && r == 1) {
         // Worker 0 pulls version 1 before worker 1's gradient: pending in both.
-        absl::StatusOr<std::vector<Outgoing>> pa = a.Pull(0, 0, 1), pb = b.Pull(0, 0, 1);
+        absl::StatusOr<std::vector<ToWorker>> pa = a.Pull(0, 0, 1), pb = b.Pull(0, 0, 1);
         CATCH_REQUIRE(pa.ok());
         CATCH_REQUIRE(pb.ok());
         same(*pa, *pb);
       }
-      absl::StatusOr<std::vector<Outgoing>> ga = a.Gradient(r, 0, 0, g.data(), 3);
-      absl::StatusOr<std::vector<Outgoing>> gb = b.Gradient(r, 0, 0, nullptr, 3);
+      absl::StatusOr<std::vector<ToWorker>> ga = a.Gradient(r, 0, 0, g.data(), 3);
+      absl::StatusOr<std::vector<ToWorker>> gb = b.Gradient(r, 0, 0, nullptr, 3);
       CATCH_REQUIRE(ga.ok());
       CATCH_REQUIRE(gb.ok());
       same(*ga, *gb);
