@@ -209,7 +209,7 @@ absl::Status HandleWorkerMessage(ParameterShard* shard, int rank,
   if (h.slice_id > static_cast<uint32_t>(INT32_MAX)) {
     return absl::InvalidArgumentError(absl::StrCat("slice id ", h.slice_id, " is out of range"));
   }
-  const bool init = msg.field == kInitField;
+  const bool init = msg.field == wire::WorkerMessage::kInitFieldNumber;
   const std::optional<int> scale = ScaleOf(h.has_scale_exponent, h.scale_exponent);
   if (init) P3_RETURN_IF_ERROR(CheckInitScale(h.slice_id, scale.has_value()));
   // Gradients are in the stream's dtype, initial values in float32.
@@ -226,7 +226,7 @@ absl::Status HandleWorkerMessage(ParameterShard* shard, int rank,
                                     init, shared));
     const int64_t count = static_cast<int64_t>(h.shared_count);
     if (!init) {
-      return shard->Gradient(rank, static_cast<int>(h.slice_id), h.iteration, values, count,
+      return shard->Gradient(rank, static_cast<int>(h.slice_id), h.iteration(), values, count,
                              offset, &handled->out, scale);
     }
     P3_ASSIGN_OR_RETURN(handled->out,
@@ -234,7 +234,7 @@ absl::Status HandleWorkerMessage(ParameterShard* shard, int rank,
     return absl::OkStatus();
   }
   if (!init) {
-    return shard->Gradient(rank, static_cast<int>(h.slice_id), h.iteration, msg.values, n, offset,
+    return shard->Gradient(rank, static_cast<int>(h.slice_id), h.iteration(), msg.values, n, offset,
                            &handled->out, scale);
   }
   // Init: once per slice at the start; values in one piece are used where they are.

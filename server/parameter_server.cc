@@ -190,7 +190,7 @@ class ParameterServer::Impl {
       return absl::InvalidArgumentError(
           absl::StrCat("the first message is malformed: ", decoded.message()));
     }
-    if (first.field != kHelloField) {
+    if (first.field != wire::WorkerMessage::kHelloFieldNumber) {
       return absl::InvalidArgumentError("the first message must be a Hello");
     }
     const wire::Hello& hello = first.control.hello();
@@ -410,9 +410,9 @@ class ParameterServer::Impl {
     const char* counter = "iteration";
     uint64_t count = 0;
     const char* what = "message";
-    if (msg.is_slice && msg.field == kGradientField) {
+    if (msg.is_slice && msg.field == wire::WorkerMessage::kGradientFieldNumber) {
       slice = msg.header.slice_id;
-      count = msg.header.iteration;
+      count = msg.header.iteration();
       what = updated ? "aggregate+update" : "aggregate";
     } else if (msg.is_slice) {
       slice = msg.header.slice_id;
@@ -525,7 +525,7 @@ class ParameterServer::Impl {
     const Snapshot& snapshot = *d.values;
     SliceHeader header;
     header.slice_id = static_cast<uint32_t>(d.slice_id);
-    header.iteration = d.version;
+    header.set_version(d.version);
     if (const std::optional<int> e = snapshot.scale_exponent()) {
       header.has_scale_exponent = true;
       header.scale_exponent = *e;
@@ -537,7 +537,8 @@ class ParameterServer::Impl {
       // The offset of the plan the slice id belongs to (a re-plan may have followed).
       snapshot.DecodeTo(conn.shared->params() + d.offset);
       header.shared_count = static_cast<uint64_t>(n);
-      return stream->Write(EncodeSlice(kParamsField, header, nullptr, 0, nullptr));
+      return stream->Write(
+          EncodeSlice(wire::ServerMessage::kParamsFieldNumber, header, nullptr, 0, nullptr));
     }
     const char* values = snapshot.bytes().data();
     const size_t width = BytesPerValue(snapshot.dtype());
@@ -547,8 +548,8 @@ class ParameterServer::Impl {
     const grpc::WriteOptions through = grpc::WriteOptions().set_write_through();
     return WriteInParts(n, options_.max_message_params, [&](int64_t offset, int64_t count) {
       header.offset = static_cast<uint64_t>(offset);
-      return stream->Write(EncodeSlice(kParamsField, header, values + offset * width,
-                                       count * width, keepalive),
+      return stream->Write(EncodeSlice(wire::ServerMessage::kParamsFieldNumber, header,
+                                       values + offset * width, count * width, keepalive),
                            through);
     });
   }

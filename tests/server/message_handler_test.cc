@@ -54,6 +54,10 @@ struct Fixture {
   Handled handled;
 };
 
+// The WorkerMessage members that carry a SliceData.
+constexpr int kInit = wire::WorkerMessage::kInitFieldNumber;
+constexpr int kGradient = wire::WorkerMessage::kGradientFieldNumber;
+
 bool Mentions(const absl::Status& s, const std::string& text) {
   return s.message().find(text) != absl::string_view::npos;
 }
@@ -197,7 +201,7 @@ struct WireFixture {
     // Initial values: float32 on every stream.
     for (uint32_t slice : {0u, 1u}) {
       const Slice& s = plan.slices()[slice];
-      CATCH_REQUIRE(Handle(Message(kInitField, slice, 0, params.data() + s.offset,
+      CATCH_REQUIRE(Handle(Message(kInit, slice, 0, params.data() + s.offset,
                                    s.length * 4, std::nullopt))
                         .ok());
     }
@@ -215,7 +219,7 @@ struct WireFixture {
                                      std::optional<int> scale) {
     SliceHeader h;
     h.slice_id = slice;
-    h.iteration = iteration;
+    h.set_iteration(iteration);
     h.has_scale_exponent = scale.has_value();
     h.scale_exponent = scale.value_or(0);
     grpc::ByteBuffer buffer =
@@ -232,7 +236,7 @@ struct WireFixture {
     if (dtype == WireDType::kFloat16) scale = Float16ScaleExponent(from, s.length);
     std::string bytes(s.length * BytesPerValue(dtype), '\0');
     EncodeValues(dtype, from, s.length, scale.value_or(0), bytes.data());
-    return Message(kGradientField, slice, 0, bytes.data(), bytes.size(), scale);
+    return Message(kGradient, slice, 0, bytes.data(), bytes.size(), scale);
   }
   absl::Status Handle(const DecodedWorkerMessage& msg, const SharedValues* with = nullptr) {
     return HandleWorkerMessage(&shard, 0, msg, &handled, with, &scratch);
@@ -312,7 +316,7 @@ CATCH_TEST_CASE("gradients in shared memory are rounded as the wire rounds them"
       h.has_scale_exponent = true;
       h.scale_exponent = Float16ScaleExponent(shared.grads.data(), 3);
     }
-    grpc::ByteBuffer buffer = EncodeSlice(kGradientField, h, nullptr, 0, nullptr);
+    grpc::ByteBuffer buffer = EncodeSlice(kGradient, h, nullptr, 0, nullptr);
     DecodedWorkerMessage d;
     CATCH_REQUIRE(Decode(&buffer, &d).ok());
     CATCH_REQUIRE(shared.Handle(d, &shared.shared).ok());
@@ -336,27 +340,27 @@ CATCH_TEST_CASE("malformed 16-bit payloads are refused naming the slice, changin
     };
     const std::string zeros(64, '\0');
     // An odd byte count.
-    refused(WireFixture::Message(kGradientField, 0, 0, zeros.data(), 5, scale),
+    refused(WireFixture::Message(kGradient, 0, 0, zeros.data(), 5, scale),
             "5 bytes, not a whole number of " + name + " values (2 bytes each)");
     // A whole number of 2-byte values that does not fit the slice (4 > 3 values).
-    refused(WireFixture::Message(kGradientField, 0, 0, zeros.data(), 8, scale),
+    refused(WireFixture::Message(kGradient, 0, 0, zeros.data(), 8, scale),
             "do not fit the slice's 3");
     // A float32 payload of the slice (12 bytes) read as 6 values: does not fit either.
-    refused(WireFixture::Message(kGradientField, 0, 0, zeros.data(), 12, scale),
+    refused(WireFixture::Message(kGradient, 0, 0, zeros.data(), 12, scale),
             "6 values at offset 0 do not fit");
     if (half) {
       // float16 without its scale, and with one out of range.
-      refused(WireFixture::Message(kGradientField, 0, 0, zeros.data(), 6, std::nullopt),
+      refused(WireFixture::Message(kGradient, 0, 0, zeros.data(), 6, std::nullopt),
               "no scale_exponent on a float16 stream");
-      refused(WireFixture::Message(kGradientField, 0, 0, zeros.data(), 6, 101),
+      refused(WireFixture::Message(kGradient, 0, 0, zeros.data(), 6, 101),
               "scale_exponent 101 is out of range; allowed -100..100");
     } else {
       // A float16 message (with a scale) on a bfloat16 stream.
-      refused(WireFixture::Message(kGradientField, 0, 0, zeros.data(), 6, 0),
+      refused(WireFixture::Message(kGradient, 0, 0, zeros.data(), 6, 0),
               "a scale_exponent on a bfloat16 stream");
     }
     // Initial values are float32: a scale on them is refused too.
-    refused(WireFixture::Message(kInitField, 0, 0, zeros.data(), 12, 0),
+    refused(WireFixture::Message(kInit, 0, 0, zeros.data(), 12, 0),
             "initial values of slice 0 with a scale_exponent");
     // Nothing was stored: the slice is still at version 0 with its initial values, and
     // one good gradient completes the update alone.
@@ -371,11 +375,11 @@ CATCH_TEST_CASE("on a float32 stream a scale, or a 16-bit payload that shows, is
   WireFixture f(WireDType::kFloat32);
   const std::string zeros(64, '\0');
   // A bfloat16 gradient of slice 0 (3 values, 6 bytes) is not a whole number of float32.
-  absl::Status s = f.Handle(WireFixture::Message(kGradientField, 0, 0, zeros.data(), 6, {}));
+  absl::Status s = f.Handle(WireFixture::Message(kGradient, 0, 0, zeros.data(), 6, {}));
   CATCH_CHECK(absl::IsInvalidArgument(s));
   CATCH_CHECK(Mentions(s, "gradient of slice 0: 6 bytes, not a whole number of float32 values"));
   // A float16 gradient, recognisable by its scale.
-  s = f.Handle(WireFixture::Message(kGradientField, 0, 0, zeros.data(), 12, 5));
+  s = f.Handle(WireFixture::Message(kGradient, 0, 0, zeros.data(), 12, 5));
   CATCH_CHECK(Mentions(s, "gradient of slice 0: a scale_exponent on a float32 stream"));
   // The same through the protobuf path (fuzzer, unusual encodings).
   wire::WorkerMessage msg;
