@@ -314,14 +314,13 @@ class ParameterServer::Impl {
     grpc::ByteBuffer buffer;
     DecodedWorkerMessage msg;
     Handled handled;
-    std::string scratch;
     while (stream->Read(&buffer)) {
       const absl::Time start = absl::Now();
       if (absl::Status decoded = Decode(&buffer, &msg); !decoded.ok()) {
         return absl::InvalidArgumentError(
             absl::StrCat("a malformed message: ", decoded.message()));
       }
-      P3_RETURN_IF_ERROR(HandleWorkerMessage(&shard_, rank, msg, &handled, shared, &scratch));
+      P3_RETURN_IF_ERROR(HandleWorkerMessage(&shard_, rank, msg, &handled, shared));
       if (handled.done) {
         if (handled.all_done) {
           absl::MutexLock lock(&mu_);

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <cstring>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -286,6 +285,24 @@ void ParameterShard::TakeSnapshot(SliceState* s) const {
 absl::StatusOr<std::vector<ToWorker>> ParameterShard::Init(int rank, int slice_id,
                                                            const float* values, int64_t n,
                                                            int64_t offset) {
+  return InitFrom(rank, slice_id, Part{.n = n, .floats = values}, offset);
+}
+
+absl::StatusOr<std::vector<ToWorker>> ParameterShard::Init(
+    int rank, int slice_id, const std::vector<absl::string_view>& segments, int64_t offset) {
+  P3_ASSIGN_OR_RETURN(const int64_t n,
+                      CountValues("initial values", slice_id, segments, WireDType::kFloat32));
+  return InitFrom(rank, slice_id, Part{.n = n, .segments = &segments}, offset);
+}
+
+absl::StatusOr<std::vector<ToWorker>> ParameterShard::Init(int rank, int slice_id,
+                                                           const SharedValues& shared, int64_t n,
+                                                           int64_t offset) {
+  return InitFrom(rank, slice_id, Part{.n = n, .flat = shared.params}, offset);
+}
+
+absl::StatusOr<std::vector<ToWorker>> ParameterShard::InitFrom(int rank, int slice_id,
+                                                               const Part& part, int64_t offset) {
   if (rank != 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("initial values from worker ", rank, "; only worker 0 sends them"));
@@ -299,11 +316,11 @@ absl::StatusOr<std::vector<ToWorker>> ParameterShard::Init(int rank, int slice_i
       return absl::AlreadyExistsError(
           absl::StrCat("slice ", slice_id, " already has initial values"));
     }
+    const int64_t n = part.n;
     P3_RETURN_IF_ERROR(CheckPart("initial values", slice_id, s.length, s.init_received, offset, n));
     if (options_.keep_values) {
       s.params.resize(s.length);
-      // `values` may be unaligned
-      std::memcpy(s.params.data() + offset, values, n * sizeof(float));
+      ReadPart(part, s, offset, WireDType::kFloat32, 0, s.params.data() + offset);
     }
     s.init_received = offset + n;
     if (s.init_received < s.length) return std::vector<ToWorker>{};
@@ -348,23 +365,53 @@ absl::Status ParameterShard::Gradient(int rank, int slice_id, uint64_t iteration
                                       const float* values, int64_t n, int64_t offset,
                                       std::vector<ToWorker>* out,
                                       std::optional<int> scale_exponent) {
-  return GradientFrom(rank, slice_id, iteration, values, nullptr, n, offset, scale_exponent, out);
+  return GradientFrom(rank, slice_id, iteration, Part{.n = n, .floats = values}, offset,
+                      scale_exponent, out);
 }
 
 absl::Status ParameterShard::Gradient(int rank, int slice_id, uint64_t iteration,
-                                      const std::vector<absl::string_view>& segments, int64_t n,
+                                      const std::vector<absl::string_view>& segments,
                                       int64_t offset, std::vector<ToWorker>* out,
                                       std::optional<int> scale_exponent) {
+  P3_ASSIGN_OR_RETURN(const int64_t n,
+                      CountValues("gradient", slice_id, segments, options_.wire_dtype));
+  return GradientFrom(rank, slice_id, iteration, Part{.n = n, .segments = &segments}, offset,
+                      scale_exponent, out);
+}
+
+absl::Status ParameterShard::Gradient(int rank, int slice_id, uint64_t iteration,
+                                      const SharedValues& shared, int64_t n, int64_t offset,
+                                      std::vector<ToWorker>* out,
+                                      std::optional<int> scale_exponent) {
+  return GradientFrom(rank, slice_id, iteration, Part{.n = n, .flat = shared.grads}, offset,
+                      scale_exponent, out);
+}
+
+absl::StatusOr<int64_t> ParameterShard::CountValues(const char* what, int slice_id,
+                                                    const std::vector<absl::string_view>& segments,
+                                                    WireDType dtype) {
   size_t bytes = 0;
   for (const absl::string_view& segment : segments) bytes += segment.size();
-  const size_t width = BytesPerValue(options_.wire_dtype);
-  if (n < 0 || bytes != static_cast<size_t>(n) * width) {
+  const size_t width = BytesPerValue(dtype);
+  if (bytes % width != 0) {
     return absl::InvalidArgumentError(
-        absl::StrCat("gradient of slice ", slice_id, ": ", bytes, " bytes for ", n, " ",
-                     WireDTypeName(options_.wire_dtype), " values (", width, " bytes each)"));
+        absl::StrCat(what, " of slice ", slice_id, ": ", bytes, " bytes, not a whole number of ",
+                     WireDTypeName(dtype), " values (", width, " bytes each)"));
   }
-  return GradientFrom(rank, slice_id, iteration, nullptr, &segments, n, offset, scale_exponent,
-                      out);
+  return static_cast<int64_t>(bytes / width);
+}
+
+void ParameterShard::ReadPart(const Part& part, const SliceState& s, int64_t offset,
+                              WireDType dtype, int scale_exponent, float* dest) {
+  if (part.segments != nullptr) {
+    // A value may straddle segments.
+    DecodeSegments(dtype, *part.segments, scale_exponent, dest);
+    return;
+  }
+  // Shared memory: only now, with the part checked against the slice, is the address formed.
+  const float* from = part.flat != nullptr ? part.flat + s.offset + offset : part.floats;
+  // float32: copied (any alignment); 16-bit: rounded as the wire would round them.
+  RoundToWire(dtype, from, part.n, scale_exponent, dest);
 }
 
 absl::Status ParameterShard::CheckScale(int slice_id, std::optional<int> scale_exponent) const {
@@ -374,11 +421,10 @@ absl::Status ParameterShard::CheckScale(int slice_id, std::optional<int> scale_e
 }
 
 absl::Status ParameterShard::GradientFrom(int rank, int slice_id, uint64_t iteration,
-                                          const float* values,
-                                          const std::vector<absl::string_view>* segments,
-                                          int64_t n, int64_t offset,
+                                          const Part& part, int64_t offset,
                                           std::optional<int> scale_exponent,
                                           std::vector<ToWorker>* out) {
+  const int64_t n = part.n;
   P3_RETURN_IF_ERROR(CheckScale(slice_id, scale_exponent));
   P3_ASSIGN_OR_RETURN(SliceState* const found, Lookup(rank, slice_id, "gradient"));
   SliceState& s = *found;
@@ -423,16 +469,9 @@ absl::Status ParameterShard::GradientFrom(int rank, int slice_id, uint64_t itera
     if (options_.keep_values) {
       // Allocates only the first time: the buffer keeps its size between iterations.
       s.grads[rank].resize(s.length);
-      const WireDType dtype = options_.wire_dtype;
-      const int exponent = scale_exponent.value_or(0);
-      if (segments != nullptr) {
-        // Decoded straight into the slot (float32: copied); a value may straddle segments.
-        DecodeSegments(dtype, *segments, exponent, s.grads[rank].data() + offset);
-      } else if (dtype == WireDType::kFloat32) {
-        std::memcpy(s.grads[rank].data() + offset, values, n * sizeof(float));  // may be unaligned
-      } else {
-        RoundToWire(dtype, values, n, exponent, s.grads[rank].data() + offset);
-      }
+      // Decoded straight into the slot.
+      ReadPart(part, s, offset, options_.wire_dtype, scale_exponent.value_or(0),
+               s.grads[rank].data() + offset);
     }
     s.received[rank] = offset + n;
     if (s.received[rank] < s.length) return absl::OkStatus();  // more parts to come

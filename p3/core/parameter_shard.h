@@ -51,6 +51,15 @@
 
 namespace p3 {
 
+// A colocated worker's flat buffers in its shared memory (p3/core/shared_memory.h), as
+// mapped by the server: a message naming `n` values at `offset` of a slice there instead
+// of carrying them means the values at the slice's place in these buffers, which the
+// shard locates with its current plan once it has checked the part against the slice.
+struct SharedValues {
+  const float* params = nullptr;  // the worker's flat parameters (Init reads them)
+  const float* grads = nullptr;   // and gradients (Gradient reads them)
+};
+
 struct ShardOptions {
   // This server's index, 0 .. num_servers-1. Default: 0.
   int server_index = 0;
@@ -105,6 +114,15 @@ class ParameterShard {
   // in order, without gaps or overlap; the slice counts as received with its last part.
   absl::StatusOr<std::vector<ToWorker>> Init(int rank, int slice_id, const float* values, int64_t n,
                                              int64_t offset = 0);
+  // The same with the values as float32 bytes in `segments` (a received message's
+  // buffers, cut at any byte): their count is the bytes / 4, a byte count that is not a
+  // whole number of float32 is refused naming the slice.
+  absl::StatusOr<std::vector<ToWorker>> Init(int rank, int slice_id,
+                                             const std::vector<absl::string_view>& segments,
+                                             int64_t offset);
+  // The same with the n values in a colocated worker's shared parameters.
+  absl::StatusOr<std::vector<ToWorker>> Init(int rank, int slice_id, const SharedValues& shared,
+                                             int64_t n, int64_t offset);
 
   // Worker `rank`'s gradient of `slice_id` at `iteration`, which must be the slice's
   // current version. When all workers' gradients are in, their mean is applied. Parts as
@@ -126,14 +144,19 @@ class ParameterShard {
                         int64_t offset, std::vector<ToWorker>* out,
                         std::optional<int> scale_exponent = {});
 
-  // The same with the n values as the bytes of a message in the wire's dtype: `segments`
-  // (a received message's buffers, cut at any byte; their sizes add up to
-  // n * BytesPerValue(wire_dtype)), decoded once, straight into the worker's float32 slot.
-  // A byte count that does not fit, or a scale_exponent missing on a float16 wire or
-  // present on another, is refused naming the slice.
+  // The same with the values as the bytes of a message in the wire's dtype: `segments`
+  // (a received message's buffers, cut at any byte), decoded once, straight into the
+  // worker's float32 slot. Their count is the bytes / BytesPerValue(wire_dtype); a byte
+  // count that is not a whole number of values, or a scale_exponent missing on a float16
+  // wire or present on another, is refused naming the slice.
   absl::Status Gradient(int rank, int slice_id, uint64_t iteration,
-                        const std::vector<absl::string_view>& segments, int64_t n, int64_t offset,
+                        const std::vector<absl::string_view>& segments, int64_t offset,
                         std::vector<ToWorker>* out, std::optional<int> scale_exponent = {});
+  // The same with the n values in a colocated worker's shared gradients (float32, rounded
+  // as the wire would round them, as `values` above).
+  absl::Status Gradient(int rank, int slice_id, uint64_t iteration, const SharedValues& shared,
+                        int64_t n, int64_t offset, std::vector<ToWorker>* out,
+                        std::optional<int> scale_exponent = {});
   // Worker `rank` asks for `version` of `slice_id` (modes without values on push).
   absl::StatusOr<std::vector<ToWorker>> Pull(int rank, int slice_id, uint64_t version);
 
@@ -167,7 +190,7 @@ class ParameterShard {
   std::optional<std::pair<uint64_t, int64_t>> ReplanPending() const;
 
   // Offset in the flat buffer and length of slice `slice_id` of the current plan, owned by
-  // this shard (the transport locates a colocated worker's shared-memory values with it).
+  // this shard (for tests and tools).
   absl::StatusOr<std::pair<int64_t, int64_t>> SliceSpan(int slice_id) const;
 
   // Worker `rank` has finished. Returns true when every worker has.
@@ -269,9 +292,29 @@ class ParameterShard {
     std::shared_ptr<Snapshot> spare ABSL_GUARDED_BY(mu);
   };
 
-  // Both Gradient()s: the values from `values` (n floats) or from `segments`.
-  absl::Status GradientFrom(int rank, int slice_id, uint64_t iteration, const float* values,
-                            const std::vector<absl::string_view>* segments, int64_t n,
+  // Where the n values of an Init or Gradient part are: float32 at `floats` (any
+  // alignment, or 16-bit wire: aligned), the bytes of `segments`, or at the slice's place
+  // in a colocated worker's flat buffer `flat` (shared memory).
+  struct Part {
+    int64_t n = 0;
+    const float* floats = nullptr;
+    const std::vector<absl::string_view>* segments = nullptr;
+    const float* flat = nullptr;
+  };
+  // Writes `part` (the values from `offset` on of slice `s`, which the caller has checked
+  // against the slice) into `dest` as the wire of `dtype` delivers them: rounded, float16
+  // scaled by 2^scale_exponent (float32: copied).
+  static void ReadPart(const Part& part, const SliceState& s, int64_t offset, WireDType dtype,
+                       int scale_exponent, float* dest);
+  // The number of `dtype` values in `segments`; `what` of `slice_id` is refused when the
+  // bytes are not a whole number of them.
+  static absl::StatusOr<int64_t> CountValues(const char* what, int slice_id,
+                                             const std::vector<absl::string_view>& segments,
+                                             WireDType dtype);
+  // Every Init() and Gradient(), whatever holds the part's values.
+  absl::StatusOr<std::vector<ToWorker>> InitFrom(int rank, int slice_id, const Part& part,
+                                                 int64_t offset);
+  absl::Status GradientFrom(int rank, int slice_id, uint64_t iteration, const Part& part,
                             int64_t offset, std::optional<int> scale_exponent,
                             std::vector<ToWorker>* out);
   // A gradient's scale_exponent must be there (and in range) exactly on a float16 wire.

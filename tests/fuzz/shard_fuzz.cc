@@ -173,7 +173,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   p3::DecodedWorkerMessage decoded;
   p3::Handled twin_handled;
-  std::string scratch;
   while (next_chunk(&rank, &bytes)) {
     p3::wire::WorkerMessage msg;
     const bool parsed = msg.ParseFromString(bytes);
@@ -183,7 +182,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (!parsed) continue;
     auto handled = p3::HandleWorkerMessage(&shard, rank, msg);
     const absl::Status twin_status =
-        p3::HandleWorkerMessage(&twin, rank, decoded, &twin_handled, nullptr, &scratch);
+        p3::HandleWorkerMessage(&twin, rank, decoded, &twin_handled, nullptr);
     Check(handled.ok() == twin_status.ok());
     if (handled.ok()) {
       CheckToWorker(shard, handled->out);

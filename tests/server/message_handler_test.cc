@@ -64,6 +64,9 @@ bool Mentions(const absl::Status& s, const std::string& text) {
 
 CATCH_TEST_CASE("init and gradient values are read from the worker's shared memory") {
   Fixture f;
+  // Initial values past the slice's end are refused as a gradient's are.
+  CATCH_CHECK(Mentions(f.Handle(Fixture::Shared(true, 1, 1, 2), &f.shared),
+                       "initial values of slice 1: 2 values at offset 1 do not fit the slice's 2"));
   CATCH_REQUIRE(f.Handle(Fixture::Shared(true, 0, 0, 3), &f.shared).ok());
   CATCH_REQUIRE(f.Handle(Fixture::Shared(true, 1, 0, 2), &f.shared).ok());
   CATCH_REQUIRE(f.handled.out.size() == 2);  // version 0 of both slices goes out
@@ -88,16 +91,21 @@ CATCH_TEST_CASE("a shared-memory message that does not fit is refused and change
   wire::WorkerMessage both = Fixture::Shared(false, 0, 0, 3);
   both.mutable_gradient()->set_values(std::string(12, '\0'));
   CATCH_CHECK(Mentions(f.Handle(both, &f.shared), "both in the message and in shared memory"));
-  // Past the end of the slice, by count or by offset, including overflowing sums.
-  CATCH_CHECK(Mentions(f.Handle(Fixture::Shared(false, 0, 0, 4), &f.shared), "past its end"));
-  CATCH_CHECK(Mentions(f.Handle(Fixture::Shared(false, 0, 2, 2), &f.shared), "past its end"));
+  // Past the end of the slice, by count or by offset, including overflowing sums: the
+  // shard's one check of a part against its slice, before any address is formed.
+  CATCH_CHECK(Mentions(f.Handle(Fixture::Shared(false, 0, 0, 4), &f.shared),
+                       "4 values at offset 0 do not fit the slice's 3"));
+  CATCH_CHECK(Mentions(f.Handle(Fixture::Shared(false, 0, 2, 2), &f.shared),
+                       "2 values at offset 2 do not fit the slice's 3"));
   CATCH_CHECK(Mentions(f.Handle(Fixture::Shared(false, 0, UINT64_MAX - 1, 2), &f.shared),
                        "out of range"));
   CATCH_CHECK(
-      Mentions(f.Handle(Fixture::Shared(false, 0, 1, UINT64_MAX), &f.shared), "past its end"));
+      Mentions(f.Handle(Fixture::Shared(false, 0, 1, UINT64_MAX), &f.shared), "out of range"));
+  CATCH_CHECK(Mentions(f.Handle(Fixture::Shared(false, 0, 1, INT64_MAX), &f.shared),
+                       "do not fit the slice's 3"));
   // A slice the plan does not have.
   CATCH_CHECK(Mentions(f.Handle(Fixture::Shared(false, 7, 0, 1), &f.shared),
-                       "slice 7 is not a slice of this server's current plan"));
+                       "gradient for unknown slice 7; the plan has 2 slices"));
   // Nothing was aggregated: the whole gradient still completes the update.
   CATCH_REQUIRE(f.Handle(Fixture::Shared(false, 0, 0, 3), &f.shared).ok());
   CATCH_REQUIRE(f.handled.out.size() == 1);
@@ -239,7 +247,7 @@ struct WireFixture {
     return Message(kGradient, slice, 0, bytes.data(), bytes.size(), scale);
   }
   absl::Status Handle(const DecodedWorkerMessage& msg, const SharedValues* with = nullptr) {
-    return HandleWorkerMessage(&shard, 0, msg, &handled, with, &scratch);
+    return HandleWorkerMessage(&shard, 0, msg, &handled, with);
   }
   // What the worker would hold after the wire: slice by slice, rounded as the sender does.
   std::vector<float> Rounded(const std::vector<float>& values) const {
@@ -261,7 +269,6 @@ struct WireFixture {
   std::vector<float> grads = {0.1f, -0.033f, 1e-6f, 7.77f, 123.456f};
   SharedValues shared;
   Handled handled;
-  std::string scratch;
 };
 
 CATCH_TEST_CASE("16-bit gradients are summed in float32 and the new values go down encoded") {
@@ -361,7 +368,7 @@ CATCH_TEST_CASE("malformed 16-bit payloads are refused naming the slice, changin
     }
     // Initial values are float32: a scale on them is refused too.
     refused(WireFixture::Message(kInit, 0, 0, zeros.data(), 12, 0),
-            "initial values of slice 0 with a scale_exponent");
+            "initial values of slice 0 (always float32): a scale_exponent on a float32 stream");
     // Nothing was stored: the slice is still at version 0 with its initial values, and
     // one good gradient completes the update alone.
     CATCH_CHECK(f.shard.SliceValues(0)->second == 0);

@@ -3,7 +3,9 @@
 #include "p3/core/wire_dtype.h"
 
 #include <catch2/catch.hpp>
+#include <algorithm>
 #include <optional>
+#include <string>
 #include <utility>
 #include <thread>
 #include <vector>
@@ -156,6 +158,65 @@ CATCH_TEST_CASE("a slice sent in parts gives the same result as sent whole") {
   CATCH_CHECK(last->size() == 2);  // version 1 to both workers
   CATCH_CHECK(parts.SliceValues(0)->second == 1);
   CATCH_CHECK(parts.SliceValues(0)->first == whole.SliceValues(0)->first);
+}
+
+CATCH_TEST_CASE("values as message bytes cut anywhere, or in shared memory, count as float values do") {
+  std::vector<float> g0 = {0.25f, -1.5f, 3.0f}, g1 = {2.0f, 0.5f, -0.125f};
+  std::vector<float> w = {1, 2, 3, 4, 5}, b = {6, 7};
+  ParameterShard floats(Options(2, 0.5)), bytes(Options(2, 0.5)), shared(Options(2, 0.5));
+  for (ParameterShard* shard : {&floats, &bytes, &shared}) {
+    for (int r = 0; r < 2; ++r) CATCH_REQUIRE(shard->Join(Signature(2), r).ok());
+  }
+  InitAll(floats);
+  // Initial values of slice 0 as bytes cut inside a value, then slices 1 and 2.
+  const std::string raw(reinterpret_cast<const char*>(w.data()), 3 * sizeof(float));
+  const std::vector<absl::string_view> cut = {absl::string_view(raw).substr(0, 5),
+                                              absl::string_view(raw).substr(5)};
+  CATCH_REQUIRE(bytes.Init(0, 0, cut, 0).ok());
+  CATCH_REQUIRE(bytes.Init(0, 1, w.data() + 3, 2).ok());
+  CATCH_REQUIRE(bytes.Init(0, 2, b.data(), 2).ok());
+  // The same from a colocated worker's flat parameters: slice 1 at its place [3, 5).
+  const std::vector<float> flat_params = {1, 2, 3, 4, 5, 6, 7};
+  const SharedValues memory{.params = flat_params.data(), .grads = nullptr};
+  CATCH_REQUIRE(shared.Init(0, 0, memory, 3, 0).ok());
+  CATCH_REQUIRE(shared.Init(0, 1, memory, 1, 0).ok());
+  CATCH_REQUIRE(shared.Init(0, 1, memory, 1, 1).ok());
+  CATCH_REQUIRE(shared.Init(0, 2, memory, 2, 0).ok());
+  for (int slice = 0; slice < 3; ++slice) {
+    CATCH_CHECK(bytes.SliceValues(slice)->first == floats.SliceValues(slice)->first);
+    CATCH_CHECK(shared.SliceValues(slice)->first == floats.SliceValues(slice)->first);
+  }
+  // Gradients of slice 0: rank 0's bytes in three pieces, rank 1's in shared memory.
+  std::vector<float> flat_grads(7, 0.0f);
+  std::copy(g1.begin(), g1.end(), flat_grads.begin());
+  const SharedValues grads{.params = nullptr, .grads = flat_grads.data()};
+  const std::string g0_raw(reinterpret_cast<const char*>(g0.data()), 3 * sizeof(float));
+  const std::vector<absl::string_view> pieces = {absl::string_view(g0_raw).substr(0, 1),
+                                                 absl::string_view(g0_raw).substr(1, 9),
+                                                 absl::string_view(g0_raw).substr(10)};
+  std::vector<ToWorker> out;
+  CATCH_REQUIRE(floats.Gradient(0, 0, 0, g0.data(), 3).ok());
+  CATCH_REQUIRE(floats.Gradient(1, 0, 0, g1.data(), 3).ok());
+  for (ParameterShard* shard : {&bytes, &shared}) {
+    CATCH_REQUIRE(shard->Gradient(0, 0, 0, pieces, 0, &out).ok());
+    CATCH_REQUIRE(shard->Gradient(1, 0, 0, grads, 3, 0, &out).ok());
+    CATCH_CHECK(shard->SliceValues(0)->second == 1);
+    CATCH_CHECK(shard->SliceValues(0)->first == floats.SliceValues(0)->first);
+  }
+  // Bytes that are not whole values are refused naming the slice, and change nothing.
+  const std::vector<absl::string_view> odd = {absl::string_view(g0_raw).substr(0, 7)};
+  absl::Status refused = bytes.Gradient(0, 1, 0, odd, 0, &out);
+  CATCH_CHECK(absl::IsInvalidArgument(refused));
+  CATCH_CHECK(refused.message() ==
+              "gradient of slice 1: 7 bytes, not a whole number of float32 values (4 bytes each)");
+  ParameterShard fresh(Options(1));
+  CATCH_REQUIRE(fresh.Join(Signature(1), 0).ok());
+  CATCH_CHECK(fresh.Init(0, 0, odd, 0).status().message() ==
+              "initial values of slice 0: 7 bytes, not a whole number of float32 values (4 bytes "
+              "each)");
+  // A part in shared memory past its slice is refused before anything is read.
+  CATCH_CHECK(absl::IsInvalidArgument(shared.Gradient(0, 1, 0, grads, 2, 1, &out)));
+  CATCH_CHECK(shared.SliceValues(1)->second == 0);
 }
 
 CATCH_TEST_CASE("parts out of order, overlapping or past the end are refused and change nothing") {
