@@ -23,6 +23,19 @@
 //   for (const ToWorker& m : *out) transport.Send(m);
 //
 // Thread-safe: calls for different workers may run concurrently.
+//
+// One class, its definitions in a file per concept:
+//   parameter_shard.cc     membership (Join, Finish), the lookups every call starts with,
+//                          accessors, the model buffers' exchange, the stall report's waits
+//   shard_aggregation.cc   Init, Gradient (aggregation and update), Pull, the snapshots
+//   shard_rejoin.cc        Rejoin and Resume of a restarted worker
+//   shard_replan.cc        Replan and the switch to the new plan
+//   shard_checkpoint.cc    restoring a checkpoint, gathering one
+// One class rather than an object per concept because every concept reads and writes
+// the same per-slice state (SliceState) under the same two locks, the shard's and the
+// slice's: a rejoin drops a rank's partial aggregation, a resume answers with the
+// previous snapshot, a re-plan moves values, optimizer state and snapshots between
+// slices; separate objects would share that state anyway.
 #ifndef P3_P3_CORE_PARAMETER_SHARD_H_
 #define P3_P3_CORE_PARAMETER_SHARD_H_
 
@@ -319,6 +332,10 @@ class ParameterShard {
                             std::vector<ToWorker>* out);
   // A gradient's scale_exponent must be there (and in range) exactly on a float16 wire.
   absl::Status CheckScale(int slice_id, std::optional<int> scale_exponent) const;
+  // A fresh state of `slice` for options_.num_workers workers: nothing received yet.
+  std::unique_ptr<SliceState> NewSliceState(const Slice& slice) const;
+  // The refusal of a message for a slice of the plan a re-plan replaced.
+  static absl::Status RetiredSlice(const char* what, int slice_id);
   // Validates rank and slice ownership; returns the slice's state.
   absl::StatusOr<SliceState*> Lookup(int rank, int slice_id, const char* what) const;
   // Appends the slice's current version for worker `rank` to `out`.
