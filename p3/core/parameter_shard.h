@@ -133,7 +133,8 @@ class ParameterShard {
   absl::StatusOr<std::vector<ToWorker>> Init(int rank, int slice_id,
                                              const std::vector<absl::string_view>& segments,
                                              int64_t offset);
-  // The same with the n values in a colocated worker's shared parameters.
+  // The same with the n values at the slice's place in a colocated worker's shared
+  // parameters, read only once the part is checked against the slice.
   absl::StatusOr<std::vector<ToWorker>> Init(int rank, int slice_id, const SharedValues& shared,
                                              int64_t n, int64_t offset);
 
@@ -141,11 +142,11 @@ class ParameterShard {
   // current version. When all workers' gradients are in, their mean is applied. Parts as
   // for Init.
   //
-  // `values` are float32 as the worker holds them (a colocated worker's shared memory, or
-  // a float32 message, then read with memcpy at any alignment). On a 16-bit wire they must
-  // be aligned and are rounded as the wire would round them (RoundToWire), so that values
-  // through shared memory train exactly what values over a stream do; float16 with the
-  // sender's `scale_exponent`, which a float16 wire requires and the others refuse.
+  // `values` are float32 as the worker holds them (on a float32 wire read with memcpy at
+  // any alignment). On a 16-bit wire they must be aligned and are rounded as the wire
+  // would round them (RoundToWire), so that values that did not cross a stream (shared
+  // memory) train exactly what values over a stream do; float16 with the sender's
+  // `scale_exponent`, which a float16 wire requires and the others refuse.
   absl::StatusOr<std::vector<ToWorker>> Gradient(int rank, int slice_id, uint64_t iteration,
                                                  const float* values, int64_t n,
                                                  int64_t offset = 0,
@@ -165,8 +166,9 @@ class ParameterShard {
   absl::Status Gradient(int rank, int slice_id, uint64_t iteration,
                         const std::vector<absl::string_view>& segments, int64_t offset,
                         std::vector<ToWorker>* out, std::optional<int> scale_exponent = {});
-  // The same with the n values in a colocated worker's shared gradients (float32, rounded
-  // as the wire would round them, as `values` above).
+  // The same with the n values at the slice's place in a colocated worker's shared
+  // gradients (float32, rounded as `values` above), read only once the part is checked
+  // against the slice.
   absl::Status Gradient(int rank, int slice_id, uint64_t iteration, const SharedValues& shared,
                         int64_t n, int64_t offset, std::vector<ToWorker>* out,
                         std::optional<int> scale_exponent = {});

@@ -140,7 +140,7 @@ CATCH_TEST_CASE("a slice sent in parts gives the same result as sent whole") {
   CATCH_CHECK(parts.SliceValues(0)->first == whole.SliceValues(0)->first);
 }
 
-CATCH_TEST_CASE("values as message bytes cut anywhere, or in shared memory, count as float values do") {
+CATCH_TEST_CASE("values as bytes cut anywhere, or in shared memory, count as float values do") {
   std::vector<float> g0 = {0.25f, -1.5f, 3.0f}, g1 = {2.0f, 0.5f, -0.125f};
   std::vector<float> w = {1, 2, 3, 4, 5}, b = {6, 7};
   ParameterShard floats(Options(2, 0.5)), bytes(Options(2, 0.5)), shared(Options(2, 0.5));
