@@ -96,14 +96,14 @@ int main(int argc, char** argv) {
     for (size_t i = 0; i < floats; ++i) values[i] = 0.001f * static_cast<float>(i);
     p3::SliceHeader h;
     h.slice_id = 17;
-    h.iteration = 1234;
+    h.set_iteration(1234);
 
     Print("encode protobuf: set_values+GenericSerialize", floats, bytes,
           Measure(runs, iterations, [&] {
             p3::wire::WorkerMessage m;
             p3::wire::SliceData* s = m.mutable_gradient();
             s->set_slice_id(h.slice_id);
-            s->set_iteration(h.iteration);
+            s->set_iteration(h.iteration());
             s->set_values(values.data(), bytes);
             grpc::ByteBuffer buffer;
             bool own = false;
@@ -114,7 +114,7 @@ int main(int argc, char** argv) {
     Print("encode protobuf, message reused", floats, bytes, Measure(runs, iterations, [&] {
             p3::wire::SliceData* s = reused.mutable_gradient();
             s->set_slice_id(h.slice_id);
-            s->set_iteration(h.iteration);
+            s->set_iteration(h.iteration());
             s->set_values(values.data(), bytes);
             grpc::ByteBuffer buffer;
             bool own = false;
@@ -122,13 +122,13 @@ int main(int argc, char** argv) {
                 reused, &buffer, &own);
           }));
     Print("encode codec: EncodeSlice", floats, bytes, Measure(runs, iterations, [&] {
-            grpc::ByteBuffer buffer =
-                p3::EncodeSlice(p3::kGradientField, h, values.data(), bytes, nullptr);
+            grpc::ByteBuffer buffer = p3::EncodeSlice(p3::wire::WorkerMessage::kGradientFieldNumber,
+                                                      h, values.data(), bytes, nullptr);
           }));
 
     p3::wire::WorkerMessage m;
     m.mutable_gradient()->set_slice_id(h.slice_id);
-    m.mutable_gradient()->set_iteration(h.iteration);
+    m.mutable_gradient()->set_iteration(h.iteration());
     m.mutable_gradient()->set_values(values.data(), bytes);
     const std::string flat = m.SerializeAsString();
     const grpc::ByteBuffer received = Chunked(flat, 64 << 10);

@@ -15,7 +15,10 @@ gen=bazel-bin
 case "$target" in
   shard)
     srcs=(tests/fuzz/shard_fuzz.cc server/message_handler.cc proto/wire.cc proto/wire_codec.cc
-          p3/core/parameter_shard.cc p3/core/slice_plan.cc p3/core/optimizer.cc p3/core/lr_schedule.cc
+          p3/core/parameter_shard.cc p3/core/shard_aggregation.cc p3/core/shard_checkpoint.cc
+          p3/core/shard_rejoin.cc p3/core/shard_replan.cc p3/core/snapshot.cc p3/core/downstream.cc
+          p3/core/buffer_average.cc p3/core/stall_report.cc p3/core/wire_dtype.cc
+          p3/core/slice_plan.cc p3/core/optimizer.cc p3/core/lr_schedule.cc
           p3/core/checkpoint.cc p3/core/cluster_signature.cc p3/base/file_util.cc "$gen/proto/p3.pb.cc")
     libs=(-lgrpc++ -lgrpc -lgpr) ;;
   wire_codec)

@@ -87,7 +87,7 @@ absl::StatusOr<std::unique_ptr<ServerConnection>> ServerConnection::Open(
   }
   DecodedServerMessage reply;
   const absl::Status decoded = Decode(&buffer, &reply);
-  if (!decoded.ok() || reply.field != kWelcomeField) {
+  if (!decoded.ok() || reply.field != wire::ServerMessage::kWelcomeFieldNumber) {
     conn->context_.TryCancel();
     conn->stream_->Finish();
     return absl::InternalError(
@@ -140,8 +140,9 @@ void ServerConnection::Send(const ToServer& message) {
 bool ServerConnection::WriteValues(const Upstream& up, int64_t bytes) {
   SliceHeader header;
   header.slice_id = static_cast<uint32_t>(up.slice_id);
-  header.iteration = up.iteration;
-  const int field = up.kind == Upstream::Kind::kInit ? kInitField : kGradientField;
+  header.set_iteration(up.iteration);
+  const int field = up.kind == Upstream::Kind::kInit ? wire::WorkerMessage::kInitFieldNumber
+                                                     : wire::WorkerMessage::kGradientFieldNumber;
   // float32, or the 16-bit wire's dtype with (float16) the slice's scale: the same for
   // every part, and also on a shared-memory descriptor, where the server applies it.
   const ValueEncoding encoding = core_->Encoding(up);
@@ -286,12 +287,12 @@ void ServerConnection::ReadLoop() {
         received.bytes = msg.value_bytes;
         bytes_received_ += static_cast<int64_t>(received.bytes);
       }
-      listener_->OnParams(options_.server_index, h.slice_id, h.iteration, h.offset, received);
+      listener_->OnParams(options_.server_index, h.slice_id, h.version(), h.offset, received);
       if (options_.trace != nullptr && options_.trace->enabled()) {
         options_.trace->Complete(receive_track_, absl::StrCat("params ", h.slice_id), "receive",
                                  start, absl::Now(),
                                  absl::StrCat("\"slice\": ", h.slice_id, ", \"version\": ",
-                                              h.iteration, ", \"bytes\": ", msg.value_bytes));
+                                              h.version(), ", \"bytes\": ", msg.value_bytes));
       }
     } else if (msg.control.has_ack()) {
       listener_->OnAck(options_.server_index, msg.control.ack().slice_id(),

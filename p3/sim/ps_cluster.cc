@@ -101,7 +101,7 @@ absl::Status Simulation::Setup() {
   // initial values go in, version 0 of every slice reaches every worker.
   for (int s = 0; s < o_.servers; ++s) {
     for (int w = 0; w < o_.workers; ++w) {
-      absl::StatusOr<std::vector<Outgoing>> joined = shards_[s]->Join(sig, w);
+      absl::StatusOr<std::vector<ToWorker>> joined = shards_[s]->Join(sig, w);
       if (!joined.ok()) return joined.status();
     }
   }
@@ -115,12 +115,13 @@ absl::Status Simulation::Setup() {
   for (const std::vector<ToServer>& list : inits) {
     for (const ToServer& m : list) {
       const Slice& slice = plan_->slices()[m.message.slice_id];
-      absl::StatusOr<std::vector<Outgoing>> out =
+      absl::StatusOr<std::vector<ToWorker>> out =
           shards_[m.server]->Init(0, slice.id, nullptr, slice.length, 0);
       if (!out.ok()) return out.status();
-      for (const Outgoing& o : *out) {
+      for (const ToWorker& o : *out) {
         absl::StatusOr<bool> got = workers_[o.rank].core->ParamsInPlace(
-            m.server, o.slice_id, o.iteration, 0, plan_->slices()[o.slice_id].length);
+            m.server, o.message.slice_id, o.message.version, 0,
+            plan_->slices()[o.message.slice_id].length);
         if (!got.ok()) return got.status();
       }
     }
@@ -128,15 +129,16 @@ absl::Status Simulation::Setup() {
   return absl::OkStatus();
 }
 
-void Simulation::Dispatch(int server, const std::vector<Outgoing>& out) {
-  for (const Outgoing& o : out) {
+void Simulation::Dispatch(int server, const std::vector<ToWorker>& out) {
+  for (const ToWorker& o : out) {
     const int conn = down_conn_[server][o.rank];
-    const Slice& slice = plan_->slices()[o.slice_id];
-    if (o.kind == Outgoing::Kind::kParams) {
-      Send(conn, MsgKind::kParams, o.slice_id, o.iteration, o.priority, o.slice_id,
-           slice.length * static_cast<int64_t>(BytesPerValue(o_.wire_dtype)));
-    } else if (o.kind == Outgoing::Kind::kAck) {
-      Send(conn, MsgKind::kAck, o.slice_id, o.iteration, o.priority, o.slice_id, 0);
+    const Slice& slice = plan_->slices()[o.message.slice_id];
+    if (o.message.kind == Downstream::Kind::kParams) {
+      Send(conn, MsgKind::kParams, o.message.slice_id, o.message.version, o.priority,
+           o.message.slice_id, slice.length * static_cast<int64_t>(BytesPerValue(o_.wire_dtype)));
+    } else if (o.message.kind == Downstream::Kind::kAck) {
+      Send(conn, MsgKind::kAck, o.message.slice_id, o.message.iteration, o.priority,
+           o.message.slice_id, 0);
     }
   }
 }
@@ -147,7 +149,7 @@ void Simulation::Deliver(int conn, int msg, std::function<void()> reader_free) {
   const Slice& slice = plan_->slices()[m.slice];
   if (c.upstream) {
     ParameterShard& shard = *shards_[c.server];
-    std::vector<Outgoing> out;
+    std::vector<ToWorker> out;
     if (m.kind == MsgKind::kGradient) {
       const uint64_t before = shard.SliceValues(m.slice)->second;
       absl::Status s = shard.Gradient(c.worker, m.slice, m.iteration, nullptr, slice.length, 0, &out);
@@ -165,7 +167,7 @@ void Simulation::Deliver(int conn, int msg, std::function<void()> reader_free) {
         return;
       }
     } else {
-      absl::StatusOr<std::vector<Outgoing>> pulled =
+      absl::StatusOr<std::vector<ToWorker>> pulled =
           shard.Pull(c.worker, m.slice, m.iteration);
       if (!pulled.ok()) return Fail(pulled.status());
       out = *std::move(pulled);

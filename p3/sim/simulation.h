@@ -187,7 +187,7 @@ class Simulation {
   void Arrive(int conn, int msg);
   void ReadNext(int conn);
   void Deliver(int conn, int msg, std::function<void()> reader_free);
-  void Dispatch(int server, const std::vector<Outgoing>& out);
+  void Dispatch(int server, const std::vector<ToWorker>& out);
   void SendGradient(WorkerState& w, int slice);
 
   // Every engine.
