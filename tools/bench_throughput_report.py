@@ -173,6 +173,7 @@ def cmd_report(a):
     agg = aggregate(rows)
     local = local_rates(agg)
     add_bounds(agg, local)
+    os.makedirs(RESULTS, exist_ok=True)
     out_csv = os.path.join(RESULTS, "throughput.csv")
     csv_io.write_rows(out_csv, [{k: g[k] for k in CSV_FIELDS} for g in agg], CSV_FIELDS)
     print(f"wrote {out_csv}")

@@ -23,7 +23,6 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 from results_lib import csv_io, markdown, p3_sim, paths  # noqa: E402
 
-SIM = p3_sim.BINARY
 PROFILES = p3_sim.PROFILES
 RESULTS = paths.results("simulator")
 BATCH = 32
@@ -103,7 +102,7 @@ def profiles(args):
         print(f"{model}: {want*1000:.1f} ms per iteration -> {path}")
 
 
-def sim(model, system, machines, bw, calibration, iterations=3, binary=SIM):
+def sim(model, system, machines, bw, calibration, iterations=3, binary=None):
     profile = os.path.join(PROFILES, f"{model}_b{BATCH}_gpu.json")
     sets = [f"cluster.workers={machines}", f"cluster.servers={machines}",
             f"network.bandwidth_gbps={bw}", f"training.batch_size={BATCH}"]
@@ -277,7 +276,8 @@ def main():
     ap.add_argument("--machines", default=",".join(map(str, MACHINES)))
     ap.add_argument("--calibrations", default="measured,wire")
     ap.add_argument("--fresh", action="store_true")
-    ap.add_argument("--sim", default=SIM, help="the p3_sim binary (default: bazel-bin's)")
+    ap.add_argument("--sim", default=None,
+                    help="the p3_sim binary (default: $P3_SIM, else bazel-bin's)")
     ap.add_argument("--jobs", type=int, default=1,
                     help="simulations run at once (each takes one core)")
     args = ap.parse_args()

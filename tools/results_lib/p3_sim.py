@@ -12,11 +12,13 @@ BINARY = os.path.join(paths.ROOT, "bazel-bin", "tools", "p3_sim")
 PROFILES = os.path.join(paths.ROOT, "configs", "sim", "profiles")
 
 
-def run(config, profile, calibration=None, sets=(), flags=(), binary=BINARY):
+def run(config, profile, calibration=None, sets=(), flags=(), binary=None):
     """Runs p3_sim on `config` (relative to the repository) with `profile`, `calibration`
     (none: the built-in one), `--set` overrides and other flags; returns its JSON result
     (iteration_seconds, samples_per_second, workers, cpu_s_per_iteration, ...). Exits with
-    the command and p3_sim's errors when it fails."""
+    the command and p3_sim's errors when it fails. The binary: `binary`, else $P3_SIM,
+    else bazel-bin's."""
+    binary = binary or os.environ.get("P3_SIM") or BINARY
     with tempfile.NamedTemporaryFile(suffix=".json") as out:
         cmd = [binary, f"--config={config}", f"--profile={profile}", f"--out={out.name}"]
         if calibration:
