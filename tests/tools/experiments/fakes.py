@@ -9,7 +9,6 @@ deterministic, so that a test can assert what a script does with it.
 import os
 import stat
 import subprocess
-import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 TESTDATA = os.path.join(HERE, "testdata")

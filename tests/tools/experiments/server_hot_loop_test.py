@@ -1,6 +1,5 @@
 """tools/experiments/server_hot_loop.sh (docs/results/server_hot_loop): two builds of
 bench_shard, alternating, one CSV line per run, against stand-ins."""
-import os
 import tempfile
 import unittest
 

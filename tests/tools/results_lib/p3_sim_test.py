@@ -1,6 +1,5 @@
 """results_lib.p3_sim: one simulation through the command line, against a stand-in binary
 that records its arguments."""
-import json
 import os
 import stat
 import tempfile

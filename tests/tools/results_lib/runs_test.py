@@ -1,5 +1,4 @@
 """results_lib.runs: a launcher run's folder, and one run of a (stand-in) launcher."""
-import json
 import os
 import stat
 import tempfile
