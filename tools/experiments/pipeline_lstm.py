@@ -8,7 +8,7 @@ Runs pipeline_train (build it first: `bazel build //tools:pipeline_train`; the g
 41 minutes here on the shared 2-core machine, so copy the binary somewhere a rebuild
 will not replace it and pass --binary) with configs/pipeline_lstm.textproto, one run at a time, and writes
   --csv       raw per-epoch figures, one row per (mode, stages, seed, epoch)
-  --markdown  the table of docs/results/pipeline.md: per mode and stage count, the test
+  --markdown  the table of docs/results/pipeline/pipeline.md: per mode and stage count, the test
               accuracy after each epoch, mean +- sample standard deviation over the seeds,
               and each seed's final accuracy
 and prints the table. Each run's result JSON and log go to --raw; with --reuse a run
