@@ -140,8 +140,9 @@ class DocsLinksTest(unittest.TestCase):
     def test_slugs_follow_githubs_rules(self):
         self.assertEqual(slug("TCP congestion control: bbr against cubic (2026-12-02 afternoon)"),
                          "tcp-congestion-control-bbr-against-cubic-2026-12-02-afternoon")
-        self.assertEqual(slug("Another VM, with each TCP congestion control (`cc-bbr`, `cc-cubic`)"),
-                         "another-vm-with-each-tcp-congestion-control-cc-bbr-cc-cubic")
+        self.assertEqual(
+            slug("Another VM, with each TCP congestion control (`cc-bbr`, `cc-cubic`)"),
+            "another-vm-with-each-tcp-congestion-control-cc-bbr-cc-cubic")
         self.assertEqual(slug("Throughput at 1 Gbit/s"), "throughput-at-1-gbits")
         self.assertEqual(slug("P3 ÷ baseline – **1.61×** on [ResNet](x.md)"),
                          "p3--baseline--161-on-resnet")

@@ -76,7 +76,8 @@ class BenchThroughputTest(unittest.TestCase):
 
     def test_trace_splits_worker_0s_iterations(self):
         trace = os.path.join(self.dir, "trace.json")
-        ev = [{"ph": "M", "name": "thread_name", "pid": 100, "tid": 1, "args": {"name": "compute"}},
+        ev = [{"ph": "M", "name": "thread_name", "pid": 100, "tid": 1,
+               "args": {"name": "compute"}},
               {"ph": "M", "name": "thread_name", "pid": 100, "tid": 2,
                "args": {"name": "wait for parameters"}}]
         for it, start in ((0, 0), (1, 1_000_000)):

@@ -3,15 +3,16 @@
 committed measurements (docs/results/simulator/simulator.md).
 
   bazel build //tools:p3_sim
-  /usr/bin/python3 tools/experiments/simulator.py calibrate   # streaming fit -> configs/sim/calibration_*.json
-  /usr/bin/python3 tools/experiments/simulator.py validate    # every measured point -> CSV + table
-  /usr/bin/python3 tools/experiments/simulator.py table       # the tables again from the CSV
-  /usr/bin/python3 tools/experiments/simulator.py sweep       # the slice sweeps (slice_tuning_sweep.csv)
-  /usr/bin/python3 tools/experiments/simulator.py calibrate --only=fresh-3          # one calibration set
-  /usr/bin/python3 tools/experiments/simulator.py fresh --file=F DIR=placement ...  # fresh runs -> docs/results/F
-  /usr/bin/python3 tools/experiments/simulator.py trial --sets=fresh-3 --cpu_factor=1.3   # a what-if, nothing written
-  /usr/bin/python3 tools/experiments/simulator.py cpu         # measured CPU per iteration beside the simulated
-  /usr/bin/python3 tools/experiments/simulator.py noise       # the runs' own spread beside the misses
+  S="/usr/bin/python3 tools/experiments/simulator.py"
+  $S calibrate     # streaming fit -> configs/sim/calibration_*.json
+  $S validate      # every measured point -> CSV + table
+  $S table         # the tables again from the CSV
+  $S sweep         # the slice sweeps (slice_tuning_sweep.csv)
+  $S calibrate --only=fresh-3                      # one calibration set
+  $S fresh --file=simulator/F DIR=placement ...    # fresh runs -> docs/results/simulator/F
+  $S trial --sets=fresh-3 --cpu_factor=1.3         # a what-if, nothing written
+  $S cpu           # measured CPU per iteration beside the simulated
+  $S noise         # the runs' own spread beside the misses
 
 Which file holds which set of points: simulator_points.py. How each calibration is fitted
 (docs/simulator.md, "Calibration"): simulator_calibration.py. The noise: simulator_noise.py.

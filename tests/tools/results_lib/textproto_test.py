@@ -22,7 +22,8 @@ class TextprotoTest(unittest.TestCase):
             os.unlink(f.name)
 
     def test_bench_config_falls_back_to_the_generic_one(self):
-        self.assertTrue(textproto.bench_config("resnet50").endswith("configs/bench/resnet50.textproto"))
+        self.assertTrue(textproto.bench_config("resnet50").endswith(
+            "configs/bench/resnet50.textproto"))
         self.assertTrue(textproto.bench_config("no_such_model").endswith(
             "configs/bench_throughput.textproto"))
 
