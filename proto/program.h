@@ -49,7 +49,7 @@ struct ProgramOptions {
   std::optional<AllocatorOptions> allocator;
   // Turns off Abseil's lock-order graph, which is on in builds without NDEBUG (these
   // binaries): on the data path it took about 1 % of all cycles (perf, ResNet-50 at
-  // 2.5 Gbit/s; docs/results/throughput.md), and a fifth of the simulator's run time,
+  // 2.5 Gbit/s; docs/results/throughput/throughput.md), and a fifth of the simulator's run time,
   // whose one thread takes the core's locks millions of times. The tests, which link the
   // libraries, keep it. Default: false.
   bool skip_lock_order_checks = false;

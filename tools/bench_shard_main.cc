@@ -9,7 +9,7 @@
 //       --iterations=20 --optimizer=sgd --repeats=5
 //
 // Prints one CSV line per repeat: optimizer,workers,slice_params,slices,iterations,
-// ns_per_value,grad_gb_per_s,allocs_per_slice_update. See docs/results/server_hot_loop.md.
+// ns_per_value,grad_gb_per_s,allocs_per_slice_update. See docs/results/server_hot_loop/server_hot_loop.md.
 #include <atomic>
 #include <chrono>
 #include <cstdio>

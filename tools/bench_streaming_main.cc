@@ -1,4 +1,4 @@
-// bench_streaming: a streaming micro-benchmark of P3's data path (docs/results/streaming.md).
+// bench_streaming: a streaming micro-benchmark of P3's data path (docs/results/streaming/streaming.md).
 //
 // One worker and one server move slices with no computation worth the name: the worker
 // is the real worker library (worker/worker.h, hence worker/server_connection.h) over a

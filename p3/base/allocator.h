@@ -7,7 +7,7 @@
 // glibc's own adjustment) is a fresh mmap, and freeing the top of a heap gives its pages
 // back to the kernel; every iteration then pays a page fault per 4 KiB touched. On the
 // virtual machines this project is developed on, that costs more than the computation
-// itself (measured, 2 cores, docs/results/throughput.md: VGG-19 batch 4 in `local` mode
+// itself (measured, 2 cores, docs/results/throughput/throughput.md: VGG-19 batch 4 in `local` mode
 // 4.7 s -> 0.54 s per iteration; ResNet-50 1 worker + 1 server over loopback 6.8 -> 30
 // samples/s).
 //
