@@ -44,7 +44,9 @@ mkdir -p "$ph/include/torch/csrc/api/include/torch" "$ph/include/ATen" "$ph/incl
 for lib in torch torch_cpu c10 torch_cuda c10_cuda; do : >"$ph/lib/lib$lib.so"; done
 
 echo "make_bundle.sh: generating the protobuf and gRPC code" >&2
-"${bazel[@]}" build -c opt //proto:p3_proto_gen //proto:config_proto_gen >&2
+# --symlink_prefix=/: no bazel-* links are made, so a nested Bazel (the test) leaves the
+# workspace's own links alone.
+"${bazel[@]}" build -c opt --symlink_prefix=/ //proto:p3_proto_gen //proto:config_proto_gen >&2
 query=$(printf ' + deps(%s)' "${targets[@]}")
 query="mnemonic(\"CppCompile|CppLink\", ${query# + })"
 echo "make_bundle.sh: bazel aquery for ${#targets[@]} targets" >&2
@@ -54,14 +56,15 @@ python3 tools/gpu/commands.py manifest --aquery="$work/aquery.json" --torch_plac
   --out="$stage/manifest.json" >&2
 
 output_base=$("${bazel[@]}" info output_base 2>/dev/null)
-python3 - "$stage/manifest.json" "$stage" "$output_base" <<'PY'
+execution_root=$("${bazel[@]}" info execution_root 2>/dev/null)
+python3 - "$stage/manifest.json" "$stage" "$output_base" "$execution_root" <<'PY'
 import json, os, shutil, sys
-manifest, stage, output_base = sys.argv[1:]
+manifest, stage, output_base, execution_root = sys.argv[1:]
 m = json.load(open(manifest))
 for f in m["sources"] + m["generated"]:
     src = os.path.join(output_base, f) if f.startswith("external/") else f
     if f.startswith("bazel-out/"):
-        src = os.path.join("bazel-out", f[len("bazel-out/"):])
+        src = os.path.join(execution_root, f)
     dst = os.path.join(stage, f)
     os.makedirs(os.path.dirname(dst), exist_ok=True)
     shutil.copy2(src, dst)
