@@ -16,10 +16,9 @@ void BufferExchange::Expect(uint64_t round) {
 absl::Status BufferExchange::Arrived(int server, uint64_t round, absl::string_view values) {
   absl::MutexLock lock(&mu_);
   if (server != 0 || round != round_ || mean_.has_value() || values.size() % sizeof(float) != 0) {
-    return absl::InternalError(absl::StrCat("server ", server, " sent buffers of round ", round,
-                                            " (", values.size(),
-                                            " bytes); this worker awaits round ", round_,
-                                            " from server 0"));
+    return absl::InternalError(
+        absl::StrCat("server ", server, " sent buffers of round ", round, " (", values.size(),
+                     " bytes); this worker awaits round ", round_, " from server 0"));
   }
   std::vector<float> mean(values.size() / sizeof(float));
   std::memcpy(mean.data(), values.data(), values.size());
@@ -34,9 +33,9 @@ absl::StatusOr<std::vector<float>> BufferExchange::Await(absl::Duration bound) {
     return mean_.has_value() || !abort_.ok();
   };
   if (!mu_.AwaitWithTimeout(absl::Condition(&arrived), bound)) {
-    return absl::DeadlineExceededError(absl::StrCat(
-        "worker ", rank_, ": waited ", absl::FormatDuration(bound),
-        " for the mean of the workers' buffers (round ", round_, ") from server 0"));
+    return absl::DeadlineExceededError(
+        absl::StrCat("worker ", rank_, ": waited ", absl::FormatDuration(bound),
+                     " for the mean of the workers' buffers (round ", round_, ") from server 0"));
   }
   if (!abort_.ok()) return abort_;
   std::vector<float> mean = *std::move(mean_);

@@ -21,7 +21,8 @@ uint64_t CounterOf(const Outgoing& o) { return o.iteration; }
 
 // The bytes a stream would carry for `o` (2 per value on a 16-bit wire), for the order.
 int64_t BytesOf(const Outgoing& o) {
-  if (o.encoded != nullptr) return static_cast<int64_t>(o.encoded->values.size() * sizeof(uint16_t));
+  if (o.encoded != nullptr)
+    return static_cast<int64_t>(o.encoded->values.size() * sizeof(uint16_t));
   if (o.values != nullptr) return static_cast<int64_t>(o.values->size() * sizeof(float));
   return 0;
 }
@@ -53,9 +54,9 @@ void InMemoryServer::Fail(const absl::Status& status) {
 
 void InMemoryServer::FailLocked(int rank, const absl::Status& status) {
   if (!failure_.ok()) return;
-  failure_ = rank < 0 ? status
-                      : absl::Status(status.code(),
-                                     absl::StrCat("worker ", rank, ": ", status.message()));
+  failure_ =
+      rank < 0 ? status
+               : absl::Status(status.code(), absl::StrCat("worker ", rank, ": ", status.message()));
   for (auto& [other, link] : links_) {
     if (link.ended) continue;
     // Ahead of everything queued; after either, nothing more is taken from the link.
@@ -128,8 +129,7 @@ void InMemoryServer::Receive(int rank, const Upstream& message, int64_t max_mess
     LinkState& link = links_.at(rank);
     if (!link.ended) {
       // As a stream's handler returns after the Done: what is still queued is dropped.
-      Push(link, Downstream{.kind = Downstream::Kind::kEnd}, SendQueue<Downstream>::kUrgent, 0,
-           0);
+      Push(link, Downstream{.kind = Downstream::Kind::kEnd}, SendQueue<Downstream>::kUrgent, 0, 0);
       link.ended = true;
     }
     return;
@@ -341,8 +341,7 @@ absl::Status InMemoryTransport::Deliver(const Outgoing& o) {
       const size_t width = BytesPerValue(dtype);
       const char* bytes = encoded ? reinterpret_cast<const char*>(o.encoded->values.data())
                                   : reinterpret_cast<const char*>(o.values->data());
-      const int64_t n = static_cast<int64_t>(encoded ? o.encoded->values.size()
-                                                     : o.values->size());
+      const int64_t n = static_cast<int64_t>(encoded ? o.encoded->values.size() : o.values->size());
       received_.scale_exponent.reset();
       if (encoded && dtype == WireDType::kFloat16) {
         received_.scale_exponent = o.encoded->scale_exponent;
@@ -352,10 +351,10 @@ absl::Status InMemoryTransport::Deliver(const Outgoing& o) {
         received_.segments.assign(1, absl::string_view(bytes + offset * width, count * width));
         received_.bytes = static_cast<size_t>(count) * width;
         bytes_received_ += static_cast<int64_t>(received_.bytes);
-        status = options_.core
-                     ->Params(server, o.slice_id, CounterOf(o), static_cast<uint64_t>(offset),
-                              received_)
-                     .status();
+        status =
+            options_.core
+                ->Params(server, o.slice_id, CounterOf(o), static_cast<uint64_t>(offset), received_)
+                .status();
         return status.ok();
       });
       return status;
@@ -393,9 +392,9 @@ void InMemoryTransport::ReadLoop() {
         options_.listener->OnReplan(options_.server_index, d.from_iteration, d.slice_params);
         break;
       case Downstream::Kind::kAbort:
-        abort = absl::Status(d.status.code(), absl::StrCat("server ", options_.server_index,
-                                                           " aborted the run: ",
-                                                           d.status.message()));
+        abort =
+            absl::Status(d.status.code(), absl::StrCat("server ", options_.server_index,
+                                                       " aborted the run: ", d.status.message()));
         break;
       case Downstream::Kind::kEnd:
         end = d.status;
@@ -423,8 +422,8 @@ void InMemoryTransport::ReadLoop() {
   } else if (!end->ok()) {
     status = Named(*end);
   } else if (!closing) {
-    status = absl::UnavailableError(absl::StrCat(
-        "server ", options_.server_index, " ended the link before the worker was done"));
+    status = absl::UnavailableError(absl::StrCat("server ", options_.server_index,
+                                                 " ended the link before the worker was done"));
   }
   if (!abort.ok()) {
     options_.listener->OnAbort(options_.server_index, status);

@@ -105,8 +105,8 @@ class InMemoryServer {
   // The run fails because of worker `rank` (-1: the server itself): that link ends with
   // `status`, the others get an Abort saying which worker broke the run.
   void FailLocked(int rank, const absl::Status& status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void Push(LinkState& link, Downstream message, int64_t priority, int64_t tiebreak,
-            int64_t bytes) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Push(LinkState& link, Downstream message, int64_t priority, int64_t tiebreak, int64_t bytes)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   SendQueue<Downstream>* queue();
 
   ParameterShard shard_;

@@ -21,8 +21,7 @@ absl::StatusOr<std::vector<ToServer>> Replans::Request(int64_t slice_params, uin
     return absl::FailedPreconditionError(
         "a re-plan needs a sliced plan with ownership stripes (WorkerOptions::owner_params)");
   }
-  if (!options_.values_on_push || options_.wire_dtype == WireDType::kFloat16 ||
-      options_.rejoin) {
+  if (!options_.values_on_push || options_.wire_dtype == WireDType::kFloat16 || options_.rejoin) {
     return absl::FailedPreconditionError(
         "a re-plan needs values on the push, a wire other than float16, and a worker that "
         "has not rejoined");
@@ -30,9 +29,9 @@ absl::StatusOr<std::vector<ToServer>> Replans::Request(int64_t slice_params, uin
   if (absl::Status s = plan.WithSliceParams(slice_params).status(); !s.ok()) return s;
   absl::MutexLock lock(&mu_);
   if (requested_from_ > iteration) {
-    return absl::FailedPreconditionError(absl::StrCat("a re-plan from iteration ",
-                                                      requested_from_,
-                                                      " is pending; this is iteration ", iteration));
+    return absl::FailedPreconditionError(absl::StrCat("a re-plan from iteration ", requested_from_,
+                                                      " is pending; this is iteration ",
+                                                      iteration));
   }
   // The next iteration: the servers' slices are below it (its versions need this
   // worker's gradients of the current one, which follow the Replan on every stream).
@@ -53,24 +52,20 @@ absl::StatusOr<std::vector<ToServer>> Replans::Request(int64_t slice_params, uin
 
 absl::Status Replans::Forwarded(int server, uint64_t from_iteration, int64_t slice_params) {
   absl::MutexLock lock(&mu_);
-  auto same = std::find_if(pending_.begin(), pending_.end(), [&](const Pending& p) {
-    return p.from_iteration == from_iteration;
-  });
+  auto same = std::find_if(pending_.begin(), pending_.end(),
+                           [&](const Pending& p) { return p.from_iteration == from_iteration; });
   if (same == pending_.end()) {
     if (!pending_.empty() && pending_.back().from_iteration > from_iteration) {
-      return absl::InternalError(absl::StrCat("server ", server,
-                                              " forwarded a re-plan from iteration ",
-                                              from_iteration, " after one from iteration ",
-                                              pending_.back().from_iteration));
+      return absl::InternalError(
+          absl::StrCat("server ", server, " forwarded a re-plan from iteration ", from_iteration,
+                       " after one from iteration ", pending_.back().from_iteration));
     }
     pending_.push_back(Pending{from_iteration, slice_params, {server}});
   } else if (same->slice_params != slice_params) {
     return absl::InternalError(absl::StrCat(
-        "server ", server, " forwarded a re-plan to slices of ", slice_params,
-        " from iteration ", from_iteration, "; another server forwarded one to ",
-        same->slice_params));
-  } else if (std::find(same->servers.begin(), same->servers.end(), server) ==
-             same->servers.end()) {
+        "server ", server, " forwarded a re-plan to slices of ", slice_params, " from iteration ",
+        from_iteration, "; another server forwarded one to ", same->slice_params));
+  } else if (std::find(same->servers.begin(), same->servers.end(), server) == same->servers.end()) {
     same->servers.push_back(server);  // (a server may tell a joining worker twice)
   }
   return absl::OkStatus();

@@ -140,9 +140,9 @@ absl::StatusOr<std::unique_ptr<ServerConnection>> ServerConnection::Open(
   if (!replied || timed_out) {
     absl::Status status = FromGrpcStatus(conn->stream_->Finish());
     if (timed_out) {
-      status = absl::DeadlineExceededError(
-          absl::StrCat("no Welcome within ", absl::FormatDuration(options.peer_timeout),
-                       " (peer_timeout) after the Hello"));
+      status = absl::DeadlineExceededError(absl::StrCat("no Welcome within ",
+                                                        absl::FormatDuration(options.peer_timeout),
+                                                        " (peer_timeout) after the Hello"));
     } else if (status.ok()) {
       status = absl::UnavailableError("the server closed the stream during the handshake");
     }
@@ -171,8 +171,8 @@ absl::StatusOr<std::unique_ptr<ServerConnection>> ServerConnection::Open(
   if (reply.control.welcome().shared_memory() && options.shared_memory_name.empty()) {
     conn->context_.TryCancel();
     conn->stream_->Finish();
-    return absl::InternalError(absl::StrCat(
-        "server ", options.server_index, " accepted shared memory that was not offered"));
+    return absl::InternalError(absl::StrCat("server ", options.server_index,
+                                            " accepted shared memory that was not offered"));
   }
   conn->welcome_ = reply.control.welcome();
   // Values through shared memory do not use the network link: such a connection orders
@@ -255,11 +255,11 @@ void ServerConnection::WriteLoop() {
     if (options_.trace != nullptr && options_.trace->enabled()) {
       static constexpr const char* kNames[] = {"init",   "gradient", "pull",  "done",
                                                "resume", "buffers",  "replan"};
-      options_.trace->Complete(
-          send_track_, absl::StrCat(kNames[static_cast<int>(up.kind)], " ", up.slice_id), "send",
-          start, absl::Now(),
-          absl::StrCat("\"slice\": ", up.slice_id, ", ", TraceCounter(up),
-                       ", \"bytes\": ", item->bytes));
+      options_.trace->Complete(send_track_,
+                               absl::StrCat(kNames[static_cast<int>(up.kind)], " ", up.slice_id),
+                               "send", start, absl::Now(),
+                               absl::StrCat("\"slice\": ", up.slice_id, ", ", TraceCounter(up),
+                                            ", \"bytes\": ", item->bytes));
     }
     send_queue_->Release(lane_, item->bytes);
     if (!ok) break;
@@ -285,10 +285,10 @@ absl::Status ServerConnection::ReceiveParams(const DecodedServerMessage& msg,
   if (h.shared_count != 0) {
     if (!shared_memory() || msg.value_bytes != 0 ||
         h.shared_count > static_cast<uint64_t>(INT64_MAX / sizeof(float))) {
-      return absl::InternalError(absl::StrCat(
-          "server ", options_.server_index, " sent slice ", h.slice_id,
-          shared_memory() ? " with values both in the message and in shared memory"
-                          : " in shared memory, which this stream did not set up"));
+      return absl::InternalError(
+          absl::StrCat("server ", options_.server_index, " sent slice ", h.slice_id,
+                       shared_memory() ? " with values both in the message and in shared memory"
+                                       : " in shared memory, which this stream did not set up"));
     }
     received->in_place_count = static_cast<int64_t>(h.shared_count);
     // Counted as the stream would have carried them (2 bytes a value on a 16-bit wire).

@@ -60,8 +60,8 @@ class TransportListener {
   // listener that cannot re-plan must not go on in the old plan).
   virtual void OnReplan(int server, uint64_t from_iteration, int64_t slice_params) {
     OnFailure(server, absl::UnimplementedError(absl::StrCat(
-                          "server ", server, " forwarded a re-plan from iteration ",
-                          from_iteration, ", which this transport's listener cannot follow")));
+                          "server ", server, " forwarded a re-plan from iteration ", from_iteration,
+                          ", which this transport's listener cannot follow")));
   }
   // The peer is dead, aborted the run, ended the stream before a clean close, or sent
   // what the core refused: the run cannot go on. Called at most once (this or OnAbort).

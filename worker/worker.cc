@@ -68,8 +68,8 @@ class Worker::Impl : public TransportListener {
         traits_(TraitsOf(options.mode)),
         model_(std::move(model)),
         params_(std::move(params)),
-        buffers_(FlatBuffers::Allocate(plan.total_params(),
-                                       !options.shared_memory_servers.empty(), options.rank)),
+        buffers_(FlatBuffers::Allocate(plan.total_params(), !options.shared_memory_servers.empty(),
+                                       options.rank)),
         tracker_(static_cast<int>(plan.slices().size())),
         core_(WorkerCoreOptions{.rank = options.rank,
                                 .num_servers = static_cast<int>(options.servers.size()),
@@ -198,9 +198,7 @@ class Worker::Impl : public TransportListener {
     return failure();
   }
 
-  absl::Status Sync() {
-    return waits_.WaitForAll(static_cast<uint64_t>(iteration_), core_.plan());
-  }
+  absl::Status Sync() { return waits_.WaitForAll(static_cast<uint64_t>(iteration_), core_.plan()); }
 
   absl::Status Finish() {
     P3_RETURN_IF_ERROR(Sync());
@@ -233,12 +231,11 @@ class Worker::Impl : public TransportListener {
     const uint64_t round = static_cast<uint64_t>(iteration_);
     buffer_exchange_.Expect(round);
     // After this iteration's gradients, which the other workers need first.
-    transports_[0]->Send(
-        ToServer{.server = 0,
-                 .message = Upstream{.kind = Upstream::Kind::kBuffers, .round = round,
-                                     .buffers = mine},
-                 .priority = std::numeric_limits<int64_t>::max() - 1,
-                 .bytes = n * static_cast<int64_t>(sizeof(float))});
+    transports_[0]->Send(ToServer{
+        .server = 0,
+        .message = Upstream{.kind = Upstream::Kind::kBuffers, .round = round, .buffers = mine},
+        .priority = std::numeric_limits<int64_t>::max() - 1,
+        .bytes = n * static_cast<int64_t>(sizeof(float))});
     P3_ASSIGN_OR_RETURN(const std::vector<float> mean, buffer_exchange_.Await(wait_bound()));
     if (static_cast<int64_t>(mean.size()) != n) {
       const absl::Status wrong = absl::InternalError(
@@ -290,10 +287,9 @@ class Worker::Impl : public TransportListener {
       absl::MutexLock lock(&mu_);
       if (!failure_.ok()) return;
       if (pending_abort_.empty()) pending_abort_ = std::string(status.message());
-      mu_.AwaitWithTimeout(
-          absl::Condition(
-              +[](absl::Status* failure) { return !failure->ok(); }, &failure_),
-          options_.abort_grace);
+      mu_.AwaitWithTimeout(absl::Condition(
+                               +[](absl::Status* failure) { return !failure->ok(); }, &failure_),
+                           options_.abort_grace);
       if (!failure_.ok()) return;  // this worker's own failure came first: reported
       failure_ = status;
     }
@@ -404,9 +400,9 @@ class Worker::Impl : public TransportListener {
       if (!pending_abort_.empty()) {
         // A server aborted the run a moment ago; this worker's own lost server is the
         // cause, the Abort what followed from it.
-        cause = absl::Status(status.code(),
-                             absl::StrCat(status.message(), " (then ", pending_abort_,
-                                          ", which follows from it)"));
+        cause = absl::Status(
+            status.code(),
+            absl::StrCat(status.message(), " (then ", pending_abort_, ", which follows from it)"));
       }
       failure_ = cause;
     }
@@ -522,4 +518,3 @@ absl::StatusOr<uint64_t> Worker::RequestReplan(int64_t slice_params) {
 int Worker::replans() const { return impl_->replans(); }
 
 }  // namespace p3
-
