@@ -11,6 +11,7 @@
 #include "p3/core/slice_plan.h"
 #include "p3/core/transport_core.h"
 #include "p3/core/wire_dtype.h"
+#include "worker/link_end.h"
 
 namespace p3 {
 namespace {
@@ -257,17 +258,13 @@ class InMemoryTransport : public Transport {
 
  private:
   InMemoryTransport(const TransportOptions& options, InMemoryServer* server)
-      : options_(options), server_(server) {}
+      : options_(options),
+        server_(server),
+        end_(options.server_index, options.address, "link", options.listener) {}
   void WriteLoop();
   void ReadLoop();
   // One of the shard's answers to the core (values, Ack) or the listener (buffers).
   absl::Status Deliver(const Outgoing& o);
-  // "server 1 (memory:1): " + `status`'s message.
-  absl::Status Named(const absl::Status& status) const {
-    return absl::Status(status.code(), absl::StrCat("server ", options_.server_index, " (",
-                                                    options_.address, "): ", status.message()));
-  }
-
   const TransportOptions options_;
   InMemoryServer* const server_;
   uint64_t start_version_ = 0;
@@ -279,12 +276,10 @@ class InMemoryTransport : public Transport {
   std::atomic<int64_t> bytes_sent_{0};
   std::atomic<int64_t> bytes_received_{0};
   ReceivedValues received_;  // the reader's, reused from part to part
+  LinkEnd end_;
 
   absl::Mutex mu_;
   bool writer_done_ ABSL_GUARDED_BY(mu_) = false;
-  bool reader_done_ ABSL_GUARDED_BY(mu_) = false;
-  bool closing_ ABSL_GUARDED_BY(mu_) = false;
-  absl::Status final_status_ ABSL_GUARDED_BY(mu_);
 };
 
 absl::StatusOr<std::unique_ptr<Transport>> InMemoryTransport::Open(const TransportOptions& options,
@@ -294,10 +289,10 @@ absl::StatusOr<std::unique_ptr<Transport>> InMemoryTransport::Open(const Transpo
   }
   std::unique_ptr<InMemoryTransport> transport(new InMemoryTransport(options, server));
   if (options.tls) {
-    return transport->Named(absl::InvalidArgumentError("an in-memory link has no TLS"));
+    return transport->end_.Named(absl::InvalidArgumentError("an in-memory link has no TLS"));
   }
   absl::StatusOr<uint64_t> start = server->Link(options);
-  if (!start.ok()) return transport->Named(start.status());
+  if (!start.ok()) return transport->end_.Named(start.status());
   transport->start_version_ = *start;
   if (options.send_queue != nullptr) {
     transport->send_queue_ = options.send_queue;
@@ -406,48 +401,24 @@ void InMemoryTransport::ReadLoop() {
   // Nothing more comes in or goes out on this link; the writer stops.
   server_->Unlink(options_.rank);
   send_queue_->Close(lane_);
-  bool closing;
   {
     absl::MutexLock lock(&mu_);
     mu_.Await(absl::Condition(&writer_done_));
-    closing = closing_;
   }
-  absl::Status status;
-  if (!abort.ok()) {
-    status = abort;
-  } else if (!failure.ok()) {
-    status = failure;
-  } else if (!end.has_value()) {
-    status = Named(absl::CancelledError("the link was shut down"));
+  absl::Status finished;  // OK: the server closed the link
+  if (!end.has_value()) {
+    finished = end_.Named(absl::CancelledError("the link was shut down"));
   } else if (!end->ok()) {
-    status = Named(*end);
-  } else if (!closing) {
-    status = absl::UnavailableError(absl::StrCat("server ", options_.server_index,
-                                                 " ended the link before the worker was done"));
+    finished = end_.Named(*end);
   }
-  if (!abort.ok()) {
-    options_.listener->OnAbort(options_.server_index, status);
-  } else if (!status.ok()) {
-    options_.listener->OnFailure(options_.server_index, status);
-  }
-  absl::MutexLock lock(&mu_);
-  final_status_ = status;
-  reader_done_ = true;
+  end_.Ended(abort, failure, finished);
 }
 
 absl::Status InMemoryTransport::Close(absl::Time deadline) {
-  {
-    absl::MutexLock lock(&mu_);
-    closing_ = true;
-  }
+  end_.Closing();
   send_queue_->Push(lane_, Upstream{.kind = Upstream::Kind::kDone},
                     std::numeric_limits<int64_t>::max(), 0, 0);
-  absl::MutexLock lock(&mu_);
-  if (!mu_.AwaitWithDeadline(absl::Condition(&reader_done_), deadline)) {
-    return absl::DeadlineExceededError(
-        absl::StrCat("server ", options_.server_index, " did not close the link in time"));
-  }
-  return final_status_;
+  return end_.Await(deadline);
 }
 
 void InMemoryTransport::Shutdown() {

@@ -20,16 +20,13 @@ ParameterWaits::ParameterWaits(const ParameterWaitOptions& options, VersionTrack
   }
 }
 
-void ParameterWaits::SetPlan(const SlicePlan& plan) {
-  block_slices_.clear();
-  for (size_t b = 0; b + 1 < block_tensors_.size(); ++b) {
-    block_slices_.emplace_back(plan.first_slice(block_tensors_[b]),
-                               plan.first_slice(block_tensors_[b + 1]));
-  }
+std::pair<int, int> ParameterWaits::BlockSlices(int block, const SlicePlan& plan) const {
+  return {plan.first_slice(block_tensors_[block]), plan.first_slice(block_tensors_[block + 1])};
 }
 
 absl::Status ParameterWaits::WaitForBlock(int block, uint64_t version, const SlicePlan& plan) {
-  return Wait(block_slices_[block].first, block_slices_[block].second, version, plan);
+  const auto [first, last] = BlockSlices(block, plan);
+  return Wait(first, last, version, plan);
 }
 
 absl::Status ParameterWaits::WaitForAll(uint64_t version, const SlicePlan& plan) {
@@ -47,7 +44,7 @@ absl::Status ParameterWaits::Wait(int first, int last, uint64_t version, const S
     s = tracker_->WaitFor(first, last, version, report ? step : deadline);
     if (!absl::IsDeadlineExceeded(s) || !report || step >= deadline) break;
     std::cerr << DescribeValueWait(options_.rank, absl::Now() - start, version,
-                                   WaitName(first, last),
+                                   WaitName(first, last, plan),
                                    tracker_->MissingSlices(first, last, version), plan)
               << std::endl;
   }
@@ -66,9 +63,9 @@ absl::Status ParameterWaits::Wait(int first, int last, uint64_t version, const S
   return s;
 }
 
-std::string ParameterWaits::WaitName(int first, int last) const {
-  for (size_t b = 0; b < block_slices_.size(); ++b) {
-    if (block_slices_[b] == std::make_pair(first, last)) {
+std::string ParameterWaits::WaitName(int first, int last, const SlicePlan& plan) const {
+  for (size_t b = 0; b + 1 < block_tensors_.size(); ++b) {
+    if (BlockSlices(static_cast<int>(b), plan) == std::make_pair(first, last)) {
       return absl::StrCat("block ", b, " (", block_names_[b], ")");
     }
   }

@@ -5,8 +5,7 @@
 // Example:
 //   ParameterWaits waits({.rank = 0, .bound = absl::Seconds(60)}, &tracker, block_tensors,
 //                        block_names);
-//   waits.SetPlan(core.plan());                       // again after every re-plan
-//   P3_RETURN_IF_ERROR(waits.WaitForBlock(b, version, core.plan()));
+//   P3_RETURN_IF_ERROR(waits.WaitForBlock(b, version, core.plan()));   // the current plan
 //
 // Not thread-safe: the training thread waits; the tracker is thread-safe.
 #ifndef P3_WORKER_PARAMETER_WAITS_H_
@@ -44,10 +43,8 @@ class ParameterWaits {
   ParameterWaits(const ParameterWaitOptions& options, VersionTracker* tracker,
                  std::vector<int> block_tensors, std::vector<std::string> block_names);
 
-  // The slices of each block in `plan`: call it with the first plan and after each re-plan.
-  void SetPlan(const SlicePlan& plan);
-
-  // Waits until block `block`'s slices, or every slice of `plan`, hold `version`.
+  // Waits until block `block`'s slices in `plan` (the current one), or every slice of
+  // `plan`, hold `version`.
   absl::Status WaitForBlock(int block, uint64_t version, const SlicePlan& plan);
   absl::Status WaitForAll(uint64_t version, const SlicePlan& plan);
 
@@ -56,14 +53,15 @@ class ParameterWaits {
 
  private:
   absl::Status Wait(int first, int last, uint64_t version, const SlicePlan& plan);
+  // Slices [first, last) of block `block` in `plan`.
+  std::pair<int, int> BlockSlices(int block, const SlicePlan& plan) const;
   // What [first, last) is, for stall reports: "block 3 (conv2)" or "every block".
-  std::string WaitName(int first, int last) const;
+  std::string WaitName(int first, int last, const SlicePlan& plan) const;
 
   const ParameterWaitOptions options_;
   VersionTracker* const tracker_;
   const std::vector<int> block_tensors_;
   const std::vector<std::string> block_names_;
-  std::vector<std::pair<int, int>> block_slices_;  // [first, last) slice ids per block
   int wait_track_ = 0;
   absl::Duration total_;
 };

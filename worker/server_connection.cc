@@ -83,7 +83,8 @@ std::string TraceCounter(const Upstream& up) {
 
 }  // namespace
 
-ServerConnection::ServerConnection(const TransportOptions& options) : options_(options) {}
+ServerConnection::ServerConnection(const TransportOptions& options)
+    : options_(options), end_(options.server_index, options.address, "stream", options.listener) {}
 
 absl::StatusOr<std::unique_ptr<ServerConnection>> ServerConnection::Open(
     const TransportOptions& options) {
@@ -146,8 +147,7 @@ absl::StatusOr<std::unique_ptr<ServerConnection>> ServerConnection::Open(
     } else if (status.ok()) {
       status = absl::UnavailableError("the server closed the stream during the handshake");
     }
-    return absl::Status(status.code(), absl::StrCat("server ", options.server_index, " (",
-                                                    options.address, "): ", status.message()));
+    return conn->end_.Named(status);
   }
   DecodedServerMessage reply;
   const absl::Status decoded = Decode(&buffer, &reply);
@@ -365,46 +365,15 @@ void ServerConnection::ReadLoop() {
     absl::MutexLock lock(&mu_);
     mu_.Await(absl::Condition(&writer_done_));
   }
-  absl::Status status = FromGrpcStatus(stream_->Finish());
-  bool closing;
-  {
-    absl::MutexLock lock(&mu_);
-    closing = closing_;
-  }
-  if (!abort.ok()) {
-    status = abort;
-  } else if (!failure.ok()) {
-    status = failure;
-  } else if (!status.ok()) {
-    status = absl::Status(status.code(), absl::StrCat("server ", options_.server_index, " (",
-                                                      options_.address, "): ", status.message()));
-  } else if (!closing) {
-    status = absl::UnavailableError(absl::StrCat("server ", options_.server_index,
-                                                 " ended the stream before the worker was done"));
-  }
-  if (!abort.ok()) {
-    options_.listener->OnAbort(options_.server_index, status);
-  } else if (!status.ok()) {
-    options_.listener->OnFailure(options_.server_index, status);
-  }
-  absl::MutexLock lock(&mu_);
-  final_status_ = status;
-  reader_done_ = true;
+  const absl::Status finished = FromGrpcStatus(stream_->Finish());
+  end_.Ended(abort, failure, finished.ok() ? finished : end_.Named(finished));
 }
 
 absl::Status ServerConnection::Close(absl::Time deadline) {
-  {
-    absl::MutexLock lock(&mu_);
-    closing_ = true;
-  }
+  end_.Closing();
   send_queue_->Push(lane_, Upstream{.kind = Upstream::Kind::kDone},
                     std::numeric_limits<int64_t>::max(), 0, 0);
-  absl::MutexLock lock(&mu_);
-  if (!mu_.AwaitWithDeadline(absl::Condition(&reader_done_), deadline)) {
-    return absl::DeadlineExceededError(
-        absl::StrCat("server ", options_.server_index, " did not close the stream in time"));
-  }
-  return final_status_;
+  return end_.Await(deadline);
 }
 
 void ServerConnection::Shutdown() {

@@ -44,6 +44,7 @@
 #include "proto/p3.pb.h"
 #include "proto/raw_train.h"
 #include "proto/wire_codec.h"
+#include "worker/link_end.h"
 #include "worker/transport.h"
 
 namespace p3 {
@@ -99,12 +100,10 @@ class ServerConnection : public Transport {
   std::atomic<int64_t> bytes_shared_{0};
   int send_track_ = 0;
   int receive_track_ = 0;
+  LinkEnd end_;
 
   absl::Mutex mu_;
   bool writer_done_ ABSL_GUARDED_BY(mu_) = false;
-  bool reader_done_ ABSL_GUARDED_BY(mu_) = false;
-  bool closing_ ABSL_GUARDED_BY(mu_) = false;
-  absl::Status final_status_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace p3

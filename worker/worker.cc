@@ -94,7 +94,6 @@ class Worker::Impl : public TransportListener {
     hooks_ = std::make_unique<GradientHooks>(
         params_, std::move(names),
         [this](int t, const torch::Tensor& grad) { OnGradient(t, grad); });
-    waits_.SetPlan(core_.plan());
   }
 
   ~Impl() override { Shutdown(); }
@@ -176,12 +175,11 @@ class Worker::Impl : public TransportListener {
     P3_RETURN_IF_ERROR(failure());
     // A re-plan takes effect here: the forward pass has every value of this iteration (the
     // old plan's last), and no gradient of it has been sent.
-    absl::StatusOr<bool> switched = replans_.SwitchIfDue(static_cast<uint64_t>(iteration_));
-    if (!switched.ok()) {
-      Fail(switched.status());
-      return switched.status();
+    if (absl::Status s = replans_.SwitchIfDue(static_cast<uint64_t>(iteration_)).status();
+        !s.ok()) {
+      Fail(s);
+      return s;
     }
-    if (*switched) waits_.SetPlan(core_.plan());
     last_gradient_time_ = absl::Now();
     last_traced_block_ = -1;
     P3_RETURN_IF_ERROR(hooks_->Backward(loss));
