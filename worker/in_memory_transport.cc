@@ -22,8 +22,9 @@ uint64_t CounterOf(const Outgoing& o) { return o.iteration; }
 
 // The bytes a stream would carry for `o` (2 per value on a 16-bit wire), for the order.
 int64_t BytesOf(const Outgoing& o) {
-  if (o.encoded != nullptr)
+  if (o.encoded != nullptr) {
     return static_cast<int64_t>(o.encoded->values.size() * sizeof(uint16_t));
+  }
   if (o.values != nullptr) return static_cast<int64_t>(o.values->size() * sizeof(float));
   return 0;
 }
@@ -75,11 +76,6 @@ void InMemoryServer::FailLocked(int rank, const absl::Status& status) {
 void InMemoryServer::Push(LinkState& link, Downstream message, int64_t priority, int64_t tiebreak,
                           int64_t bytes) {
   send_queue_->Push(link.lane, std::move(message), priority, tiebreak, bytes);
-}
-
-SendQueue<InMemoryServer::Downstream>* InMemoryServer::queue() {
-  absl::MutexLock lock(&mu_);
-  return send_queue_.get();
 }
 
 absl::StatusOr<uint64_t> InMemoryServer::Link(const TransportOptions& options) {

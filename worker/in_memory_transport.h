@@ -9,8 +9,8 @@
 // for trying a model or a trainer on one machine, and for tests of the worker.
 //
 // Not supported: shared memory (the values are in memory anyway; an offer is declined),
-// rejoining, TLS (there is no network), checkpoint files (ShardOptions::on_checkpoint
-// still runs), stall reports, trace events.
+// rejoining, TLS and the token (there is no network), checkpoint files
+// (ShardOptions::on_checkpoint still runs), stall reports, trace events.
 //
 // Example:
 //   std::vector<std::unique_ptr<p3::InMemoryServer>> servers;
@@ -107,7 +107,6 @@ class InMemoryServer {
   void FailLocked(int rank, const absl::Status& status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Push(LinkState& link, Downstream message, int64_t priority, int64_t tiebreak, int64_t bytes)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  SendQueue<Downstream>* queue();
 
   ParameterShard shard_;
   absl::Mutex mu_;
