@@ -22,6 +22,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "models/zoo.h"
+#include "p3/base/file_util.h"
 
 ABSL_FLAG(std::string, models, "", "comma-separated model names; empty: all");
 ABSL_FLAG(int64_t, batch, 16, "batch size");
@@ -185,13 +186,10 @@ int Profile(const std::string& path, const std::string& name, int64_t batch, int
     json += b + 1 < blocks ? ",\n" : "\n";
   }
   json += "  ]\n}\n";
-  FILE* f = std::fopen(path.c_str(), "w");
-  if (f == nullptr) {
-    std::fprintf(stderr, "cannot write %s\n", path.c_str());
+  if (const absl::Status written = p3::WriteFileAtomically(path, json); !written.ok()) {
+    std::fprintf(stderr, "%s\n", std::string(written.message()).c_str());
     return 1;
   }
-  std::fputs(json.c_str(), f);
-  std::fclose(f);
   std::printf("%s: %ld blocks, forward+backward %.4f s (median of %ld); wrote %s\n", name.c_str(),
               blocks, median(totals), runs, path.c_str());
   return 0;

@@ -15,12 +15,13 @@ namespace {
 namespace nn = torch::nn;
 namespace F = torch::nn::functional;
 
-// Sinusoidal position encodings [length, d] (Vaswani et al., section 3.5).
-torch::Tensor Positions(int64_t length, int64_t d) {
-  torch::Tensor position = torch::arange(length, torch::kFloat32).unsqueeze(1);
-  torch::Tensor rate =
-      torch::exp(torch::arange(0, d, 2, torch::kFloat32) * (-std::log(10000.0) / d));
-  torch::Tensor pe = torch::zeros({length, d});
+// Sinusoidal position encodings [length, d] (Vaswani et al., section 3.5), float32 on
+// `device`, where the embeddings are: made there, not copied there.
+torch::Tensor Positions(int64_t length, int64_t d, torch::Device device) {
+  const auto options = torch::TensorOptions().dtype(torch::kFloat32).device(device);
+  torch::Tensor position = torch::arange(length, options).unsqueeze(1);
+  torch::Tensor rate = torch::exp(torch::arange(0, d, 2, options) * (-std::log(10000.0) / d));
+  torch::Tensor pe = torch::zeros({length, d}, options);
   pe.slice(1, 0, d, 2).copy_(torch::sin(position * rate));
   pe.slice(1, 1, d, 2).copy_(torch::cos(position * rate).slice(1, 0, d / 2));
   return pe;
@@ -34,7 +35,7 @@ Transformer::Transformer(const TransformerOptions& options) {
   auto dropout = register_module("dropout", nn::Dropout(options.dropout));
   AddBlock("embed", {embed}, [embed, dropout, d](const torch::Tensor& tokens) {
     const int64_t length = tokens.size(2);
-    torch::Tensor pe = Positions(length, d);
+    torch::Tensor pe = Positions(length, d, embed->weight.device());
     torch::Tensor both = torch::cat({tokens.select(1, 0), tokens.select(1, 1)}, 1);  // [B, 2L]
     torch::Tensor x = embed->forward(both) * std::sqrt(static_cast<double>(d)) +
                       torch::cat({pe, pe}, 0).unsqueeze(0);

@@ -8,12 +8,8 @@
 #include <google/protobuf/text_format.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <cmath>
-#include <cstring>
-#include <fstream>
 #include <iterator>
-#include <sstream>
 #include <string>
 #include <utility>
 #include <vector>
@@ -27,6 +23,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
 #include "absl/strings/strip.h"
+#include "p3/base/file_util.h"
 #include "p3/base/status_macros.h"
 
 namespace p3::config {
@@ -208,18 +205,16 @@ absl::Status ParseText(const std::string& text, ExperimentConfig* config) {
 
 absl::StatusOr<ExperimentConfig> LoadConfig(const std::string& path,
                                             const std::vector<std::string>& overrides) {
-  std::ifstream file(path, std::ios::binary);
-  if (!file) {
-    const int error = errno;
-    const std::string message =
-        absl::StrCat(path, ": cannot open the config file: ", std::strerror(error));
-    if (error == EACCES) return absl::PermissionDeniedError(message);
-    return absl::NotFoundError(message);
+  absl::StatusOr<std::string> contents = ReadFile(path);
+  if (!contents.ok()) {
+    // Every error of a config starts with its path: "x.textproto: cannot open the config
+    // file: No such file or directory".
+    absl::string_view reason = contents.status().message();
+    absl::ConsumePrefix(&reason, absl::StrCat("cannot read ", path, ": "));
+    return absl::Status(contents.status().code(),
+                        absl::StrCat(path, ": cannot open the config file: ", reason));
   }
-  std::stringstream contents;
-  contents << file.rdbuf();
-  if (file.bad()) return absl::DataLossError(absl::StrCat(path, ": read error"));
-  absl::StatusOr<ExperimentConfig> config = ParseConfig(contents.str(), overrides);
+  absl::StatusOr<ExperimentConfig> config = ParseConfig(*contents, overrides);
   if (!config.ok()) {
     // "path:3:5: ..." for syntax errors (as compilers print them), "path: field: ..." else.
     std::vector<std::string> lines;

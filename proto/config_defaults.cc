@@ -1,5 +1,6 @@
 // Defaults of experiment configs (proto/config.h), as documented in proto/config.proto
-// and docs/config.md.
+// and docs/config.md; tests/proto/config_defaults_agree_test names every field where the three
+// disagree.
 #include <algorithm>
 #include <cstdint>
 
@@ -53,6 +54,7 @@ constexpr int kDefaultSpecTrainVersion = 1;
 constexpr int kDefaultPipelineStages = 2;
 constexpr int kDefaultProfileBatches = 3;
 constexpr char kDefaultPipelineSchedule[] = "1f1b";
+constexpr int kDefaultCheckpointKeep = 2;
 
 }  // namespace
 
@@ -130,6 +132,12 @@ void FillDefaults(ExperimentConfig* config) {
   // that a launcher back end that moves output_dir moves it too.
   OutputConfig* output = config->mutable_output();
   if (!output->has_save_model()) output->set_save_model(true);
+
+  // Only with checkpoints, so that other resolved configs stay as they were.
+  if (!config->checkpoint().dir().empty()) {
+    CheckpointConfig* checkpoint = config->mutable_checkpoint();
+    if (checkpoint->keep() == 0) checkpoint->set_keep(kDefaultCheckpointKeep);
+  }
 
   // Only when the network is emulated, so that other resolved configs stay as they were.
   if (config->network().bandwidth_gbps() > 0) {

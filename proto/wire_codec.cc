@@ -15,13 +15,23 @@ namespace {
 constexpr int kVarint = 0;
 constexpr int kLengthDelimited = 2;
 
-// SliceData's field numbers.
-constexpr int kSliceIdField = 1;
-constexpr int kIterationField = 2;
-constexpr int kValuesField = 3;
-constexpr int kOffsetField = 4;
-constexpr int kSharedCountField = 5;
-constexpr int kScaleExponentField = 6;  // sint32: zigzag
+// SliceData's field numbers, as generated.
+constexpr int kSliceIdField = wire::SliceData::kSliceIdFieldNumber;
+constexpr int kIterationField = wire::SliceData::kIterationFieldNumber;
+constexpr int kValuesField = wire::SliceData::kValuesFieldNumber;
+constexpr int kOffsetField = wire::SliceData::kOffsetFieldNumber;
+constexpr int kSharedCountField = wire::SliceData::kSharedCountFieldNumber;
+constexpr int kScaleExponentField = wire::SliceData::kScaleExponentFieldNumber;  // sint32: zigzag
+
+// Every field of SliceData, which the direct walk reads; it marks those seen in a bit
+// mask, so their numbers must stay below 32.
+constexpr bool IsSliceDataField(int f) {
+  return f == kSliceIdField || f == kIterationField || f == kValuesField || f == kOffsetField ||
+         f == kSharedCountField || f == kScaleExponentField;
+}
+static_assert(kSliceIdField < 32 && kIterationField < 32 && kValuesField < 32 &&
+                  kOffsetField < 32 && kSharedCountField < 32 && kScaleExponentField < 32,
+              "the walk's mask of fields seen");
 
 // Protobuf reads sizes (length prefixes) with at most 5 bytes; longer encodings, and tags
 // of more than one byte, are left to its parser rather than reimplemented here.
@@ -119,9 +129,12 @@ class SliceReader {
 enum class Walk { kDecoded, kFallback, kMalformed };
 
 bool IsSliceField(const wire::WorkerMessage*, int field) {
-  return field == kInitField || field == kGradientField;
+  return field == wire::WorkerMessage::kInitFieldNumber ||
+         field == wire::WorkerMessage::kGradientFieldNumber;
 }
-bool IsSliceField(const wire::ServerMessage*, int field) { return field == kParamsField; }
+bool IsSliceField(const wire::ServerMessage*, int field) {
+  return field == wire::ServerMessage::kParamsFieldNumber;
+}
 
 const wire::SliceData* SliceOf(const wire::WorkerMessage& m) {
   switch (m.kind_case()) {
@@ -176,7 +189,7 @@ Walk WalkSlice(DecodedMessage<Message>* out, std::string* error) {
     if (t & 0x80) return Walk::kFallback;
     const int f = t >> 3;
     const int wire_type = t & 7;
-    if (f < kSliceIdField || f > kScaleExponentField || (seen & (1u << f))) {
+    if (!IsSliceDataField(f) || (seen & (1u << f))) {
       return Walk::kFallback;
     }
     seen |= 1u << f;
@@ -219,7 +232,7 @@ Walk WalkSlice(DecodedMessage<Message>* out, std::string* error) {
         h.slice_id = static_cast<uint32_t>(v);  // protobuf keeps the low 32 bits
         break;
       case kIterationField:
-        h.iteration = v;
+        h.set_iteration(v);  // or the version: the same field (SliceHeader)
         break;
       case kOffsetField:
         h.offset = v;
@@ -299,12 +312,7 @@ absl::Status DecodeImpl(grpc::ByteBuffer* buffer, DecodedMessage<Message>* out) 
   out->field = static_cast<int>(out->control.kind_case());
   if (const wire::SliceData* slice = SliceOf(out->control)) {
     out->is_slice = true;
-    out->header.slice_id = slice->slice_id();
-    out->header.iteration = slice->iteration();
-    out->header.offset = slice->offset();
-    out->header.shared_count = slice->shared_count();
-    out->header.has_scale_exponent = slice->has_scale_exponent();
-    out->header.scale_exponent = slice->scale_exponent();
+    out->header = HeaderOf(*slice);
     out->value_bytes = slice->values().size();
     if (out->value_bytes > 0) out->values.emplace_back(slice->values());
   }
@@ -324,7 +332,7 @@ grpc::Slice SliceHeaderBytes(int field, const SliceHeader& h, size_t bytes) {
   char* inner = header + 16;
   char* p = inner;
   if (h.slice_id != 0) p = PutVarint(h.slice_id, PutTag(kSliceIdField, kVarint, p));
-  if (h.iteration != 0) p = PutVarint(h.iteration, PutTag(kIterationField, kVarint, p));
+  if (h.iteration() != 0) p = PutVarint(h.iteration(), PutTag(kIterationField, kVarint, p));
   if (h.offset != 0) p = PutVarint(h.offset, PutTag(kOffsetField, kVarint, p));
   if (h.shared_count != 0) p = PutVarint(h.shared_count, PutTag(kSharedCountField, kVarint, p));
   if (h.has_scale_exponent) {
@@ -344,6 +352,17 @@ grpc::Slice SliceHeaderBytes(int field, const SliceHeader& h, size_t bytes) {
 }
 
 }  // namespace
+
+SliceHeader HeaderOf(const wire::SliceData& slice) {
+  SliceHeader h;
+  h.slice_id = slice.slice_id();
+  h.set_iteration(slice.iteration());  // or the version: the same field (SliceHeader)
+  h.offset = slice.offset();
+  h.shared_count = slice.shared_count();
+  h.has_scale_exponent = slice.has_scale_exponent();
+  h.scale_exponent = slice.scale_exponent();
+  return h;
+}
 
 grpc::ByteBuffer EncodeSlice(int field, const SliceHeader& h, const void* values, size_t bytes,
                              std::shared_ptr<const void> keepalive) {

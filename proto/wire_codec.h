@@ -12,19 +12,19 @@
 //   std::shared_ptr<std::vector<float>> grad = ...;   // kept alive while gRPC needs it
 //   p3::SliceHeader h;
 //   h.slice_id = 7;
-//   h.iteration = 12;
-//   stream->Write(p3::EncodeSlice(p3::kGradientField, h, grad->data(),
-//                                 grad->size() * sizeof(float), grad));
+//   h.set_iteration(12);
+//   stream->Write(p3::EncodeSlice(p3::wire::WorkerMessage::kGradientFieldNumber, h,
+//                                 grad->data(), grad->size() * sizeof(float), grad));
 //
 //   grpc::ByteBuffer buffer;
 //   p3::DecodedServerMessage in;              // reused for every message
 //   while (stream->Read(&buffer)) {
 //     absl::Status s = p3::Decode(&buffer, &in);
 //     if (!s.ok()) ...;                       // InvalidArgument, says what is wrong
-//     if (in.is_slice) {
+//     if (in.is_slice) {                      // Params: in.header.version()
 //       char* dst = ...;                      // values may be cut at any byte
 //       for (absl::string_view part : in.values) dst = std::copy(part.begin(), part.end(), dst);
-//     } else if (in.field == p3::kAckField) {
+//     } else if (in.field == p3::wire::ServerMessage::kAckFieldNumber) {
 //       Use(in.control.ack());
 //     }
 //   }
@@ -47,36 +47,52 @@
 
 namespace p3 {
 
-// Field numbers of the `kind` oneof members (proto/p3.proto).
-// WorkerMessage:
-inline constexpr int kHelloField = 1;
-inline constexpr int kInitField = 2;      // SliceData
-inline constexpr int kGradientField = 3;  // SliceData
-inline constexpr int kPullField = 4;
-inline constexpr int kDoneField = 5;
-// ServerMessage:
-inline constexpr int kWelcomeField = 1;
-inline constexpr int kParamsField = 2;  // SliceData
-inline constexpr int kAckField = 3;
-inline constexpr int kAbortField = 4;
+// Messages are named by the field number of their `kind` oneof member, as protobuf
+// generates it (wire::WorkerMessage::kGradientFieldNumber, wire::ServerMessage::
+// kParamsFieldNumber, ...): the SliceData members are WorkerMessage's init and gradient
+// and ServerMessage's params.
 
 // The scalar fields of a SliceData (everything but `values`). Default: all zero, i.e.
 // omitted on the wire as protobuf does.
+//
+// Iteration or version: SliceData's field 2 is called `iteration` on the wire
+// (proto/p3.proto keeps its name), but what it counts depends on the direction
+// (docs/protocol.md, "Iterations and versions"):
+//
+//   message            direction   SliceData.iteration holds        read and write it as
+//   Gradient           up          the iteration of the gradient    iteration()
+//   Init               up          0                                iteration()
+//   Params             down        the version of the values        version()
+//
+// This is the one place where the wire's name meets the two meanings: the field is
+// stored once, and code reads and writes it under the name of what its message counts.
 struct SliceHeader {
   uint32_t slice_id = 0;
-  uint64_t iteration = 0;
   uint64_t offset = 0;
   uint64_t shared_count = 0;
   // scale_exponent (float16 streams), written and read with its presence: present even
   // when 0.
   bool has_scale_exponent = false;
   int32_t scale_exponent = 0;
+
+  // Up (Gradient, Init): the iteration whose gradient this is.
+  uint64_t iteration() const { return iteration_or_version_; }
+  void set_iteration(uint64_t iteration) { iteration_or_version_ = iteration; }
+  // Down (Params): the version of the values.
+  uint64_t version() const { return iteration_or_version_; }
+  void set_version(uint64_t version) { iteration_or_version_ = version; }
+
+ private:
+  uint64_t iteration_or_version_ = 0;  // SliceData.iteration, field 2
 };
 
+// The header of a SliceData parsed by protobuf (unusual encodings, the fuzzer's messages).
+SliceHeader HeaderOf(const wire::SliceData& slice);
+
 // A top-level message whose oneof member number `field` is a SliceData with header `h`
-// and the `bytes` bytes at `values` as its values (WorkerMessage: kInitField,
-// kGradientField; ServerMessage: kParamsField — the caller picks the field of the
-// message type its stream carries). The buffer is two gRPC slices: a small hand-encoded
+// and the `bytes` bytes at `values` as its values (WorkerMessage: kInitFieldNumber,
+// kGradientFieldNumber; ServerMessage: kParamsFieldNumber — the caller picks the field of
+// the message type its stream carries). The buffer is two gRPC slices: a small hand-encoded
 // protobuf header (top-level tag and length, then slice_id, iteration, offset,
 // shared_count when non-zero, scale_exponent when present, then the values tag and length) and one slice pointing at
 // `values` itself, not a copy. bytes == 0: no values field at all (shared_count messages).
@@ -109,7 +125,8 @@ grpc::ByteBuffer EncodeMessage(const google::protobuf::MessageLite& m);
 // warm. Not thread-safe; one per stream reader.
 template <typename Message>
 struct DecodedMessage {
-  // The oneof member set (kHelloField, ...), 0 when none.
+  // The oneof member set (its field number, e.g. wire::WorkerMessage::kHelloFieldNumber),
+  // 0 when none.
   int field = 0;
   // `field` is a SliceData member: `header`, `values` and `value_bytes` hold it.
   bool is_slice = false;

@@ -23,7 +23,7 @@ namespace p3 {
 struct HelloResult {
   int rank = 0;
   ClusterSignature signature;
-  std::vector<Outgoing> out;  // what the shard sends the new worker at once
+  std::vector<ToWorker> out;  // what the shard sends the new worker at once
   // A Hello with `rejoin` (ParameterShard::Rejoin): the worker takes a dead process's
   // place and resumes once it knows every server's oldest version, this server's being
   // `current_version`.
@@ -40,16 +40,8 @@ absl::StatusOr<HelloResult> HandleHello(ParameterShard* shard, const wire::Hello
 absl::Status CheckRejoinHello(const ParameterShard& shard, const wire::Hello& hello,
                               int server_index);
 
-// A worker's buffers in shared memory (p3/core/shared_memory.h), mapped by this server: a
-// slice message with shared_count names values there instead of carrying them.
-// Slices are located in them by the shard's current plan (ParameterShard::SliceSpan).
-struct SharedValues {
-  const float* params = nullptr;  // the worker's flat parameters (Init reads them)
-  const float* grads = nullptr;   // and gradients (Gradient reads them)
-};
-
 struct Handled {
-  std::vector<Outgoing> out;
+  std::vector<ToWorker> out;
   bool done = false;      // the worker said Done
   bool all_done = false;  // ... and it was the last one
   // A Replan the shard accepted: the server forwards it to every worker.
@@ -64,16 +56,17 @@ absl::StatusOr<Handled> HandleWorkerMessage(ParameterShard* shard, int rank,
 
 // The same into `handled`, which a stream reuses from message to message: its `out`
 // keeps its capacity, so a gradient allocates nothing here. `shared`: the worker's shared
-// memory, null when the stream did not set any up (a message naming it is then refused).
+// memory (ParameterShard's SharedValues), null when the stream did not set any up (a
+// message naming it is then refused).
 absl::Status HandleWorkerMessage(ParameterShard* shard, int rank, const wire::WorkerMessage& msg,
                                  Handled* handled, const SharedValues* shared = nullptr);
 
 // The same for a message decoded from the raw stream (proto/wire_codec.h): the values of
-// a gradient are copied once, from gRPC's buffers straight into the shard. `scratch` is
-// the caller's reusable buffer for the rare Init whose values arrived in pieces.
+// an Init or a gradient are copied once, from gRPC's buffers straight into the shard.
+// Both forms of a slice message go through the same checks (HandleSlice in the .cc).
 absl::Status HandleWorkerMessage(ParameterShard* shard, int rank,
                                  const DecodedWorkerMessage& msg, Handled* handled,
-                                 const SharedValues* shared, std::string* scratch);
+                                 const SharedValues* shared);
 
 }  // namespace p3
 

@@ -9,7 +9,7 @@
 //       --iterations=20 --optimizer=sgd --repeats=5
 //
 // Prints one CSV line per repeat: optimizer,workers,slice_params,slices,iterations,
-// ns_per_value,grad_gb_per_s,allocs_per_slice_update. See docs/results/server_hot_loop.md.
+// ns_per_value,grad_gb_per_s,allocs_per_slice_update. See docs/results/server_hot_loop/server_hot_loop.md.
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -22,8 +22,8 @@
 #include <vector>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
 #include "p3/core/parameter_shard.h"
+#include "proto/program.h"
 
 ABSL_FLAG(int, workers, 4, "number of workers (gradients per slice and iteration)");
 ABSL_FLAG(int64_t, slice_params, 40000, "values per slice");
@@ -49,7 +49,7 @@ void operator delete(void* p, std::size_t) noexcept { std::free(p); }
 namespace p3 {
 namespace {
 
-// Whether the shard has Gradient(..., std::vector<Outgoing>* out), the reusable-output
+// Whether the shard has Gradient(..., std::vector<ToWorker>* out), the reusable-output
 // form the server uses. The same source then also builds against the shard before that
 // form existed, for before/after figures from one benchmark.
 template <typename S, typename = void>
@@ -57,12 +57,12 @@ struct HasAppendingGradient : std::false_type {};
 template <typename S>
 struct HasAppendingGradient<S,
                             std::void_t<decltype(std::declval<S&>().Gradient(
-                                0, 0, 0, nullptr, 0, 0, std::declval<std::vector<Outgoing>*>()))>>
+                                0, 0, 0, nullptr, 0, 0, std::declval<std::vector<ToWorker>*>()))>>
     : std::true_type {};
 
 template <typename Shard>
 bool SendGradient(Shard& shard, int rank, int slice, uint64_t iteration, const float* values,
-                  int64_t n, std::vector<Outgoing>* out) {
+                  int64_t n, std::vector<ToWorker>* out) {
   if constexpr (HasAppendingGradient<Shard>::value) {
     out->clear();
     return shard.Gradient(rank, slice, iteration, values, n, 0, out).ok();
@@ -114,7 +114,7 @@ int Run() {
   for (auto& g : grads) {
     for (float& x : g) x = 1e-3f * normal(rng);
   }
-  std::vector<Outgoing> out;
+  std::vector<ToWorker> out;
   out.reserve(2 * workers);
   uint64_t iteration = 0;
   auto run = [&](int count) {
@@ -156,6 +156,6 @@ int Run() {
 }  // namespace p3
 
 int main(int argc, char** argv) {
-  absl::ParseCommandLine(argc, argv);
+  p3::Program program("bench_shard", argc, argv);
   return p3::Run();
 }

@@ -1,5 +1,6 @@
 #!/usr/bin/python3
-"""Streaming micro-benchmark of the data path (docs/results/streaming.md): one worker and
+"""Streaming micro-benchmark of the data path (docs/results/streaming/streaming.md): one
+worker and
 one server move slices with no computation over an emulated link, iperf3 on the same link
 right before each run. Runs bazel-bin/tools/bench_streaming (build it first) once per rate
 and repetition, rates interleaved, and writes every run to a CSV and the table of medians
@@ -23,7 +24,10 @@ import statistics
 import subprocess
 import sys
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from results_lib import csv_io, markdown, paths  # noqa: E402
+
+ROOT = paths.ROOT
 BENCH = os.path.join(ROOT, "bazel-bin/tools/bench_streaming")
 SERVER = os.path.join(ROOT, "bazel-bin/server/p3_server")
 # Measured iterations per rate: each run's window is a few seconds (100 MB each way per
@@ -36,14 +40,6 @@ FIELDS = ["date", "commit", "rate_gbps", "run", "iperf3_gbps", "goodput_gbps", "
           "iterations", "load1_start", "load1_end"]
 BEGIN = "<!-- streaming-table:begin (tools/bench_streaming.py) -->"
 END = "<!-- streaming-table:end -->"
-
-
-def commit():
-    def git(*args):
-        return subprocess.run(["git", "-C", ROOT] + list(args), capture_output=True,
-                              text=True).stdout.strip()
-    dirty = git("status", "--porcelain", "--untracked-files=no")
-    return git("rev-parse", "--short", "HEAD") + ("+dirty" if dirty else "")
 
 
 def run_once(a, rate, rep, out_dir):
@@ -105,13 +101,11 @@ def table(rows):
 
 
 def write_table(md, rows):
-    text = open(md).read() if os.path.exists(md) else f"# Streaming\n\n{BEGIN}\n{END}\n"
-    if BEGIN not in text or END not in text:
+    try:
+        markdown.rewrite_block(md, BEGIN, END, table(rows),
+                               new_page=f"# Streaming\n\n{BEGIN}\n{END}\n")
+    except markdown.MarkersMissing:
         sys.exit(f"{md}: no {BEGIN} ... {END} markers")
-    head, rest = text.split(BEGIN, 1)
-    _, tail = rest.split(END, 1)
-    with open(md, "w") as f:
-        f.write(f"{head}{BEGIN}\n{table(rows)}\n{END}{tail}")
     print(f"[bench] wrote the table into {md}")
 
 
@@ -142,8 +136,8 @@ def main():
     ap.add_argument("--bench", default=BENCH)
     ap.add_argument("--server", default=SERVER)
     ap.add_argument("--out_dir", default=os.path.join(ROOT, "out/bench_streaming"))
-    ap.add_argument("--csv", default=os.path.join(ROOT, "docs/results/streaming.csv"))
-    ap.add_argument("--md", default=os.path.join(ROOT, "docs/results/streaming.md"),
+    ap.add_argument("--csv", default=paths.results("streaming", "streaming.csv"))
+    ap.add_argument("--md", default=paths.results("streaming", "streaming.md"),
                     help="page whose table is rewritten; empty: none")
     ap.add_argument("--append", action="store_true",
                     help="keep the runs already in --csv and add these (their run numbers "
@@ -151,7 +145,7 @@ def main():
     ap.add_argument("--report", action="store_true", help="only rewrite the table from --csv")
     a = ap.parse_args()
     if a.report:
-        write_table(a.md, list(csv.DictReader(open(a.csv))))
+        write_table(a.md, csv_io.read_rows(a.csv))
         return
     rates = [float(x) for x in a.rates.split(",")]
     if any(r > 0 for r in rates) and os.geteuid() != 0:
@@ -161,16 +155,13 @@ def main():
             sys.exit(f"{path}: not built; bazel build --jobs=2 //tools:bench_streaming")
     kept = earlier_runs(a.csv) if a.append else []
     first = 1 + max((int(r["run"]) for r in kept), default=-1)
-    a.commit = commit()
+    a.commit = paths.git_commit(mark_dirty=True)
     rows = list(kept)
     # Rates interleaved: a burst of load hits every rate alike.
     for rep in range(first, first + a.runs):
         for rate in rates:
             rows.append(run_once(a, rate, rep, os.path.join(a.out_dir, f"r{rate:g}_{rep}")))
-    with open(a.csv, "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=FIELDS, restval="")
-        w.writeheader()
-        w.writerows(rows)
+    csv_io.write_rows(a.csv, rows, FIELDS)
     print(f"[bench] wrote {len(rows) - len(kept)} runs to {a.csv}"
           + (f" after the {len(kept)} it had" if a.append else ""))
     print(table(rows))

@@ -1,4 +1,4 @@
-// bench_streaming: a streaming micro-benchmark of P3's data path (docs/results/streaming.md).
+// bench_streaming: a streaming micro-benchmark of P3's data path (docs/results/streaming/streaming.md).
 //
 // One worker and one server move slices with no computation worth the name: the worker
 // is the real worker library (worker/worker.h, hence worker/server_connection.h) over a
@@ -35,12 +35,10 @@
 #include <fstream>
 #include <iostream>
 #include <memory>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/numbers.h"
@@ -51,9 +49,9 @@
 #include "absl/time/time.h"
 #include "models/model.h"
 #include "nlohmann/json.hpp"
-#include "p3/base/allocator.h"
 #include "p3/base/file_util.h"
 #include "p3/base/status_macros.h"
+#include "proto/program.h"
 #include "tools/launcher/netem.h"
 #include "tools/launcher/process_supervisor.h"
 #include "worker/worker.h"
@@ -182,13 +180,6 @@ absl::StatusOr<int> FreePort() {
   return port;
 }
 
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
 // Waits for child `id` to end, at most `timeout`; its exit status must be 0.
 absl::Status WaitForExit(ProcessSupervisor* sup, int id, const std::string& what,
                          const std::string& log, absl::Duration timeout) {
@@ -214,7 +205,8 @@ absl::Status WaitForText(ProcessSupervisor* sup, int id, const std::string& path
                          const std::string& text, absl::Duration timeout) {
   sup->WatchFile(path);
   const absl::Time deadline = absl::Now() + timeout;
-  while (ReadFile(path).find(text) == std::string::npos) {
+  // A log not there yet reads as empty.
+  while (ReadFile(path).value_or("").find(text) == std::string::npos) {
     if (!sup->process(id).running) {
       return absl::InternalError(absl::StrCat(path, ": the process ended before '", text, "':\n",
                                               launcher::TailOfFile(path, 10)));
@@ -251,7 +243,8 @@ absl::StatusOr<double> RunIperf3(ProcessSupervisor* sup, const std::string& dir,
       WaitForExit(sup, client, "iperf3 client", client_log, absl::Seconds(seconds + 20)));
   P3_RETURN_IF_ERROR(WaitForExit(sup, server, "iperf3 server", server_log, absl::Seconds(10)));
   try {
-    const nlohmann::json j = nlohmann::json::parse(ReadFile(client_log));
+    P3_ASSIGN_OR_RETURN(const std::string report, ReadFile(client_log));
+    const nlohmann::json j = nlohmann::json::parse(report);
     return j.at("end").at("sum_received").at("bits_per_second").get<double>() / 1e9;
   } catch (const nlohmann::json::exception& e) {
     return absl::InternalError(absl::StrCat(client_log, ": ", e.what()));
@@ -327,7 +320,8 @@ absl::StatusOr<nlohmann::json> Run() {
                                          .label = "server"}));
   P3_RETURN_IF_ERROR(
       WaitForText(sup.get(), server, server_log, "listening on port", absl::Seconds(30)));
-  std::string port(absl::StripAsciiWhitespace(ReadFile(port_file)));
+  P3_ASSIGN_OR_RETURN(const std::string port_text, ReadFile(port_file));
+  const std::string port(absl::StripAsciiWhitespace(port_text));
   const pid_t server_pid = sup->process(server).pid;
 
   // This process becomes the worker's machine: setns() applies to the calling thread,
@@ -409,23 +403,14 @@ absl::StatusOr<nlohmann::json> Run() {
 
 int main(int argc, char** argv) {
   // As p3_worker and p3_server do, before any thread (p3/base/allocator.h).
-  if (absl::Status tuned = p3::TuneAllocatorForLargeMessages(); !tuned.ok()) {
-    std::cerr << "bench_streaming: " << tuned.message() << " (continuing)\n";
-  }
-  absl::ParseCommandLine(argc, argv);
+  p3::Program program("bench_streaming", argc, argv, {.allocator = p3::AllocatorOptions{}});
   absl::StatusOr<nlohmann::json> result = p3::tools::Run();
-  if (!result.ok()) {
-    std::cerr << "bench_streaming: " << result.status() << "\n";
-    return 1;
-  }
+  if (!result.ok()) return program.Fail(1, result.status().ToString());
   const std::string text = result->dump();
   std::cout << text << std::endl;
-  const std::string path = absl::GetFlag(FLAGS_result_json);
-  if (!path.empty()) {
-    if (absl::Status s = p3::WriteFileAtomically(path, text + "\n"); !s.ok()) {
-      std::cerr << "bench_streaming: " << s << "\n";
-      return 1;
-    }
+  if (absl::Status s = p3::WriteRequestedFile(absl::GetFlag(FLAGS_result_json), text + "\n");
+      !s.ok()) {
+    return program.Fail(1, s.ToString());
   }
   return 0;
 }

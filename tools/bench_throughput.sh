@@ -4,7 +4,7 @@
 # Runs tools/bench_throughput.py with Debian's Python (it and the DDP peer need
 # python3-torch, the report python3-matplotlib) against the launcher, server and worker
 # that Bazel built with this target. Results go to out/bench/ in the workspace, tables and
-# plots to docs/results/. See docs/results/throughput.md.
+# plots to docs/results/. See docs/results/throughput/throughput.md.
 set -euo pipefail
 runfiles="${RUNFILES_DIR:-$0.runfiles}"
 here="$runfiles/p3/tools"

@@ -26,8 +26,12 @@
 #include <string>
 #include <vector>
 
+#include "absl/flags/flag.h"
 #include "proto/p3.pb.h"
+#include "proto/program.h"
 #include "proto/wire_codec.h"
+
+ABSL_FLAG(int, runs, 7, "runs; the median is printed (at least 5)");
 
 namespace {
 std::atomic<long> g_allocations{0};
@@ -81,10 +85,8 @@ void Print(const char* what, size_t floats, size_t bytes, const Result& r) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  int runs = 7;
-  for (int i = 1; i < argc; ++i) {
-    if (std::strncmp(argv[i], "--runs=", 7) == 0) runs = std::max(5, std::atoi(argv[i] + 7));
-  }
+  p3::Program program("bench_wire_codec", argc, argv);
+  const int runs = std::max(5, absl::GetFlag(FLAGS_runs));
   std::printf("median of %d runs; GB/s of value bytes\n", runs);
   std::printf("%-44s %8s %12s %8s %8s\n", "path", "floats", "ns/message", "GB/s", "allocs");
   for (size_t floats : {size_t{40000}, size_t{1000000}}) {
@@ -94,14 +96,14 @@ int main(int argc, char** argv) {
     for (size_t i = 0; i < floats; ++i) values[i] = 0.001f * static_cast<float>(i);
     p3::SliceHeader h;
     h.slice_id = 17;
-    h.iteration = 1234;
+    h.set_iteration(1234);
 
     Print("encode protobuf: set_values+GenericSerialize", floats, bytes,
           Measure(runs, iterations, [&] {
             p3::wire::WorkerMessage m;
             p3::wire::SliceData* s = m.mutable_gradient();
             s->set_slice_id(h.slice_id);
-            s->set_iteration(h.iteration);
+            s->set_iteration(h.iteration());
             s->set_values(values.data(), bytes);
             grpc::ByteBuffer buffer;
             bool own = false;
@@ -112,7 +114,7 @@ int main(int argc, char** argv) {
     Print("encode protobuf, message reused", floats, bytes, Measure(runs, iterations, [&] {
             p3::wire::SliceData* s = reused.mutable_gradient();
             s->set_slice_id(h.slice_id);
-            s->set_iteration(h.iteration);
+            s->set_iteration(h.iteration());
             s->set_values(values.data(), bytes);
             grpc::ByteBuffer buffer;
             bool own = false;
@@ -120,13 +122,13 @@ int main(int argc, char** argv) {
                 reused, &buffer, &own);
           }));
     Print("encode codec: EncodeSlice", floats, bytes, Measure(runs, iterations, [&] {
-            grpc::ByteBuffer buffer =
-                p3::EncodeSlice(p3::kGradientField, h, values.data(), bytes, nullptr);
+            grpc::ByteBuffer buffer = p3::EncodeSlice(p3::wire::WorkerMessage::kGradientFieldNumber,
+                                                      h, values.data(), bytes, nullptr);
           }));
 
     p3::wire::WorkerMessage m;
     m.mutable_gradient()->set_slice_id(h.slice_id);
-    m.mutable_gradient()->set_iteration(h.iteration);
+    m.mutable_gradient()->set_iteration(h.iteration());
     m.mutable_gradient()->set_values(values.data(), bytes);
     const std::string flat = m.SerializeAsString();
     const grpc::ByteBuffer received = Chunked(flat, 64 << 10);

@@ -16,33 +16,19 @@
 #include <string>
 #include <vector>
 
-#include "absl/strings/numbers.h"
-#include "absl/strings/match.h"
+#include "absl/flags/flag.h"
 #include "p3/base/stats.h"
 #include "p3/core/wire_dtype.h"
+#include "proto/program.h"
 
-namespace {
-
-int64_t FlagOr(int argc, char** argv, const std::string& name, int64_t fallback) {
-  const std::string prefix = "--" + name + "=";
-  for (int i = 1; i < argc; ++i) {
-    int64_t value;
-    if (absl::StartsWith(argv[i], prefix) && absl::SimpleAtoi(argv[i] + prefix.size(), &value)) {
-      return value;
-    }
-  }
-  return fallback;
-}
-
-}  // namespace
+ABSL_FLAG(int64_t, values, 1 << 20, "float32 values per conversion (> 0)");
+ABSL_FLAG(int, runs, 9, "runs; the median is printed (> 0)");
 
 int main(int argc, char** argv) {
-  const int64_t n = FlagOr(argc, argv, "values", 1 << 20);
-  const int runs = static_cast<int>(FlagOr(argc, argv, "runs", 9));
-  if (n <= 0 || runs <= 0) {
-    std::fprintf(stderr, "usage: bench_wire_dtype [--values=N>0] [--runs=N>0]\n");
-    return 2;
-  }
+  p3::Program program("bench_wire_dtype", argc, argv);
+  const int64_t n = absl::GetFlag(FLAGS_values);
+  const int runs = absl::GetFlag(FLAGS_runs);
+  if (n <= 0 || runs <= 0) return program.Fail(2, "--values and --runs must be > 0");
   std::vector<float> values(n), back(n), copy(n);
   std::vector<uint16_t> wire(n);
   std::mt19937 rng(1);

@@ -14,7 +14,6 @@ time, the same definition as the launcher's summary.json.
 """
 import argparse
 import json
-import os
 import statistics
 import sys
 import time

@@ -27,7 +27,7 @@ PACKAGES=(
   procps         # pgrep, in the same ssh cases
   python3-yaml   # //tests/tools:multihost_launch_test and //tests/cluster:kube_restart_test
                  # parse the Kubernetes manifests
-  valgrind       # the heap check of tools/rejoin_memory across rejoins (docs/results/soak.md)
+  valgrind       # the heap check of tools/rejoin_memory across rejoins (docs/results/reliability/soak.md)
   # //tests/tools:slurm_cluster_test submits the generated batch script to a private Slurm
   # cluster it starts itself (munged, slurmctld, two slurmd; own config, keys and ports in
   # a temp folder). The packages' own services are not used (docs/multihost.md#tests).

@@ -41,16 +41,14 @@
 #include <vector>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
-#include "absl/flags/usage.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "p3/base/file_util.h"
 #include "proto/config.h"
 #include "proto/config.pb.h"
+#include "proto/program.h"
 #include "tools/cpp/runfiles/runfiles.h"
 #include "tools/launcher/backends.h"
 #include "tools/launcher/command_line.h"
@@ -158,14 +156,11 @@ std::string SelfPath() {
 }
 
 int Main(int argc, char** argv) {
-  absl::SetProgramUsageMessage(kUsage);
-  std::vector<std::string> overrides = p3::config::TakeOverrideFlags(&argc, argv);
-  std::vector<char*> positional = absl::ParseCommandLine(argc, argv);
-  if (positional.size() > 1) {
-    std::cerr << "launch_cluster: unexpected argument \"" << positional[1]
-              << "\"; config fields are set with --set=field.path=value\n";
-    return 2;
-  }
+  // The search of an automatic slice size and credit runs the simulator in this process.
+  Program program("launch_cluster", argc, argv,
+                  {.usage = kUsage, .skip_lock_order_checks = true, .config_overrides = true});
+  if (absl::Status none = program.NoArguments(); !none.ok()) return program.Fail(2, none.message());
+  const std::vector<std::string>& overrides = program.overrides();
   if (absl::GetFlag(FLAGS_cleanup_network)) return CleanupStaleNetworks();
 
   // Relative paths: where `bazel run` was invoked (BUILD_WORKING_DIRECTORY), the current
@@ -197,9 +192,8 @@ int Main(int argc, char** argv) {
   options.log_tail_lines = std::max(1, absl::GetFlag(FLAGS_log_tail_lines));
   options.max_restarts = absl::GetFlag(FLAGS_max_restarts);
   if (options.max_restarts < 0) {
-    std::cerr << "launch_cluster: --max_restarts=" << options.max_restarts
-              << " is out of range; allowed >= 0 (0: no restarts)\n";
-    return 2;
+    return program.Fail(2, absl::StrCat("--max_restarts=", options.max_restarts,
+                                        " is out of range; allowed >= 0 (0: no restarts)"));
   }
   options.live_progress = isatty(STDOUT_FILENO) == 1;
   options.server_port = absl::GetFlag(FLAGS_server_port);
@@ -210,10 +204,9 @@ int Main(int argc, char** argv) {
   options.ssh_command = absl::StrSplit(absl::GetFlag(FLAGS_ssh), ' ', absl::SkipEmpty());
   const bool check_network_only = absl::GetFlag(FLAGS_check_network);
   if (options.server_port < 0 || options.server_port + config::kMaxProcesses > 65535) {
-    std::cerr << "launch_cluster: --server_port=" << options.server_port
-              << " is out of range; allowed 0 (OS-chosen ports) or 1.."
-              << 65535 - config::kMaxProcesses << "\n";
-    return 2;
+    return program.Fail(2, absl::StrCat("--server_port=", options.server_port,
+                                        " is out of range; allowed 0 (OS-chosen ports) or 1..",
+                                        65535 - config::kMaxProcesses));
   }
   const std::string collect_dir = absl::GetFlag(FLAGS_collect);
   if (!collect_dir.empty()) {
@@ -227,42 +220,36 @@ int Main(int argc, char** argv) {
     absl::StatusOr<std::vector<Host>> hosts =
         text.ok() ? ParseHostFile(*text) : absl::StatusOr<std::vector<Host>>(text.status());
     if (!hosts.ok()) {
-      std::cerr << "launch_cluster: --hosts=" << path << ": " << hosts.status().message() << "\n";
-      return 2;
+      return program.Fail(2, absl::StrCat("--hosts=", path, ": ", hosts.status().message()));
     }
     options.hosts = *std::move(hosts);
-    if (options.ssh_command.empty()) {
-      std::cerr << "launch_cluster: --ssh is empty\n";
-      return 2;
-    }
+    if (options.ssh_command.empty()) return program.Fail(2, "--ssh is empty");
   }
   if (!options.remote_output_dir.empty() && (options.hosts.empty() || options.server_port == 0 ||
                                              !fs::path(options.remote_output_dir).is_absolute())) {
-    std::cerr << "launch_cluster: --remote_output_dir needs --hosts and --server_port (the "
-                 "launcher cannot read port files on other hosts) and an absolute path\n";
-    return 2;
+    return program.Fail(2,
+                        "--remote_output_dir needs --hosts and --server_port (the launcher "
+                        "cannot read port files on other hosts) and an absolute path");
   }
 
   // Everything is checked before any process starts.
-  absl::StatusOr<config::ExperimentConfig> config =
-      config::LoadConfig(options.config_path, overrides);
+  absl::StatusOr<config::ExperimentConfig> config = program.LoadConfig(options.config_path);
   if (!config.ok()) {
-    std::cerr << "launch_cluster: invalid config:\n" << config.status().message() << "\n";
-    return 2;
+    return program.Fail(2, absl::StrCat("invalid config:\n", config.status().message()));
   }
   if (config->mode() == config::kPipelineMode) {
     // One process on this machine, no servers: refused before anything starts, with the
     // command that runs it.
-    std::cerr << "launch_cluster: mode \"pipeline\" runs in one process without servers; run it "
-                 "with\n  bazel run //tools:pipeline_train -- --config="
-              << options.config_path << "\n(docs/pipeline.md)\n";
-    return 2;
+    return program.Fail(2, absl::StrCat("mode \"pipeline\" runs in one process without servers; "
+                                        "run it with\n  bazel run //tools:pipeline_train -- "
+                                        "--config=",
+                                        options.config_path, "\n(docs/pipeline.md)"));
   }
   if (options.max_restarts > 0) {
     if (config->mode() == "local") {
-      std::cerr << "launch_cluster: --max_restarts needs servers for a restarted worker to "
-                   "rejoin: not with mode \"local\"\n";
-      return 2;
+      return program.Fail(2,
+                          "--max_restarts needs servers for a restarted worker to rejoin: not "
+                          "with mode \"local\"");
     }
     if (config->cluster().rejoin_timeout_s() == 0) {
       // The servers accept a rejoin only with a bound on how long they wait for it.
@@ -275,8 +262,7 @@ int Main(int argc, char** argv) {
             return all;
           }());
       if (!with_bound.ok()) {
-        std::cerr << "launch_cluster: invalid config:\n" << with_bound.status().message() << "\n";
-        return 2;
+        return program.Fail(2, absl::StrCat("invalid config:\n", with_bound.status().message()));
       }
       config = *std::move(with_bound);
       options.overrides.push_back(bound + " (set by --max_restarts)");
@@ -292,22 +278,20 @@ int Main(int argc, char** argv) {
   const bool kubernetes = absl::GetFlag(FLAGS_kubernetes);
   const bool slurm = absl::GetFlag(FLAGS_slurm);
   if (emulate && (!options.hosts.empty() || kubernetes || slurm)) {
-    std::cerr << "launch_cluster: network.bandwidth_gbps = " << config->network().bandwidth_gbps()
-              << " emulates links on this machine; with "
-              << (kubernetes ? "--kubernetes"
-                  : slurm    ? "--slurm"
-                             : "--hosts")
-              << " the hosts' own network is used: set network.bandwidth_gbps=0\n";
-    return 2;
+    return program.Fail(2, absl::StrCat("network.bandwidth_gbps = ",
+                                        config->network().bandwidth_gbps(),
+                                        " emulates links on this machine; with ",
+                                        kubernetes ? "--kubernetes"
+                                        : slurm    ? "--slurm"
+                                                   : "--hosts",
+                                        " the hosts' own network is used: set "
+                                        "network.bandwidth_gbps=0"));
   }
   // scheduling.slice_params = 0 / credit_bytes = -1: the simulator chooses before any
   // process starts (after every check), and every process gets the values through the
   // resolved config. Returns an exit status, 0 to go on.
   auto tune = [&]() -> int {
     if (!NeedsTuning(*config)) return 0;
-    // One thread takes the simulated core's locks millions of times: Abseil's lock-order
-    // graph (on in builds without NDEBUG) would be a fifth of the search's time.
-    absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
     TuningOptions tuning;
     // The calibration of this data path on this kind of machine (docs/simulator.md); the
     // profiles beside it.
@@ -323,9 +307,8 @@ int Main(int argc, char** argv) {
       absl::Status applied = config::ApplyOverride(override_text, &*config);
       if (applied.ok()) applied = config::ValidateConfig(*config);
       if (!applied.ok()) {
-        std::cerr << "launch_cluster: the automatic choice " << override_text
-                  << " is refused: " << applied.message() << "\n";
-        return 1;
+        return program.Fail(1, absl::StrCat("the automatic choice ", override_text,
+                                            " is refused: ", applied.message()));
       }
     }
     for (const std::string& override_text : chosen) {
@@ -349,9 +332,8 @@ int Main(int argc, char** argv) {
     kube.output_claim = absl::GetFlag(FLAGS_kube_output_claim);
     kube.max_restarts = options.max_restarts;
     kube.checkpoint_claim = absl::GetFlag(FLAGS_kube_checkpoint_claim);
-    absl::Status status = GenerateKubernetes(*config, kube);
-    if (!status.ok()) std::cerr << "launch_cluster: " << status.message() << "\n";
-    return status.ok() ? 0 : 1;
+    const absl::Status status = GenerateKubernetes(*config, kube);
+    return status.ok() ? 0 : program.Fail(1, status.message());
   }
   if (slurm) {
     SlurmJobOptions job;
@@ -365,23 +347,22 @@ int Main(int argc, char** argv) {
     job.partition = absl::GetFlag(FLAGS_slurm_partition);
     job.time_limit = absl::GetFlag(FLAGS_slurm_time);
     job.max_restarts = options.max_restarts;
-    absl::Status status = GenerateSlurm(*config, job);
+    const absl::Status status = GenerateSlurm(*config, job);
     if (status.ok()) return 0;
-    std::cerr << "launch_cluster: " << status.message() << "\n";
-    return absl::IsInvalidArgument(status) ? 2 : 1;
+    return program.Fail(absl::IsInvalidArgument(status) ? 2 : 1, status.message());
   }
   if (check_network_only && !emulate) {
-    std::cerr << "launch_cluster: --check_network: the config emulates no network "
-                 "(network.bandwidth_gbps is 0); e.g. --set=network.bandwidth_gbps=1\n";
-    return 2;
+    return program.Fail(2,
+                        "--check_network: the config emulates no network "
+                        "(network.bandwidth_gbps is 0); e.g. --set=network.bandwidth_gbps=1");
   }
   if ((config::NetworkEmulated(*config) || check_network_only) && geteuid() != 0) {
-    std::cerr << "launch_cluster: network.bandwidth_gbps = " << config->network().bandwidth_gbps()
-              << ": emulating the network needs root (it creates network namespaces, veth "
-                 "links and tbf qdiscs); run the launcher as root (e.g. sudo), or set "
-                 "network.bandwidth_gbps=0 to run without emulation (every process on this "
-                 "machine's loopback)\n";
-    return 2;
+    return program.Fail(
+        2, absl::StrCat("network.bandwidth_gbps = ", config->network().bandwidth_gbps(),
+                        ": emulating the network needs root (it creates network namespaces, "
+                        "veth links and tbf qdiscs); run the launcher as root (e.g. sudo), or "
+                        "set network.bandwidth_gbps=0 to run without emulation (every process "
+                        "on this machine's loopback)"));
   }
   if (!check_network_only && options.hosts.empty()) {
     for (const auto& [flag, path, needed] :
@@ -389,10 +370,11 @@ int Main(int argc, char** argv) {
                           config::ServerProcessCount(*config) > 0),
           std::make_tuple("--worker_binary", options.worker_binary, true)}) {
       if (needed && access(path.c_str(), X_OK) != 0) {
-        std::cerr << "launch_cluster: " << flag << ": " << path << " is not an executable file ("
-                  << std::strerror(errno) << "); build it (bazel build //tools:launch_cluster "
-                  << "builds it with the launcher) or pass " << flag << "=PATH\n";
-        return 2;
+        return program.Fail(2, absl::StrCat(flag, ": ", path, " is not an executable file (",
+                                            std::strerror(errno),
+                                            "); build it (bazel build //tools:launch_cluster "
+                                            "builds it with the launcher) or pass ",
+                                            flag, "=PATH"));
       }
     }
   }

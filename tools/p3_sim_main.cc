@@ -7,24 +7,23 @@
 //       --calibration=$PWD/configs/sim/calibration_cpu.json
 //       --cpu_cores_per_host=2 --machines_per_host=2 --set=network.bandwidth_gbps=2.5
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
-#include <iostream>
 #include <string>
 #include <vector>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
-#include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "absl/synchronization/mutex.h"
 #include "p3/base/file_util.h"
 #include "p3/core/mode.h"
+#include "p3/core/wire_dtype.h"
 #include "p3/sim/sim_config.h"
 #include "p3/sim/simulator.h"
 #include "p3/sim/tune.h"
-#include "p3/core/wire_dtype.h"
 #include "proto/config.h"
+#include "proto/program.h"
+#include "tools/launcher/command_line.h"
 #include "tools/launcher/trace_merge.h"
 
 ABSL_FLAG(std::string, config, "", "experiment config (text proto), as for launch_cluster");
@@ -58,58 +57,40 @@ constexpr char kUsage[] =
     "\n"
     "See docs/simulator.md.";
 
-std::string Resolve(const std::string& path) {
-  if (path.empty() || path[0] == '/') return path;
-  const char* dir = std::getenv("BUILD_WORKING_DIRECTORY");
-  if (dir != nullptr && std::filesystem::exists(std::filesystem::path(dir) / path)) {
-    return (std::filesystem::path(dir) / path).string();
-  }
-  return path;
-}
-
 int Main(int argc, char** argv) {
-  absl::SetProgramUsageMessage(kUsage);
-  // One thread takes the core's locks, millions of times: Abseil's lock-order graph
-  // (on in builds without NDEBUG) would be a fifth of the run time.
-  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
-  std::vector<std::string> overrides = p3::config::TakeOverrideFlags(&argc, argv);
-  std::vector<char*> positional = absl::ParseCommandLine(argc, argv);
-  if (positional.size() > 1) {
-    std::cerr << "p3_sim: unexpected argument \"" << positional[1] << "\"\n";
-    return 2;
+  p3::Program program("p3_sim", argc, argv,
+                      {.usage = kUsage, .skip_lock_order_checks = true, .config_overrides = true});
+  if (absl::Status none = program.NoArguments(); !none.ok()) return program.Fail(2, none.message());
+  // A relative path is where `bazel run` was invoked, if it is there; else as given.
+  p3::tools::launcher::PathSearch search;
+  if (const char* dir = std::getenv("BUILD_WORKING_DIRECTORY"); dir != nullptr) {
+    search.invocation_dir = dir;
   }
-  if (absl::GetFlag(FLAGS_config).empty()) {
-    std::cerr << "p3_sim: --config is required\n";
-    return 2;
-  }
+  auto resolve = [&search](const std::string& path) {
+    return p3::tools::launcher::ResolveInputPath(path, search);
+  };
   absl::StatusOr<p3::config::ExperimentConfig> config =
-      p3::config::LoadConfig(Resolve(absl::GetFlag(FLAGS_config)), overrides);
-  if (!config.ok()) {
-    std::cerr << "p3_sim: " << config.status().message() << "\n";
-    return 2;
-  }
+      program.LoadConfig(resolve(absl::GetFlag(FLAGS_config)));
+  if (!config.ok()) return program.Fail(2, config.status().message());
   std::string profile_path = absl::GetFlag(FLAGS_profile);
   if (profile_path.empty()) {
     profile_path = absl::StrCat("configs/sim/profiles/", config->model().name(), "_b",
                                 config->training().batch_size(), "_cpu.json");
   }
   p3::sim::SimOptions options;
-  absl::StatusOr<p3::sim::Profile> profile = p3::sim::LoadProfile(Resolve(profile_path));
+  absl::StatusOr<p3::sim::Profile> profile = p3::sim::LoadProfile(resolve(profile_path));
   if (!profile.ok()) {
-    std::cerr << "p3_sim: " << profile.status().message() << " (give one with --profile)\n";
-    return 2;
+    return program.Fail(2, absl::StrCat(profile.status().message(), " (give one with --profile)"));
   }
   options.profile = *std::move(profile);
   if (absl::Status s = p3::sim::ApplyConfig(*config, &options); !s.ok()) {
-    std::cerr << "p3_sim: " << s.message() << "\n";
-    return 2;
+    return program.Fail(2, s.message());
   }
   if (!absl::GetFlag(FLAGS_calibration).empty()) {
-    if (absl::Status s = p3::sim::LoadCalibration(Resolve(absl::GetFlag(FLAGS_calibration)),
+    if (absl::Status s = p3::sim::LoadCalibration(resolve(absl::GetFlag(FLAGS_calibration)),
                                                   &options.calibration);
         !s.ok()) {
-      std::cerr << "p3_sim: " << s.message() << "\n";
-      return 2;
+      return program.Fail(2, s.message());
     }
   }
   if (absl::GetFlag(FLAGS_compute_scale) > 0) {
@@ -137,8 +118,8 @@ int Main(int argc, char** argv) {
           return p3::sim::PredictSamplesPerSecond(options, point);
         });
     if (!choice.ok()) {
-      std::cerr << "p3_sim: the automatic search failed: " << choice.status().message() << "\n";
-      return 1;
+      return program.Fail(1, absl::StrCat("the automatic search failed: ",
+                                          choice.status().message()));
     }
     std::printf("automatic search (p3/sim/tune.h): %zu points\n", choice->candidates.size());
     std::printf("| slice_params | credit_bytes | samples/s |\n|---:|---:|---:|\n");
@@ -157,10 +138,7 @@ int Main(int argc, char** argv) {
                 "defaults\n");
   }
   absl::StatusOr<p3::sim::SimResult> result = p3::sim::Simulate(options);
-  if (!result.ok()) {
-    std::cerr << "p3_sim: " << result.status().message() << "\n";
-    return 1;
-  }
+  if (!result.ok()) return program.Fail(1, result.status().message());
   const std::string mode =
       options.allreduce ? std::string("allreduce") : p3::ModeName(options.mode);
   if (options.mode == p3::Mode::kLocal && !options.allreduce) options.workers = 1;
@@ -190,32 +168,27 @@ int Main(int argc, char** argv) {
               static_cast<long>(result->num_messages), static_cast<long>(result->events),
               result->simulated_seconds);
   if (!absl::GetFlag(FLAGS_out).empty()) {
-    const std::string out = Resolve(absl::GetFlag(FLAGS_out));
+    const std::string out = resolve(absl::GetFlag(FLAGS_out));
     if (absl::Status s = p3::WriteFileAtomically(out, p3::sim::ResultJson(options, *result));
         !s.ok()) {
-      std::cerr << "p3_sim: " << s.message() << "\n";
-      return 1;
+      return program.Fail(1, s.message());
     }
   }
   if (options.trace) {
     // One file per process, merged as the launcher merges the real ones.
-    const std::string trace = Resolve(absl::GetFlag(FLAGS_trace));
+    const std::string trace = resolve(absl::GetFlag(FLAGS_trace));
     const std::string dir = trace + ".parts";
     std::filesystem::create_directories(dir);
     std::vector<std::string> parts;
     for (size_t p = 0; p < result->traces.size(); ++p) {
       parts.push_back(absl::StrCat(dir, "/process_", p, ".json"));
       if (absl::Status s = result->traces[p]->WriteJson(parts.back()); !s.ok()) {
-        std::cerr << "p3_sim: " << s.message() << "\n";
-        return 1;
+        return program.Fail(1, s.message());
       }
     }
     absl::StatusOr<p3::tools::TraceMergeStats> merged = p3::tools::MergeTraceFiles(parts, trace);
     std::filesystem::remove_all(dir);
-    if (!merged.ok()) {
-      std::cerr << "p3_sim: " << merged.status().message() << "\n";
-      return 1;
-    }
+    if (!merged.ok()) return program.Fail(1, merged.status().message());
     std::printf("trace: %s (%ld events)\n", trace.c_str(), static_cast<long>(merged->events));
   }
   return 0;

@@ -27,7 +27,7 @@ LAYERS = [
     ("models and data", ["models"]),
     ("model config", ["models/config"]),
     ("edges and engines", ["server", "worker", "p3/pipeline", "p3/sim"]),
-    ("tool libraries", ["tools/launcher"]),
+    ("tool libraries", ["tools/launcher", "tools/results_lib"]),
     ("tools", ["tools"]),
     ("tests", ["tests"]),
 ]

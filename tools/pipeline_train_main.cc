@@ -11,45 +11,24 @@
 
 #include <iostream>
 #include <string>
-#include <vector>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
-#include "p3/base/file_util.h"
 #include "p3/pipeline/runner.h"
 #include "proto/config.h"
+#include "proto/program.h"
 
 ABSL_FLAG(std::string, config, "", "experiment config (text format), mode \"pipeline\"");
 ABSL_FLAG(std::string, result_file, "", "where to write the result JSON");
 ABSL_FLAG(std::string, epochs_file, "", "where to write the per-epoch records (CSV)");
 
-namespace {
-
-// Writes `contents` to `path` unless the path is empty (the flag not given).
-absl::Status WriteIfRequested(const std::string& path, const std::string& contents) {
-  if (path.empty()) return absl::OkStatus();
-  return p3::WriteFileAtomically(path, contents);
-}
-
-}  // namespace
-
 int main(int argc, char** argv) {
-  const std::vector<std::string> overrides = p3::config::TakeOverrideFlags(&argc, argv);
-  absl::ParseCommandLine(argc, argv);
-  if (absl::GetFlag(FLAGS_config).empty()) {
-    std::cerr << "pipeline_train: --config=PATH is required\n";
-    return 2;
-  }
+  p3::Program program("pipeline_train", argc, argv, {.config_overrides = true});
   absl::StatusOr<p3::config::ExperimentConfig> config =
-      p3::config::LoadConfig(absl::GetFlag(FLAGS_config), overrides);
-  if (!config.ok()) {
-    std::cerr << "pipeline_train: " << config.status().message() << "\n";
-    return 2;
-  }
-  if (config->mode() != "pipeline") {
-    std::cerr << "pipeline_train: mode is \"" << config->mode()
-              << "\"; this binary runs mode \"pipeline\" (use --set=mode=pipeline)\n";
-    return 2;
+      program.LoadConfig(absl::GetFlag(FLAGS_config));
+  if (!config.ok()) return program.Fail(2, config.status().message());
+  if (config->mode() != p3::config::kPipelineMode) {
+    return program.Fail(2, "mode is \"" + config->mode() +
+                               "\"; this binary runs mode \"pipeline\" (use --set=mode=pipeline)");
   }
   // Process-wide: this (main) thread profiles the blocks and evaluates; each stage
   // thread sets its own count from the same field (PipelineOptions::threads_per_stage).
@@ -57,17 +36,11 @@ int main(int argc, char** argv) {
   p3::pipeline::RunOptions options;
   options.progress = &std::cout;
   absl::StatusOr<p3::pipeline::RunResult> result = p3::pipeline::RunPipeline(*config, options);
-  if (!result.ok()) {
-    std::cerr << "pipeline_train: " << result.status() << "\n";
-    return 1;
-  }
+  if (!result.ok()) return program.Fail(1, result.status().ToString());
   for (const absl::Status& written :
-       {WriteIfRequested(absl::GetFlag(FLAGS_result_file), result->ToJson() + "\n"),
-        WriteIfRequested(absl::GetFlag(FLAGS_epochs_file), result->EpochsCsv())}) {
-    if (!written.ok()) {
-      std::cerr << "pipeline_train: " << written.message() << "\n";
-      return 1;
-    }
+       {p3::WriteRequestedFile(absl::GetFlag(FLAGS_result_file), result->ToJson() + "\n"),
+        p3::WriteRequestedFile(absl::GetFlag(FLAGS_epochs_file), result->EpochsCsv())}) {
+    if (!written.ok()) return program.Fail(1, written.message());
   }
   std::cout << "RESULT " << result->ToJson() << std::endl;
   return 0;

@@ -11,24 +11,15 @@ older worker, a custom trainer) gives the loss curve alone.
 Exit status: 0 drawn; 2 bad usage or unreadable records; 3 matplotlib is missing (the
 message says which package to install).
 """
-import csv
 import os
 import sys
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from results_lib import csv_io, records  # noqa: E402
+
 
 def read_records(path):
-    with open(path, newline="") as f:
-        rows = list(csv.DictReader(f))
-    iterations, losses, epochs = [], [], []
-    for r in rows:
-        iterations.append(int(r["iteration"]))
-        losses.append(float(r["loss"]))
-        # Per-epoch figures sit on the row that ends the epoch (worker/trainer.h).
-        if r.get("epoch_loss"):
-            accuracy = r.get("test_accuracy") or None
-            epochs.append((int(r["iteration"]) + 1, int(r["epoch"]), float(r["epoch_loss"]),
-                           float(accuracy) if accuracy else None))
-    return iterations, losses, epochs
+    return records.curves(csv_io.read_rows(path))
 
 
 def main(argv):

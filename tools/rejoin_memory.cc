@@ -26,14 +26,14 @@
 #include <vector>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "p3/base/allocator.h"
+#include "p3/base/file_util.h"
 #include "p3/core/shared_memory.h"
 #include "p3/core/slice_plan.h"
 #include "p3/core/version_tracker.h"
 #include "p3/core/worker_core.h"
+#include "proto/program.h"
 #include "server/parameter_server.h"
 #include "worker/server_connection.h"
 
@@ -229,7 +229,7 @@ int Run() {
   if (csv.empty()) {
     std::cout << rows.str();
   } else {
-    std::ofstream(csv) << rows.str();
+    check(WriteFileAtomically(csv, rows.str()), "--csv");
   }
   if (absl::GetFlag(FLAGS_exit_running)) std::_Exit(0);
   w0.Die();
@@ -244,9 +244,6 @@ int Run() {
 int main(int argc, char** argv) {
   // As p3_server does: glibc keeps freed memory for large messages (p3/base/allocator.h), so
   // RSS is a high-water mark here as there.
-  if (absl::Status tuned = p3::TuneAllocatorForLargeMessages(); !tuned.ok()) {
-    std::cerr << "rejoin_memory: " << tuned.message() << " (continuing)\n";
-  }
-  absl::ParseCommandLine(argc, argv);
+  p3::Program program("rejoin_memory", argc, argv, {.allocator = p3::AllocatorOptions{}});
   return p3::Run();
 }

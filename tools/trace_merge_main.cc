@@ -9,26 +9,21 @@
 #include <vector>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
-#include "absl/flags/usage.h"
+#include "proto/program.h"
 #include "tools/launcher/trace_merge.h"
 
 ABSL_FLAG(std::string, output, "trace.json", "Merged trace to write.");
 
 int main(int argc, char** argv) {
-  absl::SetProgramUsageMessage("trace_merge_tool --output=OUT.json IN.json [IN.json ...]");
-  std::vector<char*> positional = absl::ParseCommandLine(argc, argv);
-  std::vector<std::string> inputs(positional.begin() + 1, positional.end());
+  p3::Program program("trace_merge", argc, argv,
+                      {.usage = "trace_merge_tool --output=OUT.json IN.json [IN.json ...]"});
+  const std::vector<std::string>& inputs = program.arguments();
   if (inputs.empty()) {
-    std::cerr << "trace_merge: no input files; usage: trace_merge --output=OUT.json IN.json ...\n";
-    return 2;
+    return program.Fail(2, "no input files; usage: trace_merge --output=OUT.json IN.json ...");
   }
   absl::StatusOr<p3::tools::TraceMergeStats> stats =
       p3::tools::MergeTraceFiles(inputs, absl::GetFlag(FLAGS_output));
-  if (!stats.ok()) {
-    std::cerr << "trace_merge: " << stats.status().message() << "\n";
-    return 1;
-  }
+  if (!stats.ok()) return program.Fail(1, stats.status().message());
   std::cout << "trace_merge: " << stats->events << " events from " << stats->files << " files -> "
             << absl::GetFlag(FLAGS_output) << "\n";
   return 0;

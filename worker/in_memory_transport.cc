@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "p3/core/slice_plan.h"
+#include "p3/core/snapshot.h"
 #include "p3/core/transport_core.h"
 #include "p3/core/wire_dtype.h"
 #include "worker/link_end.h"
@@ -16,21 +17,8 @@
 namespace p3 {
 namespace {
 
-// The version a shard's message names, and its round for kBuffers: what the shard calls
-// Outgoing::iteration (p3/core/parameter_shard.h).
-uint64_t CounterOf(const Outgoing& o) { return o.iteration; }
-
-// The bytes a stream would carry for `o` (2 per value on a 16-bit wire), for the order.
-int64_t BytesOf(const Outgoing& o) {
-  if (o.encoded != nullptr) {
-    return static_cast<int64_t>(o.encoded->values.size() * sizeof(uint16_t));
-  }
-  if (o.values != nullptr) return static_cast<int64_t>(o.values->size() * sizeof(float));
-  return 0;
-}
-
 // Appends what the shard answered to `out`, or returns why it refused.
-absl::Status AppendTo(absl::StatusOr<std::vector<Outgoing>> answer, std::vector<Outgoing>* out) {
+absl::Status AppendTo(absl::StatusOr<std::vector<ToWorker>> answer, std::vector<ToWorker>* out) {
   if (!answer.ok()) return answer.status();
   out->insert(out->end(), answer->begin(), answer->end());
   return absl::OkStatus();
@@ -63,19 +51,19 @@ void InMemoryServer::FailLocked(int rank, const absl::Status& status) {
     if (link.ended) continue;
     // Ahead of everything queued; after either, nothing more is taken from the link.
     if (rank < 0 || other == rank) {
-      Push(link, Downstream{.kind = Downstream::Kind::kEnd, .status = status},
-           SendQueue<Downstream>::kUrgent, 0, 0);
+      Push(link, Delivery{.end = status}, SendQueue<Delivery>::kUrgent, 0, 0);
     } else {
-      Push(link, Downstream{.kind = Downstream::Kind::kAbort, .status = failure_},
-           SendQueue<Downstream>::kUrgent, 0, 0);
+      Push(link,
+           Delivery{.message = Downstream{.kind = Downstream::Kind::kAbort, .abort = failure_}},
+           SendQueue<Delivery>::kUrgent, 0, 0);
     }
     link.ended = true;
   }
 }
 
-void InMemoryServer::Push(LinkState& link, Downstream message, int64_t priority, int64_t tiebreak,
+void InMemoryServer::Push(LinkState& link, Delivery delivery, int64_t priority, int64_t tiebreak,
                           int64_t bytes) {
-  send_queue_->Push(link.lane, std::move(message), priority, tiebreak, bytes);
+  send_queue_->Push(link.lane, std::move(delivery), priority, tiebreak, bytes);
 }
 
 absl::StatusOr<uint64_t> InMemoryServer::Link(const TransportOptions& options) {
@@ -84,10 +72,10 @@ absl::StatusOr<uint64_t> InMemoryServer::Link(const TransportOptions& options) {
   }
   absl::MutexLock lock(&mu_);
   if (!failure_.ok()) return failure_;
-  absl::StatusOr<std::vector<Outgoing>> initial = shard_.Join(options.signature, options.rank);
+  absl::StatusOr<std::vector<ToWorker>> initial = shard_.Join(options.signature, options.rank);
   if (!initial.ok()) return initial.status();
   if (send_queue_ == nullptr) {
-    send_queue_ = std::make_unique<SendQueue<Downstream>>(
+    send_queue_ = std::make_unique<SendQueue<Delivery>>(
         SendQueueOptions{.priority = options.signature.priority});
   }
   LinkState& link = links_[options.rank];
@@ -95,13 +83,13 @@ absl::StatusOr<uint64_t> InMemoryServer::Link(const TransportOptions& options) {
   // A worker that links while a re-plan is pending learns of it here, as from a server.
   if (std::optional<std::pair<uint64_t, int64_t>> replan = shard_.ReplanPending()) {
     Push(link,
-         Downstream{.kind = Downstream::Kind::kReplan,
-                    .from_iteration = replan->first,
-                    .slice_params = replan->second},
-         SendQueue<Downstream>::kUrgent, 0, 0);
+         Delivery{.message = Downstream{.kind = Downstream::Kind::kReplan,
+                                        .from_iteration = replan->first,
+                                        .slice_params = replan->second}},
+         SendQueue<Delivery>::kUrgent, 0, 0);
   }
-  for (const Outgoing& o : *initial) {
-    Push(link, Downstream{.out = o}, o.priority, o.slice_id, BytesOf(o));  // all to this worker
+  for (const ToWorker& m : *initial) {  // all to this worker
+    Push(link, Delivery{.message = m.message}, m.priority, m.message.slice_id, m.bytes);
   }
   return shard_.start_version();
 }
@@ -114,7 +102,7 @@ void InMemoryServer::Receive(int rank, const Upstream& message, int64_t max_mess
     auto link = links_.find(rank);
     if (!failure_.ok() || link == links_.end() || link->second.ended) return;
   }
-  std::vector<Outgoing> out;
+  std::vector<ToWorker> out;
   const absl::Status status = Handle(rank, message, max_message_params, &out);
   absl::MutexLock lock(&mu_);
   if (!status.ok()) {
@@ -126,7 +114,7 @@ void InMemoryServer::Receive(int rank, const Upstream& message, int64_t max_mess
     LinkState& link = links_.at(rank);
     if (!link.ended) {
       // As a stream's handler returns after the Done: what is still queued is dropped.
-      Push(link, Downstream{.kind = Downstream::Kind::kEnd}, SendQueue<Downstream>::kUrgent, 0, 0);
+      Push(link, Delivery{.end = absl::OkStatus()}, SendQueue<Delivery>::kUrgent, 0, 0);
       link.ended = true;
     }
     return;
@@ -136,27 +124,27 @@ void InMemoryServer::Receive(int rank, const Upstream& message, int64_t max_mess
     for (auto& [other, link] : links_) {
       if (link.ended) continue;
       Push(link,
-           Downstream{.kind = Downstream::Kind::kReplan,
-                      .from_iteration = message.from_iteration,
-                      .slice_params = message.slice_params},
-           SendQueue<Downstream>::kUrgent, 0, 0);
+           Delivery{.message = Downstream{.kind = Downstream::Kind::kReplan,
+                                          .from_iteration = message.from_iteration,
+                                          .slice_params = message.slice_params}},
+           SendQueue<Delivery>::kUrgent, 0, 0);
     }
     return;
   }
-  for (const Outgoing& o : out) {
-    auto link = links_.find(o.rank);
+  for (const ToWorker& m : out) {
+    auto link = links_.find(m.rank);
     if (link == links_.end() || link->second.ended) continue;  // that worker has gone
-    Push(link->second, Downstream{.out = o}, o.priority, o.slice_id, BytesOf(o));
+    Push(link->second, Delivery{.message = m.message}, m.priority, m.message.slice_id, m.bytes);
   }
 }
 
 absl::Status InMemoryServer::Handle(int rank, const Upstream& up, int64_t max_message_params,
-                                    std::vector<Outgoing>* out) {
+                                    std::vector<ToWorker>* out) {
   absl::Status status;
   switch (up.kind) {
     case Upstream::Kind::kInit:
       WriteInParts(up.length, max_message_params, [&](int64_t offset, int64_t count) {
-        absl::StatusOr<std::vector<Outgoing>> init =
+        absl::StatusOr<std::vector<ToWorker>> init =
             shard_.Init(rank, up.slice_id, up.values + offset, count, offset);
         status = init.status();
         if (init.ok()) out->insert(out->end(), init->begin(), init->end());
@@ -177,7 +165,7 @@ absl::Status InMemoryServer::Handle(int rank, const Upstream& up, int64_t max_me
         encoded.resize(static_cast<size_t>(count) * BytesPerValue(dtype));
         EncodeValues(dtype, up.values + offset, count, scale, encoded.data());
         const std::vector<absl::string_view> segments = {encoded};
-        status = shard_.Gradient(rank, up.slice_id, up.iteration, segments, count, offset, out,
+        status = shard_.Gradient(rank, up.slice_id, up.iteration, segments, offset, out,
                                  up.encoding.scale_exponent);
         return status.ok();
       });
@@ -199,9 +187,9 @@ absl::Status InMemoryServer::Handle(int rank, const Upstream& up, int64_t max_me
   return absl::OkStatus();
 }
 
-std::optional<SendQueue<InMemoryServer::Downstream>::Item> InMemoryServer::Next(int rank) {
+std::optional<SendQueue<InMemoryServer::Delivery>::Item> InMemoryServer::Next(int rank) {
   int lane = 0;
-  SendQueue<Downstream>* queue = nullptr;
+  SendQueue<Delivery>* queue = nullptr;
   {
     absl::MutexLock lock(&mu_);
     lane = links_.at(rank).lane;
@@ -260,7 +248,7 @@ class InMemoryTransport : public Transport {
   void WriteLoop();
   void ReadLoop();
   // One of the shard's answers to the core (values, Ack) or the listener (buffers).
-  absl::Status Deliver(const Outgoing& o);
+  absl::Status Deliver(const Downstream& d);
   const TransportOptions options_;
   InMemoryServer* const server_;
   uint64_t start_version_ = 0;
@@ -322,21 +310,16 @@ void InMemoryTransport::WriteLoop() {
   writer_done_ = true;
 }
 
-absl::Status InMemoryTransport::Deliver(const Outgoing& o) {
+absl::Status InMemoryTransport::Deliver(const Downstream& d) {
   const int server = options_.server_index;
-  switch (o.kind) {
-    case Outgoing::Kind::kParams: {
+  switch (d.kind) {
+    case Downstream::Kind::kParams: {
       // The values as the stream would carry them, in parts.
-      const bool encoded = o.encoded != nullptr;
-      const WireDType dtype = encoded ? server_->shard().wire_dtype() : WireDType::kFloat32;
-      const size_t width = BytesPerValue(dtype);
-      const char* bytes = encoded ? reinterpret_cast<const char*>(o.encoded->values.data())
-                                  : reinterpret_cast<const char*>(o.values->data());
-      const int64_t n = static_cast<int64_t>(encoded ? o.encoded->values.size() : o.values->size());
-      received_.scale_exponent.reset();
-      if (encoded && dtype == WireDType::kFloat16) {
-        received_.scale_exponent = o.encoded->scale_exponent;
-      }
+      const Snapshot& snapshot = *d.values;
+      const size_t width = BytesPerValue(snapshot.dtype());
+      const char* bytes = snapshot.bytes().data();
+      const int64_t n = snapshot.size();
+      received_.scale_exponent = snapshot.scale_exponent();  // float16 only
       absl::Status status;
       WriteInParts(n, options_.max_message_params, [&](int64_t offset, int64_t count) {
         received_.segments.assign(1, absl::string_view(bytes + offset * width, count * width));
@@ -344,52 +327,48 @@ absl::Status InMemoryTransport::Deliver(const Outgoing& o) {
         bytes_received_ += static_cast<int64_t>(received_.bytes);
         status =
             options_.core
-                ->Params(server, o.slice_id, CounterOf(o), static_cast<uint64_t>(offset), received_)
+                ->Params(server, d.slice_id, d.version, static_cast<uint64_t>(offset), received_)
                 .status();
         return status.ok();
       });
       return status;
     }
-    case Outgoing::Kind::kAck: {
+    case Downstream::Kind::kAck: {
       // Answered on this link, without a trip through the worker.
-      absl::StatusOr<ToServer> pull = options_.core->Ack(server, o.slice_id, CounterOf(o));
+      absl::StatusOr<ToServer> pull = options_.core->Ack(server, d.slice_id, d.iteration);
       if (!pull.ok()) return pull.status();
       Send(*pull);
       return absl::OkStatus();
     }
-    case Outgoing::Kind::kBuffers: {
-      const absl::string_view values(reinterpret_cast<const char*>(o.values->data()),
-                                     o.values->size() * sizeof(float));
+    case Downstream::Kind::kBuffers: {
+      const absl::string_view values(reinterpret_cast<const char*>(d.buffers->data()),
+                                     d.buffers->size() * sizeof(float));
       bytes_received_ += static_cast<int64_t>(values.size());
-      options_.listener->OnBuffers(server, CounterOf(o), values);
+      options_.listener->OnBuffers(server, d.round, values);
       return absl::OkStatus();
     }
+    default:  // the edge's control messages, which ReadLoop handles
+      break;
   }
   return absl::OkStatus();
 }
 
 void InMemoryTransport::ReadLoop() {
-  using Downstream = InMemoryServer::Downstream;
   absl::Status failure;  // this link's own: an answer the core refused
   absl::Status abort;    // the server's Abort
   std::optional<absl::Status> end;
-  while (std::optional<SendQueue<Downstream>::Item> item = server_->Next(options_.rank)) {
-    const Downstream& d = item->value;
-    switch (d.kind) {
-      case Downstream::Kind::kOutgoing:
-        failure = Deliver(d.out);
-        break;
-      case Downstream::Kind::kReplan:
-        options_.listener->OnReplan(options_.server_index, d.from_iteration, d.slice_params);
-        break;
-      case Downstream::Kind::kAbort:
-        abort =
-            absl::Status(d.status.code(), absl::StrCat("server ", options_.server_index,
-                                                       " aborted the run: ", d.status.message()));
-        break;
-      case Downstream::Kind::kEnd:
-        end = d.status;
-        break;
+  while (std::optional<SendQueue<InMemoryServer::Delivery>::Item> item =
+             server_->Next(options_.rank)) {
+    const Downstream& d = item->value.message;
+    if (item->value.end.has_value()) {
+      end = item->value.end;
+    } else if (d.kind == Downstream::Kind::kReplan) {
+      options_.listener->OnReplan(options_.server_index, d.from_iteration, d.slice_params);
+    } else if (d.kind == Downstream::Kind::kAbort) {
+      abort = absl::Status(d.abort.code(), absl::StrCat("server ", options_.server_index,
+                                                        " aborted the run: ", d.abort.message()));
+    } else {
+      failure = Deliver(d);
     }
     server_->Release(options_.rank, item->bytes);
     if (!failure.ok() || !abort.ok() || end.has_value()) break;

@@ -40,6 +40,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "p3/core/downstream.h"
 #include "p3/core/parameter_shard.h"
 #include "p3/core/send_queue.h"
 #include "p3/core/to_server.h"
@@ -66,21 +67,19 @@ class InMemoryServer {
  private:
   friend class InMemoryTransport;
 
-  // One message from the server to a worker, as queued in the server's send queue.
-  struct Downstream {
-    // kOutgoing: the shard's answer; kReplan: rank 0's re-plan, forwarded; kAbort: the run
-    // failed (`status`, naming the worker that broke it); kEnd: the link ends with
-    // `status` (OK: after the worker's Done).
-    enum class Kind { kOutgoing, kReplan, kAbort, kEnd };
-    Kind kind = Kind::kOutgoing;
-    Outgoing out;
-    absl::Status status;
-    uint64_t from_iteration = 0;
-    int64_t slice_params = 0;
+  // What the server's send queue delivers to a worker's link: a message, or the link's
+  // end.
+  struct Delivery {
+    // As a server's stream sends them: the shard's answers (kParams, kAck, kBuffers), rank
+    // 0's re-plan forwarded (kReplan), and kAbort when the run failed (naming the worker
+    // that broke it). Not used once `end` is set.
+    Downstream message;
+    // Instead of a message: the link ends with this status (OK: after the worker's Done).
+    std::optional<absl::Status> end;
   };
   struct LinkState {
     int lane = 0;
-    bool ended = false;  // a kEnd or kAbort is queued, or the link is gone
+    bool ended = false;  // its end or an Abort is queued, or the link is gone
   };
 
   // The transport's side, on its threads. The handshake of worker options.rank: returns
@@ -91,7 +90,7 @@ class InMemoryServer {
   void Receive(int rank, const Upstream& message, int64_t max_message_params);
   // The server's next message to worker `rank`, once it is that link's turn; none once
   // the link is closed. Release() it once delivered.
-  std::optional<SendQueue<Downstream>::Item> Next(int rank);
+  std::optional<SendQueue<Delivery>::Item> Next(int rank);
   void Release(int rank, int64_t bytes);
   // Worker `rank`'s link is gone: before its Done, the run fails here as when a stream
   // breaks. Nothing more goes to it. Safe to call twice.
@@ -101,18 +100,18 @@ class InMemoryServer {
 
   // The shard's part of Receive; what it answers is appended to `out`.
   absl::Status Handle(int rank, const Upstream& message, int64_t max_message_params,
-                      std::vector<Outgoing>* out);
+                      std::vector<ToWorker>* out);
   // The run fails because of worker `rank` (-1: the server itself): that link ends with
   // `status`, the others get an Abort saying which worker broke the run.
   void FailLocked(int rank, const absl::Status& status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void Push(LinkState& link, Downstream message, int64_t priority, int64_t tiebreak, int64_t bytes)
+  void Push(LinkState& link, Delivery delivery, int64_t priority, int64_t tiebreak, int64_t bytes)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   ParameterShard shard_;
   absl::Mutex mu_;
   // The send order of the server's answers over every link: made at the first link, in
   // the order its signature says, never replaced.
-  std::unique_ptr<SendQueue<Downstream>> send_queue_ ABSL_GUARDED_BY(mu_);
+  std::unique_ptr<SendQueue<Delivery>> send_queue_ ABSL_GUARDED_BY(mu_);
   std::map<int, LinkState> links_ ABSL_GUARDED_BY(mu_);  // by rank
   absl::Status failure_ ABSL_GUARDED_BY(mu_);
   bool all_done_ ABSL_GUARDED_BY(mu_) = false;

@@ -8,16 +8,13 @@
 
 #include <iostream>
 #include <string>
-#include <vector>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "absl/synchronization/mutex.h"
-#include "p3/base/allocator.h"
-#include "p3/base/file_util.h"
-#include "proto/config.h"
+#include "p3/base/trace.h"
 #include "proto/config_options.h"
+#include "proto/program.h"
 #include "worker/trainer.h"
 
 ABSL_FLAG(std::string, config, "", "experiment config (text format)");
@@ -30,33 +27,14 @@ ABSL_FLAG(bool, rejoin, false,
           "this process replaces a dead worker of the same rank: rejoin the servers and "
           "resume at the cluster's iteration (needs cluster.rejoin_timeout_s > 0)");
 
-namespace {
-
-// Writes `text` to `path` unless no path was given.
-absl::Status MaybeWriteFile(const std::string& path, const std::string& text) {
-  if (path.empty()) return absl::OkStatus();
-  return p3::WriteFileAtomically(path, text);
-}
-
-}  // namespace
-
 int main(int argc, char** argv) {
-  // Before any thread: large messages without page faults (p3/base/allocator.h).
-  if (absl::Status tuned = p3::TuneAllocatorForLargeMessages(); !tuned.ok()) {
-    std::cerr << "p3_worker: " << tuned.message() << " (continuing)\n";
-  }
-  // Abseil's lock-order graph is on in builds without NDEBUG (these binaries); on the data
-  // path it took about 1 % of all cycles (perf, ResNet-50 at 2.5 Gbit/s;
-  // docs/results/throughput.md). The tests, which link the libraries, keep it.
-  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
-  const std::vector<std::string> overrides = p3::config::TakeOverrideFlags(&argc, argv);
-  absl::ParseCommandLine(argc, argv);
+  p3::Program program("p3_worker", argc, argv,
+                      {.allocator = p3::AllocatorOptions{},
+                       .skip_lock_order_checks = true,
+                       .config_overrides = true});
   absl::StatusOr<p3::config::ExperimentConfig> config =
-      p3::config::LoadConfig(absl::GetFlag(FLAGS_config), overrides);
-  if (!config.ok()) {
-    std::cerr << "p3_worker: " << config.status().message() << "\n";
-    return 2;
-  }
+      program.LoadConfig(absl::GetFlag(FLAGS_config));
+  if (!config.ok()) return program.Fail(2, config.status().message());
   p3::TrainerOptions options;
   options.rank = absl::GetFlag(FLAGS_rank);
   const std::string servers = absl::GetFlag(FLAGS_servers);
@@ -72,29 +50,24 @@ int main(int argc, char** argv) {
   options.trace = &trace;
   if (config->mode() != "local" &&
       static_cast<int>(options.servers.size()) != config->cluster().servers()) {
-    std::cerr << "p3_worker: --servers lists " << options.servers.size()
-              << " servers; cluster.servers is " << config->cluster().servers() << "\n";
-    return 2;
+    return program.Fail(2, absl::StrCat("--servers lists ", options.servers.size(),
+                                        " servers; cluster.servers is ",
+                                        config->cluster().servers()));
   }
+  program.set_name(absl::StrCat("p3_worker ", options.rank));
   // libtorch's thread count is process state: set here, not in the library.
   if (config->training().threads() > 0) torch::set_num_threads(config->training().threads());
   absl::StatusOr<p3::TrainResult> result = p3::RunTraining(*config, options);
   if (trace.enabled()) {
     // Written on failure too: the timeline up to the failure is what one wants to see.
-    absl::Status written = trace.WriteJson(trace_file);
-    if (!written.ok()) std::cerr << "p3_worker " << options.rank << ": " << written << "\n";
+    const absl::Status written = trace.WriteJson(trace_file);
+    if (!written.ok()) program.Warn(written.ToString());
   }
-  if (!result.ok()) {
-    std::cerr << "p3_worker " << options.rank << ": " << result.status() << "\n";
-    return 1;
-  }
-  for (absl::Status written :
-       {MaybeWriteFile(absl::GetFlag(FLAGS_result_file), result->ToJson() + "\n"),
-        MaybeWriteFile(absl::GetFlag(FLAGS_records_file), result->RecordsCsv())}) {
-    if (!written.ok()) {
-      std::cerr << "p3_worker " << options.rank << ": " << written << "\n";
-      return 1;
-    }
+  if (!result.ok()) return program.Fail(1, result.status().ToString());
+  for (const absl::Status& written :
+       {p3::WriteRequestedFile(absl::GetFlag(FLAGS_result_file), result->ToJson() + "\n"),
+        p3::WriteRequestedFile(absl::GetFlag(FLAGS_records_file), result->RecordsCsv())}) {
+    if (!written.ok()) return program.Fail(1, written.ToString());
   }
   std::cout << "RESULT " << result->ToJson() << std::endl;
   return 0;

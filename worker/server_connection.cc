@@ -20,14 +20,14 @@
 namespace p3 {
 namespace {
 
-// The wire's names for the counters of a worker's message (proto/p3.proto), the one place
-// the worker maps Upstream's fields to them: SliceData calls a gradient's iteration
-// `iteration` (an Init's is 0); Pull and Resume carry a `version`; Buffers a `round`;
-// Replan `from_iteration` and `slice_params`.
+// Upstream's counters go into the wire's messages (proto/p3.proto) here and in ToWire: a
+// gradient's iteration through SliceHeader::set_iteration (an Init's is 0; proto/wire_codec.h
+// maps SliceData's field to its meanings); Pull and Resume carry a `version`, Buffers a
+// `round`, Replan `from_iteration` and `slice_params`.
 SliceHeader SliceHeaderOf(const Upstream& up) {
   SliceHeader header;
   header.slice_id = static_cast<uint32_t>(up.slice_id);
-  header.iteration = up.kind == Upstream::Kind::kGradient ? up.iteration : 0;
+  header.set_iteration(up.kind == Upstream::Kind::kGradient ? up.iteration : 0);
   // float32, or the 16-bit wire's dtype with (float16) the slice's scale: the same for
   // every part, and also on a shared-memory descriptor, where the server applies it.
   header.has_scale_exponent = up.encoding.scale_exponent.has_value();
@@ -151,7 +151,7 @@ absl::StatusOr<std::unique_ptr<ServerConnection>> ServerConnection::Open(
   }
   DecodedServerMessage reply;
   const absl::Status decoded = Decode(&buffer, &reply);
-  if (!decoded.ok() || reply.field != kWelcomeField) {
+  if (!decoded.ok() || reply.field != wire::ServerMessage::kWelcomeFieldNumber) {
     conn->context_.TryCancel();
     conn->stream_->Finish();
     return absl::InternalError(
@@ -203,7 +203,8 @@ void ServerConnection::Send(const ToServer& message) {
 
 bool ServerConnection::WriteValues(const Upstream& up) {
   SliceHeader header = SliceHeaderOf(up);
-  const int field = up.kind == Upstream::Kind::kInit ? kInitField : kGradientField;
+  const int field = up.kind == Upstream::Kind::kInit ? wire::WorkerMessage::kInitFieldNumber
+                                                     : wire::WorkerMessage::kGradientFieldNumber;
   const ValueEncoding& encoding = up.encoding;
   const int64_t width = static_cast<int64_t>(BytesPerValue(encoding.dtype));
   const int64_t n = up.length;
@@ -299,8 +300,7 @@ absl::Status ServerConnection::ReceiveParams(const DecodedServerMessage& msg,
     received->bytes = msg.value_bytes;
     bytes_received_ += static_cast<int64_t>(received->bytes);
   }
-  // The header's `iteration` is the version of the values (proto/p3.proto, SliceData).
-  return options_.core->Params(options_.server_index, h.slice_id, h.iteration, h.offset, *received)
+  return options_.core->Params(options_.server_index, h.slice_id, h.version(), h.offset, *received)
       .status();
 }
 
@@ -322,7 +322,7 @@ void ServerConnection::ReadLoop() {
         options_.trace->Complete(receive_track_, absl::StrCat("params ", msg.header.slice_id),
                                  "receive", start, absl::Now(),
                                  absl::StrCat("\"slice\": ", msg.header.slice_id,
-                                              ", \"version\": ", msg.header.iteration,
+                                              ", \"version\": ", msg.header.version(),
                                               ", \"bytes\": ", msg.value_bytes));
       }
     } else if (msg.control.has_ack()) {

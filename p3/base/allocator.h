@@ -7,11 +7,12 @@
 // glibc's own adjustment) is a fresh mmap, and freeing the top of a heap gives its pages
 // back to the kernel; every iteration then pays a page fault per 4 KiB touched. On the
 // virtual machines this project is developed on, that costs more than the computation
-// itself (measured, 2 cores, docs/results/throughput.md: VGG-19 batch 4 in `local` mode
+// itself (measured, 2 cores, docs/results/throughput/throughput.md: VGG-19 batch 4 in `local` mode
 // 4.7 s -> 0.54 s per iteration; ResNet-50 1 worker + 1 server over loopback 6.8 -> 30
 // samples/s).
 //
-// The p3_server and p3_worker binaries call this first thing in main(). A trainer that
+// The p3_server and p3_worker binaries call this first thing in main() (through
+// ProgramOptions::allocator, proto/program.h). A trainer that
 // links the worker library calls it itself if it wants the same behaviour: it changes
 // the allocator for the whole process, which a library should not do behind its back.
 // The price: memory freed by the process stays mapped in it (resident size stays at its

@@ -88,7 +88,7 @@ absl::StatusOr<std::string> ReadFile(const std::string& path) {
   }
   std::ostringstream contents;
   contents << in.rdbuf();
-  if (in.bad()) return absl::InternalError(absl::StrCat("cannot read ", path));
+  if (in.bad()) return absl::InternalError(absl::StrCat("cannot read ", path, ": read error"));
   return contents.str();
 }
 

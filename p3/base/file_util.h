@@ -31,7 +31,9 @@ struct WriteFileOptions {
 absl::Status WriteFileAtomically(const std::string& path, absl::string_view contents,
                                  const WriteFileOptions& options = {});
 
-// The whole file. NotFound / PermissionDenied / Internal naming the file.
+// The whole file: the one way the project reads a file whole. NotFound /
+// PermissionDenied / Internal, whose message is "cannot read <path>: <the system's
+// reason>".
 absl::StatusOr<std::string> ReadFile(const std::string& path);
 
 }  // namespace p3

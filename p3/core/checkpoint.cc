@@ -7,8 +7,6 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <fstream>
-#include <sstream>
 #include <utility>
 
 #include "absl/strings/match.h"
@@ -139,11 +137,9 @@ absl::Status WriteCheckpoint(const ShardCheckpoint& ckpt, const std::string& dir
 }
 
 absl::StatusOr<ShardCheckpoint> ReadCheckpoint(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat("cannot read ", path));
-  std::stringstream ss;
-  ss << in.rdbuf();
-  const std::string file = ss.str();
+  absl::StatusOr<std::string> read = ReadFile(path);
+  if (!read.ok()) return read.status();
+  const std::string& file = *read;
   auto corrupt = [&](const std::string& why) {
     return absl::DataLossError(absl::StrCat(path, ": ", why));
   };

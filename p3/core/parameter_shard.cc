@@ -1,56 +1,44 @@
+// ParameterShard's membership and the lookups every call starts with: Join, Finish,
+// the accessors, the model buffers' exchange and the stall report's waits. The other
+// concepts live beside it (parameter_shard.h lists them).
 #include "p3/core/parameter_shard.h"
 
 #include <algorithm>
-#include <atomic>
-#include <cstring>
+#include <memory>
+#include <optional>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 #include "p3/base/status_macros.h"
 
 namespace p3 {
-namespace {
-
-// A part of `n` values at `offset` must continue the `received` values so far of a slice
-// of `length`, without gap or overlap, and carry at least one value.
-absl::Status CheckPart(const char* what, int slice_id, int64_t length, int64_t received,
-                       int64_t offset, int64_t n) {
-  if (n < 1 || offset < 0 || n > length - offset) {
-    return absl::InvalidArgumentError(absl::StrCat(what, " of slice ", slice_id, ": ", n,
-                                                   " values at offset ", offset,
-                                                   " do not fit the slice's ", length));
-  }
-  if (offset != received) {
-    return absl::InvalidArgumentError(absl::StrCat(what, " of slice ", slice_id,
-                                                   ": a part at offset ", offset, "; expected ",
-                                                   received, " (parts must come in order)"));
-  }
-  return absl::OkStatus();
-}
-
-// A message for a slice of the plan a re-plan replaced.
-absl::Status RetiredSlice(const char* what, int slice_id) {
-  return absl::FailedPreconditionError(absl::StrCat(
-      what, " for slice ", slice_id, " of the plan before the re-plan; slice ids have changed"));
-}
-
-}  // namespace
-
-std::vector<float> DecodedValues(const Outgoing& o, WireDType dtype) {
-  if (o.encoded == nullptr) {
-    return o.values == nullptr ? std::vector<float>() : *o.values;
-  }
-  std::vector<float> out(o.encoded->values.size());
-  DecodeValues(dtype, o.encoded->values.data(), static_cast<int64_t>(out.size()),
-               o.encoded->scale_exponent, out.data());
-  return out;
-}
 
 ParameterShard::ParameterShard(const ShardOptions& options)
     : options_(options), optimizer_(options.optimizer) {}
 
-absl::StatusOr<std::vector<Outgoing>> ParameterShard::Join(const ClusterSignature& sig, int rank) {
+absl::Status ParameterShard::RetiredSlice(const char* what, int slice_id) {
+  return absl::FailedPreconditionError(absl::StrCat(
+      what, " for slice ", slice_id, " of the plan before the re-plan; slice ids have changed"));
+}
+
+std::unique_ptr<ParameterShard::SliceState> ParameterShard::NewSliceState(
+    const Slice& slice) const {
+  const int workers = options_.num_workers;
+  auto state = std::make_unique<SliceState>();
+  state->offset = slice.offset;
+  state->length = slice.length;
+  state->priority = slice.priority;
+  absl::MutexLock slice_lock(&state->mu);
+  state->grads.resize(workers);
+  state->grad_ptrs.assign(workers, nullptr);
+  state->has.assign(workers, false);
+  state->received.assign(workers, 0);
+  state->catch_up.assign(workers, false);
+  return state;
+}
+
+absl::StatusOr<std::vector<ToWorker>> ParameterShard::Join(const ClusterSignature& sig, int rank) {
   if (sig.num_workers != options_.num_workers) {
     return absl::FailedPreconditionError(absl::StrCat("worker ", rank, " expects ", sig.num_workers,
                                                       " workers; this server serves ",
@@ -107,20 +95,7 @@ absl::StatusOr<std::vector<Outgoing>> ParameterShard::Join(const ClusterSignatur
     uninitialized_ = 0;
     owned_slices_ = plan_->server_slices(options_.server_index).size();
     for (int id : plan_->server_slices(options_.server_index)) {
-      const Slice& slice = plan_->slices()[id];
-      auto state = std::make_unique<SliceState>();
-      state->offset = slice.offset;
-      state->length = slice.length;
-      state->priority = slice.priority;
-      {
-        absl::MutexLock slice_lock(&state->mu);
-        state->grads.resize(sig.num_workers);
-        state->grad_ptrs.assign(sig.num_workers, nullptr);
-        state->has.assign(sig.num_workers, false);
-        state->received.assign(sig.num_workers, 0);
-        state->catch_up.assign(sig.num_workers, false);
-      }
-      slices_[id] = std::move(state);
+      slices_[id] = NewSliceState(plan_->slices()[id]);
       ++uninitialized_;
     }
     if (options_.restore.has_value()) {
@@ -143,7 +118,7 @@ absl::StatusOr<std::vector<Outgoing>> ParameterShard::Join(const ClusterSignatur
   }
   joined_[rank] = true;
   everyone_joined_ = std::all_of(joined_.begin(), joined_.end(), [](bool j) { return j; });
-  std::vector<Outgoing> out;
+  std::vector<ToWorker> out;
   if (uninitialized_ == 0) {
     for (int id : plan_->server_slices(options_.server_index)) {
       SliceState& s = *slices_[id];
@@ -152,62 +127,6 @@ absl::StatusOr<std::vector<Outgoing>> ParameterShard::Join(const ClusterSignatur
     }
   }
   return out;
-}
-
-absl::Status ParameterShard::Restore() {
-  const ShardCheckpoint& ckpt = *options_.restore;
-  auto mismatch = [&](const std::string& why) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "the checkpoint of iteration ", ckpt.iteration, " does not fit this model: ", why));
-  };
-  if (ckpt.server_index != options_.server_index) {
-    return mismatch(absl::StrCat("it is server ", ckpt.server_index, "'s"));
-  }
-  if (ckpt.slices.size() != owned_slices_) {
-    return mismatch(
-        absl::StrCat("it holds ", ckpt.slices.size(), " slices; this server owns ", owned_slices_));
-  }
-  for (const SliceCheckpoint& s : ckpt.slices) {
-    if (s.slice_id < 0 || s.slice_id >= static_cast<int>(slices_.size()) ||
-        slices_[s.slice_id] == nullptr) {
-      return mismatch(absl::StrCat("slice ", s.slice_id, " is not this server's"));
-    }
-    if (static_cast<int64_t>(s.params.size()) != slices_[s.slice_id]->length) {
-      return mismatch(absl::StrCat("slice ", s.slice_id, " has ", s.params.size(),
-                                   " parameters, expected ", slices_[s.slice_id]->length));
-    }
-  }
-  for (const SliceCheckpoint& s : ckpt.slices) {
-    SliceState& state = *slices_[s.slice_id];
-    absl::MutexLock slice_lock(&state.mu);
-    state.params = s.params;
-    state.opt = s.optimizer;
-    state.version = ckpt.iteration;
-    state.initialized = true;
-    TakeSnapshot(&state);
-  }
-  uninitialized_ = 0;
-  return absl::OkStatus();
-}
-
-void ParameterShard::AddToCheckpoint(uint64_t version, SliceCheckpoint slice) {
-  std::optional<ShardCheckpoint> complete;
-  {
-    absl::MutexLock lock(&checkpoint_mu_);
-    ShardCheckpoint& ckpt = pending_checkpoints_[version];
-    ckpt.iteration = version;
-    ckpt.server_index = options_.server_index;
-    ckpt.slices.push_back(std::move(slice));
-    if (ckpt.slices.size() == owned_slices_) {
-      std::sort(ckpt.slices.begin(), ckpt.slices.end(),
-                [](const SliceCheckpoint& a, const SliceCheckpoint& b) {
-                  return a.slice_id < b.slice_id;
-                });
-      complete = std::move(ckpt);
-      pending_checkpoints_.erase(version);
-    }
-  }
-  if (complete.has_value() && options_.on_checkpoint) options_.on_checkpoint(*std::move(complete));
 }
 
 absl::StatusOr<ParameterShard::SliceState*> ParameterShard::Lookup(int rank, int slice_id,
@@ -251,296 +170,6 @@ bool ParameterShard::signature_values_on_push() const {
   return signature_.has_value() && signature_->values_on_push;
 }
 
-void ParameterShard::AppendParams(int slice_id, const SliceState& s, int rank,
-                                  std::vector<Outgoing>* out) {
-  Outgoing& o = out->emplace_back();
-  o.kind = Outgoing::Kind::kParams;
-  o.rank = rank;
-  o.slice_id = slice_id;
-  o.iteration = s.version;
-  o.priority = s.priority;
-  o.offset = s.offset;
-  o.values = s.snapshot;
-  o.encoded = s.wire_snapshot;
-}
-
-void ParameterShard::AppendAck(int slice_id, const SliceState& s, int rank, uint64_t iteration,
-                               std::vector<Outgoing>* out) {
-  Outgoing& ack = out->emplace_back();
-  ack.kind = Outgoing::Kind::kAck;
-  ack.rank = rank;
-  ack.slice_id = slice_id;
-  ack.iteration = iteration;
-  ack.priority = s.priority;
-}
-
-void ParameterShard::TakeSnapshot(SliceState* s) const {
-  if (options_.wire_dtype != WireDType::kFloat32) {
-    // Encoded once per version, whatever the number of workers it goes to.
-    std::shared_ptr<WireValues> next = std::move(s->wire_previous);
-    // As below: reused only when nobody else holds it.
-    if (next != nullptr && next.use_count() == 1) {
-      std::atomic_thread_fence(std::memory_order_acquire);
-    } else if (s->wire_spare != nullptr) {
-      next = std::move(s->wire_spare);
-    } else {
-      next = std::make_shared<WireValues>();
-      ++snapshot_allocations_;
-    }
-    const int64_t n = static_cast<int64_t>(s->params.size());
-    next->values.resize(n);
-    next->scale_exponent = options_.wire_dtype == WireDType::kFloat16
-                               ? Float16ScaleExponent(s->params.data(), n)
-                               : 0;
-    EncodeValues(options_.wire_dtype, s->params.data(), n, next->scale_exponent,
-                 next->values.data());
-    s->wire_previous = std::move(s->wire_snapshot);
-    s->wire_snapshot = std::move(next);
-    return;
-  }
-  std::shared_ptr<std::vector<float>> next = std::move(s->previous);
-  // use_count() 1: only this slice holds the buffer, and nobody can take a new reference
-  // without the slice's lock. The fence pairs with the release in the last holder's
-  // decrement, so its reads of the old values happen before these writes.
-  if (next != nullptr && next.use_count() == 1 && next->size() == s->params.size()) {
-    std::atomic_thread_fence(std::memory_order_acquire);
-    std::copy(s->params.begin(), s->params.end(), next->begin());
-  } else if (s->spare != nullptr && s->spare->size() == s->params.size()) {
-    next = std::move(s->spare);  // only this slice has ever held it
-    std::copy(s->params.begin(), s->params.end(), next->begin());
-  } else {
-    next = std::make_shared<std::vector<float>>(s->params);
-    ++snapshot_allocations_;
-  }
-  s->previous = std::move(s->snapshot);
-  s->snapshot = std::move(next);
-}
-
-absl::StatusOr<std::vector<Outgoing>> ParameterShard::Init(int rank, int slice_id,
-                                                           const float* values, int64_t n,
-                                                           int64_t offset) {
-  if (rank != 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("initial values from worker ", rank, "; only worker 0 sends them"));
-  }
-  P3_ASSIGN_OR_RETURN(SliceState* const found, Lookup(rank, slice_id, "initial values"));
-  SliceState& s = *found;
-  bool last = false;
-  {
-    absl::MutexLock slice_lock(&s.mu);
-    if (s.initialized) {
-      return absl::AlreadyExistsError(
-          absl::StrCat("slice ", slice_id, " already has initial values"));
-    }
-    P3_RETURN_IF_ERROR(CheckPart("initial values", slice_id, s.length, s.init_received, offset, n));
-    if (options_.keep_values) {
-      s.params.resize(s.length);
-      // `values` may be unaligned
-      std::memcpy(s.params.data() + offset, values, n * sizeof(float));
-    }
-    s.init_received = offset + n;
-    if (s.init_received < s.length) return std::vector<Outgoing>{};
-    if (options_.keep_values) TakeSnapshot(&s);
-    s.initialized = true;
-  }
-  // Every slice is in: version 0 of all of them to every worker that has joined. The
-  // ranks are taken in the same critical section as the count, so that a worker joining
-  // right after gets version 0 from its Join and is not sent it a second time here.
-  std::vector<int> ranks;
-  std::vector<int> owned;
-  {
-    absl::MutexLock lock(&mu_);
-    last = --uninitialized_ == 0;
-    if (last) {
-      ranks = JoinedRanksLocked();
-      owned = plan_->server_slices(options_.server_index);
-    }
-  }
-  if (!last) return std::vector<Outgoing>{};
-  std::vector<Outgoing> out;
-  for (int id : owned) {
-    SliceState& t = *slices_[id];
-    absl::MutexLock slice_lock(&t.mu);
-    for (int r : ranks) AppendParams(id, t, r, &out);
-  }
-  return out;
-}
-
-absl::StatusOr<std::vector<Outgoing>> ParameterShard::Gradient(int rank, int slice_id,
-                                                               uint64_t iteration,
-                                                               const float* values, int64_t n,
-                                                               int64_t offset,
-                                                               std::optional<int> scale_exponent) {
-  std::vector<Outgoing> out;
-  P3_RETURN_IF_ERROR(
-      Gradient(rank, slice_id, iteration, values, n, offset, &out, scale_exponent));
-  return out;
-}
-
-absl::Status ParameterShard::Gradient(int rank, int slice_id, uint64_t iteration,
-                                      const float* values, int64_t n, int64_t offset,
-                                      std::vector<Outgoing>* out,
-                                      std::optional<int> scale_exponent) {
-  return GradientFrom(rank, slice_id, iteration, values, nullptr, n, offset, scale_exponent, out);
-}
-
-absl::Status ParameterShard::Gradient(int rank, int slice_id, uint64_t iteration,
-                                      const std::vector<absl::string_view>& segments, int64_t n,
-                                      int64_t offset, std::vector<Outgoing>* out,
-                                      std::optional<int> scale_exponent) {
-  size_t bytes = 0;
-  for (const absl::string_view& segment : segments) bytes += segment.size();
-  const size_t width = BytesPerValue(options_.wire_dtype);
-  if (n < 0 || bytes != static_cast<size_t>(n) * width) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("gradient of slice ", slice_id, ": ", bytes, " bytes for ", n, " ",
-                     WireDTypeName(options_.wire_dtype), " values (", width, " bytes each)"));
-  }
-  return GradientFrom(rank, slice_id, iteration, nullptr, &segments, n, offset, scale_exponent,
-                      out);
-}
-
-absl::Status ParameterShard::CheckScale(int slice_id, std::optional<int> scale_exponent) const {
-  absl::Status s = CheckScaleExponent(options_.wire_dtype, scale_exponent);
-  if (s.ok()) return s;
-  return absl::InvalidArgumentError(absl::StrCat("gradient of slice ", slice_id, ": ", s.message()));
-}
-
-absl::Status ParameterShard::GradientFrom(int rank, int slice_id, uint64_t iteration,
-                                          const float* values,
-                                          const std::vector<absl::string_view>* segments,
-                                          int64_t n, int64_t offset,
-                                          std::optional<int> scale_exponent,
-                                          std::vector<Outgoing>* out) {
-  P3_RETURN_IF_ERROR(CheckScale(slice_id, scale_exponent));
-  P3_ASSIGN_OR_RETURN(SliceState* const found, Lookup(rank, slice_id, "gradient"));
-  SliceState& s = *found;
-  const bool values_on_push = signature_values_on_push();
-  std::optional<SliceCheckpoint> captured;
-  uint64_t captured_version = 0;
-  std::optional<uint64_t> advanced;  // the slice's new version, when this completed it
-  {
-    absl::MutexLock slice_lock(&s.mu);
-    if (s.retired) return RetiredSlice("gradient", slice_id);
-    if (!s.initialized) {
-      return absl::FailedPreconditionError(
-          absl::StrCat("gradient for slice ", slice_id, " before its initial values"));
-    }
-    if (iteration + 1 == s.version && s.catch_up[rank]) {
-      // A rejoined worker's gradient of the iteration it resumed at, for a slice that
-      // summed the dead process's (the same values: same parameters, same batch) already.
-      // Its parts are checked and counted, not stored; the last one is answered.
-      P3_RETURN_IF_ERROR(CheckPart("gradient", slice_id, s.length, s.received[rank], offset, n));
-      s.received[rank] = offset + n;
-      if (s.received[rank] < s.length) return absl::OkStatus();
-      s.received[rank] = 0;
-      s.catch_up[rank] = false;
-      if (values_on_push) {
-        AppendParams(slice_id, s, rank, out);
-      } else {
-        AppendAck(slice_id, s, rank, iteration, out);
-      }
-      return absl::OkStatus();
-    }
-    if (iteration != s.version) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("gradient of slice ", slice_id, " for iteration ", iteration,
-                       " from worker ", rank, "; the slice is at iteration ", s.version));
-    }
-    if (s.has[rank]) {
-      return absl::AlreadyExistsError(absl::StrCat("duplicate gradient of slice ", slice_id,
-                                                   " for iteration ", iteration, " from worker ",
-                                                   rank));
-    }
-    P3_RETURN_IF_ERROR(CheckPart("gradient", slice_id, s.length, s.received[rank], offset, n));
-    if (options_.keep_values) {
-      // Allocates only the first time: the buffer keeps its size between iterations.
-      s.grads[rank].resize(s.length);
-      const WireDType dtype = options_.wire_dtype;
-      const int exponent = scale_exponent.value_or(0);
-      if (segments != nullptr) {
-        // Decoded straight into the slot (float32: copied); a value may straddle segments.
-        DecodeSegments(dtype, *segments, exponent, s.grads[rank].data() + offset);
-      } else if (dtype == WireDType::kFloat32) {
-        std::memcpy(s.grads[rank].data() + offset, values, n * sizeof(float));  // may be unaligned
-      } else {
-        RoundToWire(dtype, values, n, exponent, s.grads[rank].data() + offset);
-      }
-    }
-    s.received[rank] = offset + n;
-    if (s.received[rank] < s.length) return absl::OkStatus();  // more parts to come
-    s.received[rank] = 0;
-    s.has[rank] = true;
-    ++s.count;
-    if (!values_on_push) {
-      AppendAck(slice_id, s, rank, iteration, out);
-    }
-    const int workers = static_cast<int>(s.has.size());
-    if (s.count < workers) return absl::OkStatus();
-
-    // All gradients are in: their mean, summed in rank order so that the result does
-    // not depend on arrival order, and the update, in one pass (SliceOptimizer::ApplyMean),
-    // at the scheduled rate of this iteration: the version is the iteration whose
-    // gradients these are, also after a restore, so a resumed run keeps its schedule.
-    if (options_.keep_values) {
-      for (int r = 0; r < workers; ++r) s.grad_ptrs[r] = s.grads[r].data();
-      optimizer_.ApplyMean(s.params.data(), s.grad_ptrs.data(), workers, s.length, &s.opt,
-                           optimizer_.LearningRate(static_cast<int64_t>(s.version)));
-    }
-    ++s.version;
-    advanced = s.version;
-    s.has.assign(workers, false);
-    s.count = 0;
-    if (options_.keep_values) TakeSnapshot(&s);
-    if (values_on_push) {
-      for (int r = 0; r < workers; ++r) AppendParams(slice_id, s, r, out);
-    } else {
-      for (int r : s.pending_pulls) AppendParams(slice_id, s, r, out);
-      s.pending_pulls.clear();  // keeps its capacity for the next iteration
-    }
-    if (options_.keep_values && options_.checkpoint_every > 0 &&
-        s.version % options_.checkpoint_every == 0) {
-      captured = SliceCheckpoint{slice_id, s.params, s.opt};
-      captured_version = s.version;
-    }
-  }  // slice_lock
-  // Outside the slice's lock: the last slice of a checkpoint hands it on.
-  if (captured.has_value()) AddToCheckpoint(captured_version, *std::move(captured));
-  // The values appended above keep their slice ids; a re-plan may switch after them.
-  if (advanced.has_value()) SliceAdvanced(*advanced);
-  return absl::OkStatus();
-}
-
-absl::StatusOr<std::vector<Outgoing>> ParameterShard::Pull(int rank, int slice_id,
-                                                           uint64_t version) {
-  P3_ASSIGN_OR_RETURN(SliceState* const found, Lookup(rank, slice_id, "pull"));
-  SliceState& s = *found;
-  absl::MutexLock slice_lock(&s.mu);
-  if (s.retired) return RetiredSlice("pull", slice_id);
-  if (!s.initialized) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("pull of slice ", slice_id, " before its initial values"));
-  }
-  if (version == s.version) {
-    std::vector<Outgoing> out;
-    AppendParams(slice_id, s, rank, &out);
-    return out;
-  }
-  if (version == s.version + 1 && s.has[rank]) {
-    for (int r : s.pending_pulls) {
-      if (r == rank) {
-        return absl::AlreadyExistsError(
-            absl::StrCat("duplicate pull of slice ", slice_id, " from worker ", rank));
-      }
-    }
-    s.pending_pulls.push_back(rank);
-    return std::vector<Outgoing>{};
-  }
-  return absl::InvalidArgumentError(absl::StrCat("pull of slice ", slice_id, " version ", version,
-                                                 " from worker ", rank,
-                                                 "; the slice is at version ", s.version));
-}
-
 bool ParameterShard::Finish(int rank) {
   absl::MutexLock lock(&mu_);
   if (rank >= 0 && rank < static_cast<int>(finished_.size())) finished_[rank] = true;
@@ -550,132 +179,9 @@ bool ParameterShard::Finish(int rank) {
   return !finished_.empty();
 }
 
-absl::Status ParameterShard::CheckRejoin(const ClusterSignature& sig, int rank) const {
-  absl::MutexLock lock(&mu_);
-  return CheckRejoinLocked(sig, rank);
-}
-
-absl::Status ParameterShard::CheckRejoinLocked(const ClusterSignature& sig, int rank) const {
-  if (!options_.accept_rejoin) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("worker ", rank, " asks to rejoin, but this server does not accept rejoins ",
-                     "(cluster.rejoin_timeout_s is 0)"));
-  }
-  if (rank < 0 || rank >= options_.num_workers) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("rank ", rank, " is out of range for ", options_.num_workers, " workers"));
-  }
-  if (!configured_ || uninitialized_ > 0) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "worker ", rank, " asks to rejoin before the initial values are in; a worker that ",
-        "dies during the handshake cannot rejoin (restart the run)"));
-  }
-  std::string diff = DescribeDifference(sig, *signature_);
-  if (!diff.empty()) {
-    return absl::FailedPreconditionError(absl::StrCat("worker ", rank, " refused: ", diff));
-  }
-  if (replans_ > 0 || pending_replan_.has_value()) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "worker ", rank, " asks to rejoin, but the run has re-planned its slices (online ",
-        "search: scheduling.online_search), and a rejoining worker would start from the ",
-        "config's plan; restart the run"));
-  }
-  if (finished_[rank]) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "worker ", rank, " asks to rejoin after its Done; the end of a run cannot be redone"));
-  }
-  return absl::OkStatus();
-}
-
-absl::StatusOr<uint64_t> ParameterShard::Rejoin(const ClusterSignature& sig, int rank) {
-  std::vector<int> owned;
-  {
-    absl::MutexLock lock(&mu_);
-    P3_RETURN_IF_ERROR(CheckRejoinLocked(sig, rank));
-    joined_[rank] = true;
-    resuming_[rank] = true;
-    owned = plan_->server_slices(options_.server_index);
-  }
-  uint64_t oldest = UINT64_MAX;
-  for (int id : owned) {
-    SliceState& s = *slices_[id];
-    absl::MutexLock slice_lock(&s.mu);
-    if (s.has[rank]) {
-      s.has[rank] = false;
-      --s.count;
-    }
-    s.received[rank] = 0;
-    s.catch_up[rank] = false;
-    s.pending_pulls.erase(std::remove(s.pending_pulls.begin(), s.pending_pulls.end(), rank),
-                          s.pending_pulls.end());
-    oldest = std::min(oldest, s.version);
-  }
-  return oldest;
-}
-
-absl::StatusOr<std::vector<Outgoing>> ParameterShard::Resume(int rank, uint64_t version) {
-  std::vector<int> owned;
-  {
-    absl::MutexLock lock(&mu_);
-    if (!configured_ || rank < 0 || rank >= static_cast<int>(resuming_.size()) ||
-        !resuming_[rank]) {
-      return absl::FailedPreconditionError(
-          absl::StrCat("a Resume from worker ", rank, ", which has not rejoined (or resumed)"));
-    }
-    owned = plan_->server_slices(options_.server_index);
-  }
-  // Checked first for every slice, so that a refusal changes nothing. The versions cannot
-  // move meanwhile: each slice waits for this rank's gradient of its current iteration.
-  for (int id : owned) {
-    SliceState& s = *slices_[id];
-    absl::MutexLock slice_lock(&s.mu);
-    const bool behind = s.version == version + 1 && HasPrevious(s);
-    if (s.version != version && !behind) {
-      if (version < s.version) {
-        // The worker found another server at an older version: that server is a new
-        // process restored from a checkpoint, and this one cannot go back to it.
-        return absl::FailedPreconditionError(absl::StrCat(
-            "worker ", rank, " resumes at iteration ", version, ", before this server's slice ",
-            id, " at version ", s.version,
-            ": another server restarted from an older checkpoint, and this server cannot go "
-            "back to it; it must restart from that checkpoint too "
-            "(checkpoint.resume_iteration: -1)"));
-      }
-      return absl::FailedPreconditionError(absl::StrCat(
-          "worker ", rank, " cannot resume at version ", version, ": slice ", id, " is at version ",
-          s.version, s.version == version + 1 ? " without its previous one" : ""));
-    }
-  }
-  std::vector<Outgoing> out;
-  for (int id : owned) {
-    SliceState& s = *slices_[id];
-    absl::MutexLock slice_lock(&s.mu);
-    AppendParams(id, s, rank, &out);
-    if (s.version == version + 1) {
-      out.back().iteration = version;
-      out.back().values = s.previous;
-      out.back().encoded = s.wire_previous;
-      s.catch_up[rank] = true;
-    }
-  }
-  absl::MutexLock lock(&mu_);
-  resuming_[rank] = false;
-  return out;
-}
-
 bool ParameterShard::initialized() const {
   absl::MutexLock lock(&mu_);
   return configured_ && uninitialized_ == 0;
-}
-
-bool ParameterShard::everyone_joined() const {
-  absl::MutexLock lock(&mu_);
-  return everyone_joined_;
-}
-
-bool ParameterShard::TakesRejoinAsJoin() const {
-  absl::MutexLock lock(&mu_);
-  return options_.accept_rejoin && !everyone_joined_;
 }
 
 std::optional<SlicePlan> ParameterShard::plan() const {
@@ -700,7 +206,7 @@ absl::StatusOr<std::pair<std::vector<float>, uint64_t>> ParameterShard::SliceVal
   return std::make_pair(s.params, s.version);
 }
 
-absl::StatusOr<std::vector<Outgoing>> ParameterShard::Buffers(int rank, uint64_t round,
+absl::StatusOr<std::vector<ToWorker>> ParameterShard::Buffers(int rank, uint64_t round,
                                                               const float* values, int64_t n) {
   if (options_.server_index != 0) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -714,91 +220,17 @@ absl::StatusOr<std::vector<Outgoing>> ParameterShard::Buffers(int rank, uint64_t
     }
   }
   P3_ASSIGN_OR_RETURN(BufferAverage::Mean mean, buffers_.Add(rank, round, values, n));
-  std::vector<Outgoing> out;
+  std::vector<ToWorker> out;
   if (mean.values == nullptr) return out;
+  const int64_t bytes = static_cast<int64_t>(mean.values->size() * sizeof(float));
   for (int r = 0; r < options_.num_workers; ++r) {
     if (!mean.for_everyone && r != rank) continue;
-    out.push_back(Outgoing{.kind = Outgoing::Kind::kBuffers, .rank = r, .iteration = round,
-                           .values = mean.values});
+    out.push_back(ToWorker{
+        .rank = r,
+        .message = {.kind = Downstream::Kind::kBuffers, .round = round, .buffers = mean.values},
+        .bytes = bytes});
   }
   return out;
-}
-
-absl::Status ParameterShard::Replan(int rank, uint64_t from_iteration, int64_t slice_params) {
-  auto refused = [&](absl::string_view why) {
-    return absl::FailedPreconditionError(absl::StrCat("re-plan to slices of ", slice_params,
-                                                      " from iteration ", from_iteration,
-                                                      " refused: ", why));
-  };
-  if (rank != 0) return refused(absl::StrCat("it came from worker ", rank, "; only worker 0 re-plans"));
-  if (slice_params < 1) return refused("slice_params must be >= 1");
-  if (options_.wire_dtype == WireDType::kFloat16) {
-    return refused("on a float16 wire the scale is chosen per slice, so another cut would "
-                   "round differently");
-  }
-  if (options_.checkpoint_every > 0 || options_.restore.has_value()) {
-    return refused("checkpoints are kept per slice of one plan");
-  }
-  absl::MutexLock lock(&mu_);
-  if (!configured_) return refused("no worker has joined");
-  if (!signature_->values_on_push) return refused("the mode pulls values (no values on push)");
-  if (plan_->options().granularity != Granularity::kSliced || plan_->options().owner_params < 1) {
-    return refused("the plan has no ownership stripes (owner_params)");
-  }
-  if (pending_replan_.has_value()) {
-    return refused(absl::StrCat("a re-plan from iteration ", pending_replan_->from_iteration,
-                                " is pending"));
-  }
-  if (uninitialized_ > 0) return refused("not every slice has its initial values");
-  absl::StatusOr<SlicePlan> plan = plan_->WithSliceParams(slice_params);
-  if (!plan.ok()) return refused(plan.status().message());
-  // From here every slice completion takes mu_ (SliceAdvanced), and waits for this call.
-  replan_pending_.store(true, std::memory_order_release);
-  size_t remaining = 0;
-  for (const auto& state : slices_) {
-    if (state == nullptr) continue;
-    absl::MutexLock slice_lock(&state->mu);
-    if (state->version >= from_iteration) {
-      replan_pending_.store(false, std::memory_order_release);
-      return refused(absl::StrCat("this server's slices are at version ", state->version,
-                                  " already"));
-    }
-    ++remaining;
-  }
-  pending_replan_ = PendingReplan{from_iteration, *std::move(plan), remaining};
-  if (remaining == 0) SwitchPlanLocked();  // a server that owns no slice
-  return absl::OkStatus();
-}
-
-std::optional<std::pair<uint64_t, int64_t>> ParameterShard::ReplanPending() const {
-  absl::MutexLock lock(&mu_);
-  if (!pending_replan_.has_value()) return std::nullopt;
-  return std::make_pair(pending_replan_->from_iteration,
-                        pending_replan_->plan.options().slice_params);
-}
-
-int ParameterShard::replans() const {
-  absl::MutexLock lock(&mu_);
-  return replans_;
-}
-
-int64_t ParameterShard::StateFloats() const {
-  absl::MutexLock lock(&mu_);
-  int64_t total = 0;
-  auto add = [&total](const SliceState& s) {
-    absl::MutexLock slice_lock(&s.mu);
-    total += static_cast<int64_t>(s.params.capacity() + s.opt.buf.capacity() +
-                                  s.opt.buf_sq.capacity());
-    for (const std::vector<float>& g : s.grads) total += static_cast<int64_t>(g.capacity());
-    if (s.snapshot != nullptr) total += static_cast<int64_t>(s.snapshot->capacity());
-    if (s.previous != nullptr) total += static_cast<int64_t>(s.previous->capacity());
-    if (s.spare != nullptr) total += static_cast<int64_t>(s.spare->capacity());
-  };
-  for (const auto& state : slices_) {
-    if (state != nullptr) add(*state);
-  }
-  for (const auto& state : retired_) add(*state);
-  return total;
 }
 
 absl::StatusOr<std::pair<int64_t, int64_t>> ParameterShard::SliceSpan(int slice_id) const {
@@ -809,130 +241,6 @@ absl::StatusOr<std::pair<int64_t, int64_t>> ParameterShard::SliceSpan(int slice_
         absl::StrCat("slice ", slice_id, " is not a slice of this server's current plan"));
   }
   return std::make_pair(slices_[slice_id]->offset, slices_[slice_id]->length);
-}
-
-void ParameterShard::SliceAdvanced(uint64_t version) {
-  // Set (release) by Replan() before it reads any slice's version under that slice's lock,
-  // which this completion held after it: a slice it counted is seen here.
-  if (!replan_pending_.load(std::memory_order_acquire)) return;
-  absl::MutexLock lock(&mu_);
-  if (!pending_replan_.has_value() || version != pending_replan_->from_iteration) return;
-  if (--pending_replan_->remaining == 0) SwitchPlanLocked();
-}
-
-void ParameterShard::SwitchPlanLocked() {
-  SlicePlan plan = std::move(pending_replan_->plan);
-  const uint64_t version = pending_replan_->from_iteration;
-  pending_replan_.reset();
-  replan_pending_.store(false, std::memory_order_release);
-  const int workers = options_.num_workers;
-  // The current slices in flat order (the plan's order), locked for the copy: every one
-  // is at `version` with no gradient of it in, so nothing else writes them.
-  std::vector<SliceState*> old;
-  for (const auto& state : slices_) {
-    if (state != nullptr) old.push_back(state.get());
-  }
-  for (SliceState* o : old) o->mu.Lock();
-  // An old state refuses every message from now on, so its buffers are dead once copied
-  // from: freed as early as possible, so that the allocator hands their memory to the
-  // new states instead of faulting in fresh pages (VGG-19: 2 - 15 s per switch, more than
-  // an iteration; docs/simulator.md, "The cost of a switch"). Kept, they held a whole
-  // plan's values, momentum, gradients and snapshots per re-plan (9.3 GB per VGG-19
-  // server after 4 re-plans). Outgoing messages own their snapshots. First what the new
-  // plan takes nothing from: the gradients (all summed) and the snapshots.
-  for (SliceState* o : old) {
-    o->retired = true;
-    std::vector<std::vector<float>>().swap(o->grads);
-    o->grad_ptrs.assign(o->grad_ptrs.size(), nullptr);
-    o->snapshot.reset();
-    o->previous.reset();
-    o->wire_snapshot.reset();
-    o->wire_previous.reset();
-    o->spare.reset();
-    o->wire_spare.reset();
-  }
-  // Then each old state's values and optimizer state once the last new slice that
-  // needs them is built.
-  auto release = [](SliceState* o) ABSL_NO_THREAD_SAFETY_ANALYSIS {
-    std::vector<float>().swap(o->params);
-    std::vector<float>().swap(o->opt.buf);
-    std::vector<float>().swap(o->opt.buf_sq);
-  };
-  std::vector<std::unique_ptr<SliceState>> fresh(plan.slices().size());
-  size_t from = 0;  // the old slice holding the next parameter to copy
-  size_t released = 0;  // old[0, released) are freed
-  for (int id : plan.server_slices(options_.server_index)) {
-    const Slice& slice = plan.slices()[id];
-    auto state = std::make_unique<SliceState>();
-    state->offset = slice.offset;
-    state->length = slice.length;
-    state->priority = slice.priority;
-    {
-      absl::MutexLock slice_lock(&state->mu);
-      state->initialized = true;
-      state->version = version;
-      state->grads.resize(workers);
-      state->grad_ptrs.assign(workers, nullptr);
-      state->has.assign(workers, false);
-      state->received.assign(workers, 0);
-      state->catch_up.assign(workers, false);
-      if (options_.keep_values) {
-        state->params.resize(slice.length);
-        // Same stripes: the old slices of this shard cover this one exactly, in order.
-        int64_t at = slice.offset;
-        while (at < slice.offset + slice.length) {
-          while (old[from]->offset + old[from]->length <= at) ++from;
-          const SliceState& o = *old[from];
-          const int64_t begin = at - o.offset;
-          const int64_t count = std::min(o.length - begin, slice.offset + slice.length - at);
-          const int64_t dest = at - slice.offset;
-          std::copy_n(o.params.begin() + begin, count, state->params.begin() + dest);
-          state->opt.steps = o.opt.steps;
-          if (!o.opt.buf.empty()) {
-            state->opt.buf.resize(slice.length);
-            std::copy_n(o.opt.buf.begin() + begin, count, state->opt.buf.begin() + dest);
-          }
-          if (!o.opt.buf_sq.empty()) {
-            state->opt.buf_sq.resize(slice.length);
-            std::copy_n(o.opt.buf_sq.begin() + begin, count, state->opt.buf_sq.begin() + dest);
-          }
-          at += count;
-        }
-        // Every buffer the new plan needs, here rather than in its first updates: the
-        // gradients, the snapshot of the current version and a spare for the next one
-        // (after that, TakeSnapshot reuses the previous version's). Allocated later, when
-        // the old plan's memory had gone to other buffers, they were fresh pages, in
-        // timed iterations: VGG-19, 2 - 4 s more server CPU in the first or second
-        // iteration on a plan of larger slices (docs/simulator.md, "The cost of a
-        // switch"). The switch's own iteration is the one the online search leaves out.
-        for (std::vector<float>& g : state->grads) g.resize(slice.length);
-        TakeSnapshot(state.get());
-        if (options_.wire_dtype == WireDType::kFloat32) {
-          state->spare = std::make_shared<std::vector<float>>(slice.length);
-        } else {
-          state->wire_spare = std::make_shared<WireValues>();
-          state->wire_spare->values.resize(slice.length);
-        }
-        ++snapshot_allocations_;
-      }
-    }
-    const int64_t end = slice.offset + slice.length;
-    while (released < old.size() && old[released]->offset + old[released]->length <= end) {
-      release(old[released++]);
-    }
-    fresh[id] = std::move(state);
-  }
-  for (SliceState* o : old) {
-    release(o);  // those no new slice covered to their end (none when the stripes match)
-    o->mu.Unlock();
-  }
-  for (auto& state : slices_) {
-    if (state != nullptr) retired_.push_back(std::move(state));
-  }
-  slices_ = std::move(fresh);
-  owned_slices_ = plan.server_slices(options_.server_index).size();
-  plan_ = std::move(plan);
-  ++replans_;
 }
 
 std::vector<SliceWait> ParameterShard::Waits() const {

@@ -18,11 +18,24 @@
 //
 // Example:
 //   ParameterShard shard({.server_index = 0, .num_workers = 2});
-//   absl::StatusOr<std::vector<Outgoing>> out = shard.Join(signature, /*rank=*/0);
+//   absl::StatusOr<std::vector<ToWorker>> out = shard.Join(signature, /*rank=*/0);
 //   out = shard.Gradient(/*rank=*/1, /*slice_id=*/3, /*iteration=*/0, values, n);
-//   for (const Outgoing& o : *out) transport.Send(o);
+//   for (const ToWorker& m : *out) transport.Send(m);
 //
 // Thread-safe: calls for different workers may run concurrently.
+//
+// One class, its definitions in a file per concept:
+//   parameter_shard.cc     membership (Join, Finish), the lookups every call starts with,
+//                          accessors, the model buffers' exchange, the stall report's waits
+//   shard_aggregation.cc   Init, Gradient (aggregation and update), Pull, the snapshots
+//   shard_rejoin.cc        Rejoin and Resume of a restarted worker
+//   shard_replan.cc        Replan and the switch to the new plan
+//   shard_checkpoint.cc    restoring a checkpoint, gathering one
+// One class rather than an object per concept because every concept reads and writes
+// the same per-slice state (SliceState) under the same two locks, the shard's and the
+// slice's: a rejoin drops a rank's partial aggregation, a resume answers with the
+// previous snapshot, a re-plan moves values, optimizer state and snapshots between
+// slices; separate objects would share that state anyway.
 #ifndef P3_P3_CORE_PARAMETER_SHARD_H_
 #define P3_P3_CORE_PARAMETER_SHARD_H_
 
@@ -42,44 +55,23 @@
 #include "p3/core/buffer_average.h"
 #include "p3/core/checkpoint.h"
 #include "p3/core/cluster_signature.h"
+#include "p3/core/downstream.h"
 #include "p3/core/optimizer.h"
 #include "p3/core/slice_plan.h"
+#include "p3/core/snapshot.h"
 #include "p3/core/stall_report.h"
 #include "p3/core/wire_dtype.h"
 
 namespace p3 {
 
-// A slice's values encoded for a 16-bit wire (ShardOptions::wire_dtype): the bfloat16 or
-// float16 bit patterns, and for float16 the exponent of the scale they were multiplied by.
-struct WireValues {
-  std::vector<uint16_t> values;
-  int scale_exponent = 0;
+// A colocated worker's flat buffers in its shared memory (p3/core/shared_memory.h), as
+// mapped by the server: a message naming `n` values at `offset` of a slice there instead
+// of carrying them means the values at the slice's place in these buffers, which the
+// shard locates with its current plan once it has checked the part against the slice.
+struct SharedValues {
+  const float* params = nullptr;  // the worker's flat parameters (Init reads them)
+  const float* grads = nullptr;   // and gradients (Gradient reads them)
 };
-
-// A message the transport must send to worker `rank`.
-struct Outgoing {
-  // kBuffers: the mean of all workers' buffers (Buffers(); iteration is the round).
-  enum class Kind { kParams, kAck, kBuffers };
-  Kind kind = Kind::kParams;
-  int rank = 0;
-  int slice_id = 0;
-  // kParams: the version; kAck: the acknowledged iteration. Version v is what iteration v
-  // reads (docs/protocol.md, "Iterations and versions").
-  uint64_t iteration = 0;
-  int priority = 0;  // the slice's priority (smaller is more urgent)
-  // kParams: the slice's first parameter in the flat buffer of all parameters, in the plan
-  // the slice id belongs to (a re-plan may have replaced it by the time this is sent).
-  int64_t offset = 0;
-  // kParams on a float32 wire, kBuffers: the values; shared between ranks.
-  std::shared_ptr<const std::vector<float>> values;
-  // kParams on a 16-bit wire instead: the values as they go on the wire (encoded once per
-  // version, shared between ranks); `values` is then null.
-  std::shared_ptr<const WireValues> encoded;
-};
-
-// The float32 values of a kParams or kBuffers message as the worker ends up holding them
-// (`encoded` decoded with `dtype`); for tests and tools.
-std::vector<float> DecodedValues(const Outgoing& o, WireDType dtype);
 
 struct ShardOptions {
   // This server's index, 0 .. num_servers-1. Default: 0.
@@ -102,13 +94,13 @@ struct ShardOptions {
   // How gradients arrive and values leave (scheduling.wire_dtype); a worker whose
   // signature says otherwise is refused at Join. On a 16-bit wire the master values and
   // optimizer state stay float32: gradients are decoded to float32 before they are summed,
-  // and each new version is encoded once (float16: scaled per slice, Float16Scale) and
-  // sent to every worker as `Outgoing::encoded`. Default: float32.
+  // and each new version is encoded once (float16: scaled per slice, Float16Scale) into
+  // the Snapshot sent to every worker (Downstream::values). Default: float32.
   WireDType wire_dtype = WireDType::kFloat32;
   // Store values and run the optimizer. false: the protocol alone -- every check, the
   // count of gradients, versions, Acks, pending pulls and who is sent what, exactly as
   // with values -- but no values are stored or summed, `values` may be null, and
-  // Outgoing::values is null. For the discrete-event simulator (p3/sim/), which runs this
+  // Downstream::values is null. For the discrete-event simulator (p3/sim/), which runs this
   // shard on models whose values would not fit in memory (64 workers' gradients of
   // VGG-19). Checkpoints, restore and Resume() need values. Default: true.
   bool keep_values = true;
@@ -125,7 +117,7 @@ class ParameterShard {
   // whose rank, cluster size or signature does not fit is refused (FailedPrecondition or
   // InvalidArgument) and nothing changes. Returns version 0 of every slice when the
   // initial values are already in.
-  absl::StatusOr<std::vector<Outgoing>> Join(const ClusterSignature& signature, int rank);
+  absl::StatusOr<std::vector<ToWorker>> Join(const ClusterSignature& signature, int rank);
 
   // Initial values of one slice, from rank 0 only, once per slice. `values` (n float32)
   // is read with memcpy and need not be aligned, e.g. bytes of a received message.
@@ -133,19 +125,29 @@ class ParameterShard {
   // A slice's values may come in consecutive parts (large tensors travel in messages of
   // bounded size): `values` then holds the n values from `offset` on. Parts must arrive
   // in order, without gaps or overlap; the slice counts as received with its last part.
-  absl::StatusOr<std::vector<Outgoing>> Init(int rank, int slice_id, const float* values, int64_t n,
+  absl::StatusOr<std::vector<ToWorker>> Init(int rank, int slice_id, const float* values, int64_t n,
                                              int64_t offset = 0);
+  // The same with the values as float32 bytes in `segments` (a received message's
+  // buffers, cut at any byte): their count is the bytes / 4, a byte count that is not a
+  // whole number of float32 is refused naming the slice.
+  absl::StatusOr<std::vector<ToWorker>> Init(int rank, int slice_id,
+                                             const std::vector<absl::string_view>& segments,
+                                             int64_t offset);
+  // The same with the n values at the slice's place in a colocated worker's shared
+  // parameters, read only once the part is checked against the slice.
+  absl::StatusOr<std::vector<ToWorker>> Init(int rank, int slice_id, const SharedValues& shared,
+                                             int64_t n, int64_t offset);
 
   // Worker `rank`'s gradient of `slice_id` at `iteration`, which must be the slice's
   // current version. When all workers' gradients are in, their mean is applied. Parts as
   // for Init.
   //
-  // `values` are float32 as the worker holds them (a colocated worker's shared memory, or
-  // a float32 message, then read with memcpy at any alignment). On a 16-bit wire they must
-  // be aligned and are rounded as the wire would round them (RoundToWire), so that values
-  // through shared memory train exactly what values over a stream do; float16 with the
-  // sender's `scale_exponent`, which a float16 wire requires and the others refuse.
-  absl::StatusOr<std::vector<Outgoing>> Gradient(int rank, int slice_id, uint64_t iteration,
+  // `values` are float32 as the worker holds them (on a float32 wire read with memcpy at
+  // any alignment). On a 16-bit wire they must be aligned and are rounded as the wire
+  // would round them (RoundToWire), so that values that did not cross a stream (shared
+  // memory) train exactly what values over a stream do; float16 with the sender's
+  // `scale_exponent`, which a float16 wire requires and the others refuse.
+  absl::StatusOr<std::vector<ToWorker>> Gradient(int rank, int slice_id, uint64_t iteration,
                                                  const float* values, int64_t n,
                                                  int64_t offset = 0,
                                                  std::optional<int> scale_exponent = {});
@@ -153,19 +155,25 @@ class ParameterShard {
   // that the hot path allocates nothing once the slice's buffers exist). On an error
   // nothing is appended.
   absl::Status Gradient(int rank, int slice_id, uint64_t iteration, const float* values, int64_t n,
-                        int64_t offset, std::vector<Outgoing>* out,
+                        int64_t offset, std::vector<ToWorker>* out,
                         std::optional<int> scale_exponent = {});
 
-  // The same with the n values as the bytes of a message in the wire's dtype: `segments`
-  // (a received message's buffers, cut at any byte; their sizes add up to
-  // n * BytesPerValue(wire_dtype)), decoded once, straight into the worker's float32 slot.
-  // A byte count that does not fit, or a scale_exponent missing on a float16 wire or
-  // present on another, is refused naming the slice.
+  // The same with the values as the bytes of a message in the wire's dtype: `segments`
+  // (a received message's buffers, cut at any byte), decoded once, straight into the
+  // worker's float32 slot. Their count is the bytes / BytesPerValue(wire_dtype); a byte
+  // count that is not a whole number of values, or a scale_exponent missing on a float16
+  // wire or present on another, is refused naming the slice.
   absl::Status Gradient(int rank, int slice_id, uint64_t iteration,
-                        const std::vector<absl::string_view>& segments, int64_t n, int64_t offset,
-                        std::vector<Outgoing>* out, std::optional<int> scale_exponent = {});
+                        const std::vector<absl::string_view>& segments, int64_t offset,
+                        std::vector<ToWorker>* out, std::optional<int> scale_exponent = {});
+  // The same with the n values at the slice's place in a colocated worker's shared
+  // gradients (float32, rounded as `values` above), read only once the part is checked
+  // against the slice.
+  absl::Status Gradient(int rank, int slice_id, uint64_t iteration, const SharedValues& shared,
+                        int64_t n, int64_t offset, std::vector<ToWorker>* out,
+                        std::optional<int> scale_exponent = {});
   // Worker `rank` asks for `version` of `slice_id` (modes without values on push).
-  absl::StatusOr<std::vector<Outgoing>> Pull(int rank, int slice_id, uint64_t version);
+  absl::StatusOr<std::vector<ToWorker>> Pull(int rank, int slice_id, uint64_t version);
 
   // Re-plan (docs/protocol.md, "Re-plan"): from iteration `from_iteration` on, this
   // shard's slices are cut `slice_params` long within the same ownership stripes
@@ -186,7 +194,8 @@ class ParameterShard {
   // Re-plans that have taken effect so far.
   int replans() const;
   // Floats held by the slice states, current and retired: values, optimizer state,
-  // gradients and this shard's references to snapshots. A re-plan leaves it unchanged
+  // gradients and this shard's references to snapshots (their bytes / 4, so a 16-bit
+  // snapshot counts half its values). A re-plan leaves it unchanged
   // (retired states give theirs up), where it used to add a whole plan's worth.
   int64_t StateFloats() const;
   // Snapshot buffers allocated so far (float32 and 16-bit). A re-plan allocates its new
@@ -196,7 +205,7 @@ class ParameterShard {
   std::optional<std::pair<uint64_t, int64_t>> ReplanPending() const;
 
   // Offset in the flat buffer and length of slice `slice_id` of the current plan, owned by
-  // this shard (the transport locates a colocated worker's shared-memory values with it).
+  // this shard (for tests and tools).
   absl::StatusOr<std::pair<int64_t, int64_t>> SliceSpan(int slice_id) const;
 
   // Worker `rank` has finished. Returns true when every worker has.
@@ -223,7 +232,7 @@ class ParameterShard {
   // version; otherwise an Ack) without being summed again: it is the one the dead process
   // sent already. Refused without a Rejoin, twice, or when a slice is neither at
   // `version` nor at `version`+1; nothing changes then.
-  absl::StatusOr<std::vector<Outgoing>> Resume(int rank, uint64_t version);
+  absl::StatusOr<std::vector<ToWorker>> Resume(int rank, uint64_t version);
 
   // Every slice has its initial values (or the restored checkpoint's).
   bool initialized() const;
@@ -254,7 +263,7 @@ class ParameterShard {
   // Worker `rank`'s model buffers (p3/core/buffer_average.h) for exchange `round`; server 0
   // only. Once every worker's are in, their mean goes to every worker (kBuffers); a
   // round sent again after it completed gets the mean back to that worker alone.
-  absl::StatusOr<std::vector<Outgoing>> Buffers(int rank, uint64_t round, const float* values,
+  absl::StatusOr<std::vector<ToWorker>> Buffers(int rank, uint64_t round, const float* values,
                                                 int64_t n);
 
   // The slices whose gradients of their current iteration are not all in, with the
@@ -286,43 +295,63 @@ class ParameterShard {
     // catch_up[r]: rank r resumed at version-1 and its gradient of that iteration, already
     // summed before its process died, is still to be answered (Resume()).
     std::vector<bool> catch_up ABSL_GUARDED_BY(mu);
-    // The current version's values as sent to the workers: never written while anyone
-    // else holds a reference. `previous` is the version before (null at the start
-    // version): what a rejoined worker resuming one version back reads (Resume()); its
-    // buffer is reused for the next version when no outgoing message holds it any more.
-    std::shared_ptr<std::vector<float>> snapshot ABSL_GUARDED_BY(mu);
-    std::shared_ptr<std::vector<float>> previous ABSL_GUARDED_BY(mu);
-    // The same on a 16-bit wire, encoded (snapshot and previous stay null then).
-    std::shared_ptr<WireValues> wire_snapshot ABSL_GUARDED_BY(mu);
-    std::shared_ptr<WireValues> wire_previous ABSL_GUARDED_BY(mu);
-    // A buffer for the next snapshot when there is no previous one to reuse: allocated
+    // The current version's values as sent to the workers (in the wire's dtype): never
+    // written while anyone else holds a reference. `previous` is the version before
+    // (null at the start version): what a rejoined worker resuming one version back
+    // reads (Resume()); its storage is reused for the next version when no outgoing
+    // message holds it any more.
+    std::shared_ptr<Snapshot> snapshot ABSL_GUARDED_BY(mu);
+    std::shared_ptr<Snapshot> previous ABSL_GUARDED_BY(mu);
+    // Storage for the next snapshot when there is no previous one to reuse: allocated
     // by a re-plan's switch, so that the first updates on the new plan allocate nothing.
-    std::shared_ptr<std::vector<float>> spare ABSL_GUARDED_BY(mu);
-    std::shared_ptr<WireValues> wire_spare ABSL_GUARDED_BY(mu);
+    std::shared_ptr<Snapshot> spare ABSL_GUARDED_BY(mu);
   };
 
-  // Both Gradient()s: the values from `values` (n floats) or from `segments`.
-  absl::Status GradientFrom(int rank, int slice_id, uint64_t iteration, const float* values,
-                            const std::vector<absl::string_view>* segments, int64_t n,
+  // Where the n values of an Init or Gradient part are: float32 at `floats` (any
+  // alignment, or 16-bit wire: aligned), the bytes of `segments`, or at the slice's place
+  // in a colocated worker's flat buffer `flat` (shared memory).
+  struct Part {
+    int64_t n = 0;
+    const float* floats = nullptr;
+    const std::vector<absl::string_view>* segments = nullptr;
+    const float* flat = nullptr;
+  };
+  // Writes `part` (the values from `offset` on of slice `s`, which the caller has checked
+  // against the slice) into `dest` as the wire of `dtype` delivers them: rounded, float16
+  // scaled by 2^scale_exponent (float32: copied).
+  static void ReadPart(const Part& part, const SliceState& s, int64_t offset, WireDType dtype,
+                       int scale_exponent, float* dest);
+  // The number of `dtype` values in `segments`; `what` of `slice_id` is refused when the
+  // bytes are not a whole number of them.
+  static absl::StatusOr<int64_t> CountValues(const char* what, int slice_id,
+                                             const std::vector<absl::string_view>& segments,
+                                             WireDType dtype);
+  // Every Init() and Gradient(), whatever holds the part's values.
+  absl::StatusOr<std::vector<ToWorker>> InitFrom(int rank, int slice_id, const Part& part,
+                                                 int64_t offset);
+  absl::Status GradientFrom(int rank, int slice_id, uint64_t iteration, const Part& part,
                             int64_t offset, std::optional<int> scale_exponent,
-                            std::vector<Outgoing>* out);
+                            std::vector<ToWorker>* out);
   // A gradient's scale_exponent must be there (and in range) exactly on a float16 wire.
   absl::Status CheckScale(int slice_id, std::optional<int> scale_exponent) const;
+  // A fresh state of `slice` for options_.num_workers workers: nothing received yet.
+  std::unique_ptr<SliceState> NewSliceState(const Slice& slice) const;
+  // The refusal of a message for a slice of the plan a re-plan replaced.
+  static absl::Status RetiredSlice(const char* what, int slice_id);
   // Validates rank and slice ownership; returns the slice's state.
   absl::StatusOr<SliceState*> Lookup(int rank, int slice_id, const char* what) const;
   // Appends the slice's current version for worker `rank` to `out`.
-  static void AppendParams(int slice_id, const SliceState& s, int rank, std::vector<Outgoing>* out)
+  void AppendParams(int slice_id, const SliceState& s, int rank, std::vector<ToWorker>* out) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(s.mu);
   // The slice has the values of the version before its current one (Resume()).
   static bool HasPrevious(const SliceState& s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s.mu) {
-    return s.previous != nullptr || s.wire_previous != nullptr;
+    return s.previous != nullptr;
   }
   // Appends an Ack of worker `rank`'s gradient of `iteration` to `out`.
   static void AppendAck(int slice_id, const SliceState& s, int rank, uint64_t iteration,
-                        std::vector<Outgoing>* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s.mu);
-  // s.snapshot := a copy of s.params (16-bit wire: s.wire_snapshot := their encoding), in
-  // the previous version's buffer when nobody else holds it, else in s.spare if a switch
-  // left one.
+                        std::vector<ToWorker>* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s.mu);
+  // s.snapshot := s.params as they go on the wire, in the previous version's storage
+  // when nobody else holds it, else in s.spare if a switch left one.
   void TakeSnapshot(SliceState* s) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(s->mu);
   std::vector<int> JoinedRanksLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool signature_values_on_push() const;

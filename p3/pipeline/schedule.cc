@@ -136,7 +136,12 @@ std::string WeightModeName(WeightMode mode) {
 }
 
 std::vector<std::string> WeightModeNames() {
-  return {"spectrain", "pipedream", "stale", "vanilla", "data_parallel"};
+  std::vector<std::string> names;
+  for (WeightMode mode : {WeightMode::kSpecTrain, WeightMode::kPipeDream, WeightMode::kStale,
+                          WeightMode::kVanilla, WeightMode::kDataParallel}) {
+    names.push_back(WeightModeName(mode));
+  }
+  return names;
 }
 
 absl::StatusOr<WeightMode> ParseWeightMode(absl::string_view name) {

@@ -1,12 +1,12 @@
 #include "p3/sim/sim_config.h"
 
-#include <fstream>
 #include <functional>
 #include <map>
-#include <sstream>
 
 #include "absl/strings/str_cat.h"
 #include "nlohmann/json.hpp"
+#include "p3/base/json_file.h"
+#include "p3/base/status_macros.h"
 #include "p3/core/wire_dtype.h"
 #include "proto/config.h"
 
@@ -53,14 +53,8 @@ absl::Status ApplyConfig(const config::ExperimentConfig& config, SimOptions* opt
 }
 
 absl::Status LoadCalibration(const std::string& path, Calibration* c) {
-  std::ifstream in(path);
-  if (!in) return absl::NotFoundError(absl::StrCat("cannot read the calibration ", path));
-  std::stringstream text;
-  text << in.rdbuf();
-  nlohmann::json j = nlohmann::json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded() || !j.is_object()) {
-    return absl::InvalidArgumentError(absl::StrCat(path, ": not a JSON object"));
-  }
+  P3_ASSIGN_OR_RETURN(const nlohmann::json j, ReadJsonFile(path));
+  if (!j.is_object()) return absl::InvalidArgumentError(absl::StrCat(path, ": not a JSON object"));
   std::map<std::string, std::function<void(double)>> fields = {
       {"send_s_per_byte", [c](double v) { c->send_s_per_byte = v; }},
       {"recv_s_per_byte", [c](double v) { c->recv_s_per_byte = v; }},

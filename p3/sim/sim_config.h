@@ -28,7 +28,8 @@ namespace p3::sim {
 absl::Status ApplyConfig(const config::ExperimentConfig& config, SimOptions* options);
 
 // Overrides the fields of `calibration` named in the JSON object in `path` (the field
-// names of Calibration); an unknown name is an error.
+// names of Calibration); an unknown name is an error. Errors name the file (a file that
+// cannot be read or is not JSON: ReadJsonFile's, p3/base/json_file.h).
 absl::Status LoadCalibration(const std::string& path, Calibration* calibration);
 
 // {"samples_per_second", "iteration_seconds", "workers": [{"iteration_s", "compute_s",

@@ -36,32 +36,12 @@
 #include "p3/core/slice_plan.h"
 #include "p3/base/trace.h"
 #include "p3/core/wire_dtype.h"
+#include "p3/sim/profile.h"
 
 namespace p3::sim {
 
-// Per-block compute times of one worker's batch, in forward order.
-struct ProfileBlock {
-  std::string name;
-  double forward_s = 0;
-  double backward_s = 0;
-  std::vector<int64_t> params;  // numel of each parameter tensor, in the block's order
-};
-
-struct Profile {
-  std::string model;
-  int64_t batch = 0;  // samples per worker and iteration the times are for
-  std::string source;
-  std::vector<ProfileBlock> blocks;
-};
-
-// Reads a profile JSON file (docs/simulator.md, "Profile files").
-absl::StatusOr<Profile> LoadProfile(const std::string& path);
-// The tensors of `profile` in forward order, named "<block>/<index>" (the worker's
-// BlockModel::OrderedParameters() names).
-std::vector<TensorEntry> ProfileTensors(const Profile& profile);
-
 // The CPU costs of communication, in seconds of one core. Calibrated from the streaming
-// micro-benchmark (docs/results/streaming.md; tools/sim_validate.py says how).
+// micro-benchmark (docs/results/streaming/streaming.md; tools/experiments/simulator.py says how).
 struct Calibration {
   // Per byte sent, and per byte received, through a TCP connection (gRPC, the copies,
   // the kernel). Default: 0.66 ns and 0.69 ns (streaming, loopback, commit 3bcf7a9).
@@ -108,7 +88,7 @@ struct Calibration {
   // profile's speed: alone it gets its core at full speed; with every core busy it gets
   // its fair share at this speed. Default: 1. The CPU calibrations: 0.937, two
   // single-thread ResNet-50 runs side by side against one alone
-  // (tools/sim_validate.py calibrate).
+  // (tools/experiments/simulator.py calibrate).
   double shared_host_compute_speed = 1.0;
   // CPU seconds of one core that a computation loses each time a communication thread
   // wakes on its host (to write or read one message) while every core there is
@@ -117,8 +97,8 @@ struct Calibration {
   // again. Each computation running there is charged preempt_s / (jobs running on the
   // host). With a core free of computation the woken thread is taken to run there.
   // Counted in CpuBreakdown::preempt_s. Not charged to gloo's ring (DDP). Default: 0
-  // (none). Measured without a cluster by tools/preemption_cost.py: 17 – 39 µs
-  // (docs/results/simulator.md, "What a preemption costs the computation").
+  // (none). Measured without a cluster by tools/experiments/simulator_preemption_cost.py: 17 – 39 µs
+  // (docs/results/simulator/simulator.md, "What a preemption costs the computation").
   double preempt_s = 0;
   // Converting float32 values to a 16-bit wire and back (scheduling.wire_dtype), per
   // value and one core, charged in full on top of the per-byte costs of the 2-byte
@@ -129,7 +109,7 @@ struct Calibration {
   // server decodes each gradient and encodes each new version once for all workers;
   // through shared memory the server rounds the gradient (encode and decode) and decodes
   // the values into the worker's memory. Defaults: bench_wire_dtype's medians
-  // (docs/results/wire_dtype_bench.txt): bfloat16 0.41 / 0.33 ns, float16 1.38 / 0.62 ns.
+  // (docs/results/wire_dtype/wire_dtype_bench.txt): bfloat16 0.41 / 0.33 ns, float16 1.38 / 0.62 ns.
   double bf16_encode_s_per_value = 0.41e-9;
   double bf16_decode_s_per_value = 0.33e-9;
   double f16_encode_s_per_value = 1.38e-9;

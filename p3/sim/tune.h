@@ -9,7 +9,7 @@
 // best one counts as a tie, and among ties the one nearest the defaults wins: the
 // smallest |log(slice_params / 40000)|, then the smallest credit, then the smaller slice.
 // The simulator's error against measurements is several percent
-// (docs/results/simulator.md), so a gain below 1 % is no reason to leave the default that
+// (docs/results/simulator/simulator.md), so a gain below 1 % is no reason to leave the default that
 // the measurements were made with.
 //
 // Example:

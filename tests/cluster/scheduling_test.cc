@@ -18,7 +18,6 @@
 #include <chrono>
 #include <cstdlib>
 #include <deque>
-#include <fstream>
 #include <functional>
 #include <map>
 #include <memory>
@@ -32,6 +31,7 @@
 #include "absl/strings/match.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "p3/base/json_file.h"
 #include "p3/base/trace.h"
 #include "proto/p3.grpc.pb.h"
 #include "proto/wire.h"
@@ -204,8 +204,9 @@ struct Event {
 
 std::vector<Event> ReadTrace(const TraceRecorder& trace, const std::string& path) {
   CATCH_REQUIRE(trace.WriteJson(path).ok());
-  std::ifstream in(path);
-  const nlohmann::json json = nlohmann::json::parse(in);
+  absl::StatusOr<nlohmann::json> read = ReadJsonFile(path);
+  CATCH_REQUIRE(read.ok());
+  const nlohmann::json& json = *read;
   std::map<int, std::string> tracks;
   for (const nlohmann::json& e : json["traceEvents"]) {
     if (e["ph"] == "M" && e["name"] == "thread_name") {

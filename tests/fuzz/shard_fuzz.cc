@@ -68,44 +68,46 @@ void CheckAt(bool condition, int line) {
 }
 #define Check(condition) CheckAt((condition), __LINE__)
 
-void CheckOutgoing(const p3::ParameterShard& shard, const std::vector<p3::Outgoing>& out) {
+void CheckToWorker(const p3::ParameterShard& shard, const std::vector<p3::ToWorker>& out) {
   std::optional<p3::SlicePlan> plan = shard.plan();
-  for (const p3::Outgoing& o : out) {
-    Check(o.rank == 0 || o.rank == 1);
-    Check(plan.has_value() && o.slice_id >= 0 &&
-          o.slice_id < static_cast<int>(plan->slices().size()));
-    if (o.kind == p3::Outgoing::Kind::kParams) {
-      const int64_t length = plan->slices()[o.slice_id].length;
-      if (shard.wire_dtype() == p3::WireDType::kFloat32) {
-        Check(o.values != nullptr && o.encoded == nullptr &&
-              static_cast<int64_t>(o.values->size()) == length);
-      } else {
-        Check(o.values == nullptr && o.encoded != nullptr &&
-              static_cast<int64_t>(o.encoded->values.size()) == length);
-        Check(o.encoded->scale_exponent >= p3::kMinScaleExponent &&
-              o.encoded->scale_exponent <= p3::kMaxScaleExponent);
-      }
+  for (const p3::ToWorker& m : out) {
+    const p3::Downstream& d = m.message;
+    Check(m.rank == 0 || m.rank == 1);
+    Check(plan.has_value() && d.slice_id >= 0 &&
+          d.slice_id < static_cast<int>(plan->slices().size()));
+    if (d.kind == p3::Downstream::Kind::kParams) {
+      const int64_t length = plan->slices()[d.slice_id].length;
+      Check(d.values != nullptr && d.values->dtype() == shard.wire_dtype() &&
+            d.values->size() == length &&
+            d.values->bytes().size() == length * p3::BytesPerValue(shard.wire_dtype()) &&
+            m.bytes == static_cast<int64_t>(d.values->bytes().size()));
+      const std::optional<int> e = d.values->scale_exponent();
+      Check(e.has_value() == (shard.wire_dtype() == p3::WireDType::kFloat16));
+      Check(!e.has_value() || (*e >= p3::kMinScaleExponent && *e <= p3::kMaxScaleExponent));
     }
   }
 }
 
-bool SameOutgoing(const std::vector<p3::Outgoing>& a, const std::vector<p3::Outgoing>& b) {
+bool SameToWorker(const std::vector<p3::ToWorker>& a, const std::vector<p3::ToWorker>& b) {
   if (a.size() != b.size()) return false;
   for (size_t i = 0; i < a.size(); ++i) {
-    if (a[i].kind != b[i].kind || a[i].rank != b[i].rank || a[i].slice_id != b[i].slice_id ||
-        a[i].iteration != b[i].iteration || (a[i].values == nullptr) != (b[i].values == nullptr) ||
-        (a[i].encoded == nullptr) != (b[i].encoded == nullptr)) {
-      return false;
-    }
-    if (a[i].encoded != nullptr && (a[i].encoded->values != b[i].encoded->values ||
-                                    a[i].encoded->scale_exponent != b[i].encoded->scale_exponent)) {
+    const p3::Downstream& x = a[i].message;
+    const p3::Downstream& y = b[i].message;
+    if (x.kind != y.kind || a[i].rank != b[i].rank || x.slice_id != y.slice_id ||
+        x.version != y.version || x.iteration != y.iteration || x.round != y.round ||
+        a[i].bytes != b[i].bytes || (x.values == nullptr) != (y.values == nullptr) ||
+        (x.buffers == nullptr) != (y.buffers == nullptr)) {
       return false;
     }
     // Bit for bit: fuzzed values include NaNs, which never compare equal as floats.
-    if (a[i].values != nullptr &&
-        (a[i].values->size() != b[i].values->size() ||
-         std::memcmp(a[i].values->data(), b[i].values->data(),
-                     a[i].values->size() * sizeof(float)) != 0)) {
+    if (x.values != nullptr && (x.values->bytes() != y.values->bytes() ||
+                                x.values->scale_exponent() != y.values->scale_exponent())) {
+      return false;
+    }
+    if (x.buffers != nullptr &&
+        (x.buffers->size() != y.buffers->size() ||
+         std::memcmp(x.buffers->data(), y.buffers->data(), x.buffers->size() * sizeof(float)) !=
+             0)) {
       return false;
     }
   }
@@ -158,7 +160,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       Check(result.ok() == twin_result.ok());
       if (result.ok()) {
         joined[result->rank] = true;
-        CheckOutgoing(shard, result->out);
+        CheckToWorker(shard, result->out);
       }
     }
   }
@@ -171,7 +173,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   p3::DecodedWorkerMessage decoded;
   p3::Handled twin_handled;
-  std::string scratch;
   while (next_chunk(&rank, &bytes)) {
     p3::wire::WorkerMessage msg;
     const bool parsed = msg.ParseFromString(bytes);
@@ -181,11 +182,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (!parsed) continue;
     auto handled = p3::HandleWorkerMessage(&shard, rank, msg);
     const absl::Status twin_status =
-        p3::HandleWorkerMessage(&twin, rank, decoded, &twin_handled, nullptr, &scratch);
+        p3::HandleWorkerMessage(&twin, rank, decoded, &twin_handled, nullptr);
     Check(handled.ok() == twin_status.ok());
     if (handled.ok()) {
-      CheckOutgoing(shard, handled->out);
-      Check(SameOutgoing(handled->out, twin_handled.out));
+      CheckToWorker(shard, handled->out);
+      Check(SameToWorker(handled->out, twin_handled.out));
       Check(handled->done == twin_handled.done && handled->all_done == twin_handled.all_done);
     }
   }

@@ -57,7 +57,7 @@ void Differential(const std::vector<grpc::Slice>& slices, const std::string& byt
     return;
   }
   Check(decoded.header.slice_id == slice->slice_id());
-  Check(decoded.header.iteration == slice->iteration());
+  Check(decoded.header.iteration() == slice->iteration());  // or version(): one field
   Check(decoded.header.offset == slice->offset());
   Check(decoded.header.shared_count == slice->shared_count());
   Check(decoded.header.has_scale_exponent == slice->has_scale_exponent());

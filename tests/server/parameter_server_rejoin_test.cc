@@ -169,7 +169,7 @@ CATCH_TEST_CASE(
 
 CATCH_TEST_CASE("a server's memory for streams stays bounded however often a worker rejoins") {
   // Each stream over the network had a lane of the server's send queue that outlived it
-  // (with its queue's storage): ~4 KB per rejoin (docs/results/soak.md).
+  // (with its queue's storage): ~4 KB per rejoin (docs/results/reliability/soak.md).
   std::unique_ptr<ParameterServer> server = StartServer(kBound);
   FakeWorker w0(0, 1.0f);
   auto w1 = std::make_unique<FakeWorker>(1, 3.0f);

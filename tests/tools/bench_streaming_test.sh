@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Smoke test of //tools:bench_streaming (docs/results/streaming.md): a few iterations of
+# Smoke test of //tools:bench_streaming (docs/results/streaming/streaming.md): a few iterations of
 # the real worker library against the real p3_server on loopback (no network emulation,
 # no iperf3), checking the exit status and that the bytes reported are exactly those of
 # the iterations measured; a bad command line; bench_streaming.py's table from a CSV, and its

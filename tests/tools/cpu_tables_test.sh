@@ -1,18 +1,21 @@
 #!/usr/bin/env bash
-# The tables of tools/cpu_breakdown.py --table, tools/side_by_side.py --table,
-# tools/preemption_cost.py --table and tools/bench_throughput.py's report, from
-# small CSVs (docs/results/simulator.md, "Where the CPU goes"): medians over rounds, the
-# preemption and wake-up rows summed over a round's threads, the side-by-side factors;
-# and tools/congestion_control_table.py (medians per congestion control, the ratios).
+# The tables of tools/experiments/simulator_cpu_breakdown.py --table,
+# simulator_side_by_side.py --table, simulator_preemption_cost.py --table and
+# tools/bench_throughput.py's report, from small CSVs (docs/results/simulator/simulator.md,
+# "Where the CPU goes"): medians over rounds, the preemption and wake-up rows summed over a
+# round's threads, the side-by-side factors; and
+# tools/experiments/throughput_congestion_control.py (medians per congestion control, the
+# ratios).
 # Runs from the runfiles tree (bazel test), where the paths below are relative.
 set -uo pipefail
 
 source tests/testing/cases.sh
 
 PY=/usr/bin/python3
+X=tools/experiments
 TMP="${TEST_TMPDIR:-$(mktemp -d)}"
 
-case_name="cpu_breakdown.py --table: medians of 3 rounds; preemptions and wake-ups"
+case_name="simulator_cpu_breakdown.py --table: medians of 3 rounds; preemptions and wake-ups"
 output="$TMP/cpu.out"
 H="time_utc,round,model,mode,bandwidth_gbps,workers,placement,slice_params,window_iterations,iteration_seconds,samples_per_second,group,core_s_per_iteration,voluntary_switches_per_iteration,involuntary_switches_per_iteration"
 {
@@ -25,7 +28,7 @@ H="time_utc,round,model,mode,bandwidth_gbps,workers,placement,slice_params,windo
     echo "t,$r,resnet50,p3,2.0,2,colocated,40000,37,0.9$r,17.0,host:idle,0.02,,"
   done
 } >"$TMP/cpu.csv"
-"$PY" tools/cpu_breakdown.py --table --csv="$TMP/cpu.csv" >"$output" 2>&1
+"$PY" $X/simulator_cpu_breakdown.py --table --csv="$TMP/cpu.csv" >"$output" 2>&1
 rc=$?
 if [[ $rc -ne 0 ]]; then
   fail "exit status $rc"
@@ -40,10 +43,10 @@ else
   ok
 fi
 
-case_name="cpu_breakdown.py --table: a CSV from before the switch columns has no such rows"
+case_name="simulator_cpu_breakdown.py --table: a CSV from before the switch columns has no such rows"
 output="$TMP/old.out"
 cut -d, -f1-13 "$TMP/cpu.csv" >"$TMP/old.csv"
-"$PY" tools/cpu_breakdown.py --table --csv="$TMP/old.csv" >"$output" 2>&1
+"$PY" $X/simulator_cpu_breakdown.py --table --csv="$TMP/old.csv" >"$output" 2>&1
 rc=$?
 if [[ $rc -ne 0 ]]; then
   fail "exit status $rc"
@@ -53,7 +56,7 @@ else
   ok
 fi
 
-case_name="side_by_side.py --table: the rounds and their medians"
+case_name="simulator_side_by_side.py --table: the rounds and their medians"
 output="$TMP/sbs.out"
 cat >"$TMP/sbs.csv" <<'CSV'
 time_utc,round,local_alone_core_s,pair_core_s,pair_beside_core_s,pair_speed,compute_speed,streaming_alone_cpu_s_per_gb,streaming_beside_cpu_s_per_gb,comm_factor,pair_beside_iterations,streaming_alone_gbps,streaming_beside_gbps
@@ -61,7 +64,7 @@ t,1,0.40,0.40,0.50,1.0,0.8,2.0,1.8,0.9,30,4.0,3.0
 t,2,0.40,0.44,0.44,0.9,0.9,2.0,2.2,1.1,30,4.0,3.0
 t,3,0.40,0.42,0.40,0.95,1.0,2.0,2.0,1.0,30,4.0,3.0
 CSV
-"$PY" tools/side_by_side.py --table --csv="$TMP/sbs.csv" >"$output" 2>&1
+"$PY" $X/simulator_side_by_side.py --table --csv="$TMP/sbs.csv" >"$output" 2>&1
 rc=$?
 if [[ $rc -ne 0 ]]; then
   fail "exit status $rc"
@@ -72,7 +75,7 @@ else
   ok
 fi
 
-case_name="preemption_cost.py --table: cost per preemption against the same round's none"
+case_name="simulator_preemption_cost.py --table: cost per preemption against the same round's none"
 output="$TMP/pre.out"
 cat >"$TMP/pre.csv" <<'CSV'
 time_utc,round,condition,iterations,seconds_per_iteration,core_s_per_iteration,preemptions_per_iteration,voluntary_per_iteration,disturber_wakes_per_iteration,disturber_core_s_per_iteration,extra_core_s_per_iteration,extra_preemptions_per_iteration,us_per_preemption
@@ -83,7 +86,7 @@ t,2,none,40,0.50,0.5100,1.0,0.0,0.0,0.0,,,
 t,3,none,40,0.50,0.4900,1.0,0.0,0.0,0.0,,,
 t,3,same:1000:0,40,0.60,0.5200,3.0,0.0,900.0,0.01,0.03,2.0,
 CSV
-"$PY" tools/preemption_cost.py --table --csv="$TMP/pre.csv" >"$output" 2>&1
+"$PY" $X/simulator_preemption_cost.py --table --csv="$TMP/pre.csv" >"$output" 2>&1
 rc=$?
 if [[ $rc -ne 0 ]]; then
   fail "exit status $rc"
@@ -94,12 +97,12 @@ else
   ok
 fi
 
-case_name="bench_throughput.py tables: a column per mode that was run, the source named"
+case_name="bench_throughput_report.py tables: a column per mode that was run, the source named"
 output="$TMP/bt.out"
 "$PY" - >"$output" 2>&1 <<'PYCODE'
 import sys
 sys.path.insert(0, "tools")
-import bench_throughput as bt
+import bench_throughput_report as bt
 def g(mode, sps, runs=2):
     return {"model": "resnet50", "mode": mode, "bandwidth_gbps": 1.0, "batch": 8, "workers": 2,
             "slice_params": "40000", "runs": runs, "median_sps": sps, "min_sps": sps - 1,
@@ -123,7 +126,7 @@ else
   ok
 fi
 
-case_name="congestion_control_table.py: medians under each, their ratio, p3 over baseline, DDP, bound"
+case_name="throughput_congestion_control.py: medians under each, their ratio, p3 over baseline, DDP, bound"
 output="$TMP/cc.out"
 {
   echo "model,mode,batch_per_worker,bandwidth_gbps,samples_per_second,status,congestion_control"
@@ -136,7 +139,7 @@ output="$TMP/cc.out"
   echo "resnet50,p3,8,2.5,30.0,ok,bbr"  # another bandwidth: rows of its own
   echo "resnet50,p3,8,2.5,31.5,ok,cubic"
 } >"$TMP/cc.csv"
-"$PY" tools/congestion_control_table.py "$TMP/cc.csv" >"$output" 2>&1
+"$PY" $X/throughput_congestion_control.py "$TMP/cc.csv" >"$output" 2>&1
 rc=$?
 if [[ $rc -ne 0 ]]; then
   fail "exit status $rc"

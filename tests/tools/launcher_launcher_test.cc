@@ -7,10 +7,12 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/match.h"
 #include "p3/base/file_util.h"
+#include "p3/base/json_file.h"
 #include "proto/config.h"
 #include "tests/testing/temp_dir.h"
 
@@ -42,9 +44,10 @@ config::ExperimentConfig Config(const std::string& out, std::vector<std::string>
 }
 
 Json ReadJson(const std::string& path) {
-  absl::StatusOr<std::string> text = ReadFile(path);
-  CATCH_REQUIRE(text.ok());
-  return Json::parse(*text);
+  absl::StatusOr<Json> json = ReadJsonFile(path);
+  CATCH_CAPTURE(json.status().ToString());
+  CATCH_REQUIRE(json.ok());
+  return *std::move(json);
 }
 
 CATCH_TEST_CASE("a run starts every process, merges the traces and writes summary.json") {

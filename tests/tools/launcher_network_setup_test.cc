@@ -38,6 +38,17 @@ SysctlReader FakeHost(const std::string& current, const std::string& available) 
   };
 }
 
+CATCH_TEST_CASE("the host's sysctls are read from /proc/sys by name, without the newline") {
+  const SysctlReader read = ProcSysctlReader();
+  // kernel.ostype is "Linux\n" in /proc/sys/kernel/ostype on every Linux host.
+  absl::StatusOr<std::string> ostype = read("kernel.ostype");
+  CATCH_REQUIRE(ostype.ok());
+  CATCH_CHECK(*ostype == "Linux");
+  absl::StatusOr<std::string> missing = read("net.ipv4.no_such_sysctl");
+  CATCH_CHECK(missing.status().code() == absl::StatusCode::kUnavailable);
+  CATCH_CHECK(missing.status().message() == "cannot read /proc/sys/net/ipv4/no_such_sysctl");
+}
+
 CATCH_TEST_CASE("the congestion control is the configured one if the host has it, else the host's") {
   const SysctlReader host = FakeHost("bbr", "reno bbr cubic");
   absl::StatusOr<std::string> inherited = ResolveCongestionControl(Network({}), host);

@@ -185,7 +185,7 @@ bool ReadUntilDone(RawTrainServerStream* stream,
   DecodedWorkerMessage msg;
   while (stream->Read(&buffer)) {
     if (!Decode(&buffer, &msg).ok()) return false;
-    if (msg.field == kDoneField) return true;
+    if (msg.field == wire::WorkerMessage::kDoneFieldNumber) return true;
     if (seen) seen(msg);
   }
   return false;
@@ -207,11 +207,11 @@ void WriteParams(RawTrainServerStream* stream, uint32_t slice, uint64_t version,
                  const std::vector<float>& values, int64_t part) {
   SliceHeader h;
   h.slice_id = slice;
-  h.iteration = version;  // SliceData's `iteration` carries the version downstream
+  h.set_version(version);
   WriteInParts(static_cast<int64_t>(values.size()), part, [&](int64_t offset, int64_t count) {
     h.offset = static_cast<uint64_t>(offset);
-    return stream->Write(
-        EncodeSlice(kParamsField, h, values.data() + offset, count * sizeof(float), nullptr));
+    return stream->Write(EncodeSlice(wire::ServerMessage::kParamsFieldNumber, h,
+                                     values.data() + offset, count * sizeof(float), nullptr));
   });
 }
 
@@ -269,7 +269,7 @@ CATCH_TEST_CASE("an Ack goes to the core, and its Pull is written back on the sa
     ack.mutable_ack()->set_iteration(5);
     stream->Write(EncodeMessage(ack));
     const bool done = ReadUntilDone(stream, [&](const DecodedWorkerMessage& m) {
-      if (m.field != kPullField) return;
+      if (m.field != wire::WorkerMessage::kPullFieldNumber) return;
       absl::MutexLock lock(&mu);
       pulls.emplace_back(m.control.pull().slice_id(), m.control.pull().version());
     });
@@ -308,7 +308,7 @@ CATCH_TEST_CASE("a gradient is written from where the message points, in its enc
   std::string bytes;
   ScriptedServer server([&](RawTrainServerStream* stream) {
     const bool done = ReadUntilDone(stream, [&](const DecodedWorkerMessage& m) {
-      if (m.field != kGradientField) return;
+      if (m.field != wire::WorkerMessage::kGradientFieldNumber) return;
       absl::MutexLock lock(&mu);
       headers.push_back(m.header);
       for (absl::string_view part : m.values) bytes.append(part.data(), part.size());
@@ -336,7 +336,7 @@ CATCH_TEST_CASE("a gradient is written from where the message points, in its enc
   for (size_t i = 0; i < headers.size(); ++i) {
     CATCH_CAPTURE(i);
     CATCH_CHECK(headers[i].slice_id == 2);
-    CATCH_CHECK(headers[i].iteration == 7);
+    CATCH_CHECK(headers[i].iteration() == 7);
     CATCH_CHECK(headers[i].offset == 4 * i);
     CATCH_CHECK(headers[i].has_scale_exponent);
     CATCH_CHECK(headers[i].scale_exponent == scale);

@@ -20,8 +20,8 @@
 #include "p3/core/mode.h"
 #include "p3/base/progress.h"
 #include "proto/config.h"
-#include "proto/config_options.h"
 #include "server/parameter_server.h"
+#include "server/server_config.h"
 
 namespace p3 {
 namespace {
@@ -173,10 +173,10 @@ CATCH_TEST_CASE("one worker and one server train what the local run trains, sche
 
   config::ExperimentConfig config = SmallConfig("p3", 1);
   AddSchedule(&config);
-  ServerOptions so;  // 127.0.0.1, port 0
-  so.shard.num_workers = 1;
-  so.shard.optimizer = OptimizerFromConfig(config);
-  absl::StatusOr<std::unique_ptr<ParameterServer>> server = ParameterServer::Start(so);
+  // As p3_server runs it: cluster.host 127.0.0.1, port 0.
+  absl::StatusOr<ServerOptions> so = ServerOptionsFromConfig(config, {});
+  CATCH_REQUIRE(so.ok());
+  absl::StatusOr<std::unique_ptr<ParameterServer>> server = ParameterServer::Start(*so);
   CATCH_REQUIRE(server.ok());
   TrainerOptions options;
   options.servers = {absl::StrCat("127.0.0.1:", (*server)->port())};
@@ -206,7 +206,7 @@ CATCH_TEST_CASE("one worker and one server train what the local run trains, sche
   // Without shared memory the same run moves the same bytes over the stream.
   config::ExperimentConfig streamed = config;
   streamed.mutable_scheduling()->set_shared_memory(false);
-  absl::StatusOr<std::unique_ptr<ParameterServer>> server2 = ParameterServer::Start(so);
+  absl::StatusOr<std::unique_ptr<ParameterServer>> server2 = ParameterServer::Start(*so);
   CATCH_REQUIRE(server2.ok());
   options.servers = {absl::StrCat("127.0.0.1:", (*server2)->port())};
   absl::StatusOr<TrainResult> over_stream = RunTraining(streamed, options);

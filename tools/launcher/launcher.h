@@ -10,7 +10,10 @@
 // The pieces are separate units: run_layout.h (the output folder), ProcessSupervisor
 // (fork/exec, signalfd/inotify loop), ProgressDisplay, summary.h, network_setup.h and
 // backends.h. launch_cluster.cc reads the
-// flags and fills LauncherOptions.
+// flags and fills LauncherOptions. The class's own code is split by concept: launcher.cc
+// (Run, CheckNetworkOnly, Collect, the output folder and the network),
+// launcher_processes.cc, launcher_restarts.cc, launcher_results.cc and
+// launcher_remote_hosts.cc (the private section below is grouped the same way).
 //
 // Example:
 //   LauncherOptions options;
@@ -127,26 +130,11 @@ class Launcher {
     std::string label() const;
   };
 
+  // ---- Processes (launcher_processes.cc): starting, waiting, failures, stopping.
   // The child's process state; null before it started.
   const ProcessState* StateOf(const Child& child) const;
   bool Running(const Child& child) const;
   int PidOf(const Child& child) const;
-
-  // Lists the processes with their files (removing those of an earlier run when
-  // `clear_stale`) and, when `write_config`, writes the resolved config.
-  absl::Status PrepareOutputDir(bool clear_stale, bool write_config);
-  absl::Status SetUpNetwork();
-  absl::Status CheckLinks(bool strict);
-  void MergeTraces();
-  absl::Status FetchRemoteFiles();
-  // A server died under --max_restarts: every process starts again from the newest
-  // checkpoint all servers have (or from the start when there is none yet); without
-  // checkpointing, the failure says that this is why the run cannot go on.
-  absl::Status RestartFromCheckpoints();
-  // Rank 0's model, written into --remote_output_dir on its host, copied into the output
-  // folder; its result then names the local copy (a warning when it cannot be copied).
-  void FetchRemoteModel();
-  std::string RemotePath(const std::string& local) const;
   std::string ServerAddress(const Child& child) const;
   absl::Status StartProcess(Child& child, const std::string& binary,
                             const std::vector<std::string>& args);
@@ -155,6 +143,23 @@ class Launcher {
   absl::Status WaitForPorts();
   absl::Status WaitForWorkers();
   absl::Status WaitForServers();
+  void UpdateProgress();
+  absl::Status CheckForFailure();
+  absl::Status FailureOf(const Child& child, const std::string& what);
+  absl::Status Interrupted() const;
+  void StopAll();
+
+  // ---- Restarts under --max_restarts (launcher_restarts.cc).
+  // A server died under --max_restarts: every process starts again from the newest
+  // checkpoint all servers have (or from the start when there is none yet); without
+  // checkpointing, the failure says that this is why the run cannot go on.
+  absl::Status RestartFromCheckpoints();
+  // Starts again each worker that died while restarts are left (max_restarts) and no
+  // server has ended; says which and why.
+  absl::Status RestartDeadWorkers();
+
+  // ---- After the run (launcher_results.cc): results, outcomes, summary.json, the table,
+  // traces, the failure report, curves.
   // Reads every worker's result file it can; returns the first problem.
   absl::Status ReadResults();
   // Collect(): the Slurm exit records the task script left (tools/p3_slurm_task.sh).
@@ -168,17 +173,25 @@ class Launcher {
   absl::Status WriteSummary(const absl::Status& failure = absl::OkStatus());
   // After `failure`: prints the first failure and the follow-on ones, writes summary.json.
   void ReportFailure(const absl::Status& failure);
+  void PrintTable();
+  void MergeTraces();
   // Runs options_.plot_command on the output folder; says what it drew or why not.
   void DrawCurves();
-  absl::Status CheckForFailure();
-  // Starts again each worker that died while restarts are left (max_restarts) and no
-  // server has ended; says which and why.
-  absl::Status RestartDeadWorkers();
-  absl::Status FailureOf(const Child& child, const std::string& what);
-  absl::Status Interrupted() const;
-  void StopAll();
-  void UpdateProgress();
-  void PrintTable();
+
+  // ---- Files on other hosts (launcher_remote_hosts.cc).
+  std::string RemotePath(const std::string& local) const;
+  absl::Status FetchRemoteFiles();
+  // Rank 0's model, written into --remote_output_dir on its host, copied into the output
+  // folder; its result then names the local copy (a warning when it cannot be copied).
+  void FetchRemoteModel();
+
+  // ---- The output folder and the emulated network (launcher.cc).
+  // Lists the processes with their files (removing those of an earlier run when
+  // `clear_stale`) and, when `write_config`, writes the resolved config.
+  absl::Status PrepareOutputDir(bool clear_stale, bool write_config);
+  absl::Status SetUpNetwork();
+  absl::Status CheckLinks(bool strict);
+
   void Say(const std::string& line) { display_.Say(line); }
 
   const LauncherOptions options_;

@@ -3,7 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <fstream>
+#include <string>
 #include <utility>
 
 #include "absl/strings/ascii.h"
@@ -11,6 +11,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "p3/base/file_util.h"
 #include "p3/base/status_macros.h"
 
 namespace p3::tools::launcher {
@@ -33,12 +34,12 @@ SysctlReader ProcSysctlReader() {
     std::string relative = name;  // net.ipv4.x -> net/ipv4/x
     std::replace(relative.begin(), relative.end(), '.', '/');
     const std::string path = "/proc/sys/" + relative;
-    std::ifstream in(path);
-    std::string value;
-    if (!in || !std::getline(in, value)) {
+    // A sysctl is one line; a file that cannot be read, or is empty, has no value.
+    absl::StatusOr<std::string> text = ReadFile(path);
+    if (!text.ok() || text->empty()) {
       return absl::UnavailableError(absl::StrCat("cannot read ", path));
     }
-    return value;
+    return text->substr(0, text->find('\n'));
   };
 }
 

@@ -1,21 +1,15 @@
 #include "p3/base/trace.h"
 
 #include <cstdio>
-#include <fstream>
-#include <sstream>
+#include <cstdlib>
 #include <string>
 
 #include <catch2/catch.hpp>
 
+#include "p3/base/file_util.h"
+
 namespace p3 {
 namespace {
-
-std::string ReadAll(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 std::string TempPath(const char* name) {
   const char* dir = std::getenv("TEST_TMPDIR");
@@ -33,7 +27,7 @@ CATCH_TEST_CASE("a trace holds complete events on named tracks in Chrome's forma
   CATCH_CHECK(trace.size() == 2);
   const std::string path = TempPath("trace_test.json");
   CATCH_REQUIRE(trace.WriteJson(path).ok());
-  const std::string json = ReadAll(path);
+  const std::string json = ReadFile(path).value();
   CATCH_CHECK(json.find("\"traceEvents\"") != std::string::npos);
   CATCH_CHECK(json.find("\"name\": \"worker \\\"0\\\"\"") != std::string::npos);  // escaped
   CATCH_CHECK(json.find("\"name\": \"send to server 1\"") != std::string::npos);
@@ -54,7 +48,7 @@ CATCH_TEST_CASE("events beyond the bound are dropped and counted") {
   CATCH_CHECK(trace.size() == 2);
   const std::string path = TempPath("trace_drop.json");
   CATCH_REQUIRE(trace.WriteJson(path).ok());
-  CATCH_CHECK(ReadAll(path).find("\"dropped_events\": 3") != std::string::npos);
+  CATCH_CHECK(ReadFile(path).value().find("\"dropped_events\": 3") != std::string::npos);
 }
 
 }  // namespace

@@ -157,7 +157,7 @@ CATCH_TEST_CASE("the shard hands out a checkpoint once all its slices reach the 
   auto joined = restored.Join(Signature(), 0);
   CATCH_REQUIRE(joined.ok());
   CATCH_REQUIRE(joined->size() == 2);  // both slices at once: no initial values needed
-  CATCH_CHECK((*joined)[0].iteration == 2);
+  CATCH_CHECK((*joined)[0].message.version == 2);
   CATCH_CHECK(restored.SliceValues(1)->first == shard.SliceValues(1)->first);
   CATCH_CHECK(absl::IsAlreadyExists(restored.Init(0, 0, w.data(), 3).status()));
 }

@@ -43,7 +43,7 @@ ClusterSignature Signature(bool values_on_push) {
 // and dropped after each message, as the server does once it has queued the messages.
 // Returns whether every call succeeded; Catch2's assertions would allocate themselves.
 bool RunIterations(ParameterShard& shard, int slices, bool values_on_push, uint64_t first,
-                   uint64_t last, const std::vector<float>& grad, std::vector<Outgoing>* out) {
+                   uint64_t last, const std::vector<float>& grad, std::vector<ToWorker>* out) {
   bool ok = true;
   for (uint64_t it = first; it < last; ++it) {
     for (int s = 0; s < slices; ++s) {
@@ -76,7 +76,7 @@ CATCH_TEST_CASE("gradients allocate nothing once the slice's buffers exist") {
         CATCH_REQUIRE(shard.Init(0, s, init.data(), kSliceParams).ok());
       }
       const std::vector<float> grad(kSliceParams, 0.5f);
-      std::vector<Outgoing> out;
+      std::vector<ToWorker> out;
       out.reserve(2 * kWorkers);
       // Warm-up: gradient buffers, optimizer state, the spare snapshot.
       CATCH_REQUIRE(RunIterations(shard, slices, values_on_push, 0, 2, grad, &out));

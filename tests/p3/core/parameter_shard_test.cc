@@ -1,43 +1,25 @@
-// The server's state machine, driven directly: no transport.
+// The server's state machine, driven directly: no transport. Its aggregation and update
+// (joins, initial values, gradients, pulls, snapshots); the 16-bit wire, re-plans and
+// rejoins have tests of their own (shard_wire_dtype_test, shard_replan_test,
+// shard_rejoin_test).
 #include "p3/core/parameter_shard.h"
-#include "p3/core/wire_dtype.h"
 
 #include <catch2/catch.hpp>
+#include <algorithm>
 #include <optional>
-#include <utility>
+#include <string>
 #include <thread>
+#include <utility>
 #include <vector>
+
+#include "tests/p3/core/shard_test_util.h"
 
 namespace p3 {
 namespace {
 
-// Two tensors: "w" (5 params) and "b" (2), slices of 3 params, one server:
-// slices 0:[0,3) 1:[3,5) of w, 2:[5,7) b.
-ClusterSignature Signature(int workers, bool values_on_push = true) {
-  ClusterSignature sig;
-  sig.num_workers = workers;
-  sig.num_servers = 1;
-  sig.tensors = {{"w", {5}, "float32"}, {"b", {2}, "float32"}};
-  sig.plan.granularity = Granularity::kSliced;
-  sig.plan.slice_params = 3;
-  sig.values_on_push = values_on_push;
-  return sig;
-}
-
-ShardOptions Options(int workers, double lr = 1.0) {
-  ShardOptions o;
-  o.num_workers = workers;
-  o.optimizer.lr = lr;
-  o.optimizer.momentum = 0;
-  return o;
-}
-
-void InitAll(ParameterShard& shard) {
-  std::vector<float> w = {1, 2, 3, 4, 5}, b = {6, 7};
-  CATCH_REQUIRE(shard.Init(0, 0, w.data(), 3).ok());
-  CATCH_REQUIRE(shard.Init(0, 1, w.data() + 3, 2).ok());
-  CATCH_REQUIRE(shard.Init(0, 2, b.data(), 2).ok());
-}
+using shard_test::InitAll;
+using shard_test::Options;
+using shard_test::Signature;
 
 CATCH_TEST_CASE("initial values go to every worker once all slices are in") {
   ParameterShard shard(Options(2));
@@ -55,8 +37,8 @@ CATCH_TEST_CASE("initial values go to every worker once all slices are in") {
   CATCH_REQUIRE(late.ok());
   CATCH_REQUIRE(late->size() == 3);
   CATCH_CHECK((*late)[0].rank == 1);
-  CATCH_CHECK((*late)[0].iteration == 0);
-  CATCH_CHECK(*(*late)[0].values == std::vector<float>{1, 2, 3});
+  CATCH_CHECK((*late)[0].message.version == 0);
+  CATCH_CHECK(DecodedValues((*late)[0].message) == std::vector<float>{1, 2, 3});
 }
 
 CATCH_TEST_CASE("the mean of all workers' gradients is applied once the last one is in") {
@@ -75,10 +57,10 @@ CATCH_TEST_CASE("the mean of all workers' gradients is applied once the last one
   CATCH_REQUIRE(o1->size() == 3);  // version 1 to every worker
   // mean = {3, 1, 2}; p = {1,2,3} - 0.5*mean
   std::vector<float> want = {-0.5f, 1.5f, 2.0f};
-  for (const Outgoing& o : *o1) {
-    CATCH_CHECK(o.kind == Outgoing::Kind::kParams);
-    CATCH_CHECK(o.iteration == 1);
-    CATCH_CHECK(*o.values == want);
+  for (const ToWorker& o : *o1) {
+    CATCH_CHECK(o.message.kind == Downstream::Kind::kParams);
+    CATCH_CHECK(o.message.version == 1);
+    CATCH_CHECK(DecodedValues(o.message) == want);
   }
   auto values = shard.SliceValues(0);
   CATCH_REQUIRE(values.ok());
@@ -158,6 +140,65 @@ CATCH_TEST_CASE("a slice sent in parts gives the same result as sent whole") {
   CATCH_CHECK(parts.SliceValues(0)->first == whole.SliceValues(0)->first);
 }
 
+CATCH_TEST_CASE("values as bytes cut anywhere, or in shared memory, count as float values do") {
+  std::vector<float> g0 = {0.25f, -1.5f, 3.0f}, g1 = {2.0f, 0.5f, -0.125f};
+  std::vector<float> w = {1, 2, 3, 4, 5}, b = {6, 7};
+  ParameterShard floats(Options(2, 0.5)), bytes(Options(2, 0.5)), shared(Options(2, 0.5));
+  for (ParameterShard* shard : {&floats, &bytes, &shared}) {
+    for (int r = 0; r < 2; ++r) CATCH_REQUIRE(shard->Join(Signature(2), r).ok());
+  }
+  InitAll(floats);
+  // Initial values of slice 0 as bytes cut inside a value, then slices 1 and 2.
+  const std::string raw(reinterpret_cast<const char*>(w.data()), 3 * sizeof(float));
+  const std::vector<absl::string_view> cut = {absl::string_view(raw).substr(0, 5),
+                                              absl::string_view(raw).substr(5)};
+  CATCH_REQUIRE(bytes.Init(0, 0, cut, 0).ok());
+  CATCH_REQUIRE(bytes.Init(0, 1, w.data() + 3, 2).ok());
+  CATCH_REQUIRE(bytes.Init(0, 2, b.data(), 2).ok());
+  // The same from a colocated worker's flat parameters: slice 1 at its place [3, 5).
+  const std::vector<float> flat_params = {1, 2, 3, 4, 5, 6, 7};
+  const SharedValues memory{.params = flat_params.data(), .grads = nullptr};
+  CATCH_REQUIRE(shared.Init(0, 0, memory, 3, 0).ok());
+  CATCH_REQUIRE(shared.Init(0, 1, memory, 1, 0).ok());
+  CATCH_REQUIRE(shared.Init(0, 1, memory, 1, 1).ok());
+  CATCH_REQUIRE(shared.Init(0, 2, memory, 2, 0).ok());
+  for (int slice = 0; slice < 3; ++slice) {
+    CATCH_CHECK(bytes.SliceValues(slice)->first == floats.SliceValues(slice)->first);
+    CATCH_CHECK(shared.SliceValues(slice)->first == floats.SliceValues(slice)->first);
+  }
+  // Gradients of slice 0: rank 0's bytes in three pieces, rank 1's in shared memory.
+  std::vector<float> flat_grads(7, 0.0f);
+  std::copy(g1.begin(), g1.end(), flat_grads.begin());
+  const SharedValues grads{.params = nullptr, .grads = flat_grads.data()};
+  const std::string g0_raw(reinterpret_cast<const char*>(g0.data()), 3 * sizeof(float));
+  const std::vector<absl::string_view> pieces = {absl::string_view(g0_raw).substr(0, 1),
+                                                 absl::string_view(g0_raw).substr(1, 9),
+                                                 absl::string_view(g0_raw).substr(10)};
+  std::vector<ToWorker> out;
+  CATCH_REQUIRE(floats.Gradient(0, 0, 0, g0.data(), 3).ok());
+  CATCH_REQUIRE(floats.Gradient(1, 0, 0, g1.data(), 3).ok());
+  for (ParameterShard* shard : {&bytes, &shared}) {
+    CATCH_REQUIRE(shard->Gradient(0, 0, 0, pieces, 0, &out).ok());
+    CATCH_REQUIRE(shard->Gradient(1, 0, 0, grads, 3, 0, &out).ok());
+    CATCH_CHECK(shard->SliceValues(0)->second == 1);
+    CATCH_CHECK(shard->SliceValues(0)->first == floats.SliceValues(0)->first);
+  }
+  // Bytes that are not whole values are refused naming the slice, and change nothing.
+  const std::vector<absl::string_view> odd = {absl::string_view(g0_raw).substr(0, 7)};
+  absl::Status refused = bytes.Gradient(0, 1, 0, odd, 0, &out);
+  CATCH_CHECK(absl::IsInvalidArgument(refused));
+  CATCH_CHECK(refused.message() ==
+              "gradient of slice 1: 7 bytes, not a whole number of float32 values (4 bytes each)");
+  ParameterShard fresh(Options(1));
+  CATCH_REQUIRE(fresh.Join(Signature(1), 0).ok());
+  CATCH_CHECK(fresh.Init(0, 0, odd, 0).status().message() ==
+              "initial values of slice 0: 7 bytes, not a whole number of float32 values (4 bytes "
+              "each)");
+  // A part in shared memory past its slice is refused before anything is read.
+  CATCH_CHECK(absl::IsInvalidArgument(shared.Gradient(0, 1, 0, grads, 2, 1, &out)));
+  CATCH_CHECK(shared.SliceValues(1)->second == 0);
+}
+
 CATCH_TEST_CASE("parts out of order, overlapping or past the end are refused and change nothing") {
   ParameterShard shard(Options(1));
   CATCH_REQUIRE(shard.Join(Signature(1), 0).ok());
@@ -204,20 +245,20 @@ CATCH_TEST_CASE("without values on push the server acks and answers pulls once u
   auto a0 = shard.Gradient(0, 0, 0, g.data(), 3);
   CATCH_REQUIRE(a0.ok());
   CATCH_REQUIRE(a0->size() == 1);
-  CATCH_CHECK((*a0)[0].kind == Outgoing::Kind::kAck);
+  CATCH_CHECK((*a0)[0].message.kind == Downstream::Kind::kAck);
   auto pull0 = shard.Pull(0, 0, 1);  // not updated yet: parked
   CATCH_REQUIRE(pull0.ok());
   CATCH_CHECK(pull0->empty());
   auto a1 = shard.Gradient(1, 0, 0, g.data(), 3);
   CATCH_REQUIRE(a1.ok());
   CATCH_REQUIRE(a1->size() == 2);  // ack to 1, parked pull of 0 answered
-  CATCH_CHECK((*a1)[0].kind == Outgoing::Kind::kAck);
-  CATCH_CHECK((*a1)[1].kind == Outgoing::Kind::kParams);
+  CATCH_CHECK((*a1)[0].message.kind == Downstream::Kind::kAck);
+  CATCH_CHECK((*a1)[1].message.kind == Downstream::Kind::kParams);
   CATCH_CHECK((*a1)[1].rank == 0);
   auto pull1 = shard.Pull(1, 0, 1);  // already updated: answered at once
   CATCH_REQUIRE(pull1.ok());
   CATCH_REQUIRE(pull1->size() == 1);
-  CATCH_CHECK((*pull1)[0].iteration == 1);
+  CATCH_CHECK((*pull1)[0].message.version == 1);
   CATCH_CHECK(absl::IsInvalidArgument(shard.Pull(1, 0, 7).status()));
 }
 
@@ -232,15 +273,15 @@ CATCH_TEST_CASE("values already handed out stay unchanged while later versions a
   auto v1 = shard.Gradient(0, 0, 0, g.data(), 3);
   CATCH_REQUIRE(v1.ok());
   CATCH_REQUIRE(v1->size() == 1);
-  const std::shared_ptr<const std::vector<float>> held = (*v1)[0].values;
+  const std::shared_ptr<const Snapshot> held = (*v1)[0].message.values;
   for (uint64_t it = 1; it < 4; ++it) {
     auto out = shard.Gradient(0, 0, it, g.data(), 3);
     CATCH_REQUIRE(out.ok());
     CATCH_REQUIRE(out->size() == 1);
-    CATCH_CHECK(*(*out)[0].values ==
+    CATCH_CHECK(DecodedValues((*out)[0].message) ==
                 std::vector<float>{1.0f - (it + 1), 2.0f - (it + 1), 3.0f - (it + 1)});
   }
-  CATCH_CHECK(*held == std::vector<float>{0, 1, 2});
+  CATCH_CHECK(held->Decoded() == std::vector<float>{0, 1, 2});
   CATCH_CHECK(shard.SliceValues(0)->first == std::vector<float>{-3, -2, -1});
 }
 
@@ -304,8 +345,8 @@ CATCH_TEST_CASE("a worker joining while the last initial values arrive gets vers
     std::vector<float> w = {1, 2, 3, 4, 5}, b = {6, 7};
     CATCH_REQUIRE(shard.Init(0, 0, w.data(), 3).ok());
     CATCH_REQUIRE(shard.Init(0, 1, w.data() + 3, 2).ok());
-    absl::StatusOr<std::vector<Outgoing>> from_init;
-    absl::StatusOr<std::vector<Outgoing>> from_join;
+    absl::StatusOr<std::vector<ToWorker>> from_init;
+    absl::StatusOr<std::vector<ToWorker>> from_join;
     std::thread init([&] { from_init = shard.Init(0, 2, b.data(), 2); });
     std::thread join([&] { from_join = shard.Join(Signature(2), 1); });
     init.join();
@@ -314,87 +355,10 @@ CATCH_TEST_CASE("a worker joining while the last initial values arrive gets vers
     CATCH_REQUIRE(from_join.ok());
     int to_worker_1 = 0;
     for (const auto* out : {&*from_init, &*from_join}) {
-      for (const Outgoing& o : *out) to_worker_1 += o.rank == 1;
+      for (const ToWorker& o : *out) to_worker_1 += o.rank == 1;
     }
     CATCH_REQUIRE(to_worker_1 == 3);
   }
-}
-
-// --- A 16-bit wire (ShardOptions::wire_dtype).
-
-ShardOptions WireOptions(int workers, WireDType dtype) {
-  ShardOptions o = Options(workers, 0.5);
-  o.wire_dtype = dtype;
-  return o;
-}
-
-ClusterSignature WireSignature(int workers, WireDType dtype) {
-  ClusterSignature sig = Signature(workers);
-  sig.wire_dtype = dtype;
-  return sig;
-}
-
-CATCH_TEST_CASE("on a 16-bit wire, encoded values handed out stay unchanged across versions") {
-  for (WireDType dtype : {WireDType::kBFloat16, WireDType::kFloat16}) {
-    CATCH_CAPTURE(WireDTypeName(dtype));
-    ParameterShard shard(WireOptions(1, dtype));
-    CATCH_REQUIRE(shard.Join(WireSignature(1, dtype), 0).ok());
-    InitAll(shard);
-    const std::vector<float> g = {0.3f, 0.3f, 0.3f};
-    auto v1 = shard.Gradient(0, 0, 0, g.data(), 3, 0, dtype == WireDType::kFloat16
-                                                          ? std::optional<int>(0)
-                                                          : std::nullopt);
-    CATCH_REQUIRE(v1.ok());
-    CATCH_REQUIRE(v1->size() == 1);
-    const std::shared_ptr<const WireValues> held = (*v1)[0].encoded;
-    CATCH_REQUIRE(held != nullptr);
-    const WireValues copy = *held;
-    for (uint64_t it = 1; it < 5; ++it) {
-      auto out = shard.Gradient(0, 0, it, g.data(), 3, 0, dtype == WireDType::kFloat16
-                                                             ? std::optional<int>(0)
-                                                             : std::nullopt);
-      CATCH_REQUIRE(out.ok());
-      CATCH_REQUIRE(out->size() == 1);
-      // Each version is the master values rounded; the master values are float32.
-      const std::vector<float> master = shard.SliceValues(0)->first;
-      std::vector<float> want(3);
-      RoundToWire(dtype, master.data(), 3, (*out)[0].encoded->scale_exponent, want.data());
-      CATCH_CHECK(DecodedValues((*out)[0], dtype) == want);
-    }
-    CATCH_CHECK(held->values == copy.values);
-    CATCH_CHECK(held->scale_exponent == copy.scale_exponent);
-    // The master values keep what 16 bits cannot hold.
-    const std::vector<float> master = shard.SliceValues(0)->first;
-    std::vector<float> rounded(3);
-    RoundToWire(dtype, master.data(), 3, Float16ScaleExponent(master.data(), 3), rounded.data());
-    CATCH_CHECK(rounded != master);
-  }
-}
-
-CATCH_TEST_CASE("on a 16-bit wire a checkpoint holds float32 master values") {
-  std::optional<ShardCheckpoint> saved;
-  ShardOptions o = WireOptions(1, WireDType::kBFloat16);
-  o.checkpoint_every = 1;
-  o.on_checkpoint = [&](ShardCheckpoint c) { saved = std::move(c); };
-  ParameterShard shard(o);
-  CATCH_REQUIRE(shard.Join(WireSignature(1, WireDType::kBFloat16), 0).ok());
-  // Initial values that bfloat16 cannot hold.
-  std::vector<float> w = {1.001f, 2.002f, 3.003f, 4.004f, 5.005f}, b = {6.006f, 7.007f};
-  CATCH_REQUIRE(shard.Init(0, 0, w.data(), 3).ok());
-  CATCH_REQUIRE(shard.Init(0, 1, w.data() + 3, 2).ok());
-  auto zero = shard.Init(0, 2, b.data(), 2);
-  CATCH_REQUIRE(zero.ok());
-  // Version 0 goes out rounded, the master values are the initial ones, exactly.
-  CATCH_CHECK(DecodedValues((*zero)[0], WireDType::kBFloat16) != std::vector<float>(w.begin(), w.begin() + 3));
-  CATCH_CHECK(shard.SliceValues(0)->first == std::vector<float>(w.begin(), w.begin() + 3));
-  const std::vector<float> g = {0, 0, 0};
-  for (int slice = 0; slice < 3; ++slice) {
-    const int n = slice == 0 ? 3 : 2;
-    CATCH_REQUIRE(shard.Gradient(0, slice, 0, g.data(), n).ok());
-  }
-  CATCH_REQUIRE(saved.has_value());
-  CATCH_CHECK(saved->slices[0].params == std::vector<float>(w.begin(), w.begin() + 3));
-  CATCH_CHECK(saved->slices[2].params == b);
 }
 
 CATCH_TEST_CASE("without values the shard runs the same protocol: who gets what, when") {
@@ -412,30 +376,32 @@ CATCH_TEST_CASE("without values the shard runs the same protocol: who gets what,
     InitAll(a);
     CATCH_REQUIRE(b.Init(0, 0, nullptr, 3).ok());
     CATCH_REQUIRE(b.Init(0, 1, nullptr, 2).ok());
-    absl::StatusOr<std::vector<Outgoing>> init_b = b.Init(0, 2, nullptr, 2);
+    absl::StatusOr<std::vector<ToWorker>> init_b = b.Init(0, 2, nullptr, 2);
     CATCH_REQUIRE(init_b.ok());
     CATCH_CHECK(init_b->size() == 6);  // version 0 of 3 slices to 2 workers
     std::vector<float> g = {1, 1, 1};
-    auto same = [](const std::vector<Outgoing>& x, const std::vector<Outgoing>& y) {
+    auto same = [](const std::vector<ToWorker>& x, const std::vector<ToWorker>& y) {
       CATCH_REQUIRE(x.size() == y.size());
       for (size_t i = 0; i < x.size(); ++i) {
-        CATCH_CHECK(x[i].kind == y[i].kind);
+        CATCH_CHECK(x[i].message.kind == y[i].message.kind);
         CATCH_CHECK(x[i].rank == y[i].rank);
-        CATCH_CHECK(x[i].slice_id == y[i].slice_id);
-        CATCH_CHECK(x[i].iteration == y[i].iteration);
-        CATCH_CHECK(y[i].values == nullptr);
+        CATCH_CHECK(x[i].message.slice_id == y[i].message.slice_id);
+        CATCH_CHECK(x[i].message.version == y[i].message.version);
+        CATCH_CHECK(x[i].message.iteration == y[i].message.iteration);
+        CATCH_CHECK(x[i].bytes == y[i].bytes);
+        CATCH_CHECK(y[i].message.values == nullptr);
       }
     };
     for (int r = 0; r < 2; ++r) {
       if (!values_on_push && r == 1) {
         // Worker 0 pulls version 1 before worker 1's gradient: pending in both.
-        absl::StatusOr<std::vector<Outgoing>> pa = a.Pull(0, 0, 1), pb = b.Pull(0, 0, 1);
+        absl::StatusOr<std::vector<ToWorker>> pa = a.Pull(0, 0, 1), pb = b.Pull(0, 0, 1);
         CATCH_REQUIRE(pa.ok());
         CATCH_REQUIRE(pb.ok());
         same(*pa, *pb);
       }
-      absl::StatusOr<std::vector<Outgoing>> ga = a.Gradient(r, 0, 0, g.data(), 3);
-      absl::StatusOr<std::vector<Outgoing>> gb = b.Gradient(r, 0, 0, nullptr, 3);
+      absl::StatusOr<std::vector<ToWorker>> ga = a.Gradient(r, 0, 0, g.data(), 3);
+      absl::StatusOr<std::vector<ToWorker>> gb = b.Gradient(r, 0, 0, nullptr, 3);
       CATCH_REQUIRE(ga.ok());
       CATCH_REQUIRE(gb.ok());
       same(*ga, *gb);
@@ -446,171 +412,6 @@ CATCH_TEST_CASE("without values the shard runs the same protocol: who gets what,
     CATCH_CHECK(b.Gradient(0, 0, 0, nullptr, 3).status().code() ==
                 a.Gradient(0, 0, 0, g.data(), 3).status().code());
   }
-}
-
-}  // namespace
-}  // namespace p3
-
-namespace p3 {
-namespace {
-
-// A model of 3 tensors (10, 7 and 4 parameters) in stripes of 4 over 2 servers, sliced
-// `slice` long. Stripes: t0 [0,4)->s0 [4,8)->s1 [8,10)->s0; t1 [0,4)->s1 [4,7)->s0;
-// t2 [0,4)->s1.
-ClusterSignature StripedSignature(int workers, int64_t slice) {
-  ClusterSignature sig;
-  sig.num_workers = workers;
-  sig.num_servers = 2;
-  sig.tensors = {{"a", {10}, "float32"}, {"b", {7}, "float32"}, {"c", {4}, "float32"}};
-  sig.plan.granularity = Granularity::kSliced;
-  sig.plan.slice_params = slice;
-  sig.plan.owner_params = 4;
-  return sig;
-}
-
-// Drives both servers of a striped 2-worker cluster with the same per-parameter
-// gradients whatever the plan: gradient of parameter i at iteration t is
-// sin(i + 7 t) * (rank + 1). Re-plans to `replan_to` (0: none) before iteration 2's.
-struct TwoShards {
-  explicit TwoShards(int64_t slice) : slice(slice) {
-    for (int s = 0; s < 2; ++s) {
-      ShardOptions o;
-      o.server_index = s;
-      o.num_workers = 2;
-      o.optimizer.lr = 0.1;
-      o.optimizer.momentum = 0.9;
-      o.optimizer.weight_decay = 0.01;
-      shards.push_back(std::make_unique<ParameterShard>(o));
-      for (int r = 0; r < 2; ++r) CATCH_REQUIRE(shards[s]->Join(StripedSignature(2, slice), r).ok());
-    }
-    plan = *SlicePlan::Create({{"a", 10}, {"b", 7}, {"c", 4}},
-                              SlicePlanOptions{.slice_params = slice, .owner_params = 4,
-                                               .num_servers = 2});
-    std::vector<float> init(21);
-    for (int i = 0; i < 21; ++i) init[i] = 0.1f * static_cast<float>(i);
-    for (const Slice& sl : plan.slices()) {
-      CATCH_REQUIRE(shards[sl.server]->Init(0, sl.id, init.data() + sl.offset, sl.length).ok());
-    }
-  }
-  void Iteration(uint64_t t) {
-    for (int r = 0; r < 2; ++r) {
-      for (const Slice& sl : plan.slices()) {
-        std::vector<float> g(sl.length);
-        for (int64_t i = 0; i < sl.length; ++i) {
-          g[i] = std::sin(static_cast<float>(sl.offset + i + 7 * t)) * static_cast<float>(r + 1);
-        }
-        CATCH_REQUIRE(shards[sl.server]->Gradient(r, sl.id, t, g.data(), sl.length).ok());
-      }
-    }
-  }
-  std::vector<float> Values() const {
-    std::vector<float> all(21);
-    for (const Slice& sl : plan.slices()) {
-      auto v = shards[sl.server]->SliceValues(sl.id);
-      CATCH_REQUIRE(v.ok());
-      std::copy(v->first.begin(), v->first.end(), all.begin() + sl.offset);
-    }
-    return all;
-  }
-  int64_t slice;
-  SlicePlan plan = *SlicePlan::Create({{"x", 1}}, SlicePlanOptions{});
-  std::vector<std::unique_ptr<ParameterShard>> shards;
-};
-
-CATCH_TEST_CASE("a re-plan keeps every parameter's values and momentum: training is bit for bit the same") {
-  TwoShards fixed(2), replanned(2);
-  for (uint64_t t = 0; t < 2; ++t) {
-    fixed.Iteration(t);
-    replanned.Iteration(t);
-  }
-  // Asked before iteration 2's gradients... at version 2 already: too late, refused.
-  for (auto& shard : replanned.shards) {
-    absl::Status late = shard->Replan(0, 2, 3);
-    CATCH_CHECK(absl::IsFailedPrecondition(late));
-    CATCH_CHECK(late.message().find("at version 2 already") != std::string::npos);
-  }
-  fixed.Iteration(2);
-  for (auto& shard : replanned.shards) CATCH_REQUIRE(shard->Replan(0, 4, 3).ok());
-  replanned.Iteration(2);
-  // Iteration 3 is still the old plan's; the switch comes with its last gradient.
-  replanned.Iteration(3);
-  fixed.Iteration(3);
-  for (auto& shard : replanned.shards) CATCH_CHECK(shard->replans() == 1);
-  replanned.plan = *replanned.plan.WithSliceParams(3);
-  CATCH_CHECK(replanned.Values() == fixed.Values());
-  // The switch allocated the new slices' snapshot buffers (the current version's and a
-  // spare): the first updates on the new plan allocate none, where a buffer allocated
-  // then was fresh memory in a timed iteration.
-  std::vector<int64_t> allocated;
-  for (auto& shard : replanned.shards) allocated.push_back(shard->SnapshotAllocations());
-  // The old plan's states are retired with their buffers given up: after two rounds of the
-  // new plan (one to have a previous version) a shard holds what the same shard without
-  // re-plans holds, not twice that.
-  for (uint64_t t = 4; t < 6; ++t) {
-    fixed.Iteration(t);
-    replanned.Iteration(t);
-  }
-  for (size_t i = 0; i < fixed.shards.size(); ++i) {
-    CATCH_CHECK(fixed.shards[i]->StateFloats() > 0);
-    CATCH_CHECK(replanned.shards[i]->StateFloats() == fixed.shards[i]->StateFloats());
-    CATCH_CHECK(replanned.shards[i]->SnapshotAllocations() == allocated[i]);
-  }
-  for (uint64_t t = 6; t < 8; ++t) {
-    fixed.Iteration(t);
-    replanned.Iteration(t);
-  }
-  CATCH_CHECK(replanned.Values() == fixed.Values());
-  // Slice ids are the new plan's: slice 0 is 3 long now (it was 2), and a gradient of the
-  // old plan's last slice id (10, c [2,4)) names a slice the plan no longer has.
-  CATCH_CHECK(replanned.shards[0]->SliceSpan(0)->second == 3);
-  std::vector<float> four(4, 1.0f);
-  CATCH_CHECK(absl::IsInvalidArgument(replanned.shards[0]->Gradient(0, 0, 8, four.data(), 4).status()));
-  CATCH_CHECK(fixed.plan.slices().size() == 11);
-  CATCH_CHECK(replanned.plan.slices().size() == 10);
-  CATCH_CHECK(absl::IsInvalidArgument(replanned.shards[1]->Gradient(0, 10, 8, four.data(), 2).status()));
-}
-
-CATCH_TEST_CASE("a re-plan is refused unless rank 0 asks, the plan has stripes and nothing rules it out") {
-  TwoShards cluster(2);
-  ParameterShard& shard = *cluster.shards[0];
-  CATCH_CHECK(shard.Replan(1, 5, 3).message().find("only worker 0 re-plans") != std::string::npos);
-  CATCH_CHECK(shard.Replan(0, 5, 0).message().find("slice_params must be >= 1") != std::string::npos);
-  CATCH_REQUIRE(shard.Replan(0, 5, 3).ok());
-  CATCH_CHECK(shard.ReplanPending() == std::make_pair(uint64_t{5}, int64_t{3}));
-  CATCH_CHECK(shard.Replan(0, 6, 1).message().find("is pending") != std::string::npos);
-  // No rejoin while one is pending (nor after).
-  ShardOptions rejoins;
-  rejoins.num_workers = 2;
-  rejoins.accept_rejoin = true;
-  ParameterShard r(rejoins);
-  for (int w = 0; w < 2; ++w) CATCH_REQUIRE(r.Join(StripedSignature(2, 2), w).ok());
-  SlicePlan plan = cluster.plan;
-  std::vector<float> zeros(21, 0.0f);
-  for (int id : plan.server_slices(0)) {
-    CATCH_REQUIRE(r.Init(0, id, zeros.data(), plan.slices()[id].length).ok());
-  }
-  CATCH_REQUIRE(r.Replan(0, 3, 4).ok());
-  absl::StatusOr<uint64_t> rejoined = r.Rejoin(StripedSignature(2, 2), 1);
-  CATCH_CHECK(absl::IsFailedPrecondition(rejoined.status()));
-  CATCH_CHECK(rejoined.status().message().find("re-planned") != std::string::npos);
-
-  // Without stripes; float16; checkpoints; values pulled.
-  ParameterShard plain(Options(1));
-  CATCH_REQUIRE(plain.Join(Signature(1), 0).ok());
-  InitAll(plain);
-  CATCH_CHECK(plain.Replan(0, 5, 2).message().find("ownership stripes") != std::string::npos);
-  ShardOptions f16 = Options(1);
-  f16.wire_dtype = WireDType::kFloat16;
-  CATCH_CHECK(ParameterShard(f16).Replan(0, 5, 2).message().find("float16") != std::string::npos);
-  ShardOptions ckpt = Options(1);
-  ckpt.checkpoint_every = 10;
-  CATCH_CHECK(ParameterShard(ckpt).Replan(0, 5, 2).message().find("checkpoints") !=
-              std::string::npos);
-  ParameterShard pulls(Options(2));
-  ClusterSignature pull_sig = StripedSignature(2, 2);
-  pull_sig.values_on_push = false;
-  CATCH_REQUIRE(pulls.Join(pull_sig, 0).ok());
-  CATCH_CHECK(pulls.Replan(0, 5, 2).message().find("pulls values") != std::string::npos);
 }
 
 }  // namespace

@@ -57,9 +57,9 @@ std::vector<float> Grad(int rank, int slice, uint64_t iteration) {
 }
 
 absl::Status Send(ParameterShard& shard, int rank, int slice, uint64_t iteration,
-                  std::vector<Outgoing>* out = nullptr) {
+                  std::vector<ToWorker>* out = nullptr) {
   const std::vector<float> g = Grad(rank, slice, iteration);
-  absl::StatusOr<std::vector<Outgoing>> o =
+  absl::StatusOr<std::vector<ToWorker>> o =
       shard.Gradient(rank, slice, iteration, g.data(), static_cast<int64_t>(g.size()));
   if (o.ok() && out != nullptr) *out = *std::move(o);
   return o.status();
@@ -110,23 +110,23 @@ CATCH_TEST_CASE(
   absl::StatusOr<uint64_t> oldest = shard.Rejoin(Signature(), 1);
   CATCH_REQUIRE(oldest.ok());
   CATCH_CHECK(*oldest == 1);
-  absl::StatusOr<std::vector<Outgoing>> resumed = shard.Resume(1, 1);
+  absl::StatusOr<std::vector<ToWorker>> resumed = shard.Resume(1, 1);
   CATCH_REQUIRE(resumed.ok());
   CATCH_REQUIRE(resumed->size() == kSlices);
-  for (const Outgoing& o : *resumed) {
+  for (const ToWorker& o : *resumed) {
     CATCH_CHECK(o.rank == 1);
-    CATCH_CHECK(o.kind == Outgoing::Kind::kParams);
-    CATCH_CHECK(o.iteration == 1);
+    CATCH_CHECK(o.message.kind == Downstream::Kind::kParams);
+    CATCH_CHECK(o.message.version == 1);
   }
-  CATCH_CHECK(*(*resumed)[0].values == version1_slice0);
+  CATCH_CHECK(DecodedValues((*resumed)[0].message) == version1_slice0);
 
   // Its iteration 1 again, whole: slice 0's is answered with version 2 to it alone, the
   // others complete their update (the half part of the dead process was dropped).
-  std::vector<Outgoing> out;
+  std::vector<ToWorker> out;
   CATCH_REQUIRE(Send(shard, 1, 0, 1, &out).ok());
   CATCH_REQUIRE(out.size() == 1);
   CATCH_CHECK(out[0].rank == 1);
-  CATCH_CHECK(out[0].iteration == 2);
+  CATCH_CHECK(out[0].message.version == 2);
   CATCH_REQUIRE(Send(shard, 1, 1, 1, &out).ok());
   CATCH_CHECK(out.size() == 2);  // version 2 to both workers
   CATCH_REQUIRE(Send(shard, 1, 2, 1, &out).ok());
@@ -152,15 +152,15 @@ CATCH_TEST_CASE(
   CATCH_REQUIRE(Send(shard, 1, 1, 0).ok());  // slice 1: has its gradient, not worker 0's
   CATCH_REQUIRE(shard.Rejoin(Signature(false), 1).ok());
   CATCH_REQUIRE(shard.Resume(1, 0).ok());
-  std::vector<Outgoing> out;
+  std::vector<ToWorker> out;
   CATCH_REQUIRE(Send(shard, 1, 0, 0, &out).ok());
   CATCH_REQUIRE(out.size() == 1);
-  CATCH_CHECK(out[0].kind == Outgoing::Kind::kAck);
-  CATCH_CHECK(out[0].iteration == 0);
+  CATCH_CHECK(out[0].message.kind == Downstream::Kind::kAck);
+  CATCH_CHECK(out[0].message.iteration == 0);
   auto pulled = shard.Pull(1, 0, 1);
   CATCH_REQUIRE(pulled.ok());
   CATCH_REQUIRE(pulled->size() == 1);
-  CATCH_CHECK((*pulled)[0].iteration == 1);
+  CATCH_CHECK((*pulled)[0].message.version == 1);
   // Slice 1's gradient of the dead process was dropped: sent again, it counts once.
   CATCH_REQUIRE(Send(shard, 1, 1, 0).ok());
   CATCH_REQUIRE(Send(shard, 0, 1, 0).ok());
@@ -230,7 +230,7 @@ CATCH_TEST_CASE("on a 16-bit wire a rejoined worker one version behind gets the 
   CATCH_REQUIRE(shard.Init(0, 1, w.data() + 3, 2).ok());
   CATCH_REQUIRE(shard.Init(0, 2, b.data(), 2).ok());
   // Iteration 0 of every slice; version 1 of slice 0 as it went out.
-  std::shared_ptr<const WireValues> version1;
+  std::shared_ptr<const Snapshot> version1;
   for (int s = 0; s < kSlices; ++s) {
     for (int r = 0; r < 2; ++r) {
       const std::vector<float> g = Grad(r, s, 0);
@@ -238,13 +238,13 @@ CATCH_TEST_CASE("on a 16-bit wire a rejoined worker one version behind gets the 
       CATCH_REQUIRE(out.ok());
       if (s == 0 && r == 1) {
         CATCH_REQUIRE(out->size() == 2);
-        CATCH_CHECK((*out)[0].values == nullptr);
-        version1 = (*out)[0].encoded;
+        version1 = (*out)[0].message.values;
+        CATCH_CHECK(version1->dtype() == WireDType::kBFloat16);
       }
     }
   }
   CATCH_REQUIRE(version1 != nullptr);
-  const WireValues sent = *version1;
+  const Snapshot sent = *version1;
   version1.reset();  // nobody holds it any more: the shard may reuse the buffer
   // Slice 0 moves on to version 2 (and 3 would reuse the buffer of version 1).
   for (int r = 0; r < 2; ++r) {
@@ -253,13 +253,13 @@ CATCH_TEST_CASE("on a 16-bit wire a rejoined worker one version behind gets the 
   }
   CATCH_REQUIRE(shard.SliceValues(0)->second == 2);
   CATCH_REQUIRE(shard.Rejoin(sig, 1).ok());
-  absl::StatusOr<std::vector<Outgoing>> resumed = shard.Resume(1, 1);
+  absl::StatusOr<std::vector<ToWorker>> resumed = shard.Resume(1, 1);
   CATCH_REQUIRE(resumed.ok());
   CATCH_REQUIRE(resumed->size() == kSlices);
-  CATCH_CHECK((*resumed)[0].iteration == 1);
-  CATCH_REQUIRE((*resumed)[0].encoded != nullptr);
-  CATCH_CHECK((*resumed)[0].encoded->values == sent.values);
-  CATCH_CHECK((*resumed)[1].encoded != nullptr);  // the others at their current version 1
+  CATCH_CHECK((*resumed)[0].message.version == 1);
+  CATCH_REQUIRE((*resumed)[0].message.values != nullptr);
+  CATCH_CHECK((*resumed)[0].message.values->bytes() == sent.bytes());
+  CATCH_CHECK((*resumed)[1].message.values != nullptr);  // the others at their current version 1
 }
 
 }  // namespace

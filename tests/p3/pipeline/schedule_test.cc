@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <catch2/catch.hpp>
+#include <iterator>
 #include <optional>
 #include <string>
 #include <thread>
@@ -119,6 +120,11 @@ CATCH_TEST_CASE("modes other than spectrain never predict") {
       CATCH_CHECK(PredictionDistance(mode, 2, 4, k, Pass::kBackward) == 0);
     }
   }
+}
+
+CATCH_TEST_CASE("a config allows exactly the engine's weight modes, in its order") {
+  CATCH_CHECK(std::vector<std::string>(std::begin(config::kPipelineWeights),
+                                       std::end(config::kPipelineWeights)) == WeightModeNames());
 }
 
 CATCH_TEST_CASE("weight modes parse by name and unknown names list the allowed ones") {

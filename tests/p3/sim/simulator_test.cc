@@ -3,11 +3,12 @@
 #include <catch2/catch.hpp>
 #include <cstdio>
 #include <fstream>
-#include <sstream>
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "nlohmann/json.hpp"
+#include "p3/base/json_file.h"
 #include "p3/core/mode.h"
 #include "p3/sim/sim_config.h"
 #include "p3/core/slice_plan.h"
@@ -101,12 +102,10 @@ CATCH_TEST_CASE("baseline waits for the Ack and the Pull: two latencies more tha
 std::vector<int> SendOrder(SimResult& r) {
   const std::string path = std::string(std::getenv("TEST_TMPDIR")) + "/worker0.json";
   CATCH_REQUIRE(r.traces[0]->WriteJson(path).ok());
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  const nlohmann::json j = nlohmann::json::parse(text.str());
+  absl::StatusOr<nlohmann::json> j = ReadJsonFile(path);
+  CATCH_REQUIRE(j.ok());
   std::vector<int> order;
-  for (const nlohmann::json& e : j["traceEvents"]) {
+  for (const nlohmann::json& e : (*j)["traceEvents"]) {
     if (e.value("cat", "") != "send") continue;
     const std::string name = e.value("name", "");
     if (name.rfind("gradient ", 0) != 0 || e["args"]["iteration"].get<int>() != 0) continue;
@@ -473,6 +472,21 @@ CATCH_TEST_CASE("a calibration file with an unknown field is refused by name") {
   std::ofstream(path) << "{\"latency_s\": 0.001, \"_comment\": \"x\"}";
   CATCH_CHECK(LoadCalibration(path, &c).ok());
   CATCH_CHECK(c.latency_s == 0.001);
+}
+
+CATCH_TEST_CASE("a calibration file that is not a JSON object is refused naming the file") {
+  const std::string path = std::string(std::getenv("TEST_TMPDIR")) + "/broken_cal.json";
+  std::ofstream(path) << "{\"latency_s\": 0.001,\n \"per_message_s\" 2}";
+  Calibration c;
+  absl::Status s = LoadCalibration(path, &c);
+  CATCH_CHECK(s.code() == absl::StatusCode::kInvalidArgument);
+  CATCH_CHECK(absl::StartsWith(s.message(), path + ": not valid JSON: parse error at line 2"));
+  std::ofstream(path) << "[0.001]";
+  s = LoadCalibration(path, &c);
+  CATCH_CHECK(s.code() == absl::StatusCode::kInvalidArgument);
+  CATCH_CHECK(s.message() == path + ": not a JSON object");
+  CATCH_CHECK(LoadCalibration(path + ".missing", &c).code() == absl::StatusCode::kNotFound);
+  CATCH_CHECK(c.latency_s == Calibration().latency_s);  // nothing was set
 }
 
 }  // namespace

@@ -1,0 +1,344 @@
+// ParameterShard's aggregation and update: initial values, gradients summed in rank
+// order and applied, pulls, and the snapshot each new version is sent as.
+#include "p3/core/parameter_shard.h"
+
+#include <atomic>
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
+#include "p3/base/status_macros.h"
+#include "p3/core/wire_dtype.h"
+
+namespace p3 {
+namespace {
+
+// A part of `n` values at `offset` must continue the `received` values so far of a slice
+// of `length`, without gap or overlap, and carry at least one value.
+absl::Status CheckPart(const char* what, int slice_id, int64_t length, int64_t received,
+                       int64_t offset, int64_t n) {
+  if (n < 1 || offset < 0 || n > length - offset) {
+    return absl::InvalidArgumentError(absl::StrCat(what, " of slice ", slice_id, ": ", n,
+                                                   " values at offset ", offset,
+                                                   " do not fit the slice's ", length));
+  }
+  if (offset != received) {
+    return absl::InvalidArgumentError(absl::StrCat(what, " of slice ", slice_id,
+                                                   ": a part at offset ", offset, "; expected ",
+                                                   received, " (parts must come in order)"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+void ParameterShard::AppendParams(int slice_id, const SliceState& s, int rank,
+                                  std::vector<ToWorker>* out) const {
+  ToWorker& m = out->emplace_back();
+  m.rank = rank;
+  m.priority = s.priority;
+  m.bytes = s.length * static_cast<int64_t>(BytesPerValue(options_.wire_dtype));
+  m.message.kind = Downstream::Kind::kParams;
+  m.message.slice_id = slice_id;
+  m.message.version = s.version;
+  m.message.offset = s.offset;
+  m.message.values = s.snapshot;
+}
+
+void ParameterShard::AppendAck(int slice_id, const SliceState& s, int rank, uint64_t iteration,
+                               std::vector<ToWorker>* out) {
+  ToWorker& m = out->emplace_back();
+  m.rank = rank;
+  m.priority = s.priority;
+  m.message.kind = Downstream::Kind::kAck;
+  m.message.slice_id = slice_id;
+  m.message.iteration = iteration;
+}
+
+void ParameterShard::TakeSnapshot(SliceState* s) const {
+  // Encoded once per version, whatever the number of workers it goes to.
+  std::shared_ptr<Snapshot> next = std::move(s->previous);
+  // use_count() 1: only this slice holds the storage, and nobody can take a new
+  // reference without the slice's lock. The fence pairs with the release in the last
+  // holder's decrement, so its reads of the old values happen before these writes.
+  if (next != nullptr && next.use_count() == 1) {
+    std::atomic_thread_fence(std::memory_order_acquire);
+  } else if (s->spare != nullptr) {
+    next = std::move(s->spare);  // only this slice has ever held it
+  } else {
+    next = std::make_shared<Snapshot>(options_.wire_dtype);
+    ++snapshot_allocations_;
+  }
+  next->Assign(s->params.data(), static_cast<int64_t>(s->params.size()));
+  s->previous = std::move(s->snapshot);
+  s->snapshot = std::move(next);
+}
+
+absl::StatusOr<std::vector<ToWorker>> ParameterShard::Init(int rank, int slice_id,
+                                                           const float* values, int64_t n,
+                                                           int64_t offset) {
+  return InitFrom(rank, slice_id, Part{.n = n, .floats = values}, offset);
+}
+
+absl::StatusOr<std::vector<ToWorker>> ParameterShard::Init(
+    int rank, int slice_id, const std::vector<absl::string_view>& segments, int64_t offset) {
+  P3_ASSIGN_OR_RETURN(const int64_t n,
+                      CountValues("initial values", slice_id, segments, WireDType::kFloat32));
+  return InitFrom(rank, slice_id, Part{.n = n, .segments = &segments}, offset);
+}
+
+absl::StatusOr<std::vector<ToWorker>> ParameterShard::Init(int rank, int slice_id,
+                                                           const SharedValues& shared, int64_t n,
+                                                           int64_t offset) {
+  return InitFrom(rank, slice_id, Part{.n = n, .flat = shared.params}, offset);
+}
+
+absl::StatusOr<std::vector<ToWorker>> ParameterShard::InitFrom(int rank, int slice_id,
+                                                               const Part& part, int64_t offset) {
+  if (rank != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("initial values from worker ", rank, "; only worker 0 sends them"));
+  }
+  P3_ASSIGN_OR_RETURN(SliceState* const found, Lookup(rank, slice_id, "initial values"));
+  SliceState& s = *found;
+  bool last = false;
+  {
+    absl::MutexLock slice_lock(&s.mu);
+    if (s.initialized) {
+      return absl::AlreadyExistsError(
+          absl::StrCat("slice ", slice_id, " already has initial values"));
+    }
+    const int64_t n = part.n;
+    P3_RETURN_IF_ERROR(CheckPart("initial values", slice_id, s.length, s.init_received, offset, n));
+    if (options_.keep_values) {
+      s.params.resize(s.length);
+      ReadPart(part, s, offset, WireDType::kFloat32, 0, s.params.data() + offset);
+    }
+    s.init_received = offset + n;
+    if (s.init_received < s.length) return std::vector<ToWorker>{};
+    if (options_.keep_values) TakeSnapshot(&s);
+    s.initialized = true;
+  }
+  // Every slice is in: version 0 of all of them to every worker that has joined. The
+  // ranks are taken in the same critical section as the count, so that a worker joining
+  // right after gets version 0 from its Join and is not sent it a second time here.
+  std::vector<int> ranks;
+  std::vector<int> owned;
+  {
+    absl::MutexLock lock(&mu_);
+    last = --uninitialized_ == 0;
+    if (last) {
+      ranks = JoinedRanksLocked();
+      owned = plan_->server_slices(options_.server_index);
+    }
+  }
+  if (!last) return std::vector<ToWorker>{};
+  std::vector<ToWorker> out;
+  for (int id : owned) {
+    SliceState& t = *slices_[id];
+    absl::MutexLock slice_lock(&t.mu);
+    for (int r : ranks) AppendParams(id, t, r, &out);
+  }
+  return out;
+}
+
+absl::StatusOr<std::vector<ToWorker>> ParameterShard::Gradient(int rank, int slice_id,
+                                                               uint64_t iteration,
+                                                               const float* values, int64_t n,
+                                                               int64_t offset,
+                                                               std::optional<int> scale_exponent) {
+  std::vector<ToWorker> out;
+  P3_RETURN_IF_ERROR(
+      Gradient(rank, slice_id, iteration, values, n, offset, &out, scale_exponent));
+  return out;
+}
+
+absl::Status ParameterShard::Gradient(int rank, int slice_id, uint64_t iteration,
+                                      const float* values, int64_t n, int64_t offset,
+                                      std::vector<ToWorker>* out,
+                                      std::optional<int> scale_exponent) {
+  return GradientFrom(rank, slice_id, iteration, Part{.n = n, .floats = values}, offset,
+                      scale_exponent, out);
+}
+
+absl::Status ParameterShard::Gradient(int rank, int slice_id, uint64_t iteration,
+                                      const std::vector<absl::string_view>& segments,
+                                      int64_t offset, std::vector<ToWorker>* out,
+                                      std::optional<int> scale_exponent) {
+  P3_ASSIGN_OR_RETURN(const int64_t n,
+                      CountValues("gradient", slice_id, segments, options_.wire_dtype));
+  return GradientFrom(rank, slice_id, iteration, Part{.n = n, .segments = &segments}, offset,
+                      scale_exponent, out);
+}
+
+absl::Status ParameterShard::Gradient(int rank, int slice_id, uint64_t iteration,
+                                      const SharedValues& shared, int64_t n, int64_t offset,
+                                      std::vector<ToWorker>* out,
+                                      std::optional<int> scale_exponent) {
+  return GradientFrom(rank, slice_id, iteration, Part{.n = n, .flat = shared.grads}, offset,
+                      scale_exponent, out);
+}
+
+absl::StatusOr<int64_t> ParameterShard::CountValues(const char* what, int slice_id,
+                                                    const std::vector<absl::string_view>& segments,
+                                                    WireDType dtype) {
+  size_t bytes = 0;
+  for (const absl::string_view& segment : segments) bytes += segment.size();
+  const size_t width = BytesPerValue(dtype);
+  if (bytes % width != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, " of slice ", slice_id, ": ", bytes, " bytes, not a whole number of ",
+                     WireDTypeName(dtype), " values (", width, " bytes each)"));
+  }
+  return static_cast<int64_t>(bytes / width);
+}
+
+void ParameterShard::ReadPart(const Part& part, const SliceState& s, int64_t offset,
+                              WireDType dtype, int scale_exponent, float* dest) {
+  if (part.segments != nullptr) {
+    // A value may straddle segments.
+    DecodeSegments(dtype, *part.segments, scale_exponent, dest);
+    return;
+  }
+  // Shared memory: only now, with the part checked against the slice, is the address formed.
+  const float* from = part.flat != nullptr ? part.flat + s.offset + offset : part.floats;
+  // float32: copied (any alignment); 16-bit: rounded as the wire would round them.
+  RoundToWire(dtype, from, part.n, scale_exponent, dest);
+}
+
+absl::Status ParameterShard::CheckScale(int slice_id, std::optional<int> scale_exponent) const {
+  absl::Status s = CheckScaleExponent(options_.wire_dtype, scale_exponent);
+  if (s.ok()) return s;
+  return absl::InvalidArgumentError(absl::StrCat("gradient of slice ", slice_id, ": ", s.message()));
+}
+
+absl::Status ParameterShard::GradientFrom(int rank, int slice_id, uint64_t iteration,
+                                          const Part& part, int64_t offset,
+                                          std::optional<int> scale_exponent,
+                                          std::vector<ToWorker>* out) {
+  const int64_t n = part.n;
+  P3_RETURN_IF_ERROR(CheckScale(slice_id, scale_exponent));
+  P3_ASSIGN_OR_RETURN(SliceState* const found, Lookup(rank, slice_id, "gradient"));
+  SliceState& s = *found;
+  const bool values_on_push = signature_values_on_push();
+  std::optional<SliceCheckpoint> captured;
+  uint64_t captured_version = 0;
+  std::optional<uint64_t> advanced;  // the slice's new version, when this completed it
+  {
+    absl::MutexLock slice_lock(&s.mu);
+    if (s.retired) return RetiredSlice("gradient", slice_id);
+    if (!s.initialized) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("gradient for slice ", slice_id, " before its initial values"));
+    }
+    if (iteration + 1 == s.version && s.catch_up[rank]) {
+      // A rejoined worker's gradient of the iteration it resumed at, for a slice that
+      // summed the dead process's (the same values: same parameters, same batch) already.
+      // Its parts are checked and counted, not stored; the last one is answered.
+      P3_RETURN_IF_ERROR(CheckPart("gradient", slice_id, s.length, s.received[rank], offset, n));
+      s.received[rank] = offset + n;
+      if (s.received[rank] < s.length) return absl::OkStatus();
+      s.received[rank] = 0;
+      s.catch_up[rank] = false;
+      if (values_on_push) {
+        AppendParams(slice_id, s, rank, out);
+      } else {
+        AppendAck(slice_id, s, rank, iteration, out);
+      }
+      return absl::OkStatus();
+    }
+    if (iteration != s.version) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("gradient of slice ", slice_id, " for iteration ", iteration,
+                       " from worker ", rank, "; the slice is at iteration ", s.version));
+    }
+    if (s.has[rank]) {
+      return absl::AlreadyExistsError(absl::StrCat("duplicate gradient of slice ", slice_id,
+                                                   " for iteration ", iteration, " from worker ",
+                                                   rank));
+    }
+    P3_RETURN_IF_ERROR(CheckPart("gradient", slice_id, s.length, s.received[rank], offset, n));
+    if (options_.keep_values) {
+      // Allocates only the first time: the buffer keeps its size between iterations.
+      s.grads[rank].resize(s.length);
+      // Decoded straight into the slot.
+      ReadPart(part, s, offset, options_.wire_dtype, scale_exponent.value_or(0),
+               s.grads[rank].data() + offset);
+    }
+    s.received[rank] = offset + n;
+    if (s.received[rank] < s.length) return absl::OkStatus();  // more parts to come
+    s.received[rank] = 0;
+    s.has[rank] = true;
+    ++s.count;
+    if (!values_on_push) {
+      AppendAck(slice_id, s, rank, iteration, out);
+    }
+    const int workers = static_cast<int>(s.has.size());
+    if (s.count < workers) return absl::OkStatus();
+
+    // All gradients are in: their mean, summed in rank order so that the result does
+    // not depend on arrival order, and the update, in one pass (SliceOptimizer::ApplyMean),
+    // at the scheduled rate of this iteration: the version is the iteration whose
+    // gradients these are, also after a restore, so a resumed run keeps its schedule.
+    if (options_.keep_values) {
+      for (int r = 0; r < workers; ++r) s.grad_ptrs[r] = s.grads[r].data();
+      optimizer_.ApplyMean(s.params.data(), s.grad_ptrs.data(), workers, s.length, &s.opt,
+                           optimizer_.LearningRate(static_cast<int64_t>(s.version)));
+    }
+    ++s.version;
+    advanced = s.version;
+    s.has.assign(workers, false);
+    s.count = 0;
+    if (options_.keep_values) TakeSnapshot(&s);
+    if (values_on_push) {
+      for (int r = 0; r < workers; ++r) AppendParams(slice_id, s, r, out);
+    } else {
+      for (int r : s.pending_pulls) AppendParams(slice_id, s, r, out);
+      s.pending_pulls.clear();  // keeps its capacity for the next iteration
+    }
+    if (options_.keep_values && options_.checkpoint_every > 0 &&
+        s.version % options_.checkpoint_every == 0) {
+      captured = SliceCheckpoint{slice_id, s.params, s.opt};
+      captured_version = s.version;
+    }
+  }  // slice_lock
+  // Outside the slice's lock: the last slice of a checkpoint hands it on.
+  if (captured.has_value()) AddToCheckpoint(captured_version, *std::move(captured));
+  // The values appended above keep their slice ids; a re-plan may switch after them.
+  if (advanced.has_value()) SliceAdvanced(*advanced);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<ToWorker>> ParameterShard::Pull(int rank, int slice_id,
+                                                           uint64_t version) {
+  P3_ASSIGN_OR_RETURN(SliceState* const found, Lookup(rank, slice_id, "pull"));
+  SliceState& s = *found;
+  absl::MutexLock slice_lock(&s.mu);
+  if (s.retired) return RetiredSlice("pull", slice_id);
+  if (!s.initialized) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("pull of slice ", slice_id, " before its initial values"));
+  }
+  if (version == s.version) {
+    std::vector<ToWorker> out;
+    AppendParams(slice_id, s, rank, &out);
+    return out;
+  }
+  if (version == s.version + 1 && s.has[rank]) {
+    for (int r : s.pending_pulls) {
+      if (r == rank) {
+        return absl::AlreadyExistsError(
+            absl::StrCat("duplicate pull of slice ", slice_id, " from worker ", rank));
+      }
+    }
+    s.pending_pulls.push_back(rank);
+    return std::vector<ToWorker>{};
+  }
+  return absl::InvalidArgumentError(absl::StrCat("pull of slice ", slice_id, " version ", version,
+                                                 " from worker ", rank,
+                                                 "; the slice is at version ", s.version));
+}
+
+}  // namespace p3

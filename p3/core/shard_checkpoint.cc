@@ -1,0 +1,70 @@
+// ParameterShard's checkpoints: a restored checkpoint applied at the first Join, and the
+// slices of an iteration gathered into one checkpoint as they reach it.
+#include "p3/core/parameter_shard.h"
+
+#include <algorithm>
+#include <optional>
+#include <string>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+
+namespace p3 {
+
+absl::Status ParameterShard::Restore() {
+  const ShardCheckpoint& ckpt = *options_.restore;
+  auto mismatch = [&](const std::string& why) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "the checkpoint of iteration ", ckpt.iteration, " does not fit this model: ", why));
+  };
+  if (ckpt.server_index != options_.server_index) {
+    return mismatch(absl::StrCat("it is server ", ckpt.server_index, "'s"));
+  }
+  if (ckpt.slices.size() != owned_slices_) {
+    return mismatch(
+        absl::StrCat("it holds ", ckpt.slices.size(), " slices; this server owns ", owned_slices_));
+  }
+  for (const SliceCheckpoint& s : ckpt.slices) {
+    if (s.slice_id < 0 || s.slice_id >= static_cast<int>(slices_.size()) ||
+        slices_[s.slice_id] == nullptr) {
+      return mismatch(absl::StrCat("slice ", s.slice_id, " is not this server's"));
+    }
+    if (static_cast<int64_t>(s.params.size()) != slices_[s.slice_id]->length) {
+      return mismatch(absl::StrCat("slice ", s.slice_id, " has ", s.params.size(),
+                                   " parameters, expected ", slices_[s.slice_id]->length));
+    }
+  }
+  for (const SliceCheckpoint& s : ckpt.slices) {
+    SliceState& state = *slices_[s.slice_id];
+    absl::MutexLock slice_lock(&state.mu);
+    state.params = s.params;
+    state.opt = s.optimizer;
+    state.version = ckpt.iteration;
+    state.initialized = true;
+    TakeSnapshot(&state);
+  }
+  uninitialized_ = 0;
+  return absl::OkStatus();
+}
+
+void ParameterShard::AddToCheckpoint(uint64_t version, SliceCheckpoint slice) {
+  std::optional<ShardCheckpoint> complete;
+  {
+    absl::MutexLock lock(&checkpoint_mu_);
+    ShardCheckpoint& ckpt = pending_checkpoints_[version];
+    ckpt.iteration = version;
+    ckpt.server_index = options_.server_index;
+    ckpt.slices.push_back(std::move(slice));
+    if (ckpt.slices.size() == owned_slices_) {
+      std::sort(ckpt.slices.begin(), ckpt.slices.end(),
+                [](const SliceCheckpoint& a, const SliceCheckpoint& b) {
+                  return a.slice_id < b.slice_id;
+                });
+      complete = std::move(ckpt);
+      pending_checkpoints_.erase(version);
+    }
+  }
+  if (complete.has_value() && options_.on_checkpoint) options_.on_checkpoint(*std::move(complete));
+}
+
+}  // namespace p3

@@ -1,0 +1,107 @@
+// Where the simulated work runs and what it costs: each process's machine, the hosts'
+// cores shared by the computation and the message threads (with the preemptions
+// these cost the computation), and the CPU seconds of sending and receiving a message
+// (per message, per byte, shaped links, 16-bit conversion, shared memory).
+#include "p3/sim/simulation.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <utility>
+#include <vector>
+
+namespace p3::sim::internal {
+
+int Simulation::MachineOfProc(int proc) const {
+  if (proc < o_.workers) return proc % num_machines_;
+  const int s = proc - o_.workers;
+  return ((o_.colocated ? 0 : o_.workers) + s) % num_machines_;
+}
+
+void Simulation::Cpu(int machine, double work, double CpuBreakdown::*kind,
+                     double core_s_per_work, std::function<void()> done) {
+  if (cpu_.empty()) {
+    cpu_work_.*kind += work;
+    At(now() + work, std::move(done));
+    return;
+  }
+  cpu_work_.*kind += work * core_s_per_work;
+  const int host = HostOfMachine(machine);
+  const bool wakes = kind == &CpuBreakdown::send_s || kind == &CpuBreakdown::recv_s;
+  std::vector<int64_t>& computing = host_compute_[host];
+  if (wakes && cal_.preempt_s > 0 && !computing.empty() &&
+      static_cast<double>(computing.size()) >= o_.cpu_cores_per_host) {
+    // Every core is computing: the woken thread preempts one of the running jobs, each
+    // alike (more jobs than computations when other messages are being handled too).
+    const double lost = cal_.preempt_s / host_jobs_[host];
+    for (int64_t id : computing) {
+      // A computation's unit of work costs 1 / shared_host_compute_speed core-seconds.
+      fluid_.AddWork(id, lost * cal_.shared_host_compute_speed);
+      cpu_work_.preempt_s += lost;
+    }
+  }
+  ++host_jobs_[host];
+  if (kind != &CpuBreakdown::compute_s) {
+    fluid_.Start(work, {{cpu_[host], core_s_per_work}}, 1.0,
+                 [this, host, done = std::move(done)] {
+                   --host_jobs_[host];
+                   done();
+                 });
+    return;
+  }
+  // A computation: kept in host_compute_ while it runs, to be charged for preemptions.
+  auto id = std::make_shared<int64_t>(-1);
+  *id = fluid_.Start(work, {{cpu_[host], core_s_per_work}}, 1.0,
+                     [this, host, id, done = std::move(done)] {
+                       --host_jobs_[host];
+                       std::vector<int64_t>& c = host_compute_[host];
+                       c.erase(std::find(c.begin(), c.end(), *id));
+                       done();
+                     });
+  computing.push_back(*id);
+}
+
+double Simulation::ShapedExtra() const {
+  if (o_.bandwidth_gbps <= 0) return 0;
+  return cal_.shaped_s_per_byte_at_1g * std::pow(o_.bandwidth_gbps, -cal_.shaped_exponent);
+}
+
+double Simulation::ConversionCost(const Msg& m, bool encode) const {
+  if (o_.wire_dtype == WireDType::kFloat32) return 0;
+  const bool f16 = o_.wire_dtype == WireDType::kFloat16;
+  const double per_value =
+      encode ? (f16 ? cal_.f16_encode_s_per_value : cal_.bf16_encode_s_per_value)
+             : (f16 ? cal_.f16_decode_s_per_value : cal_.bf16_decode_s_per_value);
+  return per_value * static_cast<double>(m.values);
+}
+
+double Simulation::SendCost(const Conn& c, const Msg& m) const {
+  const double per_message = cal_.per_message_s * m.parts;
+  // 16-bit: a worker encodes its gradient (through shared memory the server rounds it
+  // instead, RecvCost); a server encodes each version once for all its workers.
+  const double encode = !c.upstream ? ConversionCost(m, true) / o_.workers
+                        : c.kind == ConnKind::kShm ? 0
+                                                   : ConversionCost(m, true);
+  if (c.kind == ConnKind::kShm) return per_message + encode;
+  const double extra = c.kind == ConnKind::kNetwork ? ShapedExtra() : 0;
+  return per_message + encode + (cal_.send_s_per_byte + extra) * static_cast<double>(m.bytes);
+}
+
+double Simulation::RecvCost(const Conn& c, const Msg& m) const {
+  const double per_message = cal_.per_message_s * m.parts;
+  if (c.kind == ConnKind::kShm) {
+    // The float32 side of the copy; on a 16-bit wire the gradient is rounded (encoded
+    // and decoded) and the values decoded into the worker's memory.
+    const double decode = ConversionCost(m, false);
+    const double round = c.upstream ? ConversionCost(m, true) + decode : decode;
+    return per_message + round +
+           cal_.shm_s_per_byte * static_cast<double>(m.values) * sizeof(float);
+  }
+  const double extra = c.kind == ConnKind::kNetwork ? ShapedExtra() : 0;
+  return per_message + ConversionCost(m, false) +
+         (cal_.recv_s_per_byte + extra) * static_cast<double>(m.bytes);
+}
+
+}  // namespace p3::sim::internal

@@ -1,0 +1,81 @@
+// Ring all-reduce with DDP's buckets (the peer of the parameter servers): a bucket is
+// reduced once every worker has its gradients, one bucket after the other, in
+// 2 (N - 1) ring steps of 1/N of its bytes each over the NICs and the CPUs.
+#include "p3/sim/simulation.h"
+
+#include <algorithm>
+#include <functional>
+#include <memory>
+#include <utility>
+#include <vector>
+
+namespace p3::sim::internal {
+
+void Simulation::BucketReady(int bucket) {
+  if (++bucket_ready_workers_[bucket] < o_.workers) return;
+  if (o_.workers == 1) {
+    bucket_ready_workers_[bucket] = 0;
+    return;
+  }
+  if (!reducing_) StartAllReduce();
+}
+
+void Simulation::StartAllReduce() {
+  if (next_reduce_ >= static_cast<int>(buckets_.size())) return;
+  if (bucket_ready_workers_[next_reduce_] < o_.workers) return;
+  reducing_ = true;
+  bucket_ready_workers_[next_reduce_] = 0;
+  RingStep(next_reduce_, 0);
+}
+
+void Simulation::RingStep(int bucket, int step) {
+  const int n = o_.workers;
+  if (step == 2 * (n - 1)) {
+    reducing_ = false;
+    reduced_upto_.resize(std::max<size_t>(reduced_upto_.size(), reduce_iteration_ + 1), 0);
+    ++reduced_upto_[reduce_iteration_];
+    ++next_reduce_;
+    if (next_reduce_ == static_cast<int>(buckets_.size())) {
+      next_reduce_ = 0;
+      ++reduce_iteration_;
+      std::vector<std::function<void()>> waiting;
+      waiting.swap(waiting_for_reduce_);
+      for (auto& fn : waiting) fn();
+    }
+    StartAllReduce();
+    return;
+  }
+  const double chunk = static_cast<double>(bucket_bytes_[bucket]) / n;
+  const bool reduce = step < n - 1;  // reduce-scatter, then all-gather
+  auto left = std::make_shared<int>(n);
+  for (int i = 0; i < n; ++i) {
+    const int next = (i + 1) % n;
+    const int host_from = MachineOfProc(i);
+    const int host_to = MachineOfProc(next);
+    auto done = [this, left, bucket, step] {
+      if (--*left == 0) At(now() + cal_.latency_s, [this, bucket, step] { RingStep(bucket, step + 1); });
+    };
+    std::vector<Usage> uses;
+    double max_rate = kUnlimitedRate;
+    if (o_.bandwidth_gbps > 0) {
+      uses.push_back({up_[host_from], 1.0});
+      uses.push_back({down_[host_to], 1.0});
+    } else {
+      max_rate = cal_.loopback_gbps * kBytesPerGbit;
+    }
+    const double send = cal_.ring_send_s_per_byte + ShapedExtra();
+    const double recv =
+        cal_.ring_recv_s_per_byte + ShapedExtra() + (reduce ? cal_.ring_reduce_s_per_byte : 0);
+    cpu_work_.ring_s += chunk * (send + recv);
+    if (!cpu_.empty()) {
+      uses.push_back({cpu_[HostOfMachine(host_from)], send});
+      uses.push_back({cpu_[HostOfMachine(host_to)], recv});
+    } else {
+      // Without a CPU model the per-byte costs bound the rate of each side's thread.
+      max_rate = std::min(max_rate, 1.0 / std::max(1e-30, std::max(send, recv)));
+    }
+    fluid_.Start(chunk, std::move(uses), max_rate, done);
+  }
+}
+
+}  // namespace p3::sim::internal

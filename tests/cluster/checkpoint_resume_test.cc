@@ -1,0 +1,62 @@
+// A cluster run interrupted and resumed from the servers' checkpoints ends with the
+// parameters of the uninterrupted run, bit for bit.
+#include <torch/torch.h>
+
+#include <catch2/catch.hpp>
+#include <cstdlib>
+#include <string>
+
+#include "p3/core/checkpoint.h"
+#include "p3/core/lr_schedule.h"
+#include "p3/core/optimizer.h"
+#include "tests/cluster/cluster_fixture.h"
+
+namespace p3::cluster_test {
+namespace {
+
+CATCH_TEST_CASE("a run interrupted and resumed from checkpoints ends with the same parameters") {
+  torch::set_num_threads(1);
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  const std::string dir = std::string(tmp != nullptr ? tmp : "/tmp") + "/resume_test";
+  CATCH_REQUIRE(std::system(("rm -rf " + dir).c_str()) == 0);
+  constexpr int kTotal = 8;
+  // A schedule whose rate changes at iterations 1, 2, 3 and 6: the resumed servers must
+  // take up the rate of iteration 4, not of iteration 0.
+  OptimizerOptions scheduled = Sgd();
+  scheduled.schedule.kind = LrScheduleKind::kStep;
+  scheduled.schedule.step_size = 3;
+  scheduled.schedule.gamma = 0.5;
+  scheduled.schedule.warmup_iterations = 3;
+  ClusterResult uninterrupted =
+      TrainCluster(RunSpec{.workers = 2, .servers = 2, .steps = kTotal, .optimizer = scheduled});
+  CATCH_REQUIRE(uninterrupted.status[0].ok());
+
+  // Checkpoints at 2 and 4; the cluster dies in iteration 5.
+  TrainCluster(RunSpec{.workers = 2,
+                       .servers = 2,
+                       .steps = 5,
+                       .finish = false,
+                       .checkpoint_dir = dir,
+                       .checkpoint_every = 2,
+                       .optimizer = scheduled});
+  for (int s = 0; s < 2; ++s) {
+    auto latest = ReadLatestCheckpoint(dir + "/server_" + std::to_string(s), 0);
+    CATCH_REQUIRE(latest.ok());
+    CATCH_CHECK(latest->iteration == 4);
+  }
+  // A new cluster resumes from iteration 4 and runs to the end.
+  ClusterResult resumed = TrainCluster(RunSpec{.workers = 2,
+                                               .servers = 2,
+                                               .steps = kTotal,
+                                               .checkpoint_dir = dir,
+                                               .checkpoint_every = 2,
+                                               .resume = true,
+                                               .optimizer = scheduled});
+  for (int r = 0; r < 2; ++r) {
+    CATCH_REQUIRE(resumed.status[r].ok());
+    CATCH_CHECK(torch::equal(resumed.params[r], uninterrupted.params[r]));  // bit for bit
+  }
+}
+
+}  // namespace
+}  // namespace p3::cluster_test

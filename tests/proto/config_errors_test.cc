@@ -1,0 +1,173 @@
+// Configs the loader refuses, and what it says: the field's path, its line and column,
+// and what is allowed instead.
+#include "proto/config.h"
+
+#include <catch2/catch.hpp>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "tests/proto/config_test_util.h"
+
+namespace p3::config {
+namespace {
+
+CATCH_TEST_CASE("an unknown field is named with its path, position and the allowed fields") {
+  const std::string error = ErrorOf("name: \"a\"\ntraining {\n  batch_sizee: 3\n}\n");
+  CATCH_INFO(error);
+  CATCH_CHECK(absl::StartsWith(error, "3:3: training.batch_sizee: unknown field"));
+  CATCH_CHECK(absl::StrContains(error, "batch_size, epochs, iterations"));
+}
+
+CATCH_TEST_CASE("an unknown top-level field lists the top-level fields") {
+  const std::string error = ErrorOf("trainng { batch_size: 3 }");
+  CATCH_INFO(error);
+  CATCH_CHECK(absl::StartsWith(error, "1:1: trainng: unknown field"));
+  CATCH_CHECK(absl::StrContains(error, "name, mode, cluster, model"));
+}
+
+CATCH_TEST_CASE("a value of the wrong type names the field and its line") {
+  const std::string error = ErrorOf("mode: \"p3\"\ncluster {\n  workers: \"two\"\n}\n");
+  CATCH_CHECK(error == "3:12: cluster.workers: Expected integer, got: \"two\"");
+}
+
+CATCH_TEST_CASE("an unquoted string value names the field") {
+  const std::string error = ErrorOf("optimizer { lr: 0.1 name: adam }");
+  CATCH_INFO(error);
+  CATCH_CHECK(absl::StrContains(error, "optimizer.name"));
+  CATCH_CHECK(absl::StrContains(error, "string"));
+}
+
+CATCH_TEST_CASE("a syntax error gives line and column") {
+  const std::string error = ErrorOf("cluster {\n  workers: 2\n");
+  CATCH_INFO(error);
+  CATCH_CHECK(absl::StartsWith(error, "3:1: "));
+  CATCH_CHECK(absl::StrContains(error, "got: end of input"));
+}
+
+CATCH_TEST_CASE("a field after a nested message is named with its own path") {
+  const std::string error =
+      ErrorOf("cluster { workers: 2 }\ntraining { batch_size: 4 }\nmode: 3\n");
+  CATCH_CHECK(absl::StartsWith(error, "3:7: mode: Expected string"));
+}
+
+CATCH_TEST_CASE("out-of-range values name the field and the allowed range") {
+  CATCH_CHECK(ErrorOf("cluster { workers: -1 }") ==
+              "cluster.workers: -1 is out of range; allowed 1..64");
+  CATCH_CHECK(ErrorOf("cluster { servers: 65 }") ==
+              "cluster.servers: 65 is out of range; allowed 1..64");
+  CATCH_CHECK(absl::StrContains(ErrorOf("optimizer { momentum: 1 }"),
+                                "optimizer.momentum: 1 is out of range; allowed [0, 1)"));
+  CATCH_CHECK(absl::StrContains(ErrorOf("optimizer { lr: -0.5 }"),
+                                "optimizer.lr: -0.5 is out of range; allowed > 0"));
+  CATCH_CHECK(absl::StrContains(ErrorOf("optimizer { weight_decay: -1 }"),
+                                "optimizer.weight_decay: -1 is out of range; allowed >= 0"));
+  CATCH_CHECK(absl::StrContains(ErrorOf("training { batch_size: -4 }"),
+                                "training.batch_size: -4 is out of range; allowed >= 1"));
+  CATCH_CHECK(absl::StrContains(ErrorOf("scheduling { slice_params: -1 }"),
+                                "scheduling.slice_params: -1 is out of range; allowed >= 0 "
+                                "(0: automatic, chosen by launch_cluster with the simulator)"));
+  CATCH_CHECK(absl::StrContains(ErrorOf("scheduling { credit_bytes: -2 }"),
+                                "scheduling.credit_bytes: -2 is out of range; allowed >= -1 "
+                                "(0: one message at a time, -1: automatic"));
+  CATCH_CHECK(absl::StrContains(ErrorOf("cluster { peer_timeout_s: -1 }"),
+                                "cluster.peer_timeout_s: -1 is out of range; allowed > 0"));
+  CATCH_CHECK(absl::StrContains(ErrorOf("cluster { stall_report_s: -2 }"),
+                                "cluster.stall_report_s: must be 0 (no reports) or a positive"));
+  // 0 turns the reports off; it is kept, not replaced by the default.
+  absl::StatusOr<ExperimentConfig> off = ParseConfig("cluster { stall_report_s: 0 }", {});
+  CATCH_REQUIRE(off.ok());
+  CATCH_CHECK(off->cluster().stall_report_s() == 0);
+  CATCH_CHECK(absl::StrContains(ErrorOf("cluster { rejoin_timeout_s: -2 }"),
+                                "cluster.rejoin_timeout_s: -2 is out of range; allowed >= 0"));
+  CATCH_CHECK(absl::StrContains(ErrorOf("cluster { rejoin_timeout_s: inf }"),
+                                "cluster.rejoin_timeout_s: inf is out of range"));
+}
+
+CATCH_TEST_CASE("names outside their allowed set list the allowed values") {
+  CATCH_CHECK(absl::StrContains(
+      ErrorOf("mode: \"fast\""),
+      "mode: \"fast\" is not allowed; allowed: \"p3\", \"baseline\", \"slicing_only\", "
+      "\"priority_only\", \"values_only\", \"no_overlap\", \"no_backward_overlap\", "
+      "\"no_forward_overlap\", \"local\", \"pipeline\""));
+  CATCH_CHECK(absl::StrContains(ErrorOf("data { dataset: \"cifar\" }"),
+                                "data.dataset: \"cifar\" is not allowed; allowed: "
+                                "\"fashion_mnist\", \"synthetic\""));
+  CATCH_CHECK(absl::StrContains(ErrorOf("optimizer { name: \"rmsprop\" }"),
+                                "optimizer.name: \"rmsprop\" is not allowed; allowed: "
+                                "\"sgd\", \"adam\""));
+}
+
+CATCH_TEST_CASE("bad schedule fields are named with what is allowed") {
+  CATCH_CHECK(ErrorOf("optimizer { schedule { name: \"cosin\" t_max: 10 } }") ==
+              "optimizer.schedule.name: \"cosin\" is not allowed; allowed: \"constant\", "
+              "\"step\", \"multi_step\", \"exponential\", \"cosine\"");
+  CATCH_CHECK(ErrorOf("optimizer { schedule { name: \"cosine\" } }") ==
+              "optimizer.schedule.t_max: 0 is out of range; allowed >= 1 for \"cosine\"");
+  CATCH_CHECK(ErrorOf("optimizer { schedule { name: \"exponential\" } }") ==
+              "optimizer.schedule.gamma: required for \"exponential\"");
+  CATCH_CHECK(ErrorOf("optimizer { schedule { name: \"cosine\" t_max: 5 gamma: 0.5 } }") ==
+              "optimizer.schedule.gamma: used only by \"step\", \"multi_step\", "
+              "\"exponential\"; the schedule is \"cosine\"");
+  CATCH_CHECK(ErrorOf("optimizer { schedule { warmup_start_factor: 0.1 } }") ==
+              "optimizer.schedule.warmup_start_factor: used only with "
+              "optimizer.schedule.warmup_iterations > 0");
+  CATCH_CHECK(ErrorOf("optimizer { schedule { name: \"multi_step\" milestones: [5, 2] } }") ==
+              "optimizer.schedule.milestones: [5, 2] is not allowed; allowed: strictly "
+              "increasing, each >= 1");
+  CATCH_CHECK(ErrorOf("optimizer { schedule { name: \"step\" step_size: 3 t_max: 9 } }") ==
+              "optimizer.schedule.t_max: used only by \"cosine\"; the schedule is \"step\"");
+  CATCH_CHECK(ErrorOf("optimizer { schedule { warmup_iterations: 4 warmup_start_factor: 2 } }") ==
+              "optimizer.schedule.warmup_start_factor: 2 is out of range; allowed (0, 1]");
+}
+
+CATCH_TEST_CASE("every invalid field is reported, one per line") {
+  const std::string error = ErrorOf("cluster { workers: 100 servers: 100 }");
+  CATCH_CHECK(error ==
+              "cluster.workers: 100 is out of range; allowed 1..64\n"
+              "cluster.servers: 100 is out of range; allowed 1..64");
+}
+
+CATCH_TEST_CASE("online_search: refused where a re-plan cannot happen, naming the field") {
+  for (const auto& [text, reason] : std::vector<std::pair<std::string, std::string>>{
+           {"mode: \"baseline\" scheduling { online_search: true }", "mode baseline"},
+           {"scheduling { online_search: true wire_dtype: \"float16\" }", "float16"},
+           {"scheduling { online_search: true } checkpoint { dir: \"/tmp/c\" every: 5 }",
+            "checkpoint.every"},
+           {"scheduling { owner_params: -2 }", "scheduling.owner_params"}}) {
+    CATCH_CAPTURE(text);
+    absl::StatusOr<ExperimentConfig> config = ParseConfig(text, {});
+    CATCH_REQUIRE(!config.ok());
+    CATCH_CHECK(absl::StrContains(config.status().message(), reason));
+  }
+  // Allowed: the stripes the search needs, 4x the slice size, at most 1000000.
+  absl::StatusOr<ExperimentConfig> config =
+      ParseConfig("scheduling { online_search: true slice_params: 80000 }", {});
+  CATCH_REQUIRE(config.ok());
+  CATCH_CHECK(EffectiveOwnerParams(*config) == 320000);
+  config = ParseConfig("scheduling { online_search: true slice_params: 500000 }", {});
+  CATCH_CHECK(EffectiveOwnerParams(*config) == 1000000);
+  config = ParseConfig("scheduling { owner_params: 7 }", {});
+  CATCH_CHECK(EffectiveOwnerParams(*config) == 7);
+  config = ParseConfig("", {});
+  CATCH_CHECK(EffectiveOwnerParams(*config) == 0);
+  CATCH_CHECK(!config->scheduling().has_online_search());
+}
+
+CATCH_TEST_CASE("scheduling.wire_dtype takes the three names and refuses others, listing them") {
+  for (const char* name : {"float32", "bfloat16", "float16"}) {
+    absl::StatusOr<ExperimentConfig> config =
+        ParseConfig("", {absl::StrCat("scheduling.wire_dtype=", name)});
+    CATCH_REQUIRE(config.ok());
+    CATCH_CHECK(config->scheduling().wire_dtype() == name);
+  }
+  CATCH_CHECK(absl::StrContains(ErrorOf("scheduling { wire_dtype: \"fp16\" }"),
+                                "scheduling.wire_dtype: \"fp16\" is not allowed; allowed: "
+                                "\"float32\", \"bfloat16\", \"float16\""));
+}
+
+}  // namespace
+}  // namespace p3::config

@@ -1,0 +1,79 @@
+"""The reliability page's scripts (docs/results/reliability): the soak's growth verdict and
+plot from a few rows of its CSVs, the kill trials' config and plot (the trials themselves
+run real clusters in //tests/cluster:rejoin_test), and the rejoin-memory fit against a
+stand-in rejoin_memory binary."""
+import os
+import tempfile
+import unittest
+
+import fakes
+import kill_trials
+import soak
+import soak_rejoin_memory
+from results_lib import csv_io
+
+T = fakes.TESTDATA
+
+# rejoin_memory's CSV: the heap grows by 100 bytes per rejoin after the 2nd, RSS by 4096.
+REJOIN_MEMORY = """#!/bin/sh
+echo "rejoin,iteration,heap_in_use_bytes,rss_bytes,shm_mappings"
+for i in 0 1 2 3 4 5; do
+  echo "$i,$((i + 1)),$((1000 + 100 * i)),$((40960 + 4096 * i)),0"
+done
+"""
+
+
+class ReliabilityTest(unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory()
+
+    def tearDown(self):
+        self.tmp.cleanup()
+
+    def test_soak_growth_leaves_out_the_killed_workers(self):
+        samples = [dict(r, t_s=float(r["t_s"]), rss_kb=int(r["rss_kb"]))
+                   for r in csv_io.read_rows(f"{T}/soak_rss.csv")]
+        kills = [dict(k, rank=int(k["rank"])) for k in csv_io.read_rows(f"{T}/soak_kills.csv")]
+        g = soak.growth(samples, kills, warmup_s=60)
+        self.assertNotIn("worker_0", g)  # killed at 240 s
+        first = next(s for s in samples if s["process"] == "server_0" and s["t_s"] >= 60)
+        last = [s for s in samples if s["process"] == "server_0"][-1]
+        self.assertEqual(g["server_0"]["growth_kb"], last["rss_kb"] - first["rss_kb"])
+
+    def test_soak_plot_only_draws_from_the_csvs(self):
+        png = os.path.join(self.tmp.name, "rss.png")
+        fakes.run_script("soak.py", "--plot_only", f"--csv={T}/soak_rss.csv",
+                         f"--kills={T}/soak_kills.csv", f"--plot={png}")
+        with open(png, "rb") as f:
+            self.assertEqual(f.read(8), b"\x89PNG\r\n\x1a\n")
+        p = fakes.run([fakes.PY, fakes.script("soak.py"), "--csv=x", "--kills=y"], check=False)
+        self.assertNotEqual(p.returncode, 0)
+        self.assertIn("--json is required", p.stderr)
+
+    def test_kill_trial_config_and_the_recovery_plot(self):
+        text = kill_trials.config_text("p3", 40, 2, 2, True, 30, checkpoint_dir="/c",
+                                       checkpoint_every=5)
+        self.assertIn('checkpoint { dir: "/c" every: 5 }', text)
+        self.assertIn("cluster { workers: 2 servers: 2 peer_timeout_s: 2 rejoin_timeout_s: 30 }",
+                      text)
+        self.assertIn("shared_memory: true", text)
+        png = os.path.join(self.tmp.name, "recovery.png")
+        fakes.run_script("kill_trials.py", f"--from_csv={T}/rejoin_kill_trials.csv",
+                         f"--plot={png}")
+        self.assertTrue(os.path.getsize(png) > 0)
+
+    def test_rejoin_memory_fits_the_growth_per_rejoin(self):
+        self.assertAlmostEqual(soak_rejoin_memory.slope([0, 1, 2], [1, 3, 5]), 2.0)
+        binary = fakes.write_executable(self.tmp.name, "rejoin_memory", REJOIN_MEMORY)
+        csv = os.path.join(self.tmp.name, "rm.csv")
+        out = fakes.run_script("soak_rejoin_memory.py", f"--binary=fake={binary}", "--runs=2",
+                               "--rejoins=6", "--skip=2", f"--csv={csv}")
+        self.assertIn("fake,stream,2,100;100/100,4096,1200->1500", out)
+        self.assertIn("fake,shared_memory,2,", out)
+        rows = csv_io.read_rows(csv)
+        self.assertEqual(len(rows), 2 * 2 * 6)
+        self.assertEqual(list(rows[0])[:4], ["build", "mode", "run", "rejoin"])
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,347 @@
+#!/usr/bin/env python3
+"""Calibrates the simulator (//tools:p3_sim) and compares its predictions with the
+committed measurements (docs/results/simulator/simulator.md).
+
+  bazel build //tools:p3_sim
+  S="/usr/bin/python3 tools/experiments/simulator.py"
+  $S calibrate     # streaming fit -> configs/sim/calibration_*.json
+  $S validate      # every measured point -> CSV + table
+  $S table         # the tables again from the CSV
+  $S sweep         # the slice sweeps (slice_tuning_sweep.csv)
+  $S calibrate --only=fresh-3                      # one calibration set
+  $S fresh --file=simulator/F DIR=placement ...    # fresh runs -> docs/results/simulator/F
+  $S trial --sets=fresh-3 --cpu_factor=1.3         # a what-if, nothing written
+  $S cpu           # measured CPU per iteration beside the simulated
+  $S noise         # the runs' own spread beside the misses
+
+Which file holds which set of points: simulator_points.py. How each calibration is fitted
+(docs/simulator.md, "Calibration"): simulator_calibration.py. The noise: simulator_noise.py.
+"""
+import argparse
+import json
+import os
+import statistics
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+import simulator_calibration as calibration  # noqa: E402
+import simulator_noise  # noqa: E402
+import simulator_points as sp  # noqa: E402
+from results_lib import csv_io, markdown, p3_sim, paths, raw_csv  # noqa: E402
+
+ROOT = paths.ROOT
+VALIDATION = "simulator/simulator_validation.csv"
+PAGE = "simulator/simulator.md"
+BEGIN = "<!-- sim-table:begin (tools/experiments/simulator.py validate) -->"
+END = "<!-- sim-table:end -->"
+
+
+def predict(p, cal, scale, extra):
+    """The simulator's result for measured point p with calibration file cal, over as many
+    iterations (and warm-up) as p's runs made: the whole-tensor modes' simulated
+    iterations lengthen as a run goes on, so the count matters."""
+    profile = calibration.profile(f"{p['model']}_b{sp.BATCH[p['model']]}_cpu.json")
+    sets = [f"network.bandwidth_gbps={p['bandwidth']}",
+            f"scheduling.slice_params={p['slice_params']}"]
+    if extra.get("shared_memory") is False:
+        sets.append("scheduling.shared_memory=false")
+    if p.get("wire_dtype"):
+        sets.append(f"scheduling.wire_dtype={p['wire_dtype']}")
+    flags = sp.HOST + [f"--compute_scale={scale}"]
+    system = p["system"]
+    if system == "ddp":
+        flags.append("--allreduce")
+        sets.append("mode=p3")
+    else:
+        sets.append(f"mode={system}")
+    if p["workers"] != 2 and system != "local":
+        sets += [f"cluster.workers={p['workers']}", f"cluster.servers={p['workers']}"]
+    if p.get("placement") == "separate":
+        sets.append("network.placement=separate")
+        # 2 workers + 2 servers on 4 emulated machines, still one 2-core host
+        flags = [f for f in flags if not f.startswith("--machines_per_host")]
+        flags.append("--machines_per_host=4")
+    elif p["workers"] == 3:
+        flags = [f for f in flags if not f.startswith("--machines_per_host")]
+        flags.append("--machines_per_host=3")
+    flags += [f"--iterations={p['iterations']}", f"--warmup={p['warmup']}"]
+    return p3_sim.run(f"configs/bench/{p['model']}.textproto", profile, cal, sets, flags)
+
+
+# The calibration's CPU costs of communication that `trial --cpu_factor` multiplies.
+CPU_COST_FIELDS = ("send_s_per_byte", "recv_s_per_byte", "shaped_s_per_byte_at_1g", "per_message_s")
+
+
+def trial(args):
+    """Predicted / measured for the points of some sets with a changed calibration (a
+    what-if; nothing is written): every CPU cost of communication x --cpu_factor, and/or
+    the link's payload share set to --goodput_factor, the computation's speed on shared
+    cores set to --compute_speed, or both from a side-by-side measurement (--side_by_side).
+    compute_scale is fitted again."""
+    pts = sp.points()
+    for set_name in args.sets.split(","):
+        cal_set = sp.calibration_of(set_name)
+        with open(os.path.join(ROOT, cal_set["file"])) as f:
+            cal = json.load(f)
+        cal.update({k: cal[k] * args.cpu_factor for k in CPU_COST_FIELDS})
+        if args.goodput_factor:
+            cal["goodput_factor"] = args.goodput_factor
+        if args.compute_speed:
+            cal["shared_host_compute_speed"] = args.compute_speed
+        if args.preempt_s >= 0:
+            cal["preempt_s"] = args.preempt_s
+        if args.side_by_side:
+            # Computation and communication measured side by side
+            # (simulator_side_by_side.py): the computation's speed beside both, the
+            # communication's CPU x its factor.
+            sbs = csv_io.read_rows(os.path.join(ROOT, args.side_by_side))
+            cal["shared_host_compute_speed"] = statistics.median(
+                float(r["compute_speed"]) for r in sbs)
+            comm = statistics.median(float(r["comm_factor"]) for r in sbs)
+            cal.update({k: cal[k] * comm for k in CPU_COST_FIELDS})
+        calibration.with_temporary(cal, lambda path: trial_set(args, pts, set_name, cal,
+                                                               cal_set, path))
+
+
+def trial_set(args, pts, set_name, cal, cal_set, path):
+    """Prints the predicted / measured of one set's points with the calibration at path."""
+    scales = {}
+    for p in pts:
+        if p["set"] != set_name or p["system"] in ("local", "ddp"):
+            continue
+        if p["model"] not in scales:
+            scales[p["model"]] = calibration.compute_scale(
+                p["model"], sp.local_of(pts, set_name, p["model"]), path)
+        r = predict(p, path, scales[p["model"]], cal_set["extra"])
+        print(f"{set_name:20} {p['model']:13} {p['system']:9} {p['bandwidth']:4} w{p['workers']} "
+              f"{p.get('placement') or 'colocated':9} cpu x{args.cpu_factor:g} goodput "
+              f"{cal.get('goodput_factor', 'default')} compute speed "
+              f"{cal['shared_host_compute_speed']:g} preempt {cal.get('preempt_s', 0) * 1e6:g} us: "
+              f"predicted / measured "
+              f"{r['samples_per_second'] / p['measured']:.3f}", flush=True)
+
+
+def validate():
+    pts = sp.points()
+    scales = {}
+    rows = []
+    for p in pts:
+        cal_set = sp.calibration_of(p["set"])
+        cal = cal_set["file"]
+        key = (p["set"], p["model"])
+        if key not in scales:
+            scales[key] = calibration.compute_scale(p["model"],
+                                                    sp.local_of(pts, p["set"], p["model"]), cal)
+        system = p["system"]
+        r = predict(p, cal, scales[key], cal_set["extra"])
+        ratio = r["samples_per_second"] / p["measured"]
+        w = r["workers"][0]
+        rows.append(dict(p, predicted=round(r["samples_per_second"], 3), ratio=round(ratio, 3),
+                         within_10pct=abs(ratio - 1) <= 0.10, compute_scale=round(scales[key], 3),
+                         compute_s=round(w["compute_s"], 4),
+                         exposed_comm_s=round(w["exposed_comm_s"], 4), idle_s=round(w["idle_s"], 4),
+                         fitted=system == "local" or (p["set"], p["model"], system,
+                                                      p["bandwidth"], p["workers"]) == sp.RING_POINT))
+        print(f"{p['set']:20} {p['model']:13} {system:14} {p['bandwidth']:4} w{p['workers']} "
+              f"s{p['slice_params']:<8} measured {p['measured']:7.2f} predicted "
+              f"{r['samples_per_second']:7.2f} ratio {ratio:.2f}", flush=True)
+    csv_io.write_rows(sp.results(VALIDATION), rows)  # every set's columns
+    write_table(rows)
+
+
+def write_table(rows):
+    checked = [r for r in rows if not r["fitted"]]
+    by_model = {}
+    for r in checked:
+        key = "VGG-19" if r["model"] == "vgg19" else "ResNet-50 and the LSTM"
+        by_model.setdefault(key, []).append(r["within_10pct"])
+    lines = [f"**All sets: {sum(r['within_10pct'] for r in checked)} of {len(checked)} checked "
+             f"points within ±10 %** (" + "; ".join(f"{k}: {sum(v)} of {len(v)}"
+                                                      for k, v in sorted(by_model.items()))
+             + ").", ""]
+    for set_name in ("2026-12-03", "wire", "2026-12-02", "cc-bbr", "cc-cubic", "fresh-5", "fresh-4", "fresh-3",
+                     "fresh-2", "fresh", "current-interleaved", "current", "2026-11-30"):
+        sub = [r for r in rows if r["set"] == set_name]
+        if not sub:
+            continue
+        checked = [r for r in sub if not r["fitted"]]
+        inside = sum(1 for r in checked if r["within_10pct"])
+        lines.append(f"**{set_name}** ({sub[0]['source']}): {inside} of {len(checked)} points "
+                     f"within ±10 %; median |ratio − 1| "
+                     f"{statistics.median(abs(r['ratio'] - 1) for r in checked):.3f}.")
+        lines.append("")
+        lines.append("| model | system | Gbit/s | workers | placement | slice | measured | "
+                     "predicted | predicted ÷ measured | runs |")
+        lines.append("|---|---|---:|---:|---|---:|---:|---:|---:|---:|")
+        for r in sorted(sub, key=lambda r: (r["model"], r["system"], r["workers"],
+                                            r["slice_params"], r["bandwidth"] or 99,
+                                            r.get("wire_dtype") or "")):
+            bw = "unlimited" if r["bandwidth"] == 0 else f"{r['bandwidth']:g}"
+            mark = " (fitted)" if r["fitted"] else ("" if r["within_10pct"] else " **✗**")
+            system = r["system"] + (f", {r['wire_dtype']} wire" if r.get("wire_dtype") else "")
+            lines.append(f"| {r['model']} | {system} | {bw} | {r['workers']} | "
+                         f"{r.get('placement') or 'colocated'} | {r['slice_params']} | {r['measured']:.2f} | {r['predicted']:.2f} | "
+                         f"{r['ratio']:.2f}{mark} | {r['runs']} |")
+        lines.append("")
+    # The last line is empty: the block ends with one newline before END.
+    markdown.rewrite_block(sp.results(PAGE), BEGIN, END, "\n".join(lines[:-1]),
+                           new_page=f"{BEGIN}\n{END}\n")
+
+
+def fresh(args):
+    """Collects bench_throughput raw.csv files (DIR=placement) into docs/results/<--file>."""
+    files = [f for _, f in sp.FRESH_SETS]
+    if args.file not in files:
+        raise SystemExit("fresh: --file must name one of " + ", ".join(files))
+    commit = paths.git_commit()
+    rows = []
+    for spec in args.dirs:
+        d, placement = spec.split("=")
+        for r in csv_io.read_rows(os.path.join(d, "raw.csv")):
+            rows.append(dict(r, placement=placement, commit=commit))
+    csv_io.write_rows(sp.results(args.file), rows, list(rows[0].keys()))
+    print(f"{len(rows)} runs -> docs/results/{args.file}")
+
+
+# The slice sweeps of the automatic slice size (ResNet-50 at fixed sizes).
+SLICE_SWEEP = "simulator/slice_tuning_sweep.csv"
+
+
+def sweep():
+    """The slice sweeps of slice_tuning_sweep.csv against the launcher's search's predictions
+    (ResNet-50, calibration_cpu.json, 6 iterations of which 2 left out, compute_scale 1)."""
+    runs = raw_csv.group(raw_csv.read_finished(sp.results(SLICE_SWEEP)),
+                         lambda r: (float(r["bandwidth_gbps"]), int(r["slice_params"])))
+    print("| Gbit/s | slice | measured median samples/s | min | max | predicted | "
+          "predicted ÷ measured |")
+    print("|---|---:|---:|---:|---:|---:|---:|")
+    ratios = []
+    for (bw, slice_params), v in sorted(runs.items()):
+        r = p3_sim.run("configs/bench/resnet50.textproto",
+                       calibration.profile("resnet50_b8_cpu.json"), sp.SETS["current"]["file"],
+                       ["mode=p3", f"network.bandwidth_gbps={bw}",
+                        f"scheduling.slice_params={slice_params}"],
+                       sp.HOST + ["--iterations=6", "--warmup=2"])
+        measured = statistics.median(v)
+        ratios.append(r["samples_per_second"] / measured)
+        print(f"| {bw:g} | {slice_params:,} | {measured:.2f} | {min(v):.2f} | {max(v):.2f} | "
+              f"{r['samples_per_second']:.2f} | {ratios[-1]:.2f} |")
+    print(f"\n{sum(abs(x - 1) <= 0.10 for x in ratios)} of {len(ratios)} points within ±10 %; "
+          f"median |ratio − 1| {statistics.median(abs(x - 1) for x in ratios):.3f}")
+
+
+def cpu():
+    """Where the CPU went in each run of a set with a CPU breakdown (simulator_cpu_breakdown.py),
+    beside where the simulator puts it: the workers' main threads (forward and backward)
+    against `compute` + `preempt`, every other thread of the workers and servers against send +
+    receive + update, and the host's busy cores against the total. Medians over rounds;
+    core-seconds per iteration of the whole cluster."""
+    pts = sp.points()
+    for set_name, file_name in sp.CPU_BREAKDOWN.items():
+        path = sp.results(file_name)
+        if not os.path.exists(path):
+            continue
+        cal = sp.calibration_of(set_name)["file"]
+        scales = {}
+        runs = {}
+        for r in csv_io.read_rows(path):
+            key = (r["model"], r["mode"], float(r["bandwidth_gbps"]), int(r["workers"]),
+                   r["placement"])
+            one = runs.setdefault(key, {}).setdefault(r["round"], {})
+            one[r["group"]] = float(r["core_s_per_iteration"])
+            one["iteration"] = float(r["iteration_seconds"])
+            if r["model"] not in scales:
+                scales[r["model"]] = calibration.compute_scale(
+                    r["model"], sp.local_of(pts, set_name, r["model"]), cal)
+        print(f"**{set_name}** ({os.path.basename(file_name)}; compute_scale "
+              + ", ".join(f"{m} {v:.3f}" for m, v in sorted(scales.items()))
+              + f"; {cal}): core-seconds per "
+              "iteration, medians over rounds, measured / simulated.\n")
+        print("| point | iteration (s) | computation (workers' main threads) | communication "
+              "(all other threads) | processes in all | host busy | softirq |")
+        print("|---|---:|---:|---:|---:|---:|---:|")
+        for key, rounds in sorted(runs.items(), key=lambda kv: (kv[0][1] != "local", kv[0])):
+            model, mode, bw, workers, placement = key
+
+            def med(fn):
+                return statistics.median(fn(g) for g in rounds.values())
+            main_s = med(lambda g: g.get("worker:main", 0.0))
+            total = med(lambda g: g["processes:total"])
+            comm = med(lambda g: g["processes:total"] - g.get("worker:main", 0.0))
+            # The set's point: the same runs, with the iterations they made.
+            p = next(q for q in pts if q["set"] == set_name and
+                     (q["model"], q["system"], q["bandwidth"], q["workers"],
+                      q.get("placement")) == key)
+            r = predict(p, cal, scales[model], sp.calibration_of(set_name)["extra"])
+            c = r["cpu_s_per_iteration"]
+            sim_comm = c["send"] + c["receive"] + c["update"] + c["ring"]
+            sim_compute = c["compute"] + c.get("preempt", 0.0)
+            name = f"{mode} {'unlimited' if bw == 0 else f'{bw:g} Gbit/s'}" + (
+                f", {workers} + {workers}" if workers == 3 else "") + (
+                ", separate" if placement == "separate" else "")
+            print(f"| {name} | {med(lambda g: g['iteration']):.3f} / {r['iteration_seconds']:.3f} "
+                  f"| {main_s:.3f} / {sim_compute:.3f} | {comm:.3f} / {sim_comm:.3f} "
+                  f"| {total:.3f} / {c['total']:.3f} | {med(lambda g: g['host:busy']):.3f} "
+                  f"| {med(lambda g: g['host:softirq']):.3f} |", flush=True)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("command", choices=["calibrate", "validate", "table", "fresh", "sweep", "trial",
+                                            "cpu", "noise"])
+    ap.add_argument("dirs", nargs="*", help="fresh: bench output folders as DIR=placement")
+    ap.add_argument("--sets", default="fresh-3",
+                    help="trial: the measured sets to predict (comma-separated)")
+    ap.add_argument("--cpu_factor", type=float, default=1.0,
+                    help="trial: multiplies the calibration's CPU costs of communication")
+    ap.add_argument("--goodput_factor", type=float, default=0.0,
+                    help="trial: the link's payload share (0: the calibration's)")
+    ap.add_argument("--compute_speed", type=float, default=0.0,
+                    help="trial: shared_host_compute_speed (0: the calibration's)")
+    ap.add_argument("--preempt_s", type=float, default=-1.0,
+                    help="trial: the computation's CPU seconds lost per wake-up on a full host "
+                         "(Calibration::preempt_s; negative: the calibration's)")
+    ap.add_argument("--side_by_side", default="",
+                    help="trial: a simulator_side_by_side.py CSV: its medians as the computation's "
+                         "speed and a factor on the communication's CPU costs")
+    ap.add_argument("--only", default="",
+                    help="calibrate: only these calibration sets (comma-separated names of "
+                         "simulator_points.SETS)")
+    ap.add_argument("--file", default="",
+                    help="fresh: the CSV in docs/results to write (one of "
+                         "simulator_points.FRESH_SETS' files)")
+    args = ap.parse_intermixed_args()
+    if args.command == "fresh":
+        fresh(args)
+    elif args.command == "calibrate":
+        calibration.calibrate(args.only)
+    elif args.command == "validate":
+        validate()
+    elif args.command == "sweep":
+        sweep()
+    elif args.command == "trial":
+        trial(args)
+    elif args.command == "cpu":
+        cpu()
+    elif args.command == "noise":
+        simulator_noise.noise()
+    else:
+        write_table(read_validation())
+
+
+def read_validation():
+    """simulator_validation.csv's rows, typed as validate() made them."""
+    rows = []
+    for r in csv_io.read_rows(sp.results(VALIDATION)):
+        for k in ("bandwidth", "measured", "predicted", "ratio"):
+            r[k] = float(r[k])
+        for k in ("workers", "slice_params", "runs"):
+            r[k] = int(r[k])
+        r["within_10pct"] = r["within_10pct"] == "True"
+        r["fitted"] = r["fitted"] == "True"
+        rows.append(r)
+    return rows
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,217 @@
+"""The simulator's calibrations (configs/sim/calibration_*.json, docs/simulator.md,
+"Calibration"), fitted on measurements that are not validation points; and each session's
+compute_scale. Used by tools/experiments/simulator.py (`calibrate`, and every prediction).
+
+  * CPU seconds per byte sent and received, and the extra on a shaped link, from the
+    streaming micro-benchmark's CPU s/GB (docs/results/streaming/*.csv; no fit);
+  * per-message CPU and the writer's wake-up gap: the grid point whose simulated
+    streaming goodput is closest (log error) to the measured one at 1, 2.5, 5 Gbit/s and
+    loopback;
+  * gloo's ring costs (the DDP peer; nothing like the streaming benchmark exists for
+    it): the defaults of p3/sim/simulator.h times one factor, fitted so that ResNet-50's
+    DDP point at unlimited bandwidth of the interleaved session (the most CPU-bound DDP
+    point) is met; the same factor in every calibration (the peer did not change);
+  * compute_scale per model and session: the `local` point of the same session (the
+    machine's speed moves by up to 30 % between sessions). That point is fitted, so it
+    is not a validation point;
+  * shared_host_compute_speed: how fast one process computes while another runs on the
+    other core, against alone: half the throughput of two single-thread ResNet-50 runs
+    side by side over one run alone (pipeline/pipeline_contention.csv, median of the
+    ResNet-50 pairs). No point of the validation enters it;
+  * preempt_s: the computation's CPU lost per preemption by a thread waking on its core
+    1,000 times a second (simulator/preemption_cost.csv, simulator_preemption_cost.py).
+    No point of the validation enters it either.
+"""
+import json
+import math
+import os
+import statistics
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+import simulator_points as sp  # noqa: E402
+from results_lib import csv_io, p3_sim, paths  # noqa: E402
+
+RING_DEFAULT = {"ring_send_s_per_byte": 0.4e-9, "ring_recv_s_per_byte": 0.4e-9,
+                "ring_reduce_s_per_byte": 0.3e-9}
+# The disturber of simulator_preemption_cost.py whose wake-up rate is the cluster's: a
+# worker's main thread was preempted 550 - 1,150 times a second in fresh-5's runs.
+PREEMPT_CONDITION = "same:1000:0"
+# The grid of the streaming fit.
+PER_MESSAGE_S = (5e-6, 10e-6, 20e-6, 40e-6)
+WRITE_GAP_S = (0.0, 30e-6, 60e-6, 120e-6, 200e-6)
+RATES = (1.0, 2.5, 5.0, 0.0)
+
+
+def profile(name):
+    return os.path.join(p3_sim.PROFILES, name)
+
+
+def streaming_measured(path):
+    """Medians per rate of goodput and CPU s/GB."""
+    by_rate = {}
+    for row in csv_io.read_rows(path):
+        by_rate.setdefault(float(row["rate_gbps"]), []).append(row)
+    out = {}
+    for rate, rows in sorted(by_rate.items()):
+        out[rate] = {"goodput": statistics.median(float(r["goodput_gbps"]) for r in rows),
+                     "cpu_s_per_gb": statistics.median(float(r["cpu_s_per_gb"]) for r in rows),
+                     "worker": statistics.median(float(r["worker_cpu_s"]) for r in rows),
+                     "server": statistics.median(float(r["server_cpu_s"]) for r in rows),
+                     "runs": len(rows), "commit": rows[0]["commit"]}
+    return out
+
+
+def simulate_streaming(cal_path, rate):
+    """The streaming benchmark's goodput (Gbit/s) as simulated with a calibration."""
+    sets = ["mode=p3", "cluster.workers=1", "cluster.servers=1", "network.placement=separate",
+            f"network.bandwidth_gbps={rate}", "training.batch_size=1"]
+    r = p3_sim.run("configs/bench/resnet50.textproto", profile("streaming_25m.json"), cal_path,
+                   sets, sp.HOST + ["--iterations=6", "--warmup=2"])
+    return 25_000_000 * 4 * 8 / r["iteration_seconds"] / 1e9
+
+
+def compute_scale(model, local_sps, cal):
+    """The compute_scale at which the simulated `local` matches the measured one."""
+    prof = profile(f"{model}_b{sp.BATCH[model]}_cpu.json")
+    cfg = f"configs/bench/{model}.textproto"
+    it = []
+    for scale in (1.0, 2.0):
+        r = p3_sim.run(cfg, prof, cal, ["mode=local"], sp.HOST + [f"--compute_scale={scale}"])
+        it.append(r["iteration_seconds"])
+    want = sp.BATCH[model] / local_sps
+    return (want - it[0]) / (it[1] - it[0]) + 1.0
+
+
+def with_temporary(cal, fn):
+    """fn(path) with `cal` written to a temporary JSON file at path."""
+    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
+        json.dump(cal, f)
+    try:
+        return fn(f.name)
+    finally:
+        os.unlink(f.name)
+
+
+def fit_ring():
+    """The factor on the ring costs that meets RING_POINT (bisection)."""
+    pts = sp.points()
+    want = next(p for p in pts if (p["set"], p["model"], p["system"], p["bandwidth"],
+                                   p["workers"]) == sp.RING_POINT)["measured"]
+    current = os.path.join(paths.ROOT, sp.SETS["current"]["file"])
+    scale = compute_scale("resnet50", sp.local_of(pts, sp.RING_POINT[0], "resnet50"),
+                          sp.SETS["current"]["file"])
+    lo, hi = 0.5, 4.0
+    for _ in range(8):
+        k = (lo + hi) / 2
+        with open(current) as f:
+            trial = json.load(f)
+        trial.update({n: v * k for n, v in RING_DEFAULT.items()})
+        r = with_temporary(trial, lambda path: p3_sim.run(
+            "configs/bench/resnet50.textproto", profile("resnet50_b8_cpu.json"), path,
+            ["mode=p3", "network.bandwidth_gbps=0"],
+            sp.HOST + ["--allreduce", f"--compute_scale={scale}"]))
+        if r["samples_per_second"] > want:
+            lo = k
+        else:
+            hi = k
+    k = (lo + hi) / 2
+    print(f"ring costs x {k:.3f} (DDP ResNet-50 unlimited, interleaved session: {want})")
+    return {n: v * k for n, v in RING_DEFAULT.items()}
+
+
+def shared_host_compute_speed():
+    """Half of (two single-thread runs side by side) / (one alone), ResNet-50, median."""
+    pairs = [float(r["pair_sum_over_alone"])
+             for r in csv_io.read_rows(sp.results("pipeline/pipeline_contention.csv"))
+             if r["model"] == "resnet50"]
+    return statistics.median(pairs) / 2
+
+
+def preempt_s():
+    """CPU seconds a single-thread ResNet-50 computation lost per preemption, beside a
+    thread on its core waking 1,000 times a second (simulator/preemption_cost.csv,
+    median of the rounds). Measured without a cluster: no validation point enters it."""
+    costs = [float(r["us_per_preemption"])
+             for r in csv_io.read_rows(sp.results("simulator/preemption_cost.csv"))
+             if r["condition"] == PREEMPT_CONDITION and r["us_per_preemption"]]
+    return statistics.median(costs) * 1e-6
+
+
+def streaming_costs(name, s, measured, speed, preempt):
+    """A calibration's CPU costs of communication from its streaming CSV's medians."""
+    loop = measured[0.0]["cpu_s_per_gb"]  # CPU s per GB crossing, both ends together
+    # Split between the sides as the processes' CPU split (worker sends the gradients,
+    # the server the values; each does both, so the split is close to even).
+    send = loop / 2 * 1e-9
+    extra = {rate: (measured[rate]["cpu_s_per_gb"] - loop) / 2 for rate in (1.0, 2.5, 5.0)}
+    exponent = math.log(extra[1.0] / extra[5.0]) / math.log(5.0)
+    if exponent < 0:
+        # The extra does not fall with the rate (flat within the runs' spread on the
+        # cc-2026-12-02 VM); the model takes no negative exponent.
+        print(f"{name}: shaped exponent {exponent:.3f} < 0, taken as 0")
+        exponent = 0.0
+    return {"_source": f"tools/experiments/simulator.py calibrate from {s['streaming']} "
+                       f"(commit {measured[0.0]['commit']}, medians of "
+                       f"{measured[0.0]['runs']} runs per rate); binaries: {s['binaries']}",
+            "send_s_per_byte": send, "recv_s_per_byte": send,
+            "shaped_s_per_byte_at_1g": extra[1.0] * 1e-9, "shaped_exponent": exponent,
+            "shared_host_compute_speed": speed, "preempt_s": preempt}
+
+
+def fit_messages(name, cal, measured):
+    """(per_message_s, write_gap_s) of the grid whose simulated streaming goodput is
+    closest to the measured one (rms log error over RATES)."""
+    best = None
+    for per_message in PER_MESSAGE_S:
+        for gap in WRITE_GAP_S:
+            trial = dict(cal, per_message_s=per_message, write_gap_s=gap)
+            err = with_temporary(trial, lambda path: sum(
+                math.log(simulate_streaming(path, rate) / measured[rate]["goodput"]) ** 2
+                for rate in RATES))
+            print(f"{name}: per_message {per_message*1e6:.0f} us, gap {gap*1e6:.0f} us: "
+                  f"rms log error {math.sqrt(err/4):.3f}")
+            if best is None or err < best[0]:
+                best = (err, per_message, gap)
+    return best[1], best[2]
+
+
+def write_calibration(path, cal):
+    with open(path, "w") as f:
+        json.dump(cal, f, indent=2)
+        f.write("\n")
+
+
+def calibrate(only=""):
+    """Fits every calibration set of SETS (or those named in `only`, comma-separated) and
+    writes its file; the ring factor is fitted with the current set and reused."""
+    ring = {}
+    first = True
+    speed = shared_host_compute_speed()
+    print(f"shared_host_compute_speed {speed:.4f} (pipeline_contention.csv, ResNet-50 pairs)")
+    preempt = preempt_s()
+    print(f"preempt_s {preempt * 1e6:.1f} us (preemption_cost.csv, {PREEMPT_CONDITION})")
+    for name, s in sp.SETS.items():
+        if only and name not in only.split(","):
+            if first and name == "current":
+                # The ring factor is fitted on the current calibration only; reuse it.
+                with open(os.path.join(paths.ROOT, s["file"])) as f:
+                    ring.update({k: v for k, v in json.load(f).items() if k.startswith("ring_")})
+                first = False
+            continue
+        m = streaming_measured(os.path.join(paths.ROOT, s["streaming"]))
+        cal = streaming_costs(name, s, m, speed, preempt)
+        cal["per_message_s"], cal["write_gap_s"] = fit_messages(name, cal, m)
+        cal.update(ring)
+        path = os.path.join(paths.ROOT, s["file"])
+        write_calibration(path, cal)
+        if first:
+            ring.update(fit_ring())  # needs the current calibration file written first
+            cal.update(ring)
+            write_calibration(path, cal)
+            first = False
+        print(f"{name}: wrote {s['file']}:")
+        for rate in RATES:
+            g = simulate_streaming(path, rate)
+            print(f"  {rate:4} Gbit/s: measured {m[rate]['goodput']:.2f}, simulated {g:.2f} Gbit/s")

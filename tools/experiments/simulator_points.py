@@ -1,0 +1,248 @@
+"""The measured points the simulator is checked against (docs/results/simulator/simulator.md):
+which committed file holds which set of runs, the calibration each set is predicted with,
+and every point read from them. Used by tools/experiments/simulator.py.
+
+Files are named relative to docs/results; a point's `source` is the file's name alone."""
+import os
+import statistics
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from results_lib import csv_io, paths, raw_csv, textproto  # noqa: E402
+
+HOST = ["--cpu_cores_per_host=2", "--machines_per_host=2"]  # 2 emulated machines, 2 cores
+BATCH = {"resnet50": 8, "vgg19": 4, "seq2seq_lstm": 16}
+# Points measured for the validation alone (`fresh`): set name, file.
+# fresh: 2 or 3 runs of 10 timed iterations per point (2026-12-01 14:58); fresh-2: 5
+# interleaved rounds of 40 timed iterations (2026-12-01 21:17); fresh-3: 3 such rounds,
+# each with a run of the streaming benchmark (its own calibration, SET_CALIBRATION).
+# fresh-4: the same, 3 rounds on another VM (AMD EPYC, 2026-12-02 morning). fresh-5: the
+# same VM's next session, every run also read for where its CPU went
+# (simulator_cpu_breakdown.py; `cpu`), plus P3 at 1 Gbit/s and on loopback. 2026-12-03:
+# another AMD EPYC VM, 3 interleaved rounds of the sweep's own points (ResNet-50 and the
+# LSTM; p3, baseline, DDP at 1 Gbit/s and unlimited, and `local`), each round with a
+# streaming run (its calibration).
+FRESH_SETS = [("fresh", "simulator/simulator_fresh_raw.csv"),
+              ("fresh-2", "simulator/simulator_fresh2_raw.csv"),
+              ("fresh-3", "simulator/simulator_fresh3_raw.csv"),
+              ("fresh-4", "simulator/simulator_fresh4_raw.csv"),
+              ("fresh-5", "simulator/simulator_fresh5_raw.csv"),
+              ("2026-12-03", "simulator/simulator_2026-12-03_raw.csv")]
+# The full sweeps of tools/bench_throughput.py (every mode, the peer and `local`), as
+# aggregated by its `report`: set name, file.
+SWEEP_SETS = [("2026-12-02", "throughput/throughput.csv"),
+              ("2026-11-30", "throughput/throughput_2026-11-30.csv")]
+# The raw CSV of each sweep set, where one is committed: the iterations its runs timed.
+# Without one (2026-11-30), the runs timed configs/bench/<model>.textproto's, unchanged
+# since that sweep (55110cf).
+SWEEP_RAW = {"2026-12-02": "throughput/throughput_2026-12-02_raw.csv"}
+# The runs of the throughput page's "TCP congestion control" (another VM, 2026-12-02
+# afternoon): one set per congestion control, sharing that VM's `local` runs (rows with
+# mode local and no congestion control) and its calibration ("cc-2026-12-02").
+CC_FILE = "throughput/congestion_control_2026-12-02_raw.csv"
+CC_SETS = [("cc-bbr", "bbr"), ("cc-cubic", "cubic")]
+# P3 at 1 Gbit/s with each scheduling.wire_dtype, and without a link limit, with `local`
+# (the 16-bit wire's page, 2026-12-02 afternoon; the congestion-control runs' VM, so its
+# calibration): set name, file.
+WIRE_SETS = [("wire", "wire_dtype/wire_dtype_vm3_raw.csv")]
+# The points of the data-path comparison (2026-12-01), medians as its table gave them.
+DATA_PATH_SETS = [("current", "throughput/data_path.csv"),
+                  ("current-interleaved", "throughput/data_path_interleaved.csv")]
+# The raw runs behind the sets whose points are read from aggregated CSVs.
+AGGREGATED_RAW = {"current": "throughput/throughput_raw.csv",
+                  "current-interleaved": "throughput/data_path_interleaved_after_raw.csv"}
+# The CPU breakdown of some sets' runs (simulator_cpu_breakdown.py --csv).
+CPU_BREAKDOWN = {"fresh-5": "simulator/cpu_breakdown_fresh5.csv",
+                 "2026-12-03": "simulator/cpu_breakdown_2026-12-03.csv"}
+
+# Each calibration set: the binaries it stands for, its streaming CSV, and what differs.
+SETS = {
+    "current": {
+        "file": "configs/sim/calibration_cpu.json",
+        "streaming": "docs/results/streaming/streaming_after.csv",
+        "binaries": "fa7c300 / 8730c80 (zero-copy streams, shared memory, one send order per link)",
+        "extra": {},
+    },
+    # The sweep of 2026-12-02 (throughput.csv): every mode with the binaries of a6c8c45,
+    # the streaming benchmark run before its first round, between the rounds and after.
+    "2026-12-02": {
+        "file": "configs/sim/calibration_cpu_2026-12-02.json",
+        "streaming": "docs/results/streaming/streaming_2026-12-02.csv",
+        "binaries": "a6c8c45 (-O2 data path; streaming measured in the sweep's session)",
+        "extra": {},
+    },
+    "2026-11-30": {
+        "file": "configs/sim/calibration_cpu_2026-11-30.json",
+        "streaming": "docs/results/streaming/streaming.csv",
+        "binaries": "1e5e39e / 058ea0e (protobuf copies, loopback TCP between a colocated pair)",
+        # No shared memory then: a colocated worker and server used loopback TCP.
+        "extra": {"shared_memory": False},
+    },
+    # The streaming benchmark run in the same interleaved rounds as the fresh-3 points
+    # (the simulator page's "One block"): a calibration of the machine as it was while
+    # those points were measured.
+    "fresh-3": {
+        "file": "configs/sim/calibration_cpu_fresh3.json",
+        "streaming": "docs/results/streaming/streaming_fresh3.csv",
+        "binaries": "75fde34 (streaming measured in the same rounds as the fresh-3 points)",
+        "extra": {},
+    },
+    # The same procedure on the VM of 2026-12-02's morning session (AMD EPYC, slower).
+    "fresh-4": {
+        "file": "configs/sim/calibration_cpu_fresh4.json",
+        "streaming": "docs/results/streaming/streaming_fresh4.csv",
+        "binaries": "a79b33c (streaming measured in the same rounds as the fresh-4 points)",
+        "extra": {},
+    },
+    # The VM of the congestion-control runs (Intel Xeon, 2026-12-02 afternoon): the
+    # streaming benchmark in 3 rounds right after them, under the host's bbr.
+    "cc-2026-12-02": {
+        "file": "configs/sim/calibration_cpu_cc.json",
+        "streaming": "docs/results/streaming/streaming_cc_2026-12-02.csv",
+        "binaries": "7b6d072 (a6c8c45's data path; streaming measured right after the runs)",
+        "extra": {},
+    },
+    "fresh-5": {
+        "file": "configs/sim/calibration_cpu_fresh5.json",
+        "streaming": "docs/results/streaming/streaming_fresh5.csv",
+        "binaries": "9dab1a0 (streaming measured in the same rounds as the fresh-5 points)",
+        "extra": {},
+    },
+    "2026-12-03": {
+        "file": "configs/sim/calibration_cpu_2026-12-03.json",
+        "streaming": "docs/results/streaming/streaming_2026-12-03.csv",
+        "binaries": "e4368cb (streaming measured in the same rounds as the 2026-12-03 points)",
+        "extra": {},
+    },
+}
+# The calibration each measured set is predicted with (default: "current").
+SET_CALIBRATION = {"2026-12-02": "2026-12-02", "2026-11-30": "2026-11-30", "fresh-3": "fresh-3",
+                   "fresh-4": "fresh-4", "fresh-5": "fresh-5", "cc-bbr": "cc-2026-12-02",
+                   "cc-cubic": "cc-2026-12-02", "wire": "cc-2026-12-02",
+                   "2026-12-03": "2026-12-03"}
+# The point whose measurement fits the factor on gloo's ring costs (fit_ring).
+RING_POINT = ("current-interleaved", "resnet50", "ddp", 0.0, 2)
+
+
+def results(name):
+    """A file named relative to docs/results."""
+    return paths.results(name)
+
+
+def calibration_of(set_name):
+    """The calibration set a measured set is predicted with."""
+    return SETS[SET_CALIBRATION.get(set_name, "current")]
+
+
+def points():
+    """Every measured point: set, model, system, bandwidth, workers, slice_params,
+    (placement, wire_dtype), measured samples/s, runs, source file, and the iterations
+    (and warm-up) its runs made."""
+    out = []
+    for set_name, file_name in SWEEP_SETS:
+        for r in csv_io.read_rows(results(file_name)):
+            out.append({"set": set_name, "model": r["model"], "system": r["mode"],
+                        "bandwidth": float(r["bandwidth_gbps"]), "workers": int(r["workers"]),
+                        "slice_params": int(r["slice_params"] or raw_csv.DEFAULT_SLICE_PARAMS),
+                        "measured": float(r["median_sps"]), "runs": int(r["runs"]),
+                        "source": os.path.basename(file_name),
+                        **raw_iterations(set_name, r["model"], r["mode"])})
+    for set_name, file_name in DATA_PATH_SETS:
+        out += data_path_points(set_name, file_name)
+    for set_name, file_name, rows in raw_sets():
+        out += run_points(set_name, os.path.basename(file_name), rows)
+    return out
+
+
+def data_path_points(set_name, file_name):
+    """The p3 (and DDP) points of a data-path table (its `after` columns)."""
+    out = []
+    for r in csv_io.read_rows(results(file_name)):
+        one = r["bandwidth_gbps"].startswith("1 worker")
+        bw = 0.0 if (one or r["bandwidth_gbps"] == "unlimited") else float(r["bandwidth_gbps"])
+        base = {"set": set_name, "model": r["model"], "bandwidth": bw,
+                "slice_params": raw_csv.DEFAULT_SLICE_PARAMS,
+                "source": os.path.basename(file_name), **config_iterations(r["model"])}
+        out.append(dict(base, system="p3", workers=1 if one else 2,
+                        measured=float(r["p3_after"]), runs=int(r["runs_after"])))
+        if r["ddp"]:
+            out.append(dict(base, system="ddp", workers=2, measured=float(r["ddp"]),
+                            runs=int(r["runs_ddp"])))
+    return out
+
+
+def raw_sets():
+    """(set, file, rows) of each set whose points come from bench_throughput raw.csv rows:
+    the fresh and wire sets, and one set per congestion control of CC_FILE (its runs under
+    that congestion control, and the `local` runs, which have none)."""
+    for set_name, file_name in FRESH_SETS + WIRE_SETS:
+        path = results(file_name)
+        if os.path.exists(path):
+            yield set_name, file_name, raw_csv.read(path)
+    path = results(CC_FILE)
+    if os.path.exists(path):
+        rows = raw_csv.read(path)
+        for set_name, cc in CC_SETS:
+            yield set_name, CC_FILE, [r for r in rows if r["congestion_control"] == cc or
+                                      (r["mode"] == "local" and not r["congestion_control"])]
+
+
+def run_groups(rows):
+    """The samples/s of the finished runs in bench_throughput.py raw.csv rows, per model,
+    mode, bandwidth, workers, slice size (DDP's runs have none: the default), placement,
+    wire dtype (where the CSV has them; float32 and none as "") and iteration count and
+    warm-up."""
+    def key(r):
+        wire = raw_csv.wire_dtype(r)
+        return (r["model"], r["mode"], float(r["bandwidth_gbps"]), int(r["workers"]),
+                raw_csv.slice_params(r), r.get("placement", ""),
+                "" if wire in (None, "float32") else wire, int(r["iterations"]),
+                int(r["warmup"]))
+    return raw_csv.group(raw_csv.finished(rows), key)
+
+
+def run_points(set_name, source, rows):
+    """The points of bench_throughput.py raw.csv rows: the median of each group's runs."""
+    return [{"set": set_name, "model": model, "system": mode, "bandwidth": bw,
+             "workers": workers, "slice_params": slices, "placement": placement,
+             "measured": statistics.median(v), "runs": len(v), "source": source,
+             "iterations": its, "warmup": warm, "wire_dtype": wire}
+            for (model, mode, bw, workers, slices, placement, wire, its, warm), v
+            in sorted(run_groups(rows).items())]
+
+
+def local_of(pts, set_name, model):
+    """The measured `local` samples/s of a set's model: the one process that sets the
+    session's compute_scale."""
+    if set_name in dict(FRESH_SETS + SWEEP_SETS + CC_SETS + WIRE_SETS):
+        for p in pts:
+            if p["set"] == set_name and p["model"] == model and p["system"] == "local":
+                return p["measured"]
+    src = dict(DATA_PATH_SETS)["current-interleaved" if set_name == "current-interleaved"
+                               else "current"]
+    for r in csv_io.read_rows(results(src)):
+        if r["model"] == model:
+            return float(r["local"])
+    return None
+
+
+def config_iterations(model):
+    """The iterations (warm-up included) and warm-up of a benchmark run of `model` with
+    its config's defaults (configs/bench/<model>.textproto)."""
+    cfg = textproto.bench_config(model)
+    return {"iterations": textproto.int_field(cfg, "iterations", 8),
+            "warmup": textproto.int_field(cfg, "warmup_iterations", 2)}
+
+
+def raw_iterations(set_name, model, mode):
+    """The iterations and warm-up the runs of one sweep point made, from the set's raw CSV
+    (SWEEP_RAW); every run of the point must agree. Without a raw CSV, the config's."""
+    if set_name not in SWEEP_RAW:
+        return config_iterations(model)
+    seen = {(int(r["iterations"]), int(r["warmup"]))
+            for r in raw_csv.read_finished(results(SWEEP_RAW[set_name]))
+            if r["model"] == model and r["mode"] == mode}
+    if len(seen) != 1:
+        sys.exit(f"{SWEEP_RAW[set_name]}: {model} {mode}: runs of {sorted(seen)} iterations")
+    its, warm = seen.pop()
+    return {"iterations": its, "warmup": warm}

@@ -1,0 +1,56 @@
+"""A launcher run's output folder (docs/launcher.md): summary.json, the resolved
+config.textproto, the logs; and starting one run of the launcher."""
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+
+
+def summary(run_dir):
+    """The run's summary.json."""
+    with open(os.path.join(run_dir, "summary.json")) as f:
+        return json.load(f)
+
+
+def summary_or_empty(run_dir):
+    """summary.json, or {} when the run wrote none (it failed)."""
+    try:
+        return summary(run_dir)
+    except OSError:
+        return {}
+
+
+def worker_log(run_dir, rank=0):
+    return os.path.join(run_dir, "logs", f"worker_{rank}.log")
+
+
+def progress_iteration(log):
+    """The iteration the worker has reached by its log (its last PROGRESS line; the
+    counter starts at 1, "iteration=k" is printed after iteration k-1); 0 before one."""
+    try:
+        with open(log, "rb") as f:
+            f.seek(max(0, os.path.getsize(log) - 4096))
+            tail = f.read().decode(errors="replace")
+    except OSError:
+        return 0
+    hits = re.findall(r"PROGRESS iteration=(\d+)", tail)
+    return int(hits[-1]) if hits else 0
+
+
+def launch(launcher, config, out_dir, overrides, extra_args=()):
+    """One run of the launcher with `config` and `--set` overrides, its output in
+    `out_dir`; exits with the launcher's output on failure. Returns the run's
+    summary.json and the facts of the run (command, seconds, load before and after)."""
+    cmd = [launcher, f"--config={config}", f"--set=output_dir={out_dir}"]
+    cmd += [f"--set={o}" for o in overrides] + list(extra_args)
+    load_before = os.getloadavg()[0]
+    start = time.time()
+    proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    if proc.returncode != 0:
+        sys.exit(f"{' '.join(cmd)} exited {proc.returncode}:\n{proc.stdout[-3000:]}")
+    facts = {"command": " ".join(cmd), "load1_before": round(load_before, 2),
+             "load1_after": round(os.getloadavg()[0], 2),
+             "seconds": round(time.time() - start, 1)}
+    return summary(out_dir), facts
