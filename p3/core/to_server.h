@@ -7,7 +7,8 @@
 // Iterations and versions (docs/protocol.md): iteration t reads version t of every slice
 // and sends its gradient of t; the servers answer with version t+1. A gradient names its
 // iteration, a Pull or Resume a version. On the wire some of these share a field name;
-// each transport maps them in one place (the gRPC one: worker/server_connection.cc).
+// each transport maps them in one place (the gRPC one: SliceData's in proto/wire_codec.h,
+// the control messages' in worker/server_connection.cc).
 //
 // Example:
 //   ToServer m = *core.Gradient(/*slice_id=*/3, /*iteration=*/7);
