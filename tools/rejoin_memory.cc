@@ -89,7 +89,7 @@ class Worker : public TransportListener {
       grads[i] = 0.01f * static_cast<float>(rank + 1);
     }
     core_ = std::make_unique<WorkerCore>(
-        WorkerCoreOptions{.rank = rank, .num_servers = 1, .values_on_push = true}, &plan_, params,
+        WorkerCoreOptions{.rank = rank, .num_servers = 1, .values_on_push = true}, plan_, params,
         grads, &tracker_);
   }
   ~Worker() override {
@@ -97,17 +97,19 @@ class Worker : public TransportListener {
   }
 
   absl::Status Open(int port, bool rejoin) {
-    ConnectionOptions options;
+    TransportOptions options;
     options.address = absl::StrCat("127.0.0.1:", port);
     options.rank = rank_;
+    options.signature = sig_;
     options.peer_timeout = kBound;
     options.rejoin = rejoin;
     if (region_ != nullptr) {
       options.shared_memory_name = region_->name();
       options.shared_memory_nonce = region_->nonce();
     }
-    absl::StatusOr<std::unique_ptr<ServerConnection>> conn =
-        ServerConnection::Open(options, sig_, core_.get(), this);
+    options.core = core_.get();
+    options.listener = this;
+    absl::StatusOr<std::unique_ptr<ServerConnection>> conn = ServerConnection::Open(options);
     if (!conn.ok()) return conn.status();
     conn_ = *std::move(conn);
     if (region_ != nullptr) region_->Unlink();
@@ -137,15 +139,7 @@ class Worker : public TransportListener {
 
   void Die() { conn_->Shutdown(); }
 
-  void OnParams(int server, int64_t slice_id, uint64_t version, uint64_t offset,
-                const ReceivedValues& values) override {
-    absl::StatusOr<bool> done =
-        values.in_place_count > 0
-            ? core_->ParamsInPlace(server, slice_id, version, offset, values.in_place_count)
-            : core_->Params(server, slice_id, version, offset, values.segments, values.bytes);
-    if (!done.ok()) tracker_.Abort(done.status());
-  }
-  void OnAck(int, int64_t, uint64_t) override { tracker_.Abort(absl::InternalError("an Ack")); }
+  // Values and Acks go to the core (an Ack is refused there: values come with the push).
   void OnBuffers(int, uint64_t, absl::string_view) override {}
   void OnFailure(int, const absl::Status& status) override { tracker_.Abort(status); }
 

@@ -7,6 +7,7 @@
 #include <limits>
 #include <thread>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -15,18 +16,82 @@
 #include "p3/core/wire_dtype.h"
 #include "proto/raw_train.h"
 #include "proto/wire.h"
-#include "proto/wire_codec.h"
 
 namespace p3 {
+namespace {
 
-ServerConnection::ServerConnection(const ConnectionOptions& options, const WorkerCore* core,
-                                   TransportListener* listener)
-    : options_(options), core_(core), listener_(listener) {}
+// Upstream's counters go into the wire's messages (proto/p3.proto) here and in ToWire: a
+// gradient's iteration through SliceHeader::set_iteration (an Init's is 0; proto/wire_codec.h
+// maps SliceData's field to its meanings); Pull and Resume carry a `version`, Buffers a
+// `round`, Replan `from_iteration` and `slice_params`.
+SliceHeader SliceHeaderOf(const Upstream& up) {
+  SliceHeader header;
+  header.slice_id = static_cast<uint32_t>(up.slice_id);
+  header.set_iteration(up.kind == Upstream::Kind::kGradient ? up.iteration : 0);
+  // float32, or the 16-bit wire's dtype with (float16) the slice's scale: the same for
+  // every part, and also on a shared-memory descriptor, where the server applies it.
+  header.has_scale_exponent = up.encoding.scale_exponent.has_value();
+  header.scale_exponent = up.encoding.scale_exponent.value_or(0);
+  return header;
+}
+
+// A control message (any kind but Init and Gradient) as the wire's WorkerMessage.
+void ToWire(const Upstream& up, wire::WorkerMessage* msg) {
+  msg->Clear();
+  switch (up.kind) {
+    case Upstream::Kind::kPull:
+      msg->mutable_pull()->set_slice_id(static_cast<uint32_t>(up.slice_id));
+      msg->mutable_pull()->set_version(up.version);
+      break;
+    case Upstream::Kind::kDone:
+      msg->mutable_done();
+      break;
+    case Upstream::Kind::kBuffers:
+      msg->mutable_buffers()->set_round(up.round);
+      msg->mutable_buffers()->set_values(up.buffers->data(), up.buffers->size() * sizeof(float));
+      break;
+    case Upstream::Kind::kResume:
+      msg->mutable_resume()->set_version(up.version);
+      break;
+    case Upstream::Kind::kReplan:
+      msg->mutable_replan()->set_from_iteration(up.from_iteration);
+      msg->mutable_replan()->set_slice_params(up.slice_params);
+      break;
+    case Upstream::Kind::kInit:
+    case Upstream::Kind::kGradient:
+      break;
+  }
+}
+
+// The trace's argument for a message's counter, named as the wire names it.
+std::string TraceCounter(const Upstream& up) {
+  switch (up.kind) {
+    case Upstream::Kind::kPull:
+    case Upstream::Kind::kResume:
+      return absl::StrCat("\"version\": ", up.version);
+    case Upstream::Kind::kBuffers:
+      return absl::StrCat("\"round\": ", up.round);
+    case Upstream::Kind::kReplan:
+      return absl::StrCat("\"from_iteration\": ", up.from_iteration);
+    case Upstream::Kind::kInit:
+    case Upstream::Kind::kGradient:
+    case Upstream::Kind::kDone:
+      break;
+  }
+  return absl::StrCat("\"iteration\": ", up.iteration);
+}
+
+}  // namespace
+
+ServerConnection::ServerConnection(const TransportOptions& options)
+    : options_(options), end_(options.server_index, options.address, "stream", options.listener) {}
 
 absl::StatusOr<std::unique_ptr<ServerConnection>> ServerConnection::Open(
-    const ConnectionOptions& options, const ClusterSignature& signature, const WorkerCore* core,
-    TransportListener* listener) {
-  std::unique_ptr<ServerConnection> conn(new ServerConnection(options, core, listener));
+    const TransportOptions& options) {
+  if (options.core == nullptr || options.listener == nullptr) {
+    return absl::InvalidArgumentError("a connection needs a core and a listener");
+  }
+  std::unique_ptr<ServerConnection> conn(new ServerConnection(options));
   std::shared_ptr<grpc::ChannelCredentials> credentials = grpc::InsecureChannelCredentials();
   grpc::ChannelArguments args = ChannelArgs(options.peer_timeout);
   if (options.tls) {
@@ -50,7 +115,7 @@ absl::StatusOr<std::unique_ptr<ServerConnection>> ServerConnection::Open(
   conn->stream_ = OpenRawTrain(channel.get(), &conn->context_);
   wire::WorkerMessage first;
   wire::Hello* hello = first.mutable_hello();
-  SignatureToHello(signature, hello);
+  SignatureToHello(options.signature, hello);
   hello->set_rank(options.rank);
   hello->set_server_index(options.server_index);
   hello->set_token(options.token);
@@ -76,14 +141,13 @@ absl::StatusOr<std::unique_ptr<ServerConnection>> ServerConnection::Open(
   if (!replied || timed_out) {
     absl::Status status = FromGrpcStatus(conn->stream_->Finish());
     if (timed_out) {
-      status = absl::DeadlineExceededError(
-          absl::StrCat("no Welcome within ", absl::FormatDuration(options.peer_timeout),
-                       " (peer_timeout) after the Hello"));
+      status = absl::DeadlineExceededError(absl::StrCat("no Welcome within ",
+                                                        absl::FormatDuration(options.peer_timeout),
+                                                        " (peer_timeout) after the Hello"));
     } else if (status.ok()) {
       status = absl::UnavailableError("the server closed the stream during the handshake");
     }
-    return absl::Status(status.code(), absl::StrCat("server ", options.server_index, " (",
-                                                    options.address, "): ", status.message()));
+    return conn->end_.Named(status);
   }
   DecodedServerMessage reply;
   const absl::Status decoded = Decode(&buffer, &reply);
@@ -107,20 +171,20 @@ absl::StatusOr<std::unique_ptr<ServerConnection>> ServerConnection::Open(
   if (reply.control.welcome().shared_memory() && options.shared_memory_name.empty()) {
     conn->context_.TryCancel();
     conn->stream_->Finish();
-    return absl::InternalError(absl::StrCat(
-        "server ", options.server_index, " accepted shared memory that was not offered"));
+    return absl::InternalError(absl::StrCat("server ", options.server_index,
+                                            " accepted shared memory that was not offered"));
   }
   conn->welcome_ = reply.control.welcome();
   // Values through shared memory do not use the network link: such a connection orders
   // its messages alone instead of taking turns with the others.
-  if (options.link != nullptr && !conn->shared_memory()) {
-    conn->queue_ = options.link;
+  if (options.send_queue != nullptr && !conn->shared_memory()) {
+    conn->send_queue_ = options.send_queue;
   } else {
-    conn->own_link_ = std::make_unique<SendQueue<Upstream>>(
-        SendQueueOptions{.priority = options.priority, .credit_bytes = options.credit_bytes});
-    conn->queue_ = conn->own_link_.get();
+    conn->own_send_queue_ = std::make_unique<SendQueue<Upstream>>(SendQueueOptions{
+        .priority = options.signature.priority, .credit_bytes = options.credit_bytes});
+    conn->send_queue_ = conn->own_send_queue_.get();
   }
-  conn->lane_ = conn->queue_->AddLane();
+  conn->lane_ = conn->send_queue_->AddLane();
   if (options.trace != nullptr) {
     conn->send_track_ = options.trace->Track(absl::StrCat("send to server ", options.server_index));
     conn->receive_track_ =
@@ -134,117 +198,110 @@ absl::StatusOr<std::unique_ptr<ServerConnection>> ServerConnection::Open(
 ServerConnection::~ServerConnection() { Shutdown(); }
 
 void ServerConnection::Send(const ToServer& message) {
-  queue_->Push(lane_, message.message, message.priority, message.tiebreak, message.bytes);
+  send_queue_->Push(lane_, message.message, message.priority, message.tiebreak, message.bytes);
 }
 
-bool ServerConnection::WriteValues(const Upstream& up, int64_t bytes) {
-  SliceHeader header;
-  header.slice_id = static_cast<uint32_t>(up.slice_id);
-  header.set_iteration(up.iteration);
+bool ServerConnection::WriteValues(const Upstream& up) {
+  SliceHeader header = SliceHeaderOf(up);
   const int field = up.kind == Upstream::Kind::kInit ? wire::WorkerMessage::kInitFieldNumber
                                                      : wire::WorkerMessage::kGradientFieldNumber;
-  // float32, or the 16-bit wire's dtype with (float16) the slice's scale: the same for
-  // every part, and also on a shared-memory descriptor, where the server applies it.
-  const ValueEncoding encoding = core_->Encoding(up);
-  header.has_scale_exponent = encoding.scale_exponent.has_value();
-  header.scale_exponent = encoding.scale_exponent.value_or(0);
+  const ValueEncoding& encoding = up.encoding;
   const int64_t width = static_cast<int64_t>(BytesPerValue(encoding.dtype));
-  const int64_t n = bytes / width;
+  const int64_t n = up.length;
   if (shared_memory()) {
     // The server reads the values from the shared buffers: only the descriptor goes.
     header.shared_count = static_cast<uint64_t>(n);
-    bytes_shared_ += bytes;
+    bytes_shared_ += n * width;
     return stream_->Write(EncodeSlice(field, header, nullptr, 0, nullptr));
   }
   // Write-through: the write completes once the bytes are in the kernel, not when gRPC
-  // has merely buffered them, so that the link queue's credit counts what is really
+  // has merely buffered them, so that the send queue's credit counts what is really
   // still waiting above the socket.
   const grpc::WriteOptions through = grpc::WriteOptions().set_write_through();
-  bytes_sent_ += bytes;
+  bytes_sent_ += n * width;
   if (encoding.dtype != WireDType::kFloat32) {
     // Encoded straight from the gradient buffer into the memory of the slice gRPC sends:
     // the conversion replaces the copy, and the buffer is gRPC's to free.
     return WriteInParts(n, options_.max_message_params, [&](int64_t offset, int64_t count) {
       header.offset = static_cast<uint64_t>(offset);
       grpc::Slice values(static_cast<size_t>(count * width));
-      core_->EncodeValues(up, encoding, offset, count, const_cast<uint8_t*>(values.begin()));
+      EncodeValues(encoding.dtype, up.values + offset, count, encoding.scale_exponent.value_or(0),
+                   const_cast<uint8_t*>(values.begin()));
       return stream_->Write(EncodeSlice(field, header, std::move(values)), through);
     });
   }
-  // No copy: gRPC's slices point into the worker's buffers. The protocol keeps them
-  // unchanged until the server has received them: a gradient's region is written again
-  // only in the next backward pass, after the updated values, which need every worker's
-  // gradient, have come back; the parameters sent by Init, only by the servers' values.
+  // No copy: gRPC's slices point into the worker's buffers, which the protocol keeps
+  // unchanged until the server has received them (p3/core/to_server.h).
   return WriteInParts(n, options_.max_message_params, [&](int64_t offset, int64_t count) {
     header.offset = static_cast<uint64_t>(offset);
-    return stream_->Write(EncodeSlice(field, header, core_->Values(up, offset),
-                                      count * sizeof(float), nullptr),
-                          through);
+    return stream_->Write(
+        EncodeSlice(field, header, up.values + offset, count * sizeof(float), nullptr), through);
   });
 }
 
 void ServerConnection::WriteLoop() {
   wire::WorkerMessage msg;  // control messages only
-  while (std::optional<SendQueue<Upstream>::Item> item = queue_->Pop(lane_)) {
+  while (std::optional<SendQueue<Upstream>::Item> item = send_queue_->Pop(lane_)) {
     const Upstream& up = item->value;
     if (options_.before_write) options_.before_write(up);
     const absl::Time start = absl::Now();
     bool ok = true;
-    switch (up.kind) {
-      case Upstream::Kind::kInit:
-      case Upstream::Kind::kGradient:
-        ok = WriteValues(up, item->bytes);
-        break;
-      case Upstream::Kind::kPull:
-        msg.Clear();
-        msg.mutable_pull()->set_slice_id(static_cast<uint32_t>(up.slice_id));
-        msg.mutable_pull()->set_version(up.iteration);
-        ok = stream_->Write(EncodeMessage(msg));
-        break;
-      case Upstream::Kind::kDone:
-        msg.Clear();
-        msg.mutable_done();
-        ok = stream_->Write(EncodeMessage(msg));
-        break;
-      case Upstream::Kind::kBuffers:
-        msg.Clear();
-        msg.mutable_buffers()->set_round(up.iteration);
-        msg.mutable_buffers()->set_values(up.buffers->data(), up.buffers->size() * sizeof(float));
-        bytes_sent_ += item->bytes;
-        ok = stream_->Write(EncodeMessage(msg));
-        break;
-      case Upstream::Kind::kResume:
-        msg.Clear();
-        msg.mutable_resume()->set_version(up.iteration);
-        ok = stream_->Write(EncodeMessage(msg));
-        break;
-      case Upstream::Kind::kReplan:
-        msg.Clear();
-        msg.mutable_replan()->set_from_iteration(up.iteration);
-        msg.mutable_replan()->set_slice_params(up.length);
-        ok = stream_->Write(EncodeMessage(msg));
-        break;
+    if (up.kind == Upstream::Kind::kInit || up.kind == Upstream::Kind::kGradient) {
+      ok = WriteValues(up);
+    } else {
+      ToWire(up, &msg);
+      if (up.kind == Upstream::Kind::kBuffers) bytes_sent_ += item->bytes;
+      ok = stream_->Write(EncodeMessage(msg));
     }
     if (options_.trace != nullptr && options_.trace->enabled()) {
       static constexpr const char* kNames[] = {"init",   "gradient", "pull",  "done",
                                                "resume", "buffers",  "replan"};
-      options_.trace->Complete(
-          send_track_, absl::StrCat(kNames[static_cast<int>(up.kind)], " ", up.slice_id), "send",
-          start, absl::Now(),
-          absl::StrCat("\"slice\": ", up.slice_id, ", \"iteration\": ", up.iteration,
-                       ", \"bytes\": ", item->bytes));
+      options_.trace->Complete(send_track_,
+                               absl::StrCat(kNames[static_cast<int>(up.kind)], " ", up.slice_id),
+                               "send", start, absl::Now(),
+                               absl::StrCat("\"slice\": ", up.slice_id, ", ", TraceCounter(up),
+                                            ", \"bytes\": ", item->bytes));
     }
-    queue_->Release(lane_, item->bytes);
+    send_queue_->Release(lane_, item->bytes);
     if (!ok) break;
-    if (item->value.kind == Upstream::Kind::kDone) {
+    if (up.kind == Upstream::Kind::kDone) {
       stream_->WritesDone();
       break;
     }
   }
   // Nothing more goes out on this lane: its queued messages must not hold up the others.
-  queue_->Close(lane_);
+  send_queue_->Close(lane_);
   absl::MutexLock lock(&mu_);
   writer_done_ = true;
+}
+
+absl::Status ServerConnection::ReceiveParams(const DecodedServerMessage& msg,
+                                             ReceivedValues* received) {
+  const SliceHeader& h = msg.header;
+  received->segments.clear();
+  received->bytes = 0;
+  received->in_place_count = 0;
+  received->scale_exponent.reset();
+  if (h.has_scale_exponent) received->scale_exponent = h.scale_exponent;
+  if (h.shared_count != 0) {
+    if (!shared_memory() || msg.value_bytes != 0 ||
+        h.shared_count > static_cast<uint64_t>(INT64_MAX / sizeof(float))) {
+      return absl::InternalError(
+          absl::StrCat("server ", options_.server_index, " sent slice ", h.slice_id,
+                       shared_memory() ? " with values both in the message and in shared memory"
+                                       : " in shared memory, which this stream did not set up"));
+    }
+    received->in_place_count = static_cast<int64_t>(h.shared_count);
+    // Counted as the stream would have carried them (2 bytes a value on a 16-bit wire).
+    bytes_shared_ += received->in_place_count *
+                     static_cast<int64_t>(BytesPerValue(options_.signature.wire_dtype));
+  } else {
+    received->segments.assign(msg.values.begin(), msg.values.end());
+    received->bytes = msg.value_bytes;
+    bytes_received_ += static_cast<int64_t>(received->bytes);
+  }
+  return options_.core->Params(options_.server_index, h.slice_id, h.version(), h.offset, *received)
+      .status();
 }
 
 void ServerConnection::ReadLoop() {
@@ -252,51 +309,31 @@ void ServerConnection::ReadLoop() {
   grpc::ByteBuffer buffer;
   DecodedServerMessage msg;
   ReceivedValues received;
-  absl::Status abort;
+  absl::Status failure;  // this link's own: a message malformed or refused by the core
+  absl::Status abort;    // the server's Abort
   while (stream_->Read(&buffer)) {
     if (absl::Status decoded = Decode(&buffer, &msg); !decoded.ok()) {
-      abort = absl::InternalError(absl::StrCat("server ", options_.server_index,
-                                               " sent a malformed message: ", decoded.message()));
-      context_.TryCancel();
-      break;
-    }
-    if (msg.is_slice) {
+      failure = absl::InternalError(absl::StrCat("server ", options_.server_index,
+                                                 " sent a malformed message: ", decoded.message()));
+    } else if (msg.is_slice) {
       const absl::Time start = absl::Now();
-      const SliceHeader& h = msg.header;
-      received.segments.clear();
-      received.bytes = 0;
-      received.in_place_count = 0;
-      received.scale_exponent.reset();
-      if (h.has_scale_exponent) received.scale_exponent = h.scale_exponent;
-      if (h.shared_count != 0) {
-        if (!shared_memory() || msg.value_bytes != 0 ||
-            h.shared_count > static_cast<uint64_t>(INT64_MAX / sizeof(float))) {
-          abort = absl::InternalError(absl::StrCat(
-              "server ", options_.server_index, " sent slice ", h.slice_id,
-              shared_memory() ? " with values both in the message and in shared memory"
-                              : " in shared memory, which this stream did not set up"));
-          context_.TryCancel();
-          break;
-        }
-        received.in_place_count = static_cast<int64_t>(h.shared_count);
-        // Counted as the stream would have carried them (2 bytes a value on a 16-bit wire).
-        bytes_shared_ += received.in_place_count *
-                         static_cast<int64_t>(BytesPerValue(core_->wire_dtype()));
-      } else {
-        received.segments.assign(msg.values.begin(), msg.values.end());
-        received.bytes = msg.value_bytes;
-        bytes_received_ += static_cast<int64_t>(received.bytes);
-      }
-      listener_->OnParams(options_.server_index, h.slice_id, h.version(), h.offset, received);
+      failure = ReceiveParams(msg, &received);
       if (options_.trace != nullptr && options_.trace->enabled()) {
-        options_.trace->Complete(receive_track_, absl::StrCat("params ", h.slice_id), "receive",
-                                 start, absl::Now(),
-                                 absl::StrCat("\"slice\": ", h.slice_id, ", \"version\": ",
-                                              h.version(), ", \"bytes\": ", msg.value_bytes));
+        options_.trace->Complete(receive_track_, absl::StrCat("params ", msg.header.slice_id),
+                                 "receive", start, absl::Now(),
+                                 absl::StrCat("\"slice\": ", msg.header.slice_id,
+                                              ", \"version\": ", msg.header.version(),
+                                              ", \"bytes\": ", msg.value_bytes));
       }
     } else if (msg.control.has_ack()) {
-      listener_->OnAck(options_.server_index, msg.control.ack().slice_id(),
-                       msg.control.ack().iteration());
+      // Answered on this stream, without a trip through the worker.
+      absl::StatusOr<ToServer> pull = options_.core->Ack(
+          options_.server_index, msg.control.ack().slice_id(), msg.control.ack().iteration());
+      if (pull.ok()) {
+        Send(*pull);
+      } else {
+        failure = pull.status();
+      }
     } else if (msg.control.has_stall()) {
       const wire::Stall& stall = msg.control.stall();
       std::vector<int> ranks(stall.missing_ranks().begin(), stall.missing_ranks().end());
@@ -305,66 +342,42 @@ void ServerConnection::ReadLoop() {
                 << " s for the gradients of iteration " << stall.iteration() << " from worker"
                 << (ranks.size() == 1 ? " " : "s ") << ListIds(ranks) << std::endl;
     } else if (msg.control.has_replan()) {
-      listener_->OnReplan(options_.server_index, msg.control.replan().from_iteration(),
-                          msg.control.replan().slice_params());
+      options_.listener->OnReplan(options_.server_index, msg.control.replan().from_iteration(),
+                                  msg.control.replan().slice_params());
     } else if (msg.control.has_buffers()) {
       bytes_received_ += static_cast<int64_t>(msg.control.buffers().values().size());
-      listener_->OnBuffers(options_.server_index, msg.control.buffers().round(),
-                           msg.control.buffers().values());
+      options_.listener->OnBuffers(options_.server_index, msg.control.buffers().round(),
+                                   msg.control.buffers().values());
     } else if (msg.control.has_abort()) {
       abort = absl::Status(static_cast<absl::StatusCode>(msg.control.abort().code()),
                            absl::StrCat("server ", options_.server_index,
                                         " aborted the run: ", msg.control.abort().message()));
     }
+    if (!failure.ok()) {
+      // The link is over: what follows the refused message cannot be trusted either.
+      context_.TryCancel();
+      break;
+    }
   }
   // The stream is over: stop the writer before Finish().
-  queue_->Close(lane_);
+  send_queue_->Close(lane_);
   {
     absl::MutexLock lock(&mu_);
     mu_.Await(absl::Condition(&writer_done_));
   }
-  absl::Status status = FromGrpcStatus(stream_->Finish());
-  bool closing;
-  {
-    absl::MutexLock lock(&mu_);
-    closing = closing_;
-  }
-  if (!abort.ok()) {
-    status = abort;
-  } else if (!status.ok()) {
-    status = absl::Status(status.code(), absl::StrCat("server ", options_.server_index, " (",
-                                                      options_.address, "): ", status.message()));
-  } else if (!closing) {
-    status = absl::UnavailableError(absl::StrCat("server ", options_.server_index,
-                                                 " ended the stream before the worker was done"));
-  }
-  if (!abort.ok()) {
-    listener_->OnAbort(options_.server_index, status);
-  } else if (!status.ok()) {
-    listener_->OnFailure(options_.server_index, status);
-  }
-  absl::MutexLock lock(&mu_);
-  final_status_ = status;
-  reader_done_ = true;
+  const absl::Status finished = FromGrpcStatus(stream_->Finish());
+  end_.Ended(abort, failure, finished.ok() ? finished : end_.Named(finished));
 }
 
 absl::Status ServerConnection::Close(absl::Time deadline) {
-  {
-    absl::MutexLock lock(&mu_);
-    closing_ = true;
-  }
-  queue_->Push(lane_, Upstream{.kind = Upstream::Kind::kDone}, std::numeric_limits<int64_t>::max(),
-               0, 0);
-  absl::MutexLock lock(&mu_);
-  if (!mu_.AwaitWithDeadline(absl::Condition(&reader_done_), deadline)) {
-    return absl::DeadlineExceededError(
-        absl::StrCat("server ", options_.server_index, " did not close the stream in time"));
-  }
-  return final_status_;
+  end_.Closing();
+  send_queue_->Push(lane_, Upstream{.kind = Upstream::Kind::kDone},
+                    std::numeric_limits<int64_t>::max(), 0, 0);
+  return end_.Await(deadline);
 }
 
 void ServerConnection::Shutdown() {
-  if (queue_ != nullptr) queue_->Close(lane_);
+  if (send_queue_ != nullptr) send_queue_->Close(lane_);
   context_.TryCancel();
   if (writer_.joinable()) writer_.join();
   if (reader_.joinable()) reader_.join();

@@ -21,7 +21,10 @@
 //   }
 //   return worker->Finish();                        // final parameters are in the model
 //
-// Not thread-safe: one training thread calls Forward/Backward/Finish; the worker's own
+// How the worker reaches the servers is WorkerOptions::transport_factory (worker/transport.h):
+// gRPC by default, or e.g. worker/in_memory_transport.h for servers in the same process.
+//
+// Not thread-safe: one training thread calls Forward/Backward/Finish; the transports' own
 // threads talk to the servers.
 #ifndef P3_WORKER_WORKER_H_
 #define P3_WORKER_WORKER_H_
@@ -40,6 +43,7 @@
 #include "p3/core/slice_plan.h"
 #include "p3/base/trace.h"
 #include "p3/core/wire_dtype.h"
+#include "worker/transport.h"
 
 namespace p3 {
 namespace models {
@@ -47,7 +51,8 @@ class BlockModel;
 }  // namespace models
 
 struct WorkerOptions {
-  // host:port of each server; server i owns slice i mod S. Must not be empty.
+  // The address of each server (for gRPC host:port); server i owns slice i mod S. Must
+  // not be empty.
   std::vector<std::string> servers;
   // This worker's rank, 0 .. num_workers-1. Rank 0 provides the initial parameters.
   int rank = 0;
@@ -116,12 +121,17 @@ struct WorkerOptions {
   // Records forward/backward per block, waits, and every slice sent and received; not
   // owned, may be null. Default: none.
   TraceRecorder* trace = nullptr;
-  // Fault injection for tests: called on the writer thread of the connection to server
+  // Fault injection for tests: called on the writer thread of the transport to server
   // `server` just before a gradient slice of `iteration` is written. It may block: that
-  // connection then has no write in flight, and the gradients queued meanwhile are
+  // transport then has no write in flight, and the gradients queued meanwhile are
   // written afterwards in the send queue's order (tests/cluster/scheduling_test.cc).
   // Default: none.
   std::function<void(int server, int slice, int64_t iteration)> before_gradient_write;
+  // Opens the link to one server (worker/transport.h), given everything it needs
+  // (address, signature, the shared send queue, the core, the listener, ...): a
+  // transport goes here without touching the worker. Null: a gRPC stream per server
+  // (ServerConnection, worker/server_connection.h). Default: gRPC.
+  TransportFactory transport_factory;
 };
 
 // Counters since Create().
@@ -137,8 +147,8 @@ struct WorkerStats {
 
 class Worker {
  public:
-  // Connects to every server and takes part in the handshake; rank 0 sends the initial
-  // parameters. The model must outlive the Worker; its parameters become views into
+  // Opens a transport to every server and takes part in the handshake; rank 0 sends the
+  // initial parameters. The model must outlive the Worker; its parameters become views into
   // the Worker's flat buffer.
   static absl::StatusOr<std::unique_ptr<Worker>> Create(const WorkerOptions& options,
                                                         std::shared_ptr<models::BlockModel> model);

@@ -1,5 +1,5 @@
 // What a server sends a worker, in core types: the server side's mirror of the worker's
-// ToServer / Upstream (p3/core/worker_core.h). A ParameterShard answers each message with
+// ToServer / Upstream (p3/core/to_server.h). A ParameterShard answers each message with
 // ToWorker messages (an addressed Downstream); the server's edge queues the Downstream in
 // that worker's lane of its send queue (p3/core/send_queue.h), together with its own
 // control messages, and its writer thread puts each on the wire (server/).

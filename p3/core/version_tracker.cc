@@ -12,6 +12,13 @@ void VersionTracker::MarkArrived(int slice_id, uint64_t version) {
   if (versions_[slice_id] < version + 1) versions_[slice_id] = version + 1;
 }
 
+std::optional<uint64_t> VersionTracker::Version(int slice_id) const {
+  absl::MutexLock lock(&mu_);
+  if (slice_id < 0 || slice_id >= static_cast<int>(versions_.size())) return std::nullopt;
+  if (versions_[slice_id] == 0) return std::nullopt;
+  return versions_[slice_id] - 1;
+}
+
 absl::Status VersionTracker::WaitFor(int first, int last, uint64_t version, absl::Time deadline) {
   absl::MutexLock lock(&mu_);
   // Slices before `cursor` are known to be ready; versions never go down.

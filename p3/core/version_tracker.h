@@ -1,8 +1,10 @@
 // Which version of each slice a worker holds, and waiting for the slices a layer needs.
 //
-// The receive path marks a slice as arrived after writing its values into the
-// parameters; the forward pass waits for the slices of the next block only, so it
-// starts each layer as soon as that layer's parameters are in.
+// The receive path (WorkerCore, p3/core/worker_core.h) marks a slice as arrived after
+// writing its values into the parameters; the forward pass waits for the slices of the
+// next block only, so it starts each layer as soon as that layer's parameters are in.
+// This is the worker's one record of the version each slice holds: the core checks
+// every received part against it.
 //
 // Example:
 //   VersionTracker tracker(plan.slices().size());
@@ -15,6 +17,7 @@
 #define P3_P3_CORE_VERSION_TRACKER_H_
 
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -31,6 +34,10 @@ class VersionTracker {
 
   // Slice `slice_id` now holds `version`. Versions only grow; an older one is ignored.
   void MarkArrived(int slice_id, uint64_t version);
+
+  // The version slice `slice_id` holds; none before its first arrives (or for an id
+  // outside [0, num_slices)).
+  std::optional<uint64_t> Version(int slice_id) const;
 
   // Blocks until slices [first, last) all hold at least `version`. Returns
   // DeadlineExceeded at `deadline`, or the status given to Abort().

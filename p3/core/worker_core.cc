@@ -10,19 +10,21 @@
 
 namespace p3 {
 
-WorkerCore::WorkerCore(const WorkerCoreOptions& options, const SlicePlan* plan, float* params,
+WorkerCore::WorkerCore(const WorkerCoreOptions& options, SlicePlan plan, float* params,
                        const float* grads, VersionTracker* tracker)
-    : options_(options), params_(params), grads_(grads), tracker_(tracker), plan_(plan) {
+    : options_(options), params_(params), grads_(grads), tracker_(tracker) {
   absl::MutexLock lock(&plan_mu_);
-  slices_.reserve(plan_->slices().size());
-  for (size_t i = 0; i < plan_->slices().size(); ++i) {
+  plans_.push_back(std::make_unique<const SlicePlan>(std::move(plan)));
+  slices_.reserve(current_plan().slices().size());
+  for (size_t i = 0; i < current_plan().slices().size(); ++i) {
     slices_.push_back(std::make_unique<SliceState>());
   }
 }
 
 absl::Status WorkerCore::CheckSlice(int server, int64_t slice_id, const char* what) const {
-  if (slice_id < 0 || slice_id >= static_cast<int64_t>(plan_->slices().size()) ||
-      (server >= 0 && plan_->slices()[slice_id].server != server)) {
+  const SlicePlan& plan = current_plan();
+  if (slice_id < 0 || slice_id >= static_cast<int64_t>(plan.slices().size()) ||
+      (server >= 0 && plan.slices()[slice_id].server != server)) {
     if (server < 0) {
       return absl::InvalidArgumentError(
           absl::StrCat(what, " of slice ", slice_id, ", which the plan does not have"));
@@ -33,21 +35,26 @@ absl::Status WorkerCore::CheckSlice(int server, int64_t slice_id, const char* wh
   return absl::OkStatus();
 }
 
-ToServer WorkerCore::Message(Upstream::Kind kind, int slice_id, uint64_t iteration,
-                             bool values) const {
-  const Slice& slice = plan_->slices()[slice_id];
-  const WireDType dtype = kind == Upstream::Kind::kGradient ? options_.wire_dtype
-                                                            : WireDType::kFloat32;
-  return ToServer{
-      .server = slice.server,
-      .message = Upstream{.kind = kind,
-                          .slice_id = slice_id,
-                          .iteration = iteration,
-                          .offset = slice.offset,
-                          .length = slice.length},
-      .priority = slice.priority,
-      .tiebreak = slice.id,
-      .bytes = values ? slice.length * static_cast<int64_t>(BytesPerValue(dtype)) : 0};
+ToServer WorkerCore::Message(Upstream::Kind kind, int slice_id, bool values) const {
+  const Slice& slice = current_plan().slices()[slice_id];
+  ToServer m{.server = slice.server,
+             .message = Upstream{.kind = kind, .slice_id = slice_id},
+             .priority = slice.priority,
+             .tiebreak = slice.id,
+             .bytes = 0};
+  if (!values) return m;
+  // Initial values are float32 on every wire; gradients go in the wire's dtype.
+  const bool gradient = kind == Upstream::Kind::kGradient;
+  const float* buffer = gradient ? grads_ : params_;
+  Upstream& up = m.message;
+  up.values = buffer == nullptr ? nullptr : buffer + slice.offset;
+  up.length = slice.length;
+  up.encoding.dtype = gradient ? options_.wire_dtype : WireDType::kFloat32;
+  if (up.encoding.dtype == WireDType::kFloat16 && up.values != nullptr) {
+    up.encoding.scale_exponent = Float16ScaleExponent(up.values, up.length);
+  }
+  m.bytes = slice.length * static_cast<int64_t>(BytesPerValue(up.encoding.dtype));
+  return m;
 }
 
 bool WorkerCore::started() const {
@@ -84,9 +91,9 @@ absl::StatusOr<std::vector<ToServer>> WorkerCore::Start(
   std::vector<ToServer> out;
   if (options_.rank == 0 && start == 0) {
     absl::ReaderMutexLock plan_lock(&plan_mu_);
-    out.reserve(plan_->slices().size());
-    for (const Slice& slice : plan_->slices()) {
-      out.push_back(Message(Upstream::Kind::kInit, slice.id, 0, /*values=*/true));
+    out.reserve(current_plan().slices().size());
+    for (const Slice& slice : current_plan().slices()) {
+      out.push_back(Message(Upstream::Kind::kInit, slice.id, /*values=*/true));
     }
   }
   return out;
@@ -134,7 +141,7 @@ absl::StatusOr<std::vector<ToServer>> WorkerCore::Resume(const std::vector<uint6
     // Ahead of anything else on the stream: the server accepts nothing before it.
     out.push_back(
         ToServer{.server = s,
-                 .message = Upstream{.kind = Upstream::Kind::kResume, .iteration = resume},
+                 .message = Upstream{.kind = Upstream::Kind::kResume, .version = resume},
                  .priority = std::numeric_limits<int64_t>::min(),
                  .tiebreak = 0,
                  .bytes = 0});
@@ -142,9 +149,9 @@ absl::StatusOr<std::vector<ToServer>> WorkerCore::Resume(const std::vector<uint6
   if (any_new && options_.rank == 0 && resume == 0) {
     // A new server without a checkpoint waits for the initial values, as at a first start.
     absl::ReaderMutexLock plan_lock(&plan_mu_);
-    for (const Slice& slice : plan_->slices()) {
+    for (const Slice& slice : current_plan().slices()) {
       if (!rejoined[slice.server]) {
-        out.push_back(Message(Upstream::Kind::kInit, slice.id, 0, /*values=*/true));
+        out.push_back(Message(Upstream::Kind::kInit, slice.id, /*values=*/true));
       }
     }
   }
@@ -160,28 +167,35 @@ absl::StatusOr<ToServer> WorkerCore::Gradient(int slice_id, uint64_t iteration) 
     absl::MutexLock lock(&state.mu);
     state.awaiting_ack = iteration;
   }
-  return Message(Upstream::Kind::kGradient, slice_id, iteration, /*values=*/true);
+  ToServer m = Message(Upstream::Kind::kGradient, slice_id, /*values=*/true);
+  m.message.iteration = iteration;
+  return m;
+}
+
+absl::StatusOr<bool> WorkerCore::Params(int server, int64_t slice_id, uint64_t version,
+                                        uint64_t offset, const ReceivedValues& values) {
+  if (values.in_place_count != 0) {
+    return ParamsInPlace(server, slice_id, version, offset, values.in_place_count);
+  }
+  size_t total = 0;
+  for (const absl::string_view& segment : values.segments) total += segment.size();
+  if (total != values.bytes) {
+    return absl::InternalError(absl::StrCat("values of slice ", slice_id, ": segments of ", total,
+                                            " bytes, expected ", values.bytes));
+  }
+  return Receive(server, slice_id, version, offset, &values.segments, values.bytes,
+                 values.scale_exponent);
 }
 
 absl::StatusOr<bool> WorkerCore::Params(int server, int64_t slice_id, uint64_t version,
                                         uint64_t offset, const char* bytes, size_t size,
                                         std::optional<int> scale_exponent) {
-  return Receive(server, slice_id, version, offset, &bytes, &size, bytes == nullptr ? 0 : 1,
-                 size, nullptr, scale_exponent, /*in_place=*/false);
-}
-
-absl::StatusOr<bool> WorkerCore::Params(int server, int64_t slice_id, uint64_t version,
-                                        uint64_t offset,
-                                        const std::vector<absl::string_view>& segments,
-                                        size_t size, std::optional<int> scale_exponent) {
-  size_t total = 0;
-  for (const absl::string_view& segment : segments) total += segment.size();
-  if (total != size) {
-    return absl::InternalError(absl::StrCat("values of slice ", slice_id, ": segments of ", total,
-                                            " bytes, expected ", size));
-  }
-  return Receive(server, slice_id, version, offset, nullptr, nullptr, 0, size, &segments,
-                 scale_exponent, /*in_place=*/false);
+  std::vector<absl::string_view> segments;
+  if (bytes != nullptr) segments.emplace_back(bytes, size);
+  return Params(server, slice_id, version, offset,
+                ReceivedValues{.segments = std::move(segments),
+                               .bytes = bytes == nullptr ? 0 : size,
+                               .scale_exponent = scale_exponent});
 }
 
 absl::StatusOr<bool> WorkerCore::ParamsInPlace(int server, int64_t slice_id, uint64_t version,
@@ -191,16 +205,15 @@ absl::StatusOr<bool> WorkerCore::ParamsInPlace(int server, int64_t slice_id, uin
                                             " values of slice ", slice_id, " in shared memory"));
   }
   // The server has decoded the values into place: counted as the stream's bytes would be.
-  return Receive(server, slice_id, version, offset, nullptr, nullptr, 0,
-                 static_cast<size_t>(count) * BytesPerValue(options_.wire_dtype), nullptr,
-                 std::nullopt, /*in_place=*/true);
+  return Receive(server, slice_id, version, offset, nullptr,
+                 static_cast<size_t>(count) * BytesPerValue(options_.wire_dtype), std::nullopt);
 }
 
 absl::StatusOr<bool> WorkerCore::Receive(int server, int64_t slice_id, uint64_t version,
-                                         uint64_t offset, const char* const* parts,
-                                         const size_t* part_sizes, int num_parts, size_t size,
+                                         uint64_t offset,
                                          const std::vector<absl::string_view>* segments,
-                                         std::optional<int> scale_exponent, bool in_place) {
+                                         size_t size, std::optional<int> scale_exponent) {
+  const bool in_place = segments == nullptr;
   absl::ReaderMutexLock plan_lock(&plan_mu_);
   if (absl::Status s = CheckSlice(server, slice_id, "values"); !s.ok()) return s;
   const WireDType dtype = options_.wire_dtype;
@@ -210,13 +223,16 @@ absl::StatusOr<bool> WorkerCore::Receive(int server, int64_t slice_id, uint64_t 
                                             ": ", s.message()));
   }
   const size_t width = BytesPerValue(dtype);
-  const Slice& slice = plan_->slices()[slice_id];
+  const Slice& slice = current_plan().slices()[slice_id];
   SliceState& state = *slices_[slice_id];
   absl::MutexLock lock(&state.mu);
-  if (state.has_version && version <= state.version) {
+  // The tracker's version cannot change meanwhile: only a part of this slice (under its
+  // lock) or a re-plan (under plan_mu_) changes it.
+  const std::optional<uint64_t> holds = tracker_->Version(static_cast<int>(slice_id));
+  if (holds.has_value() && version <= *holds) {
     return absl::InternalError(absl::StrCat("server ", server, " sent version ", version,
                                             " of slice ", slice_id, ", which holds version ",
-                                            state.version, " already"));
+                                            *holds, " already"));
   }
   if (state.received > 0 && version != state.receiving_version) {
     return absl::InternalError(absl::StrCat("server ", server, " sent a part of version ", version,
@@ -234,21 +250,15 @@ absl::StatusOr<bool> WorkerCore::Receive(int server, int64_t slice_id, uint64_t 
   }
   // Decoded (float32: copied) straight into the parameters; a value may straddle two
   // segments of a received message.
-  float* dest = params_ + slice.offset + state.received;
-  const int exponent = scale_exponent.value_or(0);
-  for (int i = 0; i < num_parts; ++i) {
-    const int64_t count = static_cast<int64_t>(part_sizes[i] / width);
-    DecodeValues(dtype, parts[i], count, exponent, dest);
-    dest += count;
+  if (segments != nullptr) {
+    DecodeSegments(dtype, *segments, scale_exponent.value_or(0),
+                   params_ + slice.offset + state.received);
   }
-  if (segments != nullptr) DecodeSegments(dtype, *segments, exponent, dest);
   state.received += n;
   state.receiving_version = version;
   if (state.received < slice.length) return false;  // more parts to come
   state.received = 0;
-  state.has_version = true;
-  state.version = version;
-  tracker_->MarkArrived(slice_id, version);
+  tracker_->MarkArrived(static_cast<int>(slice_id), version);
   return true;
 }
 
@@ -268,49 +278,19 @@ absl::StatusOr<ToServer> WorkerCore::Ack(int server, int64_t slice_id, uint64_t 
                            : std::string("which has no gradient awaiting an Ack")));
   }
   state.awaiting_ack.reset();
-  return Message(Upstream::Kind::kPull, static_cast<int>(slice_id), iteration + 1,
-                 /*values=*/false);
+  ToServer pull = Message(Upstream::Kind::kPull, static_cast<int>(slice_id), /*values=*/false);
+  pull.message.version = iteration + 1;
+  return pull;
 }
 
-ValueEncoding WorkerCore::Encoding(const Upstream& message) const {
-  ValueEncoding e;
-  if (message.kind != Upstream::Kind::kGradient) return e;
-  e.dtype = options_.wire_dtype;
-  if (e.dtype == WireDType::kFloat16) {
-    e.scale_exponent = Float16ScaleExponent(grads_ + message.offset, message.length);
-  }
-  return e;
-}
-
-void WorkerCore::EncodeValues(const Upstream& message, const ValueEncoding& encoding,
-                              int64_t offset, int64_t count, void* out) const {
-  p3::EncodeValues(encoding.dtype, Values(message, offset), count,
-                   encoding.scale_exponent.value_or(0), out);
-}
-
-const float* WorkerCore::Values(const Upstream& message, int64_t offset) const {
-  switch (message.kind) {
-    case Upstream::Kind::kInit:
-      return params_ + message.offset + offset;
-    case Upstream::Kind::kGradient:
-      return grads_ + message.offset + offset;
-    case Upstream::Kind::kPull:
-    case Upstream::Kind::kDone:
-    case Upstream::Kind::kBuffers:
-    case Upstream::Kind::kResume:
-    case Upstream::Kind::kReplan:
-      break;
-  }
-  return nullptr;
-}
-
-absl::Status WorkerCore::Replan(const SlicePlan* plan, uint64_t version) {
+absl::Status WorkerCore::Replan(SlicePlan plan, uint64_t version) {
   if (!started()) return absl::FailedPreconditionError("a re-plan before the handshake");
   absl::MutexLock plan_lock(&plan_mu_);
-  const SlicePlanOptions& now = plan_->options();
-  const SlicePlanOptions& next = plan->options();
-  if (plan->total_params() != plan_->total_params() ||
-      plan->tensors().size() != plan_->tensors().size() ||
+  const SlicePlan& current = current_plan();
+  const SlicePlanOptions& now = current.options();
+  const SlicePlanOptions& next = plan.options();
+  if (plan.total_params() != current.total_params() ||
+      plan.tensors().size() != current.tensors().size() ||
       next.num_servers != now.num_servers || next.granularity != Granularity::kSliced ||
       now.owner_params < 1 || next.owner_params != now.owner_params) {
     return absl::InvalidArgumentError(
@@ -319,35 +299,27 @@ absl::Status WorkerCore::Replan(const SlicePlan* plan, uint64_t version) {
   for (size_t id = 0; id < slices_.size(); ++id) {
     SliceState& state = *slices_[id];
     absl::MutexLock lock(&state.mu);
-    if (!state.has_version || state.version != version || state.received > 0 ||
-        state.awaiting_ack.has_value()) {
+    const std::optional<uint64_t> holds = tracker_->Version(static_cast<int>(id));
+    if (holds != version || state.received > 0 || state.awaiting_ack.has_value()) {
       return absl::FailedPreconditionError(absl::StrCat(
           "a re-plan at iteration ", version, " while slice ", id, " holds ",
-          state.has_version ? absl::StrCat("version ", state.version) : std::string("no version"),
+          holds.has_value() ? absl::StrCat("version ", *holds) : std::string("no version"),
           state.received > 0 ? " with a later one arriving" : "",
           state.awaiting_ack.has_value() ? " awaiting an Ack" : ""));
     }
   }
   std::vector<std::unique_ptr<SliceState>> fresh;
-  fresh.reserve(plan->slices().size());
-  for (size_t i = 0; i < plan->slices().size(); ++i) {
-    auto state = std::make_unique<SliceState>();
-    {
-      absl::MutexLock lock(&state->mu);
-      state->has_version = true;
-      state->version = version;
-    }
-    fresh.push_back(std::move(state));
-  }
+  fresh.reserve(plan.slices().size());
+  for (size_t i = 0; i < plan.slices().size(); ++i) fresh.push_back(std::make_unique<SliceState>());
   slices_ = std::move(fresh);
-  plan_ = plan;
-  tracker_->Reset(static_cast<int>(plan->slices().size()), version);
+  tracker_->Reset(static_cast<int>(plan.slices().size()), version);
+  plans_.push_back(std::make_unique<const SlicePlan>(std::move(plan)));
   return absl::OkStatus();
 }
 
 const SlicePlan& WorkerCore::plan() const {
   absl::ReaderMutexLock plan_lock(&plan_mu_);
-  return *plan_;
+  return current_plan();
 }
 
 }  // namespace p3

@@ -1,11 +1,12 @@
 // The protocol state of one worker, without any transport: what it has sent and received
 // of each slice, and what it must send next. The worker's counterpart of ParameterShard.
 //
-// The transport (worker/transport.h) feeds it the servers' messages and sends what each
-// call returns. Every call validates its input and returns an error for a message that
-// does not fit (unknown slice, slice of another server, a part that does not continue the
-// slice's previous parts, a stale or duplicate version, an unexpected Ack, ...) without
-// changing any state; the worker then ends the run with that error.
+// The worker asks it for the messages to send (Start, Resume, Gradient); the transports
+// (worker/transport.h) hand it what the servers send (TransportCore: Params, Ack) and
+// send what it answers. Every call validates its input and returns an error for a message
+// that does not fit (unknown slice, slice of another server, a part that does not continue
+// the slice's previous parts, a stale or duplicate version, an unexpected Ack, ...) without
+// changing any state; the run then ends with that error.
 //
 // Protocol, per slice s (see docs/protocol.md):
 //   Start(start versions)  -> Init of every slice (rank 0 of a fresh run only)
@@ -16,21 +17,23 @@
 //                             slice holds version v (the VersionTracker is told)
 //   Ack(s, t)              -> Pull{s, t+1} (modes without values on push; refused otherwise)
 //
-// The values themselves stay in the caller's flat buffers: a message to send is a small
-// descriptor, and the transport reads its values with Values() right before writing it.
+// The values stay in the caller's flat buffers: a message to send is a small descriptor
+// that points at them and says how they are encoded (p3/core/to_server.h). The core owns
+// the slice plan, and every plan a re-plan replaced; the VersionTracker is the one record
+// of the version each slice holds.
 //
 // Example:
 //   VersionTracker tracker(plan.slices().size());
-//   WorkerCore core({.rank = 0, .num_servers = 2, .values_on_push = true}, &plan,
+//   WorkerCore core({.rank = 0, .num_servers = 2, .values_on_push = true}, plan,
 //                   params.data(), grads.data(), &tracker);
 //   absl::StatusOr<std::vector<ToServer>> out = core.Start({0, 0});   // after the Welcomes
 //   for (const ToServer& m : *out) transports[m.server]->Send(m);
 //   absl::StatusOr<ToServer> g = core.Gradient(/*slice_id=*/3, /*iteration=*/0);
-//   absl::StatusOr<bool> complete =                                   // reader thread
+//   absl::StatusOr<bool> complete =                                   // a reader thread
 //       core.Params(/*server=*/1, /*slice_id=*/3, /*version=*/1, /*offset=*/0, bytes, size);
 //
-// Thread-safe: the transports' reader threads and the training thread may call it
-// concurrently; calls for one slice are serialised by that slice's lock.
+// Thread-safe: the transports' threads and the training thread may call it concurrently;
+// calls for one slice are serialised by that slice's lock.
 #ifndef P3_P3_CORE_WORKER_CORE_H_
 #define P3_P3_CORE_WORKER_CORE_H_
 
@@ -43,43 +46,14 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "p3/core/slice_plan.h"
+#include "p3/core/to_server.h"
+#include "p3/core/transport_core.h"
 #include "p3/core/version_tracker.h"
 #include "p3/core/wire_dtype.h"
 
 namespace p3 {
-
-// A message to one server, as a descriptor; the transport fills in the values.
-struct Upstream {
-  // kBuffers: the model's buffers for their mean over the workers (server 0 only;
-  // p3/core/buffer_average.h); not part of the WorkerCore's protocol state.
-  // kReplan: rank 0's re-plan (WorkerCore::Replan), to every server; not part of the
-  // WorkerCore's protocol state either.
-  enum class Kind { kInit, kGradient, kPull, kDone, kResume, kBuffers, kReplan };
-  Kind kind = Kind::kGradient;
-  int slice_id = 0;
-  // kGradient: iteration; kPull: wanted version; kResume: version; kBuffers: round;
-  // kReplan: the first iteration of the new plan
-  uint64_t iteration = 0;
-  std::shared_ptr<const std::vector<float>> buffers;  // kBuffers only
-  // kInit, kGradient: the slice's first parameter in the flat buffers and its length, in
-  // the plan of the slice id (the writer needs no plan). kReplan: the new slice size.
-  int64_t offset = 0;
-  int64_t length = 0;
-};
-
-// What the transport must send: `message` to server `server`, ordered in that server's
-// send queue by `priority` (smaller first), then `tiebreak`. `bytes` of values go with it
-// on the wire (0 for a Pull; 2 per value for a gradient on a 16-bit wire).
-struct ToServer {
-  int server = 0;
-  Upstream message;
-  int64_t priority = 0;
-  int64_t tiebreak = 0;
-  int64_t bytes = 0;
-};
 
 struct WorkerCoreOptions {
   // This worker's rank; rank 0 provides the initial values. Default: 0.
@@ -94,21 +68,14 @@ struct WorkerCoreOptions {
   WireDType wire_dtype = WireDType::kFloat32;
 };
 
-// How the values of one upstream message are encoded on the wire.
-struct ValueEncoding {
-  WireDType dtype = WireDType::kFloat32;
-  // float16 only: the exponent of the scale, chosen over the whole slice (every part of
-  // a slice sent in parts carries the same one).
-  std::optional<int> scale_exponent;
-};
-
-class WorkerCore {
+class WorkerCore : public TransportCore {
  public:
-  // `plan`, the flat buffers `params` (written by Params) and `grads` (read by Values)
-  // of plan->total_params() floats each, and `tracker` (told of every complete slice)
-  // must outlive the core.
-  WorkerCore(const WorkerCoreOptions& options, const SlicePlan* plan, float* params,
-             const float* grads, VersionTracker* tracker);
+  // The flat buffers `params` (written by Params, read by Init messages) and `grads` (read
+  // by Gradient messages) of plan.total_params() floats each, and `tracker` (told of every
+  // complete slice) must outlive the core. Both buffers null: a core without values (the
+  // simulator), whose messages point at none.
+  WorkerCore(const WorkerCoreOptions& options, SlicePlan plan, float* params, const float* grads,
+             VersionTracker* tracker);
 
   WorkerCore(const WorkerCore&) = delete;
   WorkerCore& operator=(const WorkerCore&) = delete;
@@ -136,53 +103,36 @@ class WorkerCore {
   absl::StatusOr<std::vector<ToServer>> Resume(const std::vector<uint64_t>& versions,
                                                const std::vector<bool>& rejoined);
 
-  // The gradient of `slice_id` at `iteration` is in the gradient buffer: the message to
-  // send. Refused before Start() or for a slice outside the plan.
+  // The gradient of `slice_id` at `iteration` is complete in the gradient buffer: the
+  // message to send, pointing at it, with its encoding (float16: the slice's scale, read
+  // from the gradient now). Refused before Start() or for a slice outside the plan.
   absl::StatusOr<ToServer> Gradient(int slice_id, uint64_t iteration);
 
-  // A part of `version` of `slice_id` from `server`: `size` bytes of values in the wire's
-  // dtype for the slice's values from `offset` on, decoded (float32: copied) into the
-  // parameters (`bytes` need not be aligned); float16 with the message's
-  // `scale_exponent`, which must be there exactly on a float16 wire. Parts must arrive in
-  // order, without gaps or overlap, all of one version, and each version newer than the
-  // last one the slice completed. Returns true when this part completed the slice, which
-  // the tracker then holds at `version`.
+  // TransportCore: a part of `version` of `slice_id` from `server`: `values.bytes` bytes
+  // in the wire's dtype for the slice's values from `offset` on, decoded (float32: copied)
+  // once, straight into the parameters (the segments may be cut at any byte); float16 with
+  // the message's scale exponent, which must be there exactly on a float16 wire. Or
+  // `values.in_place_count` values the server has written into the parameters itself
+  // (shared memory, p3/core/shared_memory.h): the same checks and bookkeeping, no copy.
+  // Parts must arrive in order, without gaps or overlap, all of one version, and each
+  // version newer than the one the slice holds. Returns true when this part completed the
+  // slice, which the tracker then holds at `version`.
+  absl::StatusOr<bool> Params(int server, int64_t slice_id, uint64_t version, uint64_t offset,
+                              const ReceivedValues& values) override;
+
+  // The same for a part of `size` bytes at `bytes` (need not be aligned).
   absl::StatusOr<bool> Params(int server, int64_t slice_id, uint64_t version, uint64_t offset,
                               const char* bytes, size_t size,
                               std::optional<int> scale_exponent = {});
 
-  // The same for a part received as `segments` of bytes (a message's buffers, split at
-  // any byte) of `size` bytes in all; decoded once, straight into the parameters.
-  absl::StatusOr<bool> Params(int server, int64_t slice_id, uint64_t version, uint64_t offset,
-                              const std::vector<absl::string_view>& segments, size_t size,
-                              std::optional<int> scale_exponent = {});
-
-  // The same for `count` values that `server` has written into the parameters itself
-  // (shared memory, p3/core/shared_memory.h): the same checks and bookkeeping, no copy.
+  // The same for `count` values in place.
   absl::StatusOr<bool> ParamsInPlace(int server, int64_t slice_id, uint64_t version,
                                      uint64_t offset, int64_t count);
 
-  // `server` acknowledges the gradient of `slice_id` at `iteration`. Without values on
-  // push: the Pull of version iteration+1 to send. An Ack for a gradient not sent, or
-  // acknowledged already, or in a mode with values on push, is refused.
-  absl::StatusOr<ToServer> Ack(int server, int64_t slice_id, uint64_t iteration);
-
-  // The values of `message` from `offset` on (the transport's writer thread reads them
-  // right before the write): the parameters for kInit, the gradient for kGradient, null
-  // for other kinds.
-  const float* Values(const Upstream& message, int64_t offset) const;
-
-  // How `message`'s values go on the wire: float32 for kInit; the wire's dtype for
-  // kGradient, with, for float16, the scale exponent of the whole slice's gradient (read
-  // from the gradient buffer: call it when the gradient is complete, as Values()).
-  ValueEncoding Encoding(const Upstream& message) const;
-
-  // Encodes `count` values of `message` from `offset` on into `out` (count bytes per value
-  // of `encoding.dtype`; any alignment): the conversion the transport does instead of a
-  // copy, e.g. straight into the memory of the message it sends.
-  void EncodeValues(const Upstream& message, const ValueEncoding& encoding, int64_t offset,
-                    int64_t count, void* out) const;
-  WireDType wire_dtype() const { return options_.wire_dtype; }
+  // TransportCore: `server` acknowledges the gradient of `slice_id` at `iteration`.
+  // Without values on push: the Pull of version iteration+1 to send. An Ack for a gradient
+  // not sent, or acknowledged already, or in a mode with values on push, is refused.
+  absl::StatusOr<ToServer> Ack(int server, int64_t slice_id, uint64_t iteration) override;
 
   // The version the servers started from (Resume: where this worker resumed); 0 before.
   uint64_t start_version() const;
@@ -193,10 +143,11 @@ class WorkerCore {
   // `version`, which needs every slice at `version`, and the first gradient of that
   // iteration. Refused, changing nothing, unless every slice of the current plan holds
   // exactly `version` with no part of a later one arriving and no Ack awaited, and `plan`
-  // has the current plan's tensors, servers and stripes. `plan` must outlive the core.
-  absl::Status Replan(const SlicePlan* plan, uint64_t version);
+  // has the current plan's tensors, servers and stripes. The replaced plan stays alive
+  // (references from plan() remain valid).
+  absl::Status Replan(SlicePlan plan, uint64_t version);
 
-  // The current plan.
+  // The current plan; valid until the core is destroyed.
   const SlicePlan& plan() const;
 
  private:
@@ -205,34 +156,35 @@ class WorkerCore {
     // Values of the version arriving in parts received so far, and that version.
     int64_t received ABSL_GUARDED_BY(mu) = 0;
     uint64_t receiving_version ABSL_GUARDED_BY(mu) = 0;
-    // The last version completed; none yet when !has_version.
-    bool has_version ABSL_GUARDED_BY(mu) = false;
-    uint64_t version ABSL_GUARDED_BY(mu) = 0;
     // The iteration of the gradient sent and not yet acknowledged (Ack modes).
     std::optional<uint64_t> awaiting_ack ABSL_GUARDED_BY(mu);
   };
 
-  // Params() of `size` bytes given as `num_parts` buffers and/or `segments` (none: the
-  // values are in place already).
+  // Params() of `size` bytes given as `segments` (null: the values are in place already).
   absl::StatusOr<bool> Receive(int server, int64_t slice_id, uint64_t version, uint64_t offset,
-                               const char* const* parts, const size_t* part_sizes, int num_parts,
-                               size_t size, const std::vector<absl::string_view>* segments,
-                               std::optional<int> scale_exponent, bool in_place);
+                               const std::vector<absl::string_view>* segments, size_t size,
+                               std::optional<int> scale_exponent);
   // Validates slice id (and ownership by `server` when >= 0).
   absl::Status CheckSlice(int server, int64_t slice_id, const char* what) const
       ABSL_SHARED_LOCKS_REQUIRED(plan_mu_);
-  ToServer Message(Upstream::Kind kind, int slice_id, uint64_t iteration, bool values) const
+  // The descriptor of a message about `slice_id`; `values`: with the slice's values from
+  // the buffer of `kind` (kInit: parameters, kGradient: gradient).
+  ToServer Message(Upstream::Kind kind, int slice_id, bool values) const
       ABSL_SHARED_LOCKS_REQUIRED(plan_mu_);
   bool started() const;
+  const SlicePlan& current_plan() const ABSL_SHARED_LOCKS_REQUIRED(plan_mu_) {
+    return *plans_.back();
+  }
 
   const WorkerCoreOptions options_;
   float* const params_;
   const float* const grads_;
   VersionTracker* const tracker_;
-  // The plan and its slices' state: replaced by Replan() (writer), read by every call
-  // about a slice (reader).
+  // The plans, the current one last, and the current plan's slice states: replaced by
+  // Replan() (writer), read by every call about a slice (reader). Old plans are kept so
+  // that references handed out by plan() stay valid.
   mutable absl::Mutex plan_mu_;
-  const SlicePlan* plan_ ABSL_GUARDED_BY(plan_mu_);
+  std::vector<std::unique_ptr<const SlicePlan>> plans_ ABSL_GUARDED_BY(plan_mu_);
   std::vector<std::unique_ptr<SliceState>> slices_ ABSL_GUARDED_BY(plan_mu_);
 
   mutable absl::Mutex mu_;

@@ -95,7 +95,7 @@ absl::Status Simulation::Setup() {
         WorkerCoreOptions{.rank = w, .num_servers = o_.servers,
                           .values_on_push = traits_.values_on_push,
                           .wire_dtype = o_.wire_dtype},
-        &*plan_, nullptr, nullptr, ws.tracker.get());
+        *plan_, nullptr, nullptr, ws.tracker.get());
   }
   // The handshake, in no simulated time: every worker joins every shard, worker 0's
   // initial values go in, version 0 of every slice reaches every worker.
@@ -188,7 +188,7 @@ void Simulation::Deliver(int conn, int msg, std::function<void()> reader_free) {
   absl::StatusOr<ToServer> pull = w.core->Ack(c.server, m.slice, m.iteration);
   if (!pull.ok()) return Fail(pull.status());
   Send(up_conn_[c.worker][pull->server], MsgKind::kPull, pull->message.slice_id,
-       pull->message.iteration, pull->priority, pull->tiebreak, pull->bytes);
+       pull->message.version, pull->priority, pull->tiebreak, pull->bytes);
   reader_free();
 }
 

@@ -41,7 +41,7 @@ class FakeWorker : public TransportListener {
         params_(6, 0.0f),
         grads_(6, 0.0f),
         tracker_(2),
-        core_({.rank = rank, .num_servers = 1, .values_on_push = true}, &plan_, params_.data(),
+        core_({.rank = rank, .num_servers = 1, .values_on_push = true}, plan_, params_.data(),
               grads_.data(), &tracker_) {
     if (rank == 0) params_ = {1, 2, 3, 4, 5, 6};
     for (int i = 0; i < 6; ++i) grads_[i] = grad_scale * static_cast<float>(i + 1);
@@ -51,13 +51,15 @@ class FakeWorker : public TransportListener {
   }
 
   absl::Status Open(int port, bool rejoin) {
-    ConnectionOptions options;
+    TransportOptions options;
     options.address = "127.0.0.1:" + std::to_string(port);
     options.rank = rank_;
+    options.signature = Signature();
     options.peer_timeout = kBound;
     options.rejoin = rejoin;
-    absl::StatusOr<std::unique_ptr<ServerConnection>> conn =
-        ServerConnection::Open(options, Signature(), &core_, this);
+    options.core = &core_;
+    options.listener = this;
+    absl::StatusOr<std::unique_ptr<ServerConnection>> conn = ServerConnection::Open(options);
     if (!conn.ok()) return conn.status();
     conn_ = *std::move(conn);
     // As Worker does: a server that is a new process answers a rejoin as a first start.
@@ -88,13 +90,7 @@ class FakeWorker : public TransportListener {
   const ServerConnection& connection() const { return *conn_; }
   const std::vector<float>& params() const { return params_; }
 
-  void OnParams(int server, int64_t slice_id, uint64_t version, uint64_t offset,
-                const ReceivedValues& values) override {
-    absl::StatusOr<bool> done =
-        core_.Params(server, slice_id, version, offset, values.segments, values.bytes);
-    if (!done.ok()) tracker_.Abort(done.status());
-  }
-  void OnAck(int, int64_t, uint64_t) override { tracker_.Abort(absl::InternalError("an Ack")); }
+  // Values and Acks go to the core (an Ack is refused there: values come with the push).
   void OnBuffers(int, uint64_t, absl::string_view) override {
     tracker_.Abort(absl::InternalError("buffers"));
   }
@@ -284,23 +280,25 @@ CATCH_TEST_CASE("a Resume older than the server's slices fails the run: the serv
   w1.Die();
   // A new process of rank 0 whose other server restarted from the checkpoint of 0.
   FakeWorker again(0, 1.0f);
-  ConnectionOptions options;
-  options.address = "127.0.0.1:" + std::to_string(server->port());
-  options.rank = 0;
-  options.peer_timeout = kBound;
-  options.rejoin = true;
   SlicePlan plan = *SlicePlan::Create({{"w", 6}}, Signature().plan);
   std::vector<float> params(6), grads(6);
   VersionTracker tracker(2);
-  WorkerCore core({.rank = 0, .num_servers = 1, .values_on_push = true}, &plan, params.data(),
+  WorkerCore core({.rank = 0, .num_servers = 1, .values_on_push = true}, plan, params.data(),
                   grads.data(), &tracker);
-  absl::StatusOr<std::unique_ptr<ServerConnection>> conn =
-      ServerConnection::Open(options, Signature(), &core, &again);
+  TransportOptions options;
+  options.address = "127.0.0.1:" + std::to_string(server->port());
+  options.rank = 0;
+  options.signature = Signature();
+  options.peer_timeout = kBound;
+  options.rejoin = true;
+  options.core = &core;
+  options.listener = &again;
+  absl::StatusOr<std::unique_ptr<ServerConnection>> conn = ServerConnection::Open(options);
   CATCH_REQUIRE(conn.ok());
   CATCH_CHECK((*conn)->welcome().rejoined());
   CATCH_CHECK((*conn)->current_version() == 2);
   (*conn)->Send(ToServer{.server = 0,
-                         .message = Upstream{.kind = Upstream::Kind::kResume, .iteration = 0}});
+                         .message = Upstream{.kind = Upstream::Kind::kResume, .version = 0}});
   const absl::Status failed = server->Wait();
   CATCH_CHECK(absl::IsFailedPrecondition(failed));
   CATCH_CHECK(Mentions(failed, "resumes at iteration 0, before this server's slice"));

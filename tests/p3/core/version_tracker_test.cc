@@ -50,6 +50,19 @@ CATCH_TEST_CASE("versions never go back") {
   t.MarkArrived(0, 5);
   t.MarkArrived(0, 2);
   CATCH_CHECK(t.Missing(0, 1, 5) == 0);
+  CATCH_CHECK(t.Version(0) == 5u);
+}
+
+CATCH_TEST_CASE("a slice's version is none until it arrives, and a reset sets every slice's") {
+  VersionTracker t(2);
+  CATCH_CHECK_FALSE(t.Version(0).has_value());
+  t.MarkArrived(1, 0);
+  CATCH_CHECK(t.Version(1) == 0u);
+  CATCH_CHECK_FALSE(t.Version(0).has_value());
+  CATCH_CHECK_FALSE(t.Version(2).has_value());   // outside the slices
+  CATCH_CHECK_FALSE(t.Version(-1).has_value());
+  t.Reset(3, 7);
+  for (int i = 0; i < 3; ++i) CATCH_CHECK(t.Version(i) == 7u);
 }
 
 }  // namespace

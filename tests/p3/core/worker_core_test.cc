@@ -32,7 +32,7 @@ struct Fixture {
         params(plan.total_params(), -1.0f),
         grads(plan.total_params(), 0.0f),
         tracker(static_cast<int>(plan.slices().size())),
-        core({.rank = rank, .num_servers = 2, .values_on_push = values_on_push}, &plan,
+        core({.rank = rank, .num_servers = 2, .values_on_push = values_on_push}, plan,
              params.data(), grads.data(), &tracker) {
     for (size_t i = 0; i < grads.size(); ++i) grads[i] = 100.0f + static_cast<float>(i);
   }
@@ -176,11 +176,14 @@ CATCH_TEST_CASE("rank 0 of a fresh run sends every slice's initial values at the
     CATCH_CHECK(m.tiebreak == slice.id);
     CATCH_CHECK(m.bytes == slice.length * 4);
   }
-  // Init reads the parameters, Gradient the gradient buffer, from the part's offset on.
-  CATCH_CHECK(f.core.Values((*out)[2].message, 1) == f.params.data() + 9);
-  CATCH_CHECK(f.core.Values(Upstream{.kind = Upstream::Kind::kGradient, .slice_id = 3, .offset = 10}, 2) ==
-              f.grads.data() + 12);
-  CATCH_CHECK(f.core.Values(Upstream{.kind = Upstream::Kind::kPull, .slice_id = 3}, 0) == nullptr);
+  // Init points at the parameters, Gradient at the gradient buffer, each at its slice.
+  CATCH_CHECK((*out)[2].message.values == f.params.data() + 8);
+  CATCH_CHECK((*out)[2].message.length == 2);
+  CATCH_CHECK((*out)[2].message.encoding.dtype == WireDType::kFloat32);
+  absl::StatusOr<ToServer> g = f.core.Gradient(3, 0);
+  CATCH_REQUIRE(g.ok());
+  CATCH_CHECK(g->message.values == f.grads.data() + 10);
+  CATCH_CHECK(g->message.length == 3);
   CATCH_CHECK(f.core.start_version() == 0);
   CATCH_CHECK(f.core.Start({0, 0}).status().code() == absl::StatusCode::kFailedPrecondition);
 }
@@ -241,7 +244,8 @@ CATCH_TEST_CASE("without values on push, an Ack leads to a Pull of the next vers
   CATCH_CHECK(pull->server == 0);
   CATCH_CHECK(pull->message.kind == Upstream::Kind::kPull);
   CATCH_CHECK(pull->message.slice_id == 2);
-  CATCH_CHECK(pull->message.iteration == 6);
+  CATCH_CHECK(pull->message.version == 6);
+  CATCH_CHECK(pull->message.values == nullptr);
   CATCH_CHECK(pull->priority == 0);
   CATCH_CHECK(pull->tiebreak == 2);
   CATCH_CHECK(pull->bytes == 0);
@@ -273,7 +277,8 @@ CATCH_TEST_CASE("a part split into segments at any byte is copied once into its 
       const absl::string_view all(bytes);
       const std::vector<absl::string_view> segments = {
           all.substr(0, cut1), all.substr(cut1, cut2 - cut1), all.substr(cut2)};
-      absl::StatusOr<bool> done = f.core.Params(0, 0, 0, 0, segments, 16);
+      absl::StatusOr<bool> done =
+          f.core.Params(0, 0, 0, 0, ReceivedValues{.segments = segments, .bytes = 16});
       CATCH_REQUIRE(done.ok());
       CATCH_REQUIRE(*done);
       CATCH_REQUIRE(std::vector<float>(f.params.begin(), f.params.begin() + 4) == values);
@@ -282,7 +287,8 @@ CATCH_TEST_CASE("a part split into segments at any byte is copied once into its 
   }
   Fixture f;
   const std::vector<absl::string_view> short_segments = {absl::string_view(bytes).substr(0, 8)};
-  CATCH_CHECK_FALSE(f.core.Params(0, 0, 0, 0, short_segments, 16).ok());  // sizes disagree
+  CATCH_CHECK_FALSE(  // sizes disagree
+      f.core.Params(0, 0, 0, 0, ReceivedValues{.segments = short_segments, .bytes = 16}).ok());
   CATCH_CHECK(f.params[0] == -1.0f);
 }
 
@@ -304,6 +310,12 @@ CATCH_TEST_CASE("values written in place are checked and marked like copied ones
   CATCH_CHECK_FALSE(f.Holds(1, 1));
   CATCH_CHECK(f.core.ParamsInPlace(1, 1, 1, 0, 4).ok());
   CATCH_CHECK(f.Holds(1, 1));
+  // What a transport hands over says which: a count in place, through the same checks.
+  TransportCore& core = f.core;
+  CATCH_CHECK(core.Params(1, 1, 2, 0, ReceivedValues{.in_place_count = 4}).value());
+  CATCH_CHECK(f.Holds(1, 2));
+  CATCH_CHECK(Mentions(core.Params(1, 1, 2, 0, ReceivedValues{.in_place_count = 4}).status(),
+                       "version 2 already"));
 }
 
 CATCH_TEST_CASE("a restarted worker resumes at the oldest version any server holds, even rank 0") {
@@ -315,7 +327,7 @@ CATCH_TEST_CASE("a restarted worker resumes at the oldest version any server hol
   for (int s = 0; s < 2; ++s) {
     CATCH_CHECK((*out)[s].server == s);
     CATCH_CHECK((*out)[s].message.kind == Upstream::Kind::kResume);
-    CATCH_CHECK((*out)[s].message.iteration == 7);
+    CATCH_CHECK((*out)[s].message.version == 7);
     CATCH_CHECK((*out)[s].bytes == 0);
   }
   CATCH_CHECK(f.core.start_version() == 7);
@@ -354,14 +366,14 @@ CATCH_TEST_CASE("a worker meeting old and new servers resumes the old ones at th
   CATCH_REQUIRE(out->size() == 1);  // a Resume to the old server only
   CATCH_CHECK((*out)[0].server == 0);
   CATCH_CHECK((*out)[0].message.kind == Upstream::Kind::kResume);
-  CATCH_CHECK((*out)[0].message.iteration == 15);
+  CATCH_CHECK((*out)[0].message.version == 15);
   CATCH_CHECK(f.core.start_version() == 15);
   // The old server further on (18): the Resume at the new server's 15 goes out, and the
   // old server refuses it (it cannot go back), failing the run so that it restarts too.
   Fixture g(/*rank=*/1);
   out = g.core.Resume({18, 15}, {true, false});
   CATCH_REQUIRE(out.ok());
-  CATCH_CHECK((*out)[0].message.iteration == 15);
+  CATCH_CHECK((*out)[0].message.version == 15);
   // A new server ahead of what an old one holds cannot be reached: refused, naming it.
   Fixture h(/*rank=*/1);
   const absl::Status ahead = h.core.Resume({10, 15}, {true, false}).status();
@@ -400,7 +412,7 @@ struct WireFixture {
         params(plan.total_params(), -1.0f),
         grads(plan.total_params(), 0.0f),
         tracker(static_cast<int>(plan.slices().size())),
-        core({.rank = 0, .num_servers = 2, .values_on_push = true, .wire_dtype = dtype}, &plan,
+        core({.rank = 0, .num_servers = 2, .values_on_push = true, .wire_dtype = dtype}, plan,
              params.data(), grads.data(), &tracker) {
     for (size_t i = 0; i < grads.size(); ++i) grads[i] = 1e-3f * (static_cast<float>(i) + 0.37f);
   }
@@ -418,21 +430,22 @@ CATCH_TEST_CASE("on a 16-bit wire a gradient is 2 bytes a value, initial values 
     absl::StatusOr<std::vector<ToServer>> inits = f.core.Start({0, 0});
     CATCH_REQUIRE(inits.ok());
     CATCH_CHECK((*inits)[0].bytes == 4 * 4);  // slice 0: 4 values of float32
-    CATCH_CHECK(f.core.Encoding((*inits)[0].message).dtype == WireDType::kFloat32);
-    CATCH_CHECK_FALSE(f.core.Encoding((*inits)[0].message).scale_exponent.has_value());
+    CATCH_CHECK((*inits)[0].message.encoding.dtype == WireDType::kFloat32);
+    CATCH_CHECK_FALSE((*inits)[0].message.encoding.scale_exponent.has_value());
     absl::StatusOr<ToServer> g = f.core.Gradient(3, 0);
     CATCH_REQUIRE(g.ok());
     CATCH_CHECK(g->bytes == 3 * 2);  // slice 3: 3 values of 2 bytes
-    const ValueEncoding e = f.core.Encoding(g->message);
+    const ValueEncoding& e = g->message.encoding;
     CATCH_CHECK(e.dtype == dtype);
-    // float16: the scale of the whole slice 3 (values 10..12 of the gradient buffer).
+    // float16: the scale of the whole slice 3 (values 10..12 of the gradient buffer),
+    // taken when the message is made: a writer needs nothing from the core.
     CATCH_CHECK(e.scale_exponent.has_value() == (dtype == WireDType::kFloat16));
     if (e.scale_exponent) {
       CATCH_CHECK(*e.scale_exponent == Float16ScaleExponent(f.grads.data() + 10, 3));
     }
-    // The encoded bytes of the part [1, 3) are those of the gradient's values 11 and 12.
+    // The part [1, 3) a writer encodes from the message is the gradient's values 11 and 12.
     std::string got(4, '\0');
-    f.core.EncodeValues(g->message, e, 1, 2, got.data());
+    EncodeValues(e.dtype, g->message.values + 1, 2, e.scale_exponent.value_or(0), got.data());
     std::string want(4, '\0');
     EncodeValues(dtype, f.grads.data() + 11, 2, e.scale_exponent.value_or(0), want.data());
     CATCH_CHECK(got == want);
@@ -454,7 +467,8 @@ CATCH_TEST_CASE("16-bit values from a server are decoded into the float32 parame
     // Slice 0 (4 values, server 0) in two segments cut inside the second value.
     const std::vector<absl::string_view> segments = {absl::string_view(bytes.data(), 3),
                                                      absl::string_view(bytes.data() + 3, 5)};
-    absl::StatusOr<bool> done = f.core.Params(0, 0, 1, 0, segments, 8, scale);
+    absl::StatusOr<bool> done = f.core.Params(
+        0, 0, 1, 0, ReceivedValues{.segments = segments, .bytes = 8, .scale_exponent = scale});
     CATCH_REQUIRE(done.ok());
     CATCH_CHECK(*done);
     CATCH_CHECK(std::vector<float>(f.params.begin(), f.params.begin() + 4) == want);
@@ -510,8 +524,8 @@ CATCH_TEST_CASE("a re-plan takes effect only with every slice at its iteration, 
   std::vector<float> params(13, 0.0f), grads(13, 0.0f);
   for (int i = 0; i < 13; ++i) grads[i] = static_cast<float>(i);
   VersionTracker tracker(static_cast<int>(plan.slices().size()));
-  WorkerCore core({.rank = 1, .num_servers = 2}, &plan, params.data(), grads.data(), &tracker);
-  CATCH_CHECK(absl::IsFailedPrecondition(core.Replan(&next, 0)));  // before the handshake
+  WorkerCore core({.rank = 1, .num_servers = 2}, plan, params.data(), grads.data(), &tracker);
+  CATCH_CHECK(absl::IsFailedPrecondition(core.Replan(next, 0)));  // before the handshake
   CATCH_REQUIRE(core.Start({0, 0}).ok());
   // Version 0 of every slice but the last.
   auto give = [&](const SlicePlan& p, int id, uint64_t version) {
@@ -523,7 +537,7 @@ CATCH_TEST_CASE("a re-plan takes effect only with every slice at its iteration, 
   for (int id = 0; id + 1 < static_cast<int>(plan.slices().size()); ++id) {
     CATCH_REQUIRE(give(plan, id, 0).ok());
   }
-  absl::Status early = core.Replan(&next, 0);
+  absl::Status early = core.Replan(next, 0);
   CATCH_CHECK(absl::IsFailedPrecondition(early));
   CATCH_CHECK(early.message().find("holds no version") != std::string::npos);
   CATCH_REQUIRE(give(plan, static_cast<int>(plan.slices().size()) - 1, 0).ok());
@@ -532,17 +546,22 @@ CATCH_TEST_CASE("a re-plan takes effect only with every slice at its iteration, 
   plain.slice_params = 2;
   plain.num_servers = 2;
   SlicePlan unstriped = *SlicePlan::Create({{"a", 10}, {"b", 3}}, plain);
-  CATCH_CHECK(absl::IsInvalidArgument(core.Replan(&unstriped, 0)));
-  CATCH_REQUIRE(core.Replan(&next, 0).ok());
-  CATCH_CHECK(&core.plan() == &next);
+  CATCH_CHECK(absl::IsInvalidArgument(core.Replan(unstriped, 0)));
+  const SlicePlan& before = core.plan();
+  CATCH_REQUIRE(core.Replan(next, 0).ok());
+  CATCH_CHECK(core.plan().options().slice_params == 2);
+  CATCH_CHECK(core.plan().slices().size() == next.slices().size());
+  // The replaced plan is still there for whoever holds it.
+  CATCH_CHECK(before.options().slice_params == 4);
+  CATCH_CHECK(before.slices().size() == plan.slices().size());
   CATCH_CHECK(tracker.Missing(0, static_cast<int>(next.slices().size()), 0) == 0);
   // Gradients now describe the new slices: slice 1 is a[2,4) on server 0.
   absl::StatusOr<ToServer> g = core.Gradient(1, 0);
   CATCH_REQUIRE(g.ok());
   CATCH_CHECK(g->server == 0);
-  CATCH_CHECK(g->message.offset == 2);
+  CATCH_CHECK(g->message.values == grads.data() + 2);
   CATCH_CHECK(g->message.length == 2);
-  CATCH_CHECK(core.Values(g->message, 0)[0] == 2.0f);
+  CATCH_CHECK(g->message.values[0] == 2.0f);
   // Version 1 of a new slice, and a value of the old plan's slice 2 (a[8,10), server 1)
   // under its old id: now a[4,6) of server 0, so server 1 sending it is refused.
   CATCH_CHECK(give(next, 1, 1).ok());

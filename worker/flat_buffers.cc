@@ -1,0 +1,46 @@
+#include "worker/flat_buffers.h"
+
+#include <torch/torch.h>
+
+#include <iostream>
+#include <utility>
+
+namespace p3 {
+
+FlatBuffers FlatBuffers::Allocate(int64_t n, bool shared, int rank) {
+  FlatBuffers buffers;
+  if (shared) {
+    absl::StatusOr<std::unique_ptr<SharedRegion>> region = SharedRegion::Create(n);
+    if (region.ok()) {
+      buffers.shared_ = std::shared_ptr<SharedRegion>(std::move(*region));
+      auto keep = [region = buffers.shared_](void*) {};
+      const auto f32 = torch::TensorOptions().dtype(torch::kFloat32);
+      buffers.params_ = torch::from_blob(buffers.shared_->params(), {n}, keep, f32);
+      buffers.grads_ = torch::from_blob(buffers.shared_->grads(), {n}, keep, f32);  // zero-filled
+      return buffers;
+    }
+    std::cerr << "worker " << rank << ": " << region.status().message()
+              << "; values go over the streams" << std::endl;
+  }
+  buffers.params_ = torch::empty({n}, torch::kFloat32);
+  buffers.grads_ = torch::zeros({n}, torch::kFloat32);
+  return buffers;
+}
+
+void FlatBuffers::AdoptParameters(std::vector<torch::Tensor>& params, const SlicePlan& plan) {
+  torch::NoGradGuard no_grad;
+  for (size_t t = 0; t < params.size(); ++t) {
+    torch::Tensor view =
+        params_.narrow(0, plan.tensor_offset(static_cast<int>(t)), params[t].numel())
+            .view(params[t].sizes());
+    view.copy_(params[t]);
+    params[t].set_data(view);
+  }
+}
+
+void FlatBuffers::SetGradient(int64_t offset, const torch::Tensor& grad) {
+  torch::NoGradGuard no_grad;
+  grads_.narrow(0, offset, grad.numel()).view(grad.sizes()).copy_(grad);
+}
+
+}  // namespace p3

@@ -1,0 +1,57 @@
+// The worker's parameters and gradients as two flat float32 buffers in plan order: every
+// parameter of the model becomes a view into the first, so that a received slice is
+// written straight into the model, and each gradient is copied into the second, where the
+// messages to the servers point (p3/core/to_server.h). With a server on the same machine
+// both live in shared memory (p3/core/shared_memory.h) that the server maps.
+//
+// Example:
+//   FlatBuffers buffers = FlatBuffers::Allocate(plan.total_params(), /*shared=*/true, rank);
+//   buffers.AdoptParameters(params, plan);          // params are views into it now
+//   buffers.SetGradient(plan.tensor_offset(t), grad);
+//   WorkerCore core(..., plan, buffers.params(), buffers.grads(), &tracker);
+//
+// Not thread-safe: the training thread writes gradients; the transports read them and
+// write the parameters as the protocol allows (the slices' versions order them).
+#ifndef P3_WORKER_FLAT_BUFFERS_H_
+#define P3_WORKER_FLAT_BUFFERS_H_
+
+#include <torch/types.h>
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "p3/core/shared_memory.h"
+#include "p3/core/slice_plan.h"
+
+namespace p3 {
+
+class FlatBuffers {
+ public:
+  // Two buffers of `n` floats, the gradients zero-filled: in shared memory when `shared`,
+  // else (or when shared memory cannot be had, with a warning on stderr naming worker
+  // `rank`) in ordinary memory.
+  static FlatBuffers Allocate(int64_t n, bool shared, int rank);
+
+  // Moves each tensor of `params` (plan order) into the parameter buffer at its offset in
+  // `plan`, keeping its values: the tensors become views into it.
+  void AdoptParameters(std::vector<torch::Tensor>& params, const SlicePlan& plan);
+
+  // Copies `grad` into the gradient buffer from `offset` on.
+  void SetGradient(int64_t offset, const torch::Tensor& grad);
+
+  float* params() const { return params_.data_ptr<float>(); }
+  const float* grads() const { return grads_.data_ptr<float>(); }
+  // The shared memory behind the buffers; null when they are private.
+  SharedRegion* shared() const { return shared_.get(); }
+
+ private:
+  // The tensors keep the mapping alive as long as any view of them lives.
+  std::shared_ptr<SharedRegion> shared_;
+  torch::Tensor params_;
+  torch::Tensor grads_;
+};
+
+}  // namespace p3
+
+#endif  // P3_WORKER_FLAT_BUFFERS_H_
