@@ -21,6 +21,7 @@
 #include <utility>
 #include <vector>
 
+#include "p3/base/allocation_count.h"
 #include "absl/flags/flag.h"
 #include "p3/core/parameter_shard.h"
 #include "proto/program.h"
@@ -32,19 +33,6 @@ ABSL_FLAG(int, iterations, 20, "iterations timed (after 2 of warm-up)");
 ABSL_FLAG(std::string, optimizer, "sgd", "sgd (momentum 0.9, weight decay 1e-4) or adam");
 ABSL_FLAG(int, repeats, 1, "timed repeats, one CSV line each");
 ABSL_FLAG(bool, header, false, "print the CSV header first");
-
-namespace {
-// Counts every allocation of the process; the bench reports those made while timing.
-std::atomic<int64_t> g_allocations{0};
-}  // namespace
-
-void* operator new(std::size_t size) {
-  g_allocations.fetch_add(1, std::memory_order_relaxed);
-  if (void* p = std::malloc(size == 0 ? 1 : size)) return p;
-  throw std::bad_alloc();
-}
-void operator delete(void* p) noexcept { std::free(p); }
-void operator delete(void* p, std::size_t) noexcept { std::free(p); }
 
 namespace p3 {
 namespace {
@@ -137,11 +125,11 @@ int Run() {
         "allocs_per_slice_update\n");
   }
   for (int rep = 0; rep < absl::GetFlag(FLAGS_repeats); ++rep) {
-    const int64_t allocs_before = g_allocations.load();
+    const int64_t allocs_before = p3::AllocationCount();
     const auto start = std::chrono::steady_clock::now();
     run(iterations);
     const auto end = std::chrono::steady_clock::now();
-    const int64_t allocs = g_allocations.load() - allocs_before;
+    const int64_t allocs = p3::AllocationCount() - allocs_before;
     const double ns = std::chrono::duration<double, std::nano>(end - start).count();
     const double values = static_cast<double>(iterations) * slices * slice_params;
     const double grad_bytes = values * workers * sizeof(float);

@@ -1,7 +1,7 @@
 // Measures the zero-copy codec (proto/wire_codec.h) against protobuf's own path for one
 // slice message, without a network: per message, the median over --runs runs of ns and
-// GB/s of value bytes, and operator-new allocations (this binary replaces the global
-// operator new to count them; gRPC's own allocations go through malloc and are not counted).
+// GB/s of value bytes, and operator-new allocations (//p3/base:allocation_count replaces
+// the global operator new to count them; gRPC's own allocations go through malloc and are not counted).
 //
 //   bazel-bin/tools/bench_wire_codec [--runs=7]
 //
@@ -26,24 +26,13 @@
 #include <string>
 #include <vector>
 
+#include "p3/base/allocation_count.h"
 #include "absl/flags/flag.h"
 #include "proto/p3.pb.h"
 #include "proto/program.h"
 #include "proto/wire_codec.h"
 
 ABSL_FLAG(int, runs, 7, "runs; the median is printed (at least 5)");
-
-namespace {
-std::atomic<long> g_allocations{0};
-}  // namespace
-
-void* operator new(size_t n) {
-  g_allocations.fetch_add(1, std::memory_order_relaxed);
-  if (void* p = std::malloc(n ? n : 1)) return p;
-  throw std::bad_alloc();
-}
-void operator delete(void* p) noexcept { std::free(p); }
-void operator delete(void* p, size_t) noexcept { std::free(p); }
 
 namespace {
 
@@ -58,11 +47,11 @@ Result Measure(int runs, int iterations, const std::function<void()>& f) {
   std::vector<double> ns;
   long allocations = 0;
   for (int r = 0; r < runs; ++r) {
-    const long before = g_allocations.load();
+    const long before = p3::AllocationCount();
     const auto start = std::chrono::steady_clock::now();
     for (int i = 0; i < iterations; ++i) f();
     const auto end = std::chrono::steady_clock::now();
-    allocations += g_allocations.load() - before;
+    allocations += p3::AllocationCount() - before;
     ns.push_back(std::chrono::duration<double, std::nano>(end - start).count() / iterations);
   }
   std::sort(ns.begin(), ns.end());

@@ -1,24 +1,14 @@
 // The server's hot path allocates nothing once a slice's buffers exist: counted with a
-// replaced global operator new, which is why this is a test binary of its own.
+// replaced global operator new (//p3/base:allocation_count), which is why this is a test
+// binary of its own.
 #include <atomic>
 #include <catch2/catch.hpp>
 #include <cstdlib>
 #include <new>
 #include <vector>
 
+#include "p3/base/allocation_count.h"
 #include "p3/core/parameter_shard.h"
-
-namespace {
-std::atomic<int64_t> g_allocations{0};
-}  // namespace
-
-void* operator new(std::size_t size) {
-  g_allocations.fetch_add(1, std::memory_order_relaxed);
-  if (void* p = std::malloc(size == 0 ? 1 : size)) return p;
-  throw std::bad_alloc();
-}
-void operator delete(void* p) noexcept { std::free(p); }
-void operator delete(void* p, std::size_t) noexcept { std::free(p); }
 
 namespace p3 {
 namespace {
@@ -80,9 +70,9 @@ CATCH_TEST_CASE("gradients allocate nothing once the slice's buffers exist") {
       out.reserve(2 * kWorkers);
       // Warm-up: gradient buffers, optimizer state, the spare snapshot.
       CATCH_REQUIRE(RunIterations(shard, slices, values_on_push, 0, 2, grad, &out));
-      const int64_t before = g_allocations.load();
+      const int64_t before = p3::AllocationCount();
       const bool ok = RunIterations(shard, slices, values_on_push, 2, 12, grad, &out);
-      const int64_t during = g_allocations.load() - before;
+      const int64_t during = p3::AllocationCount() - before;
       CATCH_REQUIRE(ok);
       // Without values on push, the last worker's pull of each slice finds the new version
       // already there and gets it in Pull's own result vector: one allocation per slice
