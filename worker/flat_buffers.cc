@@ -7,7 +7,7 @@
 
 namespace p3 {
 
-FlatBuffers FlatBuffers::Allocate(int64_t n, bool shared, int rank) {
+FlatBuffers FlatBuffers::Allocate(int64_t n, bool shared, int rank, bool pinned) {
   FlatBuffers buffers;
   if (shared) {
     absl::StatusOr<std::unique_ptr<SharedRegion>> region = SharedRegion::Create(n);
@@ -21,6 +21,17 @@ FlatBuffers FlatBuffers::Allocate(int64_t n, bool shared, int rank) {
     }
     std::cerr << "worker " << rank << ": " << region.status().message()
               << "; values go over the streams" << std::endl;
+  }
+  if (pinned) {
+    try {
+      const auto page_locked = torch::TensorOptions().dtype(torch::kFloat32).pinned_memory(true);
+      buffers.params_ = torch::empty({n}, page_locked);
+      buffers.grads_ = torch::zeros({n}, page_locked);
+      return buffers;
+    } catch (const c10::Error& e) {
+      std::cerr << "worker " << rank << ": no page-locked memory (" << e.what_without_backtrace()
+                << "); copies to and from the device wait for the host" << std::endl;
+    }
   }
   buffers.params_ = torch::empty({n}, torch::kFloat32);
   buffers.grads_ = torch::zeros({n}, torch::kFloat32);

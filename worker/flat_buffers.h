@@ -30,8 +30,10 @@ class FlatBuffers {
  public:
   // Two buffers of `n` floats, the gradients zero-filled: in shared memory when `shared`,
   // else (or when shared memory cannot be had, with a warning on stderr naming worker
-  // `rank`) in ordinary memory.
-  static FlatBuffers Allocate(int64_t n, bool shared, int rank);
+  // `rank`) in ordinary memory, page-locked when `pinned` (a GPU's copies to and from it
+  // then run without the host; needs a libtorch with a GPU, and falls back to ordinary
+  // memory with a warning). Shared memory is not page-locked.
+  static FlatBuffers Allocate(int64_t n, bool shared, int rank, bool pinned = false);
 
   // Moves each tensor of `params` (plan order) into the parameter buffer at its offset in
   // `plan`, keeping its values: the tensors become views into it.

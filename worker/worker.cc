@@ -19,6 +19,8 @@
 #include "p3/core/version_tracker.h"
 #include "p3/core/worker_core.h"
 #include "worker/buffer_exchange.h"
+#include "worker/copy_engine.h"
+#include "worker/device_staging.h"
 #include "worker/flat_buffers.h"
 #include "worker/gradient_hooks.h"
 #include "worker/parameter_waits.h"
@@ -69,7 +71,7 @@ class Worker::Impl : public TransportListener {
         model_(std::move(model)),
         params_(std::move(params)),
         buffers_(FlatBuffers::Allocate(plan.total_params(), !options.shared_memory_servers.empty(),
-                                       options.rank)),
+                                       options.rank, /*pinned=*/!options.device.is_cpu())),
         tracker_(static_cast<int>(plan.slices().size())),
         core_(WorkerCoreOptions{.rank = options.rank,
                                 .num_servers = static_cast<int>(options.servers.size()),
@@ -97,6 +99,31 @@ class Worker::Impl : public TransportListener {
   }
 
   ~Impl() override { Shutdown(); }
+
+  // On a device (or with a copy engine given): the parameters move to the device, the
+  // buffers follow, and values cross through DeviceStaging from now on.
+  absl::Status Stage() {
+    if (options_.device.is_cpu() && options_.copy_engine == nullptr) return absl::OkStatus();
+    P3_ASSIGN_OR_RETURN(staging_, DeviceStaging::Create({.device = options_.device,
+                                                         .engine = options_.copy_engine},
+                                                        &buffers_, params_, core_.plan()));
+    try {
+      model_->to(options_.device);  // the buffers (the parameters are there already)
+    } catch (const c10::Error& e) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "cannot move the model's buffers to ", options_.device.str(), ": ",
+          e.what_without_backtrace()));
+    }
+    const std::vector<int> first = BlockTensors(*model_);
+    const SlicePlan& plan = core_.plan();
+    auto offset = [&](int t) {
+      return t < static_cast<int>(params_.size()) ? plan.tensor_offset(t) : plan.total_params();
+    };
+    for (size_t b = 0; b + 1 < first.size(); ++b) {
+      block_spans_.emplace_back(offset(first[b]), offset(first[b + 1]) - offset(first[b]));
+    }
+    return absl::OkStatus();
+  }
 
   // Opens a transport to every server and takes part in the init handshake.
   absl::Status Connect(const ClusterSignature& sig) {
@@ -153,10 +180,15 @@ class Worker::Impl : public TransportListener {
     try {
       if (!traits_.overlap_forward) {
         P3_RETURN_IF_ERROR(waits_.WaitForAll(version, plan));
+        if (staging_ != nullptr) staging_->ParamsToDevice(0, plan.total_params());
       }
       for (int64_t b = 0; b < model_->num_blocks(); ++b) {
         if (traits_.overlap_forward) {
           P3_RETURN_IF_ERROR(waits_.WaitForBlock(static_cast<int>(b), version, plan));
+          // The block's values up to the device; only the device waits for the copy.
+          if (staging_ != nullptr) {
+            staging_->ParamsToDevice(block_spans_[b].first, block_spans_[b].second);
+          }
         }
         const absl::Time start = tracing() ? absl::Now() : absl::Time();
         x = model_->ForwardBlock(b, x);
@@ -173,6 +205,8 @@ class Worker::Impl : public TransportListener {
 
   absl::Status Backward(const torch::Tensor& loss) {
     P3_RETURN_IF_ERROR(failure());
+    // Every gradient of the last iteration is on its way (the forward pass needed them).
+    if (staging_ != nullptr) staging_->Drain();
     // A re-plan takes effect here: the forward pass has every value of this iteration (the
     // old plan's last), and no gradient of it has been sent.
     if (absl::Status s = replans_.SwitchIfDue(static_cast<uint64_t>(iteration_)).status();
@@ -190,13 +224,22 @@ class Worker::Impl : public TransportListener {
       return missing;
     }
     if (!traits_.overlap_backward) {
-      for (const Slice& slice : core_.plan().slices()) SendGradient(slice.id);
+      if (staging_ != nullptr) staging_->Drain();  // every gradient in the host buffer
+      for (const Slice& slice : core_.plan().slices()) SendGradient(slice.id, iteration_);
     }
     ++iteration_;
     return failure();
   }
 
-  absl::Status Sync() { return waits_.WaitForAll(static_cast<uint64_t>(iteration_), core_.plan()); }
+  absl::Status Sync() {
+    P3_RETURN_IF_ERROR(waits_.WaitForAll(static_cast<uint64_t>(iteration_), core_.plan()));
+    if (staging_ != nullptr) {
+      // Whatever reads the parameters next (evaluation, an export's copy to the host) runs
+      // on the device after this copy.
+      staging_->ParamsToDevice(0, core_.plan().total_params());
+    }
+    return absl::OkStatus();
+  }
 
   absl::Status Finish() {
     P3_RETURN_IF_ERROR(Sync());
@@ -222,7 +265,7 @@ class Worker::Impl : public TransportListener {
     auto mine = std::make_shared<std::vector<float>>();
     mine->reserve(static_cast<size_t>(n));
     for (const torch::Tensor& b : buffers) {
-      const torch::Tensor c = b.detach().contiguous();
+      const torch::Tensor c = b.detach().to(torch::kCPU).contiguous();
       mine->insert(mine->end(), c.data_ptr<float>(), c.data_ptr<float>() + c.numel());
     }
     // The round is the iteration: the same on every worker at the same point of the run.
@@ -259,6 +302,8 @@ class Worker::Impl : public TransportListener {
   }
 
   void Shutdown() {
+    // The staging thread hands gradients to the transports: it stops first.
+    if (staging_ != nullptr) staging_->Shutdown();
     for (auto& transport : transports_) transport->Shutdown();
     hooks_.reset();
   }
@@ -370,13 +415,28 @@ class Worker::Impl : public TransportListener {
       }
     }
     const SlicePlan& plan = core_.plan();
+    if (staging_ != nullptr) {
+      // The slices go once their own copy is done, from the staging thread; the plan cannot
+      // change before Drain() (Backward's start), and the iteration is this one.
+      const int first = plan.first_slice(t);
+      const int last = plan.first_slice(t + 1);
+      const int64_t iteration = iteration_;
+      const bool send = traits_.overlap_backward;
+      staging_->GradientToHost(plan.tensor_offset(t), grad, [this, first, last, iteration, send] {
+        if (!send) return;
+        for (int id = first; id < last; ++id) SendGradient(id, iteration);
+      });
+      return;
+    }
     buffers_.SetGradient(plan.tensor_offset(t), grad);
     if (!traits_.overlap_backward) return;
-    for (int id = plan.first_slice(t); id < plan.first_slice(t + 1); ++id) SendGradient(id);
+    for (int id = plan.first_slice(t); id < plan.first_slice(t + 1); ++id) {
+      SendGradient(id, iteration_);
+    }
   }
 
-  void SendGradient(int slice_id) {
-    absl::StatusOr<ToServer> m = core_.Gradient(slice_id, static_cast<uint64_t>(iteration_));
+  void SendGradient(int slice_id, int64_t iteration) {
+    absl::StatusOr<ToServer> m = core_.Gradient(slice_id, static_cast<uint64_t>(iteration));
     if (!m.ok()) {
       Fail(m.status());
       return;
@@ -427,6 +487,10 @@ class Worker::Impl : public TransportListener {
   VersionTracker tracker_;
   // The protocol state and the current plan; reads and writes the flat buffers.
   WorkerCore core_;
+  // On a device: the parameters there, and the copies to and from buffers_ (null on the
+  // CPU); [offset, count) of each block's values in the flat buffers.
+  std::unique_ptr<DeviceStaging> staging_;
+  std::vector<std::pair<int64_t, int64_t>> block_spans_;
   const std::vector<int> tensor_block_;  // block of each tensor
   const int compute_track_;              // registered before the waits' track
   ParameterWaits waits_;
@@ -494,6 +558,7 @@ absl::StatusOr<std::unique_ptr<Worker>> Worker::Create(const WorkerOptions& opti
   P3_ASSIGN_OR_RETURN(SlicePlan plan, SlicePlan::Create(entries, sig.plan));
   auto impl = std::make_unique<Impl>(options, std::move(model), std::move(plan), std::move(params),
                                      std::move(names));
+  P3_RETURN_IF_ERROR(impl->Stage());
   P3_RETURN_IF_ERROR(impl->Connect(sig));
   return std::unique_ptr<Worker>(new Worker(std::move(impl)));
 }

@@ -46,6 +46,7 @@
 #include "worker/transport.h"
 
 namespace p3 {
+class CopyEngine;
 namespace models {
 class BlockModel;
 }  // namespace models
@@ -132,6 +133,16 @@ struct WorkerOptions {
   // transport goes here without touching the worker. Null: a gRPC stream per server
   // (ServerConnection, worker/server_connection.h). Default: gRPC.
   TransportFactory transport_factory;
+  // Where the model computes (training.device): the CPU, or a GPU such as cuda:0. On a
+  // device the model's parameters and buffers move there (the parameters as views into one
+  // flat device buffer), the caller gives inputs on it, and values cross to and from the
+  // host buffers the transports use block by block, without stalling backward
+  // (worker/device_staging.h). Default: the CPU.
+  torch::Device device = torch::kCPU;
+  // How values cross between the device and the host (worker/copy_engine.h). Null: the
+  // device's streams; on the CPU, no crossing at all. A test gives a CPU engine here to run
+  // the device path without a GPU. Default: null.
+  std::shared_ptr<CopyEngine> copy_engine;
 };
 
 // Counters since Create().
