@@ -60,6 +60,7 @@ inline constexpr const char* kPipelineSchedules[] = {"1f1b", "gpipe", "interleav
 inline constexpr const char* kPlacements[] = {"colocated", "separate"};
 // scheduling.wire_dtype (p3/core/wire_dtype.h's names).
 inline constexpr const char* kWireDTypes[] = {"float32", "bfloat16", "float16"};
+inline constexpr const char* kPrecisions[] = {"fp32", "bf16", "fp16"};
 inline constexpr const char* kDatasets[] = {"fashion_mnist", "synthetic", "synthetic_tokens"};
 inline constexpr const char* kOptimizers[] = {"sgd", "adam"};
 inline constexpr int kMaxProcesses = 64;

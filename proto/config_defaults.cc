@@ -114,6 +114,8 @@ void FillDefaults(ExperimentConfig* config) {
   if (!training->has_evaluate()) training->set_evaluate(kDefaultEvaluate);
   if (training->log_every() == 0) training->set_log_every(kDefaultLogEvery);
   if (!training->has_threads()) training->set_threads(kDefaultThreads);
+  if (training->device().empty()) training->set_device("cpu");
+  if (training->precision().empty()) training->set_precision("fp32");
 
   SchedulingConfig* scheduling = config->mutable_scheduling();
   // Absent: the default; an explicit 0 is kept (automatic, resolved by launch_cluster).

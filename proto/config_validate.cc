@@ -10,6 +10,7 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -209,6 +210,20 @@ absl::Status ValidateConfig(const ExperimentConfig& config) {
   check.IntAtLeast("training.warmup_iterations", training.warmup_iterations(), 0);
   check.IntAtLeast("training.log_every", training.log_every(), 1);
   check.IntAtLeast("training.threads", training.threads(), 0);
+  // The device's index is checked where the worker runs (how many GPUs it sees).
+  if (training.device() != "cpu" && training.device() != "cuda" &&
+      !(absl::StartsWith(training.device(), "cuda:") && training.device().size() > 5 &&
+        training.device().find_first_not_of("0123456789", 5) == std::string::npos)) {
+    check.Add("training.device", absl::StrCat("\"", training.device(),
+                                              "\" is not a device; allowed: cpu, cuda, cuda:<index>"));
+  }
+  if (training.precision() == "fp16") {
+    check.Add("training.precision",
+              "\"fp16\" needs dynamic loss scaling, which is not built yet; use \"bf16\" (same "
+              "range as float32, no scaling) or \"fp32\"");
+  } else {
+    check.OneOf("training.precision", training.precision(), kPrecisions);
+  }
 
   const CheckpointConfig& checkpoint = config.checkpoint();
   check.IntAtLeast("checkpoint.every", checkpoint.every(), 0);

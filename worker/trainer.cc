@@ -29,6 +29,7 @@
 #include "p3/core/wire_dtype.h"
 #include "proto/config.h"
 #include "proto/config_options.h"
+#include "worker/compute_device.h"
 #include "worker/worker.h"
 
 namespace p3 {
@@ -42,7 +43,8 @@ double ParamL2(models::BlockModel& model) {
   return std::sqrt(sum);
 }
 
-double Accuracy(models::BlockModel& model, const models::Dataset& test) {
+double Accuracy(models::BlockModel& model, const models::Dataset& test,
+                const torch::Device& device) {
   torch::NoGradGuard no_grad;
   model.eval();
   // Per predicted element: per image for classifiers, per token for sequence models.
@@ -53,8 +55,8 @@ double Accuracy(models::BlockModel& model, const models::Dataset& test) {
     std::vector<int64_t> idx;
     for (int64_t i = start; i < std::min(test.size(), start + kChunk); ++i) idx.push_back(i);
     models::Batch b = test.Get(idx);
-    torch::Tensor pred = model.forward(b.input).argmax(-1);
-    correct += pred.eq(b.target).sum().item<int64_t>();
+    torch::Tensor pred = model.forward(b.input.to(device)).argmax(-1);
+    correct += pred.eq(b.target.to(device)).sum().item<int64_t>();
     total += b.target.numel();
   }
   model.train();
@@ -134,6 +136,8 @@ absl::StatusOr<WorkerOptions> WorkerOptionsFromConfig(const config::ExperimentCo
   wo.rejoin_timeout = absl::Seconds(config.cluster().rejoin_timeout_s());
   wo.rejoin = options.rejoin;
   wo.trace = options.trace;
+  P3_ASSIGN_OR_RETURN(wo.device,
+                      ResolveDevice(config.training().device(), options.rank, CudaDeviceCount()));
   P3_ASSIGN_OR_RETURN(const SecuritySettings security, SecurityFromConfig(config));
   wo.tls = security.tls;
   wo.tls_ca_pem = security.ca_pem;
@@ -147,6 +151,8 @@ namespace {
 // What runs a step: a libtorch optimizer in mode local, the cluster otherwise.
 struct Backend {
   std::shared_ptr<models::BlockModel> model;
+  torch::Device device = torch::kCPU;          // training.device, resolved for this rank
+  Precision precision = Precision::kFp32;     // training.precision
   std::unique_ptr<Worker> worker;                            // cluster modes
   std::unique_ptr<torch::optim::Optimizer> local_optimizer;  // mode local
   OptimizerOptions local_options;                            // mode local: base rate, schedule
@@ -159,7 +165,17 @@ absl::StatusOr<Backend> CreateBackend(const config::ExperimentConfig& config, Mo
                                       std::shared_ptr<models::BlockModel> model) {
   Backend backend;
   backend.model = std::move(model);
+  P3_ASSIGN_OR_RETURN(backend.device,
+                      ResolveDevice(config.training().device(), options.rank, CudaDeviceCount()));
+  P3_ASSIGN_OR_RETURN(backend.precision, ParsePrecision(config.training().precision()));
   if (mode == Mode::kLocal) {
+    try {
+      backend.model->to(backend.device);
+    } catch (const c10::Error& e) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "training.device: cannot put the model on ", backend.device.str(), ": ",
+          e.what_without_backtrace()));
+    }
     backend.local_options = OptimizerFromConfig(config);
     backend.local_optimizer = LocalOptimizer(backend.local_options, backend.model->parameters());
   } else {
@@ -174,6 +190,8 @@ absl::StatusOr<double> Step(Backend& backend, const models::Batch& batch, int64_
   models::BlockModel& model = *backend.model;
   try {
     torch::Tensor loss;
+    const torch::Tensor input = batch.input.to(backend.device);
+    const torch::Tensor target = batch.target.to(backend.device);
     if (backend.worker == nullptr) {
       // The rate of this iteration, as the servers compute it (p3/core/lr_schedule.h).
       const double lr =
@@ -182,12 +200,18 @@ absl::StatusOr<double> Step(Backend& backend, const models::Batch& batch, int64_
         group.options().set_lr(lr);
       }
       backend.local_optimizer->zero_grad();
-      loss = model.Loss(model.forward(batch.input), batch.target);
+      {
+        Autocast autocast(backend.device, backend.precision);
+        loss = model.Loss(model.forward(input), target);
+      }
       loss.backward();
       backend.local_optimizer->step();
     } else {
-      P3_ASSIGN_OR_RETURN(torch::Tensor out, backend.worker->Forward(batch.input));
-      loss = model.Loss(out, batch.target);
+      {
+        Autocast autocast(backend.device, backend.precision);
+        P3_ASSIGN_OR_RETURN(torch::Tensor out, backend.worker->Forward(input));
+        loss = model.Loss(out, target);
+      }
       P3_RETURN_IF_ERROR(backend.worker->Backward(loss));
     }
     return loss.item<double>();
@@ -308,7 +332,7 @@ absl::Status TrainLoop(const config::ExperimentConfig& config, const TrainerOpti
       if (data.test != nullptr && it + 1 < data.iterations) {
         if (backend.worker != nullptr) P3_RETURN_IF_ERROR(backend.worker->Sync());
         try {
-          epoch.test_accuracy = Accuracy(*backend.model, *data.test);
+          epoch.test_accuracy = Accuracy(*backend.model, *data.test, backend.device);
         } catch (const c10::Error& e) {
           return absl::InternalError(absl::StrCat("evaluation after epoch ", epoch.epoch, ": ",
                                                   e.what_without_backtrace()));
@@ -457,7 +481,9 @@ absl::StatusOr<TrainResult> RunTraining(const config::ExperimentConfig& config,
   }
   Summarize(config.training().warmup_iterations(), &result);
   result.param_l2 = ParamL2(*backend.model);
-  if (data.test != nullptr) result.test_accuracy = Accuracy(*backend.model, *data.test);
+  if (data.test != nullptr) {
+    result.test_accuracy = Accuracy(*backend.model, *data.test, backend.device);
+  }
   if (!result.epochs.empty() && result.test_accuracy) {
     result.epochs.back().test_accuracy = result.test_accuracy;
   }
