@@ -9,6 +9,13 @@
 //   (one command, wrapped here)
 //   bazel-bin/models/model_bench --models=resnet50 --batch=8 --image_size=32 --threads=1
 //       --runs=7 --profile=configs/sim/profiles/resnet50_b8_cpu.json
+//
+// On a GPU (the GPU check, tools/gpu/check.py): --device=cuda:0 --precision=bf16 runs the
+// model there under autocast; --step adds an SGD step with momentum to each timed
+// iteration (as a training step); --compare_cpu first compares the device's eval-mode
+// output on one batch of 2 with the CPU's, same weights (--tf32=false for float32
+// matrix products and convolutions); --csv=FILE appends one row per model:
+//   model,device,precision,batch,image_size,ms,samples_per_second,max_relative_difference
 #include <torch/torch.h>
 
 #include <algorithm>
@@ -19,8 +26,10 @@
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "models/compute_device.h"
 #include "models/zoo.h"
 #include "p3/base/file_util.h"
 
@@ -32,6 +41,15 @@ ABSL_FLAG(int64_t, vocab_size, 0, "vocabulary of the sequence models; 0: model d
 ABSL_FLAG(int64_t, seq_len, 16, "source and target length of the sequence models");
 ABSL_FLAG(int64_t, threads, 0, "libtorch intra-op threads; 0: libtorch's default");
 ABSL_FLAG(std::string, dump, "", "print the parameters of this model and exit");
+ABSL_FLAG(std::string, device, "cpu", "cpu, cuda or cuda:<i>: where the table's models run");
+ABSL_FLAG(std::string, precision, "fp32", "fp32 or bf16 (autocast) for the table's models");
+ABSL_FLAG(bool, step, false, "time an SGD step (momentum 0.9) with each forward+backward");
+ABSL_FLAG(bool, compare_cpu, false,
+          "compare the device's eval-mode output with the CPU's (same weights, batch 2)");
+ABSL_FLAG(bool, tf32, true,
+          "false: no TF32 for float32 matrix products and convolutions on a GPU (true: "
+          "libtorch's defaults, convolutions only)");
+ABSL_FLAG(std::string, csv, "", "append one row per model to this CSV file");
 ABSL_FLAG(std::string, profile, "",
           "write the per-block forward/backward times of --models (one model) to this JSON file");
 ABSL_FLAG(int64_t, image_size, 0, "image size of the image models; 0: the benchmark's own");
@@ -200,6 +218,13 @@ int Profile(const std::string& path, const std::string& name, int64_t batch, int
 
 int main(int argc, char** argv) {
   using namespace p3::models;  // NOLINT: a main()
+  using p3::Autocast;
+  using p3::CudaDeviceCount;
+  using p3::ParsePrecision;
+  using p3::Precision;
+  using p3::PrecisionName;
+  using p3::ResolveDevice;
+  using p3::SetTf32;
   absl::ParseCommandLine(argc, argv);
   if (absl::GetFlag(FLAGS_threads) > 0) torch::set_num_threads(absl::GetFlag(FLAGS_threads));
   const int64_t classes = absl::GetFlag(FLAGS_num_classes);
@@ -224,11 +249,22 @@ int main(int argc, char** argv) {
   const int64_t batch = absl::GetFlag(FLAGS_batch);
   const int64_t runs = absl::GetFlag(FLAGS_runs);
   const int64_t seq_len = absl::GetFlag(FLAGS_seq_len);
-  std::printf("libtorch threads: %d; batch %ld; median of %ld runs after 1 warm-up\n\n",
-              torch::get_num_threads(), batch, runs);
+  absl::StatusOr<torch::Device> device =
+      ResolveDevice(absl::GetFlag(FLAGS_device), 0, CudaDeviceCount());
+  absl::StatusOr<Precision> precision = ParsePrecision(absl::GetFlag(FLAGS_precision));
+  if (!device.ok() || !precision.ok()) {
+    std::fprintf(stderr, "model_bench: %s\n",
+                 std::string((device.ok() ? precision.status() : device.status()).message()).c_str());
+    return 2;
+  }
+  if (!absl::GetFlag(FLAGS_tf32)) SetTf32(false);
+  std::printf("libtorch threads: %d; batch %ld; %s, %s%s; median of %ld runs after 1 warm-up\n\n",
+              torch::get_num_threads(), batch, device->str().c_str(), PrecisionName(*precision),
+              absl::GetFlag(FLAGS_step) ? ", with an SGD step" : "", runs);
   std::printf(
-      "| model | parameters | blocks | input | forward+backward ms (median) | min | max |\n");
-  std::printf("|---|---:|---:|---|---:|---:|---:|\n");
+      "| model | parameters | blocks | input | forward+backward ms (median) | min | max |"
+      " samples/s | device vs CPU |\n");
+  std::printf("|---|---:|---:|---|---:|---:|---:|---:|---:|\n");
   for (const std::string& name : names) {
     ModelOptions options;
     options.name = name;
@@ -240,7 +276,6 @@ int main(int argc, char** argv) {
       return 1;
     }
     BlockModel& m = **model;
-    m.train();
     int64_t num_params = 0;
     int64_t vocab = 0;
     for (const torch::Tensor& p : m.parameters()) num_params += p.numel();
@@ -248,21 +283,63 @@ int main(int argc, char** argv) {
       // The output layer's bias has one entry per token.
       vocab = m.BlockParameters(m.num_blocks() - 1).back().size(0);
     }
+    double difference = -1;
+    if (absl::GetFlag(FLAGS_compare_cpu)) {
+      // The same weights on both sides, eval mode (no dropout, BatchNorm's statistics).
+      torch::NoGradGuard no_grad;
+      m.eval();
+      torch::manual_seed(2);
+      const Input small = MakeInput(name, 2, options.num_classes, vocab, seq_len);
+      const torch::Tensor on_cpu = m.forward(small.x);
+      m.to(*device);
+      const torch::Tensor there = m.forward(small.x.to(*device)).to(torch::kCPU);
+      difference = ((there - on_cpu).abs().max() / on_cpu.abs().max()).item<double>();
+    }
+    m.to(*device);
+    m.train();
+    torch::optim::SGD sgd(m.parameters(), torch::optim::SGDOptions(0.01).momentum(0.9));
     Input input = MakeInput(name, batch, options.num_classes, vocab, seq_len);
+    input.x = input.x.to(*device);
+    input.target = input.target.to(*device);
     std::vector<double> ms;
     for (int64_t r = 0; r <= runs; ++r) {
       auto start = std::chrono::steady_clock::now();
       m.zero_grad();
-      m.Loss(m.forward(input.x), input.target).backward();
+      torch::Tensor loss;
+      {
+        Autocast autocast(*device, *precision);
+        loss = m.Loss(m.forward(input.x), input.target);
+      }
+      loss.backward();
+      if (absl::GetFlag(FLAGS_step)) sgd.step();
+      // Waits for the device's queue (a scalar read after every kernel of the iteration).
+      m.parameters().back().sum().item<float>();
       auto end = std::chrono::steady_clock::now();
       if (r > 0) ms.push_back(std::chrono::duration<double, std::milli>(end - start).count());
     }
     std::sort(ms.begin(), ms.end());
+    const double median = ms[ms.size() / 2];
+    const double rate = static_cast<double>(batch) * 1000.0 / median;
     const std::string shape = absl::StrJoin(input.x.sizes(), "x") +
                               (vocab > 0 ? " (vocab " + std::to_string(vocab) + ")" : "");
-    std::printf("| %s | %ld | %ld | %s | %.1f | %.1f | %.1f |\n", name.c_str(), num_params,
-                m.num_blocks(), shape.c_str(), ms[ms.size() / 2], ms.front(), ms.back());
+    const std::string diff = difference >= 0 ? absl::StrFormat("%.2e", difference) : "-";
+    std::printf("| %s | %ld | %ld | %s | %.1f | %.1f | %.1f | %.1f | %s |\n", name.c_str(),
+                num_params, m.num_blocks(), shape.c_str(), median, ms.front(), ms.back(), rate,
+                diff.c_str());
     std::fflush(stdout);
+    if (!absl::GetFlag(FLAGS_csv).empty()) {
+      const int64_t image = IsSequenceModel(name) || name == "mlp" ? 0 : input.x.size(-1);
+      const std::string row = absl::StrFormat(
+          "%s,%s,%s,%d,%d,%.3f,%.1f,%s\n", name, device->str(), PrecisionName(*precision), batch,
+          image, median, rate, difference >= 0 ? absl::StrFormat("%.3g", difference) : "");
+      if (std::FILE* f = std::fopen(absl::GetFlag(FLAGS_csv).c_str(), "a")) {
+        std::fputs(row.c_str(), f);
+        std::fclose(f);
+      } else {
+        std::fprintf(stderr, "model_bench: cannot append to %s\n", absl::GetFlag(FLAGS_csv).c_str());
+        return 1;
+      }
+    }
   }
   return 0;
 }

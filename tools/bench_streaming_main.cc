@@ -9,6 +9,7 @@
 //
 //   bench_streaming --server_binary=bazel-bin/server/p3_server                  # loopback
 //   bench_streaming --server_binary=... --bandwidth_gbps=2.5 --iperf3_seconds=3  # root
+//   bench_streaming --server_binary=... --shared_memory       # the colocated path
 //
 // With --bandwidth_gbps > 0 it builds a 2-machine emulated network with the launcher's
 // own code (tools/launcher/netem.h: namespaces, a bridge, tbf both ways), runs the server
@@ -68,6 +69,9 @@ ABSL_FLAG(double, iperf3_seconds, 0, "measure the same link with iperf3 first; 0
 ABSL_FLAG(std::string, out_dir, "",
           "folder for the server's config, logs; default: a temporary one");
 ABSL_FLAG(std::string, result_json, "", "also write the result here");
+ABSL_FLAG(bool, shared_memory, false,
+          "worker and server on this machine exchange values through shared memory (the "
+          "colocated path); loopback only");
 
 namespace p3::tools {
 namespace {
@@ -262,6 +266,10 @@ absl::StatusOr<nlohmann::json> Run() {
   if (tensors < 1 || params < tensors) {
     return absl::InvalidArgumentError("--tensors must be >= 1 and <= --params");
   }
+  if (absl::GetFlag(FLAGS_shared_memory) && gbps > 0) {
+    return absl::InvalidArgumentError(
+        "--shared_memory is the colocated path: it takes no --bandwidth_gbps (two machines)");
+  }
   if (warmup < 1 || iterations < 1) {
     return absl::InvalidArgumentError("--warmup and --iterations must be >= 1");
   }
@@ -338,6 +346,8 @@ absl::StatusOr<nlohmann::json> Run() {
   WorkerOptions options;
   options.servers = {absl::StrCat(host, ":", port)};
   options.slice_params = absl::GetFlag(FLAGS_slice_params);
+  const bool shared = absl::GetFlag(FLAGS_shared_memory);
+  if (shared) options.shared_memory_servers = {0};
   P3_ASSIGN_OR_RETURN(std::unique_ptr<Worker> worker, Worker::Create(options, model));
   const torch::Tensor input = torch::zeros({1});
   const torch::Tensor target;
@@ -367,8 +377,13 @@ absl::StatusOr<nlohmann::json> Run() {
   if (net != nullptr) P3_RETURN_IF_ERROR(net->Destroy());
 
   const double seconds = absl::ToDoubleSeconds(t1 - t0);
-  const int64_t sent = stats1.bytes_sent - stats0.bytes_sent;
-  const int64_t received = stats1.bytes_received - stats0.bytes_received;
+  // Through shared memory the values do not cross the stream: bytes_shared counts both
+  // directions, half each.
+  const int64_t through_shm = stats1.bytes_shared - stats0.bytes_shared;
+  const int64_t sent = shared ? through_shm / 2 : stats1.bytes_sent - stats0.bytes_sent;
+  const int64_t received =
+      shared ? through_shm - through_shm / 2 : stats1.bytes_received - stats0.bytes_received;
+  result["shared_memory"] = shared;
   const double worker_cpu = cpu1 - cpu0, server_cpu = server1 - server0;
   result["params"] = per_tensor * tensors;
   result["tensors"] = tensors;

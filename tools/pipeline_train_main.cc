@@ -12,6 +12,7 @@
 #include <iostream>
 #include <string>
 
+#include "models/compute_device.h"
 #include "absl/flags/flag.h"
 #include "p3/pipeline/runner.h"
 #include "proto/config.h"
@@ -33,6 +34,7 @@ int main(int argc, char** argv) {
   // Process-wide: this (main) thread profiles the blocks and evaluates; each stage
   // thread sets its own count from the same field (PipelineOptions::threads_per_stage).
   if (config->training().threads() > 0) torch::set_num_threads(config->training().threads());
+  if (config->training().has_tf32()) p3::SetTf32(config->training().tf32());
   p3::pipeline::RunOptions options;
   options.progress = &std::cout;
   absl::StatusOr<p3::pipeline::RunResult> result = p3::pipeline::RunPipeline(*config, options);

@@ -9,6 +9,7 @@
 #include <iostream>
 #include <string>
 
+#include "models/compute_device.h"
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -57,6 +58,7 @@ int main(int argc, char** argv) {
   program.set_name(absl::StrCat("p3_worker ", options.rank));
   // libtorch's thread count is process state: set here, not in the library.
   if (config->training().threads() > 0) torch::set_num_threads(config->training().threads());
+  if (config->training().has_tf32()) p3::SetTf32(config->training().tf32());
   absl::StatusOr<p3::TrainResult> result = p3::RunTraining(*config, options);
   if (trace.enabled()) {
     // Written on failure too: the timeline up to the failure is what one wants to see.

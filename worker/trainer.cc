@@ -29,7 +29,7 @@
 #include "p3/core/wire_dtype.h"
 #include "proto/config.h"
 #include "proto/config_options.h"
-#include "worker/compute_device.h"
+#include "models/compute_device.h"
 #include "worker/worker.h"
 
 namespace p3 {

@@ -4,7 +4,8 @@
 # of its own, tools/gpu/build.sh builds it outside Bazel with the local g++ against the
 # Python package's libtorch (Debian's python3-torch folder here, PyTorch's there) and the
 # carried .debs unpacked into a private prefix, and the binaries it made train: the default
-# experiment for a few iterations through launch_cluster, and a two-stage pipeline.
+# experiment for a few iterations through launch_cluster, and a two-stage pipeline; and the
+# GPU check (tools/gpu/check.py) runs end to end on them with device cpu.
 #
 # Runs Bazel inside the test ("local": not sandboxed; it reads the source tree through
 # this script's own symlink). The nested Bazel keeps its output under
@@ -106,4 +107,26 @@ else
   ok
 fi
 
+# --- the GPU check, as prepared, runs end to end with device cpu on what the bundle built -----
+case_name=gpu_check
+output="$TMP/check.out"
+if ! timeout 900 "$PY" "$root/tools/gpu/check.py" --out="$TMP/check" --device=cpu --quick \
+    >"$output" 2>&1; then
+  fail "tools/gpu/check.py failed"
+else
+  for f in report.md check.csv; do
+    [[ -s "$TMP/check/$f" ]] || fail "the check wrote no $f"
+  done
+  # Every section ran and measured; on the CPU only the targets meant for a GPU may fail.
+  for section in a b c d e; do
+    grep -q "^$section," "$TMP/check/check.csv" || fail "section $section has no rows"
+  done
+  if grep -E '^(a|b),' "$TMP/check/check.csv" | grep -q ',fail,'; then
+    fail "a model comparison or an equivalence failed: $(grep -E '^(a|b),.*,fail,' "$TMP/check/check.csv")"
+  fi
+  grep -q '^d,.*,report,' "$TMP/check/check.csv" || fail "no pipeline run measured"
+  ok
+fi
+
 finish_cases
+

@@ -83,7 +83,7 @@ cp "$output_base/external/bazel_tools/tools/cpp/runfiles/runfiles.h" \
 # What the binaries read at run time and the scripts that run there.
 cp -r configs "$stage/"
 mkdir -p "$stage/tools/gpu"
-cp tools/gpu/*.sh tools/gpu/*.py tools/gpu/*.txt "$stage/tools/gpu/"
+cp tools/gpu/*.sh tools/gpu/*.py tools/gpu/*.txt tools/gpu/*.csv "$stage/tools/gpu/"
 
 if [ -n "$debs_from" ]; then
   while read -r p; do

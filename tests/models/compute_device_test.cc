@@ -1,6 +1,6 @@
-// training.device and training.precision (worker/compute_device.h): which GPU a rank takes,
+// training.device and training.precision (models/compute_device.h): which GPU a rank takes,
 // the errors that name the field, and autocast switched on and back off.
-#include "worker/compute_device.h"
+#include "models/compute_device.h"
 
 #include <torch/torch.h>
 

@@ -1,5 +1,6 @@
-#include "worker/compute_device.h"
+#include "models/compute_device.h"
 
+#include <ATen/Context.h>
 #include <ATen/autocast_mode.h>
 #include <torch/cuda.h>
 #include <torch/version.h>
@@ -69,6 +70,11 @@ absl::StatusOr<torch::Device> ResolveDevice(const std::string& name, int rank, i
         "training.device: \"", name, "\" is not a device; allowed: cpu, cuda, cuda:<index>"));
   }
   return torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(index));
+}
+
+void SetTf32(bool allowed) {
+  at::globalContext().setAllowTF32CuBLAS(allowed);
+  at::globalContext().setAllowTF32CuDNN(allowed);
 }
 
 int CudaDeviceCount() { return static_cast<int>(torch::cuda::device_count()); }

@@ -14,8 +14,8 @@
 //
 // ResolveDevice and ParsePrecision are pure; Autocast sets libtorch's thread-local
 // autocast state and restores it.
-#ifndef P3_WORKER_COMPUTE_DEVICE_H_
-#define P3_WORKER_COMPUTE_DEVICE_H_
+#ifndef P3_MODELS_COMPUTE_DEVICE_H_
+#define P3_MODELS_COMPUTE_DEVICE_H_
 
 #include <torch/types.h>
 
@@ -34,6 +34,10 @@ absl::StatusOr<torch::Device> ResolveDevice(const std::string& name, int rank, i
 
 // The GPUs libtorch sees here (0 with a CPU-only libtorch).
 int CudaDeviceCount();
+
+// training.tf32: lets (or forbids) float32 matrix products and convolutions use TF32 on a
+// GPU, for the whole process (libtorch's allow_tf32 for cuBLAS and cuDNN).
+void SetTf32(bool allowed);
 
 // training.precision: the dtype the forward pass computes in where autocast allows.
 enum class Precision { kFp32, kBf16, kFp16 };
@@ -59,4 +63,4 @@ class Autocast {
 
 }  // namespace p3
 
-#endif  // P3_WORKER_COMPUTE_DEVICE_H_
+#endif  // P3_MODELS_COMPUTE_DEVICE_H_
