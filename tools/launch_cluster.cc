@@ -43,6 +43,7 @@
 #include "absl/flags/flag.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/time.h"
 #include "p3/base/file_util.h"
@@ -67,6 +68,9 @@ ABSL_FLAG(std::string, server_binary, "server/p3_server",
 ABSL_FLAG(std::string, worker_binary, "worker/p3_worker",
           "Worker executable; relative paths resolve like --config (the default is in the "
           "launcher's runfiles).");
+ABSL_FLAG(std::string, pipeline_binary, "tools/pipeline_train",
+          "The pipeline's executable, for a config with mode \"pipeline\" (one process, no "
+          "servers); relative paths resolve like --config.");
 ABSL_FLAG(bool, plot, true,
           "After summary.json, draw <output_dir>/curves.png (loss and test accuracy per epoch) "
           "with --python and tools/plot_records.py; a missing matplotlib is reported, not an "
@@ -238,12 +242,31 @@ int Main(int argc, char** argv) {
     return program.Fail(2, absl::StrCat("invalid config:\n", config.status().message()));
   }
   if (config->mode() == config::kPipelineMode) {
-    // One process on this machine, no servers: refused before anything starts, with the
-    // command that runs it.
-    return program.Fail(2, absl::StrCat("mode \"pipeline\" runs in one process without servers; "
-                                        "run it with\n  bazel run //tools:pipeline_train -- "
-                                        "--config=",
-                                        options.config_path, "\n(docs/pipeline.md)"));
+    // One process on this machine, no servers: this process becomes pipeline_train on the
+    // same config and overrides, with its result and epochs beside the other runs' files.
+    if (options.max_restarts > 0 || !options.hosts.empty() || absl::GetFlag(FLAGS_kubernetes) ||
+        absl::GetFlag(FLAGS_slurm) || !collect_dir.empty() || check_network_only) {
+      return program.Fail(2, "mode \"pipeline\" runs in one process on this machine: "
+                             "--max_restarts, --hosts, --kubernetes, --slurm, --collect and "
+                             "--check_network do not apply (docs/pipeline.md)");
+    }
+    const std::string binary = resolve(absl::GetFlag(FLAGS_pipeline_binary));
+    const fs::path out_dir = fs::path(options.working_dir) / config->output_dir();
+    fs::create_directories(out_dir, error);
+    if (error) {
+      return program.Fail(1, absl::StrCat("cannot create ", out_dir.string(), ": ",
+                                          error.message()));
+    }
+    std::vector<std::string> args = {binary, "--config=" + options.config_path,
+                                     "--result_file=" + (out_dir / "summary.json").string(),
+                                     "--epochs_file=" + (out_dir / "epochs.csv").string()};
+    for (const std::string& o : overrides) args.push_back("--set=" + o);
+    std::cout << "[p3] mode pipeline: " << absl::StrJoin(args, " ") << std::endl;
+    std::vector<char*> argv_exec;
+    for (std::string& a : args) argv_exec.push_back(a.data());
+    argv_exec.push_back(nullptr);
+    execv(binary.c_str(), argv_exec.data());
+    return program.Fail(1, absl::StrCat("cannot run ", binary, ": ", strerror(errno)));
   }
   if (options.max_restarts > 0) {
     if (config->mode() == "local") {

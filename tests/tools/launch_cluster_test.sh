@@ -134,14 +134,32 @@ else
   ok
 fi
 
-# --- a pipeline config is refused before anything starts, naming the command to use ----
+# --- a pipeline config runs: the launcher becomes pipeline_train on it -----------------
+case_name=pipeline_runs
+out_dir="$TMP/pipeline_runs"
+launch --config=configs/pipeline_spectrain.textproto --set=output_dir="$out_dir" \
+  --set=training.iterations=4 --set=training.evaluate=false --set=data.dataset=synthetic \
+  --set=data.synthetic_size=256
+if [[ $rc -ne 0 ]]; then
+  fail "exit status $rc"
+elif ! grep -q '^\[p3\] mode pipeline: .*pipeline_train --config=' "$output"; then
+  fail "the launcher does not say what it runs"
+elif ! json_check "$out_dir/summary.json" 's["iterations"] == 4 and s["weights"] == "spectrain" and s["stages"] == 2'; then
+  fail "summary.json is not the pipeline's result"
+elif [[ ! -s "$out_dir/epochs.csv" ]]; then
+  fail "no epochs.csv beside it"
+else
+  ok
+fi
+
+# --- what does not apply to a pipeline is refused before anything starts ----------------
 case_name=pipeline_refused
 out_dir="$TMP/pipeline_refused"
-launch --config=configs/pipeline_spectrain.textproto --set=output_dir="$out_dir"
+launch --config=configs/pipeline_spectrain.textproto --set=output_dir="$out_dir" --max_restarts=1
 if [[ $rc -ne 2 ]]; then
   fail "exit status $rc, expected 2"
-elif ! grep -q 'bazel run //tools:pipeline_train -- --config=.*configs/pipeline_spectrain.textproto' "$output"; then
-  fail "the command that runs a pipeline config is not named"
+elif ! grep -q 'mode "pipeline" runs in one process on this machine: --max_restarts' "$output"; then
+  fail "the refusal does not say why"
 elif [[ -e "$out_dir" ]]; then
   fail "something was started or written for a refused config"
 else
@@ -370,7 +388,7 @@ fi
 case_name=ready_configs
 bad=""
 for config in configs/*.textproto; do
-  # Pipeline configs are refused by design (case pipeline_refused, after they load).
+  # Pipeline configs run one process, not a cluster: no manifests (case pipeline_runs).
   [[ $config == configs/pipeline_* ]] && continue
   "$LAUNCHER" --config="$config" --kubernetes --set=output_dir="$TMP/ready" \
     --set=network.bandwidth_gbps=0 \
