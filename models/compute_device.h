@@ -44,6 +44,31 @@ enum class Precision { kFp32, kBf16, kFp16 };
 absl::StatusOr<Precision> ParsePrecision(const std::string& name);
 const char* PrecisionName(Precision precision);
 
+// fp16's dynamic loss scale, as PyTorch's GradScaler: starts at 2^16, halves after an
+// iteration whose gradients were not all finite, doubles after `growth_interval` finite
+// ones in a row; powers of two, so that scaling and unscaling are exact.
+class DynamicLossScale {
+ public:
+  explicit DynamicLossScale(double initial = 65536.0, int growth_interval = 2000)
+      : scale_(initial), growth_interval_(growth_interval) {}
+  double scale() const { return scale_; }
+  // After an iteration at scale(): whether all its gradients were finite.
+  void Update(bool finite) {
+    if (!finite) {
+      scale_ = scale_ / 2 < 1 ? 1 : scale_ / 2;
+      good_ = 0;
+    } else if (++good_ >= growth_interval_) {
+      scale_ *= 2;
+      good_ = 0;
+    }
+  }
+
+ private:
+  double scale_;
+  const int growth_interval_;
+  int good_ = 0;
+};
+
 // libtorch's autocast for `device`'s type in `precision` while it lives (nothing for fp32).
 // The parameters, their gradients, the servers' master values and optimizer state stay
 // float32 (training.precision is independent of scheduling.wire_dtype).

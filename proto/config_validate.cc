@@ -217,13 +217,7 @@ absl::Status ValidateConfig(const ExperimentConfig& config) {
     check.Add("training.device", absl::StrCat("\"", training.device(),
                                               "\" is not a device; allowed: cpu, cuda, cuda:<index>"));
   }
-  if (training.precision() == "fp16") {
-    check.Add("training.precision",
-              "\"fp16\" needs dynamic loss scaling, which is not built yet; use \"bf16\" (same "
-              "range as float32, no scaling) or \"fp32\"");
-  } else {
-    check.OneOf("training.precision", training.precision(), kPrecisions);
-  }
+  check.OneOf("training.precision", training.precision(), kPrecisions);
 
   const CheckpointConfig& checkpoint = config.checkpoint();
   check.IntAtLeast("checkpoint.every", checkpoint.every(), 0);

@@ -43,6 +43,8 @@ absl::StatusOr<ServerOptions> ServerOptionsFromConfig(const config::ExperimentCo
   options.shard.num_workers = config.cluster().workers();
   options.shard.optimizer = OptimizerFromConfig(config);
   P3_ASSIGN_OR_RETURN(options.shard.wire_dtype, ParseWireDType(config.scheduling().wire_dtype()));
+  // fp16's dynamic loss scaling: a slice whose gradients overflowed is not updated.
+  options.shard.skip_nonfinite = config.training().precision() == "fp16";
   options.peer_timeout = absl::Seconds(config.cluster().peer_timeout_s());
   options.stall_report = absl::Seconds(config.cluster().stall_report_s());
   options.rejoin_timeout = absl::Seconds(config.cluster().rejoin_timeout_s());

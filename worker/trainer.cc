@@ -153,6 +153,7 @@ struct Backend {
   std::shared_ptr<models::BlockModel> model;
   torch::Device device = torch::kCPU;          // training.device, resolved for this rank
   Precision precision = Precision::kFp32;     // training.precision
+  DynamicLossScale loss_scale;                 // fp16 only
   std::unique_ptr<Worker> worker;                            // cluster modes
   std::unique_ptr<torch::optim::Optimizer> local_optimizer;  // mode local
   OptimizerOptions local_options;                            // mode local: base rate, schedule
@@ -168,6 +169,12 @@ absl::StatusOr<Backend> CreateBackend(const config::ExperimentConfig& config, Mo
   P3_ASSIGN_OR_RETURN(backend.device,
                       ResolveDevice(config.training().device(), options.rank, CudaDeviceCount()));
   P3_ASSIGN_OR_RETURN(backend.precision, ParsePrecision(config.training().precision()));
+  if (backend.precision == Precision::kFp16 && !backend.device.is_cuda()) {
+    // libtorch's CPU autocast computes in bfloat16 only.
+    return absl::FailedPreconditionError(
+        "training.precision: \"fp16\" needs a GPU (training.device cuda); on the CPU use "
+        "\"bf16\"");
+  }
   if (mode == Mode::kLocal) {
     try {
       backend.model->to(backend.device);
@@ -204,15 +211,41 @@ absl::StatusOr<double> Step(Backend& backend, const models::Batch& batch, int64_
         Autocast autocast(backend.device, backend.precision);
         loss = model.Loss(model.forward(input), target);
       }
-      loss.backward();
-      backend.local_optimizer->step();
+      if (backend.precision != Precision::kFp16) {
+        loss.backward();
+        backend.local_optimizer->step();
+      } else {
+        // As PyTorch's GradScaler: backward from the scaled loss, the gradients unscaled, the
+        // step skipped when any is not finite.
+        const double scale = backend.loss_scale.scale();
+        (loss * scale).backward();
+        bool finite = true;
+        {
+          torch::NoGradGuard no_grad;
+          torch::Tensor all = torch::ones({}, torch::TensorOptions().dtype(torch::kBool)
+                                                  .device(backend.device));
+          for (torch::Tensor& p : model.parameters()) {
+            if (!p.grad().defined()) continue;
+            p.mutable_grad().mul_(1.0 / scale);
+            all.logical_and_(torch::isfinite(p.grad()).all());
+          }
+          finite = all.item<bool>();  // one wait for the device per iteration
+        }
+        if (finite) backend.local_optimizer->step();
+        backend.loss_scale.Update(finite);
+      }
     } else {
       {
         Autocast autocast(backend.device, backend.precision);
         P3_ASSIGN_OR_RETURN(torch::Tensor out, backend.worker->Forward(input));
         loss = model.Loss(out, target);
       }
-      P3_RETURN_IF_ERROR(backend.worker->Backward(loss));
+      if (backend.precision != Precision::kFp16) {
+        P3_RETURN_IF_ERROR(backend.worker->Backward(loss));
+      } else {
+        P3_RETURN_IF_ERROR(backend.worker->Backward(loss, backend.loss_scale.scale()));
+        backend.loss_scale.Update(backend.worker->gradients_finite());
+      }
     }
     return loss.item<double>();
   } catch (const c10::Error& e) {

@@ -3,6 +3,7 @@
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <cmath>
 #include <iostream>
 #include <limits>
 #include <map>
@@ -23,6 +24,7 @@
 #include "worker/device_staging.h"
 #include "worker/flat_buffers.h"
 #include "worker/gradient_hooks.h"
+#include "worker/model_signature.h"
 #include "worker/parameter_waits.h"
 #include "worker/replans.h"
 #include "worker/server_connection.h"
@@ -203,8 +205,12 @@ class Worker::Impl : public TransportListener {
     return x;
   }
 
-  absl::Status Backward(const torch::Tensor& loss) {
+  absl::Status Backward(const torch::Tensor& loss, double loss_scale) {
     P3_RETURN_IF_ERROR(failure());
+    if (!(loss_scale > 0) || !std::isfinite(loss_scale)) {
+      return absl::InvalidArgumentError(absl::StrCat("loss_scale: ", loss_scale,
+                                                     "; allowed: finite and > 0"));
+    }
     // Every gradient of the last iteration is on its way (the forward pass needed them).
     if (staging_ != nullptr) staging_->Drain();
     // A re-plan takes effect here: the forward pass has every value of this iteration (the
@@ -216,7 +222,11 @@ class Worker::Impl : public TransportListener {
     }
     last_gradient_time_ = absl::Now();
     last_traced_block_ = -1;
-    P3_RETURN_IF_ERROR(hooks_->Backward(loss));
+    loss_scale_ = loss_scale;
+    if (loss_scale_ != 1) {
+      finite_ = torch::ones({}, torch::TensorOptions().dtype(torch::kBool).device(loss.device()));
+    }
+    P3_RETURN_IF_ERROR(hooks_->Backward(loss_scale_ == 1 ? loss : loss * loss_scale_));
     // Synchronous training needs every parameter's gradient from every worker.
     if (absl::Status missing = hooks_->CheckEveryGradient(options_.rank, iteration_);
         !missing.ok()) {
@@ -239,6 +249,10 @@ class Worker::Impl : public TransportListener {
       staging_->ParamsToDevice(0, core_.plan().total_params());
     }
     return absl::OkStatus();
+  }
+
+  bool gradients_finite() const {
+    return loss_scale_ == 1 || !finite_.defined() || finite_.item<bool>();
   }
 
   absl::Status Finish() {
@@ -401,7 +415,15 @@ class Worker::Impl : public TransportListener {
   }
 
   // Autograd hook: runs on the training thread as soon as tensor `t`'s gradient exists.
-  void OnGradient(int t, const torch::Tensor& grad) {
+  void OnGradient(int t, const torch::Tensor& scaled) {
+    torch::Tensor grad = scaled;
+    if (loss_scale_ != 1) {
+      // Back to the true gradient (exact for a power-of-two scale), and on the device a
+      // running "all finite" without a host wait.
+      torch::NoGradGuard no_grad;
+      grad = scaled * (1.0 / loss_scale_);
+      finite_.logical_and_(torch::isfinite(grad).all());
+    }
     if (tracing()) {
       // Backward of a block: from the previous gradient to this block's first one.
       const int block = tensor_block_[t];
@@ -491,6 +513,10 @@ class Worker::Impl : public TransportListener {
   // CPU); [offset, count) of each block's values in the flat buffers.
   std::unique_ptr<DeviceStaging> staging_;
   std::vector<std::pair<int64_t, int64_t>> block_spans_;
+  // The last Backward's loss scale, and whether its gradients were all finite (a scalar on
+  // the device; defined once a Backward had a loss scale).
+  double loss_scale_ = 1;
+  torch::Tensor finite_;
   const std::vector<int> tensor_block_;  // block of each tensor
   const int compute_track_;              // registered before the waits' track
   ParameterWaits waits_;
@@ -524,42 +550,12 @@ absl::StatusOr<std::unique_ptr<Worker>> Worker::Create(const WorkerOptions& opti
   }
   // A parameter outside the blocks would train unsynchronised: refuse it, naming it.
   P3_RETURN_IF_ERROR(models::CheckBlocksCoverParameters(*model));
-  const ModeTraits traits = TraitsOf(options.mode);
-  ClusterSignature sig;
-  sig.num_workers = options.num_workers;
-  sig.num_servers = static_cast<int>(options.servers.size());
-  sig.plan.granularity = traits.sliced ? Granularity::kSliced : Granularity::kTensor;
-  sig.plan.slice_params = options.slice_params;
-  sig.plan.owner_params = traits.sliced ? options.owner_params : 0;
-  sig.plan.split_threshold = options.split_threshold;
-  sig.plan.num_servers = sig.num_servers;
-  sig.values_on_push = traits.values_on_push;
-  sig.priority = traits.priority;
-  sig.wire_dtype = options.wire_dtype;
-  std::vector<TensorEntry> entries;
-  std::vector<torch::Tensor> params;
-  std::vector<std::string> names;
-  std::map<const void*, std::string> module_names;
-  for (const auto& named : model->named_parameters()) {
-    module_names[named.value().unsafeGetTensorImpl()] = named.key();
-  }
-  for (auto& [name, p] : model->OrderedParameters()) {
-    if (p.scalar_type() != torch::kFloat32) {
-      return absl::InvalidArgumentError(absl::StrCat("parameter ", name, " is not float32"));
-    }
-    sig.tensors.push_back({name, p.sizes().vec(), "float32"});
-    entries.push_back({name, p.numel()});
-    params.push_back(p);
-    // For messages: the module's own name of the parameter, with its block slot.
-    auto named = module_names.find(p.unsafeGetTensorImpl());
-    names.push_back(named == module_names.end() ? name
-                                                : absl::StrCat(named->second, " (", name, ")"));
-  }
-  P3_ASSIGN_OR_RETURN(SlicePlan plan, SlicePlan::Create(entries, sig.plan));
-  auto impl = std::make_unique<Impl>(options, std::move(model), std::move(plan), std::move(params),
-                                     std::move(names));
+  P3_ASSIGN_OR_RETURN(ModelSignature m, DescribeModel(options, *model));
+  P3_ASSIGN_OR_RETURN(SlicePlan plan, SlicePlan::Create(m.entries, m.signature.plan));
+  auto impl = std::make_unique<Impl>(options, std::move(model), std::move(plan),
+                                     std::move(m.params), std::move(m.names));
   P3_RETURN_IF_ERROR(impl->Stage());
-  P3_RETURN_IF_ERROR(impl->Connect(sig));
+  P3_RETURN_IF_ERROR(impl->Connect(m.signature));
   return std::unique_ptr<Worker>(new Worker(std::move(impl)));
 }
 
@@ -568,7 +564,10 @@ Worker::~Worker() = default;
 absl::StatusOr<torch::Tensor> Worker::Forward(const torch::Tensor& input) {
   return impl_->Forward(input);
 }
-absl::Status Worker::Backward(const torch::Tensor& loss) { return impl_->Backward(loss); }
+absl::Status Worker::Backward(const torch::Tensor& loss, double loss_scale) {
+  return impl_->Backward(loss, loss_scale);
+}
+bool Worker::gradients_finite() const { return impl_->gradients_finite(); }
 absl::Status Worker::Sync() { return impl_->Sync(); }
 absl::Status Worker::Finish() { return impl_->Finish(); }
 absl::Status Worker::AverageBuffers() { return impl_->AverageBuffers(); }

@@ -171,7 +171,18 @@ class Worker {
 
   // The backward pass from `loss`: each gradient is sliced and queued to the servers as
   // soon as autograd produces it. Ends the iteration.
-  absl::Status Backward(const torch::Tensor& loss);
+  //
+  // With `loss_scale` != 1 (training.precision "fp16", dynamic loss scaling), the backward
+  // pass runs from loss * loss_scale, which keeps small gradients from vanishing in half
+  // precision; each gradient is divided by loss_scale again before it leaves (exactly, for a
+  // power of two), so the servers get the true gradient, and whether every one was finite is
+  // recorded (gradients_finite()). The servers skip the update of a slice whose gradients
+  // are not (ShardOptions::skip_nonfinite). Default: 1, no scaling, no check.
+  absl::Status Backward(const torch::Tensor& loss, double loss_scale = 1.0);
+
+  // Whether every gradient of the last Backward was finite: always true without a loss
+  // scale. Waits for the device to finish that backward pass (one scalar read).
+  bool gradients_finite() const;
 
   // Waits until every parameter holds the current version (e.g. before evaluating).
   absl::Status Sync();

@@ -104,6 +104,12 @@ struct ShardOptions {
   // shard on models whose values would not fit in memory (64 workers' gradients of
   // VGG-19). Checkpoints, restore and Resume() need values. Default: true.
   bool keep_values = true;
+  // fp16 training with dynamic loss scaling (training.precision "fp16"): a slice whose
+  // gradients of an iteration hold an infinity or a NaN, from any worker, is not updated in
+  // that iteration: its values and optimizer state stay, and its version advances as usual
+  // (the workers' loss scale went too high; they lower it). Per slice, where PyTorch's
+  // GradScaler skips the whole step: no server knows the others' slices. Default: false.
+  bool skip_nonfinite = false;
 };
 
 class ParameterShard {
@@ -201,6 +207,8 @@ class ParameterShard {
   // Snapshot buffers allocated so far (float32 and 16-bit). A re-plan allocates its new
   // slices' at the switch; the updates after it reuse them.
   int64_t SnapshotAllocations() const { return snapshot_allocations_.load(); }
+  // Slice updates skipped so far for gradients that were not finite (skip_nonfinite).
+  int64_t SkippedUpdates() const { return skipped_updates_.load(); }
   // The re-plan accepted and not yet in effect here: (from_iteration, slice_params).
   std::optional<std::pair<uint64_t, int64_t>> ReplanPending() const;
 
@@ -360,6 +368,7 @@ class ParameterShard {
   const SliceOptimizer optimizer_;
   BufferAverage buffers_{options_.num_workers};
   mutable std::atomic<int64_t> snapshot_allocations_{0};
+  std::atomic<int64_t> skipped_updates_{0};
 
   mutable absl::Mutex mu_;
   std::optional<ClusterSignature> signature_ ABSL_GUARDED_BY(mu_);

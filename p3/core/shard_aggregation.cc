@@ -15,6 +15,17 @@
 namespace p3 {
 namespace {
 
+// Every value of the W gradients is finite. Branch-free per value (x - x is 0 exactly for
+// finite x, NaN for an infinity or a NaN), so that GCC vectorises it.
+bool AllFinite(const float* const* grads, int workers, int64_t n) {
+  for (int r = 0; r < workers; ++r) {
+    float acc = 0;
+    for (int64_t i = 0; i < n; ++i) acc += grads[r][i] - grads[r][i];
+    if (acc != 0 || acc != acc) return false;
+  }
+  return true;
+}
+
 // A part of `n` values at `offset` must continue the `received` values so far of a slice
 // of `length`, without gap or overlap, and carry at least one value.
 absl::Status CheckPart(const char* what, int slice_id, int64_t length, int64_t received,
@@ -284,8 +295,12 @@ absl::Status ParameterShard::GradientFrom(int rank, int slice_id, uint64_t itera
     // gradients these are, also after a restore, so a resumed run keeps its schedule.
     if (options_.keep_values) {
       for (int r = 0; r < workers; ++r) s.grad_ptrs[r] = s.grads[r].data();
-      optimizer_.ApplyMean(s.params.data(), s.grad_ptrs.data(), workers, s.length, &s.opt,
-                           optimizer_.LearningRate(static_cast<int64_t>(s.version)));
+      if (!options_.skip_nonfinite || AllFinite(s.grad_ptrs.data(), workers, s.length)) {
+        optimizer_.ApplyMean(s.params.data(), s.grad_ptrs.data(), workers, s.length, &s.opt,
+                             optimizer_.LearningRate(static_cast<int64_t>(s.version)));
+      } else {
+        ++skipped_updates_;
+      }
     }
     ++s.version;
     advanced = s.version;

@@ -69,5 +69,26 @@ CATCH_TEST_CASE("bf16 autocast computes a linear layer in bfloat16 while it live
   CATCH_CHECK(linear->weight.grad().scalar_type() == torch::kFloat32);
 }
 
+CATCH_TEST_CASE("the dynamic loss scale halves after an overflow and doubles after clean runs") {
+  DynamicLossScale scale(/*initial=*/1024, /*growth_interval=*/3);
+  CATCH_CHECK(scale.scale() == 1024);
+  scale.Update(false);
+  CATCH_CHECK(scale.scale() == 512);
+  scale.Update(true);
+  scale.Update(true);
+  CATCH_CHECK(scale.scale() == 512);
+  scale.Update(true);  // the third clean one in a row
+  CATCH_CHECK(scale.scale() == 1024);
+  scale.Update(true);
+  scale.Update(false);  // an overflow restarts the count
+  scale.Update(true);
+  scale.Update(true);
+  CATCH_CHECK(scale.scale() == 512);
+  DynamicLossScale floor(2, 100);
+  floor.Update(false);
+  floor.Update(false);
+  CATCH_CHECK(floor.scale() == 1);  // never below 1
+}
+
 }  // namespace
 }  // namespace p3
