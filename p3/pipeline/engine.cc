@@ -13,6 +13,7 @@
 #include "p3/pipeline/data_parallel_engine.h"
 #include "p3/pipeline/schedule.h"
 #include "p3/pipeline/stage_engine.h"
+#include "p3/pipeline/stage_streams.h"
 #include "p3/pipeline/torch_errors.h"
 #include "p3/base/status_macros.h"
 
@@ -242,6 +243,8 @@ void PipelineEngine::StageLoop(int k) {
   if (options_.threads_per_stage > 0) torch::set_num_threads(options_.threads_per_stage);
   c10::OptionalDeviceGuard device_guard;
   if (!replicas_[k]->device.is_cpu()) device_guard.reset_device(replicas_[k]->device);
+  // A stream of this stage's own on its device: stages sharing a GPU overlap.
+  const StageStream stream(replicas_[k]->device);
   int64_t seen = 0;
   while (true) {
     TrainJob job;

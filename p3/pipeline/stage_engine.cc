@@ -10,6 +10,7 @@
 #include "absl/time/clock.h"
 #include "p3/pipeline/schedule.h"
 #include "p3/pipeline/stage_memory.h"
+#include "p3/pipeline/stage_streams.h"
 #include "p3/pipeline/torch_errors.h"
 #include "p3/base/status_macros.h"
 
@@ -101,6 +102,8 @@ absl::Status StageEngine::RunSteps(int k, const TrainJob& job, StageTimer& timer
         return absl::InternalError(absl::StrCat("stage ", v, ": expected ", StepName(step),
                                                 ", received mini-batch ", message->microbatch));
       }
+      // On a device: this stage's stream waits for the sender's, not this thread.
+      WaitReady(message->ready, message->tensor);
     }
     timer.Lap(WorkKind::kWait, "wait");
     P3_RETURN_IF_ERROR(step.pass == Pass::kForward
@@ -219,7 +222,8 @@ absl::Status StageEngine::Forward(Stage& stage, int k, Message message, const Tr
         // the data flow (the next stage's forward of i comes after this one).
         Emit(event);
         if (k + 1 < n_) {
-          pushed = forward_[k + 1]->Push(Message{j, y.detach(), message.target, message.weight});
+          pushed = forward_[k + 1]->Push(
+              Message{j, y.detach(), message.target, message.weight, MarkReady(y)});
           timer.Lap(WorkKind::kWait, "hand-off");
         }
         return absl::OkStatus();
@@ -277,7 +281,8 @@ absl::Status StageEngine::Backward(Stage& stage, int k, int64_t j, const torch::
         // Hand the input's gradient on before updating, so that the previous stage can
         // start its backward during this stage's update.
         if (k > 0) {
-          pushed = backward_[k - 1]->Push(Message{j, f.input.grad(), {}});
+          pushed = backward_[k - 1]->Push(
+              Message{j, f.input.grad(), {}, 1.0, MarkReady(f.input.grad())});
           timer.Lap(WorkKind::kWait, "hand-off");
         }
         if (last) {

@@ -38,6 +38,7 @@
 #ifndef P3_PIPELINE_STAGE_ENGINE_H_
 #define P3_PIPELINE_STAGE_ENGINE_H_
 
+#include <c10/core/Event.h>
 #include <torch/types.h>
 
 #include <cstdint>
@@ -75,6 +76,9 @@ class StageEngine : public ModeEngine {
     torch::Tensor tensor;  // activation (forward) or gradient (backward)
     torch::Tensor target;  // forward only
     double weight = 1.0;   // forward only: the unit's share of its mini-batch's samples
+    // On a device: recorded by the sending stage's stream after `tensor` was made
+    // (stage_streams.h); null on the CPU.
+    std::shared_ptr<c10::Event> ready;
   };
   // One mini-batch between its forward and its backward on a stage.
   struct InFlight {
