@@ -1,8 +1,7 @@
 #!/usr/bin/python3
 """Streaming micro-benchmark of the data path (docs/results/streaming/streaming.md): one
-worker and
-one server move slices with no computation over an emulated link, iperf3 on the same link
-right before each run. Runs bazel-bin/tools/bench_streaming (build it first) once per rate
+worker and one server move slices with no computation over an emulated link, iperf3 on the
+same link right before each run. Runs bazel-bin/tools/bench_streaming (build it first) once per rate
 and repetition, rates interleaved, and writes every run to a CSV and the table of medians
 into the markdown page.
 
@@ -11,9 +10,18 @@ into the markdown page.
   /usr/bin/python3 tools/bench_streaming.py --report             # the table again from the CSV
   sudo /usr/bin/python3 tools/bench_streaming.py --rates=1 --runs=1 --csv=/tmp/s.csv --md=
   sudo /usr/bin/python3 tools/bench_streaming.py --runs=1 --csv=F --append   # one more round into F
+  sudo /usr/bin/python3 tools/bench_streaming.py --shared_memory   # the rates, then shared memory
 
 Rates are Gbit/s per machine and direction (tools/launcher/netem.h builds the network);
 0 = "unlimited": loopback, no namespaces, no shaping (no root needed for that one).
+--shared_memory adds a run of the colocated path (worker and server on this machine,
+values through shared memory) to each round, after the rates; --rates= runs it alone.
+
+CPU per GB, ours and iperf3's, is per GB of payload that crossed between the two
+processes: ours counts both directions (gradients up plus values down), iperf3's its one
+direction (bench_streaming_main.cc's header), so the two compare like for like. The
+shared-memory row sets goodput (one direction, as in every row) against one thread's
+memcpy on the same machine, in Gbit/s.
 """
 import argparse
 import csv
@@ -33,21 +41,27 @@ SERVER = os.path.join(ROOT, "bazel-bin/server/p3_server")
 # Measured iterations per rate: each run's window is a few seconds (100 MB each way per
 # iteration with the default 25 M parameters).
 ITERATIONS = {1.0: 4, 2.5: 8, 5.0: 10, 0.0: 10}
+SHARED_MEMORY_ITERATIONS = 10
 FIELDS = ["date", "commit", "rate_gbps", "run", "iperf3_gbps", "goodput_gbps", "ratio",
           "cpu_s_per_gb", "worker_cpu_s", "worker_training_thread_cpu_s", "server_cpu_s",
           "host_cpu_s_per_gb", "host_busy_s", "host_softirq_s",
+          "iperf3_host_cpu_s_per_gb", "iperf3_host_busy_s", "iperf3_softirq_s", "iperf3_bytes",
+          "cpu_ratio_to_iperf3", "iperf3_cpu_s_per_gb", "iperf3_sender_cpu_percent",
+          "iperf3_receiver_cpu_percent", "shared_memory", "memcpy_gbps", "goodput_to_memcpy",
+          "memcpy_cpu_s_per_gb", "memcpy_bytes",
           "seconds", "bytes_sent", "bytes_received", "params", "tensors", "slice_params",
           "iterations", "load1_start", "load1_end"]
 BEGIN = "<!-- streaming-table:begin (tools/bench_streaming.py) -->"
 END = "<!-- streaming-table:end -->"
 
 
-def run_once(a, rate, rep, out_dir):
-    iterations = a.iterations or ITERATIONS.get(rate, 8)
+def run_once(a, rate, rep, out_dir, shared=False):
+    """One run of the benchmark: at `rate` (0: loopback), or `shared` (memory, colocated)."""
+    iterations = a.iterations or (SHARED_MEMORY_ITERATIONS if shared else ITERATIONS.get(rate, 8))
     cmd = [a.bench, f"--server_binary={a.server}", f"--bandwidth_gbps={rate}",
-           f"--iperf3_seconds={a.iperf3_seconds}", f"--params={a.params}",
+           f"--iperf3_seconds={a.iperf3_seconds:g}", f"--params={a.params}",
            f"--slice_params={a.slice_params}", f"--iterations={iterations}",
-           f"--out_dir={out_dir}"]
+           f"--out_dir={out_dir}"] + (["--shared_memory"] if shared else [])
     print("[bench] " + " ".join(cmd), flush=True)
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=a.timeout)
     if p.returncode != 0:
@@ -55,48 +69,89 @@ def run_once(a, rate, rep, out_dir):
     r = json.loads(p.stdout.strip().splitlines()[-1])
     row = {k: r.get(k, "") for k in FIELDS}
     row.update(date=datetime.datetime.utcnow().strftime("%Y-%m-%dT%H:%M:%SZ"), commit=a.commit,
-               rate_gbps=rate, run=rep, goodput_gbps=r["goodput_up_gbps"])
+               rate_gbps=rate, run=rep, goodput_gbps=r["goodput_up_gbps"],
+               shared_memory=int(shared))
     print("[bench]   " + " ".join(f"{k}={row[k]}" for k in
-                                  ["rate_gbps", "iperf3_gbps", "goodput_gbps", "ratio",
-                                   "cpu_s_per_gb", "load1_start"]), flush=True)
+                                  ["rate_gbps", "shared_memory", "iperf3_gbps", "goodput_gbps",
+                                   "ratio", "host_cpu_s_per_gb", "cpu_ratio_to_iperf3",
+                                   "goodput_to_memcpy", "load1_start"]), flush=True)
     return row
 
 
-def fmt_rate(rate):
-    return "unlimited (loopback)" if float(rate) == 0 else f"{float(rate):g}"
+def is_shared(row):
+    """Whether a CSV row ran the shared-memory path (rows from before the column: no)."""
+    return str(row.get("shared_memory") or "0").strip().lower() in ("1", "true")
+
+
+def fmt_rate(key):
+    rate, shared = key
+    if shared:
+        return "shared memory (colocated)"
+    return "unlimited (loopback)" if rate == 0 else f"{rate:g}"
 
 
 def table(rows):
-    by_rate = {}
+    groups = {}
     for r in rows:
-        by_rate.setdefault(float(r["rate_gbps"]), []).append(r)
-    # Runs of binaries from before the host's CPU was recorded have no host column.
+        groups.setdefault((float(r["rate_gbps"]), is_shared(r)), []).append(r)
+    # Runs of binaries from before the host's CPU was recorded have no host column; the
+    # iperf3 CPU and memcpy columns appear once a run has them ("–" in the rows without).
     host = all(r.get("host_cpu_s_per_gb") for r in rows)
-    lines = ["| rate (Gbit/s) | iperf3 (Gbit/s) | p3 goodput (Gbit/s) | ratio | CPU s/GB "
-             "| worker / server CPU s per GB | "
-             + ("host CPU s/GB (of it softirq) | " if host else "") + "runs | load1 |",
-             "|---|---:|---:|---:|---:|---:|" + ("---:|" if host else "") + "---:|---|"]
+    iperf3_cpu = any(r.get("iperf3_host_cpu_s_per_gb") for r in rows)
+    memcpy = any(r.get("memcpy_gbps") for r in rows)
+    head = ("| rate (Gbit/s) | iperf3 (Gbit/s) | p3 goodput (Gbit/s) | ratio | CPU s/GB "
+            "| worker / server CPU s per GB | "
+            + ("host CPU s/GB (of it softirq) | " if host else "")
+            + ("iperf3 host CPU s/GB (of it softirq) | p3 ÷ iperf3 host CPU | "
+               if iperf3_cpu else "")
+            + ("memcpy Gbit/s (CPU s/GB) | goodput ÷ memcpy | " if memcpy else "")
+            + "runs | load1 |")
+    lines = [head, "|---|---:|---:|---:|---:|---:|" + ("---:|" if host else "")
+             + ("---:|---:|" if iperf3_cpu else "") + ("---:|---:|" if memcpy else "")
+             + "---:|---|"]
+
+    def values(rs, k):
+        return [float(r[k]) for r in rs if r.get(k, "") != ""]
 
     def rng(rs, k, f):  # runs with --iperf3_seconds=0 have no iperf3 figure or ratio
-        v = [float(r[k]) for r in rs if r.get(k, "") != ""]
+        v = values(rs, k)
         if not v:
             return "–"
         return f"{statistics.median(v):{f}} ({min(v):{f}}–{max(v):{f}})"
 
-    for rate in sorted(by_rate, key=lambda x: (x == 0, x)):
-        rs = by_rate[rate]
-        gb = [(float(r["bytes_sent"]) + float(r["bytes_received"])) / 1e9 for r in rs]
-        w = statistics.median(float(r["worker_cpu_s"]) / g for r, g in zip(rs, gb))
-        s = statistics.median(float(r["server_cpu_s"]) / g for r, g in zip(rs, gb))
+    def per_gb(rs, seconds, gb):  # median of a CPU time per GB over the runs with both
+        v = [float(r[seconds]) / g for r in rs if r.get(seconds, "") != ""
+             for g in [gb(r)] if g > 0]
+        return f"{statistics.median(v):.2f}" if v else "–"
+
+    def both_ways_gb(r):
+        return (float(r["bytes_sent"]) + float(r["bytes_received"])) / 1e9
+
+    def iperf3_gb(r):
+        return float(r.get("iperf3_bytes") or 0) / 1e9
+
+    for key in sorted(groups, key=lambda k: (k[1], k[0] == 0, k[0])):
+        rs = groups[key]
         loads = [float(r["load1_start"]) for r in rs]
-        host_cell = ""
+        cells = [fmt_rate(key), rng(rs, "iperf3_gbps", ".2f"), rng(rs, "goodput_gbps", ".2f"),
+                 rng(rs, "ratio", ".2f"), rng(rs, "cpu_s_per_gb", ".2f"),
+                 f"{per_gb(rs, 'worker_cpu_s', both_ways_gb)} / "
+                 f"{per_gb(rs, 'server_cpu_s', both_ways_gb)}"]
         if host:
-            soft = statistics.median(float(r["host_softirq_s"]) / g for r, g in zip(rs, gb))
-            host_cell = f"{rng(rs, 'host_cpu_s_per_gb', '.2f')} ({soft:.2f}) | "
-        lines.append(f"| {fmt_rate(rate)} | {rng(rs, 'iperf3_gbps', '.2f')} | "
-                     f"{rng(rs, 'goodput_gbps', '.2f')} | {rng(rs, 'ratio', '.2f')} | "
-                     f"{rng(rs, 'cpu_s_per_gb', '.2f')} | {w:.2f} / {s:.2f} | {host_cell}"
-                     f"{len(rs)} | {min(loads):.1f}–{max(loads):.1f} |")
+            cells.append(f"{rng(rs, 'host_cpu_s_per_gb', '.2f')} "
+                         f"({per_gb(rs, 'host_softirq_s', both_ways_gb)})")
+        if iperf3_cpu:
+            cell = rng(rs, "iperf3_host_cpu_s_per_gb", ".2f")
+            if cell != "–":
+                cell += f" ({per_gb(rs, 'iperf3_softirq_s', iperf3_gb)})"
+            cells += [cell, rng(rs, "cpu_ratio_to_iperf3", ".2f")]
+        if memcpy:
+            cell = rng(rs, "memcpy_gbps", ".1f")
+            if cell != "–":
+                cell += f" ({statistics.median(values(rs, 'memcpy_cpu_s_per_gb')):.2f})"
+            cells += [cell, rng(rs, "goodput_to_memcpy", ".2f")]
+        cells += [str(len(rs)), f"{min(loads):.1f}–{max(loads):.1f}"]
+        lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
@@ -128,7 +183,11 @@ def main():
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rates", default="1,2.5,5,0", help="Gbit/s, 0 = unlimited (loopback)")
     ap.add_argument("--runs", type=int, default=3, help="repetitions per rate (median)")
-    ap.add_argument("--iperf3_seconds", type=float, default=2)
+    ap.add_argument("--iperf3_seconds", type=int, default=2,
+                    help="iperf3 on the same link before each run (whole seconds); 0: none")
+    ap.add_argument("--shared_memory", action="store_true",
+                    help="also run the shared-memory (colocated) path in each round, with "
+                         "memcpy measured beside it")
     ap.add_argument("--params", type=int, default=25_000_000)
     ap.add_argument("--slice_params", type=int, default=40_000)
     ap.add_argument("--iterations", type=int, default=0, help="0: per rate (ITERATIONS)")
@@ -147,7 +206,9 @@ def main():
     if a.report:
         write_table(a.md, csv_io.read_rows(a.csv))
         return
-    rates = [float(x) for x in a.rates.split(",")]
+    rates = [float(x) for x in a.rates.split(",") if x.strip()]
+    if not rates and not a.shared_memory:
+        sys.exit("nothing to run: --rates is empty and no --shared_memory")
     if any(r > 0 for r in rates) and os.geteuid() != 0:
         sys.exit("emulated links need root (network namespaces, tbf); run as root, or --rates=0")
     for path in (a.bench, a.server):
@@ -161,6 +222,8 @@ def main():
     for rep in range(first, first + a.runs):
         for rate in rates:
             rows.append(run_once(a, rate, rep, os.path.join(a.out_dir, f"r{rate:g}_{rep}")))
+        if a.shared_memory:
+            rows.append(run_once(a, 0.0, rep, os.path.join(a.out_dir, f"shm_{rep}"), shared=True))
     csv_io.write_rows(a.csv, rows, FIELDS)
     print(f"[bench] wrote {len(rows) - len(kept)} runs to {a.csv}"
           + (f" after the {len(kept)} it had" if a.append else ""))

@@ -14,15 +14,43 @@
 // With --bandwidth_gbps > 0 it builds a 2-machine emulated network with the launcher's
 // own code (tools/launcher/netem.h: namespaces, a bridge, tbf both ways), runs the server
 // on machine 1 and itself (the worker) on machine 0. With --iperf3_seconds > 0 it first
-// measures the same link (or loopback) with iperf3, worker's machine -> server's machine.
+// measures the same link (or loopback) with iperf3, worker's machine -> server's machine:
+// its rate, and the host's CPU for it measured as for our run.
 //
 // Measured window: after --warmup iterations and a Sync() (every value of the current
 // version arrived), `--iterations` more iterations and a final Sync(). In that window:
 // wall time, the worker's payload bytes each way (WorkerStats), the worker's CPU time
 // (getrusage: every thread of this process) with the training thread's own share, and
 // the server's (utime + stime from /proc/<pid>/stat), and the whole host's busy time
-// (/proc/stat: the kernel's work outside both processes too). Prints one JSON object on stdout
-// (and writes it to --result_json). Exit status 0, or 1 with the reason on stderr.
+// (/proc/stat: the kernel's work outside both processes too, softirq included). The
+// host's figures count every other process's work as well: they mean something on an
+// otherwise idle host only (load1_start says how idle it was).
+//
+// How a GB is counted: every CPU-per-GB figure is per GB (1e9 bytes) of payload that
+// crossed from one process to the other, whichever the direction. Ours moves gradients up
+// and values down at once, so its GB are bytes_sent + bytes_received; iperf3 moves one
+// direction, so its GB are the bytes its receiver got. Both ends run on this host, so
+// either figure holds one send and one receive of each byte: the two compare like for
+// like. Fields:
+//   host_cpu_s_per_gb         host busy s (incl. softirq) / (sent + received) GB
+//   cpu_s_per_gb              worker + server process CPU s / (sent + received) GB
+//   iperf3_host_cpu_s_per_gb  host busy s over iperf3's client run / iperf3's GB, read from
+//                             /proc/stat as ours (iperf3_host_busy_s, iperf3_softirq_s)
+//   iperf3_cpu_s_per_gb       iperf3's own figures (its JSON's cpu_utilization_percent:
+//                             iperf3_sender_cpu_percent + iperf3_receiver_cpu_percent, of
+//                             one core) x its test time / its GB: cpu_s_per_gb's counterpart
+//   cpu_ratio_to_iperf3       host_cpu_s_per_gb / iperf3_host_cpu_s_per_gb (the issue's
+//                             target: <= 1.25); absent when iperf3's window had no tick
+//   ratio                     goodput_up_gbps / iperf3_gbps
+// With --shared_memory it first times memcpy on this machine (one thread, one buffer
+// of the gradients' size, at least 64 MiB, into another; median of --memcpy_runs):
+//   memcpy_gbps               Gbit/s of payload copied, the unit of goodput
+//   goodput_to_memcpy         goodput_up_gbps / memcpy_gbps (the issue's target: >= 0.5);
+//                             the values come down at the same time, as much again
+//   memcpy_cpu_s_per_gb       the copying thread's CPU s per GB copied (clock_gettime),
+//                             beside host_cpu_s_per_gb
+// Prints one JSON object on stdout (and writes it to --result_json). Exit status 0, or 1
+// with the reason on stderr.
 #include <netinet/in.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -30,12 +58,16 @@
 #include <torch/torch.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -51,6 +83,7 @@
 #include "models/model.h"
 #include "nlohmann/json.hpp"
 #include "p3/base/file_util.h"
+#include "p3/base/stats.h"
 #include "p3/base/status_macros.h"
 #include "proto/program.h"
 #include "tools/launcher/netem.h"
@@ -65,19 +98,26 @@ ABSL_FLAG(int, tensors, 10, "number of parameters (one block each), of equal siz
 ABSL_FLAG(int64_t, slice_params, 40'000, "slice size in parameters (scheduling.slice_params)");
 ABSL_FLAG(int, warmup, 2, "iterations before the measured window");
 ABSL_FLAG(int, iterations, 5, "iterations measured");
-ABSL_FLAG(double, iperf3_seconds, 0, "measure the same link with iperf3 first; 0: skip");
+ABSL_FLAG(double, iperf3_seconds, 0,
+          "measure the same link with iperf3 first, whole seconds; 0: skip");
 ABSL_FLAG(std::string, out_dir, "",
           "folder for the server's config, logs; default: a temporary one");
 ABSL_FLAG(std::string, result_json, "", "also write the result here");
 ABSL_FLAG(bool, shared_memory, false,
           "worker and server on this machine exchange values through shared memory (the "
-          "colocated path); loopback only");
+          "colocated path); loopback only. Also measures memcpy on this machine");
+ABSL_FLAG(int, memcpy_runs, 5, "with --shared_memory: timed memcpy runs (median)");
 
 namespace p3::tools {
 namespace {
 
 using launcher::ProcessSpec;
 using launcher::ProcessSupervisor;
+
+// The least memcpy copies, so that a small --params (the tests') still copies through
+// memory, not a cache: the source and destination together are 4x the development
+// machine's 32 MiB last-level cache. The default 25 M parameters copy their own 100 MB.
+constexpr int64_t kMinMemcpyBytes = int64_t{64} << 20;
 
 // `tensors` blocks of one flat parameter each. Forward: x + mean(p) per block, so the
 // gradient of each parameter is a broadcast scalar: the compute is one read of the
@@ -143,6 +183,11 @@ struct HostCpu {
   int64_t busy_ticks = 0;
   int64_t softirq_ticks = 0;
 };
+
+// The host's work between two readings.
+HostCpu Elapsed(const HostCpu& from, const HostCpu& to) {
+  return HostCpu{to.busy_ticks - from.busy_ticks, to.softirq_ticks - from.softirq_ticks};
+}
 
 double TicksToSeconds(int64_t ticks) {
   return static_cast<double>(ticks) / static_cast<double>(sysconf(_SC_CLK_TCK));
@@ -223,10 +268,25 @@ absl::Status WaitForText(ProcessSupervisor* sup, int id, const std::string& path
   return absl::OkStatus();
 }
 
-// iperf3 from `client_ns` to `host` in `server_ns` for `seconds`: the receiver's Gbit/s.
-absl::StatusOr<double> RunIperf3(ProcessSupervisor* sup, const std::string& dir,
-                                 const std::string& host, const std::string& server_ns,
-                                 const std::string& client_ns, double seconds) {
+// What iperf3 measured on a link, one direction (its client sends, its server receives).
+struct Iperf3Result {
+  double gbps = 0;     // The receiver's rate.
+  int64_t bytes = 0;   // Payload the receiver got: one direction only.
+  double seconds = 0;  // iperf3's own test time.
+  // The whole host over the client's run, read from /proc/stat as for our window: the
+  // client's start and its closing exchange of results are in it too (milliseconds).
+  HostCpu host;
+  // iperf3's own figures (getrusage of each process over its test, as a percentage of
+  // one core): the client's and the server's.
+  double sender_cpu_percent = 0;
+  double receiver_cpu_percent = 0;
+};
+
+// iperf3 from `client_ns` to `host` in `server_ns` for `seconds` (whole seconds: iperf3's
+// -t truncates, and -t 0 never ends).
+absl::StatusOr<Iperf3Result> RunIperf3(ProcessSupervisor* sup, const std::string& dir,
+                                       const std::string& host, const std::string& server_ns,
+                                       const std::string& client_ns, int seconds) {
   P3_ASSIGN_OR_RETURN(int port, FreePort());
   const std::string server_log = dir + "/iperf3_server.log";
   const std::string client_log = dir + "/iperf3_client.json";
@@ -237,6 +297,7 @@ absl::StatusOr<double> RunIperf3(ProcessSupervisor* sup, const std::string& dir,
                                          .ns_path = server_ns,
                                          .label = "iperf3 server"}));
   P3_RETURN_IF_ERROR(WaitForText(sup, server, server_log, "listening", absl::Seconds(10)));
+  P3_ASSIGN_OR_RETURN(HostCpu host0, ReadHostCpu());
   P3_ASSIGN_OR_RETURN(
       int client, sup->Start(ProcessSpec{.argv = {"iperf3", "-c", host, "-p", absl::StrCat(port),
                                                   "-t", absl::StrCat(seconds), "-J"},
@@ -245,14 +306,51 @@ absl::StatusOr<double> RunIperf3(ProcessSupervisor* sup, const std::string& dir,
                                          .label = "iperf3 client"}));
   P3_RETURN_IF_ERROR(
       WaitForExit(sup, client, "iperf3 client", client_log, absl::Seconds(seconds + 20)));
+  P3_ASSIGN_OR_RETURN(HostCpu host1, ReadHostCpu());
   P3_RETURN_IF_ERROR(WaitForExit(sup, server, "iperf3 server", server_log, absl::Seconds(10)));
   try {
     P3_ASSIGN_OR_RETURN(const std::string report, ReadFile(client_log));
     const nlohmann::json j = nlohmann::json::parse(report);
-    return j.at("end").at("sum_received").at("bits_per_second").get<double>() / 1e9;
+    const nlohmann::json& received = j.at("end").at("sum_received");
+    const nlohmann::json& cpu = j.at("end").at("cpu_utilization_percent");
+    Iperf3Result r;
+    r.gbps = received.at("bits_per_second").get<double>() / 1e9;
+    r.bytes = received.at("bytes").get<int64_t>();
+    r.seconds = received.at("seconds").get<double>();
+    r.host = Elapsed(host0, host1);
+    r.sender_cpu_percent = cpu.at("host_total").get<double>();
+    r.receiver_cpu_percent = cpu.at("remote_total").get<double>();
+    if (r.bytes <= 0) return absl::InternalError(absl::StrCat(client_log, ": no bytes received"));
+    return r;
   } catch (const nlohmann::json::exception& e) {
     return absl::InternalError(absl::StrCat(client_log, ": ", e.what()));
   }
+}
+
+// One thread copying `bytes` between two buffers: the yardstick of the shared-memory path.
+struct MemcpyResult {
+  double gbps = 0;          // Median of the runs, bits of payload copied per second.
+  double cpu_s_per_gb = 0;  // The copying thread's CPU seconds per GB copied, all runs.
+};
+
+// `runs` timed copies after an untimed one that faults both buffers in.
+absl::StatusOr<MemcpyResult> MeasureMemcpy(int64_t bytes, int runs) {
+  std::vector<char> src(bytes, 1), dst(bytes);
+  std::memcpy(dst.data(), src.data(), bytes);
+  std::vector<double> gbps;
+  const double cpu0 = ThreadCpuSeconds();
+  for (int i = 0; i < runs; ++i) {
+    src[i] = static_cast<char>(src[i] + 1);  // Each copy differs from the last.
+    const absl::Time t0 = absl::Now();
+    std::memcpy(dst.data(), src.data(), bytes);
+    gbps.push_back(bytes * 8 / absl::ToDoubleSeconds(absl::Now() - t0) / 1e9);
+  }
+  const double cpu = ThreadCpuSeconds() - cpu0;
+  // Read the destination, so that no copy can be left out.
+  if (std::memcmp(dst.data(), src.data(), bytes) != 0) {
+    return absl::InternalError("memcpy: the copy differs from its source");
+  }
+  return MemcpyResult{Median(gbps), cpu / (static_cast<double>(bytes) * runs / 1e9)};
 }
 
 absl::StatusOr<nlohmann::json> Run() {
@@ -273,6 +371,13 @@ absl::StatusOr<nlohmann::json> Run() {
   if (warmup < 1 || iterations < 1) {
     return absl::InvalidArgumentError("--warmup and --iterations must be >= 1");
   }
+  const double iperf3_seconds = absl::GetFlag(FLAGS_iperf3_seconds);
+  if (iperf3_seconds < 0 || iperf3_seconds != std::floor(iperf3_seconds)) {
+    return absl::InvalidArgumentError(
+        "--iperf3_seconds takes whole seconds (iperf3's -t truncates, and -t 0 never ends)");
+  }
+  const int memcpy_runs = absl::GetFlag(FLAGS_memcpy_runs);
+  if (memcpy_runs < 1) return absl::InvalidArgumentError("--memcpy_runs must be >= 1");
   std::string dir = absl::GetFlag(FLAGS_out_dir);
   if (dir.empty()) {
     char tmpl[] = "/tmp/bench_streaming.XXXXXX";
@@ -301,11 +406,18 @@ absl::StatusOr<nlohmann::json> Run() {
   result["network"] = gbps > 0 ? "netem" : "loopback";
   result["bandwidth_gbps"] = gbps;
   result["load1_start"] = Load1();
-  const double iperf3_seconds = absl::GetFlag(FLAGS_iperf3_seconds);
+  std::optional<Iperf3Result> iperf3;
   if (iperf3_seconds > 0) {
-    P3_ASSIGN_OR_RETURN(double iperf3,
-                        RunIperf3(sup.get(), dir, host, server_ns, worker_ns, iperf3_seconds));
-    result["iperf3_gbps"] = iperf3;
+    P3_ASSIGN_OR_RETURN(iperf3, RunIperf3(sup.get(), dir, host, server_ns, worker_ns,
+                                          static_cast<int>(iperf3_seconds)));
+  }
+  const bool shared = absl::GetFlag(FLAGS_shared_memory);
+  std::optional<MemcpyResult> copy;
+  // Before the server starts, so that nothing of the run competes with it; the buffers
+  // are freed before the run.
+  const int64_t memcpy_bytes = std::max<int64_t>(params / tensors * tensors * 4, kMinMemcpyBytes);
+  if (shared) {
+    P3_ASSIGN_OR_RETURN(copy, MeasureMemcpy(memcpy_bytes, memcpy_runs));
   }
 
   // The real server, with the optimizer reduced to plain SGD (no momentum, no decay).
@@ -346,7 +458,6 @@ absl::StatusOr<nlohmann::json> Run() {
   WorkerOptions options;
   options.servers = {absl::StrCat(host, ":", port)};
   options.slice_params = absl::GetFlag(FLAGS_slice_params);
-  const bool shared = absl::GetFlag(FLAGS_shared_memory);
   if (shared) options.shared_memory_servers = {0};
   P3_ASSIGN_OR_RETURN(std::unique_ptr<Worker> worker, Worker::Create(options, model));
   const torch::Tensor input = torch::zeros({1});
@@ -399,16 +510,43 @@ absl::StatusOr<nlohmann::json> Run() {
   result["worker_cpu_s"] = worker_cpu;
   result["worker_training_thread_cpu_s"] = thread1 - thread0;
   result["server_cpu_s"] = server_cpu;
-  result["cpu_s_per_gb"] = (worker_cpu + server_cpu) / ((sent + received) / 1e9);
+  // GB of payload across, both directions (the header: how a GB is counted).
+  const double gb_moved = (sent + received) / 1e9;
+  result["cpu_s_per_gb"] = (worker_cpu + server_cpu) / gb_moved;
   // Everything the host's cores did in the window, per GB: what a host whose cores are
   // all busy (the cluster's) pays, where the kernel's forwarding cannot use idle time.
   const double host_busy_s = TicksToSeconds(host1.busy_ticks - host0.busy_ticks);
   result["host_busy_s"] = host_busy_s;
   result["host_softirq_s"] = TicksToSeconds(host1.softirq_ticks - host0.softirq_ticks);
-  result["host_cpu_s_per_gb"] = host_busy_s / ((sent + received) / 1e9);
+  result["host_cpu_s_per_gb"] = host_busy_s / gb_moved;
   result["load1_end"] = Load1();
-  if (result.contains("iperf3_gbps")) {
-    result["ratio"] = result["goodput_up_gbps"].get<double>() / result["iperf3_gbps"].get<double>();
+  const double goodput = sent * 8 / seconds / 1e9;
+  if (iperf3.has_value()) {
+    // Per GB of payload across the link as for us: iperf3's bytes go one way only.
+    const double gb = iperf3->bytes / 1e9;
+    const double iperf3_busy_s = TicksToSeconds(iperf3->host.busy_ticks);
+    const double iperf3_host_per_gb = iperf3_busy_s / gb;
+    result["iperf3_gbps"] = iperf3->gbps;
+    result["ratio"] = goodput / iperf3->gbps;
+    result["iperf3_bytes"] = iperf3->bytes;
+    result["iperf3_host_busy_s"] = iperf3_busy_s;
+    result["iperf3_softirq_s"] = TicksToSeconds(iperf3->host.softirq_ticks);
+    result["iperf3_host_cpu_s_per_gb"] = iperf3_host_per_gb;
+    result["iperf3_sender_cpu_percent"] = iperf3->sender_cpu_percent;
+    result["iperf3_receiver_cpu_percent"] = iperf3->receiver_cpu_percent;
+    // iperf3's two processes, the counterpart of cpu_s_per_gb (worker + server).
+    result["iperf3_cpu_s_per_gb"] =
+        (iperf3->sender_cpu_percent + iperf3->receiver_cpu_percent) / 100 * iperf3->seconds / gb;
+    // No ratio where the host's counters did not move in iperf3's run (1/100 s ticks).
+    if (iperf3_busy_s > 0) {
+      result["cpu_ratio_to_iperf3"] = host_busy_s / gb_moved / iperf3_host_per_gb;
+    }
+  }
+  if (copy.has_value()) {
+    result["memcpy_bytes"] = memcpy_bytes;
+    result["memcpy_gbps"] = copy->gbps;
+    result["memcpy_cpu_s_per_gb"] = copy->cpu_s_per_gb;
+    result["goodput_to_memcpy"] = goodput / copy->gbps;
   }
   return result;
 }

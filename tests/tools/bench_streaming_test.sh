@@ -2,12 +2,15 @@
 # Smoke test of //tools:bench_streaming (docs/results/streaming/streaming.md): a few iterations of
 # the real worker library against the real p3_server on loopback (no network emulation,
 # no iperf3), checking the exit status and that the bytes reported are exactly those of
-# the iterations measured; a bad command line; bench_streaming.py's table from a CSV, and its
-# --append (a loopback run added to an older CSV; a foreign CSV refused).
+# the iterations measured; iperf3 on loopback first (1 s) for its CPU per GB beside ours;
+# the shared-memory path with memcpy beside it; bad command lines; bench_streaming.py's
+# table from a CSV (older columns and the new ones), its --append (a loopback run added to
+# an older CSV; a foreign CSV refused) and its --shared_memory. Nothing here needs root.
 # Runs from the runfiles tree (bazel test), where the paths below are relative.
 set -uo pipefail
 
 source tests/testing/cases.sh
+source tests/testing/skip.sh
 
 BENCH=tools/bench_streaming
 SERVER=server/p3_server
@@ -40,6 +43,56 @@ elif check_json 'r["network"] == "loopback" and r["params"] == 400000' &&
   else
     ok
   fi
+fi
+
+case_name="loopback after 1 s of iperf3: both host CPU figures per GB, and their ratio"
+output="$TMP/iperf3.out"
+if ! command -v iperf3 >/dev/null; then
+  p3_skip "$case_name" "iperf3 is not installed"
+else
+  # 2 M parameters x 10 iterations: long enough for the host's 1/100 s counters to move.
+  "$BENCH" --server_binary="$SERVER" --params=2000000 --tensors=4 --slice_params=40000 \
+    --warmup=1 --iterations=10 --iperf3_seconds=1 --out_dir="$TMP/iperf3" >"$output" 2>&1
+  rc=$?
+  if [[ $rc -ne 0 ]]; then
+    fail "exit status $rc"
+  elif check_json 'r["iperf3_gbps"] > 0 and r["ratio"] > 0 and r["iperf3_bytes"] > 0' &&
+    check_json 'r["host_cpu_s_per_gb"] > 0 and r["iperf3_host_cpu_s_per_gb"] > 0' &&
+    check_json 'r["iperf3_host_busy_s"] >= r["iperf3_softirq_s"] >= 0' &&
+    check_json 'abs(r["iperf3_host_cpu_s_per_gb"] - r["iperf3_host_busy_s"] / (r["iperf3_bytes"] / 1e9)) < 1e-9' &&
+    check_json 'abs(r["cpu_ratio_to_iperf3"] - r["host_cpu_s_per_gb"] / r["iperf3_host_cpu_s_per_gb"]) < 1e-9' &&
+    check_json 'r["cpu_ratio_to_iperf3"] > 0 and r["iperf3_cpu_s_per_gb"] > 0' &&
+    check_json 'r["iperf3_sender_cpu_percent"] > 0 and r["iperf3_receiver_cpu_percent"] > 0' &&
+    check_json '"memcpy_gbps" not in r'; then
+    ok
+  fi
+fi
+
+case_name="--shared_memory: exact byte counts, memcpy measured beside the run"
+output="$TMP/shared.out"
+"$BENCH" --server_binary="$SERVER" --params=400000 --tensors=4 --slice_params=10000 \
+  --warmup=1 --iterations=3 --shared_memory --memcpy_runs=3 --out_dir="$TMP/shared" \
+  >"$output" 2>&1
+rc=$?
+if [[ $rc -ne 0 ]]; then
+  fail "exit status $rc"
+elif check_json 'r["shared_memory"] and r["bytes_sent"] == r["bytes_received"] == 3 * 400000 * 4' &&
+  check_json 'r["memcpy_bytes"] == 64 << 20 and r["memcpy_gbps"] > 0 and r["memcpy_cpu_s_per_gb"] > 0' &&
+  check_json 'abs(r["goodput_to_memcpy"] - r["goodput_up_gbps"] / r["memcpy_gbps"]) < 1e-9' &&
+  check_json 'r["goodput_to_memcpy"] > 0 and "iperf3_gbps" not in r'; then
+  ok
+fi
+
+case_name="--iperf3_seconds=0.5: refused (iperf3's -t takes whole seconds; -t 0 never ends)"
+output="$TMP/iperf3_half.out"
+"$BENCH" --server_binary="$SERVER" --iperf3_seconds=0.5 --out_dir="$TMP/iperf3_half" >"$output" 2>&1
+rc=$?
+if [[ $rc -ne 1 ]]; then
+  fail "exit status $rc, expected 1"
+elif ! grep -q -- "--iperf3_seconds takes whole seconds" "$output"; then
+  fail "no reason given"
+else
+  ok
 fi
 
 case_name="no --server_binary: exit 1 with the reason"
@@ -95,6 +148,29 @@ else
   ok
 fi
 
+case_name="bench_streaming.py --report: iperf3's host CPU and memcpy columns, blank where a run lacks them"
+output="$TMP/report_new.out"
+{
+  head -1 "$TMP/h.csv" | sed 's/$/,iperf3_host_cpu_s_per_gb,iperf3_softirq_s,iperf3_bytes,cpu_ratio_to_iperf3,shared_memory,memcpy_gbps,goodput_to_memcpy,memcpy_cpu_s_per_gb/'
+  # A rate from before the columns, then loopback and shared memory with them.
+  sed -n 2p "$TMP/h.csv" | sed 's/$/,,,,,,,,/'
+  sed -n 5p "$TMP/h.csv" | sed 's/$/,0.5,0.1,2000000000,2.4,0,,,/'
+  sed -n 5p "$TMP/h.csv" | sed 's/^x,c,0.0,0,10.0,2.5,0.25,/x,c,0.0,0,10.0,8.0,0.8,/; s/$/,0.8,0.1,1000000000,1.5,1,40.0,0.2,0.125/'
+} >"$TMP/n.csv"
+"$PY" tools/bench_streaming.py --report --csv="$TMP/n.csv" --md="$TMP/s.md" >"$output" 2>&1
+rc=$?
+if [[ $rc -ne 0 ]]; then
+  fail "exit status $rc"
+elif ! grep -q '| iperf3 host CPU s/GB (of it softirq) | p3 ÷ iperf3 host CPU | memcpy Gbit/s (CPU s/GB) | goodput ÷ memcpy | runs | load1 |$' "$TMP/s.md" ||
+  ! grep -q '^| 1 | 0.95 (0.95–0.95) | 0.90 (0.90–0.90) | .* | – | – | – | – | 1 | 1.5–1.5 |$' "$TMP/s.md" ||
+  ! grep -q '^| unlimited (loopback) | 10.00 (10.00–10.00) | 2.50 (2.50–2.50) | .* | 0.50 (0.50–0.50) (0.05) | 2.40 (2.40–2.40) | – | – | 1 | 3.0–3.0 |$' "$TMP/s.md" ||
+  ! grep -q '^| shared memory (colocated) | 10.00 (10.00–10.00) | 8.00 (8.00–8.00) | .* | 0.80 (0.80–0.80) (0.10) | 1.50 (1.50–1.50) | 40.0 (40.0–40.0) (0.12) | 0.20 (0.20–0.20) | 1 | 3.0–3.0 |$' "$TMP/s.md"; then
+  cp "$TMP/s.md" "$output"
+  fail "unexpected table"
+else
+  ok
+fi
+
 case_name="bench_streaming.py --append: a loopback run added after an older CSV's runs"
 output="$TMP/append.out"
 cp "$TMP/s.csv" "$TMP/a.csv"
@@ -136,6 +212,30 @@ elif ! grep -q "is not a CSV of this benchmark (columns model, samples_per_secon
   fail "no reason naming the columns"
 elif ! cmp -s "$TMP/other.csv" "$TMP/other_before.csv"; then
   fail "the file was changed"
+else
+  ok
+fi
+
+case_name="bench_streaming.py --shared_memory: loopback, then the shared-memory path, in one command"
+output="$TMP/py_shared.out"
+"$PY" tools/bench_streaming.py --rates=0 --shared_memory --runs=1 --iperf3_seconds=0 \
+  --params=400000 --slice_params=10000 --iterations=2 --bench="$BENCH" --server="$SERVER" \
+  --out_dir="$TMP/py_shared" --csv="$TMP/py_shared.csv" --md= >"$output" 2>&1
+rc=$?
+if [[ $rc -ne 0 ]]; then
+  fail "exit status $rc"
+elif ! "$PY" - "$TMP/py_shared.csv" >>"$output" 2>&1 <<'PY'
+import csv, sys
+rows = list(csv.DictReader(open(sys.argv[1])))
+assert [r["shared_memory"] for r in rows] == ["0", "1"], rows
+assert rows[0]["memcpy_gbps"] == "" and float(rows[1]["memcpy_gbps"]) > 0, rows
+assert float(rows[1]["goodput_to_memcpy"]) > 0 and float(rows[1]["memcpy_cpu_s_per_gb"]) > 0, rows
+PY
+then
+  fail "unexpected CSV"
+elif ! grep -q '^| shared memory (colocated) | – | ' "$output" ||
+  ! grep -q '^| unlimited (loopback) | – | .* | – | – | 1 | ' "$output"; then
+  fail "no shared-memory row in the table"
 else
   ok
 fi
