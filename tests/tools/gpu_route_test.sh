@@ -78,7 +78,9 @@ while read -r target; do
   bin="$root/bin/${pkg%%:*}/${target##*:}"
   [[ -x "$bin" ]] || fail "no binary for $target"
   # Debian's libraries come from the private prefix, found through the binary's RPATH.
-  ldd "$bin" | grep -q "$TMP/deps/usr/lib/x86_64-linux-gnu/libabsl" ||
+  # (grep reads all of ldd's output: with -q it could stop early, and under pipefail
+  # ldd's SIGPIPE would fail the check.)
+  ldd "$bin" | grep -c "$TMP/deps/usr/lib/x86_64-linux-gnu/libabsl" >/dev/null ||
     fail "$target does not take Abseil from the prefix"
 done < <(grep -v '^#' "$repo/tools/gpu/targets.txt" | grep .)
 ok

@@ -122,18 +122,22 @@ struct ReceiverReport {
   int64_t nanos = 0;
 };
 
+// The receiver child's end: its report (`step` failed with errno `error`, or 0) to
+// `report_fd`, then the exit.
+[[noreturn]] void FinishReceiver(ReceiverReport report, int report_fd, int step, int error) {
+  report.step = step;
+  report.error = error;
+  WriteAll(report_fd, &report, sizeof(report));
+  _exit(error == 0 ? 0 : 1);
+}
+
 // Receiver child: listens on `address` in namespace `ns_path`, reports its port on
 // `port_fd`, counts the bytes of one connection until EOF, reports on `report_fd`.
 [[noreturn]] void RunReceiver(const std::string& ns_path, const std::string& address, int port_fd,
                               int report_fd, int64_t deadline_ns) {
   PrepareChild();
   ReceiverReport report;
-  auto finish = [&](int step, int error) {
-    report.step = step;
-    report.error = error;
-    WriteAll(report_fd, &report, sizeof(report));
-    _exit(error == 0 ? 0 : 1);
-  };
+  auto finish = [&](int step, int error) { FinishReceiver(report, report_fd, step, error); };
   int error = EnterNamespace(ns_path.c_str());
   if (error != 0) {
     uint16_t zero = 0;
@@ -175,7 +179,7 @@ struct ReceiverReport {
     report.bytes += n;
   }
   report.nanos = start == 0 ? 0 : MonotonicNanos() - start;
-  finish(0, 0);
+  FinishReceiver(report, report_fd, 0, 0);
 }
 
 // Sender child: connects from namespace `ns_path` to address:port and sends for
