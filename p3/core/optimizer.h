@@ -86,6 +86,13 @@ class SliceOptimizer {
   void ApplyMean(float* params, const float* const* grads, int num_grads, int64_t n,
                  SliceOptimizerState* state, double lr) const;
 
+  // Apply() of (terms[0][i] + terms[1][i] + ... in this order) / `divisor` (no division
+  // by 1), in one pass. For a caller that sums gradients as they arrive (ParameterShard):
+  // with terms = {g0 + g1 + ... + g_{k-1} summed in rank order as float, g_k, ..., g_{w-1}}
+  // and divisor w it is bit for bit ApplyMean of g0 ... g_{w-1}.
+  void ApplySum(float* params, const float* const* terms, int num_terms, int divisor, int64_t n,
+                SliceOptimizerState* state, double lr) const;
+
   // The scheduled rate of the update made from iteration `iteration`'s gradients
   // (ScheduledLr(options().schedule, options().lr, iteration)). No allocation.
   double LearningRate(int64_t iteration) const {
@@ -95,9 +102,11 @@ class SliceOptimizer {
   const OptimizerOptions& options() const { return options_; }
 
  private:
-  void ApplySgd(float* params, const float* const* grads, int num_grads, int64_t n,
+  // The update from the mean of num_grads gradients, which is their rank-order sum
+  // divided by `divisor` (num_grads for ApplyMean; 1 gradient that is a sum for ApplySum).
+  void ApplySgd(float* params, const float* const* grads, int num_grads, int divisor, int64_t n,
                 SliceOptimizerState* state, double lr) const;
-  void ApplyAdam(float* params, const float* const* grads, int num_grads, int64_t n,
+  void ApplyAdam(float* params, const float* const* grads, int num_grads, int divisor, int64_t n,
                  SliceOptimizerState* state, double lr) const;
 
   const OptimizerOptions options_;

@@ -30,8 +30,8 @@ std::unique_ptr<ParameterShard::SliceState> ParameterShard::NewSliceState(
   state->length = slice.length;
   state->priority = slice.priority;
   absl::MutexLock slice_lock(&state->mu);
-  state->grads.resize(workers);
-  state->grad_ptrs.assign(workers, nullptr);
+  state->early.resize(workers);
+  state->in_sum.assign(workers, 0);
   state->has.assign(workers, false);
   state->received.assign(workers, 0);
   state->catch_up.assign(workers, false);

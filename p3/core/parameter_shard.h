@@ -292,10 +292,21 @@ class ParameterShard {
     uint64_t version ABSL_GUARDED_BY(mu) = 0;
     std::vector<float> params ABSL_GUARDED_BY(mu);
     SliceOptimizerState opt ABSL_GUARDED_BY(mu);
-    // grads[r] holds rank r's gradient of the current iteration when has[r].
-    std::vector<std::vector<float>> grads ABSL_GUARDED_BY(mu);
-    std::vector<const float*> grad_ptrs ABSL_GUARDED_BY(mu);  // grads[r].data(), by rank
-    std::vector<bool> has ABSL_GUARDED_BY(mu);
+    // The current iteration's gradients, summed in rank order as they arrive (a float sum
+    // depends on its order; this is the order SliceOptimizer::ApplyMean sums in):
+    //   sum = g_0 + g_1 + ... + g_{folded-1}, and the first in_sum[folded] values of g_folded.
+    // A part from rank `folded` is added to `sum` as it arrives, straight from the message;
+    // a part from a later rank waits in early[r] (allocated when first needed) until every
+    // rank before it is in. Ranks mostly arrive in order, so most values are read once,
+    // from the message, into a sum that stays in cache.
+    std::vector<float> sum ABSL_GUARDED_BY(mu);
+    int folded ABSL_GUARDED_BY(mu) = 0;
+    std::vector<std::vector<float>> early ABSL_GUARDED_BY(mu);
+    // in_sum[r]: values of rank r's gradient in `sum` (length for r < folded). A rejoin
+    // leaves them there: the new process resends the same gradient (docs/protocol.md,
+    // "Why bit-identical"), whose first in_sum[r] values are checked and counted, not added.
+    std::vector<int64_t> in_sum ABSL_GUARDED_BY(mu);
+    std::vector<bool> has ABSL_GUARDED_BY(mu);  // rank r's whole gradient is in
     // received[r]: values of rank r's gradient in so far (< length while parts arrive).
     std::vector<int64_t> received ABSL_GUARDED_BY(mu);
     int count ABSL_GUARDED_BY(mu) = 0;
@@ -334,6 +345,19 @@ class ParameterShard {
   static absl::StatusOr<int64_t> CountValues(const char* what, int slice_id,
                                              const std::vector<absl::string_view>& segments,
                                              WireDType dtype);
+  // Adds (rank 0: writes) the values of rank `rank`'s part at `offset`, but its first
+  // `skip`, into s->sum, or keeps them in s->early[rank] while ranks before it are missing.
+  void TakeGradientValues(const Part& part, SliceState* s, int rank, int64_t offset,
+                          int64_t skip, int scale_exponent) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(s->mu);
+  // The float32 values of `part` (at `offset` of slice `s`), as the wire delivers them:
+  // where they are when they need no decoding (float32, aligned), else decoded into a
+  // buffer of the calling thread's that stays valid until its next call.
+  const float* DecodedValues(const Part& part, const SliceState& s, int64_t offset,
+                             int scale_exponent) const;
+  // Moves the waiting values of the ranks after s->folded into s->sum while the ranks
+  // before them are complete.
+  static void FoldEarly(SliceState* s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s->mu);
   // Every Init() and Gradient(), whatever holds the part's values.
   absl::StatusOr<std::vector<ToWorker>> InitFrom(int rank, int slice_id, const Part& part,
                                                  int64_t offset);

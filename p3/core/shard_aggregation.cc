@@ -2,9 +2,11 @@
 // order and applied, pulls, and the snapshot each new version is sent as.
 #include "p3/core/parameter_shard.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <optional>
+#include <type_traits>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -15,15 +17,39 @@
 namespace p3 {
 namespace {
 
-// Every value of the W gradients is finite. Branch-free per value (x - x is 0 exactly for
+// Every one of the n values is finite. Branch-free per value (x - x is 0 exactly for
 // finite x, NaN for an infinity or a NaN), so that GCC vectorises it.
-bool AllFinite(const float* const* grads, int workers, int64_t n) {
-  for (int r = 0; r < workers; ++r) {
-    float acc = 0;
-    for (int64_t i = 0; i < n; ++i) acc += grads[r][i] - grads[r][i];
-    if (acc != 0 || acc != acc) return false;
+bool AllFinite(const float* values, int64_t n) {
+  float acc = 0;
+  for (int64_t i = 0; i < n; ++i) acc += values[i] - values[i];
+  return acc == 0;  // false for NaN
+}
+
+// sum[j] += g[j] for j < len. With len a compile-time constant GCC vectorises it at -O2
+// (its cheapest cost model leaves loops of unknown count scalar).
+template <typename Len>
+inline void AddBlock(const float* __restrict g, Len len, float* __restrict sum) {
+  for (int64_t j = 0; j < len; ++j) sum[j] += g[j];
+}
+
+// sum[i] += g[i] for i < n, in vectorised blocks.
+void AddTo(const float* g, int64_t n, float* sum) {
+  constexpr int64_t kBlock = 256;
+  int64_t i = 0;
+  for (; i + kBlock <= n; i += kBlock) {
+    AddBlock(g + i, std::integral_constant<int64_t, kBlock>{}, sum + i);
   }
-  return true;
+  if (i < n) AddBlock(g + i, n - i, sum + i);
+}
+
+// Where a part's decoded values are when they need no decoding: float32 on the wire and
+// aligned, at `floats` or in the colocated worker's flat buffer; null otherwise.
+const float* DirectValues(const float* floats, const float* flat, int64_t slice_offset,
+                          int64_t offset, WireDType dtype) {
+  if (dtype != WireDType::kFloat32) return nullptr;
+  const float* from = flat != nullptr ? flat + slice_offset + offset : floats;
+  if (from == nullptr || reinterpret_cast<uintptr_t>(from) % alignof(float) != 0) return nullptr;
+  return from;
 }
 
 // A part of `n` values at `offset` must continue the `received` values so far of a slice
@@ -125,6 +151,7 @@ absl::StatusOr<std::vector<ToWorker>> ParameterShard::InitFrom(int rank, int sli
     P3_RETURN_IF_ERROR(CheckPart("initial values", slice_id, s.length, s.init_received, offset, n));
     if (options_.keep_values) {
       s.params.resize(s.length);
+      s.sum.resize(s.length);  // here, so that the first gradients allocate nothing
       ReadPart(part, s, offset, WireDType::kFloat32, 0, s.params.data() + offset);
     }
     s.init_received = offset + n;
@@ -225,6 +252,68 @@ absl::Status ParameterShard::CheckScale(int slice_id, std::optional<int> scale_e
   return absl::InvalidArgumentError(absl::StrCat("gradient of slice ", slice_id, ": ", s.message()));
 }
 
+const float* ParameterShard::DecodedValues(const Part& part, const SliceState& s,
+                                           int64_t offset, int scale_exponent) const {
+  if (part.segments == nullptr) {
+    const float* direct =
+        DirectValues(part.floats, part.flat, s.offset, offset, options_.wire_dtype);
+    if (direct != nullptr) return direct;
+  }
+  // In cache: the buffer is reused for every part this thread decodes.
+  thread_local std::vector<float> scratch;
+  if (static_cast<int64_t>(scratch.size()) < part.n) scratch.resize(part.n);
+  ReadPart(part, s, offset, options_.wire_dtype, scale_exponent, scratch.data());
+  return scratch.data();
+}
+
+void ParameterShard::TakeGradientValues(const Part& part, SliceState* s, int rank,
+                                        int64_t offset, int64_t skip,
+                                        int scale_exponent) const {
+  const int64_t n = part.n;
+  const bool adds = rank == s->folded && rank > 0;
+  float* dest;  // where the values are written when they are not added
+  if (rank == s->folded) {
+    // Sized by Init or a re-plan; a shard restored from a checkpoint sizes it here once.
+    if (static_cast<int64_t>(s->sum.size()) != s->length) s->sum.resize(s->length);
+    dest = s->sum.data();  // rank 0: the first term
+  } else {
+    // Allocates the first time this rank comes before a rank ranked above it.
+    s->early[rank].resize(s->length);
+    dest = s->early[rank].data();
+  }
+  if (!adds && skip == 0) {
+    // Decoded straight into place.
+    ReadPart(part, *s, offset, options_.wire_dtype, scale_exponent, dest + offset);
+    return;
+  }
+  const float* values = DecodedValues(part, *s, offset, scale_exponent);
+  if (adds) {
+    AddTo(values + skip, n - skip, dest + offset + skip);
+  } else {
+    std::copy_n(values + skip, n - skip, dest + offset + skip);
+  }
+}
+
+void ParameterShard::FoldEarly(SliceState* s) {
+  const int workers = static_cast<int>(s->has.size());
+  while (s->folded < workers) {
+    const int f = s->folded;
+    const int64_t available = s->has[f] ? s->length : s->received[f];
+    if (s->in_sum[f] < available && !s->early[f].empty()) {
+      const float* from = s->early[f].data() + s->in_sum[f];
+      float* to = s->sum.data() + s->in_sum[f];
+      if (f == 0) {
+        std::copy_n(from, available - s->in_sum[f], to);
+      } else {
+        AddTo(from, available - s->in_sum[f], to);
+      }
+    }
+    s->in_sum[f] = std::max(s->in_sum[f], available);
+    if (s->in_sum[f] < s->length) return;
+    ++s->folded;
+  }
+}
+
 absl::Status ParameterShard::GradientFrom(int rank, int slice_id, uint64_t iteration,
                                           const Part& part, int64_t offset,
                                           std::optional<int> scale_exponent,
@@ -271,33 +360,56 @@ absl::Status ParameterShard::GradientFrom(int rank, int slice_id, uint64_t itera
                                                    rank));
     }
     P3_RETURN_IF_ERROR(CheckPart("gradient", slice_id, s.length, s.received[rank], offset, n));
-    if (options_.keep_values) {
-      // Allocates only the first time: the buffer keeps its size between iterations.
-      s.grads[rank].resize(s.length);
-      // Decoded straight into the slot.
-      ReadPart(part, s, offset, options_.wire_dtype, scale_exponent.value_or(0),
-               s.grads[rank].data() + offset);
+    // Values before in_sum[rank] are in the sum already (a rejoined worker's resend).
+    const int64_t skip = std::clamp<int64_t>(s.in_sum[rank] - offset, 0, n);
+    const int workers = static_cast<int>(s.has.size());
+    // The last rank's whole gradient, with every other one in the sum: it is added inside
+    // the update's pass (ApplySum's second term) instead of in a pass of its own. (Not
+    // with skip_nonfinite, which checks the whole sum first.)
+    const float* last_term = nullptr;
+    if (options_.keep_values && !options_.skip_nonfinite && rank == workers - 1 &&
+        s.folded == rank && s.count == workers - 1 && offset == 0 && n == s.length &&
+        skip == 0) {
+      last_term = DecodedValues(part, s, offset, scale_exponent.value_or(0));
+    } else if (options_.keep_values && skip < n) {
+      TakeGradientValues(part, &s, rank, offset, skip, scale_exponent.value_or(0));
     }
+    if (rank == s.folded) s.in_sum[rank] = std::max(s.in_sum[rank], offset + n);
     s.received[rank] = offset + n;
     if (s.received[rank] < s.length) return absl::OkStatus();  // more parts to come
     s.received[rank] = 0;
     s.has[rank] = true;
     ++s.count;
+    FoldEarly(&s);
     if (!values_on_push) {
       AppendAck(slice_id, s, rank, iteration, out);
     }
-    const int workers = static_cast<int>(s.has.size());
     if (s.count < workers) return absl::OkStatus();
+    if (s.folded != workers) {
+      return absl::InternalError(absl::StrCat("slice ", slice_id, ": every gradient of iteration ",
+                                              iteration, " is in, but only ", s.folded,
+                                              " are summed"));
+    }
 
-    // All gradients are in: their mean, summed in rank order so that the result does
-    // not depend on arrival order, and the update, in one pass (SliceOptimizer::ApplyMean),
-    // at the scheduled rate of this iteration: the version is the iteration whose
-    // gradients these are, also after a restore, so a resumed run keeps its schedule.
+    // All gradients are in, summed in rank order so that the result does not depend on
+    // arrival order: their mean and the update in one pass (SliceOptimizer::ApplySum), at
+    // the scheduled rate of this iteration: the version is the iteration whose gradients
+    // these are, also after a restore, so a resumed run keeps its schedule. With
+    // skip_nonfinite, a sum with an infinity or a NaN (from any gradient, or one that
+    // overflowed in the sum) changes nothing.
     if (options_.keep_values) {
-      for (int r = 0; r < workers; ++r) s.grad_ptrs[r] = s.grads[r].data();
-      if (!options_.skip_nonfinite || AllFinite(s.grad_ptrs.data(), workers, s.length)) {
-        optimizer_.ApplyMean(s.params.data(), s.grad_ptrs.data(), workers, s.length, &s.opt,
-                             optimizer_.LearningRate(static_cast<int64_t>(s.version)));
+      const float* terms[2] = {s.sum.data(), last_term};
+      int num_terms = 1;
+      if (last_term != nullptr) {
+        if (workers == 1) {
+          terms[0] = last_term;  // the only gradient, read where it is
+        } else {
+          num_terms = 2;
+        }
+      }
+      if (!options_.skip_nonfinite || AllFinite(s.sum.data(), s.length)) {
+        optimizer_.ApplySum(s.params.data(), terms, num_terms, workers, s.length, &s.opt,
+                            optimizer_.LearningRate(static_cast<int64_t>(s.version)));
       } else {
         ++skipped_updates_;
       }
@@ -305,6 +417,8 @@ absl::Status ParameterShard::GradientFrom(int rank, int slice_id, uint64_t itera
     ++s.version;
     advanced = s.version;
     s.has.assign(workers, false);
+    s.in_sum.assign(workers, 0);
+    s.folded = 0;
     s.count = 0;
     if (options_.keep_values) TakeSnapshot(&s);
     if (values_on_push) {

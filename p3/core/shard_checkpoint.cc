@@ -38,6 +38,7 @@ absl::Status ParameterShard::Restore() {
     SliceState& state = *slices_[s.slice_id];
     absl::MutexLock slice_lock(&state.mu);
     state.params = s.params;
+    state.sum.resize(state.length);
     state.opt = s.optimizer;
     state.version = ckpt.iteration;
     state.initialized = true;

@@ -65,6 +65,8 @@ absl::StatusOr<uint64_t> ParameterShard::Rejoin(const ClusterSignature& sig, int
       s.has[rank] = false;
       --s.count;
     }
+    // What was summed of the dead process's gradient stays summed (s.in_sum[rank]); the
+    // rest, and what waited for ranks before it, is dropped: the new process resends it.
     s.received[rank] = 0;
     s.catch_up[rank] = false;
     s.pending_pulls.erase(std::remove(s.pending_pulls.begin(), s.pending_pulls.end(), rank),

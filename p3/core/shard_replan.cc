@@ -80,7 +80,8 @@ int64_t ParameterShard::StateFloats() const {
     absl::MutexLock slice_lock(&s.mu);
     total += static_cast<int64_t>(s.params.capacity() + s.opt.buf.capacity() +
                                   s.opt.buf_sq.capacity());
-    for (const std::vector<float>& g : s.grads) total += static_cast<int64_t>(g.capacity());
+    total += static_cast<int64_t>(s.sum.capacity());
+    for (const std::vector<float>& g : s.early) total += static_cast<int64_t>(g.capacity());
     for (const std::shared_ptr<Snapshot>* snapshot : {&s.snapshot, &s.previous, &s.spare}) {
       if (*snapshot != nullptr) total += (*snapshot)->capacity_bytes() / sizeof(float);
     }
@@ -122,8 +123,8 @@ void ParameterShard::SwitchPlanLocked() {
   // plan takes nothing from: the gradients (all summed) and the snapshots.
   for (SliceState* o : old) {
     o->retired = true;
-    std::vector<std::vector<float>>().swap(o->grads);
-    o->grad_ptrs.assign(o->grad_ptrs.size(), nullptr);
+    std::vector<float>().swap(o->sum);
+    for (std::vector<float>& g : o->early) std::vector<float>().swap(g);
     o->snapshot.reset();
     o->previous.reset();
     o->spare.reset();
@@ -168,13 +169,14 @@ void ParameterShard::SwitchPlanLocked() {
           at += count;
         }
         // Every buffer the new plan needs, here rather than in its first updates: the
-        // gradients, the snapshot of the current version and a spare for the next one
+        // gradients' sum (a rank arriving before those ranked above it allocates its
+        // waiting buffer when it first does), the snapshot of the current version and a spare for the next one
         // (after that, TakeSnapshot reuses the previous version's). Allocated later, when
         // the old plan's memory had gone to other buffers, they were fresh pages, in
         // timed iterations: VGG-19, 2 - 4 s more server CPU in the first or second
         // iteration on a plan of larger slices (docs/simulator.md, "The cost of a
         // switch"). The switch's own iteration is the one the online search leaves out.
-        for (std::vector<float>& g : state->grads) g.resize(slice.length);
+        state->sum.resize(slice.length);
         TakeSnapshot(state.get());
         state->spare = std::make_shared<Snapshot>(options_.wire_dtype);
         state->spare->Reserve(slice.length);

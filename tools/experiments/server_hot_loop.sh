@@ -23,4 +23,6 @@ for run in $(seq 1 "$runs"); do
       echo "$build,$run,$("$bin" $config)"
     done
   done
+  # The memory floor under the SGD rows (bench_shard --memory_floor), new binary only.
+  echo "floor,$run,$("$new" --memory_floor --slice_params=40000 --slices=64 --iterations=20)"
 done

@@ -247,7 +247,9 @@ bool SameBits(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
 
-CATCH_TEST_CASE("the fused mean and update equal the separate passes bit for bit") {
+CATCH_TEST_CASE(
+    "the fused mean and update, and the update from a rank-order sum, equal the separate "
+    "passes bit for bit") {
   std::vector<OptimizerOptions> configs(6);
   configs[1].weight_decay = 1e-3;
   configs[2].nesterov = true;
@@ -270,7 +272,8 @@ CATCH_TEST_CASE("the fused mean and update equal the separate passes bit for bit
         std::vector<float> want(n);
         for (float& x : want) x = normal(rng);
         std::vector<float> got = want;
-        SliceOptimizerState want_state, got_state;
+        std::vector<float> summed = want;  // ApplySum of the rank-order sum
+        SliceOptimizerState want_state, got_state, summed_state;
         SliceOptimizer opt(o);
         for (int step = 0; step < 4; ++step) {
           std::vector<std::vector<float>> grads(workers, std::vector<float>(n));
@@ -281,8 +284,25 @@ CATCH_TEST_CASE("the fused mean and update equal the separate passes bit for bit
           }
           ReferenceMeanAndUpdate(o, grads, &want, &want_state);
           opt.ApplyMean(got.data(), ptrs.data(), workers, n, &got_state);
+          std::vector<float> sum = grads[0];
+          for (int r = 1; r < workers; ++r) {
+            for (int64_t i = 0; i < n; ++i) sum[i] += grads[r][i];
+          }
+          // Alternately the whole sum, and the sum of all but the last with the last.
+          std::vector<const float*> terms = {sum.data()};
+          if (step % 2 == 1 && workers > 1) {
+            sum = grads[0];
+            for (int r = 1; r + 1 < workers; ++r) {
+              for (int64_t i = 0; i < n; ++i) sum[i] += grads[r][i];
+            }
+            terms.push_back(grads[workers - 1].data());
+          }
+          opt.ApplySum(summed.data(), terms.data(), static_cast<int>(terms.size()), workers, n,
+                       &summed_state, o.lr);
         }
         CATCH_CHECK(SameBits(got, want));
+        CATCH_CHECK(SameBits(summed, want));
+        CATCH_CHECK(SameBits(summed_state.buf, want_state.buf));
         CATCH_CHECK(SameBits(got_state.buf, want_state.buf));
         CATCH_CHECK(SameBits(got_state.buf_sq, want_state.buf_sq));
         CATCH_CHECK(got_state.steps == want_state.steps);

@@ -7,11 +7,13 @@
 #include <catch2/catch.hpp>
 #include <algorithm>
 #include <optional>
+#include <random>
 #include <string>
 #include <thread>
 #include <utility>
 #include <vector>
 
+#include "p3/core/optimizer.h"
 #include "tests/p3/core/shard_test_util.h"
 
 namespace p3 {
@@ -81,6 +83,55 @@ CATCH_TEST_CASE("the result does not depend on the order gradients arrive in") {
   }
   CATCH_CHECK(results[0] == results[1]);
   CATCH_CHECK(results[0] == results[2]);
+}
+
+CATCH_TEST_CASE(
+    "gradients in parts from any number of workers, interleaved in any order, update as "
+    "the mean summed in rank order") {
+  // Values whose float sum depends on its order.
+  const float pool[] = {0.1f, 3e7f, -3e7f, 1e-8f, 0.7f, -0.3f, 1.0f, 2.5e-3f, -7.0f};
+  std::mt19937 rng(7);
+  for (int workers = 1; workers <= 4; ++workers) {
+    for (int trial = 0; trial < 40; ++trial) {
+      ShardOptions options = Options(workers, 0.5);
+      options.optimizer.momentum = 0.9;
+      options.optimizer.weight_decay = 0.01;
+      ParameterShard shard(options);
+      for (int r = 0; r < workers; ++r) CATCH_REQUIRE(shard.Join(Signature(workers), r).ok());
+      InitAll(shard);
+      // The reference: SliceOptimizer on whole gradients of slice 0 (3 values).
+      SliceOptimizer reference(options.optimizer);
+      SliceOptimizerState state;
+      std::vector<float> want = {1, 2, 3};
+      for (uint64_t it = 0; it < 3; ++it) {
+        std::vector<std::vector<float>> g(workers);
+        for (auto& v : g) {
+          for (int i = 0; i < 3; ++i) v.push_back(pool[rng() % 9]);
+        }
+        std::vector<const float*> ptrs;
+        for (const auto& v : g) ptrs.push_back(v.data());
+        reference.ApplyMean(want.data(), ptrs.data(), workers, 3, &state);
+        // Each worker's gradient cut into parts of 1 - 3 values; the parts of all
+        // workers interleaved at random, each worker's in its own order.
+        std::vector<std::pair<int, int64_t>> sends;  // (rank, part length)
+        for (int r = 0; r < workers; ++r) {
+          for (int64_t at = 0; at < 3;) {
+            const int64_t len = std::min<int64_t>(3 - at, 1 + rng() % 3);
+            sends.push_back({r, len});
+            at += len;
+          }
+        }
+        std::shuffle(sends.begin(), sends.end(), rng);
+        std::vector<int64_t> at(workers, 0);
+        for (const auto& [r, len] : sends) {
+          CATCH_REQUIRE(shard.Gradient(r, 0, it, g[r].data() + at[r], len, at[r]).ok());
+          at[r] += len;
+        }
+        CATCH_REQUIRE(shard.SliceValues(0)->second == it + 1);
+      }
+      CATCH_CHECK(shard.SliceValues(0)->first == want);
+    }
+  }
 }
 
 CATCH_TEST_CASE("malformed gradients are refused and change nothing") {

@@ -83,6 +83,36 @@ void FullIteration(ParameterShard& shard, uint64_t iteration) {
 }
 
 CATCH_TEST_CASE(
+    "a worker dying after its gradient was summed, whole or in part, resends it and the "
+    "values end bit-identical") {
+  ParameterShard reference(Options());
+  JoinAndInit(reference);
+  for (uint64_t it = 0; it < 3; ++it) FullIteration(reference, it);
+
+  ParameterShard shard(Options());
+  JoinAndInit(shard);
+  FullIteration(shard, 0);
+  // Iteration 1: worker 0 (first in the sum) sends slice 0 whole and a part of slice 2,
+  // which are summed on arrival, then dies; worker 1 has sent nothing yet.
+  CATCH_REQUIRE(Send(shard, 0, 0, 1).ok());
+  const std::vector<float> part = Grad(0, 2, 1);
+  CATCH_REQUIRE(shard.Gradient(0, 2, 1, part.data(), 1, 0).ok());
+  // Worker 1 sends slice 1 (it waits for worker 0's, which comes after the rejoin).
+  CATCH_REQUIRE(Send(shard, 1, 1, 1).ok());
+  absl::StatusOr<uint64_t> oldest = shard.Rejoin(Signature(), 0);
+  CATCH_REQUIRE(oldest.ok());
+  CATCH_CHECK(*oldest == 1);
+  CATCH_REQUIRE(shard.Resume(0, 1).ok());
+  // The new process resends all of iteration 1; worker 1 sends the rest.
+  for (int s = 0; s < kSlices; ++s) CATCH_REQUIRE(Send(shard, 0, s, 1).ok());
+  CATCH_REQUIRE(Send(shard, 1, 0, 1).ok());
+  CATCH_REQUIRE(Send(shard, 1, 2, 1).ok());
+  FullIteration(shard, 2);
+  CATCH_CHECK(Values(shard) == Values(reference));
+  for (int s = 0; s < kSlices; ++s) CATCH_CHECK(shard.SliceValues(s)->second == 3);
+}
+
+CATCH_TEST_CASE(
     "a rejoined worker resumes and the values end bit-identical to an uninterrupted run") {
   ParameterShard reference(Options());
   JoinAndInit(reference);
