@@ -19,10 +19,12 @@ class ServerHotLoopTest(unittest.TestCase):
             out = fakes.run(["bash", fakes.script("server_hot_loop.sh"), old, new, "2"]).stdout
         lines = out.splitlines()
         self.assertEqual(lines[0], "build,run,optimizer,ns_per_value")
-        self.assertEqual(len(lines), 1 + 2 * 5 * 2)  # runs x configs x builds
+        # runs x (configs x builds + the new build's memory floor)
+        self.assertEqual(len(lines), 1 + 2 * (5 * 2 + 1))
         self.assertEqual(lines[1], "old,1,o,--optimizer=sgd")
         self.assertEqual(lines[2], "new,1,n,--optimizer=sgd")
-        self.assertTrue(lines[-1].startswith("new,2,n,"))
+        self.assertEqual(lines[11], "floor,1,n,--memory_floor")
+        self.assertEqual(lines[-1], "floor,2,n,--memory_floor")
 
 
 if __name__ == "__main__":
