@@ -268,7 +268,10 @@ output_dir: "{os.path.join(self.out, "runs", name)}"
     def streaming(self):
         a = self.args
         params = 2_000_000 if a.quick else 25_000_000
-        for name, extra in [("loopback", []), ("shared memory", ["--shared_memory"])]:
+        # iperf3 beside the loopback run where the machine has it (its CPU per GB is the
+        # floor for TCP); the shared-memory run times memcpy itself.
+        loopback = ["--iperf3_seconds=2"] if shutil.which("iperf3") else []
+        for name, extra in [("loopback", loopback), ("shared memory", ["--shared_memory"])]:
             result = os.path.join(self.logs, f"e_{name.replace(' ', '_')}.json")
             ok, _ = self.run(f"e_{name.replace(' ', '_')}",
                              [self.binary("tools/bench_streaming"),
@@ -279,9 +282,17 @@ output_dir: "{os.path.join(self.out, "runs", name)}"
                 self.row("e", f"streaming, {name}", "-", "-", "fail", "bench_streaming failed")
                 continue
             r = json.load(open(result))
+            detail = [f"{r['cpu_s_per_gb']:.2f} CPU s/GB (worker + server)"]
+            if "iperf3_gbps" in r:
+                detail.append(f"iperf3 {r['iperf3_gbps']:.2f} Gbit/s, goodput ÷ iperf3 "
+                              f"{r['ratio']:.2f}")
+            if "cpu_ratio_to_iperf3" in r:
+                detail.append(f"host CPU per GB ÷ iperf3's {r['cpu_ratio_to_iperf3']:.2f}")
+            if "memcpy_gbps" in r:
+                detail.append(f"memcpy {r['memcpy_gbps']:.1f} Gbit/s, goodput ÷ memcpy "
+                              f"{r['goodput_to_memcpy']:.2f}")
             self.row("e", f"streaming goodput, {name} (Gbit/s each way)",
-                     f"{r['goodput_up_gbps']:.2f}", "-", "report",
-                     f"{r['cpu_s_per_gb']:.2f} CPU s/GB (worker + server)")
+                     f"{r['goodput_up_gbps']:.2f}", "-", "report", "; ".join(detail))
 
     def write(self):
         with open(os.path.join(self.out, "check.csv"), "w", newline="") as f:
