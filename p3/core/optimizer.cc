@@ -141,11 +141,8 @@ inline void AdamBlock(const AdamConstants& c, const float* __restrict g, Len len
 
 void SliceOptimizer::ApplyMean(float* params, const float* const* grads, int num_grads, int64_t n,
                                SliceOptimizerState* state, double lr) const {
-  if (options_.kind == OptimizerKind::kSgd) {
-    ApplySgd(params, grads, num_grads, num_grads, n, state, lr);
-  } else {
-    ApplyAdam(params, grads, num_grads, num_grads, n, state, lr);
-  }
+  // The mean of num_grads gradients is their rank-order sum divided by num_grads.
+  ApplySum(params, grads, num_grads, num_grads, n, state, lr);
 }
 
 void SliceOptimizer::ApplySum(float* params, const float* const* terms, int num_terms,
