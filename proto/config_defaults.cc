@@ -206,9 +206,6 @@ std::string OnlineSearchRuledOutBy(const ExperimentConfig& config) {
   if (config.scheduling().wire_dtype() == "float16") {
     return "a float16 wire scales per slice: another slice size would round differently";
   }
-  if (config.checkpoint().every() > 0) {
-    return "checkpoints (checkpoint.every) are kept per slice of one plan";
-  }
   return "";
 }
 

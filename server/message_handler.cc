@@ -103,7 +103,7 @@ absl::StatusOr<ClusterSignature> CheckedSignature(const wire::Hello& hello, int 
 absl::Status CheckRejoinHello(const ParameterShard& shard, const wire::Hello& hello,
                               int server_index) {
   P3_ASSIGN_OR_RETURN(const ClusterSignature sig, CheckedSignature(hello, server_index));
-  return shard.CheckRejoin(sig, static_cast<int>(hello.rank()));
+  return shard.CheckRejoin(sig, static_cast<int>(hello.rank()), hello.takes_plan());
 }
 
 absl::StatusOr<HelloResult> HandleHello(ParameterShard* shard, const wire::Hello& hello,
@@ -112,11 +112,15 @@ absl::StatusOr<HelloResult> HandleHello(ParameterShard* shard, const wire::Hello
   HelloResult result;
   result.rank = static_cast<int>(hello.rank());
   if (hello.rejoin() && !shard->TakesRejoinAsJoin()) {
-    P3_ASSIGN_OR_RETURN(result.current_version, shard->Rejoin(sig, result.rank));
+    P3_ASSIGN_OR_RETURN(result.current_version,
+                        shard->Rejoin(sig, result.rank, hello.takes_plan()));
     result.rejoined = true;
   } else {
-    P3_ASSIGN_OR_RETURN(result.out, shard->Join(sig, result.rank));
+    P3_ASSIGN_OR_RETURN(result.out, shard->Join(sig, result.rank, hello.takes_plan()));
   }
+  // Nothing switches the plan between: a rejoined rank's slices wait for its gradients
+  // (a server without slices may switch, and its plan is then nobody's concern).
+  result.plan = shard->plan_in_force();
   result.signature = std::move(sig);
   return result;
 }

@@ -29,6 +29,9 @@ struct HelloResult {
   // `current_version`.
   bool rejoined = false;
   uint64_t current_version = 0;
+  // The plan the shard's slices are cut in (ParameterShard::plan_in_force), for the
+  // Welcome: a worker whose Hello says takes_plan takes it before it starts or resumes.
+  PlanInForce plan;
 };
 
 // Checks a Hello (protocol version, signature, server index) and joins the worker, or

@@ -81,6 +81,8 @@ class ParameterServer::Impl {
     // The Hello was a rejoin (Welcome.rejoined), and this shard's oldest version then.
     bool rejoined = false;
     uint64_t current_version = 0;
+    // The shard's plan when the worker joined (Welcome.plan_slice_params/from_iteration).
+    PlanInForce plan;
 
     bool Push(Downstream message, int64_t priority, int64_t tiebreak, int64_t bytes) {
       return queue->Push(lane, std::move(message), priority, tiebreak, bytes);

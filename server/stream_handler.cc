@@ -58,6 +58,7 @@ absl::Status ParameterServer::Impl::Serve(grpc::ServerContext* context, TrainStr
     conn->context = context;
     conn->rejoined = joined.rejoined;
     conn->current_version = joined.current_version;
+    conn->plan = joined.plan;
     if (joined.rejoined) {
       std::cerr << "server " << options_.shard.server_index << ": worker " << rank
                 << " rejoined; its slices here are at version " << joined.current_version

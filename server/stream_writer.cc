@@ -50,6 +50,8 @@ void ParameterServer::Impl::WriteLoop(Connection* conn, TrainStream* stream) {
           w->set_shared_memory(conn->shared != nullptr);
           w->set_rejoined(conn->rejoined);
           w->set_current_version(conn->current_version);
+          w->set_plan_slice_params(conn->plan.slice_params);
+          w->set_plan_from_iteration(conn->plan.from_iteration);
           break;
         }
         case Downstream::Kind::kStall: {

@@ -72,7 +72,8 @@ absl::StatusOr<uint64_t> InMemoryServer::Link(const TransportOptions& options) {
   }
   absl::MutexLock lock(&mu_);
   if (!failure_.ok()) return failure_;
-  absl::StatusOr<std::vector<ToWorker>> initial = shard_.Join(options.signature, options.rank);
+  absl::StatusOr<std::vector<ToWorker>> initial =
+      shard_.Join(options.signature, options.rank, /*takes_plan=*/true);
   if (!initial.ok()) return initial.status();
   if (send_queue_ == nullptr) {
     send_queue_ = std::make_unique<SendQueue<Delivery>>(
@@ -237,6 +238,7 @@ class InMemoryTransport : public Transport {
   absl::Status Close(absl::Time deadline) override;
   void Shutdown() override;
   uint64_t start_version() const override { return start_version_; }
+  PlanInForce plan_in_force() const override { return server_->shard().plan_in_force(); }
   int64_t bytes_sent() const override { return bytes_sent_.load(); }
   int64_t bytes_received() const override { return bytes_received_.load(); }
 

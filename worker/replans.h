@@ -34,8 +34,10 @@ struct ReplansOptions {
   // Every server forwards each re-plan. Default: 1.
   int num_servers = 1;
   // What a re-plan needs besides ownership stripes: values on the push, a wire other than
-  // float16 (its scale is per slice), a process that has not rejoined (it would start
-  // from the config's plan). Defaults: true, float32, false.
+  // float16 (its scale is per slice), a process that has not rejoined (it takes the plan
+  // in force from the servers, WorkerCore::TakePlan, but not the dead process's search,
+  // nor does it know whether that process had asked for a re-plan the servers have yet
+  // to see). Defaults: true, float32, false.
   bool values_on_push = true;
   WireDType wire_dtype = WireDType::kFloat32;
   bool rejoin = false;

@@ -120,6 +120,7 @@ absl::StatusOr<std::unique_ptr<ServerConnection>> ServerConnection::Open(
   hello->set_server_index(options.server_index);
   hello->set_token(options.token);
   hello->set_rejoin(options.rejoin);
+  hello->set_takes_plan(true);  // Connect() takes the Welcome's plan (WorkerCore::TakePlan)
   if (!options.shared_memory_name.empty()) {
     hello->set_shared_memory_name(options.shared_memory_name);
     hello->set_shared_memory_nonce(options.shared_memory_nonce);

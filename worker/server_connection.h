@@ -65,6 +65,10 @@ class ServerConnection : public Transport {
   uint64_t start_version() const override { return welcome_.start_version(); }
   uint64_t current_version() const override { return welcome_.current_version(); }
   bool rejoined() const override { return welcome_.rejoined(); }
+  PlanInForce plan_in_force() const override {
+    return PlanInForce{.from_iteration = welcome_.plan_from_iteration(),
+                       .slice_params = welcome_.plan_slice_params()};
+  }
   bool shared_memory() const override { return welcome_.shared_memory(); }
   int64_t bytes_sent() const override { return bytes_sent_.load(); }
   int64_t bytes_received() const override { return bytes_received_.load(); }

@@ -298,9 +298,12 @@ absl::Status TrainLoop(const config::ExperimentConfig& config, const TrainerOpti
     *options.progress << "RESUMED iteration=" << first << std::endl;
   }
   ProgressReporter progress(options.progress, config.training().log_every(), data.iterations);
-  // Worker 0 searches the slice size online (scheduling.online_search).
+  // Worker 0 searches the slice size online (scheduling.online_search). A restarted
+  // worker 0 (rejoin) does not: it resumes in the plan the servers are on, and the dead
+  // process's search, its timings gone with it, is not taken up again.
   std::optional<SliceSearch> search;
-  if (backend.worker != nullptr && options.rank == 0 && config.scheduling().online_search()) {
+  if (backend.worker != nullptr && options.rank == 0 && config.scheduling().online_search() &&
+      !options.rejoin) {
     const int64_t start = backend.worker->plan().options().slice_params;
     search.emplace(
         SliceSearchOptions{.candidates = SliceSearchCandidates(

@@ -150,6 +150,11 @@ class Transport {
   // slices when it welcomed the worker back (UINT64_MAX: it owns none); 0 otherwise.
   virtual uint64_t current_version() const { return 0; }
 
+  // The plan the server's slices are cut in when the worker joined (its Welcome): not the
+  // signature's after a re-plan or a restored checkpoint taken under one. The worker
+  // takes it before it starts or resumes (WorkerCore::TakePlan).
+  virtual PlanInForce plan_in_force() const { return {}; }
+
   // The server took a handshake with rejoin as a rejoin. false for a new server process,
   // which a restarted worker then joins as at a first start.
   virtual bool rejoined() const { return false; }

@@ -168,6 +168,11 @@ class Worker::Impl : public TransportListener {
                         : "resuming at the oldest version")
                 << std::endl;
     }
+    // After a re-plan (or servers restored from a checkpoint taken under one) the slices
+    // are the servers' plan's, not the config's.
+    std::vector<PlanInForce> plans;
+    for (const auto& transport : transports_) plans.push_back(transport->plan_in_force());
+    P3_RETURN_IF_ERROR(core_.TakePlan(starts, plans));
     P3_ASSIGN_OR_RETURN(std::vector<ToServer> inits,
                         options_.rejoin ? core_.Resume(starts, rejoined) : core_.Start(starts));
     iteration_ = static_cast<int64_t>(core_.start_version());

@@ -215,8 +215,9 @@ class Worker {
   // keeps its server, values and optimizer state. Returns the first iteration of the new
   // plan. Refused (FailedPrecondition) on another rank, without stripes, in modes without
   // values on the push, on a float16 wire, in a rejoined process, or while a re-plan is
-  // pending; a server that refuses it (checkpoints on) fails the run. After a re-plan a
-  // dead worker cannot rejoin (the servers refuse it, naming the re-plan).
+  // pending; a server that refuses it fails the run. After a re-plan a dead worker
+  // rejoins in the plan in force, which the servers' Welcomes name (docs/protocol.md,
+  // "Rejoining after a re-plan"); checkpoints record it.
   absl::StatusOr<uint64_t> RequestReplan(int64_t slice_params);
   // Re-plans that have taken effect on this worker.
   int replans() const;

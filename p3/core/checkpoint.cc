@@ -20,6 +20,8 @@ namespace p3 {
 namespace {
 
 constexpr char kMagic[8] = {'P', '3', 'C', 'K', 'P', 'T', '0', '1'};
+// Opens the optional trailer of a re-planned run's checkpoint (the plan).
+constexpr char kPlanTag[4] = {'P', 'L', 'A', 'N'};
 
 uint64_t Fnv1a(const std::string& data) {
   uint64_t h = 1469598103934665603ull;
@@ -120,6 +122,11 @@ absl::Status WriteCheckpoint(const ShardCheckpoint& ckpt, const std::string& dir
     if (has_buf) PutFloats(&payload, s.optimizer.buf);
     if (has_buf_sq) PutFloats(&payload, s.optimizer.buf_sq);
   }
+  if (ckpt.slice_params != 0 || ckpt.replan_slice_params != 0) {
+    payload.append(kPlanTag, sizeof(kPlanTag));
+    Put<int64_t>(&payload, ckpt.slice_params);
+    Put<int64_t>(&payload, ckpt.replan_slice_params);
+  }
   std::string file(kMagic, sizeof(kMagic));
   Put<uint64_t>(&file, payload.size());
   Put<uint64_t>(&file, Fnv1a(payload));
@@ -174,7 +181,15 @@ absl::StatusOr<ShardCheckpoint> ReadCheckpoint(const std::string& path) {
     s.slice_id = id;
     ckpt.slices.push_back(std::move(s));
   }
-  if (!r.done()) return corrupt("trailing bytes");
+  if (!r.done()) {
+    char tag[sizeof(kPlanTag)];
+    if (!r.Get(&tag) || std::memcmp(tag, kPlanTag, sizeof(kPlanTag)) != 0 ||
+        !r.Get(&ckpt.slice_params) || !r.Get(&ckpt.replan_slice_params) ||
+        ckpt.slice_params < 0 || ckpt.replan_slice_params < 0) {
+      return corrupt("trailing bytes");
+    }
+    if (!r.done()) return corrupt("trailing bytes");
+  }
   return ckpt;
 }
 

@@ -4,7 +4,10 @@
 // File layout (little-endian): magic "P3CKPT01", u64 payload size, u64 FNV-1a-64 of the
 // payload, then the payload: u64 iteration, i32 server_index, u32 slice count, and per
 // slice: i32 slice id, i64 length, i64 optimizer steps, u8 has_buf, u8 has_buf_sq, the
-// values (length float32), then buf and buf_sq (length float32 each) when present.
+// values (length float32), then buf and buf_sq (length float32 each) when present; then,
+// only in a checkpoint of a re-planned run, "PLAN" and i64 slice_params, i64
+// replan_slice_params (a file without them, as every file written before, reads as 0, 0:
+// the config's plan).
 //
 // Example:
 //   ShardCheckpoint ckpt = ...;                       // from ParameterShard's callback
@@ -41,6 +44,12 @@ struct ShardCheckpoint {
   uint64_t iteration = 0;  // every slice is at this version
   int server_index = 0;
   std::vector<SliceCheckpoint> slices;  // by slice id
+  // The plan `slices` are cut in: slices of this size within the config's ownership
+  // stripes (SlicePlan::WithSliceParams; a re-plan's); 0: the config's plan itself.
+  int64_t slice_params = 0;
+  // A re-plan that takes effect at `iteration` (its slices are still the old plan's):
+  // the size from then on; 0: none. Restoring switches to it at once.
+  int64_t replan_slice_params = 0;
 };
 
 // Writes `dir`/ckpt_<iteration>.bin: to a temporary file, fsync, rename, fsync of the

@@ -38,7 +38,8 @@ std::unique_ptr<ParameterShard::SliceState> ParameterShard::NewSliceState(
   return state;
 }
 
-absl::StatusOr<std::vector<ToWorker>> ParameterShard::Join(const ClusterSignature& sig, int rank) {
+absl::StatusOr<std::vector<ToWorker>> ParameterShard::Join(const ClusterSignature& sig, int rank,
+                                                           bool takes_plan) {
   if (sig.num_workers != options_.num_workers) {
     return absl::FailedPreconditionError(absl::StrCat("worker ", rank, " expects ", sig.num_workers,
                                                       " workers; this server serves ",
@@ -65,6 +66,14 @@ absl::StatusOr<std::vector<ToWorker>> ParameterShard::Join(const ClusterSignatur
     }
   }
   absl::MutexLock lock(&mu_);
+  const bool restores_plan = options_.restore.has_value() &&
+                             (options_.restore->slice_params > 0 ||
+                              options_.restore->replan_slice_params > 0);
+  if (!takes_plan && (signature_.has_value() ? plan_from_ > 0 : restores_plan)) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "worker ", rank, " refused: this server restored a checkpoint taken under a re-plan, ",
+        "and the worker does not take the servers' plan (Hello.takes_plan: an older binary)"));
+  }
   if (!signature_.has_value()) {
     std::vector<TensorEntry> entries;
     for (const TensorSignature& t : sig.tensors) {
@@ -85,6 +94,30 @@ absl::StatusOr<std::vector<ToWorker>> ParameterShard::Join(const ClusterSignatur
       return absl::InvalidArgumentError(
           absl::StrCat("worker ", rank, "'s model cannot be planned: ", plan.status().message()));
     }
+    // A checkpoint taken under a re-plan holds that plan's slices.
+    std::optional<SlicePlan> next;  // a re-plan that took effect at the checkpoint
+    if (restores_plan) {
+      const ShardCheckpoint& ckpt = *options_.restore;
+      if (plan_options.granularity != Granularity::kSliced || plan_options.owner_params < 1) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "the checkpoint of iteration ", ckpt.iteration, " was taken under a re-plan, ",
+            "which needs ownership stripes (scheduling.owner_params); this plan has none"));
+      }
+      auto cut = [&](int64_t size) -> absl::StatusOr<SlicePlan> {
+        absl::StatusOr<SlicePlan> cut = plan->WithSliceParams(size);
+        if (cut.ok()) return cut;
+        return absl::FailedPreconditionError(
+            absl::StrCat("the checkpoint of iteration ", ckpt.iteration, " is cut in slices of ",
+                         size, ", which this model cannot take: ", cut.status().message()));
+      };
+      if (ckpt.slice_params > 0) {
+        P3_ASSIGN_OR_RETURN(SlicePlan taken, cut(ckpt.slice_params));
+        plan = std::move(taken);
+      }
+      if (ckpt.replan_slice_params > 0) {
+        P3_ASSIGN_OR_RETURN(next, cut(ckpt.replan_slice_params));
+      }
+    }
     signature_ = sig;
     plan_ = *std::move(plan);
     joined_.assign(sig.num_workers, false);
@@ -104,6 +137,12 @@ absl::StatusOr<std::vector<ToWorker>> ParameterShard::Join(const ClusterSignatur
         plan_.reset();
         slices_.clear();
         return restored;
+      }
+      if (options_.restore->slice_params > 0) plan_from_ = options_.restore->iteration;
+      if (next.has_value()) {
+        // Every restored slice is at the re-plan's iteration: it takes effect now.
+        pending_replan_ = PendingReplan{options_.restore->iteration, *std::move(next), 0};
+        SwitchPlanLocked();
       }
     }
     configured_ = true;
@@ -182,6 +221,12 @@ bool ParameterShard::Finish(int rank) {
 bool ParameterShard::initialized() const {
   absl::MutexLock lock(&mu_);
   return configured_ && uninitialized_ == 0;
+}
+
+PlanInForce ParameterShard::plan_in_force() const {
+  absl::MutexLock lock(&mu_);
+  if (plan_from_ == 0) return PlanInForce{};
+  return PlanInForce{.from_iteration = plan_from_, .slice_params = plan_->options().slice_params};
 }
 
 std::optional<SlicePlan> ParameterShard::plan() const {

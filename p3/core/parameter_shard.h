@@ -14,7 +14,9 @@
 //   Rejoin(r), Resume(r, m)        -> a restarted worker r takes its old place: its partial
 //                                     gradients are dropped, it gets version m of every slice
 //                                     (a slice already at m+1: its previous values) and its
-//                                     gradient of m for such a slice is answered, not summed
+//                                     gradient of m for such a slice is answered, not summed;
+//                                     after a re-plan it takes the plan in force first
+//                                     (plan_in_force(), sent in the Welcome)
 //
 // Example:
 //   ParameterShard shard({.server_index = 0, .num_workers = 2});
@@ -86,7 +88,10 @@ struct ShardOptions {
   uint64_t checkpoint_every = 0;
   std::function<void(ShardCheckpoint)> on_checkpoint;
   // Start from this checkpoint instead of rank 0's initial values; checked against the
-  // plan at the first Join. Default: none.
+  // plan at the first Join. A checkpoint taken under a re-plan (ShardCheckpoint::
+  // slice_params) rebuilds that plan, and one that a re-plan took effect at
+  // (replan_slice_params) switches to it at once: plan_in_force() says which, and
+  // re-plans go on from there. Default: none.
   std::optional<ShardCheckpoint> restore;
   // Accept Rejoin() of a worker whose process died (docs/protocol.md, "Rejoining
   // worker"). Default: false.
@@ -122,8 +127,11 @@ class ParameterShard {
   // Admits worker `rank`. The first worker's signature fixes the model and plan; a worker
   // whose rank, cluster size or signature does not fit is refused (FailedPrecondition or
   // InvalidArgument) and nothing changes. Returns version 0 of every slice when the
-  // initial values are already in.
-  absl::StatusOr<std::vector<ToWorker>> Join(const ClusterSignature& signature, int rank);
+  // initial values are already in. `takes_plan`: the worker takes plan_in_force() when it
+  // is not its signature's (Hello.takes_plan); a worker that does not is refused when a
+  // restored checkpoint has replaced the plan.
+  absl::StatusOr<std::vector<ToWorker>> Join(const ClusterSignature& signature, int rank,
+                                             bool takes_plan = false);
 
   // Initial values of one slice, from rank 0 only, once per slice. `values` (n float32)
   // is read with memcpy and need not be aligned, e.g. bytes of a received message.
@@ -187,14 +195,15 @@ class ParameterShard {
   // The switch happens inside the Gradient() call that brings the last of this shard's
   // slices to version `from_iteration`, after that call has appended the version's values
   // (which keep their old slice ids and offsets); from then on slice ids are the new
-  // plan's, and a message for a slice of the old plan is refused. A worker cannot rejoin
-  // (Rejoin) once a re-plan is pending or done: it would start from the config's plan.
+  // plan's, and a message for a slice of the old plan is refused. A worker that rejoins
+  // (Rejoin with takes_plan) takes plan_in_force() first; a checkpoint records the plan
+  // its slices are cut in, and one of from_iteration the re-plan as well.
   //
   // Refused, changing nothing, unless: it comes from rank 0; the plan is sliced with
   // ownership stripes (owner_params); the servers return values on the push; the wire is
-  // not float16 (its scale is chosen per slice, so another cut rounds differently);
-  // checkpoints are off (they are per slice of one plan); no re-plan is pending; every slice has its initial values and is below version from_iteration;
-  // and the new plan can be made.
+  // not float16 (its scale is chosen per slice, so another cut rounds differently); no
+  // re-plan is pending; every slice has its initial values and is below version
+  // from_iteration; and the new plan can be made.
   absl::Status Replan(int rank, uint64_t from_iteration, int64_t slice_params);
 
   // Re-plans that have taken effect so far.
@@ -211,6 +220,12 @@ class ParameterShard {
   int64_t SkippedUpdates() const { return skipped_updates_.load(); }
   // The re-plan accepted and not yet in effect here: (from_iteration, slice_params).
   std::optional<std::pair<uint64_t, int64_t>> ReplanPending() const;
+  // The plan this shard's slices are cut in now (the Welcome's plan_slice_params and
+  // plan_from_iteration): {0, 0} while it is the first worker's signature's; after a
+  // re-plan its slice size and the iteration it took effect at; restored from a checkpoint
+  // taken under a re-plan, that plan since the checkpoint's iteration (it may have taken
+  // effect earlier: the checkpoint does not say).
+  PlanInForce plan_in_force() const;
 
   // Offset in the flat buffer and length of slice `slice_id` of the current plan, owned by
   // this shard (for tests and tools).
@@ -228,18 +243,29 @@ class ParameterShard {
   // the shard owns no slice. The rank must then Resume() before anything else. Refused
   // (FailedPrecondition) when rejoins are off, before the initial values, and after the
   // rank's Done. The caller makes sure the old process's messages are no longer handled.
-  absl::StatusOr<uint64_t> Rejoin(const ClusterSignature& signature, int rank);
+  //
+  // After a re-plan (done, or pending: accepted and not in force yet), only a worker that
+  // `takes_plan` may rejoin (Hello.takes_plan): it resumes in plan_in_force(), which the
+  // server sends in the Welcome, and hears of a pending re-plan as any worker does
+  // (docs/protocol.md, "Rejoining after a re-plan"); one that does not is refused, naming
+  // the re-plan.
+  absl::StatusOr<uint64_t> Rejoin(const ClusterSignature& signature, int rank,
+                                  bool takes_plan = false);
   // The checks of Rejoin() alone, changing nothing (the server runs them before it ends a
   // stale stream of that rank, so that a Hello it would refuse cannot end a live one).
-  absl::Status CheckRejoin(const ClusterSignature& signature, int rank) const;
+  absl::Status CheckRejoin(const ClusterSignature& signature, int rank,
+                           bool takes_plan = false) const;
 
   // The rejoined worker `rank` resumes at iteration `version` (the oldest version over
   // every server): version `version` of each slice to it, the current one or, for a
   // slice one version further, its previous values. Its gradient of iteration `version`
   // of such a slice is then accepted once and answered (values_on_push: the current
   // version; otherwise an Ack) without being summed again: it is the one the dead process
-  // sent already. Refused without a Rejoin, twice, or when a slice is neither at
-  // `version` nor at `version`+1; nothing changes then.
+  // sent already. Refused without a Rejoin, twice, when a slice is neither at `version`
+  // nor at `version`+1, or when this shard's plan took effect after `version` (a re-plan
+  // that switched here while another server's slices were still before it: the worker
+  // would need the old plan's values of `version`, which the switch gave up); nothing
+  // changes then.
   absl::StatusOr<std::vector<ToWorker>> Resume(int rank, uint64_t version);
 
   // Every slice has its initial values (or the restored checkpoint's).
@@ -419,6 +445,8 @@ class ParameterShard {
   // completion (SliceAdvanced), which takes mu_ only when it is set.
   std::atomic<bool> replan_pending_{false};
   int replans_ ABSL_GUARDED_BY(mu_) = 0;
+  // plan_in_force().from_iteration: 0 while plan_ is the first signature's.
+  uint64_t plan_from_ ABSL_GUARDED_BY(mu_) = 0;
   // A slice reached `version` (Gradient, after the slice's lock is released): counts it
   // towards a pending re-plan and switches once the last one is there.
   void SliceAdvanced(uint64_t version);
@@ -434,8 +462,8 @@ class ParameterShard {
   // Applies options_.restore to the freshly made slices; refuses a checkpoint that does
   // not fit the plan.
   absl::Status Restore() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  absl::Status CheckRejoinLocked(const ClusterSignature& signature, int rank) const
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status CheckRejoinLocked(const ClusterSignature& signature, int rank,
+                                 bool takes_plan) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void AddToCheckpoint(uint64_t version, SliceCheckpoint slice);
 };
 

@@ -65,7 +65,18 @@ void ParameterShard::AddToCheckpoint(uint64_t version, SliceCheckpoint slice) {
       pending_checkpoints_.erase(version);
     }
   }
-  if (complete.has_value() && options_.on_checkpoint) options_.on_checkpoint(*std::move(complete));
+  if (!complete.has_value()) return;
+  {
+    // The plan the slices were cut in, and a re-plan that takes effect at this iteration:
+    // the last slice's Gradient() switches only after this (SliceAdvanced), and no slice
+    // reaches the next version before the switch, so the plan read here is the slices'.
+    absl::MutexLock lock(&mu_);
+    if (plan_from_ > 0) complete->slice_params = plan_->options().slice_params;
+    if (pending_replan_.has_value() && pending_replan_->from_iteration == version) {
+      complete->replan_slice_params = pending_replan_->plan.options().slice_params;
+    }
+  }
+  if (options_.on_checkpoint) options_.on_checkpoint(*std::move(complete));
 }
 
 }  // namespace p3

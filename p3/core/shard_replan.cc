@@ -27,9 +27,6 @@ absl::Status ParameterShard::Replan(int rank, uint64_t from_iteration, int64_t s
     return refused("on a float16 wire the scale is chosen per slice, so another cut would "
                    "round differently");
   }
-  if (options_.checkpoint_every > 0 || options_.restore.has_value()) {
-    return refused("checkpoints are kept per slice of one plan");
-  }
   absl::MutexLock lock(&mu_);
   if (!configured_) return refused("no worker has joined");
   if (!signature_->values_on_push) return refused("the mode pulls values (no values on push)");
@@ -199,6 +196,7 @@ void ParameterShard::SwitchPlanLocked() {
   slices_ = std::move(fresh);
   owned_slices_ = plan.server_slices(options_.server_index).size();
   plan_ = std::move(plan);
+  plan_from_ = version;
   ++replans_;
 }
 

@@ -126,6 +126,18 @@ class SlicePlan {
   int64_t total_params_ = 0;
 };
 
+// The plan a server's slices are cut in, as its Welcome names it (docs/protocol.md,
+// "Rejoining after a re-plan"): SlicePlan::WithSliceParams(slice_params) of the plan the
+// workers' Hello names, in force since iteration `from_iteration`. slice_params 0: the
+// Hello's plan itself (no re-plan has replaced it).
+struct PlanInForce {
+  uint64_t from_iteration = 0;
+  int64_t slice_params = 0;
+  bool operator==(const PlanInForce& o) const {
+    return from_iteration == o.from_iteration && slice_params == o.slice_params;
+  }
+};
+
 }  // namespace p3
 
 #endif  // P3_P3_CORE_SLICE_PLAN_H_

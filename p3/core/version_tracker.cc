@@ -73,6 +73,11 @@ void VersionTracker::AwaitWaiters(int n) const {
   mu_.Await(absl::Condition(&enough));
 }
 
+void VersionTracker::Reset(int num_slices) {
+  absl::MutexLock lock(&mu_);
+  versions_.assign(static_cast<size_t>(num_slices), 0);
+}
+
 void VersionTracker::Reset(int num_slices, uint64_t version) {
   absl::MutexLock lock(&mu_);
   versions_.assign(static_cast<size_t>(num_slices), version + 1);

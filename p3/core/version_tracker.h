@@ -45,6 +45,9 @@ class VersionTracker {
 
   // Now `num_slices` slices, every one holding `version` (a re-plan: WorkerCore::Replan).
   void Reset(int num_slices, uint64_t version);
+  // Now `num_slices` slices, none holding a version yet (the plan a worker takes from the
+  // servers before it starts: WorkerCore::TakePlan).
+  void Reset(int num_slices);
 
   // Wakes every waiter, now and later, with `status` (not OK). The first call wins.
   void Abort(absl::Status status);

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstring>
 #include <limits>
+#include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 
@@ -281,6 +283,59 @@ absl::StatusOr<ToServer> WorkerCore::Ack(int server, int64_t slice_id, uint64_t 
   ToServer pull = Message(Upstream::Kind::kPull, static_cast<int>(slice_id), /*values=*/false);
   pull.message.version = iteration + 1;
   return pull;
+}
+
+absl::Status WorkerCore::TakePlan(const std::vector<uint64_t>& versions,
+                                  const std::vector<PlanInForce>& plans) {
+  if (static_cast<int>(versions.size()) != options_.num_servers ||
+      plans.size() != versions.size()) {
+    return absl::InvalidArgumentError(absl::StrCat("versions and plans of ", versions.size(), " and ",
+                                                   plans.size(), " servers, expected ",
+                                                   options_.num_servers));
+  }
+  if (started()) return absl::FailedPreconditionError("a plan taken after the handshake");
+  const uint64_t at = *std::min_element(versions.begin(), versions.end());
+  std::optional<int> named;  // the first server with slices
+  for (int s = 0; s < static_cast<int>(plans.size()); ++s) {
+    if (versions[s] == UINT64_MAX) continue;
+    if (plans[s].slice_params != 0 && plans[s].from_iteration > at) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "worker ", options_.rank, " resumes at iteration ", at, ", but server ", s,
+          " re-planned its slices to ", plans[s].slice_params, " from iteration ",
+          plans[s].from_iteration, " already: a worker that dies after a re-plan took effect ",
+          "on some servers and before it did on all cannot rejoin (those servers no longer ",
+          "hold the old plan's values of iteration ", at, "); restart the run (from a checkpoint)"));
+    }
+    if (!named.has_value()) {
+      named = s;
+    } else if (plans[s].slice_params != plans[*named].slice_params) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "worker ", options_.rank, ": server ", *named, " names slices of ",
+          plans[*named].slice_params, " and server ", s, " slices of ", plans[s].slice_params,
+          " (0: the config's plan); the servers are on different plans"));
+    }
+  }
+  absl::MutexLock plan_lock(&plan_mu_);
+  const SlicePlan& base = *plans_.front();
+  const int64_t size = named.has_value() && plans[*named].slice_params != 0
+                           ? plans[*named].slice_params
+                           : base.options().slice_params;
+  if (size == current_plan().options().slice_params) return absl::OkStatus();
+  if (base.options().granularity != Granularity::kSliced || base.options().owner_params < 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the servers name slices of ", size, ", but this worker's plan has no ownership ",
+        "stripes (owner_params) to cut them in"));
+  }
+  absl::StatusOr<SlicePlan> cut = base.WithSliceParams(size);
+  if (!cut.ok()) return cut.status();
+  SlicePlan plan = *std::move(cut);
+  std::vector<std::unique_ptr<SliceState>> fresh;
+  fresh.reserve(plan.slices().size());
+  for (size_t i = 0; i < plan.slices().size(); ++i) fresh.push_back(std::make_unique<SliceState>());
+  slices_ = std::move(fresh);
+  tracker_->Reset(static_cast<int>(plan.slices().size()));
+  plans_.push_back(std::make_unique<const SlicePlan>(std::move(plan)));
+  return absl::OkStatus();
 }
 
 absl::Status WorkerCore::Replan(SlicePlan plan, uint64_t version) {

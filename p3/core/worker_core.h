@@ -9,6 +9,7 @@
 // changing any state; the run then ends with that error.
 //
 // Protocol, per slice s (see docs/protocol.md):
+//   TakePlan(plans)        -> the slices the servers' Welcomes name (after a re-plan)
 //   Start(start versions)  -> Init of every slice (rank 0 of a fresh run only)
 //   Resume(current versions) -> Resume{m} to every server (a restarted worker instead of
 //                             Start; m is the oldest version any server holds)
@@ -79,6 +80,21 @@ class WorkerCore : public TransportCore {
 
   WorkerCore(const WorkerCore&) = delete;
   WorkerCore& operator=(const WorkerCore&) = delete;
+
+  // Before Start or Resume: takes the plan the servers' slices are cut in (their Welcomes:
+  // Transport::plan_in_force), when a re-plan, or a restored checkpoint taken under one,
+  // has replaced the plan this core was made with (docs/protocol.md, "Rejoining after a
+  // re-plan"). `versions` are those Start or Resume is then given: the worker starts or
+  // resumes at m, their smallest; a server at UINT64_MAX owns no slice and its plan is
+  // not looked at. Every other server must name the same plan, in force since m at the
+  // latest; the core is then cut as it says (slice_params 0: the plan the core was made
+  // with) and the tracker reset to its slices. Refused (FailedPrecondition, changing
+  // nothing) when a server's plan took effect after m — a re-plan that had switched on
+  // some servers and not yet on others when the dead process stopped: the switched ones
+  // no longer hold the old plan's values of m — or when the servers name different
+  // plans; InvalidArgument for a plan the core's cannot become (no ownership stripes).
+  absl::Status TakePlan(const std::vector<uint64_t>& versions,
+                        const std::vector<PlanInForce>& plans);
 
   // The init handshake, once every server has welcomed this worker with the version it
   // starts from (0, or a checkpoint's iteration). The servers must agree; returns the

@@ -135,8 +135,6 @@ CATCH_TEST_CASE("online_search: refused where a re-plan cannot happen, naming th
   for (const auto& [text, reason] : std::vector<std::pair<std::string, std::string>>{
            {"mode: \"baseline\" scheduling { online_search: true }", "mode baseline"},
            {"scheduling { online_search: true wire_dtype: \"float16\" }", "float16"},
-           {"scheduling { online_search: true } checkpoint { dir: \"/tmp/c\" every: 5 }",
-            "checkpoint.every"},
            {"scheduling { owner_params: -2 }", "scheduling.owner_params"}}) {
     CATCH_CAPTURE(text);
     absl::StatusOr<ExperimentConfig> config = ParseConfig(text, {});
@@ -150,6 +148,13 @@ CATCH_TEST_CASE("online_search: refused where a re-plan cannot happen, naming th
   CATCH_CHECK(EffectiveOwnerParams(*config) == 320000);
   config = ParseConfig("scheduling { online_search: true slice_params: 500000 }", {});
   CATCH_CHECK(EffectiveOwnerParams(*config) == 1000000);
+  // With checkpoints: a checkpoint records the plan it was taken under (ShardCheckpoint).
+  config = ParseConfig(
+      "scheduling { online_search: true slice_params: 80000 } checkpoint { dir: \"/tmp/c\" "
+      "every: 5 }",
+      {});
+  CATCH_REQUIRE(config.ok());
+  CATCH_CHECK(OnlineSearchRuledOutBy(*config).empty());
   config = ParseConfig("scheduling { owner_params: 7 }", {});
   CATCH_CHECK(EffectiveOwnerParams(*config) == 7);
   config = ParseConfig("", {});

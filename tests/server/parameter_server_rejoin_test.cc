@@ -3,8 +3,10 @@
 // pieces (WorkerCore, ServerConnection) without libtorch. Waits are on the parameters'
 // versions (VersionTracker) and on Wait(), with deadlines, never sleeps.
 #include <catch2/catch.hpp>
+#include <limits>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/synchronization/mutex.h"
@@ -17,8 +19,10 @@ namespace p3 {
 namespace {
 
 // One tensor "w" of 6 values in slices of 3: slice 0 = [0,3), slice 1 = [3,6); one server.
-ClusterSignature Signature() {
+// `owner_params` > 0: in ownership stripes, so that it can be re-planned.
+ClusterSignature Signature(int64_t owner_params = 0) {
   ClusterSignature sig;
+  sig.plan.owner_params = owner_params;
   sig.num_workers = 2;
   sig.num_servers = 1;
   sig.tensors = {{"w", {6}, "float32"}};
@@ -35,9 +39,10 @@ const absl::Duration kBound = absl::Seconds(20);  // only reached if something i
 // One worker process as far as the protocol goes: its buffers, core and connection.
 class FakeWorker : public TransportListener {
  public:
-  FakeWorker(int rank, float grad_scale)
+  FakeWorker(int rank, float grad_scale, int64_t owner_params = 0)
       : rank_(rank),
-        plan_(*SlicePlan::Create({{"w", 6}}, Signature().plan)),
+        owner_params_(owner_params),
+        plan_(*SlicePlan::Create({{"w", 6}}, Signature(owner_params).plan)),
         params_(6, 0.0f),
         grads_(6, 0.0f),
         tracker_(2),
@@ -54,7 +59,7 @@ class FakeWorker : public TransportListener {
     TransportOptions options;
     options.address = "127.0.0.1:" + std::to_string(port);
     options.rank = rank_;
-    options.signature = Signature();
+    options.signature = Signature(owner_params_);
     options.peer_timeout = kBound;
     options.rejoin = rejoin;
     options.core = &core_;
@@ -64,10 +69,10 @@ class FakeWorker : public TransportListener {
     conn_ = *std::move(conn);
     // As Worker does: a server that is a new process answers a rejoin as a first start.
     const bool rejoined = conn_->rejoined();
+    const uint64_t at = rejoined ? conn_->current_version() : conn_->start_version();
+    if (absl::Status s = core_.TakePlan({at}, {conn_->plan_in_force()}); !s.ok()) return s;
     absl::StatusOr<std::vector<ToServer>> first =
-        rejoin ? core_.Resume({rejoined ? conn_->current_version() : conn_->start_version()},
-                              {rejoined})
-               : core_.Start({conn_->start_version()});
+        rejoin ? core_.Resume({at}, {rejoined}) : core_.Start({conn_->start_version()});
     if (!first.ok()) return first.status();
     for (const ToServer& m : *first) conn_->Send(m);
     return absl::OkStatus();
@@ -80,8 +85,32 @@ class FakeWorker : public TransportListener {
   }
 
   absl::Status WaitFor(uint64_t version) {
-    return tracker_.WaitFor(0, 2, version, absl::Now() + kBound);
+    return tracker_.WaitFor(0, static_cast<int>(core_.plan().slices().size()), version,
+                            absl::Now() + kBound);
   }
+
+  // Rank 0: slices of `slice_params` from iteration `from` on (Replans::Request's message).
+  void SendReplan(uint64_t from, int64_t slice_params) {
+    conn_->Send(ToServer{.server = 0,
+                         .message = Upstream{.kind = Upstream::Kind::kReplan,
+                                             .from_iteration = from,
+                                             .slice_params = slice_params},
+                         .priority = std::numeric_limits<int64_t>::min()});
+  }
+  // As Replans::SwitchIfDue before the first gradient of `version`.
+  absl::Status Switch(int64_t slice_params, uint64_t version) {
+    return core_.Replan(*core_.plan().WithSliceParams(slice_params), version);
+  }
+  // The re-plans the server forwards: this worker switches explicitly (Switch).
+  void OnReplan(int, uint64_t from, int64_t slice_params) override {
+    absl::MutexLock lock(&mu_);
+    forwarded_.emplace_back(from, slice_params);
+  }
+  std::vector<std::pair<uint64_t, int64_t>> forwarded() const {
+    absl::MutexLock lock(&mu_);
+    return forwarded_;
+  }
+  WorkerCore& core() { return core_; }
 
   // The process dies: its stream is cut.
   void Die() { conn_->Shutdown(); }
@@ -98,12 +127,15 @@ class FakeWorker : public TransportListener {
 
  private:
   const int rank_;
+  const int64_t owner_params_;
   SlicePlan plan_;
   std::vector<float> params_;
   std::vector<float> grads_;
   VersionTracker tracker_;
   WorkerCore core_;
   std::unique_ptr<ServerConnection> conn_;
+  mutable absl::Mutex mu_;
+  std::vector<std::pair<uint64_t, int64_t>> forwarded_ ABSL_GUARDED_BY(mu_);
 };
 
 std::unique_ptr<ParameterServer> StartServer(absl::Duration rejoin_timeout) {
@@ -161,6 +193,51 @@ CATCH_TEST_CASE(
   CATCH_REQUIRE(w0.WaitFor(1).ok());
   // p - 0.5 * mean(g0, g1) with g0 = i + 1, g1 = 3 (i + 1): p - (i + 1).
   CATCH_CHECK(w0.params() == std::vector<float>{0, 0, 0, 0, 0, 0});
+  CATCH_CHECK(again.params() == w0.params());
+  CATCH_CHECK(w0.Close().ok());
+  CATCH_CHECK(again.Close().ok());
+  CATCH_CHECK(server->Wait().ok());
+}
+
+CATCH_TEST_CASE(
+    "a worker rejoining after a re-plan takes the plan from the Welcome and the update is the "
+    "uninterrupted one") {
+  std::unique_ptr<ParameterServer> server = StartServer(kBound);
+  FakeWorker w0(0, 1.0f, /*owner_params=*/6), w1(1, 3.0f, 6);
+  CATCH_REQUIRE(w0.Open(server->port(), false).ok());
+  CATCH_REQUIRE(w1.Open(server->port(), false).ok());
+  CATCH_REQUIRE(w0.WaitFor(0).ok());
+  CATCH_REQUIRE(w1.WaitFor(0).ok());
+  w0.SendReplan(/*from=*/2, /*slice_params=*/2);  // slices of 2 from iteration 2 on
+  for (uint64_t it = 0; it < 2; ++it) {
+    CATCH_REQUIRE(w0.WaitFor(it).ok());
+    CATCH_REQUIRE(w1.WaitFor(it).ok());
+    for (FakeWorker* w : {&w0, &w1}) {
+      w->SendGradient(0, it);
+      w->SendGradient(1, it);
+    }
+  }
+  CATCH_REQUIRE(w0.WaitFor(2).ok());
+  CATCH_REQUIRE(w1.WaitFor(2).ok());
+  CATCH_CHECK(w1.forwarded() == std::vector<std::pair<uint64_t, int64_t>>{{2, 2}});
+  for (FakeWorker* w : {&w0, &w1}) CATCH_REQUIRE(w->Switch(2, 2).ok());
+  // Iteration 2 in slices of 2: worker 0 sends all three, worker 1 slice 0, then dies.
+  for (int slice = 0; slice < 3; ++slice) w0.SendGradient(slice, 2);
+  w1.SendGradient(0, 2);
+  w1.Die();
+
+  FakeWorker again(1, 3.0f, 6);
+  CATCH_REQUIRE(again.Open(server->port(), /*rejoin=*/true).ok());
+  CATCH_CHECK(again.connection().welcome().rejoined());
+  CATCH_CHECK(again.connection().welcome().plan_slice_params() == 2);
+  CATCH_CHECK(again.connection().welcome().plan_from_iteration() == 2);
+  CATCH_CHECK(again.core().plan().slices().size() == 3);
+  CATCH_REQUIRE(again.WaitFor(2).ok());
+  for (int slice = 0; slice < 3; ++slice) again.SendGradient(slice, 2);
+  CATCH_REQUIRE(again.WaitFor(3).ok());
+  CATCH_REQUIRE(w0.WaitFor(3).ok());
+  // Each update is p - 0.5 * mean(g0, g1) = p - (i + 1), from p = i + 1: three of them.
+  CATCH_CHECK(w0.params() == std::vector<float>{-2, -4, -6, -8, -10, -12});
   CATCH_CHECK(again.params() == w0.params());
   CATCH_CHECK(w0.Close().ok());
   CATCH_CHECK(again.Close().ok());

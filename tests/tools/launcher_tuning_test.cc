@@ -173,8 +173,6 @@ CATCH_TEST_CASE("the online search follows the grid unless the run rules it out,
   const std::vector<std::pair<std::vector<std::string>, std::string>> off = {
       {{"training.iterations=100"}, "the run has 100 iterations; the search takes"},
       {{"training.iterations=200", "scheduling.wire_dtype=float16"}, "float16"},
-      {{"training.iterations=200", "checkpoint.every=10", "checkpoint.dir=/tmp/x"},
-       "checkpoint.every"},
       {{"training.iterations=200", "mode=slicing_only"}, "no slices returned with their values"},
       {{"training.iterations=200", "scheduling.online_search=false"}, "false in the config"},
   };
@@ -187,6 +185,11 @@ CATCH_TEST_CASE("the online search follows the grid unless the run rules it out,
     for (const std::string& o : TuningOverrides(r)) CATCH_CHECK(!absl::StrContains(o, "online"));
     CATCH_CHECK(TuningJson(r)["online_search"]["enabled"] == false);
   }
+  // Checkpoints no longer rule it out: a checkpoint records the plan it was taken under.
+  const TuningReport checkpointed =
+      with({"training.iterations=200", "checkpoint.every=10", "checkpoint.dir=/tmp/x"});
+  CATCH_CHECK(checkpointed.online_search);
+  CATCH_CHECK(checkpointed.online_reason.empty());
   // Set in the config: kept, and not overridden again.
   const TuningReport set = with({"training.iterations=20", "scheduling.online_search=true"});
   CATCH_CHECK(set.online_search);

@@ -55,6 +55,32 @@ CATCH_TEST_CASE("a checkpoint reads back exactly as written") {
   CATCH_CHECK(back->slices[1].optimizer.steps == 7);
 }
 
+CATCH_TEST_CASE(
+    "a checkpoint records the plan it was taken under; one without it, as every older file, "
+    "reads as the config's plan") {
+  const std::string dir = TempDir("ckpt_plan");
+  ShardCheckpoint replanned = Sample(20);
+  replanned.slice_params = 3;
+  replanned.replan_slice_params = 5;
+  CATCH_REQUIRE(WriteCheckpoint(replanned, dir).ok());
+  auto back = ReadLatestCheckpoint(dir, 20);
+  CATCH_REQUIRE(back.ok());
+  CATCH_CHECK(back->slice_params == 3);
+  CATCH_CHECK(back->replan_slice_params == 5);
+  CATCH_CHECK(back->slices[1].optimizer.buf_sq == std::vector<float>{2.0f});
+  // Without a re-plan the file is the format before the field (no trailer): what older
+  // binaries wrote and read.
+  const std::string old_dir = TempDir("ckpt_plan_old");
+  CATCH_REQUIRE(WriteCheckpoint(Sample(20), old_dir).ok());
+  std::ifstream with(dir + "/ckpt_000000020.bin", std::ios::binary | std::ios::ate);
+  std::ifstream without(old_dir + "/ckpt_000000020.bin", std::ios::binary | std::ios::ate);
+  CATCH_CHECK(static_cast<int64_t>(with.tellg()) - static_cast<int64_t>(without.tellg()) == 4 + 16);
+  back = ReadLatestCheckpoint(old_dir, 20);
+  CATCH_REQUIRE(back.ok());
+  CATCH_CHECK(back->slice_params == 0);
+  CATCH_CHECK(back->replan_slice_params == 0);
+}
+
 CATCH_TEST_CASE("a torn or corrupt newest checkpoint is skipped for the previous one") {
   const std::string dir = TempDir("ckpt_corrupt");
   CATCH_REQUIRE(WriteCheckpoint(Sample(10), dir).ok());

@@ -569,5 +569,50 @@ CATCH_TEST_CASE("a re-plan takes effect only with every slice at its iteration, 
   CATCH_CHECK(!core.Params(1, 2, 1, 0, reinterpret_cast<const char*>(two.data()), 8).ok());
 }
 
+CATCH_TEST_CASE(
+    "a worker takes the plan the servers name before it starts or resumes, and refuses one "
+    "that took effect after its iteration") {
+  SlicePlan plan = StripedPlan(4);
+  std::vector<float> params(13, 0.0f), grads(13, 0.0f);
+  {
+    // The servers re-planned to slices of 2 at iteration 3; the worker resumes at 5.
+    VersionTracker tracker(static_cast<int>(plan.slices().size()));
+    WorkerCore core({.rank = 1, .num_servers = 2}, plan, params.data(), grads.data(), &tracker);
+    const PlanInForce two{.from_iteration = 3, .slice_params = 2};
+    CATCH_REQUIRE(core.TakePlan({5, 6}, {two, two}).ok());
+    CATCH_CHECK(core.plan().options().slice_params == 2);
+    CATCH_CHECK(core.plan().slices().size() == StripedPlan(2).slices().size());
+    CATCH_CHECK(!tracker.Version(0).has_value());  // nothing held yet
+    CATCH_REQUIRE(core.Resume({5, 6}, {true, true}).ok());
+    absl::StatusOr<ToServer> g = core.Gradient(1, 5);  // a[2,4) on server 0
+    CATCH_REQUIRE(g.ok());
+    CATCH_CHECK(g->message.values == grads.data() + 2);
+    CATCH_CHECK(g->message.length == 2);
+    CATCH_CHECK(absl::IsFailedPrecondition(core.TakePlan({5, 5}, {two, two})));  // started
+  }
+  {
+    // The config's plan everywhere, or a server without slices naming another: unchanged.
+    VersionTracker tracker(static_cast<int>(plan.slices().size()));
+    WorkerCore core({.rank = 1, .num_servers = 2}, plan, params.data(), grads.data(), &tracker);
+    CATCH_REQUIRE(core.TakePlan({4, UINT64_MAX}, {{}, {.from_iteration = 9, .slice_params = 1}}).ok());
+    CATCH_CHECK(core.plan().options().slice_params == 4);
+  }
+  {
+    // Server 0 switched at 3, server 1 still holds slices at 2: the worker would resume at
+    // 2, which server 0 can no longer give in the old plan.
+    VersionTracker tracker(static_cast<int>(plan.slices().size()));
+    WorkerCore core({.rank = 1, .num_servers = 2}, plan, params.data(), grads.data(), &tracker);
+    absl::Status late = core.TakePlan({3, 2}, {{.from_iteration = 3, .slice_params = 2}, {}});
+    CATCH_CHECK(absl::IsFailedPrecondition(late));
+    CATCH_CHECK(late.message().find("server 0 re-planned its slices to 2 from iteration 3") !=
+                std::string::npos);
+    CATCH_CHECK(core.plan().options().slice_params == 4);
+    absl::Status differ = core.TakePlan(
+        {3, 3}, {{.from_iteration = 3, .slice_params = 2}, {.from_iteration = 2, .slice_params = 1}});
+    CATCH_CHECK(differ.message().find("different plans") != std::string::npos);
+    CATCH_REQUIRE(core.Start({0, 0}).ok());
+  }
+}
+
 }  // namespace
 }  // namespace p3
