@@ -54,7 +54,7 @@ FAULTS = SHORT_FAULTS + ["partition"]
 NFT_TABLE = "p3_link_fault"
 FIELDS = ["fault", "target", "trial", "injected_at_iteration", "survived", "identical",
           "param_l2", "reference", "wall_s", "extra_wall_s", "fault_s", "error_after_s",
-          "names_target", "resumed_at", "dropped", "seen", "error"]
+          "names_target", "stall_names_target", "resumed_at", "dropped", "seen", "error"]
 
 
 def parse_args(argv=None):
@@ -222,7 +222,8 @@ def nft_counters(listing):
 
 
 def names_target(text, target, address):
-    """Whether an error report names the faulty machine: its role and index, or its address."""
+    """Whether a report names the faulty machine: its role and index ("worker 1"), or its
+    address."""
     return target in text or address in text
 
 
@@ -234,7 +235,8 @@ class Injections:
 
     def __init__(self, run=None):
         self._run = run or run_command
-        self._mu = threading.Lock()
+        # Re-entrant: a signal handler may undo while the main thread is inside inject().
+        self._mu = threading.RLock()
         self._pending = []  # (key, [argv, ...])
 
     def inject(self, key, inject, undo):
@@ -357,6 +359,19 @@ class Trials:
         self.root = root
         self.injections = injections
         self.references = {}
+        self.live = []  # launchers started; stop_launchers() ends those still running
+
+    def stop_launchers(self):
+        """SIGTERM to every launcher still running (it stops its processes and removes its
+        network), SIGKILL after 15 s."""
+        for proc in self.live:
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+        for proc in self.live:
+            try:
+                proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                proc.kill()
 
     def config(self, tag, peer_timeout_s, checkpoint_dir=""):
         a = self.args
@@ -376,6 +391,7 @@ class Trials:
             out_dir = os.path.join(self.root, tag)
             start = time.monotonic()
             proc, log = launch(self.args, out_dir, self.config(tag, timeout, ckpt))
+            self.live.append(proc)
             rc, wall = finish(proc, log, start, self.args.run_timeout_s)
             if rc != 0:
                 sys.exit(f"link_faults: the undisturbed run failed (exit {rc}); see {log.name}")
@@ -400,6 +416,7 @@ class Trials:
                    survived=0, identical=0, reference=repr(ref["param_l2"]))
         start = time.monotonic()
         proc, log = launch(a, out_dir, config)
+        self.live.append(proc)
         worker_log = os.path.join(out_dir, "logs", "worker_0.log")
         machine = machine_of(target, a.workers)
         link = link_of(proc.pid, machine)
@@ -413,6 +430,8 @@ class Trials:
                 inject, undo, seconds = fault_commands(fault, link, a)
                 self.injections.inject(tag, inject, undo)
                 injected = time.monotonic()
+                print(f"  {tag}: {fault} on {target}'s link ({link['ns']}, "
+                      f"{link['bridge_ns']}/{link['port']}) for {seconds:g} s", flush=True)
                 # Held for its time, or until the run ends (its network goes with it).
                 # The counters are read as it goes: the run may end, and take them along.
                 next_count = injected
@@ -458,7 +477,12 @@ class Trials:
         started again from the newest common checkpoint and must end bit-identical."""
         a = self.args
         text = failure_text(launcher_log)
-        row["names_target"] = int(names_target(text, target, address))
+        # The first failure only: the follow-on ones name every process anyway.
+        first = next((l for l in text.split(" | ") if "first failure" in l), "")
+        row["names_target"] = int(names_target(first, target, address))
+        # The [stall] lines the launcher shows from the processes' logs, before the error.
+        stalls = [l for l in read(launcher_log).splitlines() if l.startswith("[stall]")]
+        row["stall_names_target"] = int(any(names_target(l, target, address) for l in stalls))
         if rc == 0:
             errors.append("the run completed through the partition")
         elif rc is not None:
@@ -467,6 +491,7 @@ class Trials:
         start = time.monotonic()
         proc, log = launch(a, resume_dir, config, ["--set=checkpoint.resume=true",
                                                    "--set=checkpoint.resume_iteration=-1"])
+        self.live.append(proc)
         rc2, wall = finish(proc, log, start, a.run_timeout_s)
         w = read(os.path.join(resume_dir, "logs", "worker_0.log"))
         row["resumed_at"] = (w.split("RESUMED iteration=")[1].split()[0]
@@ -521,17 +546,19 @@ def main(argv=None):
     os.makedirs(root, exist_ok=True)
     root = os.path.abspath(root)
     injections = Injections()
+    trials = Trials(args, root, injections)
 
     def on_signal(signum, _frame):
+        # Faults first (their namespaces are still there), then the runs.
         errors = injections.undo_all()
-        print(f"link_faults: signal {signum}: every fault undone"
+        trials.stop_launchers()
+        print(f"link_faults: signal {signum}: every fault undone, every run stopped"
               + (f" (errors: {errors})" if errors else ""), file=sys.stderr, flush=True)
         sys.exit(128 + signum)
 
     signal.signal(signal.SIGINT, on_signal)
     signal.signal(signal.SIGTERM, on_signal)
     rng = random.Random(args.seed)
-    trials = Trials(args, root, injections)
     # Bound for a partition's error: the peer timeout, plus the launcher's wait for the
     # other processes to stop (--kill_grace_s=2) and a second of slack.
     bound = args.partition_peer_timeout_s + 3
@@ -554,6 +581,7 @@ def main(argv=None):
                       + (f"\n    {row['error']}" if row["error"] else ""), flush=True)
     finally:
         leftover = injections.undo_all()
+        trials.stop_launchers()
         if leftover:
             print(f"link_faults: undo errors: {leftover}", file=sys.stderr)
         if args.csv and rows:
