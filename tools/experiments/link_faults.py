@@ -343,8 +343,7 @@ def finish(proc, log, start, timeout_s):
 def failure_text(launcher_log):
     """The launcher's report of the first failure and what followed (docs/reliability.md)."""
     lines = [l for l in read(launcher_log).splitlines()
-             if "first failure" in l or "follow-on" in l or "FAILED" in l or "p3_worker" in l
-             and "ERROR" in l]
+             if "first failure" in l or "follow-on" in l or "FAILED" in l]
     return " | ".join(lines)[:600]
 
 
