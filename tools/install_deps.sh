@@ -21,6 +21,8 @@ PACKAGES=(
   python3-torch python3-torchvision
   iproute2       # launch_cluster's emulated network: ip netns, veth, bridge, tc tbf
   iperf3         # //tests/tools:netem_test cross-checks the emulated links with it
+  nftables       # tools/experiments/link_faults.py drops packets on an emulated link with nft
+                 # `meta random` rules (the kernel has no netem); //tests/tools:link_faults_test
   openssh-client # launch_cluster --hosts runs processes over ssh
   openssh-server # //tests/tools:multihost_launch_test's ssh cases start their own sshd
                  # (own config, free loopback port); the package's ssh service is not used

@@ -56,9 +56,18 @@ absl::Status ParameterWaits::Wait(int first, int last, uint64_t version, const S
                              absl::StrCat("\"first_slice\": ", first, ", \"last_slice\": ", last));
   }
   if (absl::IsDeadlineExceeded(s)) {
-    return absl::DeadlineExceededError(absl::StrCat("worker ", options_.rank, ": waited ",
-                                                    absl::FormatDuration(options_.bound),
-                                                    " for parameters: ", s.message()));
+    // Who owes the values, and whom the servers wait for: the cause is often not this
+    // worker's link (docs/reliability.md, "Dead peers").
+    std::string text = absl::StrCat("worker ", options_.rank, ": waited ",
+                                    absl::FormatDuration(options_.bound),
+                                    " for parameters: ", s.message());
+    const std::string owed = DescribeValuesOwed(tracker_->MissingSlices(first, last, version),
+                                                plan);
+    if (!owed.empty()) absl::StrAppend(&text, "; missing: ", owed);
+    const std::string hint =
+        options_.hints != nullptr && version > 0 ? options_.hints->Describe(version - 1) : "";
+    if (!hint.empty()) absl::StrAppend(&text, "; ", hint);
+    return absl::DeadlineExceededError(text);
   }
   return s;
 }

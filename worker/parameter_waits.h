@@ -1,6 +1,7 @@
 // The forward pass's waits for parameters: block by block (or every block at once), each
 // bounded, each over stall_report logged on stderr with the slices still missing and the
-// servers that owe them (p3/core/stall_report.h), and recorded on the trace.
+// servers that owe them (p3/core/stall_report.h), and recorded on the trace. A wait that
+// times out says the same in its error, and what the servers said they wait for.
 //
 // Example:
 //   ParameterWaits waits({.rank = 0, .bound = absl::Seconds(60)}, &tracker, block_tensors,
@@ -20,6 +21,7 @@
 #include "absl/time/time.h"
 #include "p3/base/trace.h"
 #include "p3/core/slice_plan.h"
+#include "p3/core/stall_report.h"
 #include "p3/core/version_tracker.h"
 
 namespace p3 {
@@ -34,6 +36,9 @@ struct ParameterWaitOptions {
   absl::Duration stall_report = absl::Seconds(10);
   // Records each wait longer than 20 µs; not owned, may be null. Default: none.
   TraceRecorder* trace = nullptr;
+  // What the servers said they wait for, added to a timed-out wait's error; not owned,
+  // may be null. Default: none.
+  const StallHints* hints = nullptr;
 };
 
 class ParameterWaits {

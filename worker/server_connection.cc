@@ -342,6 +342,7 @@ void ServerConnection::ReadLoop() {
                 << " has waited " << absl::StrFormat("%.1f", stall.waited_s())
                 << " s for the gradients of iteration " << stall.iteration() << " from worker"
                 << (ranks.size() == 1 ? " " : "s ") << ListIds(ranks) << std::endl;
+      options_.listener->OnStall(options_.server_index, stall.iteration(), ranks);
     } else if (msg.control.has_replan()) {
       options_.listener->OnReplan(options_.server_index, msg.control.replan().from_iteration(),
                                   msg.control.replan().slice_params());

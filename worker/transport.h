@@ -32,6 +32,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -63,6 +64,9 @@ class TransportListener {
                           "server ", server, " forwarded a re-plan from iteration ", from_iteration,
                           ", which this transport's listener cannot follow")));
   }
+  // Server `server` has waited for the gradients of `iteration` from `missing_ranks`
+  // (its Stall message). Default: nothing.
+  virtual void OnStall(int server, uint64_t iteration, const std::vector<int>& missing_ranks) {}
   // The peer is dead, aborted the run, ended the stream before a clean close, or sent
   // what the core refused: the run cannot go on. Called at most once (this or OnAbort).
   virtual void OnFailure(int server, const absl::Status& status) = 0;

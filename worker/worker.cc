@@ -85,7 +85,8 @@ class Worker::Impl : public TransportListener {
         waits_(ParameterWaitOptions{.rank = options.rank,
                                     .bound = wait_bound(),
                                     .stall_report = options.stall_report,
-                                    .trace = options.trace},
+                                    .trace = options.trace,
+                                    .hints = &stall_hints_},
                &tracker_, BlockTensors(*model_), BlockNames(*model_)),
         replans_(ReplansOptions{.rank = options.rank,
                                 .num_servers = static_cast<int>(options.servers.size()),
@@ -342,6 +343,10 @@ class Worker::Impl : public TransportListener {
 
   void OnFailure(int server, const absl::Status& status) override { Fail(status); }
 
+  void OnStall(int server, uint64_t iteration, const std::vector<int>& missing_ranks) override {
+    stall_hints_.Note(server, iteration, missing_ranks);
+  }
+
   // On `server`'s reader thread, its link over: waits up to abort_grace for a failure
   // of this worker's own, which would be the cause (WorkerOptions::abort_grace).
   void OnAbort(int server, const absl::Status& status) override {
@@ -524,6 +529,8 @@ class Worker::Impl : public TransportListener {
   torch::Tensor finite_;
   const std::vector<int> tensor_block_;  // block of each tensor
   const int compute_track_;              // registered before the waits' track
+  // What the servers said they wait for (Stall messages), for waits_' errors.
+  StallHints stall_hints_;
   ParameterWaits waits_;
   Replans replans_;
   BufferExchange buffer_exchange_;

@@ -58,9 +58,7 @@ std::optional<StallReport> GradientStallWatch::Observe(const std::vector<SliceWa
   return report;
 }
 
-std::string DescribeValueWait(int rank, absl::Duration waited, uint64_t version,
-                              const std::string& what, const std::vector<int>& missing,
-                              const SlicePlan& plan) {
+std::string DescribeValuesOwed(const std::vector<int>& missing, const SlicePlan& plan) {
   std::map<int, std::vector<int>> by_server;
   for (int id : missing) {
     if (id >= 0 && id < static_cast<int>(plan.slices().size())) {
@@ -72,10 +70,40 @@ std::string DescribeValueWait(int rank, absl::Duration waited, uint64_t version,
     parts.push_back(absl::StrCat("server ", server, "'s values of ", ids.size(),
                                  ids.size() == 1 ? " slice (" : " slices (", ListIds(ids), ")"));
   }
+  return absl::StrJoin(parts, "; ");
+}
+
+std::string DescribeValueWait(int rank, absl::Duration waited, uint64_t version,
+                              const std::string& what, const std::vector<int>& missing,
+                              const SlicePlan& plan) {
+  const std::string owed = DescribeValuesOwed(missing, plan);
   return absl::StrCat("[stall] worker ", rank, ": waited ",
                       absl::FormatDuration(absl::Trunc(waited, absl::Milliseconds(100))),
                       " for version ", version, " of ", what, ": ",
-                      parts.empty() ? "nothing missing any more" : absl::StrJoin(parts, "; "));
+                      owed.empty() ? "nothing missing any more" : owed);
+}
+
+void StallHints::Note(int server, uint64_t iteration, std::vector<int> missing_ranks) {
+  absl::MutexLock lock(&mu_);
+  latest_[server] = {iteration, std::move(missing_ranks)};
+}
+
+std::string StallHints::Describe(uint64_t iteration) const {
+  std::set<int> ranks;
+  std::vector<std::string> servers;
+  {
+    absl::MutexLock lock(&mu_);
+    for (const auto& [server, hint] : latest_) {
+      if (hint.first != iteration || hint.second.empty()) continue;
+      ranks.insert(hint.second.begin(), hint.second.end());
+      servers.push_back(absl::StrCat("server ", server));
+    }
+  }
+  if (servers.empty()) return "";
+  return absl::StrCat("the servers wait for the gradients of iteration ", iteration,
+                      " from worker", ranks.size() == 1 ? " " : "s ",
+                      ListIds(std::vector<int>(ranks.begin(), ranks.end())), " (",
+                      absl::StrJoin(servers, ", "), servers.size() == 1 ? " says" : " say", " so)");
 }
 
 }  // namespace p3

@@ -19,6 +19,8 @@
 #include <utility>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "p3/core/slice_plan.h"
 
@@ -67,6 +69,30 @@ class GradientStallWatch {
 std::string DescribeValueWait(int rank, absl::Duration waited, uint64_t version,
                               const std::string& what, const std::vector<int>& missing,
                               const SlicePlan& plan);
+
+// "server 0's values of 2 slices (4, 6); server 1's values of 1 slice (5)": the slices of
+// `missing` (ids into `plan`) grouped by the server that owns them; "" when none is.
+std::string DescribeValuesOwed(const std::vector<int>& missing, const SlicePlan& plan);
+
+// What the servers told a worker they wait for (their Stall messages, docs/protocol.md):
+// the latest one of each server. A worker whose wait for parameters times out adds it to
+// its error, so the report names the worker that holds the run up (a partitioned link),
+// not only the one that gave up waiting. Thread-safe: transports' reader threads Note(),
+// the training thread Describe()s.
+class StallHints {
+ public:
+  // Server `server` has waited for the gradients of `iteration` from `missing_ranks`.
+  void Note(int server, uint64_t iteration, std::vector<int> missing_ranks);
+
+  // "the servers wait for the gradients of iteration 18 from worker 0 (server 0, server
+  // 1 said so)", from the hints of `iteration` only (older ones are over); "" when none.
+  std::string Describe(uint64_t iteration) const;
+
+ private:
+  mutable absl::Mutex mu_;
+  // Server -> (iteration, missing ranks).
+  std::map<int, std::pair<uint64_t, std::vector<int>>> latest_ ABSL_GUARDED_BY(mu_);
+};
 
 // "0, 1, 2, ... (40 in all)": at most `shown` ids, then the count.
 std::string ListIds(const std::vector<int>& ids, size_t shown = 8);

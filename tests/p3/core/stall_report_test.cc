@@ -91,6 +91,42 @@ CATCH_TEST_CASE("a worker's wait names each server with the slices it still owes
   CATCH_CHECK(ListIds({1, 2, 3}, 2) == "1, 2, ... (3 in all)");
 }
 
+CATCH_TEST_CASE("stall hints name the ranks the servers wait for at one iteration only") {
+  StallHints hints;
+  CATCH_CHECK(hints.Describe(18).empty());
+  hints.Note(/*server=*/1, /*iteration=*/18, {0});
+  CATCH_CHECK(hints.Describe(18) ==
+              "the servers wait for the gradients of iteration 18 from worker 0 (server 1 says so)");
+  hints.Note(0, 18, {0, 2});
+  CATCH_CHECK(hints.Describe(18) == "the servers wait for the gradients of iteration 18 from "
+                                    "workers 0, 2 (server 0, server 1 say so)");
+  // A server's newer hint replaces its older one; hints of another iteration are over.
+  hints.Note(0, 19, {2});
+  CATCH_CHECK(hints.Describe(18) ==
+              "the servers wait for the gradients of iteration 18 from worker 0 (server 1 says so)");
+  CATCH_CHECK(hints.Describe(17).empty());
+  hints.Note(1, 19, {});
+  CATCH_CHECK(hints.Describe(19) ==
+              "the servers wait for the gradients of iteration 19 from worker 2 (server 0 says so)");
+}
+
+CATCH_TEST_CASE("values owed are grouped by the server that owns them") {
+  SlicePlanOptions options;
+  options.granularity = Granularity::kSliced;
+  options.slice_params = 10;
+  options.num_servers = 2;
+  absl::StatusOr<SlicePlan> plan = SlicePlan::Create({{"w", 40}}, options);
+  CATCH_REQUIRE(plan.ok());
+  std::vector<int> all;
+  for (const Slice& s : plan->slices()) all.push_back(s.id);
+  const std::string text = DescribeValuesOwed(all, *plan);
+  CATCH_CAPTURE(text);
+  CATCH_CHECK(text.rfind("server 0's values of ", 0) == 0);
+  CATCH_CHECK(Contains(text, "; server 1's values of "));
+  CATCH_CHECK(DescribeValuesOwed({}, *plan).empty());
+  CATCH_CHECK(DescribeValuesOwed({99}, *plan).empty());  // not in the plan
+}
+
 CATCH_TEST_CASE("the shard's waits list the ranks whose gradients of a slice are missing") {
   ShardOptions options;
   options.num_workers = 3;
