@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "p3/base/log_line.h"
 #include "p3/core/slice_plan.h"
 #include "p3/core/snapshot.h"
 #include "p3/core/stall_report.h"
@@ -147,7 +148,7 @@ void ParameterServer::Impl::WatchStalls() {
   while (!stop_watching_.WaitForNotificationWithTimeout(poll)) {
     std::optional<StallReport> report = watch.Observe(shard_.Waits(), absl::Now());
     if (!report) continue;
-    std::cerr << report->text << std::endl;
+    LogLine(report->text);
     auto shared = std::make_shared<const StallReport>(*std::move(report));
     absl::MutexLock lock(&mu_);
     for (auto& [rank, conn] : streams_) {

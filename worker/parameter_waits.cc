@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "p3/base/log_line.h"
 #include "p3/core/stall_report.h"
 
 namespace p3 {
@@ -43,10 +44,9 @@ absl::Status ParameterWaits::Wait(int first, int last, uint64_t version, const S
     if (report) step = std::min(deadline, step + options_.stall_report);
     s = tracker_->WaitFor(first, last, version, report ? step : deadline);
     if (!absl::IsDeadlineExceeded(s) || !report || step >= deadline) break;
-    std::cerr << DescribeValueWait(options_.rank, absl::Now() - start, version,
-                                   WaitName(first, last, plan),
-                                   tracker_->MissingSlices(first, last, version), plan)
-              << std::endl;
+    LogLine(DescribeValueWait(options_.rank, absl::Now() - start, version,
+                              WaitName(first, last, plan),
+                              tracker_->MissingSlices(first, last, version), plan));
   }
   const absl::Time end = absl::Now();
   total_ += end - start;

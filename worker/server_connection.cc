@@ -11,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "p3/base/log_line.h"
 #include "absl/synchronization/notification.h"
 #include "p3/core/stall_report.h"
 #include "p3/core/wire_dtype.h"
@@ -338,10 +339,10 @@ void ServerConnection::ReadLoop() {
     } else if (msg.control.has_stall()) {
       const wire::Stall& stall = msg.control.stall();
       std::vector<int> ranks(stall.missing_ranks().begin(), stall.missing_ranks().end());
-      std::cerr << "[stall] worker " << options_.rank << ": server " << options_.server_index
-                << " has waited " << absl::StrFormat("%.1f", stall.waited_s())
-                << " s for the gradients of iteration " << stall.iteration() << " from worker"
-                << (ranks.size() == 1 ? " " : "s ") << ListIds(ranks) << std::endl;
+      LogLine(absl::StrCat("[stall] worker ", options_.rank, ": server ", options_.server_index,
+                           " has waited ", absl::StrFormat("%.1f", stall.waited_s()),
+                           " s for the gradients of iteration ", stall.iteration(),
+                           " from worker", ranks.size() == 1 ? " " : "s ", ListIds(ranks)));
       options_.listener->OnStall(options_.server_index, stall.iteration(), ranks);
     } else if (msg.control.has_replan()) {
       options_.listener->OnReplan(options_.server_index, msg.control.replan().from_iteration(),
