@@ -127,24 +127,8 @@ def server_pid(out_dir, index):
     return pid_of("p3_server", f"--port_file={os.path.abspath(out_dir)}/ports/server_{index}.port")
 
 
-def log_has(path, text):
-    try:
-        with open(path, "rb") as f:
-            return text.encode() in f.read()
-    except OSError:
-        return False
-
-
-def wait_for(predicate, launcher, timeout_s):
-    """Polls `predicate` every 2 ms until true; False if the launcher ends or time is up."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        if launcher.poll() is not None:
-            return predicate()
-        time.sleep(0.002)
-    return False
+log_has = runs.log_has
+wait_for = runs.wait_for
 
 
 def launch(args, out_dir, config_path, max_restarts):

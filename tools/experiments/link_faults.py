@@ -287,12 +287,7 @@ def namespace_exists(name):
 
 # ---- The trials.
 
-def log_has(path, text):
-    try:
-        with open(path, "rb") as f:
-            return text.encode() in f.read()
-    except OSError:
-        return False
+log_has = runs.log_has
 
 
 def read(path):
@@ -304,15 +299,7 @@ def read(path):
 
 
 def wait_for(predicate, proc, timeout_s):
-    """Polls `predicate` every 5 ms until true; False if `proc` ends or time is up."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        if proc.poll() is not None:
-            return predicate()
-        time.sleep(0.005)
-    return False
+    return runs.wait_for(predicate, proc, timeout_s, poll_s=0.005)
 
 
 def launch(args, out_dir, config_path, extra=()):

@@ -8,6 +8,28 @@ import sys
 import time
 
 
+def log_has(path, text):
+    """Whether the log at `path` holds `text` (a missing log holds nothing)."""
+    try:
+        with open(path, "rb") as f:
+            return text.encode() in f.read()
+    except OSError:
+        return False
+
+
+def wait_for(predicate, proc, timeout_s, poll_s=0.002):
+    """Polls `predicate` every `poll_s` until true; False if the process `proc` (a Popen)
+    ends first (after one last look) or `timeout_s` passes."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        if proc.poll() is not None:
+            return predicate()
+        time.sleep(poll_s)
+    return False
+
+
 def summary(run_dir):
     """The run's summary.json."""
     with open(os.path.join(run_dir, "summary.json")) as f:
