@@ -25,33 +25,19 @@
 #include "p3/core/parameter_shard.h"
 #include "p3/core/wire_dtype.h"
 #include "server/parameter_server.h"
+#include "tests/cluster/cluster_fixture.h"
 #include "tests/cluster/test_mlp.h"
 #include "worker/in_memory_transport.h"
 
 namespace p3 {
 namespace {
 
-constexpr int64_t kBatch = 4;  // per worker
-constexpr int kSteps = 4;
-
-std::pair<torch::Tensor, torch::Tensor> GlobalBatch(int step, int workers) {
-  torch::manual_seed(1000 + step);
-  return {torch::randn({kBatch * workers, 12}), torch::randint(0, 5, {kBatch * workers})};
-}
-
-OptimizerOptions Sgd() {
-  OptimizerOptions o;
-  o.lr = 0.1;
-  o.momentum = 0.9;
-  o.weight_decay = 0.01;
-  return o;
-}
-
-torch::Tensor Flatten(models::BlockModel& model) {
-  std::vector<torch::Tensor> parts;
-  for (auto& [name, p] : model.OrderedParameters()) parts.push_back(p.detach().reshape(-1));
-  return torch::cat(parts).clone();
-}
+using cluster_test::Flatten;
+using cluster_test::GlobalBatch;
+using cluster_test::kBatch;
+using cluster_test::kSteps;
+using cluster_test::Sgd;
+using cluster_test::TrainLocal;
 
 torch::Tensor FloatBuffers(models::BlockModel& model) {
   std::vector<torch::Tensor> parts;
@@ -59,22 +45,6 @@ torch::Tensor FloatBuffers(models::BlockModel& model) {
     if (b.scalar_type() == torch::kFloat32) parts.push_back(b.detach().flatten().clone());
   }
   return torch::cat(parts);
-}
-
-// The plain libtorch loop on the union of the workers' batches.
-torch::Tensor TrainLocal(int workers) {
-  auto model = MakeTestMlp(1);
-  const OptimizerOptions o = Sgd();
-  torch::optim::SGD opt(
-      model->parameters(),
-      torch::optim::SGDOptions(o.lr).momentum(o.momentum).weight_decay(o.weight_decay));
-  for (int step = 0; step < kSteps; ++step) {
-    auto [x, y] = GlobalBatch(step, workers);
-    opt.zero_grad();
-    model->Loss(model->forward(x), y).backward();
-    opt.step();
-  }
-  return Flatten(*model);
 }
 
 double RelativeError(const torch::Tensor& a, const torch::Tensor& b) {
