@@ -299,14 +299,10 @@ void ParameterShard::FoldEarly(SliceState* s) {
   while (s->folded < workers) {
     const int f = s->folded;
     const int64_t available = s->has[f] ? s->length : s->received[f];
+    // Rank 0 never waits (it is always `folded` when it arrives), so f > 0 here: added.
     if (s->in_sum[f] < available && !s->early[f].empty()) {
-      const float* from = s->early[f].data() + s->in_sum[f];
-      float* to = s->sum.data() + s->in_sum[f];
-      if (f == 0) {
-        std::copy_n(from, available - s->in_sum[f], to);
-      } else {
-        AddTo(from, available - s->in_sum[f], to);
-      }
+      AddTo(s->early[f].data() + s->in_sum[f], available - s->in_sum[f],
+            s->sum.data() + s->in_sum[f]);
     }
     s->in_sum[f] = std::max(s->in_sum[f], available);
     if (s->in_sum[f] < s->length) return;
