@@ -40,6 +40,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "proto/config.pb.h"
 
 namespace p3::config {
@@ -88,6 +89,9 @@ int64_t EffectiveOwnerParams(const ExperimentConfig& config);
 // "" when nothing rules it out. The one rule for config validation and launch_cluster.
 std::string OnlineSearchRuledOutBy(const ExperimentConfig& config);
 int64_t EffectiveCreditBytes(const ExperimentConfig& config);
+// scheduling.stalled_write_s as SendQueueOptions::stalled_after: 0 is
+// absl::InfiniteDuration() (a message holds the link until written).
+absl::Duration StalledWriteAfter(const ExperimentConfig& config);
 
 // Reads `path` and returns ParseConfig(contents, overrides); error messages start with
 // `path`.

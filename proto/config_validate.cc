@@ -252,6 +252,11 @@ absl::Status ValidateConfig(const ExperimentConfig& config) {
   }
   check.OneOf("scheduling.wire_dtype", scheduling.wire_dtype(), kWireDTypes);
   check.IntAtLeast("scheduling.owner_params", scheduling.owner_params(), 0);
+  if (!(scheduling.stalled_write_s() >= 0) || std::isinf(scheduling.stalled_write_s())) {
+    check.Add("scheduling.stalled_write_s",
+              absl::StrCat("must be 0 (never) or a positive number of seconds, got ",
+                           scheduling.stalled_write_s()));
+  }
   if (scheduling.has_online_search() && scheduling.online_search()) {
     if (const std::string why = OnlineSearchRuledOutBy(config); !why.empty()) {
       check.Add("scheduling.online_search", why);

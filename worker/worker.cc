@@ -132,7 +132,9 @@ class Worker::Impl : public TransportListener {
   absl::Status Connect(const ClusterSignature& sig) {
     // The streams to remote servers share this machine's link: one send order for all.
     send_queue_ = std::make_unique<SendQueue<Upstream>>(
-        SendQueueOptions{.priority = traits_.priority, .credit_bytes = options_.credit_bytes});
+        SendQueueOptions{.priority = traits_.priority,
+                         .credit_bytes = options_.credit_bytes,
+                         .stalled_after = options_.stalled_write});
     const TransportFactory open =
         options_.transport_factory ? options_.transport_factory : OpenServerConnection;
     for (int s = 0; s < static_cast<int>(options_.servers.size()); ++s) {
@@ -399,6 +401,7 @@ class Worker::Impl : public TransportListener {
     link.signature = sig;
     link.send_queue = send_queue_.get();
     link.credit_bytes = options_.credit_bytes;
+    link.stalled_write = options_.stalled_write;
     link.peer_timeout = options_.peer_timeout;
     link.max_message_params = options_.max_message_params;
     link.tls = options_.tls;
