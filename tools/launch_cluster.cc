@@ -391,7 +391,8 @@ int Main(int argc, char** argv) {
     for (const auto& [flag, path, needed] :
          {std::make_tuple("--server_binary", options.server_binary,
                           config::ServerProcessCount(*config) > 0),
-          std::make_tuple("--worker_binary", options.worker_binary, true)}) {
+          std::make_tuple("--worker_binary", options.worker_binary,
+                          !config->worker().has_command())}) {
       if (needed && access(path.c_str(), X_OK) != 0) {
         return program.Fail(2, absl::StrCat(flag, ": ", path, " is not an executable file (",
                                             std::strerror(errno),
