@@ -14,25 +14,9 @@ LAUNCHER=tools/launch_cluster
 FAKE_WORKER="$PWD/tests/tools/fake_p3_worker"
 TMP="${TEST_TMPDIR:-$(mktemp -d)}"
 
-# The worker program: records its P3_* environment in $P3_RUN_DIR/env_<rank>_<rejoin>.txt,
-# then runs the fake worker with the flags the environment stands for (its result goes
-# to $RESULT_ELSEWHERE/worker_<rank>.json instead when that is set). With FAIL_FIRST_RANK=r
-# rank r's first start exits 5 at once (before connecting).
-cat >"$TMP/program.sh" <<EOF
-#!/bin/sh
-env | grep '^P3_' | sort >"\$P3_RUN_DIR/env_\${P3_RANK}_\${P3_REJOIN}.txt"
-if [ "\${FAIL_FIRST_RANK:-}" = "\$P3_RANK" ] && [ "\$P3_REJOIN" = 0 ]; then
-  echo "program: rank \$P3_RANK fails on purpose" >&2
-  exit 5
-fi
-result="\$P3_RESULT_FILE"
-[ -n "\${RESULT_ELSEWHERE:-}" ] && result="\$RESULT_ELSEWHERE/worker_\$P3_RANK.json"
-set -- --config="\$P3_CONFIG" --rank="\$P3_RANK" --servers="\$P3_SERVERS" \\
-  --result_file="\$result" --records_file="\$P3_RECORDS_FILE"
-[ -n "\$P3_TRACE_FILE" ] && set -- "\$@" --trace_file="\$P3_TRACE_FILE"
-exec "$FAKE_WORKER" "\$@"
-EOF
-chmod +x "$TMP/program.sh"
+# The worker program (tests/tools/fake_worker_program.sh): records its environment in
+# $P3_RUN_DIR/env_<rank>_<rejoin>.txt, then runs the fake worker.
+PROGRAM="$PWD/tests/tools/fake_worker_program.sh $FAKE_WORKER"
 
 # Runs the launcher with the fake server; no p3_worker at all (--worker_binary is not
 # there: the command replaces it). Output to $output, exit status to $rc.
@@ -56,7 +40,7 @@ case_name=environment
 out="$TMP/environment"
 mkdir -p "$TMP/elsewhere"
 RESULT_ELSEWHERE="$TMP/elsewhere" launch --set=output_dir="$out" --set=training.iterations=6 \
-  --set=worker.command="$TMP/program.sh"
+  --set=worker.command="$PROGRAM"
 names="['P3_CONFIG', 'P3_RANK', 'P3_RECORDS_FILE', 'P3_REJOIN', 'P3_RESULT_FILE', 'P3_RUN_DIR', 'P3_SERVERS', 'P3_TRACE_FILE', 'P3_WORLD_SIZE']"
 ports="$(cat "$out/ports/server_0.port" 2>/dev/null),$(cat "$out/ports/server_1.port" 2>/dev/null)"
 if [[ $rc -ne 0 ]]; then
@@ -72,10 +56,10 @@ elif ! env_check "$out/env_0_0.txt" "[a.rsplit(':', 1)[1] for a in e['P3_SERVERS
   fail "P3_SERVERS is not the servers' addresses in index order ($ports)"
 elif [[ -e "$out/results/worker_0.json" || ! -s "$TMP/elsewhere/worker_0.json" ]]; then
   fail "the program's result went to P3_RESULT_FILE although it was told otherwise"
-elif ! json_check "$out/summary.json" "s['status'] == 'ok' and s['iterations'] is None and s['workers_results'] == [] and s['worker_program']['command'] == '$TMP/program.sh' and s['worker_program']['results_missing'] == ['worker_0', 'worker_1'] and 'note' in s['worker_program']"; then
+elif ! json_check "$out/summary.json" "s['status'] == 'ok' and s['iterations'] is None and s['workers_results'] == [] and s['worker_program']['command'] == '$PROGRAM' and s['worker_program']['results_missing'] == ['worker_0', 'worker_1'] and 'note' in s['worker_program']"; then
   fail "summary.json does not say that the results are missing"
 elif ! grep -q "^\[p3\] done in .*: rank 0's program wrote no result file" "$output" ||
-     ! grep -q "running worker.command \"$TMP/program.sh\"" "$output"; then
+     ! grep -q "running worker.command \"$PROGRAM\"" "$output"; then
   fail "the launcher does not say what ran and that there is no result"
 else
   ok
@@ -85,7 +69,7 @@ fi
 case_name=results
 out="$TMP/results"
 launch --set=output_dir="$out" --set=training.iterations=8 --set=training.log_every=4 \
-  --set=trace=true --set=worker.command="'$TMP/program.sh' && echo after-the-worker"
+  --set=trace=true --set=worker.command="$PROGRAM && echo after-the-worker"
 if [[ $rc -ne 0 ]]; then
   fail "exit status $rc, expected 0"
 elif ! json_check "$out/summary.json" "s['status'] == 'ok' and s['iterations'] == 8 and [r['rank'] for r in s['workers_results']] == [0, 1] and s['worker_program']['results_missing'] == [] and 'note' not in s['worker_program'] and s['trace'].endswith('/trace.json')"; then
@@ -105,7 +89,7 @@ fi
 # --- a failing program: the first failure, with its own last words --------------------
 case_name=failure
 out="$TMP/failure"
-FAIL_FIRST_RANK=1 launch --set=output_dir="$out" --set=worker.command="$TMP/program.sh"
+FAIL_FIRST_RANK=1 launch --set=output_dir="$out" --set=worker.command="$PROGRAM"
 if [[ $rc -ne 1 ]]; then
   fail "exit status $rc, expected 1"
 elif ! grep -q 'FAILED: worker 1 (pid [0-9]*) exited with status 5' "$output"; then
@@ -120,7 +104,7 @@ fi
 case_name=restart
 out="$TMP/restart"
 FAIL_FIRST_RANK=1 launch --set=output_dir="$out" --set=training.iterations=6 --max_restarts=1 \
-  --set=worker.command="$TMP/program.sh"
+  --set=worker.command="$PROGRAM"
 if [[ $rc -ne 0 ]]; then
   fail "exit status $rc, expected 0"
 elif ! grep -q 'worker 1 (pid [0-9]*) exited with status 5; restarting it with P3_REJOIN=1 (restart 1 of 1)' "$output"; then
@@ -134,15 +118,34 @@ else
   ok
 fi
 
+# --- the command runs in the folder the launcher was invoked from -----------------------
+case_name=working_folder
+out="$TMP/working_folder"
+mkdir -p "$TMP/invoked_here"
+printf '#!/bin/sh\npwd >"$P3_RUN_DIR/pwd_$P3_RANK.txt"\nexec %s\n' "$PROGRAM" >"$TMP/invoked_here/here.sh"
+chmod +x "$TMP/invoked_here/here.sh"
+launcher="$PWD/$LAUNCHER" server="$PWD/tests/tools/fake_p3_server" config="$PWD/configs/default.textproto"
+output="$TMP/$case_name.out"
+(cd "$TMP/invoked_here" && "$launcher" --server_binary="$server" --config="$config" --plot=false \
+  --set=output_dir="$out" --set=training.iterations=3 --set=worker.command=./here.sh) >"$output" 2>&1
+rc=$?
+if [[ $rc -ne 0 ]]; then
+  fail "exit status $rc, expected 0 (./here.sh relative to the launcher's folder)"
+elif [[ "$(cat "$out/pwd_1.txt" 2>/dev/null)" != "$TMP/invoked_here" ]]; then
+  fail "the program ran in $(cat "$out/pwd_1.txt" 2>/dev/null), not in $TMP/invoked_here"
+else
+  ok
+fi
+
 # --- bad configs: the error names worker.command --------------------------------------
 case_name=refused
 launch --set=output_dir="$TMP/refused" --set=worker.command=' '
 blank_rc=$rc blank_out=$(cat "$output")
 launch --config=configs/local.textproto --set=output_dir="$TMP/refused" \
-  --set=worker.command="$TMP/program.sh"
+  --set=worker.command="$PROGRAM"
 local_rc=$rc local_out=$(cat "$output")
 launch --config=configs/pipeline_spectrain.textproto --set=output_dir="$TMP/refused" \
-  --set=worker.command="$TMP/program.sh"
+  --set=worker.command="$PROGRAM"
 if [[ $blank_rc -ne 2 ]] || ! grep -q 'worker.command: is empty; give a shell command' <<<"$blank_out"; then
   fail "a blank worker.command is not refused naming the field (status $blank_rc): $blank_out"
 elif [[ $local_rc -ne 2 ]] || ! grep -q 'worker.command: needs servers .* mode "local" has none' <<<"$local_out"; then

@@ -290,7 +290,10 @@ std::vector<std::string> Launcher::WorkerArgv(const Child& child, bool rejoin) c
     env.trace_file = trace_file;
     env.rejoin = rejoin;
     env.run_dir = RemotePath(output_dir_);
-    return WorkerProgramArgv(config_.worker().command(), env);
+    // Locally the command runs in the launcher's working folder (where `bazel run` was
+    // invoked); over ssh the remote script changes into it already.
+    return WorkerProgramArgv(config_.worker().command(), env,
+                             child.host == nullptr ? options_.working_dir : "");
   }
   std::vector<std::string> argv = {options_.worker_binary,
                                    "--config=" + RemotePath(config_out_),

@@ -119,7 +119,12 @@ std::string RemoteScript(const RemoteProcess& process) {
                   // The process must not read the connection; the watchdog does.
                   "exec 3<&0\n", ShellCommand(process.argv), " </dev/null &\n", "pid=$!\n",
                   // EOF on stdin: ssh ended (stopped by the launcher, or the launcher died).
-                  "( cat <&3 >/dev/null 2>&1; kill -TERM \"$pid\" 2>/dev/null ) "
+                  // Its children first: a worker program's `/bin/sh -c` does not exec
+                  // the command it runs (pkill is procps'; without it, only the process).
+                  // `|| :`: the subshell runs under `set -e`, and pkill fails when the
+                  // process has no children.
+                  "( cat <&3 >/dev/null 2>&1; pkill -TERM -P \"$pid\" 2>/dev/null || :; "
+                  "kill -TERM \"$pid\" 2>/dev/null ) "
                   ">/dev/null 2>&1 &\n",
                   "exec 3<&-\n", "set +e\n", "wait \"$pid\"\n", "exit $?\n");
   return script;

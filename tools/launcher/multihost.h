@@ -69,8 +69,8 @@ struct RemoteProcess {
 
 // The POSIX shell script that prepares `process`'s host and runs it. The process runs in
 // the background while the script reads its stdin (the ssh connection); when that ends —
-// the launcher stopped ssh, or died — the script sends the process SIGTERM. The script
-// exits with the process's exit status.
+// the launcher stopped ssh, or died — the script sends the process and its children
+// SIGTERM. The script exits with the process's exit status.
 std::string RemoteScript(const RemoteProcess& process);
 
 // Kubernetes / DNS-1123 form of an experiment name: lower case, [a-z0-9-], at most 40

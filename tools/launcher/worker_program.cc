@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
 
 namespace p3::tools {
 
@@ -28,12 +29,18 @@ std::vector<std::string> WorkerProgramEnvironment(const WorkerProgramEnv& env) {
 }
 
 std::vector<std::string> WorkerProgramArgv(const std::string& command,
-                                           const WorkerProgramEnv& env) {
+                                           const WorkerProgramEnv& env,
+                                           const std::string& working_dir) {
   std::vector<std::string> argv = {"/usr/bin/env"};
   for (std::string& assignment : WorkerProgramEnvironment(env)) {
     argv.push_back(std::move(assignment));
   }
-  argv.insert(argv.end(), {"/bin/sh", "-c", command});
+  const std::string script =
+      working_dir.empty()
+          ? command
+          : absl::StrCat("cd -- '", absl::StrReplaceAll(working_dir, {{"'", "'\\''"}}),
+                         "' || exit 1\n", command);
+  argv.insert(argv.end(), {"/bin/sh", "-c", script});
   return argv;
 }
 

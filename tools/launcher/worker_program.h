@@ -58,9 +58,12 @@ std::vector<std::string> WorkerProgramEnvironment(const WorkerProgramEnv& env);
 // The argv that runs `command` with the contract's environment added to the inherited
 // one: /usr/bin/env NAME=value... /bin/sh -c <command>. An argv rather than a changed
 // environment, so that it runs the same in a network namespace and over ssh (where the
-// launcher's environment does not reach).
+// launcher's environment does not reach). A non-empty `working_dir`: the shell first
+// changes into it (`cd -- '<dir>' || exit 1`, on a line of its own), so that relative
+// paths in the command are relative to it; the program exits 1 when it is missing.
 std::vector<std::string> WorkerProgramArgv(const std::string& command,
-                                           const WorkerProgramEnv& env);
+                                           const WorkerProgramEnv& env,
+                                           const std::string& working_dir = "");
 
 }  // namespace p3::tools
 
