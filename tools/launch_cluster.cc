@@ -67,7 +67,8 @@ ABSL_FLAG(std::string, server_binary, "server/p3_server",
           "launcher's runfiles).");
 ABSL_FLAG(std::string, worker_binary, "worker/p3_worker",
           "Worker executable; relative paths resolve like --config (the default is in the "
-          "launcher's runfiles).");
+          "launcher's runfiles). Not used when the config sets worker.command (a program of "
+          "your own, docs/worker_api.md).");
 ABSL_FLAG(std::string, pipeline_binary, "tools/pipeline_train",
           "The pipeline's executable, for a config with mode \"pipeline\" (one process, no "
           "servers); relative paths resolve like --config.");
