@@ -45,6 +45,7 @@ elif [[ "$(param_l2 "$TMP/$case_name/summary.json")" != "$want" ]]; then
 elif ! json_check "$TMP/$case_name/summary.json" "s['iterations'] == 40 and s['worker_program']['results_missing'] == []"; then
   fail "summary.json lacks the workers' results"
 else
+  echo "param_l2 $want through worker.command, as with p3_worker directly"
   ok
 fi
 
@@ -73,6 +74,7 @@ elif ! grep -qE 'worker 1 \(pid [0-9]+\) (was killed by signal 9|exited with sta
 elif [[ "$(param_l2 "$out_dir/summary.json")" != "$want" ]]; then
   fail "param_l2 $(param_l2 "$out_dir/summary.json") differs from the run without the kill ($want)"
 else
+  echo "param_l2 $want after worker 1's program was killed and rejoined"
   ok
 fi
 
