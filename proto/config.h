@@ -85,8 +85,8 @@ int64_t EffectiveSliceParams(const ExperimentConfig& config);
 // needs (p3/core/slice_search.h: 4 x the slice size, at most 1000000); 0: none.
 int64_t EffectiveOwnerParams(const ExperimentConfig& config);
 // Why this config cannot re-plan its slices (scheduling.online_search): its mode has no
-// slices returned with their values on the push, its wire is float16, or it checkpoints;
-// "" when nothing rules it out. The one rule for config validation and launch_cluster.
+// slices returned with their values on the push, or its wire is float16 (checkpoints and
+// rejoins compose with it); "" when nothing rules it out. The one rule for config validation and launch_cluster.
 std::string OnlineSearchRuledOutBy(const ExperimentConfig& config);
 int64_t EffectiveCreditBytes(const ExperimentConfig& config);
 // scheduling.stalled_write_s as SendQueueOptions::stalled_after: 0 is

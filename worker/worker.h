@@ -65,7 +65,7 @@ struct WorkerOptions {
   int64_t slice_params = kDefaultSliceParams;
   // Ownership stripes (SlicePlanOptions::owner_params), for modes that slice: > 0 lets
   // rank 0 change the slice size during the run (RequestReplan) without moving optimizer
-  // state between servers; the servers must allow re-plans (no checkpoints).
+  // state between servers (checkpoints record the plan they were taken under).
   // 0: none. Default: 0.
   int64_t owner_params = 0;
   // Tensors above this are split over the servers, for modes that do not. Default: 1,000,000.
