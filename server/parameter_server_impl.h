@@ -39,6 +39,7 @@
 #include "p3/core/parameter_shard.h"
 #include "p3/core/send_queue.h"
 #include "p3/core/shared_memory.h"
+#include "p3/core/stall_report.h"
 #include "proto/p3.pb.h"
 #include "proto/raw_train.h"
 #include "proto/wire_codec.h"
@@ -105,6 +106,11 @@ class ParameterServer::Impl {
                         bool* awaiting_rejoin);
   // Compares in time independent of where the tokens differ.
   bool TokenMatches(const std::string& given) const;
+  // ", after this server had waited 6.2s for the gradients of iteration 3 from worker 1
+  // (the stall came first)" when `rank` left while a stall report about other workers was
+  // still current (its iteration among `waits`, shard_.Waits() read before mu_); else "".
+  std::string StalledBefore(int rank, const std::vector<SliceWait>& waits) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool tracing() const { return options_.trace != nullptr && options_.trace->enabled(); }
   // One event per message handled; "update" when it completed a slice's aggregation.
   void Trace(int track, const DecodedWorkerMessage& msg, const std::vector<ToWorker>& out,
@@ -169,6 +175,10 @@ class ParameterServer::Impl {
   // The send order of the streams that cross the network; made at the first join.
   std::unique_ptr<SendQueue<Downstream>> link_ ABSL_GUARDED_BY(mu_);
   absl::Status failure_ ABSL_GUARDED_BY(mu_);
+  // The watcher's latest stall report and when it was made: a worker that disconnects
+  // during another's stall is named with it, so that the error says what came first.
+  std::shared_ptr<const StallReport> last_stall_ ABSL_GUARDED_BY(mu_);
+  absl::Time last_stall_at_ ABSL_GUARDED_BY(mu_);
   bool all_done_ ABSL_GUARDED_BY(mu_) = false;
   bool shut_down_ ABSL_GUARDED_BY(mu_) = false;
   // Workers gone and awaited (rejoin_timeout > 0): rank -> when waiting ends. Every

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "p3/base/status_macros.h"
 #include "server/message_handler.h"
 #include "server/parameter_server_impl.h"
@@ -170,6 +171,8 @@ absl::Status ParameterServer::Impl::ReadLoop(int rank, const Connection& conn, T
     // snapshot's buffer as soon as the messages are written.
     handled.out.clear();
   }
+  // Read before mu_: what this server still waits for, to name a stall that came first.
+  const std::vector<SliceWait> waits = shard_.Waits();
   absl::MutexLock lock(&mu_);
   if (!failure_.ok()) return failure_;
   if (options_.rejoin_timeout > absl::ZeroDuration() && !shut_down_) {
@@ -194,7 +197,25 @@ absl::Status ParameterServer::Impl::ReadLoop(int rank, const Connection& conn, T
     return absl::UnavailableError(
         absl::StrCat("worker ", rank, " disconnected; waiting for it to rejoin"));
   }
-  return absl::UnavailableError(absl::StrCat("worker ", rank, " disconnected before it was done"));
+  return absl::UnavailableError(
+      absl::StrCat("worker ", rank, " disconnected before it was done", StalledBefore(rank, waits)));
+}
+
+std::string ParameterServer::Impl::StalledBefore(int rank,
+                                                 const std::vector<SliceWait>& waits) const {
+  if (last_stall_ == nullptr) return "";
+  const StallReport& stall = *last_stall_;
+  if (std::binary_search(stall.missing_ranks.begin(), stall.missing_ranks.end(), rank)) return "";
+  // Still the wait the report was about: its iteration is the oldest still awaited.
+  bool current = false;
+  for (const SliceWait& wait : waits) current |= wait.iteration == stall.iteration;
+  if (!current) return "";
+  return absl::StrCat(", after this server had waited ",
+                      absl::FormatDuration(absl::Trunc(
+                          stall.waited + (absl::Now() - last_stall_at_), absl::Milliseconds(100))),
+                      " for the gradients of iteration ", stall.iteration, " from worker",
+                      stall.missing_ranks.size() == 1 ? " " : "s ",
+                      absl::StrJoin(stall.missing_ranks, ", "), " (the stall came first)");
 }
 
 bool ParameterServer::Impl::TokenMatches(const std::string& given) const {

@@ -151,6 +151,8 @@ void ParameterServer::Impl::WatchStalls() {
     LogLine(report->text);
     auto shared = std::make_shared<const StallReport>(*std::move(report));
     absl::MutexLock lock(&mu_);
+    last_stall_ = shared;
+    last_stall_at_ = absl::Now();
     for (auto& [rank, conn] : streams_) {
       if (std::binary_search(shared->missing_ranks.begin(), shared->missing_ranks.end(), rank)) {
         continue;

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Real processes: a worker stopped with SIGSTOP makes the servers and the other worker
 # log, within cluster.stall_report_s, whom they wait for (the stopped rank); SIGCONT lets
-# the run finish normally.
+# the run finish normally. Stopped for good, it ends the run within peer_timeout_s, and
+# the servers' errors name its stall as what came first.
 set -uo pipefail
 
 SERVER=server/p3_server
@@ -103,6 +104,43 @@ for r in 0 1; do
     { fail "worker $r exited $rc after SIGCONT"; tail -5 "$TMP/worker_$r.log"; }
 done
 for p in "${pids[@]:0:2}"; do wait "$p" || fail "a server exited $?"; done
+
+# Worker 1 stopped for good, peer_timeout_s 3: worker 0 gives up waiting and leaves, and
+# each server, which sees only worker 0 leave, says that worker 1's stall came first.
+sed -i 's/peer_timeout_s: 60/peer_timeout_s: 3/' "$TMP/c.textproto"
+rm -f "$TMP"/s?.port
+for s in 0 1; do
+  "$SERVER" --config="$TMP/c.textproto" --server_index=$s --port_file="$TMP/s$s.port" \
+    > "$TMP/late_server_$s.log" 2>&1 &
+  pids+=($!)
+  eval "late_server_$s=$!"
+done
+for s in 0 1; do
+  for _ in $(seq 100); do [ -s "$TMP/s$s.port" ] && break; sleep 0.1; done
+done
+addresses="127.0.0.1:$(cat "$TMP/s0.port"),127.0.0.1:$(cat "$TMP/s1.port")"
+for r in 0 1; do
+  "$WORKER" --config="$TMP/c.textproto" --rank=$r --servers="$addresses" \
+    > "$TMP/late_worker_$r.log" 2>&1 &
+  pids+=($!)
+  eval "late_worker_$r=$!"
+done
+for _ in $(seq 600); do grep -q 'PROGRESS iteration=10 ' "$TMP/late_worker_1.log" && break; sleep 0.1; done
+kill -STOP "$late_worker_1"
+for s in 0 1; do
+  eval "pid=\$late_server_$s"
+  for _ in $(seq 300); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+  if kill -0 "$pid" 2>/dev/null; then
+    fail "server $s still running 30 s after worker 1 stopped (peer_timeout_s 3)"
+    continue
+  fi
+  line=$(grep -E "^p3_server $s: " "$TMP/late_server_$s.log" | tail -1)
+  if echo "$line" | grep -qE 'worker 0 disconnected before it was done, after this server had waited [0-9.]+m?s for the gradients of iteration [0-9]+ from worker 1 \(the stall came first\)'; then
+    echo "ok: server $s: $line"
+  else
+    fail "server $s does not say that worker 1's stall came first: $line"
+  fi
+done
 
 echo "$failures failure(s)"
 [ "$failures" -eq 0 ]
