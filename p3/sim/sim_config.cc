@@ -12,7 +12,19 @@
 
 namespace p3::sim {
 
+absl::Status CheckSimulatable(const config::ExperimentConfig& config) {
+  if (config.mode() == "pipeline") {
+    return absl::InvalidArgumentError(
+        "mode \"pipeline\" cannot be simulated: it is a pipeline of stages "
+        "(tools/pipeline_train, docs/pipeline.md), not a cluster of workers and parameter "
+        "servers; p3_sim predicts the cluster modes (p3, baseline, ..., local) and ring "
+        "all-reduce");
+  }
+  return ParseMode(config.mode()).status();
+}
+
 absl::Status ApplyConfig(const config::ExperimentConfig& config, SimOptions* options) {
+  if (config.mode() == "pipeline") return CheckSimulatable(config);
   absl::StatusOr<Mode> mode = ParseMode(config.mode());
   if (!mode.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("mode \"", config.mode(),
