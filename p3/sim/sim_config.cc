@@ -92,6 +92,7 @@ absl::Status LoadCalibration(const std::string& path, Calibration* c) {
       {"ring_send_s_per_byte", [c](double v) { c->ring_send_s_per_byte = v; }},
       {"ring_recv_s_per_byte", [c](double v) { c->ring_recv_s_per_byte = v; }},
       {"ring_reduce_s_per_byte", [c](double v) { c->ring_reduce_s_per_byte = v; }},
+      {"pcie_bytes_per_s", [c](double v) { c->pcie_bytes_per_s = v; }},
   };
   for (const auto& [key, value] : j.items()) {
     if (key.rfind("_", 0) == 0) continue;  // "_comment", "_source": documentation
@@ -176,7 +177,8 @@ std::string ResultJson(const SimOptions& o, const SimResult& r) {
                       {"f16_decode_s_per_value", c.f16_decode_s_per_value},
                       {"ring_send_s_per_byte", c.ring_send_s_per_byte},
                       {"ring_recv_s_per_byte", c.ring_recv_s_per_byte},
-                      {"ring_reduce_s_per_byte", c.ring_reduce_s_per_byte}};
+                      {"ring_reduce_s_per_byte", c.ring_reduce_s_per_byte},
+                      {"pcie_bytes_per_s", c.pcie_bytes_per_s}};
   return j.dump(2) + "\n";
 }
 
