@@ -11,7 +11,7 @@ ring all-reduce for ResNet-50, VGG-19 and the Sockeye-shaped LSTM at 4-64 machin
 Compute: the per-block times of the zoo's own models measured on an H200 (libtorch 2.11,
 fp32, batch 64; configs/sim/profiles/*_h200.json, copies of ../shared/data/gpu_profiles),
 scaled so that their sum plus the SGD step is the zoo's whole measured iteration
-(h200_zoo.csv: timing each block alone with a device synchronisation adds 5 - 40 %);
+(h200_zoo.csv: timing each block alone with a device synchronisation adds 6 - 45 %);
 bf16: those times x PyTorch eager's bf16 / fp32 iteration on the same H200
 (h200_pytorch_eager.csv; none for the LSTM, which is predicted in fp32 only). Both CSVs:
 docs/results/gpu/h200_inputs/. Communication: see CALIBRATIONS.
