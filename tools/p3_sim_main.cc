@@ -3,18 +3,21 @@
 //
 // Example (one command):
 //   bazel run //tools:p3_sim -- --config=$PWD/configs/bench/resnet50.textproto
-//       --profile=$PWD/configs/sim/profiles/resnet50_b8_cpu.json
 //       --calibration=$PWD/configs/sim/calibration_cpu.json
 //       --cpu_cores_per_host=2 --machines_per_host=2 --set=network.bandwidth_gbps=2.5
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/strip.h"
 #include "p3/base/file_util.h"
 #include "p3/core/mode.h"
 #include "p3/core/wire_dtype.h"
@@ -25,11 +28,17 @@
 #include "proto/program.h"
 #include "tools/launcher/command_line.h"
 #include "tools/launcher/trace_merge.h"
+#include "tools/launcher/tuning.h"
+#include "tools/cpp/runfiles/runfiles.h"
 
 ABSL_FLAG(std::string, config, "", "experiment config (text proto), as for launch_cluster");
 ABSL_FLAG(std::string, profile, "",
-          "per-block forward/backward seconds (JSON, docs/simulator.md); default: "
-          "configs/sim/profiles/<model>_b<batch>_cpu.json when it exists");
+          "per-block forward/backward seconds (JSON, docs/simulator.md); default: the "
+          "model's committed profile in --profile_dir at the config's batch, else at the "
+          "nearest batch (times scaled linearly)");
+ABSL_FLAG(std::string, profile_dir, "configs/sim/profiles",
+          "where the committed profiles are (relative: where bazel run was invoked, the "
+          "current directory, then p3_sim's runfiles)");
 ABSL_FLAG(std::string, calibration, "", "calibration JSON (Calibration fields); default: built-in");
 ABSL_FLAG(bool, allreduce, false, "simulate ring all-reduce with DDP's buckets instead of mode");
 ABSL_FLAG(double, cpu_cores_per_host, 0,
@@ -47,6 +56,8 @@ ABSL_FLAG(std::string, trace, "", "write a Chrome trace (the real trace's format
 
 namespace {
 
+using bazel::tools::cpp::runfiles::Runfiles;
+
 constexpr char kUsage[] =
     "Predicts samples/s, iteration time and its breakdown for an experiment config.\n"
     "\n"
@@ -56,6 +67,27 @@ constexpr char kUsage[] =
     "      [--out=result.json] [--trace=trace.json]\n"
     "\n"
     "See docs/simulator.md.";
+
+// The smallest N of the files "<model>_b<batch>_i<N>_cpu.json" in `dir`; 0 when none.
+int64_t SmallestProfiledImageSize(const std::string& dir, const std::string& model) {
+  int64_t smallest = 0;
+  std::error_code error;
+  for (const auto& entry : std::filesystem::directory_iterator(dir, error)) {
+    const std::string filename = entry.path().filename().string();
+    absl::string_view name = filename;
+    if (!absl::ConsumePrefix(&name, model + "_b") || !absl::ConsumeSuffix(&name, "_cpu.json")) {
+      continue;
+    }
+    const size_t at = name.find("_i");
+    int64_t size = 0;
+    if (at == absl::string_view::npos || !absl::SimpleAtoi(name.substr(at + 2), &size) ||
+        size <= 0) {
+      continue;
+    }
+    if (smallest == 0 || size < smallest) smallest = size;
+  }
+  return smallest;
+}
 
 int Main(int argc, char** argv) {
   p3::Program program("p3_sim", argc, argv,
@@ -72,16 +104,60 @@ int Main(int argc, char** argv) {
   absl::StatusOr<p3::config::ExperimentConfig> config =
       program.LoadConfig(resolve(absl::GetFlag(FLAGS_config)));
   if (!config.ok()) return program.Fail(2, config.status().message());
+  // A pipeline config is not a cluster of workers and servers: say so before looking
+  // for a profile (pipeline_lstm's row_lstm has one; the message would be another).
+  if (absl::Status s = p3::sim::CheckSimulatable(*config); !s.ok()) {
+    return program.Fail(2, s.message());
+  }
   std::string profile_path = absl::GetFlag(FLAGS_profile);
+  std::string other_image_size;
   if (profile_path.empty()) {
-    profile_path = absl::StrCat("configs/sim/profiles/", config->model().name(), "_b",
-                                config->training().batch_size(), "_cpu.json");
+    const std::string dir = absl::GetFlag(FLAGS_profile_dir);
+    std::vector<std::string> dirs;
+    if (std::filesystem::path(dir).is_absolute()) {
+      dirs.push_back(dir);
+    } else {
+      if (!search.invocation_dir.empty()) dirs.push_back(search.invocation_dir + "/" + dir);
+      std::error_code error;
+      dirs.push_back((std::filesystem::current_path(error) / dir).string());
+      std::string runfiles_error;
+      std::unique_ptr<Runfiles> runfiles(Runfiles::Create(argv[0], &runfiles_error));
+      if (runfiles != nullptr) dirs.push_back(runfiles->Rlocation("p3/" + dir));
+    }
+    for (const std::string& d : dirs) {
+      profile_path = p3::tools::launcher::FindProfile(d, config->model().name(),
+                                                      config->training().batch_size(),
+                                                      config->model().image_size());
+      if (!profile_path.empty()) break;
+    }
+    // None at the config's image size: the model's profile at its smallest measured size
+    // (inception_v3 has none at 32 x 32), said beside the result.
+    for (size_t i = 0; profile_path.empty() && i < dirs.size(); ++i) {
+      const int64_t size = SmallestProfiledImageSize(dirs[i], config->model().name());
+      if (size == 0) continue;
+      profile_path = p3::tools::launcher::FindProfile(dirs[i], config->model().name(),
+                                                      config->training().batch_size(), size);
+      other_image_size = absl::StrCat("; measured at image size ", size, ", the config's is ",
+                                      config->model().image_size(),
+                                      " (0: the input's): the times are of that size");
+    }
+    if (profile_path.empty()) {
+      return program.Fail(
+          2, absl::StrCat("no profile of model \"", config->model().name(), "\" in ",
+                          absl::StrJoin(dirs, ", "), " (", config->model().name(),
+                          "_b<batch>_cpu.json, or _i<image_size>_cpu.json above 32 x 32; "
+                          "make one with models/model_bench --profile, docs/simulator.md, "
+                          "\"Profile files\"; or give one with --profile)"));
+    }
+  } else {
+    profile_path = resolve(profile_path);
   }
   p3::sim::SimOptions options;
-  absl::StatusOr<p3::sim::Profile> profile = p3::sim::LoadProfile(resolve(profile_path));
+  absl::StatusOr<p3::sim::Profile> profile = p3::sim::LoadProfile(profile_path);
   if (!profile.ok()) {
     return program.Fail(2, absl::StrCat(profile.status().message(), " (give one with --profile)"));
   }
+  const int64_t profile_batch = profile->batch;
   options.profile = *std::move(profile);
   if (absl::Status s = p3::sim::ApplyConfig(*config, &options); !s.ok()) {
     return program.Fail(2, s.message());
@@ -152,6 +228,13 @@ int Main(int argc, char** argv) {
               options.allreduce ? 0 : options.servers,
               options.colocated ? "colocated" : "separate", options.bandwidth_gbps, wire.c_str(),
               result->samples_per_second, result->iteration_seconds);
+  std::printf("profile: %s (batch %ld%s%s)\n", profile_path.c_str(),
+              static_cast<long>(profile_batch),
+              profile_batch == options.profile.batch
+                  ? ""
+                  : absl::StrCat(", times scaled linearly to batch ", options.profile.batch)
+                        .c_str(),
+              other_image_size.c_str());
   std::printf("| worker | iteration s | compute s | exposed communication s | idle s |\n");
   std::printf("|---:|---:|---:|---:|---:|\n");
   for (size_t w = 0; w < result->workers.size(); ++w) {

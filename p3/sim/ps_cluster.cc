@@ -192,8 +192,8 @@ void Simulation::Deliver(int conn, int msg, std::function<void()> reader_free) {
   reader_free();
 }
 
-void Simulation::SendGradient(WorkerState& w, int slice) {
-  absl::StatusOr<ToServer> m = w.core->Gradient(slice, static_cast<uint64_t>(w.iteration));
+void Simulation::SendGradient(WorkerState& w, int slice, int64_t iteration) {
+  absl::StatusOr<ToServer> m = w.core->Gradient(slice, static_cast<uint64_t>(iteration));
   if (!m.ok()) return Fail(m.status());
   Send(up_conn_[w.rank][m->server], MsgKind::kGradient, slice, m->message.iteration, m->priority,
        m->tiebreak, m->bytes);

@@ -12,7 +12,19 @@
 
 namespace p3::sim {
 
+absl::Status CheckSimulatable(const config::ExperimentConfig& config) {
+  if (config.mode() == "pipeline") {
+    return absl::InvalidArgumentError(
+        "mode \"pipeline\" cannot be simulated: it is a pipeline of stages "
+        "(tools/pipeline_train, docs/pipeline.md), not a cluster of workers and parameter "
+        "servers; p3_sim predicts the cluster modes (p3, baseline, ..., local) and ring "
+        "all-reduce");
+  }
+  return ParseMode(config.mode()).status();
+}
+
 absl::Status ApplyConfig(const config::ExperimentConfig& config, SimOptions* options) {
+  if (config.mode() == "pipeline") return CheckSimulatable(config);
   absl::StatusOr<Mode> mode = ParseMode(config.mode());
   if (!mode.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("mode \"", config.mode(),
@@ -80,6 +92,7 @@ absl::Status LoadCalibration(const std::string& path, Calibration* c) {
       {"ring_send_s_per_byte", [c](double v) { c->ring_send_s_per_byte = v; }},
       {"ring_recv_s_per_byte", [c](double v) { c->ring_recv_s_per_byte = v; }},
       {"ring_reduce_s_per_byte", [c](double v) { c->ring_reduce_s_per_byte = v; }},
+      {"pcie_bytes_per_s", [c](double v) { c->pcie_bytes_per_s = v; }},
   };
   for (const auto& [key, value] : j.items()) {
     if (key.rfind("_", 0) == 0) continue;  // "_comment", "_source": documentation
@@ -164,7 +177,8 @@ std::string ResultJson(const SimOptions& o, const SimResult& r) {
                       {"f16_decode_s_per_value", c.f16_decode_s_per_value},
                       {"ring_send_s_per_byte", c.ring_send_s_per_byte},
                       {"ring_recv_s_per_byte", c.ring_recv_s_per_byte},
-                      {"ring_reduce_s_per_byte", c.ring_reduce_s_per_byte}};
+                      {"ring_reduce_s_per_byte", c.ring_reduce_s_per_byte},
+                      {"pcie_bytes_per_s", c.pcie_bytes_per_s}};
   return j.dump(2) + "\n";
 }
 

@@ -21,10 +21,15 @@
 
 namespace p3::sim {
 
+// OK when the config is one the simulator can run: a cluster of workers and parameter
+// servers (every mode of p3/core/mode.h, local included). InvalidArgument otherwise, saying
+// why: mode "pipeline" (a pipeline of stages, tools/pipeline_train) or an unknown mode.
+absl::Status CheckSimulatable(const config::ExperimentConfig& config);
+
 // Sets mode, workers, servers, placement, shared memory, bandwidth, slicing, parts and
 // credit from a loaded (defaulted, validated) config. The profile's times are for
 // profile.batch samples; a different training.batch_size scales them linearly (stated
-// in ResultJson's "notes"). Fails on mode "pipeline".
+// in ResultJson's "notes"). Fails as CheckSimulatable does.
 absl::Status ApplyConfig(const config::ExperimentConfig& config, SimOptions* options);
 
 // Overrides the fields of `calibration` named in the JSON object in `path` (the field

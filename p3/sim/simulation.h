@@ -134,6 +134,11 @@ struct WorkerState {
   std::vector<double> wait_s;
   int compute_track = 0;
   int wait_track = 0;
+  // Device copies (Calibration::pcie_bytes_per_s): when the gradients' stream is free,
+  // and the (iteration, block) whose values' upload is under way / done.
+  double to_host_free = 0;
+  std::pair<int64_t, int> uploading{-1, -1};
+  std::pair<int64_t, int> uploaded{-1, -1};
 };
 
 // One simulated run of `o`, which must outlive it: construct, then Run() once.
@@ -188,7 +193,9 @@ class Simulation {
   void ReadNext(int conn);
   void Deliver(int conn, int msg, std::function<void()> reader_free);
   void Dispatch(int server, const std::vector<ToWorker>& out);
-  void SendGradient(WorkerState& w, int slice);
+  void SendGradient(WorkerState& w, int slice, int64_t iteration);
+  // SendGradient once the slice's gradient is on the host (device copies), else now.
+  void GradientToHost(WorkerState& w, int slice);
 
   // Every engine.
   void StartIteration(WorkerState& w);
@@ -227,6 +234,8 @@ class Simulation {
   std::vector<std::pair<int, int>> block_slices_;  // per block: slice range
   std::vector<std::pair<int, int>> block_tensors_;  // per block: tensor range
   std::vector<int64_t> tensor_bytes_;
+  std::vector<int64_t> block_bytes_;  // per block: its parameters' float32 bytes
+  int64_t model_bytes_ = 0;
   std::vector<WorkerState> workers_;
   std::vector<std::unique_ptr<ParameterShard>> shards_;
   std::vector<std::unique_ptr<SendQueue<int>>> queues_;

@@ -64,6 +64,9 @@ absl::StatusOr<SimResult> Simulation::Run() {
           "*_decode_s_per_value) must be >= 0");
     }
   }
+  if (!(o_.calibration.pcie_bytes_per_s >= 0)) {
+    return absl::InvalidArgumentError("calibration.pcie_bytes_per_s must be >= 0 (0: no copies)");
+  }
   if (!(o_.calibration.shared_host_compute_speed > 0)) {
     return absl::InvalidArgumentError("calibration.shared_host_compute_speed must be > 0");
   }
@@ -93,7 +96,12 @@ absl::StatusOr<SimResult> Simulation::Run() {
   for (const ProfileBlock& b : o_.profile.blocks) {
     block_tensors_.emplace_back(t, t + static_cast<int>(b.params.size()));
     t += static_cast<int>(b.params.size());
-    for (int64_t n : b.params) tensor_bytes_.push_back(n * static_cast<int64_t>(sizeof(float)));
+    block_bytes_.push_back(0);
+    for (int64_t n : b.params) {
+      tensor_bytes_.push_back(n * static_cast<int64_t>(sizeof(float)));
+      block_bytes_.back() += tensor_bytes_.back();
+    }
+    model_bytes_ += block_bytes_.back();
   }
   const int procs = ps ? o_.workers + o_.servers : workers;
   if (o_.trace) {

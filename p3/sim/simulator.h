@@ -119,6 +119,16 @@ struct Calibration {
   double ring_send_s_per_byte = 0.4e-9;
   double ring_recv_s_per_byte = 0.4e-9;
   double ring_reduce_s_per_byte = 0.3e-9;
+  // A worker whose model runs on a GPU: its pinned host buffers and the device are
+  // linked at this rate, bytes per second each way (PCIe). 0: no device copies (the
+  // model computes in host memory, or copies are free). As the real worker's copy engine
+  // (worker/copy_engine.h): after a block's backward its gradients go down to the host
+  // one copy after another on one stream, each slice sent once its copy is done, while
+  // backward goes on; before a block's forward, once its values are all there, the
+  // block's values go up and the forward waits for that copy (counted as waiting for
+  // parameters). Parameter-server modes only: `local` keeps its model on the device and
+  // all-reduce's buckets are not copied. Default: 0.
+  double pcie_bytes_per_s = 0;
 };
 
 // What to simulate. Only `profile` has no default.

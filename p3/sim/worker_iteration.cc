@@ -70,6 +70,24 @@ void Simulation::TryForward(WorkerState& w) {
       }
       if (w.ready_upto < last) return;
     }
+    // The block's values up to the device (all of them before block 0 without forward
+    // overlap); the forward waits for the copy.
+    const int64_t bytes = traits_.overlap_forward ? block_bytes_[w.block]
+                          : w.block == 0          ? model_bytes_
+                                                  : 0;
+    if (cal_.pcie_bytes_per_s > 0 && bytes > 0) {
+      const std::pair<int64_t, int> key{w.iteration, w.block};
+      if (w.uploaded != key) {
+        if (w.uploading != key) {
+          w.uploading = key;
+          At(now() + static_cast<double>(bytes) / cal_.pcie_bytes_per_s, [this, &w, key] {
+            w.uploaded = key;
+            TryForward(w);
+          });
+        }
+        return;
+      }
+    }
   }
   w.waiting = false;
   if (now() > w.wait_start) {
@@ -103,7 +121,7 @@ void Simulation::BackwardBlock(WorkerState& w) {
       // Autograd produces a block's gradients last parameter first.
       for (int t = last_tensor - 1; t >= first_tensor; --t) {
         for (int id = plan_->first_slice(t); id < plan_->first_slice(t + 1); ++id) {
-          SendGradient(w, id);
+          GradientToHost(w, id);
         }
       }
     }
@@ -111,11 +129,20 @@ void Simulation::BackwardBlock(WorkerState& w) {
       BackwardBlock(w);
     } else {
       if (!o_.allreduce && o_.mode != Mode::kLocal && !traits_.overlap_backward) {
-        for (const Slice& s : plan_->slices()) SendGradient(w, s.id);
+        for (const Slice& s : plan_->slices()) GradientToHost(w, s.id);
       }
       EndIteration(w);
     }
   });
+}
+
+void Simulation::GradientToHost(WorkerState& w, int slice) {
+  const int64_t iteration = w.iteration;
+  if (cal_.pcie_bytes_per_s <= 0) return SendGradient(w, slice, iteration);
+  // One copy stream: each copy starts when the one before it is done.
+  const double bytes = static_cast<double>(plan_->slices()[slice].length) * sizeof(float);
+  w.to_host_free = std::max(w.to_host_free, now()) + bytes / cal_.pcie_bytes_per_s;
+  At(w.to_host_free, [this, &w, slice, iteration] { SendGradient(w, slice, iteration); });
 }
 
 void Simulation::EndIteration(WorkerState& w) {

@@ -436,19 +436,21 @@ else
 fi
 
 # --- no profile for the model: the defaults, and why; credit_bytes -1 alike -----------
+# Every zoo model has a profile at its configs' image size; ResNet-50 has none at 64 x 64.
 case_name=auto_without_profile
 out_dir="$TMP/auto_without_profile"
 launch --config=configs/default.textproto --set=output_dir="$out_dir" \
+  --set=model.name=resnet50 --set=model.image_size=64 --set=model.in_channels=3 \
   --set=training.iterations=2 --set=scheduling.slice_params=0 --set=scheduling.credit_bytes=-1
 if [[ $rc -ne 0 ]]; then
   fail "exit status $rc, expected 0"
-elif ! grep -q '^\[p3\] automatic scheduling.slice_params and scheduling.credit_bytes: not searched (no simulator profile for model "small_cnn" in .*configs/sim/profiles (small_cnn_b<batch>_cpu.json; .*); the defaults: slice_params 40000, credit_bytes 0$' "$output"; then
+elif ! grep -q '^\[p3\] automatic scheduling.slice_params and scheduling.credit_bytes: not searched (no simulator profile for model "resnet50" in .*configs/sim/profiles (resnet50_b<batch>_i64_cpu.json; .*); the defaults: slice_params 40000, credit_bytes 0$' "$output"; then
   fail "the fallback is not explained"
 elif [[ $(grep -l "^fake_p3_\(server\|worker\) [01]: scheduling slice_params 40000 credit_bytes 0\$" \
           "$out_dir"/logs/{server_0,server_1,worker_0,worker_1}.log | wc -l) -ne 4 ]]; then
   fail "not every process got the defaults"
 elif ! json_check "$out_dir/summary.json" \
-    's["tuning"]["searched"] is False and s["tuning"]["slice_params"] == 40000 and s["tuning"]["credit_bytes"] == 0 and "small_cnn" in s["tuning"]["reason"] and "grid" not in s["tuning"]'; then
+    's["tuning"]["searched"] is False and s["tuning"]["slice_params"] == 40000 and s["tuning"]["credit_bytes"] == 0 and "resnet50" in s["tuning"]["reason"] and "grid" not in s["tuning"]'; then
   fail "summary.json's \"tuning\" does not record the fallback"
 else
   ok

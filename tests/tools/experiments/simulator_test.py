@@ -86,17 +86,35 @@ class SimulatorTest(unittest.TestCase):
                          [15.993, 17.183])
         self.assertEqual(simulator_noise.MEDIAN_VAR[1], 1.0)
 
-    def test_scaling_asks_for_each_system(self):
-        r = scaling.sim("resnet50", "allreduce", 8, 25, "c.json")
+    def test_scaling_asks_for_each_system_on_16_cores_with_the_precisions_profile(self):
+        r = scaling.sim("resnet50", "fp32", "allreduce", 8, 25, "c.json")
         self.assertIn("--allreduce", r["args"])
         self.assertIn("--set=cluster.workers=8", r["args"])
         self.assertIn("--equal_split", r["args"])
-        r = scaling.sim("vgg19", "p3_bfloat16", 4, 10, "c.json")
-        self.assertIn("--set=scheduling.wire_dtype=bfloat16", r["args"])
-        lines = []
-        scaling.wire_table(lines, {("wire", "resnet50", "p3_bfloat16", 4, 10): 300.0,
-                                   ("wire", "resnet50", "p3", 4, 10): 200.0}, "wire")
-        self.assertIn("| ResNet-50 | 4 | 300 (1.50×) | not run | not run |", lines)
+        self.assertIn("--cpu_cores_per_host=16", r["args"])
+        self.assertIn("--machines_per_host=1", r["args"])
+        r = scaling.sim("vgg19", "bf16", "baseline", 4, 10, "c.json")
+        self.assertIn("--set=mode=baseline", r["args"])
+        self.assertIn("--profile=" + scaling.profile_path("vgg19", "bf16"), r["args"])
+        self.assertTrue(r["args"][1].endswith("scaling_vgg19_b64_bf16_h200.json"))
+
+    def test_scaling_compute_scale_fits_the_zoo_iteration_and_bf16_needs_an_eager_ratio(self):
+        profile = {"blocks": [{"forward_s": 0.01, "backward_s": 0.03, "params": [1000]}]}
+        with tempfile.TemporaryDirectory() as d:
+            with open(os.path.join(d, "h200_zoo.csv"), "w") as f:
+                f.write("zoo,resnet50,64,224,1000,4000,36.0,1777.0,0.0004\n"
+                        "zoo,seq2seq_lstm,64,0,1000,4000,20.0,3200.0,0.0002\n")
+            with open(os.path.join(d, "h200_pytorch_eager.csv"), "w") as f:
+                f.write("# torch\nref,resnet50,fp32,64,224,1000,4000,30.0,2133\n"
+                        "ref,resnet50,bf16,64,224,1000,4000,15.0,4266\n")
+            with mock.patch.object(scaling, "INPUTS", d):
+                fp32 = scaling.compute_scale("resnet50", "fp32", profile)
+                bf16 = scaling.compute_scale("resnet50", "bf16", profile)
+                lstm = scaling.compute_scale("seq2seq_lstm", "bf16", profile)
+        sgd = scaling.SGD_S_PER_BYTE * 4000
+        self.assertAlmostEqual(fp32, (0.036 - sgd) / 0.04)
+        self.assertAlmostEqual(bf16, fp32 / 2)
+        self.assertIsNone(lstm)
 
     def test_host_contention_table_from_its_csv(self):
         out = fakes.run_script("simulator_host_contention.py", "--table",
