@@ -1,0 +1,64 @@
+"""Python workers (`import p3`, tests/python/train_worker.py) train p3_cluster's small CNN
+on real p3_server processes, 1, 2 and 3 workers, in modes p3 and baseline (and through
+p3.DistributedOptimizer in no_forward_overlap): every worker ends with the parameters of
+plain single-process PyTorch SGD on the union of the workers' batches (`local` mode's
+semantics), within float tolerance, and they left the initial values.
+"""
+
+import os
+import sys
+import unittest
+
+try:
+    import torch
+except ImportError:
+    print("P3_SKIPPED: Python equivalence cases: /usr/bin/python3 cannot import torch")
+    sys.exit(0)
+
+import p3_cluster
+
+STEPS = 3
+SERVERS = 2
+WORKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "train_worker.py")
+
+
+class EquivalenceTest(unittest.TestCase):
+
+    def check(self, mode, workers, style="distribute"):
+        folder = p3_cluster.temp_dir()
+        config = p3_cluster.write_config(os.path.join(folder, "c.textproto"), mode=mode,
+                                         workers=workers, servers=SERVERS)
+        with p3_cluster.Servers(config, SERVERS, folder) as servers:
+            outs = [os.path.join(folder, "params_{}.pt".format(r)) for r in range(workers)]
+            results = p3_cluster.run_workers(
+                [WORKER, str(STEPS), os.path.join(folder, "params_RANK.pt"), style], workers,
+                servers.addresses, config)
+            for r, (code, text) in enumerate(results):
+                self.assertEqual(code, 0, "worker {}:\n{}".format(r, text))
+            self.assertEqual(servers.wait(), [0] * SERVERS)
+        want = p3_cluster.train_local(workers, STEPS)
+        initial = p3_cluster.flatten(p3_cluster.make_model(1))
+        self.assertGreater(float((want - initial).norm() / initial.norm()), 1e-3)
+        for r in range(workers):
+            got = torch.load(outs[r])
+            err = float((got - want).norm() / want.norm())
+            self.assertLessEqual(err, 1e-5, "mode {}, {} workers, rank {}".format(
+                mode, workers, r))
+            self.assertLessEqual(float((got - want).abs().max()), 1e-5)
+
+    def test_mode_p3(self):
+        for workers in (1, 2, 3):
+            with self.subTest(workers=workers):
+                self.check("p3", workers)
+
+    def test_mode_baseline(self):
+        for workers in (1, 2, 3):
+            with self.subTest(workers=workers):
+                self.check("baseline", workers)
+
+    def test_distributed_optimizer_no_forward_overlap(self):
+        self.check("no_forward_overlap", 2, style="optimizer")
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)

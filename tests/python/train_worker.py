@@ -1,0 +1,44 @@
+"""One Python worker of the tests' jobs: trains p3_cluster's SmallCnn on its rows of the
+global batches with `import p3`, then saves its final parameters (flattened) to argv[2].
+
+    train_worker.py STEPS OUT_FILE [distribute|optimizer]
+
+Rank, servers and config come from the P3_* environment, as under launch_cluster.
+"""
+
+import sys
+
+import torch
+
+import p3
+import p3_cluster
+
+
+def main():
+    steps, out_file = int(sys.argv[1]), sys.argv[2]
+    style = sys.argv[3] if len(sys.argv) > 3 else "distribute"
+    torch.set_num_threads(1)
+    ctx = p3.init()
+    # Every rank builds the model with another seed: rank 0's values must win.
+    model = p3_cluster.make_model(seed=1 if ctx.rank == 0 else 50 + ctx.rank)
+    if style == "optimizer":
+        optimizer = torch.optim.SGD(model.parameters(), lr=p3_cluster.LR)
+        optimizer = p3.DistributedOptimizer(optimizer, model)
+        net, finish = model, optimizer.finish
+    else:
+        net = p3.distribute(model)
+        optimizer, finish = net, net.finish
+    b = 4
+    for step in range(steps):
+        x, y = p3_cluster.global_batch(step, ctx.world_size, batch=b)
+        x, y = x[ctx.rank * b:(ctx.rank + 1) * b], y[ctx.rank * b:(ctx.rank + 1) * b]
+        loss = torch.nn.functional.cross_entropy(net(x), y)
+        loss.backward()
+        optimizer.step()
+    finish()
+    torch.save(p3_cluster.flatten(model), out_file.replace("RANK", str(ctx.rank)))
+    print("worker {} done: {} iterations".format(ctx.rank, steps))
+
+
+if __name__ == "__main__":
+    main()
