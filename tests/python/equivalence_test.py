@@ -24,27 +24,30 @@ WORKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "train_worker.
 
 class EquivalenceTest(unittest.TestCase):
 
-    def check(self, mode, workers, style="distribute"):
+    def check(self, mode, workers, style="distribute", model="small_cnn", tolerance=1e-5,
+              steps=STEPS, batch=4):
         folder = p3_cluster.temp_dir()
         config = p3_cluster.write_config(os.path.join(folder, "c.textproto"), mode=mode,
                                          workers=workers, servers=SERVERS)
         with p3_cluster.Servers(config, SERVERS, folder) as servers:
             outs = [os.path.join(folder, "params_{}.pt".format(r)) for r in range(workers)]
             results = p3_cluster.run_workers(
-                [WORKER, str(STEPS), os.path.join(folder, "params_RANK.pt"), style], workers,
+                [WORKER, str(steps), os.path.join(folder, "params_RANK.pt"), style, model,
+                 str(batch)], workers,
                 servers.addresses, config)
             for r, (code, text) in enumerate(results):
                 self.assertEqual(code, 0, "worker {}:\n{}".format(r, text))
             self.assertEqual(servers.wait(), [0] * SERVERS)
-        want = p3_cluster.train_local(workers, STEPS)
-        initial = p3_cluster.flatten(p3_cluster.make_model(1))
+        want = p3_cluster.train_local(workers, steps, model=model, batch=batch)
+        initial = p3_cluster.flatten(p3_cluster.make_model(1, model))
         self.assertGreater(float((want - initial).norm() / initial.norm()), 1e-3)
         for r in range(workers):
             got = torch.load(outs[r])
             err = float((got - want).norm() / want.norm())
-            self.assertLessEqual(err, 1e-5, "mode {}, {} workers, rank {}".format(
+            self.assertLessEqual(err, tolerance, "mode {}, {} workers, rank {}".format(
                 mode, workers, r))
-            self.assertLessEqual(float((got - want).abs().max()), 1e-5)
+            self.assertLessEqual(float((got - want).abs().max()), tolerance)
+        return folder, outs
 
     def test_mode_p3(self):
         for workers in (1, 2, 3):
@@ -55,6 +58,16 @@ class EquivalenceTest(unittest.TestCase):
         for workers in (1, 2, 3):
             with self.subTest(workers=workers):
                 self.check("baseline", workers)
+
+    def test_torchvision_resnet18_without_a_block_list(self):
+        # BatchNorm normalises each worker's rows; its buffers are averaged at the end.
+        # (64x64 images, 4 per worker: with 32x32 and 2, layer4's BatchNorm sees two values
+        # per channel and a 1e-7 change of the initial values moves the result by 0.3.)
+        folder, outs = self.check("p3", 2, model="resnet18", tolerance=1e-4, steps=2,
+                                  batch=4)
+        buffers = [torch.load(o + ".buffers") for o in outs]
+        for a, b in zip(*buffers):
+            self.assertTrue(torch.equal(a, b))
 
     def test_distributed_optimizer_no_forward_overlap(self):
         self.check("no_forward_overlap", 2, style="optimizer")

@@ -39,30 +39,44 @@ class SmallCnn(nn.Module):
         return self.fc2(self.fc1(self.conv2(self.conv1(x))))
 
 
-def make_model(seed=1):
+# The models the tests train, and the shape of their input (channels, side).
+INPUTS = {"small_cnn": (1, 12), "resnet18": (3, 64)}
+
+
+def make_model(seed=1, name="small_cnn"):
     torch.manual_seed(seed)
+    if name == "resnet18":
+        import torchvision
+        return torchvision.models.resnet18(num_classes=10)
     return SmallCnn()
 
 
-def global_batch(step, workers, batch=4, image_size=12):
+def global_batch(step, workers, batch=4, model="small_cnn"):
     """Step `step`'s batch of all workers: rows [r*batch, (r+1)*batch) are worker r's."""
+    channels, side = INPUTS[model]
     g = torch.Generator().manual_seed(1000 + step)
-    x = torch.randn(workers * batch, 1, image_size, image_size, generator=g)
+    x = torch.randn(workers * batch, channels, side, side, generator=g)
     y = torch.randint(0, 10, (workers * batch,), generator=g)
     return x, y
 
 
-def train_local(workers, steps, seed=1):
-    """Plain PyTorch SGD on the union of the workers' batches: `local` mode's semantics."""
-    model = make_model(seed)
-    opt = torch.optim.SGD(model.parameters(), lr=LR, momentum=MOMENTUM,
+def train_local(workers, steps, seed=1, model="small_cnn", batch=4):
+    """Plain PyTorch SGD on the workers' batches: `local` mode's semantics (the gradient is
+    the mean of the workers'). Each worker's rows go through the model on their own, as
+    on the cluster (BatchNorm normalises each worker's batch, as DDP without SyncBatchNorm);
+    without BatchNorm that is the same as one pass over their union."""
+    net = make_model(seed, model)
+    opt = torch.optim.SGD(net.parameters(), lr=LR, momentum=MOMENTUM,
                           weight_decay=WEIGHT_DECAY)
     for step in range(steps):
-        x, y = global_batch(step, workers)
+        x, y = global_batch(step, workers, batch, model)
         opt.zero_grad()
-        nn.functional.cross_entropy(model(x), y).backward()
+        loss = sum(nn.functional.cross_entropy(net(x[r * batch:(r + 1) * batch]),
+                                               y[r * batch:(r + 1) * batch])
+                   for r in range(workers)) / workers
+        loss.backward()
         opt.step()
-    return flatten(model)
+    return flatten(net)
 
 
 def flatten(model):
