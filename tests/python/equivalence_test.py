@@ -69,6 +69,29 @@ class EquivalenceTest(unittest.TestCase):
         for a, b in zip(*buffers):
             self.assertTrue(torch.equal(a, b))
 
+    def test_a_killed_python_worker_rejoins_and_the_result_is_unchanged(self):
+        # Worker 1 dies after iteration 1; its replacement (P3_REJOIN=1) resumes at the
+        # cluster's iteration with the servers' values.
+        steps = 5
+        folder = p3_cluster.temp_dir()
+        config = p3_cluster.write_config(os.path.join(folder, "c.textproto"), workers=2,
+                                         servers=SERVERS, rejoin_timeout_s=30)
+        out = os.path.join(folder, "params_RANK.pt")
+        args = [WORKER, str(steps), out]
+        with p3_cluster.Servers(config, SERVERS, folder) as servers:
+            a = servers.addresses
+            first = p3_cluster.start_worker(args, 0, 2, a, config)
+            doomed = p3_cluster.start_worker(args, 1, 2, a, config, P3_TEST_DIE_AFTER="1")
+            self.assertEqual(doomed.wait(timeout=120), -9, doomed.communicate()[0])
+            again = p3_cluster.start_worker(args, 1, 2, a, config, P3_REJOIN="1")
+            for r, (code, text) in enumerate(p3_cluster.wait_workers([first, again])):
+                self.assertEqual(code, 0, "worker {}:\n{}".format(r, text))
+            self.assertEqual(servers.wait(), [0] * SERVERS)
+        want = p3_cluster.train_local(2, steps)
+        for r in range(2):
+            got = torch.load(out.replace("RANK", str(r)))
+            self.assertLessEqual(float((got - want).norm() / want.norm()), 1e-5)
+
     def test_distributed_optimizer_no_forward_overlap(self):
         self.check("no_forward_overlap", 2, style="optimizer")
 

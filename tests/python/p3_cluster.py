@@ -83,11 +83,13 @@ def flatten(model):
     return torch.cat([p.detach().reshape(-1) for p in model.parameters()])
 
 
-def write_config(path, mode="p3", workers=1, servers=1, peer_timeout_s=20, extra=""):
+def write_config(path, mode="p3", workers=1, servers=1, peer_timeout_s=20, extra="",
+                 rejoin_timeout_s=0):
     with open(path, "w") as f:
         f.write("""name: "python_test"
 mode: "{mode}"
-cluster {{ workers: {workers} servers: {servers} peer_timeout_s: {timeout} }}
+cluster {{ workers: {workers} servers: {servers} peer_timeout_s: {timeout}
+          rejoin_timeout_s: {rejoin} }}
 model {{ name: "small_cnn" image_size: 12 in_channels: 1 }}
 data {{ dataset: "synthetic" synthetic_size: 64 }}
 training {{ batch_size: 4 iterations: 3 evaluate: false }}
@@ -95,7 +97,8 @@ optimizer {{ name: "sgd" lr: {lr} momentum: {momentum} weight_decay: {wd} }}
 scheduling {{ slice_params: 3000 }}
 output_dir: "{out}"
 {extra}
-""".format(mode=mode, workers=workers, servers=servers, timeout=peer_timeout_s, lr=LR,
+""".format(mode=mode, workers=workers, servers=servers, timeout=peer_timeout_s,
+           rejoin=rejoin_timeout_s, lr=LR,
            momentum=MOMENTUM, wd=WEIGHT_DECAY, out=os.path.dirname(path) + "/out",
            extra=extra))
     return path
@@ -158,16 +161,25 @@ def worker_env(rank, world_size, addresses, config, **extra):
     return env
 
 
-def run_workers(script_args, world_size, addresses, config, timeout=120, env_for=None):
+def start_worker(script_args, rank, world_size, addresses, config, **extra_env):
+    """`python3 script_args...` as worker `rank`, with the P3_* environment."""
+    env = worker_env(rank, world_size, addresses, config, **extra_env)
+    return subprocess.Popen([sys.executable] + script_args, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT)
+
+
+def run_workers(script_args, world_size, addresses, config, timeout=120):
     """Runs `python3 script_args...` once per rank with the P3_* environment; waits for all.
 
     Returns [(returncode, output)] per rank.
     """
-    procs = []
-    for r in range(world_size):
-        env = worker_env(r, world_size, addresses, config, **(env_for(r) if env_for else {}))
-        procs.append(subprocess.Popen([sys.executable] + script_args, env=env,
-                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT))
+    procs = [start_worker(script_args, r, world_size, addresses, config)
+             for r in range(world_size)]
+    return wait_workers(procs, timeout)
+
+
+def wait_workers(procs, timeout=120):
+    """[(returncode, output)] of each process, killed after `timeout` seconds."""
     out = []
     for p in procs:
         try:

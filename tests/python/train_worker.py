@@ -6,9 +6,13 @@ global batches with `import p3`, then saves its final parameters (flattened) to 
 MODEL: small_cnn (default) or resnet18 (torchvision's; its BatchNorm buffers are averaged
 at the end, and saved beside the parameters as OUT_FILE.buffers).
 
-Rank, servers and config come from the P3_* environment, as under launch_cluster.
+Rank, servers and config come from the P3_* environment, as under launch_cluster. With
+P3_TEST_DIE_AFTER=K the process kills itself (SIGKILL) after iteration K's step(), unless it
+is a rejoining replacement (P3_REJOIN=1), which resumes at the cluster's iteration.
 """
 
+import os
+import signal
 import sys
 
 import torch
@@ -33,12 +37,16 @@ def main():
     else:
         net = p3.distribute(model)
         optimizer, finish = net, net.finish
-    for step in range(steps):
+    die_after = int(os.environ.get("P3_TEST_DIE_AFTER", "-1"))
+    start = (optimizer.model if style == "optimizer" else net).iteration
+    for step in range(start, steps):
         x, y = p3_cluster.global_batch(step, ctx.world_size, b, name)
         x, y = x[ctx.rank * b:(ctx.rank + 1) * b], y[ctx.rank * b:(ctx.rank + 1) * b]
         loss = torch.nn.functional.cross_entropy(net(x), y)
         loss.backward()
         optimizer.step()
+        if step == die_after and not ctx.rejoin:
+            os.kill(os.getpid(), signal.SIGKILL)
     out_file = out_file.replace("RANK", str(ctx.rank))
     if name == "resnet18":
         net.average_buffers()
