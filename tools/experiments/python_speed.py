@@ -80,9 +80,10 @@ def start_servers(config, folder):
     procs, addresses = [], []
     for s in range(2):
         port = os.path.join(folder, "s{}.port".format(s))
+        log = open(os.path.join(folder, "server_{}.log".format(s)), "w")
         procs.append(subprocess.Popen(
             [BIN + "/server/p3_server", "--config=" + config, "--server_index={}".format(s),
-             "--port_file=" + port], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+             "--port_file=" + port], stdout=log, stderr=subprocess.STDOUT))
         while not (os.path.exists(port) and os.path.getsize(port) > 0):
             time.sleep(0.05)
         with open(port) as f:
@@ -116,7 +117,10 @@ def trial(kind, args):
     for w in workers:
         _, err = w.communicate(timeout=600)
         if w.returncode != 0:
-            raise RuntimeError("{} worker failed: {}".format(kind, err.decode()[-2000:]))
+            for s in servers:
+                s.kill()
+            raise RuntimeError("{} worker failed: {} (server logs in {})".format(
+                kind, err.decode()[-2000:], folder))
     for s in servers:
         s.wait(timeout=60)
     rates = []
@@ -153,9 +157,18 @@ def main():
     for t in range(args.trials):
         for kind in ("c++", "python"):
             load = os.getloadavg()[0]
-            rate = trial(kind, args)
+            # A trial whose process died from outside (a shared machine) is run again.
+            for retries in range(3):
+                try:
+                    rate = trial(kind, args)
+                    break
+                except RuntimeError as e:
+                    print("trial {} {} failed, again: {}".format(t, kind, e), flush=True)
+            else:
+                raise SystemExit("trial {} {} failed 3 times".format(t, kind))
             rows.append(dict(trial=t, kind=kind, samples_per_second=round(rate, 1),
-                             load_average_1min=round(load, 2), mode=args.mode,
+                             load_average_1min=round(load, 2), retries=retries,
+                             mode=args.mode,
                              model="small_cnn", batch_per_worker=args.batch,
                              iterations=args.iterations, warmup=args.warmup,
                              link="loopback", commit=commit,
