@@ -3,8 +3,8 @@
 #include <set>
 #include <utility>
 
-#include "absl/strings/str_cat.h"
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 
 namespace p3::models {
@@ -41,15 +41,16 @@ absl::StatusOr<std::shared_ptr<ExternalBlockModel>> ExternalBlockModel::Create(
     std::vector<std::string> buffer_names) {
   if (blocks.empty()) return absl::InvalidArgumentError("the model has no block with parameters");
   if (buffers.size() != buffer_names.size()) {
-    return absl::InvalidArgumentError(absl::StrCat(buffers.size(), " buffers but ",
-                                                   buffer_names.size(), " buffer names"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(buffers.size(), " buffers but ", buffer_names.size(), " buffer names"));
   }
   std::shared_ptr<ExternalBlockModel> model(new ExternalBlockModel());
   std::set<const void*> seen;
   std::set<std::string> names;
   auto add = [&](const std::string& what, const std::string& name,
                  const torch::Tensor& t) -> absl::Status {
-    if (!t.defined()) return absl::InvalidArgumentError(absl::StrCat(what, " ", name, " is undefined"));
+    if (!t.defined())
+      return absl::InvalidArgumentError(absl::StrCat(what, " ", name, " is undefined"));
     if (!seen.insert(t.unsafeGetTensorImpl()).second) {
       return absl::InvalidArgumentError(absl::StrCat(what, " ", name, " is given twice"));
     }
@@ -63,9 +64,9 @@ absl::StatusOr<std::shared_ptr<ExternalBlockModel>> ExternalBlockModel::Create(
   try {
     for (const Block& block : blocks) {
       if (block.params.empty() || block.params.size() != block.param_names.size()) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "block ", block.name, ": ", block.params.size(), " parameters and ",
-            block.param_names.size(), " names (at least one parameter is needed)"));
+        return absl::InvalidArgumentError(
+            absl::StrCat("block ", block.name, ": ", block.params.size(), " parameters and ",
+                         block.param_names.size(), " names (at least one parameter is needed)"));
       }
       for (size_t j = 0; j < block.params.size(); ++j) {
         if (absl::Status s = add("parameter", block.param_names[j], block.params[j]); !s.ok()) {

@@ -68,7 +68,9 @@ std::vector<std::string> BlockNames(const models::BlockModel& model) {
 std::vector<std::pair<int64_t, int64_t>> BlockSpans(const std::vector<int>& block_tensors,
                                                     const SlicePlan& plan) {
   const int num_tensors = block_tensors.back();
-  auto offset = [&](int t) { return t < num_tensors ? plan.tensor_offset(t) : plan.total_params(); };
+  auto offset = [&](int t) {
+    return t < num_tensors ? plan.tensor_offset(t) : plan.total_params();
+  };
   std::vector<std::pair<int64_t, int64_t>> spans;
   for (size_t b = 0; b + 1 < block_tensors.size(); ++b) {
     spans.emplace_back(offset(block_tensors[b]),

@@ -258,16 +258,16 @@ class Worker::Impl : public TransportListener {
 
   absl::Status AverageBuffers() {
     P3_RETURN_IF_ERROR(failure());
-    FloatBuffers buffers = PackFloatBuffers(model_->buffers());
-    if (buffers.tensors.empty()) return absl::OkStatus();
-    const int64_t n = static_cast<int64_t>(buffers.values->size());
+    auto [tensors, mine] = PackFloatBuffers(model_->buffers());
+    if (tensors.empty()) return absl::OkStatus();
+    const int64_t n = static_cast<int64_t>(mine->size());
     // The round is the iteration: the same on every worker at the same point of the run.
     const uint64_t round = static_cast<uint64_t>(iteration_);
     buffer_exchange_.Expect(round);
     // After this iteration's gradients, which the other workers need first.
     transports_[0]->Send(ToServer{
         .server = 0,
-        .message = Upstream{.kind = Upstream::Kind::kBuffers, .round = round, .buffers = buffers.values},
+        .message = Upstream{.kind = Upstream::Kind::kBuffers, .round = round, .buffers = mine},
         .priority = std::numeric_limits<int64_t>::max() - 1,
         .bytes = n * static_cast<int64_t>(sizeof(float))});
     P3_ASSIGN_OR_RETURN(const std::vector<float> mean, buffer_exchange_.Await(wait_bound()));
@@ -277,7 +277,7 @@ class Worker::Impl : public TransportListener {
       Fail(wrong);
       return wrong;
     }
-    UnpackFloatBuffers(mean, buffers.tensors);
+    UnpackFloatBuffers(mean, tensors);
     return absl::OkStatus();
   }
 

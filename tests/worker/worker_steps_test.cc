@@ -124,8 +124,8 @@ Run Train(Mode mode, std::vector<bool> stepwise) {
 
 CATCH_TEST_CASE("step-wise workers train bit for bit what Forward and Backward train") {
   torch::set_num_threads(1);
-  for (Mode mode : {Mode::kP3, Mode::kBaseline, Mode::kNoForwardOverlap,
-                    Mode::kNoBackwardOverlap}) {
+  for (Mode mode :
+       {Mode::kP3, Mode::kBaseline, Mode::kNoForwardOverlap, Mode::kNoBackwardOverlap}) {
     CATCH_CAPTURE(ModeName(mode));
     const Run want = Train(mode, {false, false});
     for (const std::vector<bool>& stepwise :

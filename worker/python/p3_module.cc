@@ -80,9 +80,9 @@ class PyWorker {
                                                     config.cluster().workers())));
     }
     if (static_cast<int>(args.servers.size()) != config.cluster().servers()) {
-      Check(absl::InvalidArgumentError(
-          absl::StrCat("servers: ", args.servers.size(), " given (", absl::StrJoin(args.servers, ","),
-                       "); the config's cluster.servers is ", config.cluster().servers())));
+      Check(absl::InvalidArgumentError(absl::StrCat(
+          "servers: ", args.servers.size(), " given (", absl::StrJoin(args.servers, ","),
+          "); the config's cluster.servers is ", config.cluster().servers())));
     }
     mode_ = config.mode();
     TrainerOptions trainer;
@@ -100,8 +100,8 @@ class PyWorker {
     if (!blocks.empty() && !blocks.front().params.empty()) {
       options.device = blocks.front().params.front().device();
     }
-    model_ = Take(models::ExternalBlockModel::Create(std::move(blocks), args.buffers,
-                                                     args.buffer_names));
+    model_ = Take(
+        models::ExternalBlockModel::Create(std::move(blocks), args.buffers, args.buffer_names));
     worker_ = Take(Worker::Create(options, model_));
   }
 
@@ -183,9 +183,16 @@ PYBIND11_MODULE(_p3, m) {
                        int world_size, std::vector<std::string> servers, bool rejoin,
                        std::string trace_file, std::vector<p3::BlockTuple> blocks,
                        std::vector<torch::Tensor> buffers, std::vector<std::string> buffer_names) {
-             p3::CreateArgs args{std::move(config), std::move(overrides), rank, world_size,
-                                 std::move(servers), rejoin, std::move(trace_file),
-                                 std::move(blocks), std::move(buffers), std::move(buffer_names)};
+             p3::CreateArgs args{std::move(config),
+                                 std::move(overrides),
+                                 rank,
+                                 world_size,
+                                 std::move(servers),
+                                 rejoin,
+                                 std::move(trace_file),
+                                 std::move(blocks),
+                                 std::move(buffers),
+                                 std::move(buffer_names)};
              py::gil_scoped_release release;  // the handshake waits for every server
              return std::make_unique<PyWorker>(args);
            }),
