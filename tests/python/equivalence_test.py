@@ -1,8 +1,10 @@
 """Python workers (`import p3`, tests/python/train_worker.py) train p3_cluster's small CNN
 on real p3_server processes, 1, 2 and 3 workers, in modes p3 and baseline (and through
 p3.DistributedOptimizer in no_forward_overlap): every worker ends with the parameters of
-plain single-process PyTorch SGD on the union of the workers' batches (`local` mode's
-semantics), within float tolerance, and they left the initial values.
+plain single-process PyTorch SGD on the same global batches (`local` mode's semantics:
+the mean of the workers' gradients), within float tolerance, and they left the initial
+values. The same for torchvision's resnet18 with no block list, and for a job whose
+worker 1 is killed and replaced by a rejoining process.
 """
 
 import os
