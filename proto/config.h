@@ -40,6 +40,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "proto/config.pb.h"
 
 namespace p3::config {
@@ -84,10 +85,13 @@ int64_t EffectiveSliceParams(const ExperimentConfig& config);
 // needs (p3/core/slice_search.h: 4 x the slice size, at most 1000000); 0: none.
 int64_t EffectiveOwnerParams(const ExperimentConfig& config);
 // Why this config cannot re-plan its slices (scheduling.online_search): its mode has no
-// slices returned with their values on the push, its wire is float16, or it checkpoints;
-// "" when nothing rules it out. The one rule for config validation and launch_cluster.
+// slices returned with their values on the push, or its wire is float16 (checkpoints and
+// rejoins compose with it); "" when nothing rules it out. The one rule for config validation and launch_cluster.
 std::string OnlineSearchRuledOutBy(const ExperimentConfig& config);
 int64_t EffectiveCreditBytes(const ExperimentConfig& config);
+// scheduling.stalled_write_s as SendQueueOptions::stalled_after: 0 is
+// absl::InfiniteDuration() (a message holds the link until written).
+absl::Duration StalledWriteAfter(const ExperimentConfig& config);
 
 // Reads `path` and returns ParseConfig(contents, overrides); error messages start with
 // `path`.

@@ -18,6 +18,7 @@ constexpr int kDefaultServers = 2;
 constexpr char kDefaultHost[] = "127.0.0.1";
 constexpr double kDefaultPeerTimeoutS = 60;
 constexpr double kDefaultStallReportS = 10;
+constexpr double kDefaultStalledWriteS = 1;
 constexpr char kDefaultModel[] = "small_cnn";
 constexpr int kDefaultNumClasses = 10;
 constexpr char kDefaultDataset[] = "fashion_mnist";
@@ -128,6 +129,7 @@ void FillDefaults(ExperimentConfig* config) {
   }
   // credit_bytes stays 0, its default: one message at a time (-1, automatic, is kept).
   if (!scheduling->has_shared_memory()) scheduling->set_shared_memory(true);
+  if (!scheduling->has_stalled_write_s()) scheduling->set_stalled_write_s(kDefaultStalledWriteS);
   if (scheduling->wire_dtype().empty()) scheduling->set_wire_dtype("float32");
 
   // output.model_file stays "": "<output_dir>/model.pt", resolved where it is written, so
@@ -211,6 +213,11 @@ std::string OnlineSearchRuledOutBy(const ExperimentConfig& config) {
 
 int64_t EffectiveCreditBytes(const ExperimentConfig& config) {
   return std::max<int64_t>(0, config.scheduling().credit_bytes());
+}
+
+absl::Duration StalledWriteAfter(const ExperimentConfig& config) {
+  const double s = config.scheduling().stalled_write_s();
+  return s > 0 ? absl::Seconds(s) : absl::InfiniteDuration();
 }
 
 }  // namespace p3::config

@@ -235,6 +235,23 @@ absl::Status ValidateConfig(const ExperimentConfig& config) {
               "checkpoint.dir");
   }
 
+  const WorkerProgramConfig& worker = config.worker();
+  if (worker.has_command()) {
+    if (absl::StripAsciiWhitespace(worker.command()).empty()) {
+      check.Add("worker.command",
+                "is empty; give a shell command (e.g. \"python3 train.py\"), or leave the worker "
+                "section out to run p3_worker");
+    } else if (worker.command().find('\0') != std::string::npos) {
+      check.Add("worker.command", "contains a NUL character, which no shell command can");
+    }
+    if (config.mode() == "local" || config.mode() == kPipelineMode) {
+      check.Add("worker.command",
+                absl::StrCat("needs servers for the program to train against; mode \"",
+                             config.mode(),
+                             "\" has none (allowed in every mode but \"local\" and \"pipeline\")"));
+    }
+  }
+
   const SchedulingConfig& scheduling = config.scheduling();
   if (scheduling.slice_params() < 0) {
     check.Add("scheduling.slice_params",
@@ -252,6 +269,11 @@ absl::Status ValidateConfig(const ExperimentConfig& config) {
   }
   check.OneOf("scheduling.wire_dtype", scheduling.wire_dtype(), kWireDTypes);
   check.IntAtLeast("scheduling.owner_params", scheduling.owner_params(), 0);
+  if (!(scheduling.stalled_write_s() >= 0) || std::isinf(scheduling.stalled_write_s())) {
+    check.Add("scheduling.stalled_write_s",
+              absl::StrCat("must be 0 (never) or a positive number of seconds, got ",
+                           scheduling.stalled_write_s()));
+  }
   if (scheduling.has_online_search() && scheduling.online_search()) {
     if (const std::string why = OnlineSearchRuledOutBy(config); !why.empty()) {
       check.Add("scheduling.online_search", why);

@@ -61,6 +61,11 @@ struct ServerOptions {
   // yet written to their sockets, over all of them (p3/core/send_queue.h); one message is
   // always allowed, however large. 0: one message at a time on the link. Default: 0.
   int64_t credit_bytes = 0;
+  // A message a stream has not written within this time (its peer stopped reading) no
+  // longer holds the link's credit: the other streams go on (SendQueueOptions::
+  // stalled_after; scheduling.stalled_write_s). absl::InfiniteDuration(): never.
+  // Default: 1 s.
+  absl::Duration stalled_write = absl::Seconds(1);
   // Map the shared memory a worker on the same machine offers in its Hello
   // (p3/core/shared_memory.h), and exchange that worker's values through it. A region that
   // cannot be mapped (another machine, a stale offer) is declined with a warning on stderr

@@ -51,6 +51,7 @@ absl::StatusOr<ServerOptions> ServerOptionsFromConfig(const config::ExperimentCo
   options.max_message_params = config.scheduling().max_message_params();
   // -1 (automatic) is resolved by launch_cluster; started without it: 0.
   options.credit_bytes = config::EffectiveCreditBytes(config);
+  options.stalled_write = config::StalledWriteAfter(config);
   options.shared_memory = config.scheduling().shared_memory();
   P3_ASSIGN_OR_RETURN(const SecuritySettings security, SecurityFromConfig(config));
   options.tls_cert_pem = security.cert_pem;

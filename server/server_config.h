@@ -44,7 +44,7 @@ struct ServerProcess {
 // address (cluster.host, an IPv6 address in brackets, and `process.port`), the shard
 // (index, cluster.workers, the optimizer, scheduling.wire_dtype), cluster.peer_timeout_s,
 // stall_report_s and rejoin_timeout_s, scheduling.max_message_params, credit_bytes (an
-// automatic -1 nobody resolved: 0) and shared_memory, the security settings (whose files
+// automatic -1 nobody resolved: 0), stalled_write_s and shared_memory, the security settings (whose files
 // it reads; errors name the field), and with checkpoint.every and checkpoint.dir the
 // checkpoint writer (<dir>/server_<index>, keeping checkpoint.keep). Leaves `trace` and
 // `shard.restore` (CheckpointToResume) to the caller. InvalidArgument for an index out

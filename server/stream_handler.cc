@@ -69,7 +69,8 @@ absl::Status ParameterServer::Impl::Serve(grpc::ServerContext* context, TrainStr
       MapSharedMemory(hello, conn.get());
     }
     const SendQueueOptions order{.priority = joined.signature.priority,
-                                 .credit_bytes = options_.credit_bytes};
+                                 .credit_bytes = options_.credit_bytes,
+                                 .stalled_after = options_.stalled_write};
     if (conn->shared != nullptr) {
       conn->own_queue = std::make_unique<SendQueue<Downstream>>(order);
       conn->queue = conn->own_queue.get();

@@ -67,7 +67,8 @@ ABSL_FLAG(std::string, server_binary, "server/p3_server",
           "launcher's runfiles).");
 ABSL_FLAG(std::string, worker_binary, "worker/p3_worker",
           "Worker executable; relative paths resolve like --config (the default is in the "
-          "launcher's runfiles).");
+          "launcher's runfiles). Not used when the config sets worker.command (a program of "
+          "your own, docs/worker_api.md).");
 ABSL_FLAG(std::string, pipeline_binary, "tools/pipeline_train",
           "The pipeline's executable, for a config with mode \"pipeline\" (one process, no "
           "servers); relative paths resolve like --config.");
@@ -391,7 +392,8 @@ int Main(int argc, char** argv) {
     for (const auto& [flag, path, needed] :
          {std::make_tuple("--server_binary", options.server_binary,
                           config::ServerProcessCount(*config) > 0),
-          std::make_tuple("--worker_binary", options.worker_binary, true)}) {
+          std::make_tuple("--worker_binary", options.worker_binary,
+                          !config->worker().has_command())}) {
       if (needed && access(path.c_str(), X_OK) != 0) {
         return program.Fail(2, absl::StrCat(flag, ": ", path, " is not an executable file (",
                                             std::strerror(errno),

@@ -25,10 +25,16 @@
 # with a failure is started again in the same task with --rejoin, at most N times
 # (docs/reliability.md); the exit record then also says how many restarts it took.
 #
+# With --worker_command=COMMAND (the config's worker.command), a worker task runs COMMAND
+# through /bin/sh -c instead of the worker binary, with the worker-program environment
+# (P3_RANK, P3_WORLD_SIZE, P3_SERVERS, P3_CONFIG, P3_RESULT_FILE, P3_RECORDS_FILE,
+# P3_TRACE_FILE, P3_REJOIN, P3_RUN_DIR; docs/worker_api.md); a restarted one gets
+# P3_REJOIN=1 instead of --rejoin.
+#
 #   p3_slurm_task.sh --config=PATH --output_dir=DIR --workers=W --servers=S \
 #       --machines=M --tasks_per_node=K --placement=colocated|separate \
 #       --peer_timeout_s=SECONDS [--trace] [--max_restarts=N] --server_binary=PATH \
-#       --worker_binary=PATH
+#       --worker_binary=PATH [--worker_command=COMMAND]
 #
 # With --print_role it only prints "<role> <index> <node>" (or "idle") and exits.
 set -euo pipefail
@@ -40,6 +46,7 @@ die() {
 
 config="" out="" workers="" servers="" machines="" per_node="" placement="colocated"
 peer_timeout=60 trace=0 server_binary="" worker_binary="" print_role=0 max_restarts=0
+worker_command=""
 for arg in "$@"; do
   case "$arg" in
     --config=*) config="${arg#*=}" ;;
@@ -54,6 +61,7 @@ for arg in "$@"; do
     --max_restarts=*) max_restarts="${arg#*=}" ;;
     --server_binary=*) server_binary="${arg#*=}" ;;
     --worker_binary=*) worker_binary="${arg#*=}" ;;
+    --worker_command=*) worker_command="${arg#*=}" ;;
     --print_role) print_role=1 ;;
     *) die "unknown argument: $arg" ;;
   esac
@@ -157,13 +165,20 @@ run_recorded() {
 }
 
 # run_worker COMMAND...: like run_recorded, but a failed worker is started again with
-# --rejoin while restarts are left and no signal came from outside.
+# --rejoin (a worker program: with P3_REJOIN=1) while restarts are left and no signal came
+# from outside.
 run_worker() {
   run_once "$@"
   while ((status != 0 && !stopping && restarts < max_restarts)); do
     restarts=$((restarts + 1))
-    echo "p3_slurm_task: worker $index ended with status $status; restarting it with --rejoin (restart $restarts of $max_restarts)"
-    run_once "$@" --rejoin
+    if [[ -n "$worker_command" ]]; then
+      echo "p3_slurm_task: worker $index ended with status $status; restarting it with P3_REJOIN=1 (restart $restarts of $max_restarts)"
+      P3_REJOIN=1
+      run_once "$@"
+    else
+      echo "p3_slurm_task: worker $index ended with status $status; restarting it with --rejoin (restart $restarts of $max_restarts)"
+      run_once "$@" --rejoin
+    fi
   done
   if ((status != 0 && max_restarts > 0 && restarts >= max_restarts && !stopping)); then
     echo "p3_slurm_task: worker $index failed again; no restarts left (--max_restarts=$max_restarts)"
@@ -198,6 +213,15 @@ servers_flag=$(
   IFS=,
   echo "${addresses[*]}"
 )
+if [[ -n "$worker_command" ]]; then
+  trace_file=""
+  ((trace)) && trace_file="$out/traces/${role}_${index}.json"
+  export P3_RANK="$index" P3_WORLD_SIZE="$workers" P3_SERVERS="$servers_flag" \
+    P3_CONFIG="$config" P3_RESULT_FILE="$out/results/worker_$index.json" \
+    P3_RECORDS_FILE="$out/records/worker_$index.csv" P3_TRACE_FILE="$trace_file" \
+    P3_REJOIN=0 P3_RUN_DIR="$out"
+  run_worker /bin/sh -c "$worker_command"
+fi
 run_worker "$worker_binary" --config="$config" --rank="$index" --servers="$servers_flag" \
   --result_file="$out/results/worker_$index.json" \
   --records_file="$out/records/worker_$index.csv" "${trace_flag[@]}"

@@ -284,7 +284,9 @@ absl::StatusOr<std::unique_ptr<Transport>> InMemoryTransport::Open(const Transpo
     transport->send_queue_ = options.send_queue;
   } else {
     transport->own_send_queue_ = std::make_unique<SendQueue<Upstream>>(SendQueueOptions{
-        .priority = options.signature.priority, .credit_bytes = options.credit_bytes});
+        .priority = options.signature.priority,
+        .credit_bytes = options.credit_bytes,
+        .stalled_after = options.stalled_write});
     transport->send_queue_ = transport->own_send_queue_.get();
   }
   transport->lane_ = transport->send_queue_->AddLane();

@@ -183,7 +183,9 @@ absl::StatusOr<std::unique_ptr<ServerConnection>> ServerConnection::Open(
     conn->send_queue_ = options.send_queue;
   } else {
     conn->own_send_queue_ = std::make_unique<SendQueue<Upstream>>(SendQueueOptions{
-        .priority = options.signature.priority, .credit_bytes = options.credit_bytes});
+        .priority = options.signature.priority,
+        .credit_bytes = options.credit_bytes,
+        .stalled_after = options.stalled_write});
     conn->send_queue_ = conn->own_send_queue_.get();
   }
   conn->lane_ = conn->send_queue_->AddLane();

@@ -100,6 +100,11 @@ struct TransportOptions {
   // Credit of the queue of its own (when `send_queue` is null or unused), in bytes.
   // Default: 0.
   int64_t credit_bytes = 0;
+  // A message a stream has not written within this time (its peer stopped reading) no
+  // longer holds the link's credit: the other streams go on (SendQueueOptions::
+  // stalled_after; scheduling.stalled_write_s). absl::InfiniteDuration(): never.
+  // Default: 1 s.
+  absl::Duration stalled_write = absl::Seconds(1);
   // How long to wait for the server to accept the link; also the keepalive bound.
   // Default: 60 s.
   absl::Duration peer_timeout = absl::Seconds(60);

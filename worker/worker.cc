@@ -109,7 +109,9 @@ class Worker::Impl : public TransportListener {
   absl::Status Connect(const ClusterSignature& sig) {
     // The streams to remote servers share this machine's link: one send order for all.
     send_queue_ = std::make_unique<SendQueue<Upstream>>(
-        SendQueueOptions{.priority = traits_.priority, .credit_bytes = options_.credit_bytes});
+        SendQueueOptions{.priority = traits_.priority,
+                         .credit_bytes = options_.credit_bytes,
+                         .stalled_after = options_.stalled_write});
     const TransportFactory open =
         options_.transport_factory ? options_.transport_factory : OpenServerConnection;
     for (int s = 0; s < static_cast<int>(options_.servers.size()); ++s) {
@@ -207,9 +209,7 @@ class Worker::Impl : public TransportListener {
 
   absl::Status ArmGradients() {
     if (armed_) return failure();
-    P3_RETURN_IF_ERROR(Arm(1.0, options_.device));
-    hooks_->Begin();
-    return absl::OkStatus();
+    return Arm(1.0, options_.device);
   }
 
   absl::Status EndIteration() {
@@ -222,9 +222,8 @@ class Worker::Impl : public TransportListener {
     armed_ = false;
     if (!hooks_->repeated().empty()) {
       const absl::Status twice = absl::FailedPreconditionError(absl::StrCat(
-          "worker ", options_.rank, ": parameter ", hooks_->repeated(),
-          " received a second gradient in iteration ", iteration_,
-          " (backward() twice before the step?); only the first was sent"));
+          "worker ", options_.rank, ": parameter ", hooks_->repeated(), " received a second",
+          " gradient in iteration ", iteration_, " (two backward passes before the step)"));
       Fail(twice);
       return twice;
     }
@@ -347,8 +346,7 @@ class Worker::Impl : public TransportListener {
   }
 
  private:
-  // The start of a backward pass: validates the loss scale, then the work between the
-  // forward pass and the first gradient.
+  // The start of a backward pass, between the forward pass and the first gradient.
   absl::Status Arm(double loss_scale, const torch::Device& device) {
     P3_RETURN_IF_ERROR(failure());
     if (!(loss_scale > 0) || !std::isfinite(loss_scale)) {
@@ -371,6 +369,7 @@ class Worker::Impl : public TransportListener {
       finite_ = torch::ones({}, torch::TensorOptions().dtype(torch::kBool).device(device));
     }
     armed_ = true;
+    hooks_->Begin();
     return absl::OkStatus();
   }
 
@@ -400,6 +399,7 @@ class Worker::Impl : public TransportListener {
     link.signature = sig;
     link.send_queue = send_queue_.get();
     link.credit_bytes = options_.credit_bytes;
+    link.stalled_write = options_.stalled_write;
     link.peer_timeout = options_.peer_timeout;
     link.max_message_params = options_.max_message_params;
     link.tls = options_.tls;

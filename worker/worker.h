@@ -65,7 +65,7 @@ struct WorkerOptions {
   int64_t slice_params = kDefaultSliceParams;
   // Ownership stripes (SlicePlanOptions::owner_params), for modes that slice: > 0 lets
   // rank 0 change the slice size during the run (RequestReplan) without moving optimizer
-  // state between servers; the servers must allow re-plans (no checkpoints).
+  // state between servers (checkpoints record the plan they were taken under).
   // 0: none. Default: 0.
   int64_t owner_params = 0;
   // Tensors above this are split over the servers, for modes that do not. Default: 1,000,000.
@@ -78,6 +78,11 @@ struct WorkerOptions {
   // this credit); one message is always allowed, however large. 0: one message at a time
   // on the link. Default: 0.
   int64_t credit_bytes = 0;
+  // A message a stream has not written within this time (its peer stopped reading) no
+  // longer holds the link's credit: the other streams go on (SendQueueOptions::
+  // stalled_after; scheduling.stalled_write_s). absl::InfiniteDuration(): never.
+  // Default: 1 s.
+  absl::Duration stalled_write = absl::Seconds(1);
   // How gradients go up and values come down (scheduling.wire_dtype): float32, or 16 bits
   // (bfloat16; float16 scaled per slice by a power of two). The parameters stay float32:
   // they are the servers' float32 master values rounded to this dtype. The servers must

@@ -22,11 +22,18 @@
 // Order: smallest (priority, tiebreak) first, then push order; FIFO options: push order
 // over all lanes. kUrgent goes ahead of everything in either order (an Abort must not
 // wait behind queued data). Thread-safe.
+//
+// A peer that stops reading (stopped, or its receive window full) would hold its lane's
+// message in flight, and with it the link's credit: every other lane would wait too. A
+// message in flight longer than `stalled_after` therefore stops counting against the
+// credit; its own lane still waits for it (one message in flight per lane), the others go
+// on. The dead peer itself is declared by the transports' own bounds (peer_timeout).
 #ifndef P3_P3_CORE_SEND_QUEUE_H_
 #define P3_P3_CORE_SEND_QUEUE_H_
 
 #include <cstdint>
 #include <limits>
+#include <algorithm>
 #include <memory>
 #include <optional>
 #include <queue>
@@ -36,6 +43,8 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 
 namespace p3 {
 
@@ -46,6 +55,10 @@ struct SendQueueOptions {
   // Bytes that may be handed out and not yet released. One message is always allowed
   // when nothing is in flight; 0 means exactly one message at a time. Default: 0.
   int64_t credit_bytes = 0;
+  // A message handed out this long ago and not yet released no longer holds the credit
+  // (scheduling.stalled_write_s). absl::InfiniteDuration(): it holds it until released.
+  // Default: 1 s.
+  absl::Duration stalled_after = absl::Seconds(1);
 };
 
 template <typename T>
@@ -111,11 +124,18 @@ class SendQueue {
   // and returns it; std::nullopt once the lane is closed.
   std::optional<Item> Pop(int lane) {
     absl::MutexLock lock(&mu_);
-    auto ready = [this, lane]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-      return lanes_[lane]->closed || Turn(lane);
+    // A message in flight that turns stalled changes the turn without a Release: wake
+    // when the next one would, and recompute when is that once another goes in flight.
+    absl::Time deadline = NextStall();
+    auto ready = [this, lane, &deadline]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      return lanes_[lane]->closed || Turn(lane, absl::Now()) || NextStall() < deadline;
     };
     ++waiters_;
-    mu_.Await(absl::Condition(&ready));
+    while (true) {
+      mu_.AwaitWithDeadline(absl::Condition(&ready), deadline);
+      if (lanes_[lane]->closed || Turn(lane, absl::Now())) break;
+      deadline = NextStall();
+    }
     --waiters_;
     if (lanes_[lane]->closed) return std::nullopt;
     return TakeTop(lane);
@@ -124,16 +144,25 @@ class SendQueue {
   // Like Pop(), but std::nullopt at once when it is not `lane`'s turn (or it is closed).
   std::optional<Item> TryPop(int lane) {
     absl::MutexLock lock(&mu_);
-    if (lanes_[lane]->closed || !Turn(lane)) return std::nullopt;
+    if (lanes_[lane]->closed || !Turn(lane, absl::Now())) return std::nullopt;
     return TakeTop(lane);
   }
 
   // The transport is done with `lane`'s message of `bytes` returned by Pop().
   void Release(int lane, int64_t bytes) {
     absl::MutexLock lock(&mu_);
-    lanes_[lane]->in_flight = false;
+    Lane& l = *lanes_[lane];
+    l.in_flight = false;
+    l.in_flight_bytes = 0;
     in_flight_bytes_ -= bytes;
     --in_flight_items_;
+  }
+
+  // Messages that were in flight longer than stalled_after when another lane's turn was
+  // decided past them (each counted once).
+  int64_t stalled_messages() const {
+    absl::MutexLock lock(&mu_);
+    return stalled_messages_;
   }
 
   // Wakes `lane`'s Pop() with std::nullopt and drops what it has queued; the other lanes
@@ -177,6 +206,10 @@ class SendQueue {
     std::priority_queue<Entry, std::vector<Entry>, Later> heap;
     bool in_flight = false;
     bool closed = false;
+    // The message in flight: its bytes, since when, and whether it was counted stalled.
+    int64_t in_flight_bytes = 0;
+    absl::Time since;
+    bool counted_stalled = false;
   };
 
   Item TakeTop(int lane) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
@@ -185,14 +218,32 @@ class SendQueue {
     Item item = std::move(const_cast<Entry&>(l.heap.top()).item);
     l.heap.pop();
     l.in_flight = true;
+    l.in_flight_bytes = item.bytes;
+    l.since = absl::Now();
+    l.counted_stalled = false;
     in_flight_bytes_ += item.bytes;
     ++in_flight_items_;
     return item;
   }
 
+  // When the next message in flight that is not stalled yet turns stalled;
+  // InfiniteFuture if none will.
+  absl::Time NextStall() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    absl::Time next = absl::InfiniteFuture();
+    if (in_flight_items_ == 0 || options_.stalled_after == absl::InfiniteDuration()) return next;
+    const absl::Time now = absl::Now();
+    for (const auto& l : lanes_) {
+      if (l == nullptr || !l->in_flight) continue;
+      const absl::Time at = l->since + options_.stalled_after;
+      if (at > now) next = std::min(next, at);
+    }
+    return next;
+  }
+
   // `lane` may hand out its top now: it has one, no idle lane has a more urgent one, and
-  // the credit admits it.
-  bool Turn(int lane) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+  // the credit admits it, counting only the messages in flight that are not stalled.
+  // Not const: counts the stalled messages it passes.
+  bool Turn(int lane, absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     const Lane& l = *lanes_[lane];
     if (l.heap.empty() || l.in_flight) return false;
     const Entry& top = l.heap.top();
@@ -205,7 +256,26 @@ class SendQueue {
       if (other.heap.top().key < top.key) return false;
     }
     if (in_flight_items_ == 0) return true;
-    return in_flight_bytes_ + top.item.bytes <= options_.credit_bytes;
+    if (in_flight_bytes_ + top.item.bytes <= options_.credit_bytes) return true;
+    if (options_.stalled_after == absl::InfiniteDuration()) return false;
+    int64_t holding_bytes = 0;
+    int64_t holding_items = 0;
+    for (const auto& other : lanes_) {
+      if (other == nullptr || !other->in_flight) continue;
+      if (now - other->since < options_.stalled_after) {
+        holding_bytes += other->in_flight_bytes;
+        ++holding_items;
+      }
+    }
+    if (holding_items > 0 && holding_bytes + top.item.bytes > options_.credit_bytes) return false;
+    for (auto& other : lanes_) {
+      if (other == nullptr || !other->in_flight || other->counted_stalled) continue;
+      if (now - other->since >= options_.stalled_after) {
+        other->counted_stalled = true;
+        ++stalled_messages_;
+      }
+    }
+    return true;
   }
 
   const SendQueueOptions options_;
@@ -215,6 +285,7 @@ class SendQueue {
   int64_t in_flight_bytes_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t in_flight_items_ ABSL_GUARDED_BY(mu_) = 0;
   int waiters_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t stalled_messages_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace p3

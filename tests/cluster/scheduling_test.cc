@@ -286,6 +286,9 @@ RunResult Run(const RunSpec& spec, const std::string& name) {
   wo.slice_params = kSliceParams;
   wo.peer_timeout = kPeerTimeout;
   wo.trace = &trace;
+  // The held write below stands for a slow one, not a stalled peer: it must hold the link
+  // however long backward takes on a loaded machine.
+  wo.stalled_write = absl::InfiniteDuration();
   if (spec.hold_backward) {
     wo.before_gradient_write = [&](int /*server*/, int /*slice*/, int64_t iteration) {
       if (iteration != kHeldIteration) return;

@@ -174,5 +174,27 @@ CATCH_TEST_CASE("scheduling.wire_dtype takes the three names and refuses others,
                                 "\"float32\", \"bfloat16\", \"float16\""));
 }
 
+CATCH_TEST_CASE("worker.command: blank, or in a mode without servers, is refused naming it") {
+  CATCH_CHECK(ErrorOf("worker { command: \"  \" }") ==
+              "worker.command: is empty; give a shell command (e.g. \"python3 train.py\"), or "
+              "leave the worker section out to run p3_worker");
+  CATCH_CHECK(ErrorOf("worker { }").find("(no error)") != std::string::npos);
+  for (const char* mode : {"local", "pipeline"}) {
+    CATCH_CAPTURE(mode);
+    const std::string error =
+        ErrorOf(absl::StrCat("mode: \"", mode, "\" worker { command: \"python3 train.py\" }"));
+    CATCH_CHECK(absl::StartsWith(error, "worker.command: needs servers"));
+    CATCH_CHECK(absl::StrContains(error, absl::StrCat("mode \"", mode, "\" has none")));
+  }
+  absl::StatusOr<ExperimentConfig> config =
+      ParseConfig("", {"worker.command=python3 train.py --note 'a b'"});
+  CATCH_REQUIRE(config.ok());
+  CATCH_CHECK(config->worker().command() == "python3 train.py --note 'a b'");
+  // Absent: p3_worker, and the resolved config has no worker section.
+  config = ParseConfig("", {});
+  CATCH_REQUIRE(config.ok());
+  CATCH_CHECK(!config->has_worker());
+}
+
 }  // namespace
 }  // namespace p3::config

@@ -103,6 +103,29 @@ else
   ok
 fi
 
+# --- worker.command in the worker machines' namespaces -----------------------------------
+case_name=worker_program
+out_dir="$TMP/worker_program"
+program="$PWD/tests/tools/fake_worker_program.sh $PWD/tests/tools/fake_p3_worker"
+start_launcher --set=output_dir="$out_dir" --set=training.iterations=3 \
+  --set=network.bandwidth_gbps=1 --set=worker.command="$program"
+wait "$launcher_pid"
+rc=$?
+if [[ $rc -ne 0 ]]; then
+  fail "exit status $rc, expected 0"
+elif ! grep -q '^P3_SERVERS=10.77.0.1:[0-9]*,10.77.0.2:[0-9]*$' "$out_dir/env_1_0.txt"; then
+  fail "P3_SERVERS does not hold the emulated machines' addresses: $(cat "$out_dir/env_1_0.txt")"
+elif ! grep -q '^fake_p3_worker 1: 10.77.0.2:[0-9]* -> 10.77.0.1:' "$out_dir/logs/worker_1.log" ||
+     ! grep -q '^fake_p3_worker 0: 10.77.0.1:[0-9]* -> 10.77.0.2:' "$out_dir/logs/worker_0.log"; then
+  fail "the programs did not run in their machines' namespaces"
+elif ! json_check "$out_dir/summary.json" 's["iterations"] == 3 and s["worker_program"]["results_missing"] == []'; then
+  fail "summary.json lacks the programs' results"
+elif [[ $(namespaces_of "$launcher_pid") -ne 0 ]]; then
+  fail "the namespaces were not removed"
+else
+  ok
+fi
+
 # --- servers on machines of their own ----------------------------------------------------
 case_name=separate
 out_dir="$TMP/separate"

@@ -159,6 +159,28 @@ CATCH_TEST_CASE("model_file is rank 0's, and absent when rank 0 wrote none") {
   CATCH_CHECK(BuildSummary(input)["model_file"] == "/out/model.pt");
 }
 
+CATCH_TEST_CASE("a worker program: worker_program says which results are missing") {
+  const config::ExperimentConfig config = Config({"worker.command=python3 train.py"});
+  SummaryInput input;
+  input.config = &config;
+  CATCH_CHECK(!BuildSummary(input).contains("worker_program"));  // p3_worker
+  input.worker_command = config.worker().command();
+  input.results_missing = {"worker_0", "worker_1"};
+  Json summary = BuildSummary(input);  // a run that is ok without any result
+  CATCH_CHECK(summary["status"] == "ok");
+  CATCH_CHECK(summary["iterations"].is_null());
+  CATCH_CHECK(summary["param_l2"].is_null());
+  CATCH_CHECK(summary["worker_program"]["command"] == "python3 train.py");
+  CATCH_CHECK(summary["worker_program"]["results_missing"] == Json{"worker_0", "worker_1"});
+  CATCH_CHECK(summary["worker_program"].contains("note"));
+  input.results_missing = {};
+  input.worker_results = {*ParseWorkerResult(kResult0)};
+  summary = BuildSummary(input);
+  CATCH_CHECK(summary["iterations"] == 12);
+  CATCH_CHECK(summary["worker_program"]["results_missing"] == Json::array());
+  CATCH_CHECK(!summary["worker_program"].contains("note"));
+}
+
 CATCH_TEST_CASE("the table shows each process, and '-' for a missing or non-numeric result") {
   const Json result = *ParseWorkerResult(kResult0);
   const Json partial = Json{{"iterations", 7}, {"final_loss", "nan?"}};

@@ -9,6 +9,9 @@
 #     check that needs no root; it cannot see what slurmd does around the script (such as
 #     opening the #SBATCH --output file first): //tests/tools:slurm_cluster_test submits
 #     the same script to a real Slurm.
+#   - worker.command (a program of the user's own instead of p3_worker) through each back
+#     end: the manifests and the batch script carry the command and set the P3_*
+#     environment; under Slurm and ssh the program runs and records it.
 #   - ssh: when Debian's sshd is installed and we are root, a throwaway sshd on a free
 #     loopback port (own host key, own authorized key, in a temp folder) runs the
 #     processes of `launch_cluster --hosts`; it is stopped at the end. Otherwise those
@@ -35,6 +38,9 @@ FAKE_SERVER="$PWD/tests/tools/fake_p3_server"
 FAKE_WORKER="$PWD/tests/tools/fake_p3_worker"
 TASK_SCRIPT="$PWD/tools/p3_slurm_task.sh"
 CONFIG="$PWD/configs/default.textproto"
+# worker.command's program: records its P3_* environment in
+# $P3_RUN_DIR/env_<rank>_<P3_REJOIN>.txt, then runs the fake worker.
+PROGRAM="$PWD/tests/tools/fake_worker_program.sh $FAKE_WORKER"
 TMP="${TEST_TMPDIR:-$(mktemp -d)}"
 PY=/usr/bin/python3
 
@@ -52,6 +58,15 @@ while True:
         a.close(); b.close()
 EOF
 }
+
+# env_check FILE PYTHON_EXPRESSION_ON_e: the expression holds for the dict of FILE's
+# NAME=value lines (a worker program's recorded environment).
+env_check() {
+  "$PY" -c "import sys
+e = dict(l.rstrip('\n').split('=', 1) for l in open(sys.argv[1]))
+assert $2, (e, sys.argv[2])" "$1" "$2"
+}
+P3_NAMES="['P3_CONFIG', 'P3_RANK', 'P3_RECORDS_FILE', 'P3_REJOIN', 'P3_RESULT_FILE', 'P3_RUN_DIR', 'P3_SERVERS', 'P3_TRACE_FILE', 'P3_WORLD_SIZE']"
 
 if [[ "$cases" != ssh ]]; then
 # ===================================== Kubernetes =========================================
@@ -100,6 +115,54 @@ elif ! "$LAUNCHER" --config="$TMP/kube_config.textproto" --kubernetes \
   fail "the config in the ConfigMap does not load"
 else
   ok
+fi
+
+case_name=kubernetes_worker_program
+out_dir="$TMP/kube_program"
+output="$TMP/$case_name.out"
+"$LAUNCHER" --config="$CONFIG" --kubernetes --set=output_dir="$out_dir" --set=name=prog \
+  --max_restarts=1 --set=worker.command="python3 train.py --note 'it''s \"quoted\"'" >"$output" 2>&1
+rc=$?
+if [[ $rc -ne 0 ]]; then
+  fail "exit status $rc, expected 0"
+elif ! "$PY" - "$out_dir/kubernetes/p3.yaml" <<'EOF'
+import sys, yaml
+docs = [d for d in yaml.safe_load_all(open(sys.argv[1])) if d]
+job = docs[3]["spec"]
+container = job["template"]["spec"]["containers"][0]
+script = container["args"][0]
+env = {v["name"]: v["value"] for v in container["env"]}
+assert env == {"P3_WORKER_COMMAND": "python3 train.py --note 'it''s \"quoted\"'"}, env
+assert 'exec /bin/sh -c "$P3_WORKER_COMMAND"' in script and "p3_worker" not in script, script
+for name, value in [("P3_RANK", '"$r"'), ("P3_WORLD_SIZE", "2"),
+                    ("P3_SERVERS", "p3-prog-server-0.p3-prog-servers:50051,p3-prog-server-1.p3-prog-servers:50051"),
+                    ("P3_CONFIG", "/etc/p3/config.textproto"),
+                    ("P3_RESULT_FILE", "/var/p3/out/results/worker_$r.json"),
+                    ("P3_RECORDS_FILE", "/var/p3/out/records/worker_$r.csv"),
+                    ("P3_TRACE_FILE", '""'), ("P3_REJOIN", '"$rejoin"'), ("P3_RUN_DIR", "/var/p3/out")]:
+    assert f"{name}={value}" in script, (name, script)
+# A container restarted in its pod (restartPolicy OnFailure) rejoins with P3_REJOIN=1.
+assert job["template"]["spec"]["restartPolicy"] == "OnFailure"
+assert "[ -e /var/p3/state/started ] && rejoin=1" in script and "rejoin=0" in script, script
+EOF
+then
+  fail "the worker Job does not run worker.command with the P3_* environment"
+else
+  # The worker container's script, run here by sh twice (a restart in the same pod):
+  # the environment its command gets.
+  script=$("$PY" -c 'import sys, yaml; d = [d for d in yaml.safe_load_all(open(sys.argv[1])) if d][3]; print(d["spec"]["template"]["spec"]["containers"][0]["args"][0])' "$out_dir/kubernetes/p3.yaml" |
+    sed -e 's#/var/p3/state#'"$TMP/kube_state"'#g' -e 's#mkdir -p /var/p3/out.*#:#')
+  mkdir -p "$TMP/kube_state"
+  for run in first again; do
+    P3_WORKER_COMMAND='env | grep "^P3_" | sort >"$KUBE_ENV"' JOB_COMPLETION_INDEX=1 \
+      KUBE_ENV="$TMP/kube_env_$run.txt" sh -c "$script"
+  done
+  if ! env_check "$TMP/kube_env_first.txt" "set($P3_NAMES) <= set(e) and e['P3_RANK'] == '1' and e['P3_REJOIN'] == '0' and e['P3_WORLD_SIZE'] == '2' and e['P3_RESULT_FILE'] == '/var/p3/out/results/worker_1.json' and e['P3_TRACE_FILE'] == ''" ||
+     ! env_check "$TMP/kube_env_again.txt" "e['P3_REJOIN'] == '1'"; then
+    fail "the worker container's script does not set the environment (P3_REJOIN=1 when restarted)"
+  else
+    ok
+  fi
 fi
 
 # ======================================== Slurm ===========================================
@@ -182,6 +245,39 @@ else
     fail "trace.json does not merge the four processes"
   elif ! grep -q '^worker_1 .* exit 0 on ' "$output" || ! grep -q '^server_1 .* exit 0 on ' "$output"; then
     fail "--collect did not print the table with how each process ended"
+  else
+    ok
+  fi
+fi
+
+case_name=slurm_worker_program
+out_dir="$TMP/slurm_program"
+output="$TMP/$case_name.out"
+# Rank 1's program fails at its first start: the task starts it again with P3_REJOIN=1.
+"$LAUNCHER" --config="$CONFIG" --slurm --set=output_dir="$out_dir" --set=training.iterations=4 \
+  --server_binary="$FAKE_SERVER" --worker_binary=/nonexistent/p3_worker --max_restarts=1 \
+  --slurm_task_script="$TASK_SCRIPT" --set=worker.command="FAIL_FIRST_RANK=1 $PROGRAM" >"$output" 2>&1
+rc=$?
+batch="$out_dir/slurm/p3.sbatch"
+if [[ $rc -ne 0 ]]; then
+  fail "--slurm: exit status $rc, expected 0"
+elif ! grep -qF -- "'--worker_command=FAIL_FIRST_RANK=1 $PROGRAM'" "$batch"; then
+  fail "the batch script does not pass worker.command to the task script"
+else
+  PATH="$TMP/bin:$PATH" P3_BIND_HOST=127.0.0.1 P3_ADVERTISE_HOST=127.0.0.1 \
+    timeout 120 bash "$batch" >"$output" 2>&1
+  rc=$?
+  ports="$(cat "$out_dir/ports/server_0.port" 2>/dev/null),$(cat "$out_dir/ports/server_1.port" 2>/dev/null)"
+  if [[ $rc -ne 0 ]]; then
+    fail "the batch script exited with status $rc"
+  elif ! env_check "$out_dir/env_0_0.txt" "set($P3_NAMES) <= set(e) and e['P3_RANK'] == '0' and e['P3_WORLD_SIZE'] == '2' and e['P3_SERVERS'] == '127.0.0.1:' + '$ports'.replace(',', ',127.0.0.1:') and e['P3_CONFIG'] == '$out_dir/config.textproto' and e['P3_RESULT_FILE'] == '$out_dir/results/worker_0.json' and e['P3_RECORDS_FILE'] == '$out_dir/records/worker_0.csv' and e['P3_TRACE_FILE'] == '' and e['P3_RUN_DIR'] == '$out_dir' and e['P3_REJOIN'] == '0'"; then
+    fail "rank 0's program did not get the environment"
+  elif [[ ! -s "$out_dir/env_1_0.txt" ]] || ! env_check "$out_dir/env_1_1.txt" "e['P3_RANK'] == '1' and e['P3_REJOIN'] == '1'"; then
+    fail "rank 1's program was not started again with P3_REJOIN=1"
+  elif ! grep -q 'restarting it with P3_REJOIN=1 (restart 1 of 1)' "$out_dir/logs/worker_1.log"; then
+    fail "the task script does not say it restarts the program"
+  elif ! json_check "$out_dir/summary.json" 's["iterations"] == 4 and s["worker_program"]["results_missing"] == []'; then
+    fail "--collect did not read the programs' results"
   else
     ok
   fi
@@ -336,6 +432,60 @@ elif ! grep -q 'restarting it with --rejoin (restart 1 of 1)' "$output"; then
   fail "the launcher did not restart worker 1"
 elif ! json_check "$out_dir/summary.json" "repr(s['param_l2']) == '$want'"; then
   fail "param_l2 differs from the run without the kill ($want)"
+else
+  ok
+fi
+
+case_name=ssh_worker_program
+# worker.command over ssh: the environment reaches the program on its host (ssh forwards
+# none of the launcher's), with the hosts' addresses.
+out_dir="$TMP/ssh_program"
+output="$TMP/$case_name.out"
+timeout 120 "$LAUNCHER" --config="$CONFIG" --hosts="$TMP/hosts.txt" --ssh="$SSH" \
+  --server_binary="$FAKE_SERVER" --worker_binary=/nonexistent/p3_worker --kill_grace_s=2 \
+  --set=output_dir="$out_dir" --set=training.iterations=3 --set=worker.command="$PROGRAM" >"$output" 2>&1
+rc=$?
+ports="$(cat "$out_dir/ports/server_0.port" 2>/dev/null),$(cat "$out_dir/ports/server_1.port" 2>/dev/null)"
+if [[ $rc -ne 0 ]]; then
+  fail "exit status $rc, expected 0"
+elif ! env_check "$out_dir/env_1_0.txt" "set($P3_NAMES) <= set(e) and e['P3_RANK'] == '1' and e['P3_WORLD_SIZE'] == '2' and e['P3_SERVERS'] == '127.0.0.1:' + '$ports'.replace(',', ',127.0.0.1:') and e['P3_CONFIG'] == '$out_dir/config.textproto' and e['P3_RESULT_FILE'] == '$out_dir/results/worker_1.json' and e['P3_REJOIN'] == '0' and e['P3_RUN_DIR'] == '$out_dir'"; then
+  fail "the program on host 1 did not get the environment"
+elif ! json_check "$out_dir/summary.json" 's["iterations"] == 3 and s["worker_program"]["results_missing"] == []'; then
+  fail "summary.json lacks the programs' results"
+else
+  ok
+fi
+
+case_name=ssh_worker_program_sigterm
+# The program runs under the command's /bin/sh -c (which does not exec it): stopping the
+# launcher stops it too on its host.
+out_dir="$TMP/ssh_program_sigterm"
+output="$TMP/$case_name.out"
+"$LAUNCHER" --config="$CONFIG" --hosts="$TMP/hosts.txt" --ssh="$SSH" --kill_grace_s=2 \
+  --server_binary="$FAKE_SERVER" --worker_binary=/nonexistent/p3_worker \
+  --set=output_dir="$out_dir" --set=worker.command="FAKE_P3_WORKER_MODE=hang $PROGRAM" >"$output" 2>&1 &
+launcher_pid=$!
+for _ in $(seq 1 300); do
+  [[ $(grep -l 'connected to 2 servers' "$out_dir"/logs/worker_*.log 2>/dev/null | wc -l) -eq 2 ]] && break
+  sleep 0.1
+done
+running=$(pgrep -fc "fake_p3_worker .*$out_dir")
+kill -TERM "$launcher_pid"
+wait "$launcher_pid"
+rc=$?
+left=1
+for _ in $(seq 1 50); do
+  left=$(pgrep -fc "fake_p3_.*$out_dir")
+  [[ $left -eq 0 ]] && break
+  sleep 0.1
+done
+if [[ $rc -ne 143 ]]; then
+  fail "exit status $rc, expected 143"
+elif [[ $running -lt 2 ]]; then
+  fail "only $running programs' workers were running before SIGTERM"
+elif [[ $left -ne 0 ]]; then
+  fail "$left remote processes still run after the launcher stopped"
+  for pid in $(pgrep -f "fake_p3_.*$out_dir"); do kill -KILL "$pid"; done
 else
   ok
 fi

@@ -23,6 +23,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "proto/config.h"
+#include "tools/launcher/worker_program.h"
 
 namespace p3::tools {
 namespace {
@@ -184,6 +185,33 @@ CATCH_TEST_CASE("when ssh's stdin closes, the remote process gets SIGTERM") {
   CATCH_CHECK(ReadFile(dir + "/stopped") == "terminated\n");
 }
 
+CATCH_TEST_CASE("when ssh's stdin closes, a process without children gets SIGTERM too") {
+  // The watchdog first stops the process's children (pkill -P), which finds none here;
+  // under the script's `set -e` that must not end the watchdog before the process.
+  RemoteProcess process;
+  process.working_directory = TempDir("childless");
+  process.argv = {"/bin/sh", "-c", "echo ready >&9; exec 9>&-; exec sleep 30"};
+  const ShellResult result = RunShell(RemoteScript(process), /*close_when_ready=*/true);
+  CATCH_CHECK(result.status == 128 + SIGTERM);
+  CATCH_CHECK(result.seconds < 5);
+}
+
+CATCH_TEST_CASE("when ssh's stdin closes, the children of a shell that does not exec stop") {
+  // A worker program: /bin/sh -c <command> runs the command as its child (dash does not
+  // exec it); SIGTERM to the shell alone would leave the program running.
+  const std::string dir = TempDir("shell_child");
+  RemoteProcess process;
+  process.working_directory = dir;
+  process.argv = {"/bin/sh", "-c",
+                  "sh -c 'trap \"echo terminated > stopped; exit 143\" TERM; "
+                  "sleep 30 9>&- & s=$!; echo ready >&9; exec 9>&-; wait $s'; echo after"};
+  const ShellResult result = RunShell(RemoteScript(process), /*close_when_ready=*/true);
+  CATCH_CHECK(result.seconds < 5);
+  // The child writes its file as it stops, moments after the shell ended.
+  for (int i = 0; i < 50 && !fs::exists(dir + "/stopped"); ++i) usleep(100000);
+  CATCH_CHECK(ReadFile(dir + "/stopped") == "terminated\n");
+}
+
 CATCH_TEST_CASE("Kubernetes names are DNS-1123 labels") {
   CATCH_CHECK(KubernetesName("My_Run.2") == "my-run-2");
   CATCH_CHECK(KubernetesName("__") == "experiment");
@@ -318,6 +346,38 @@ CATCH_TEST_CASE("Kubernetes with restarts and checkpoints: servers mount one sha
   // A server's restart makes every worker fail once or twice: 2 x workers per restart.
   CATCH_CHECK(absl::StrContains(workers, "\n  backoffLimit: 12\n"));
   CATCH_CHECK(absl::StrContains(workers, "\n      restartPolicy: OnFailure\n"));
+}
+
+CATCH_TEST_CASE("worker.command: the batch script hands it to the task script, quoted") {
+  const config::ExperimentConfig config =
+      Config("worker { command: \"python3 train.py --note 'it s'\" }");
+  SlurmOptions options;
+  options.server_binary = "/opt/p3/p3_server";
+  options.worker_binary = "/opt/p3/p3_worker";
+  options.launcher = "/opt/p3/launch_cluster";
+  options.task_script = "/shared/out/slurm/p3_slurm_task.sh";
+  options.output_dir = "/shared/out";
+  const std::string script = SlurmBatchScript(config, options);
+  CATCH_CHECK(absl::StrContains(
+      script, R"(    '--worker_command=python3 train.py --note '\''it s'\''' || srun_status=$?)"));
+  CATCH_CHECK(!absl::StrContains(SlurmBatchScript(Config(""), options), "--worker_command"));
+}
+
+CATCH_TEST_CASE("worker.command on Kubernetes: the command in the container's environment") {
+  const config::ExperimentConfig config =
+      Config(R"(name: "w" trace: true worker { command: "python3 \"a b\".py" })");
+  const std::string yaml = KubernetesManifests(config, "name: \"w\"\n", KubernetesOptions());
+  CATCH_CHECK(absl::StrContains(yaml,
+                                "        env:\n        - name: P3_WORKER_COMMAND\n"
+                                R"(          value: "python3 \"a b\".py")" "\n"));
+  CATCH_CHECK(absl::StrContains(yaml, "          exec /bin/sh -c \"$P3_WORKER_COMMAND\"\n"));
+  CATCH_CHECK(absl::StrContains(yaml, "P3_TRACE_FILE=/var/p3/out/traces/worker_$r.json"));
+  CATCH_CHECK(absl::StrContains(yaml, "P3_REJOIN=\"$rejoin\""));
+  CATCH_CHECK(!absl::StrContains(yaml, "/opt/p3/p3_worker"));
+  for (const char* name : kWorkerProgramVariables) {
+    CATCH_CAPTURE(name);
+    CATCH_CHECK(absl::StrContains(yaml, absl::StrCat(name, "=")));
+  }
 }
 
 }  // namespace

@@ -2,7 +2,9 @@
 # The trainer outside the repository (worker/examples/custom_trainer/, a Bazel workspace of
 # its own that pulls p3 in by local_repository) builds with its own `bazel build`, trains
 # its own model on Fashion-MNIST with two workers against one p3_server, reaches a sane
-# test accuracy, and writes a state dict PyTorch reads (when python3-torch is there).
+# test accuracy, and writes a state dict PyTorch reads (when python3-torch is there). The
+# same program launched by launch_cluster through worker.command (its flags from the P3_*
+# environment) trains as well.
 #
 # Runs Bazel inside the test: tagged "local" (no sandbox; it reads the source tree through
 # this script's own symlink). The nested build keeps its output under
@@ -13,6 +15,7 @@ source tests/testing/cases.sh
 source tests/testing/skip.sh
 
 SERVER="$PWD/server/p3_server"
+LAUNCHER="$PWD/tools/launch_cluster"
 TMP="${TEST_TMPDIR:-$(mktemp -d)}"
 PY=/usr/bin/python3
 DATA=/usr/share/datasets/fashion-mnist
@@ -92,6 +95,34 @@ elif [[ ! -s "$TMP/model.pt" ]]; then
   fail "rank 0 wrote no model file"
 else
   echo "test accuracy $accuracy"
+  ok
+fi
+
+# --- launch_cluster runs it: worker.command, the P3_* environment for its flags ------------
+case_name=launched
+output="$TMP/launched.out"
+cat >"$TMP/launched.textproto" <<CFG
+name: "custom_trainer_launched"
+mode: "p3"
+cluster { workers: 2 servers: 1 peer_timeout_s: 60 }
+optimizer { name: "sgd" lr: 0.05 }
+output_dir: "$TMP/launched"
+worker { command: "'$TMP/custom_trainer' --iterations=150" }
+CFG
+"$LAUNCHER" --config="$TMP/launched.textproto" --server_binary="$SERVER" --plot=false \
+  >"$output" 2>&1
+rc=$?
+accuracy=$(sed -n 's/^test_accuracy //p' "$TMP/launched/logs/worker_0.log" 2>/dev/null)
+if [[ $rc -ne 0 ]]; then
+  fail "launch_cluster exited with status $rc"
+elif ! "$PY" -c "import sys; sys.exit(0 if float(sys.argv[1]) > 0.7 else 1)" "${accuracy:-0}"; then
+  fail "test accuracy ${accuracy:-none} after 150 iterations, expected > 0.7"
+elif [[ ! -s "$TMP/launched/model.pt" ]]; then
+  fail "rank 0 wrote no model to <P3_RUN_DIR>/model.pt"
+elif ! json_check "$TMP/launched/summary.json" 's["status"] == "ok" and s["worker_program"]["results_missing"] == ["worker_0", "worker_1"]'; then
+  fail "summary.json does not say that custom_trainer writes no result file"
+else
+  echo "test accuracy $accuracy (launched)"
   ok
 fi
 

@@ -10,6 +10,7 @@
 
 #include <catch2/catch.hpp>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -65,6 +66,7 @@ struct RunSpec {
   bool average_buffers = false;  // after the last step
   // Called on the writer thread of a transport before each gradient write.
   std::function<void(int server, int slice, int64_t iteration)> before_gradient_write;
+  absl::Duration stalled_write = absl::Seconds(1);  // WorkerOptions::stalled_write
 };
 
 struct RunResult {
@@ -118,6 +120,7 @@ RunResult Train(const RunSpec& spec, const std::vector<std::string>& addresses,
       wo.wire_dtype = spec.wire_dtype;
       wo.owner_params = spec.owner_params;
       wo.before_gradient_write = spec.before_gradient_write;
+      wo.stalled_write = spec.stalled_write;
       wo.transport_factory = factory;
       absl::StatusOr<std::unique_ptr<Worker>> worker = Worker::Create(wo, model);
       if (!worker.ok()) {
@@ -198,6 +201,50 @@ void RequireOk(const RunResult& run) {
     CATCH_CAPTURE(s, run.server_status[s].ToString());
     CATCH_REQUIRE(run.server_status[s].ok());
   }
+}
+
+// One worker, two servers: the first gradient write of iteration 1 to server 1 stalls, as
+// to a peer that stopped reading, until all of server 0's gradients of that iteration have
+// been handed to its stream, or `cap` passes. Returns whether they had been.
+bool ServerZeroGoesOnWhileServerOneStalls(RunSpec spec, absl::Duration cap, bool grpc) {
+  absl::Mutex mu;
+  std::map<std::pair<int64_t, int>, int> writes;  // (iteration, server) -> writes started
+  bool held = false;
+  bool released_by_progress = false;
+  spec.workers = 1;
+  spec.grpc = grpc;
+  spec.before_gradient_write = [&](int server, int, int64_t iteration) {
+    absl::MutexLock lock(&mu);
+    ++writes[{iteration, server}];
+    if (server != 1 || iteration != 1 || held) return;
+    held = true;
+    auto zero_done = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+      return writes[{1, 0}] == writes[{0, 0}];
+    };
+    released_by_progress = mu.AwaitWithTimeout(absl::Condition(&zero_done), cap);
+  };
+  const RunResult run = Run(spec);
+  RequireOk(run);
+  CATCH_CHECK(RelativeError(run.params[0], TrainLocal(1)) <= 1e-5);
+  absl::MutexLock lock(&mu);
+  CATCH_CHECK(held);
+  CATCH_CHECK(writes[{0, 0}] > 1);
+  return released_by_progress;
+}
+
+CATCH_TEST_CASE("a server that stops reading holds only its own stream once stalled_write passes") {
+  torch::set_num_threads(1);
+  for (bool grpc : {false, true}) {
+    CATCH_CAPTURE(grpc);
+    CATCH_CHECK(ServerZeroGoesOnWhileServerOneStalls({.stalled_write = absl::Milliseconds(100)},
+                                                     absl::Seconds(20), grpc));
+  }
+}
+
+CATCH_TEST_CASE("with stalled_write never, a stalled write holds the whole link (credit 0)") {
+  torch::set_num_threads(1);
+  CATCH_CHECK_FALSE(ServerZeroGoesOnWhileServerOneStalls(
+      {.stalled_write = absl::InfiniteDuration()}, absl::Seconds(1), false));
 }
 
 CATCH_TEST_CASE("two workers on two in-memory servers train what the local loop trains") {

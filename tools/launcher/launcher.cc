@@ -198,13 +198,22 @@ int Launcher::Run() {
   PrintTable();
   if (const std::string straggler = StragglerLine(Timings()); !straggler.empty()) Say(straggler);
   TearDownNetwork(network_, say);
-  const nlohmann::ordered_json& rank0 = *children_[servers].result;
-  Say(absl::StrCat("done in ",
-                   absl::StrFormat("%.1f s", absl::ToDoubleSeconds(absl::Now() - start_time_)),
-                   ": ", NumberText(rank0.at("iterations")), " iterations, ",
-                   NumberText(rank0.at("samples_per_second")), " samples/s, final loss ",
-                   NumberText(rank0.at("final_loss")), ", test accuracy ",
-                   NumberText(rank0.at("test_accuracy"))));
+  const std::string took =
+      absl::StrFormat("%.1f s", absl::ToDoubleSeconds(absl::Now() - start_time_));
+  if (!children_[servers].result.has_value()) {
+    // Only a worker program (worker.command) may leave its result file unwritten.
+    Say(absl::StrCat("done in ", took, ": rank 0's program wrote no result file (",
+                     children_[servers].result_file,
+                     "), so the run has no figures; summary.json lists the missing results"));
+  }
+  const nlohmann::ordered_json rank0 =
+      children_[servers].result.value_or(nlohmann::ordered_json::object());
+  if (children_[servers].result.has_value()) {
+    Say(absl::StrCat("done in ", took, ": ", NumberText(rank0.at("iterations")), " iterations, ",
+                     NumberText(rank0.at("samples_per_second")), " samples/s, final loss ",
+                     NumberText(rank0.at("final_loss")), ", test accuracy ",
+                     NumberText(rank0.at("test_accuracy"))));
+  }
   if (rank0.contains("online_search")) {
     const nlohmann::ordered_json& search = rank0["online_search"];
     std::vector<std::string> timed;

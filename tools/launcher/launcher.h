@@ -120,7 +120,6 @@ class Launcher {
     std::optional<nlohmann::ordered_json> result;  // Workers, once read.
     // Collect(): how it ended, from its Slurm exit record (results/<name>.exit.json).
     std::optional<ProcessOutcome> recorded;
-    std::vector<std::string> args;                 // Workers: as started (for a restart).
     int restarts = 0;                              // Workers: times restarted.
     // Stopped by RestartFromCheckpoints, to be started again once the servers are up:
     // not a failure meanwhile.
@@ -136,8 +135,11 @@ class Launcher {
   bool Running(const Child& child) const;
   int PidOf(const Child& child) const;
   std::string ServerAddress(const Child& child) const;
-  absl::Status StartProcess(Child& child, const std::string& binary,
-                            const std::vector<std::string>& args);
+  // `argv`: the binary (or /usr/bin/env for a worker program), then its arguments.
+  absl::Status StartProcess(Child& child, std::vector<std::string> argv);
+  // A worker's argv: p3_worker with its flags, or worker.command with the P3_*
+  // environment (tools/launcher/worker_program.h); `rejoin`: it replaces a dead worker.
+  std::vector<std::string> WorkerArgv(const Child& child, bool rejoin) const;
   absl::Status StartServers();
   absl::Status StartWorkers();
   absl::Status WaitForPorts();
@@ -210,6 +212,8 @@ class Launcher {
   // When StopAll() began; processes ending later were stopped by the launcher.
   absl::Time stop_started_ = absl::InfiniteFuture();
   std::string trace_path_;  // Set once trace.json is written.
+  // host:port of every server, in index order (StartWorkers).
+  std::vector<std::string> server_addresses_;
   absl::Time start_time_;
   int restarts_used_ = 0;
   // After a server was restarted from checkpoints: the iteration every server resumes

@@ -20,6 +20,7 @@
 #include "p3/base/status_macros.h"
 #include "proto/config.h"
 #include "tools/launcher/summary.h"
+#include "tools/launcher/worker_program.h"
 
 namespace p3::tools::launcher {
 namespace {
@@ -43,11 +44,9 @@ int Launcher::PidOf(const Child& child) const {
   return state != nullptr ? state->pid : -1;
 }
 
-absl::Status Launcher::StartProcess(Child& child, const std::string& binary,
-                                    const std::vector<std::string>& args) {
+absl::Status Launcher::StartProcess(Child& child, std::vector<std::string> argv) {
   ProcessSpec spec;
-  spec.argv = {binary};
-  spec.argv.insert(spec.argv.end(), args.begin(), args.end());
+  spec.argv = std::move(argv);
   spec.log_path = child.log_path;
   spec.append_log = child.restarts > 0;
   spec.ns_path = child.ns_path;
@@ -264,7 +263,8 @@ absl::Status Launcher::StartServers() {
       args.push_back("--set=checkpoint.resume=true");
       args.push_back(absl::StrCat("--set=checkpoint.resume_iteration=", resume_iteration_));
     }
-    P3_RETURN_IF_ERROR(StartProcess(child, options_.server_binary, args));
+    args.insert(args.begin(), options_.server_binary);
+    P3_RETURN_IF_ERROR(StartProcess(child, std::move(args)));
   }
   if (servers == 0) return absl::OkStatus();
   if (options_.server_port > 0) {
@@ -276,23 +276,46 @@ absl::Status Launcher::StartServers() {
   return WaitForPorts();
 }
 
+std::vector<std::string> Launcher::WorkerArgv(const Child& child, bool rejoin) const {
+  const std::string servers = absl::StrJoin(server_addresses_, ",");
+  const std::string trace_file = child.trace_file.empty() ? "" : RemotePath(child.trace_file);
+  if (config_.worker().has_command()) {
+    WorkerProgramEnv env;
+    env.rank = child.index;
+    env.world_size = config::WorkerProcessCount(config_);
+    env.servers = servers;
+    env.config_path = RemotePath(config_out_);
+    env.result_file = RemotePath(child.result_file);
+    env.records_file = RemotePath(child.records_file);
+    env.trace_file = trace_file;
+    env.rejoin = rejoin;
+    env.run_dir = RemotePath(output_dir_);
+    // Locally the command runs in the launcher's working folder (where `bazel run` was
+    // invoked); over ssh the remote script changes into it already.
+    return WorkerProgramArgv(config_.worker().command(), env,
+                             child.host == nullptr ? options_.working_dir : "");
+  }
+  std::vector<std::string> argv = {options_.worker_binary,
+                                   "--config=" + RemotePath(config_out_),
+                                   absl::StrCat("--rank=", child.index),
+                                   "--servers=" + servers,
+                                   "--result_file=" + RemotePath(child.result_file),
+                                   "--records_file=" + RemotePath(child.records_file)};
+  if (!trace_file.empty()) argv.push_back("--trace_file=" + trace_file);
+  if (rejoin) argv.push_back("--rejoin");
+  return argv;
+}
+
 absl::Status Launcher::StartWorkers() {
-  std::vector<std::string> addresses;
+  server_addresses_.clear();
   for (const Child& child : children_) {
     if (child.role == "server") {
-      addresses.push_back(absl::StrCat(ServerAddress(child), ":", *child.port));
+      server_addresses_.push_back(absl::StrCat(ServerAddress(child), ":", *child.port));
     }
   }
   for (Child& child : children_) {
     if (child.role != "worker") continue;
-    std::vector<std::string> args = {"--config=" + RemotePath(config_out_),
-                                     absl::StrCat("--rank=", child.index),
-                                     "--servers=" + absl::StrJoin(addresses, ","),
-                                     "--result_file=" + RemotePath(child.result_file),
-                                     "--records_file=" + RemotePath(child.records_file)};
-    if (!child.trace_file.empty()) args.push_back("--trace_file=" + RemotePath(child.trace_file));
-    child.args = args;
-    P3_RETURN_IF_ERROR(StartProcess(child, options_.worker_binary, args));
+    P3_RETURN_IF_ERROR(StartProcess(child, WorkerArgv(child, /*rejoin=*/false)));
     child.awaiting_restart = false;
     if (child.restarts > 0) continue;  // restarted from checkpoints: followed already
     supervisor_->WatchFile(child.log_path);
@@ -300,8 +323,11 @@ absl::Status Launcher::StartWorkers() {
     worker_iterations_.push_back(0);
   }
   const int servers = config::ServerProcessCount(config_);
-  Say(absl::StrCat("started ", config::WorkerProcessCount(config_),
-                   " worker(s); rank 0's log: ", children_[servers].log_path));
+  Say(absl::StrCat("started ", config::WorkerProcessCount(config_), " worker(s)",
+                   config_.worker().has_command()
+                       ? absl::StrCat(" running worker.command \"", config_.worker().command(), "\"")
+                       : "",
+                   "; rank 0's log: ", children_[servers].log_path));
   return absl::OkStatus();
 }
 

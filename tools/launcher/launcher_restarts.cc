@@ -114,11 +114,10 @@ absl::Status Launcher::RestartDeadWorkers() {
     ++child.restarts;
     Say(absl::StrCat(child.label(), " (pid ", state->pid, ") ",
                      DescribeWaitStatus(state->wait_status),
-                     "; restarting it with --rejoin (restart ", restarts_used_, " of ",
-                     options_.max_restarts, ")"));
-    std::vector<std::string> args = child.args;
-    args.push_back("--rejoin");
-    P3_RETURN_IF_ERROR(StartProcess(child, options_.worker_binary, args));
+                     config_.worker().has_command() ? "; restarting it with P3_REJOIN=1"
+                                                    : "; restarting it with --rejoin",
+                     " (restart ", restarts_used_, " of ", options_.max_restarts, ")"));
+    P3_RETURN_IF_ERROR(StartProcess(child, WorkerArgv(child, /*rejoin=*/true)));
   }
   return absl::OkStatus();
 }

@@ -36,6 +36,10 @@ absl::Status Launcher::ReadResults() {
   for (Child& child : children_) {
     if (child.role != "worker" || child.result.has_value()) continue;
     absl::StatusOr<std::string> text = ReadFile(child.result_file);
+    if (!text.ok() && config_.worker().has_command()) {
+      // A worker program may leave P3_RESULT_FILE unwritten; summary.json says so.
+      continue;
+    }
     if (!text.ok()) {
       first_problem.Update(FailureOf(
           child,
@@ -197,6 +201,14 @@ absl::Status Launcher::WriteSummary(const absl::Status& failure) {
   input.congestion_control = congestion_control_;
   for (const Host& host : options_.hosts) input.hosts.push_back(host.destination);
   input.tuning = options_.tuning;
+  if (config_.worker().has_command()) {
+    input.worker_command = config_.worker().command();
+    for (const Child& child : children_) {
+      if (child.role == "worker" && !child.result.has_value()) {
+        input.results_missing.push_back(child.name());
+      }
+    }
+  }
   return WriteFileAtomically(summary_path_, SummaryText(BuildSummary(input)));
 }
 

@@ -119,7 +119,12 @@ std::string RemoteScript(const RemoteProcess& process) {
                   // The process must not read the connection; the watchdog does.
                   "exec 3<&0\n", ShellCommand(process.argv), " </dev/null &\n", "pid=$!\n",
                   // EOF on stdin: ssh ended (stopped by the launcher, or the launcher died).
-                  "( cat <&3 >/dev/null 2>&1; kill -TERM \"$pid\" 2>/dev/null ) "
+                  // Its children first: a worker program's `/bin/sh -c` does not exec
+                  // the command it runs (pkill is procps'; without it, only the process).
+                  // `|| :`: the subshell runs under `set -e`, and pkill fails when the
+                  // process has no children.
+                  "( cat <&3 >/dev/null 2>&1; pkill -TERM -P \"$pid\" 2>/dev/null || :; "
+                  "kill -TERM \"$pid\" 2>/dev/null ) "
                   ">/dev/null 2>&1 &\n",
                   "exec 3<&-\n", "set +e\n", "wait \"$pid\"\n", "exit $?\n");
   return script;
@@ -188,7 +193,11 @@ std::string SlurmBatchScript(const config::ExperimentConfig& config, const Slurm
       "    --peer_timeout_s=", config.cluster().peer_timeout_s(), config.trace() ? " --trace" : "",
       options.max_restarts > 0 ? absl::StrCat(" --max_restarts=", options.max_restarts) : "",
       " \\\n", "    --server_binary=", ShellQuote(options.server_binary), " \\\n",
-      "    --worker_binary=", ShellQuote(options.worker_binary), " || srun_status=$?\n",
+      "    --worker_binary=", ShellQuote(options.worker_binary),
+      config.worker().has_command()
+          ? absl::StrCat(" \\\n    ", ShellQuote("--worker_command=" + config.worker().command()))
+          : "",
+      " || srun_status=$?\n",
       "# summary.json (and trace.json) from the files the tasks wrote; after a failure too,\n",
       "# naming the process that failed first.\n", "collect_status=0\n",
       ShellQuote(options.launcher), " --collect=\"$OUT\" || collect_status=$?\n",
@@ -292,6 +301,45 @@ std::string KubernetesManifests(const config::ExperimentConfig& config,
       "\n", "          # Done: stay up, or the StatefulSet would start the server again.\n",
       "          exec sleep infinity\n", "        ports:\n        - name: grpc\n",
       "          containerPort: ", port, "\n", server_mounts, pod_volumes(), server_volumes);
+  // The worker containers' command: p3_worker, or worker.command with the P3_*
+  // environment (tools/launcher/worker_program.h).
+  const bool program = config.worker().has_command();
+  std::string run_worker;
+  if (program) {
+    absl::StrAppend(
+        &run_worker,
+        restart ? "          # A container restarted in its pod finds the marker: it rejoins.\n"
+                  "          rejoin=0\n"
+                  "          [ -e /var/p3/state/started ] && rejoin=1\n"
+                  "          touch /var/p3/state/started\n"
+                : "          rejoin=0\n",
+        "          # The worker-program contract (docs/worker_api.md); the command itself is in\n"
+        "          # P3_WORKER_COMMAND (env below).\n",
+        "          export P3_RANK=\"$r\" P3_WORLD_SIZE=", workers,
+        " P3_SERVERS=", absl::StrJoin(addresses, ","), " \\\n",
+        "            P3_CONFIG=/etc/p3/config.textproto"
+        " P3_RESULT_FILE=/var/p3/out/results/worker_$r.json \\\n",
+        "            P3_RECORDS_FILE=/var/p3/out/records/worker_$r.csv P3_TRACE_FILE=",
+        config.trace() ? "/var/p3/out/traces/worker_$r.json" : "\"\"", " \\\n",
+        "            P3_REJOIN=\"$rejoin\" P3_RUN_DIR=/var/p3/out\n",
+        "          exec /bin/sh -c \"$P3_WORKER_COMMAND\"\n",
+        "        env:\n        - name: P3_WORKER_COMMAND\n          value: ",
+        YamlString(config.worker().command()), "\n");
+  } else {
+    absl::StrAppend(
+        &run_worker,
+        restart ? "          # A container restarted in its pod finds the marker: it rejoins.\n"
+                  "          rejoin=\"\"\n"
+                  "          [ -e /var/p3/state/started ] && rejoin=\"--rejoin\"\n"
+                  "          touch /var/p3/state/started\n"
+                : "",
+        "          exec ", options.worker_binary,
+        " --config=/etc/p3/config.textproto --rank=\"$r\" --servers=",
+        absl::StrJoin(addresses, ","),
+        " --result_file=/var/p3/out/results/worker_$r.json"
+        " --records_file=/var/p3/out/records/worker_$r.csv",
+        trace_worker, restart ? " $rejoin" : "", "\n");
+  }
   absl::StrAppend(
       &yaml, "---\napiVersion: batch/v1\nkind: Job\nmetadata:\n  name: ", job, "\n", ns,
       "  labels:\n", labels, "spec:\n  completionMode: Indexed\n  completions: ", workers,
@@ -304,16 +352,7 @@ std::string KubernetesManifests(const config::ExperimentConfig& config,
       "        command: [\"/bin/sh\", \"-c\"]\n        args:\n        - |\n", "          set -e\n",
       "          r=\"$JOB_COMPLETION_INDEX\"   # the completion index = the worker rank\n",
       "          mkdir -p /var/p3/out/results /var/p3/out/records /var/p3/out/traces\n",
-      restart ? "          # A container restarted in its pod finds the marker: it rejoins.\n"
-                "          rejoin=\"\"\n"
-                "          [ -e /var/p3/state/started ] && rejoin=\"--rejoin\"\n"
-                "          touch /var/p3/state/started\n"
-              : "",
-      "          exec ", options.worker_binary,
-      " --config=/etc/p3/config.textproto --rank=\"$r\" --servers=", absl::StrJoin(addresses, ","),
-      " --result_file=/var/p3/out/results/worker_$r.json"
-      " --records_file=/var/p3/out/records/worker_$r.csv",
-      trace_worker, restart ? " $rejoin" : "", "\n", mounts,
+      run_worker, mounts,
       restart ? "        - name: state\n          mountPath: /var/p3/state\n" : "", pod_volumes(),
       restart ? "      - name: state\n        emptyDir: {}\n" : "");
   return yaml;

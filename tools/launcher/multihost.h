@@ -69,8 +69,8 @@ struct RemoteProcess {
 
 // The POSIX shell script that prepares `process`'s host and runs it. The process runs in
 // the background while the script reads its stdin (the ssh connection); when that ends —
-// the launcher stopped ssh, or died — the script sends the process SIGTERM. The script
-// exits with the process's exit status.
+// the launcher stopped ssh, or died — the script sends the process and its children
+// SIGTERM. The script exits with the process's exit status.
 std::string RemoteScript(const RemoteProcess& process);
 
 // Kubernetes / DNS-1123 form of an experiment name: lower case, [a-z0-9-], at most 40
@@ -92,6 +92,9 @@ struct SlurmOptions {
   // cluster.rejoin_timeout_s > 0). Default: 0.
   int max_restarts = 0;
 };
+// The config's worker.command, if any, is passed to the task script
+// (--worker_command=...), which runs it instead of worker_binary with the P3_*
+// environment (tools/launcher/worker_program.h); a restarted one gets P3_REJOIN=1.
 
 // Tasks per node for `config`: the most processes placement puts on one machine.
 int SlurmTasksPerNode(const config::ExperimentConfig& config, int machines);
@@ -137,7 +140,10 @@ inline constexpr char kKubeCheckpointDir[] = "/var/p3/checkpoints";
 // Kubernetes objects for `config` in one multi-document YAML: a ConfigMap with the
 // resolved config (`config_text`), a headless Service and a StatefulSet of
 // cluster.servers servers (index = pod ordinal), an Indexed Job of cluster.workers
-// workers (rank = JOB_COMPLETION_INDEX).
+// workers (rank = JOB_COMPLETION_INDEX). With worker.command set, the worker containers
+// run it (from the container's P3_WORKER_COMMAND variable, through /bin/sh -c) with the
+// P3_* environment (tools/launcher/worker_program.h) instead of worker_binary; a container
+// restarted in its pod gets P3_REJOIN=1.
 std::string KubernetesManifests(const config::ExperimentConfig& config,
                                 const std::string& config_text, const KubernetesOptions& options);
 

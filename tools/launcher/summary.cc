@@ -316,6 +316,15 @@ Json BuildSummary(const SummaryInput& input) {
   }
   if (!input.hosts.empty()) summary["hosts"] = input.hosts;
   if (!input.tuning.is_null()) summary["tuning"] = input.tuning;
+  if (!input.worker_command.empty()) {
+    Json program{{"command", input.worker_command}, {"results_missing", input.results_missing}};
+    if (!input.results_missing.empty()) {
+      program["note"] =
+          "these workers' programs wrote no result file (P3_RESULT_FILE); the run's figures "
+          "come from rank 0's result, null when it wrote none";
+    }
+    summary["worker_program"] = program;
+  }
   // What worker 0's online search timed and chose (scheduling.online_search).
   for (const nlohmann::ordered_json& result : input.worker_results) {
     if (result.value("rank", -1) == 0 && result.contains("online_search")) {

@@ -143,7 +143,8 @@ struct SummaryInput {
   // The launcher's run time.
   double launcher_wall_seconds = 0;
   // Each worker's result, by rank; rank 0's numbers are the cluster's. Required: one,
-  // unless the run failed (then the results that were written, maybe none).
+  // unless the run failed or ran a worker program (then the results that were written,
+  // maybe none).
   std::vector<nlohmann::ordered_json> worker_results;
   // Every process and how it ended, servers first; empty: no "processes" member.
   // Default: empty.
@@ -170,10 +171,17 @@ struct SummaryInput {
   // The automatic slice size and credit search (tools/launcher/tuning.h); null: no
   // "tuning" member. Default: null.
   nlohmann::ordered_json tuning;
+  // The config's worker.command, when the workers ran a program of the user's own; empty:
+  // p3_worker, no "worker_program" member. Default: empty.
+  std::string worker_command;
+  // With worker_command: the workers whose program wrote no result file ("worker_1"),
+  // listed in "worker_program" instead of failing the run. Default: none.
+  std::vector<std::string> results_missing;
 };
 
 // summary.json's object, members in the documented order (docs/launcher.md): "status"
-// first, the run's figures (null after a failure without rank 0's result), then
+// first, the run's figures (null without rank 0's result: after a failure, or from a
+// worker program that wrote none), worker_program (with worker_command), then
 // processes, error, first_failure and follow_on_failures (after a failure), worker_timing,
 // straggler, workers_results.
 nlohmann::ordered_json BuildSummary(const SummaryInput& input);

@@ -1,7 +1,8 @@
 """The reliability page's scripts (docs/results/reliability): the soak's growth verdict and
 plot from a few rows of its CSVs, the kill trials' config and plot (the trials themselves
-run real clusters in //tests/cluster:rejoin_test), and the rejoin-memory fit against a
-stand-in rejoin_memory binary."""
+run real clusters in //tests/cluster:rejoin_test), the rejoin-memory fit against a
+stand-in rejoin_memory binary, and what the stalled-peer trials read from a worker trace."""
+import json
 import os
 import tempfile
 import unittest
@@ -10,6 +11,7 @@ import fakes
 import kill_trials
 import soak
 import soak_rejoin_memory
+import stalled_peer
 from results_lib import csv_io
 
 T = fakes.TESTDATA
@@ -74,6 +76,49 @@ class ReliabilityTest(unittest.TestCase):
         self.assertEqual(len(rows), 2 * 2 * 6)
         self.assertEqual(list(rows[0])[:4], ["build", "mode", "run", "rejoin"])
 
+
+    def test_stalled_peer_counts_sends_finished_during_the_stop_per_server(self):
+        # Chrome trace events as TraceRecorder writes them: tracks named by metadata.
+        events = [
+            {"ph": "M", "name": "thread_name", "tid": 3, "args": {"name": "send to server 0"}},
+            {"ph": "M", "name": "thread_name", "tid": 4, "args": {"name": "send to server 1"}},
+            {"ph": "M", "name": "thread_name", "tid": 5, "args": {"name": "compute"}},
+            # finished inside [1000, 2000]: counted
+            {"ph": "X", "cat": "send", "tid": 3, "ts": 900, "dur": 200, "args": {"bytes": 2e6}},
+            {"ph": "X", "cat": "send", "tid": 4, "ts": 1500, "dur": 10, "args": {"bytes": 1e6}},
+            # finished before the stop, after it, or not a send: not counted
+            {"ph": "X", "cat": "send", "tid": 3, "ts": 100, "dur": 800, "args": {"bytes": 5e6}},
+            {"ph": "X", "cat": "send", "tid": 3, "ts": 1990, "dur": 20, "args": {"bytes": 7e6}},
+            {"ph": "X", "cat": "compute", "tid": 5, "ts": 1200, "dur": 1, "args": {}},
+        ]
+        path = os.path.join(self.tmp.name, "trace.json")
+        with open(path, "w") as f:
+            json.dump({"traceEvents": events}, f)
+        self.assertEqual(stalled_peer.sends_by_server(path, 1000, 2000), {0: 2.0, 1: 1.0})
+
+    def test_stalled_peer_finds_what_the_stopped_server_held_back_on_the_other_link(self):
+        events = [
+            {"ph": "M", "name": "thread_name", "tid": 3, "args": {"name": "send to server 0"}},
+            {"ph": "M", "name": "thread_name", "tid": 4, "args": {"name": "send to server 1"}},
+            # iteration 6: all written before the stop
+            {"ph": "X", "cat": "send", "name": "gradient 0", "tid": 3, "ts": 10, "dur": 5,
+             "args": {"iteration": 6, "bytes": 4e6}},
+            # iteration 7, on its way at the stop (1000 .. 2000)
+            {"ph": "X", "cat": "send", "name": "gradient 1", "tid": 4, "ts": 990, "dur": 3000,
+             "args": {"iteration": 7, "bytes": 1e6}},
+            {"ph": "X", "cat": "send", "name": "gradient 2", "tid": 3, "ts": 1100, "dur": 100,
+             "args": {"iteration": 7, "bytes": 2e6}},
+            {"ph": "X", "cat": "send", "name": "gradient 4", "tid": 3, "ts": 1200, "dur": 900,
+             "args": {"iteration": 7, "bytes": 3e6}},
+            # a Pull is not a gradient
+            {"ph": "X", "cat": "send", "name": "pull 0", "tid": 3, "ts": 1500, "dur": 900,
+             "args": {"version": 8, "bytes": 5e6}},
+        ]
+        path = os.path.join(self.tmp.name, "trace.json")
+        with open(path, "w") as f:
+            json.dump({"traceEvents": events}, f)
+        self.assertEqual(stalled_peer.held_back(path, 1000, 2000), (7, 2.0, 3.0))
+        self.assertEqual(stalled_peer.held_back(path, 5, 9), (None, 0.0, 0.0))
 
 if __name__ == "__main__":
     unittest.main()

@@ -5,8 +5,12 @@
 //
 // Start the servers first (p3_server, or the launcher); every worker runs this program
 // with its own --rank. Rank 0 evaluates on the test set and writes the trained model.
+// Under launch_cluster's worker.command the launcher starts the servers and this program
+// once per rank, and the P3_* environment stands in for --rank, --num_workers, --servers
+// and --model_file (<P3_RUN_DIR>/model.pt); flags given on the command line still win.
 #include <torch/torch.h>
 
+#include <cstdlib>
 #include <iostream>
 #include <memory>
 #include <string>
@@ -14,6 +18,8 @@
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "models/data.h"
 #include "models/sampler.h"
@@ -122,9 +128,36 @@ absl::Status Train() {
   return p3::models::SaveStateDict(*model, absl::GetFlag(FLAGS_model_file));
 }
 
+// The worker-program environment (docs/worker_api.md, "Run your own program with
+// launch_cluster") as the flags' defaults, before the command line is parsed. Read here
+// in main(): p3's libraries never read the environment.
+absl::Status FlagsFromEnvironment() {
+  auto set_int = [](const char* name, absl::Flag<int>& flag) -> absl::Status {
+    const char* value = std::getenv(name);
+    if (value == nullptr) return absl::OkStatus();
+    int number = 0;
+    if (!absl::SimpleAtoi(value, &number)) {
+      return absl::InvalidArgumentError(absl::StrCat(name, "=\"", value, "\" is not an integer"));
+    }
+    absl::SetFlag(&flag, number);
+    return absl::OkStatus();
+  };
+  P3_RETURN_IF_ERROR(set_int("P3_RANK", FLAGS_rank));
+  P3_RETURN_IF_ERROR(set_int("P3_WORLD_SIZE", FLAGS_num_workers));
+  if (const char* servers = std::getenv("P3_SERVERS")) absl::SetFlag(&FLAGS_servers, servers);
+  if (const char* run_dir = std::getenv("P3_RUN_DIR")) {
+    absl::SetFlag(&FLAGS_model_file, absl::StrCat(run_dir, "/model.pt"));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (absl::Status from_env = FlagsFromEnvironment(); !from_env.ok()) {
+    std::cerr << "custom_trainer: " << from_env << std::endl;
+    return 2;
+  }
   absl::ParseCommandLine(argc, argv);
   // Before any thread: large messages without page faults (p3/base/allocator.h).
   if (absl::Status tuned = p3::TuneAllocatorForLargeMessages(); !tuned.ok()) {
