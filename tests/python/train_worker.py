@@ -8,7 +8,8 @@ at the end, and saved beside the parameters as OUT_FILE.buffers).
 
 Rank, servers and config come from the P3_* environment, as under launch_cluster. With
 P3_TEST_DIE_AFTER=K the process kills itself (SIGKILL) after iteration K's step(), unless it
-is a rejoining replacement (P3_REJOIN=1), which resumes at the cluster's iteration.
+is a rejoining replacement (P3_REJOIN=1), which resumes at the cluster's iteration; with
+P3_TEST_DIE_RANK=R only rank R does.
 """
 
 import os
@@ -45,7 +46,8 @@ def main():
         loss = torch.nn.functional.cross_entropy(net(x), y)
         loss.backward()
         optimizer.step()
-        if step == die_after and not ctx.rejoin:
+        if step == die_after and not ctx.rejoin and \
+                int(os.environ.get("P3_TEST_DIE_RANK", ctx.rank)) == ctx.rank:
             os.kill(os.getpid(), signal.SIGKILL)
     out_file = out_file.replace("RANK", str(ctx.rank))
     if name == "resnet18":

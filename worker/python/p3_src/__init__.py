@@ -19,6 +19,8 @@ each gradient as autograd produces it. The optimizer runs on the servers (the co
 import json
 import math
 import os
+import statistics
+import time
 
 import torch
 
@@ -174,6 +176,10 @@ class DistributedModel(torch.nn.Module):
             buffers=[b for _, b in buffers], buffer_names=[n for n, _ in buffers])
         self._layout = _layout(module)
         self._finished = False
+        self._started = time.monotonic()
+        self._last_step = None
+        self._step_seconds = []  # from one step() to the next
+        self._batch = None       # the first input's first dimension, for samples/s
         self._hooks = [module.register_forward_pre_hook(self._check_unchanged)]
         for i, (_, block_module, _) in enumerate(self._blocks):
             self._hooks.append(block_module.register_forward_pre_hook(self._gate(i)))
@@ -185,6 +191,8 @@ class DistributedModel(torch.nn.Module):
         return wait
 
     def _check_unchanged(self, module=None, inputs=None):
+        if self._batch is None and inputs and torch.is_tensor(inputs[0]) and inputs[0].dim():
+            self._batch = inputs[0].shape[0]
         if self._finished:
             raise Error("p3: the model was finished (finish()); distribute it again")
         layout = _layout(self.module)
@@ -213,6 +221,10 @@ class DistributedModel(torch.nn.Module):
             if "has no gradient yet" not in str(e):
                 raise
             raise Error(str(e) + ": call loss.backward() before step()") from None
+        now = time.monotonic()
+        if self._last_step is not None:
+            self._step_seconds.append(now - self._last_step)
+        self._last_step = now
 
     def sync(self):
         """Waits until every parameter holds the current iteration's values."""
@@ -225,8 +237,12 @@ class DistributedModel(torch.nn.Module):
         """
         self._worker.average_buffers()
 
-    def finish(self):
-        """Waits for the final values, leaves the cluster, writes P3_RESULT_FILE if set."""
+    def finish(self, final_loss=None, test_accuracy=None):
+        """Waits for the final values, leaves the cluster, writes P3_RESULT_FILE if set.
+
+        `final_loss` and `test_accuracy`, if the script gives them, go into the result
+        (launch_cluster's summary shows them); they are null otherwise.
+        """
         if self._finished:
             return
         self._worker.finish()
@@ -234,7 +250,7 @@ class DistributedModel(torch.nn.Module):
         for h in self._hooks:
             h.remove()
         if self._context.result_file:
-            self._write_result()
+            self._write_result(final_loss, test_accuracy)
 
     @property
     def iteration(self):
@@ -253,11 +269,18 @@ class DistributedModel(torch.nn.Module):
         """bytes_sent, bytes_received, bytes_shared, forward_wait_seconds so far."""
         return self._worker.stats()
 
-    def _write_result(self):
+    def _write_result(self, final_loss, test_accuracy):
+        # p3_worker's --result_file keys (launch_cluster requires them); samples/s: the whole
+        # cluster's samples over the median time from one step() to the next.
         with torch.no_grad():
             l2 = math.sqrt(sum(float(p.double().pow(2).sum()) for p in self.module.parameters()))
-        result = dict(rank=self._context.rank, iterations=self.iteration, param_l2=l2,
-                      program="python")
+        rate = None
+        if self._step_seconds and self._batch:
+            rate = self._batch * self._context.world_size / statistics.median(self._step_seconds)
+        result = dict(rank=self._context.rank, iterations=self.iteration,
+                      samples_per_second=rate, final_loss=final_loss,
+                      test_accuracy=test_accuracy, param_l2=l2,
+                      wall_seconds=time.monotonic() - self._started, program="python")
         result.update(self.stats())
         with open(self._context.result_file, "w") as f:
             f.write(json.dumps(result) + "\n")
@@ -297,5 +320,5 @@ class DistributedOptimizer:
                 closure()
         self.model.step()
 
-    def finish(self):
-        self.model.finish()
+    def finish(self, final_loss=None, test_accuracy=None):
+        self.model.finish(final_loss, test_accuracy)
