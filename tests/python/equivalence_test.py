@@ -3,7 +3,8 @@ on real p3_server processes, 1, 2 and 3 workers, in modes p3 and baseline (and t
 p3.DistributedOptimizer in no_forward_overlap): every worker ends with the parameters of
 plain single-process PyTorch SGD on the same global batches (`local` mode's semantics:
 the mean of the workers' gradients), within float tolerance, and they left the initial
-values. The same for torchvision's resnet18 with no block list, and for a job whose
+values. Every other cluster mode of p3/core/mode.h with 2 workers. The same for
+torchvision's resnet18 with no block list, and for a job whose
 worker 1 is killed and replaced by a rejoining process.
 """
 
@@ -60,6 +61,12 @@ class EquivalenceTest(unittest.TestCase):
         for workers in (1, 2, 3):
             with self.subTest(workers=workers):
                 self.check("baseline", workers)
+
+    def test_every_other_cluster_mode_with_two_workers(self):
+        for mode in ("slicing_only", "priority_only", "values_only", "no_overlap",
+                     "no_backward_overlap"):
+            with self.subTest(mode=mode):
+                self.check(mode, 2)
 
     def test_torchvision_resnet18_without_a_block_list(self):
         # BatchNorm normalises each worker's rows; its buffers are averaged at the end.
