@@ -19,6 +19,7 @@ PACKAGES=(
   clang-14 libclang-rt-14-dev  # tools/fuzz.sh (libFuzzer)
   python3-matplotlib
   python3-torch python3-torchvision
+  python3-dev pybind11-dev  # worker/python: the `p3` Python extension (pybind11 over the C++ worker)
   iproute2       # launch_cluster's emulated network: ip netns, veth, bridge, tc tbf
   iperf3         # //tests/tools:netem_test cross-checks the emulated links with it
   nftables       # tools/experiments/link_faults.py drops packets on an emulated link with nft

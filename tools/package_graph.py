@@ -27,6 +27,8 @@ LAYERS = [
     ("models and data", ["models"]),
     ("model config", ["models/config"]),
     ("edges and engines", ["server", "worker", "p3/pipeline", "p3/sim"]),
+    ("Python front end", ["worker/python"]),  # the `p3` package over the worker
+    ("examples", ["worker/examples"]),
     ("tool libraries", ["tools/launcher", "tools/results_lib"]),
     ("tools", ["tools"]),
     ("tests", ["tests"]),

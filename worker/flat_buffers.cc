@@ -54,4 +54,30 @@ void FlatBuffers::SetGradient(int64_t offset, const torch::Tensor& grad) {
   grads_.narrow(0, offset, grad.numel()).view(grad.sizes()).copy_(grad);
 }
 
+FloatBuffers PackFloatBuffers(const std::vector<torch::Tensor>& buffers) {
+  FloatBuffers packed{.values = std::make_shared<std::vector<float>>()};
+  int64_t n = 0;
+  for (const torch::Tensor& b : buffers) {
+    if (b.scalar_type() != torch::kFloat32) continue;
+    packed.tensors.push_back(b);
+    n += b.numel();
+  }
+  packed.values->reserve(static_cast<size_t>(n));
+  for (const torch::Tensor& b : packed.tensors) {
+    const torch::Tensor c = b.detach().to(torch::kCPU).contiguous();
+    packed.values->insert(packed.values->end(), c.data_ptr<float>(),
+                          c.data_ptr<float>() + c.numel());
+  }
+  return packed;
+}
+
+void UnpackFloatBuffers(const std::vector<float>& values, std::vector<torch::Tensor>& tensors) {
+  torch::NoGradGuard no_grad;
+  int64_t at = 0;
+  for (torch::Tensor& b : tensors) {
+    b.copy_(torch::from_blob(const_cast<float*>(values.data()) + at, b.sizes(), torch::kFloat32));
+    at += b.numel();
+  }
+}
+
 }  // namespace p3

@@ -54,6 +54,16 @@ class FlatBuffers {
   torch::Tensor grads_;
 };
 
+// A model's float32 buffers (BatchNorm's running statistics; others are left out) and
+// their values packed in order, for Worker::AverageBuffers.
+struct FloatBuffers {
+  std::vector<torch::Tensor> tensors;
+  std::shared_ptr<std::vector<float>> values;
+};
+FloatBuffers PackFloatBuffers(const std::vector<torch::Tensor>& buffers);
+// Copies `values` (as many as the tensors hold, in order) into the tensors.
+void UnpackFloatBuffers(const std::vector<float>& values, std::vector<torch::Tensor>& tensors);
+
 }  // namespace p3
 
 #endif  // P3_WORKER_FLAT_BUFFERS_H_

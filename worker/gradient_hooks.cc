@@ -2,6 +2,7 @@
 
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -18,6 +19,10 @@ GradientHooks::GradientHooks(std::vector<torch::Tensor> params, std::vector<std:
     const int tensor = static_cast<int>(t);
     hooks_.push_back(params_[t].register_hook([this, tensor](const torch::Tensor& grad) {
       if (!collecting_) return;
+      if (got_gradient_[tensor]) {
+        if (repeated_.empty()) repeated_ = names_[tensor];
+        return;
+      }
       got_gradient_[tensor] = true;
       on_gradient_(tensor, grad);
     }));
@@ -30,17 +35,31 @@ GradientHooks::~GradientHooks() {
 
 absl::Status GradientHooks::Backward(const torch::Tensor& loss) {
   try {
-    collecting_ = true;
-    got_gradient_.assign(params_.size(), false);
+    Begin();
     loss.backward();
     collecting_ = false;
   } catch (const c10::Error& e) {
     collecting_ = false;
     return absl::InternalError(absl::StrCat("backward pass failed: ", e.what_without_backtrace()));
   }
+  End();
+  return absl::OkStatus();
+}
+
+void GradientHooks::Begin() {
+  collecting_ = true;
+  got_gradient_.assign(params_.size(), false);
+  repeated_.clear();
+}
+
+void GradientHooks::End() {
+  collecting_ = false;
   // The hooks have the gradients; autograd's own copies are not needed.
   for (torch::Tensor& p : params_) p.mutable_grad().reset();
-  return absl::OkStatus();
+}
+
+bool GradientHooks::any_gradient() const {
+  return std::find(got_gradient_.begin(), got_gradient_.end(), true) != got_gradient_.end();
 }
 
 absl::Status GradientHooks::CheckEveryGradient(int rank, int64_t iteration) const {

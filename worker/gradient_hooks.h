@@ -45,6 +45,17 @@ class GradientHooks {
   // returned as Internal.
   absl::Status Backward(const torch::Tensor& loss);
 
+  // Backward() in two halves, for a caller that runs loss.backward() itself (the Python
+  // front end: the user's own backward): Begin() starts collecting, End() stops and
+  // releases autograd's copies of the gradients (the model's .grad fields).
+  void Begin();
+  void End();
+  // Since Begin(): whether any tensor received a gradient, and the name of the first one
+  // that received a second (a second backward pass before End()); "" when none did. A
+  // second gradient is not passed on.
+  bool any_gradient() const;
+  const std::string& repeated() const { return repeated_; }
+
   // After Backward: FailedPrecondition naming the first parameter that received no
   // gradient in `iteration` (on worker `rank`), else OK.
   absl::Status CheckEveryGradient(int rank, int64_t iteration) const;
@@ -56,6 +67,7 @@ class GradientHooks {
   std::vector<unsigned> hooks_;
   bool collecting_ = false;
   std::vector<bool> got_gradient_;  // per tensor, in the last Backward()
+  std::string repeated_;
 };
 
 }  // namespace p3

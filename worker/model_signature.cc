@@ -42,4 +42,41 @@ absl::StatusOr<ModelSignature> DescribeModel(const WorkerOptions& options,
   return m;
 }
 
+std::vector<int> BlockTensors(models::BlockModel& model) {
+  std::vector<int> first = {0};
+  for (int64_t b = 0; b < model.num_blocks(); ++b) {
+    first.push_back(first.back() + static_cast<int>(model.BlockParameters(b).size()));
+  }
+  return first;
+}
+
+std::vector<int> TensorBlocks(models::BlockModel& model) {
+  const std::vector<int> first = BlockTensors(model);
+  std::vector<int> block;
+  for (size_t b = 0; b + 1 < first.size(); ++b) {
+    for (int t = first[b]; t < first[b + 1]; ++t) block.push_back(static_cast<int>(b));
+  }
+  return block;
+}
+
+std::vector<std::string> BlockNames(const models::BlockModel& model) {
+  std::vector<std::string> names;
+  for (int64_t b = 0; b < model.num_blocks(); ++b) names.push_back(model.BlockName(b));
+  return names;
+}
+
+std::vector<std::pair<int64_t, int64_t>> BlockSpans(const std::vector<int>& block_tensors,
+                                                    const SlicePlan& plan) {
+  const int num_tensors = block_tensors.back();
+  auto offset = [&](int t) {
+    return t < num_tensors ? plan.tensor_offset(t) : plan.total_params();
+  };
+  std::vector<std::pair<int64_t, int64_t>> spans;
+  for (size_t b = 0; b + 1 < block_tensors.size(); ++b) {
+    spans.emplace_back(offset(block_tensors[b]),
+                       offset(block_tensors[b + 1]) - offset(block_tensors[b]));
+  }
+  return spans;
+}
+
 }  // namespace p3

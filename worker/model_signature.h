@@ -13,6 +13,7 @@
 #include <torch/types.h>
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -36,6 +37,16 @@ struct ModelSignature {
 // InvalidArgument naming a parameter that is not float32.
 absl::StatusOr<ModelSignature> DescribeModel(const WorkerOptions& options,
                                              models::BlockModel& model);
+
+// Where each block's tensors start in the model's parameter order, then the number of
+// tensors: block b holds [result[b], result[b+1]).
+std::vector<int> BlockTensors(models::BlockModel& model);
+// The block of each tensor, in the model's parameter order.
+std::vector<int> TensorBlocks(models::BlockModel& model);
+std::vector<std::string> BlockNames(const models::BlockModel& model);
+// [offset, count) of each block's values in `plan`'s flat buffers, given BlockTensors().
+std::vector<std::pair<int64_t, int64_t>> BlockSpans(const std::vector<int>& block_tensors,
+                                                    const SlicePlan& plan);
 
 }  // namespace p3
 

@@ -38,22 +38,6 @@ absl::StatusOr<std::unique_ptr<Transport>> OpenServerConnection(const TransportO
   return ServerConnection::Open(link);
 }
 
-// Where each block's tensors start in the model's parameter order, then the number of
-// tensors: block b holds [result[b], result[b+1]).
-std::vector<int> BlockTensors(models::BlockModel& model) {
-  std::vector<int> first = {0};
-  for (int64_t b = 0; b < model.num_blocks(); ++b) {
-    first.push_back(first.back() + static_cast<int>(model.BlockParameters(b).size()));
-  }
-  return first;
-}
-
-std::vector<std::string> BlockNames(const models::BlockModel& model) {
-  std::vector<std::string> names;
-  for (int64_t b = 0; b < model.num_blocks(); ++b) names.push_back(model.BlockName(b));
-  return names;
-}
-
 int TrackOf(TraceRecorder* trace, const char* name) {
   return trace != nullptr && trace->enabled() ? trace->Track(name) : 0;
 }
@@ -117,14 +101,7 @@ class Worker::Impl : public TransportListener {
           "cannot move the model's buffers to ", options_.device.str(), ": ",
           e.what_without_backtrace()));
     }
-    const std::vector<int> first = BlockTensors(*model_);
-    const SlicePlan& plan = core_.plan();
-    auto offset = [&](int t) {
-      return t < static_cast<int>(params_.size()) ? plan.tensor_offset(t) : plan.total_params();
-    };
-    for (size_t b = 0; b + 1 < first.size(); ++b) {
-      block_spans_.emplace_back(offset(first[b]), offset(first[b + 1]) - offset(first[b]));
-    }
+    block_spans_ = BlockSpans(BlockTensors(*model_), core_.plan());
     return absl::OkStatus();
   }
 
@@ -184,22 +161,10 @@ class Worker::Impl : public TransportListener {
   }
 
   absl::StatusOr<torch::Tensor> Forward(const torch::Tensor& input) {
-    const uint64_t version = static_cast<uint64_t>(iteration_);
-    const SlicePlan& plan = core_.plan();
     torch::Tensor x = input;
     try {
-      if (!traits_.overlap_forward) {
-        P3_RETURN_IF_ERROR(waits_.WaitForAll(version, plan));
-        if (staging_ != nullptr) staging_->ParamsToDevice(0, plan.total_params());
-      }
       for (int64_t b = 0; b < model_->num_blocks(); ++b) {
-        if (traits_.overlap_forward) {
-          P3_RETURN_IF_ERROR(waits_.WaitForBlock(static_cast<int>(b), version, plan));
-          // The block's values up to the device; only the device waits for the copy.
-          if (staging_ != nullptr) {
-            staging_->ParamsToDevice(block_spans_[b].first, block_spans_[b].second);
-          }
-        }
+        P3_RETURN_IF_ERROR(WaitForBlock(b));
         const absl::Time start = tracing() ? absl::Now() : absl::Time();
         x = model_->ForwardBlock(b, x);
         if (tracing()) {
@@ -213,40 +178,56 @@ class Worker::Impl : public TransportListener {
     return x;
   }
 
+  // Without forward overlap, the first wait of an iteration is for every block.
+  absl::Status WaitForBlock(int64_t b) {
+    if (b < 0 || b >= model_->num_blocks()) {
+      return absl::OutOfRangeError(absl::StrCat("block ", b, " of ", model_->num_blocks()));
+    }
+    const uint64_t version = static_cast<uint64_t>(iteration_);
+    const SlicePlan& plan = core_.plan();
+    if (!traits_.overlap_forward) {
+      if (all_ready_ == iteration_) return absl::OkStatus();
+      P3_RETURN_IF_ERROR(waits_.WaitForAll(version, plan));
+      if (staging_ != nullptr) staging_->ParamsToDevice(0, plan.total_params());
+      all_ready_ = iteration_;
+      return absl::OkStatus();
+    }
+    P3_RETURN_IF_ERROR(waits_.WaitForBlock(static_cast<int>(b), version, plan));
+    // The block's values up to the device; only the device waits for the copy.
+    if (staging_ != nullptr) {
+      staging_->ParamsToDevice(block_spans_[b].first, block_spans_[b].second);
+    }
+    return absl::OkStatus();
+  }
+
   absl::Status Backward(const torch::Tensor& loss, double loss_scale) {
-    P3_RETURN_IF_ERROR(failure());
-    if (!(loss_scale > 0) || !std::isfinite(loss_scale)) {
-      return absl::InvalidArgumentError(absl::StrCat("loss_scale: ", loss_scale,
-                                                     "; allowed: finite and > 0"));
-    }
-    // Every gradient of the last iteration is on its way (the forward pass needed them).
-    if (staging_ != nullptr) staging_->Drain();
-    // A re-plan takes effect here: the forward pass has every value of this iteration (the
-    // old plan's last), and no gradient of it has been sent.
-    if (absl::Status s = replans_.SwitchIfDue(static_cast<uint64_t>(iteration_)).status();
-        !s.ok()) {
-      Fail(s);
-      return s;
-    }
-    last_gradient_time_ = absl::Now();
-    last_traced_block_ = -1;
-    loss_scale_ = loss_scale;
-    if (loss_scale_ != 1) {
-      finite_ = torch::ones({}, torch::TensorOptions().dtype(torch::kBool).device(loss.device()));
-    }
+    P3_RETURN_IF_ERROR(Arm(loss_scale, loss.device()));
+    armed_ = false;  // hooks_->Backward begins and ends its own collection
     P3_RETURN_IF_ERROR(hooks_->Backward(loss_scale_ == 1 ? loss : loss * loss_scale_));
-    // Synchronous training needs every parameter's gradient from every worker.
-    if (absl::Status missing = hooks_->CheckEveryGradient(options_.rank, iteration_);
-        !missing.ok()) {
-      Fail(missing);
-      return missing;
+    return EndBackward();
+  }
+
+  absl::Status ArmGradients() {
+    if (armed_) return failure();
+    return Arm(1.0, options_.device);
+  }
+
+  absl::Status EndIteration() {
+    P3_RETURN_IF_ERROR(failure());
+    if (!armed_ || !hooks_->any_gradient()) {
+      return absl::FailedPreconditionError(absl::StrCat("worker ", options_.rank, ": iteration ",
+                                                        iteration_, " has no gradient yet"));
     }
-    if (!traits_.overlap_backward) {
-      if (staging_ != nullptr) staging_->Drain();  // every gradient in the host buffer
-      for (const Slice& slice : core_.plan().slices()) SendGradient(slice.id, iteration_);
+    hooks_->End();
+    armed_ = false;
+    if (!hooks_->repeated().empty()) {
+      const absl::Status twice = absl::FailedPreconditionError(absl::StrCat(
+          "worker ", options_.rank, ": parameter ", hooks_->repeated(), " received a second",
+          " gradient in iteration ", iteration_, " (two backward passes before the step)"));
+      Fail(twice);
+      return twice;
     }
-    ++iteration_;
-    return failure();
+    return EndBackward();
   }
 
   absl::Status Sync() {
@@ -276,20 +257,9 @@ class Worker::Impl : public TransportListener {
 
   absl::Status AverageBuffers() {
     P3_RETURN_IF_ERROR(failure());
-    std::vector<torch::Tensor> buffers;
-    int64_t n = 0;
-    for (const torch::Tensor& b : model_->buffers()) {
-      if (b.scalar_type() != torch::kFloat32) continue;
-      buffers.push_back(b);
-      n += b.numel();
-    }
-    if (buffers.empty()) return absl::OkStatus();
-    auto mine = std::make_shared<std::vector<float>>();
-    mine->reserve(static_cast<size_t>(n));
-    for (const torch::Tensor& b : buffers) {
-      const torch::Tensor c = b.detach().to(torch::kCPU).contiguous();
-      mine->insert(mine->end(), c.data_ptr<float>(), c.data_ptr<float>() + c.numel());
-    }
+    auto [tensors, mine] = PackFloatBuffers(model_->buffers());
+    if (tensors.empty()) return absl::OkStatus();
+    const int64_t n = static_cast<int64_t>(mine->size());
     // The round is the iteration: the same on every worker at the same point of the run.
     const uint64_t round = static_cast<uint64_t>(iteration_);
     buffer_exchange_.Expect(round);
@@ -306,12 +276,7 @@ class Worker::Impl : public TransportListener {
       Fail(wrong);
       return wrong;
     }
-    torch::NoGradGuard no_grad;
-    int64_t at = 0;
-    for (torch::Tensor& b : buffers) {
-      b.copy_(torch::from_blob(const_cast<float*>(mean.data()) + at, b.sizes(), torch::kFloat32));
-      at += b.numel();
-    }
+    UnpackFloatBuffers(mean, tensors);
     return absl::OkStatus();
   }
 
@@ -381,14 +346,47 @@ class Worker::Impl : public TransportListener {
   }
 
  private:
-  // The block of each tensor, in the model's parameter order.
-  static std::vector<int> TensorBlocks(models::BlockModel& model) {
-    const std::vector<int> first = BlockTensors(model);
-    std::vector<int> block;
-    for (size_t b = 0; b + 1 < first.size(); ++b) {
-      for (int t = first[b]; t < first[b + 1]; ++t) block.push_back(static_cast<int>(b));
+  // The start of a backward pass, between the forward pass and the first gradient.
+  absl::Status Arm(double loss_scale, const torch::Device& device) {
+    P3_RETURN_IF_ERROR(failure());
+    if (!(loss_scale > 0) || !std::isfinite(loss_scale)) {
+      return absl::InvalidArgumentError(absl::StrCat("loss_scale: ", loss_scale,
+                                                     "; allowed: finite and > 0"));
     }
-    return block;
+    // Every gradient of the last iteration is on its way (the forward pass needed them).
+    if (staging_ != nullptr) staging_->Drain();
+    // A re-plan takes effect here: the forward pass has every value of this iteration (the
+    // old plan's last), and no gradient of it has been sent.
+    if (absl::Status s = replans_.SwitchIfDue(static_cast<uint64_t>(iteration_)).status();
+        !s.ok()) {
+      Fail(s);
+      return s;
+    }
+    last_gradient_time_ = absl::Now();
+    last_traced_block_ = -1;
+    loss_scale_ = loss_scale;
+    if (loss_scale_ != 1) {
+      finite_ = torch::ones({}, torch::TensorOptions().dtype(torch::kBool).device(device));
+    }
+    armed_ = true;
+    hooks_->Begin();
+    return absl::OkStatus();
+  }
+
+  // The end of a backward pass whose gradients the hooks have.
+  absl::Status EndBackward() {
+    // Synchronous training needs every parameter's gradient from every worker.
+    if (absl::Status missing = hooks_->CheckEveryGradient(options_.rank, iteration_);
+        !missing.ok()) {
+      Fail(missing);
+      return missing;
+    }
+    if (!traits_.overlap_backward) {
+      if (staging_ != nullptr) staging_->Drain();  // every gradient in the host buffer
+      for (const Slice& slice : core_.plan().slices()) SendGradient(slice.id, iteration_);
+    }
+    ++iteration_;
+    return failure();
   }
 
   // What the transport to server `s` needs.
@@ -541,6 +539,8 @@ class Worker::Impl : public TransportListener {
   absl::Time last_gradient_time_;
   int last_traced_block_ = -1;
   int64_t iteration_ = 0;
+  int64_t all_ready_ = -1;  // the iteration whose blocks are all ready (no forward overlap)
+  bool armed_ = false;      // from Arm() to the end of that backward pass
 
   mutable absl::Mutex mu_;
   absl::Status failure_ ABSL_GUARDED_BY(mu_);
@@ -584,6 +584,9 @@ absl::Status Worker::Backward(const torch::Tensor& loss, double loss_scale) {
 }
 bool Worker::gradients_finite() const { return impl_->gradients_finite(); }
 absl::Status Worker::Sync() { return impl_->Sync(); }
+absl::Status Worker::WaitForBlock(int64_t block) { return impl_->WaitForBlock(block); }
+absl::Status Worker::ArmGradients() { return impl_->ArmGradients(); }
+absl::Status Worker::EndIteration() { return impl_->EndIteration(); }
 absl::Status Worker::Finish() { return impl_->Finish(); }
 absl::Status Worker::AverageBuffers() { return impl_->AverageBuffers(); }
 int64_t Worker::iteration() const { return impl_->iteration(); }

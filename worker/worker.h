@@ -192,6 +192,27 @@ class Worker {
   // Waits until every parameter holds the current version (e.g. before evaluating).
   absl::Status Sync();
 
+  // The same iteration in steps, for a caller that runs the model's forward and backward
+  // passes itself (the Python front end, worker/python/; docs/python.md) instead of
+  // Forward() and Backward(); slicing, priorities, credit and the mode are the same:
+  //   WaitForBlock(b) before running block b, for each block;
+  //   ArmGradients(); the caller's own loss.backward(); EndIteration().
+  // A model driven this way may leave ForwardBlock unimplemented.
+  //
+  // Waits until block `block`'s parameters (in modes without forward overlap: every
+  // block's) hold the current iteration's values, and puts them on the device.
+  // OutOfRange for a block that does not exist.
+  absl::Status WaitForBlock(int64_t block);
+  // From now until EndIteration(), each gradient autograd produces for a parameter is
+  // sliced and queued as in Backward(). Calling it again before EndIteration() does
+  // nothing.
+  absl::Status ArmGradients();
+  // Ends the iteration as Backward() does after its backward pass. FailedPrecondition,
+  // with the run going on and the gradients still armed, when no parameter has received
+  // a gradient since ArmGradients() (nothing was sent); FailedPrecondition, ending the
+  // run, when some parameter has none or one received two (a second backward pass).
+  absl::Status EndIteration();
+
   // Replaces the model's float32 buffers (BatchNorm's running mean and variance) by
   // their mean over all workers, summed in rank order, so that every worker evaluates
   // and exports the same model (docs/protocol.md, "Buffers"). Collective: every worker
