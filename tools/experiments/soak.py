@@ -14,8 +14,16 @@ reported as the growth between the first sample after --warmup_s and the last.
   /usr/bin/python3 tools/experiments/soak.py --plot_only --csv $R/soak_rss.csv \\
       --kills $R/soak_kills.csv --plot $R/soak_rss.png
 
+  # memory across 100 rejoins (issue 38): worker 0 is never killed, a kill every 6 s
+  /usr/bin/python3 tools/experiments/soak.py --iterations 4000 --kill_every_s 6 \\
+      --kill_ranks 1,2,3 --max_kills 100 --sample_s 3 --warmup_s 30 --csv ... --kills ... --json ...
+
 Prints progress every sample; takes as long as the run (about 30 min at 7000 iterations
 on 2 shared cores). The plot: the RSS of every process over time, the kills marked.
+The verdict also gives, for each long-lived process, its RSS at the first sample after
+the first kill's rejoin and at the last sample, and the kills in between
+("rss_across_rejoins"): issue 38's "RSS after 100 rejoins within 1 MB of the RSS after
+the first".
 """
 import argparse
 import json
@@ -88,6 +96,28 @@ def growth(samples, kills, warmup_s):
     return out
 
 
+def across_rejoins(samples, kills, settle_s):
+    """RSS of the long-lived processes at the first sample --settle_s after the first kill
+    (the first rejoin done) and at the last sample, with the kills in between."""
+    if not kills:
+        return {}
+    killed = {k["rank"] for k in kills}
+    first = kills[0]["t_s"] + settle_s
+    out = {}
+    for proc in sorted({x["process"] for x in samples}):
+        if proc.startswith("worker_") and int(proc.split("_")[1]) in killed:
+            continue
+        rows = [x for x in samples if x["process"] == proc and x["t_s"] >= first]
+        if len(rows) >= 2:
+            between = [k for k in kills if rows[0]["t_s"] - settle_s <= k["t_s"] <= rows[-1]["t_s"]]
+            out[proc] = {"after_first_rejoin_kb": rows[0]["rss_kb"], "last_kb": rows[-1]["rss_kb"],
+                         "growth_kb": rows[-1]["rss_kb"] - rows[0]["rss_kb"],
+                         "max_kb": max(x["rss_kb"] for x in rows),
+                         "kills_between": len(between),
+                         "from_s": rows[0]["t_s"], "to_s": rows[-1]["t_s"]}
+    return out
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--launcher", default="bazel-bin/tools/launch_cluster")
@@ -99,6 +129,15 @@ def main():
     p.add_argument("--sample_s", type=float, default=30)
     p.add_argument("--warmup_s", type=float, default=120)
     p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--launcher_arg", action="append", default=[],
+                   help="passed on to both launchers, e.g. --launcher_arg=--worker_binary=/tmp/w")
+    p.add_argument("--kill_ranks", default="",
+                   help="comma-separated worker ranks that may be killed (default: all); the "
+                        "others live through the run, to measure a worker whose peers rejoin")
+    p.add_argument("--max_kills", type=int, default=0,
+                   help="stop killing after this many (0: no limit); the run then goes on")
+    p.add_argument("--settle_s", type=float, default=10,
+                   help="rss_across_rejoins starts this long after the first kill")
     p.add_argument("--out", default="/tmp/p3_soak")
     p.add_argument("--csv", required=True, help="RSS samples")
     p.add_argument("--kills", required=True, help="kills made")
@@ -115,10 +154,12 @@ def main():
     if not a.json:
         p.error("--json is required")
     rng = random.Random(a.seed)
+    ranks = ([int(r) for r in a.kill_ranks.split(",")] if a.kill_ranks
+             else list(range(a.workers)))
     common = [a.launcher, f"--config={a.config}", f"--set=cluster.workers={a.workers}",
               f"--set=cluster.servers={a.servers}", f"--set=training.iterations={a.iterations}",
               "--set=training.log_every=100", "--set=cluster.peer_timeout_s=30",
-              "--set=output.save_model=false"]
+              "--set=output.save_model=false"] + a.launcher_arg
     started = {}
     for name, extra in (("soak", [f"--max_restarts={10 ** 6}"]), ("reference", [])):
         out_dir = os.path.join(a.out, name)
@@ -145,9 +186,9 @@ def main():
                                             "pid": pid, "rss_kb": kb})
             print(f"[soak] {now - start:6.0f} s  kills {len(kills)}  samples {len(samples)}",
                   flush=True)
-        if now >= next_kill:
+        if now >= next_kill and (a.max_kills <= 0 or len(kills) < a.max_kills):
             next_kill += a.kill_every_s
-            rank = rng.randrange(a.workers)
+            rank = rng.choice(ranks)
             pids = pids_of(f"--result_file={soak_dir}/results/worker_{rank}.json")
             if pids:
                 os.kill(pids[0], signal.SIGKILL)
@@ -166,7 +207,8 @@ def main():
                "reference_exit": ref_rc, "soak_status": s.get("status"),
                "soak_param_l2": s.get("param_l2"), "reference_param_l2": r.get("param_l2"),
                "identical": s.get("param_l2") is not None and s.get("param_l2") == r.get("param_l2"),
-               "rss_long_lived": growth(samples, kills, a.warmup_s)}
+               "rss_long_lived": growth(samples, kills, a.warmup_s),
+               "rss_across_rejoins": across_rejoins(samples, kills, a.settle_s)}
     with open(a.json, "w") as f:
         json.dump(verdict, f, indent=1)
     print(json.dumps(verdict, indent=1))
