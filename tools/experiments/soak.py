@@ -96,13 +96,14 @@ def growth(samples, kills, warmup_s):
     return out
 
 
-def across_rejoins(samples, kills, settle_s):
+def across_rejoins(samples, kills, settle_s, warmup_s):
     """RSS of the long-lived processes at the first sample --settle_s after the first kill
-    (the first rejoin done) and at the last sample, with the kills in between."""
+    (the first rejoin done) and after warm-up, and at the last sample, with the kills in
+    between. The reference run's processes (ref_*), if sampled, over the same times."""
     if not kills:
         return {}
     killed = {k["rank"] for k in kills}
-    first = kills[0]["t_s"] + settle_s
+    first = max(kills[0]["t_s"] + settle_s, warmup_s)
     out = {}
     for proc in sorted({x["process"] for x in samples}):
         if proc.startswith("worker_") and int(proc.split("_")[1]) in killed:
@@ -137,7 +138,11 @@ def main():
     p.add_argument("--max_kills", type=int, default=0,
                    help="stop killing after this many (0: no limit); the run then goes on")
     p.add_argument("--settle_s", type=float, default=10,
-                   help="rss_across_rejoins starts this long after the first kill")
+                   help="rss_across_rejoins starts this long after the first kill, and not "
+                        "before --warmup_s")
+    p.add_argument("--sample_reference", action="store_true",
+                   help="also sample the reference run's processes (as ref_server_0, ...): "
+                        "what grows without any kill")
     p.add_argument("--out", default="/tmp/p3_soak")
     p.add_argument("--csv", required=True, help="RSS samples")
     p.add_argument("--kills", required=True, help="kills made")
@@ -145,7 +150,23 @@ def main():
     p.add_argument("--plot", default="", help="draw the RSS samples and kills here (PNG)")
     p.add_argument("--plot_only", action="store_true",
                    help="only draw --plot from --csv and --kills; run nothing")
+    p.add_argument("--rss_only", action="store_true",
+                   help="only compute rss_long_lived and rss_across_rejoins from --csv and "
+                        "--kills (with --warmup_s, --settle_s) into --json; run nothing")
     a = p.parse_args()
+    if a.rss_only:
+        num = lambda r: {k: (v if k == "process" else float(v) if k == "t_s" else int(v))
+                         for k, v in r.items()}
+        samples = [num(r) for r in csv_io.read_rows(a.csv)]
+        kills = [num(r) for r in csv_io.read_rows(a.kills)]
+        out = {"warmup_s": a.warmup_s, "settle_s": a.settle_s,
+               "rss_long_lived": growth(samples, kills, a.warmup_s),
+               "rss_across_rejoins": across_rejoins(samples, kills, a.settle_s, a.warmup_s)}
+        if a.json:
+            with open(a.json, "w") as f:
+                json.dump(out, f, indent=1)
+        print(json.dumps(out, indent=1))
+        return 0
     if a.plot_only:
         if not a.plot:
             p.error("--plot_only needs --plot")
@@ -175,15 +196,20 @@ def main():
         now = time.time()
         if now >= next_sample:
             next_sample += a.sample_s
-            for role, count in (("server", a.servers), ("worker", a.workers)):
-                for i in range(count):
-                    flag = (f"--server_index={i} --port_file={soak_dir}/ports/server_{i}.port"
-                            if role == "server" else f"--result_file={soak_dir}/results/worker_{i}.json")
-                    for pid in pids_of(flag):
-                        kb = rss_kb(pid)
-                        if kb is not None:
-                            samples.append({"t_s": round(now - start, 1), "process": f"{role}_{i}",
-                                            "pid": pid, "rss_kb": kb})
+            sampled = [("", soak_dir)] + ([("ref_", started["reference"][1])]
+                                          if a.sample_reference else [])
+            for prefix, run_dir in sampled:
+                for role, count in (("server", a.servers), ("worker", a.workers)):
+                    for i in range(count):
+                        flag = (f"--server_index={i} --port_file={run_dir}/ports/server_{i}.port"
+                                if role == "server"
+                                else f"--result_file={run_dir}/results/worker_{i}.json")
+                        for pid in pids_of(flag):
+                            kb = rss_kb(pid)
+                            if kb is not None:
+                                samples.append({"t_s": round(now - start, 1),
+                                                "process": f"{prefix}{role}_{i}",
+                                                "pid": pid, "rss_kb": kb})
             print(f"[soak] {now - start:6.0f} s  kills {len(kills)}  samples {len(samples)}",
                   flush=True)
         if now >= next_kill and (a.max_kills <= 0 or len(kills) < a.max_kills):
@@ -208,7 +234,7 @@ def main():
                "soak_param_l2": s.get("param_l2"), "reference_param_l2": r.get("param_l2"),
                "identical": s.get("param_l2") is not None and s.get("param_l2") == r.get("param_l2"),
                "rss_long_lived": growth(samples, kills, a.warmup_s),
-               "rss_across_rejoins": across_rejoins(samples, kills, a.settle_s)}
+               "rss_across_rejoins": across_rejoins(samples, kills, a.settle_s, a.warmup_s)}
     with open(a.json, "w") as f:
         json.dump(verdict, f, indent=1)
     print(json.dumps(verdict, indent=1))
