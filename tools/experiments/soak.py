@@ -97,25 +97,33 @@ def growth(samples, kills, warmup_s):
 
 
 def across_rejoins(samples, kills, settle_s, warmup_s):
-    """RSS of the long-lived processes at the first sample --settle_s after the first kill
-    (the first rejoin done) and after warm-up, and at the last sample, with the kills in
-    between. The reference run's processes (ref_*), if sampled, over the same times."""
+    """RSS of the long-lived processes from the first sample --settle_s after the first
+    kill (its rejoin done) and not before warm-up, to the first sample --settle_s after
+    the last kill (or the last sample), with the kills between the two samples; also the
+    last sample and the largest. The reference run's processes (ref_*), if sampled, over
+    the same window."""
     if not kills:
         return {}
     killed = {k["rank"] for k in kills}
     first = max(kills[0]["t_s"] + settle_s, warmup_s)
+    last = kills[-1]["t_s"] + settle_s
     out = {}
     for proc in sorted({x["process"] for x in samples}):
         if proc.startswith("worker_") and int(proc.split("_")[1]) in killed:
             continue
         rows = [x for x in samples if x["process"] == proc and x["t_s"] >= first]
-        if len(rows) >= 2:
-            between = [k for k in kills if rows[0]["t_s"] - settle_s <= k["t_s"] <= rows[-1]["t_s"]]
-            out[proc] = {"after_first_rejoin_kb": rows[0]["rss_kb"], "last_kb": rows[-1]["rss_kb"],
-                         "growth_kb": rows[-1]["rss_kb"] - rows[0]["rss_kb"],
-                         "max_kb": max(x["rss_kb"] for x in rows),
-                         "kills_between": len(between),
-                         "from_s": rows[0]["t_s"], "to_s": rows[-1]["t_s"]}
+        if len(rows) < 2:
+            continue
+        end = next((x for x in rows if x["t_s"] >= last), rows[-1])
+        window = [x for x in rows if x["t_s"] <= end["t_s"]]
+        out[proc] = {"after_first_rejoin_kb": rows[0]["rss_kb"],
+                     "after_last_rejoin_kb": end["rss_kb"],
+                     "growth_kb": end["rss_kb"] - rows[0]["rss_kb"],
+                     "max_kb": max(x["rss_kb"] for x in window),
+                     "last_kb": rows[-1]["rss_kb"],
+                     "kills_between": sum(1 for k in kills
+                                          if rows[0]["t_s"] < k["t_s"] <= end["t_s"]),
+                     "from_s": rows[0]["t_s"], "to_s": end["t_s"]}
     return out
 
 
