@@ -80,6 +80,38 @@ def plot(rss_path, kills_path, out):
     print("wrote", out)
 
 
+def plot_growth(rss_path, kills_path, out, warmup_s):
+    """Draws the long-lived processes' RSS (servers, workers never killed, and the
+    reference run's, dashed) as the change since the first sample after warm-up, in MiB."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    rows = csv_io.read_rows(rss_path)
+    kills = csv_io.read_rows(kills_path)
+    killed = {int(k["rank"]) for k in kills}
+    fig, ax = plt.subplots(figsize=(9, 4.5))
+    for proc in sorted({r["process"] for r in rows}):
+        if proc.startswith("worker_") and int(proc.split("_")[1]) in killed:
+            continue
+        pts = [(float(r["t_s"]), int(r["rss_kb"])) for r in rows
+               if r["process"] == proc and float(r["t_s"]) >= warmup_s]
+        if len(pts) < 2:
+            continue
+        ax.plot([t / 60 for t, _ in pts], [(kb - pts[0][1]) / 1024 for _, kb in pts],
+                linestyle="--" if proc.startswith("ref_") else "-", linewidth=1.2, label=proc)
+    for k in kills:
+        ax.axvline(float(k["t_s"]) / 60, color="grey", linestyle=":", linewidth=0.5)
+    ax.axhline(1, color="red", linewidth=0.8)
+    ax.set_xlabel("minutes (dotted: a worker SIGKILLed; dashed lines: the run without kills)")
+    ax.set_ylabel("RSS change since warm-up (MiB)")
+    ax.set_title("Long-lived processes while their peers are killed and rejoin (red: +1 MiB)")
+    ax.legend(fontsize=7, ncol=3)
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(out, dpi=100)
+    print("wrote", out)
+
+
 def growth(samples, kills, warmup_s):
     """RSS growth of the long-lived processes (servers, workers never killed) between the
     first sample after warm-up and the last."""
@@ -158,6 +190,9 @@ def main():
     p.add_argument("--plot", default="", help="draw the RSS samples and kills here (PNG)")
     p.add_argument("--plot_only", action="store_true",
                    help="only draw --plot from --csv and --kills; run nothing")
+    p.add_argument("--plot_growth_only", default="",
+                   help="only draw the long-lived processes' RSS change since warm-up from "
+                        "--csv and --kills into this PNG; run nothing")
     p.add_argument("--rss_only", action="store_true",
                    help="only compute rss_long_lived and rss_across_rejoins from --csv and "
                         "--kills (with --warmup_s, --settle_s) into --json; run nothing")
@@ -179,6 +214,9 @@ def main():
         if not a.plot:
             p.error("--plot_only needs --plot")
         plot(a.csv, a.kills, a.plot)
+        return 0
+    if a.plot_growth_only:
+        plot_growth(a.csv, a.kills, a.plot_growth_only, a.warmup_s)
         return 0
     if not a.json:
         p.error("--json is required")
