@@ -35,7 +35,7 @@ struct AllocatorOptions {
   // allocations; the server's threads are few and mostly wait on the network.
   // p3_worker passes it too: with per-thread arenas each arena keeps its own peak, and a
   // long-lived process's RSS crept as new threads landed on other arenas (a server by
-  // 5.7 MB per 100 rejoins in tools/rejoin_memory, a worker by 1.9 MB across 90 of its
+  // 5.7 MB per 100 rejoins in tools/rejoin_memory, a worker by 1.2-1.9 MB across 90 of its
   // peers' rejoins; docs/results/reliability/soak.md).
   bool one_arena = false;
 };
