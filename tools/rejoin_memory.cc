@@ -1,9 +1,11 @@
 // rejoin_memory: does a server's memory grow with every worker rejoin? Drives one real
 // ParameterServer (gRPC on loopback, port 0) through hundreds of rejoins of a worker in
 // one process, and records after each rejoin glibc's heap in use (mallinfo2: uordblks +
-// hblkhd, i.e. what is allocated, not what the allocator keeps), the process's RSS, and
-// its shared-memory mappings. A leak grows the heap in use per rejoin; a high-water
-// mark grows RSS only.
+// hblkhd, i.e. what is allocated, not what the allocator keeps), the process's RSS, its
+// shared-memory mappings, and where the rest of RSS could be: the heap glibc holds
+// (mallinfo2 arena: every arena's pages taken from the system, in use or not), the free
+// bytes in it (fordblks), the number of threads (each has a stack) and of mappings. A
+// leak grows the heap in use per rejoin; a high-water mark grows RSS only.
 //
 //   bazel build //tools:rejoin_memory
 //   bazel-bin/tools/rejoin_memory --rejoins=300 --shared_memory --csv=out.csv
@@ -43,6 +45,12 @@ ABSL_FLAG(int64_t, slice_params, 2000, "floats per slice");
 ABSL_FLAG(bool, shared_memory, false,
           "the workers offer their buffers in shared memory, as colocated workers do");
 ABSL_FLAG(std::string, csv, "", "where to write one row per rejoin (default: stdout)");
+ABSL_FLAG(bool, one_arena, true,
+          "all threads allocate from one malloc arena, as in p3_server (false: one arena "
+          "per thread, as in p3_worker and as p3_server was before commit f4edb82)");
+ABSL_FLAG(int, settle_ms, 0,
+          "wait this long after each round before taking the figures, for what is still in "
+          "flight in gRPC to arrive and be freed");
 ABSL_FLAG(bool, exit_running, false,
           "exit at once after the last rejoin, the server still running: under valgrind "
           "--show-leak-kinds=reachable, what is allocated then, by stack");
@@ -155,9 +163,29 @@ class Worker : public TransportListener {
   std::unique_ptr<ServerConnection> conn_;
 };
 
-int64_t HeapInUse() {
+struct HeapFigures {
+  int64_t in_use = 0;  // uordblks + hblkhd: allocated and not freed
+  int64_t arena = 0;   // pages the arenas took from the system (sbrk and heaps)
+  int64_t hblkhd = 0;  // in mmapped chunks (none with p3's allocator settings)
+  int64_t free = 0;    // fordblks: free bytes the arenas keep
+};
+
+HeapFigures Heap() {
   const struct mallinfo2 info = mallinfo2();
-  return static_cast<int64_t>(info.uordblks + info.hblkhd);
+  return {.in_use = static_cast<int64_t>(info.uordblks + info.hblkhd),
+          .arena = static_cast<int64_t>(info.arena),
+          .hblkhd = static_cast<int64_t>(info.hblkhd),
+          .free = static_cast<int64_t>(info.fordblks)};
+}
+
+// Lines of /proc/self/status "Threads:".
+int Threads() {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind("Threads:", 0) == 0) return std::atoi(line.c_str() + 8);
+  }
+  return -1;
 }
 
 int64_t RssBytes() {
@@ -167,12 +195,18 @@ int64_t RssBytes() {
   return resident * 4096;
 }
 
-int SharedMappings() {
+struct Mappings {
+  int all = 0;
+  int shared = 0;  // of p3's shared-memory regions
+};
+
+Mappings CountMappings() {
   std::ifstream maps("/proc/self/maps");
   std::string line;
-  int n = 0;
+  Mappings n;
   while (std::getline(maps, line)) {
-    if (line.find("/dev/shm/p3-") != std::string::npos) ++n;
+    ++n.all;
+    if (line.find("/dev/shm/p3-") != std::string::npos) ++n.shared;
   }
   return n;
 }
@@ -206,7 +240,8 @@ int Run() {
   check(w0.Open(port, false), "worker 0");
   check(w1->Open(port, false), "worker 1");
   std::ostringstream rows;
-  rows << "rejoin,iteration,heap_in_use_bytes,rss_bytes,shm_mappings\n";
+  rows << "rejoin,iteration,heap_in_use_bytes,rss_bytes,shm_mappings,arena_bytes,hblkhd_bytes,"
+          "free_bytes,threads,mappings\n";
   uint64_t it = 0;
   for (int r = 0; r <= rejoins; ++r) {
     if (r > 0) {
@@ -221,9 +256,15 @@ int Run() {
     ++it;
     check(w0.WaitFor(it), "worker 0's next version");
     check(w1->WaitFor(it), "worker 1's next version");
+    if (const int settle = absl::GetFlag(FLAGS_settle_ms); settle > 0) {
+      absl::SleepFor(absl::Milliseconds(settle));
+    }
     malloc_trim(0);  // does not change what is in use; only what is kept
-    rows << r << "," << it << "," << HeapInUse() << "," << RssBytes() << "," << SharedMappings()
-         << "\n";
+    const HeapFigures heap = Heap();
+    const Mappings maps = CountMappings();
+    rows << r << "," << it << "," << heap.in_use << "," << RssBytes() << "," << maps.shared << ","
+         << heap.arena << "," << heap.hblkhd << "," << heap.free << "," << Threads() << ","
+         << maps.all << "\n";
   }
   const std::string csv = absl::GetFlag(FLAGS_csv);
   if (csv.empty()) {
@@ -243,7 +284,12 @@ int Run() {
 
 int main(int argc, char** argv) {
   // As p3_server does: glibc keeps freed memory for large messages (p3/base/allocator.h), so
-  // RSS is a high-water mark here as there.
+  // RSS is a high-water mark here as there. --one_arena is a flag, read before any thread
+  // starts; mallopt(M_ARENA_MAX) is set here after parsing, still on the one thread.
   p3::Program program("rejoin_memory", argc, argv, {.allocator = p3::AllocatorOptions{}});
+  if (absl::GetFlag(FLAGS_one_arena) && mallopt(M_ARENA_MAX, 1) != 1) {
+    std::cerr << "rejoin_memory: mallopt(M_ARENA_MAX) was refused\n";
+    return 1;
+  }
   return p3::Run();
 }

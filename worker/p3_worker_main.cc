@@ -29,8 +29,12 @@ ABSL_FLAG(bool, rejoin, false,
           "resume at the cluster's iteration (needs cluster.rejoin_timeout_s > 0)");
 
 int main(int argc, char** argv) {
+  // One malloc arena, as in p3_server: with glibc's per-thread arenas a long-lived
+  // worker's RSS crept by 1.2-1.9 MB while its peers rejoined 90 times, by 0.1-0.2 MB
+  // with one (docs/results/reliability/soak.md, "Memory across 100 rejoins").
+  // Throughput was the same within noise (docs/simulator.md, "The cost of a switch").
   p3::Program program("p3_worker", argc, argv,
-                      {.allocator = p3::AllocatorOptions{},
+                      {.allocator = p3::AllocatorOptions{.one_arena = true},
                        .skip_lock_order_checks = true,
                        .config_overrides = true});
   absl::StatusOr<p3::config::ExperimentConfig> config =

@@ -33,6 +33,10 @@ struct AllocatorOptions {
   // faulted in fresh memory: VGG-19, 2 servers on 2 cores, 2 - 15 s per switch
   // (docs/simulator.md, "The cost of a switch"). The price is one lock for all large
   // allocations; the server's threads are few and mostly wait on the network.
+  // p3_worker passes it too: with per-thread arenas each arena keeps its own peak, and a
+  // long-lived process's RSS crept as new threads landed on other arenas (a server by
+  // 5.7 MB per 100 rejoins in tools/rejoin_memory, a worker by 1.2-1.9 MB across 90 of its
+  // peers' rejoins; docs/results/reliability/soak.md).
   bool one_arena = false;
 };
 

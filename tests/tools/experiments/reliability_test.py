@@ -42,6 +42,18 @@ class ReliabilityTest(unittest.TestCase):
         last = [s for s in samples if s["process"] == "server_0"][-1]
         self.assertEqual(g["server_0"]["growth_kb"], last["rss_kb"] - first["rss_kb"])
 
+    def test_soak_across_rejoins_runs_from_warmup_to_a_settle_after_the_last_kill(self):
+        samples = [{"t_s": float(t), "process": proc, "pid": 1, "rss_kb": 100 + t}
+                   for t in range(0, 151, 30) for proc in ("server_0", "worker_1", "ref_worker_1")]
+        kills = [{"t_s": 10.0, "rank": 1, "pid": 2}, {"t_s": 80.0, "rank": 1, "pid": 3},
+                 {"t_s": 100.0, "rank": 1, "pid": 4}]
+        w = soak.across_rejoins(samples, kills, settle_s=10, warmup_s=50)
+        self.assertNotIn("worker_1", w)  # killed: not long-lived
+        self.assertIn("ref_worker_1", w)  # the run without kills keeps its rank 1
+        s0 = w["server_0"]
+        self.assertEqual((s0["from_s"], s0["to_s"]), (60.0, 120.0))  # 110 s: 100 + settle
+        self.assertEqual((s0["growth_kb"], s0["kills_between"], s0["last_kb"]), (60, 2, 250))
+
     def test_soak_plot_only_draws_from_the_csvs(self):
         png = os.path.join(self.tmp.name, "rss.png")
         fakes.run_script("soak.py", "--plot_only", f"--csv={T}/soak_rss.csv",
@@ -72,6 +84,10 @@ class ReliabilityTest(unittest.TestCase):
                                "--rejoins=6", "--skip=2", f"--csv={csv}")
         self.assertIn("fake,stream,2,100;100/100,4096,1200->1500", out)
         self.assertIn("fake,shared_memory,2,", out)
+        flagged = fakes.run_script("soak_rejoin_memory.py", f"--binary=fake={binary}", "--runs=1",
+                                   "--rejoins=6", "--skip=2", "--flags=more=--one_arena=false",
+                                   f"--csv={csv}")
+        self.assertIn("fake+more,stream,1,", flagged)
         rows = csv_io.read_rows(csv)
         self.assertEqual(len(rows), 2 * 2 * 6)
         self.assertEqual(list(rows[0])[:4], ["build", "mode", "run", "rejoin"])
