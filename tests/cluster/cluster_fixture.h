@@ -41,6 +41,8 @@ enum class ModelKind { kMlp, kBatchNorm };
 std::shared_ptr<models::BlockModel> MakeModel(uint64_t seed, ModelKind kind = ModelKind::kMlp);
 
 // The global batch of step `step`: rows [r*kBatch, (r+1)*kBatch) belong to worker r.
+// Seeds libtorch's global generator: not for several threads at once (draw the batches
+// before starting the workers' threads, as worker_test does).
 std::pair<torch::Tensor, torch::Tensor> GlobalBatch(int step, int workers);
 
 // SGD with momentum and weight decay; the same with a warm-up + cosine schedule (every

@@ -186,7 +186,7 @@ CATCH_TEST_CASE("when ssh's stdin closes, the remote process gets SIGTERM") {
 }
 
 CATCH_TEST_CASE("when ssh's stdin closes, a process without children gets SIGTERM too") {
-  // The watchdog first stops the process's children (pkill -P), which finds none here;
+  // The watchdog lists the process's children (pgrep -P), which finds none here;
   // under the script's `set -e` that must not end the watchdog before the process.
   RemoteProcess process;
   process.working_directory = TempDir("childless");

@@ -81,6 +81,11 @@ Run Train(Mode mode, std::vector<bool> stepwise) {
   run.status.resize(workers);
   std::vector<std::shared_ptr<TestMlp>> mlps;
   for (int r = 0; r < workers; ++r) mlps.push_back(MakeTestMlp(r == 0 ? 1 : 77 + r));
+  // Drawn here, not in the workers' threads: GlobalBatch seeds libtorch's global
+  // generator, which two threads drawing at once would interleave (different batches, and
+  // results that differ from run to run).
+  std::vector<std::pair<torch::Tensor, torch::Tensor>> batches;
+  for (int step = 0; step < kSteps; ++step) batches.push_back(GlobalBatch(step, workers));
   std::vector<std::thread> threads;
   for (int r = 0; r < workers; ++r) {
     threads.emplace_back([&, r] {
@@ -103,7 +108,7 @@ Run Train(Mode mode, std::vector<bool> stepwise) {
         return;
       }
       for (int step = 0; step < kSteps && status.ok(); ++step) {
-        const auto [gx, gy] = GlobalBatch(step, workers);
+        const auto& [gx, gy] = batches[step];
         const torch::Tensor x = gx.narrow(0, r * kBatch, kBatch);
         const torch::Tensor y = gy.narrow(0, r * kBatch, kBatch);
         if (stepwise[r]) {

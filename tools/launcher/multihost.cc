@@ -119,12 +119,17 @@ std::string RemoteScript(const RemoteProcess& process) {
                   // The process must not read the connection; the watchdog does.
                   "exec 3<&0\n", ShellCommand(process.argv), " </dev/null &\n", "pid=$!\n",
                   // EOF on stdin: ssh ended (stopped by the launcher, or the launcher died).
-                  // Its children first: a worker program's `/bin/sh -c` does not exec
-                  // the command it runs (pkill is procps'; without it, only the process).
-                  // `|| :`: the subshell runs under `set -e`, and pkill fails when the
+                  // The process, then the children it had: a worker program's
+                  // `/bin/sh -c` does not exec the command it runs, and dies of SIGTERM
+                  // without passing it on. The children are listed before the process is
+                  // signalled (after, they would belong to init), and signalled after it,
+                  // so that a process that handles SIGTERM itself (a server, a trap)
+                  // still gets it first. pgrep is procps'; without it, only the process.
+                  // `|| :`: the subshell runs under `set -e`, and pgrep fails when the
                   // process has no children.
-                  "( cat <&3 >/dev/null 2>&1; pkill -TERM -P \"$pid\" 2>/dev/null || :; "
-                  "kill -TERM \"$pid\" 2>/dev/null ) "
+                  "( cat <&3 >/dev/null 2>&1; kids=$(pgrep -P \"$pid\" 2>/dev/null || :); "
+                  "kill -TERM \"$pid\" 2>/dev/null || :; "
+                  "[ -z \"$kids\" ] || kill -TERM $kids 2>/dev/null || : ) "
                   ">/dev/null 2>&1 &\n",
                   "exec 3<&-\n", "set +e\n", "wait \"$pid\"\n", "exit $?\n");
   return script;
