@@ -28,24 +28,35 @@ scheduling { slice_params: 20000 }
 output { save_model: false }
 CFG
 
-for s in 0 1; do
-  "$SERVER" --config="$TMP/c.textproto" --server_index=$s --port_file="$TMP/s$s.port" \
-    > "$TMP/server_$s.log" 2>&1 &
-  pids+=($!)
-done
-for s in 0 1; do
-  for _ in $(seq 100); do [ -s "$TMP/s$s.port" ] && break; sleep 0.1; done
-  [ -s "$TMP/s$s.port" ] || { fail "server $s did not start"; exit 1; }
-done
-addresses="127.0.0.1:$(cat "$TMP/s0.port"),127.0.0.1:$(cat "$TMP/s1.port")"
-for r in 0 1; do
-  "$WORKER" --config="$TMP/c.textproto" --rank=$r --servers="$addresses" \
-    > "$TMP/worker_$r.log" 2>&1 &
-  pids+=($!)
-  eval "worker_pid_$r=$!"
-done
-for _ in $(seq 600); do grep -q 'PROGRESS iteration=10 ' "$TMP/worker_1.log" && break; sleep 0.1; done
-grep -q 'PROGRESS iteration=10 ' "$TMP/worker_1.log" || { fail "no progress"; tail "$TMP"/*.log; exit 1; }
+# 2 servers and 2 workers on $TMP/c.textproto, logs $TMP/<prefix>server_<s>.log and
+# <prefix>worker_<r>.log; sets server_pid_<s> and worker_pid_<r>; returns once worker 1 has
+# done 10 iterations.
+start_cluster() {
+  local prefix=$1
+  rm -f "$TMP"/s?.port
+  for s in 0 1; do
+    "$SERVER" --config="$TMP/c.textproto" --server_index=$s --port_file="$TMP/s$s.port" \
+      > "$TMP/${prefix}server_$s.log" 2>&1 &
+    pids+=($!)
+    eval "server_pid_$s=$!"
+  done
+  for s in 0 1; do
+    for _ in $(seq 100); do [ -s "$TMP/s$s.port" ] && break; sleep 0.1; done
+    [ -s "$TMP/s$s.port" ] || { fail "server $s did not start"; exit 1; }
+  done
+  local addresses="127.0.0.1:$(cat "$TMP/s0.port"),127.0.0.1:$(cat "$TMP/s1.port")"
+  for r in 0 1; do
+    "$WORKER" --config="$TMP/c.textproto" --rank=$r --servers="$addresses" \
+      > "$TMP/${prefix}worker_$r.log" 2>&1 &
+    pids+=($!)
+    eval "worker_pid_$r=$!"
+  done
+  local log="$TMP/${prefix}worker_1.log"
+  for _ in $(seq 600); do grep -q 'PROGRESS iteration=10 ' "$log" && break; sleep 0.1; done
+  grep -q 'PROGRESS iteration=10 ' "$log" || { fail "no progress"; tail "$TMP"/*.log; exit 1; }
+}
+
+start_cluster ""
 
 # Only what is logged after the stop counts: on a loaded machine a start-up wait may
 # already have named any rank.
@@ -108,27 +119,10 @@ for p in "${pids[@]:0:2}"; do wait "$p" || fail "a server exited $?"; done
 # Worker 1 stopped for good, peer_timeout_s 3: worker 0 gives up waiting and leaves, and
 # each server, which sees only worker 0 leave, says that worker 1's stall came first.
 sed -i 's/peer_timeout_s: 60/peer_timeout_s: 3/' "$TMP/c.textproto"
-rm -f "$TMP"/s?.port
+start_cluster late_
+kill -STOP "$worker_pid_1"
 for s in 0 1; do
-  "$SERVER" --config="$TMP/c.textproto" --server_index=$s --port_file="$TMP/s$s.port" \
-    > "$TMP/late_server_$s.log" 2>&1 &
-  pids+=($!)
-  eval "late_server_$s=$!"
-done
-for s in 0 1; do
-  for _ in $(seq 100); do [ -s "$TMP/s$s.port" ] && break; sleep 0.1; done
-done
-addresses="127.0.0.1:$(cat "$TMP/s0.port"),127.0.0.1:$(cat "$TMP/s1.port")"
-for r in 0 1; do
-  "$WORKER" --config="$TMP/c.textproto" --rank=$r --servers="$addresses" \
-    > "$TMP/late_worker_$r.log" 2>&1 &
-  pids+=($!)
-  eval "late_worker_$r=$!"
-done
-for _ in $(seq 600); do grep -q 'PROGRESS iteration=10 ' "$TMP/late_worker_1.log" && break; sleep 0.1; done
-kill -STOP "$late_worker_1"
-for s in 0 1; do
-  eval "pid=\$late_server_$s"
+  eval "pid=\$server_pid_$s"
   for _ in $(seq 300); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
   if kill -0 "$pid" 2>/dev/null; then
     fail "server $s still running 30 s after worker 1 stopped (peer_timeout_s 3)"
