@@ -135,6 +135,15 @@ def start_cluster(bin_dir, workers, tmp, cfg, trace_worker0):
   return servers, procs
 
 
+def stop_all(procs):
+  """Ends what is left of a trial's processes (only ours), stopped ones included."""
+  for p in procs:
+    if p.poll() is None:
+      p.send_signal(signal.SIGCONT)
+      p.kill()
+      p.wait()
+
+
 def last_error(path):
   with open(path, errors="replace") as f:
     lines = [l.strip() for l in f if l.strip() and not l.startswith(("PROGRESS", "[stall]"))]
@@ -168,11 +177,7 @@ def trial_forever(bin_dir, args, tmp):
             "all_failed": all(p.returncode != 0 for p in others),
             "errors": " | ".join(f"{n}: {e}" for n, e in errors.items())}
   finally:
-    for p in everyone:
-      if p.poll() is None:
-        p.send_signal(signal.SIGCONT)
-        p.kill()
-        p.wait()
+    stop_all(everyone)
 
 
 def trial(bin_dir, stalled_write, args, rng, tmp):
@@ -219,11 +224,7 @@ def trial(bin_dir, stalled_write, args, rng, tmp):
             "progress_after_cont_s": round(resumed_s, 2),
             "iteration_s": round(iteration_s, 2), "param_l2": l2}
   finally:
-    for p in procs:
-      if p.poll() is None:
-        p.send_signal(signal.SIGCONT)
-        p.kill()
-        p.wait()
+    stop_all(procs)
 
 
 def write_csv(path, rows):
