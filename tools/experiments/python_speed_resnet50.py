@@ -19,8 +19,8 @@ Trials interleave rates and kinds (trial 0: 1 Gbit/s c++, python, ddp; unlimited
 python, ddp; trial 1: ...). From the repository root, as root:
 
   bazel build //server:p3_server //worker:p3_worker //worker/python:p3 //tools:launch_cluster
-  /usr/bin/python3 tools/experiments/python_bench.py --trials 3 \\
-      --csv docs/results/python/python_bench.csv
+  /usr/bin/python3 tools/experiments/python_speed_resnet50.py --trials 3 \\
+      --csv docs/results/python/python_speed_resnet50.csv
 """
 
 import argparse
@@ -176,7 +176,7 @@ def fmt(x, spec):
 def write_csv(path, rows):
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     with open(path, "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=FIELDS, extrasaction="ignore")
+        w = csv.DictWriter(f, fieldnames=FIELDS, extrasaction="ignore", lineterminator="\n")
         w.writeheader()
         w.writerows(rows)
 
@@ -194,7 +194,7 @@ def main(argv=None):
     parser.add_argument("--num_classes", type=int, default=1000)
     parser.add_argument("--seed", type=int, default=1, help="the config's training.seed")
     parser.add_argument("--timeout", type=float, default=300)
-    parser.add_argument("--out", default=os.path.join(bt.ROOT, "out/python_bench"))
+    parser.add_argument("--out", default=os.path.join(bt.ROOT, "out/python_speed_resnet50"))
     parser.add_argument("--csv", default="", help="every run's row, written after each run")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)

@@ -1,5 +1,5 @@
-"""python_bench.py (docs/results/python/python_speed.md): its Python workers' model is the
-zoo's resnet50 (blocks, shapes, initial values), its runs go through bench_throughput's
+"""python_speed_resnet50.py (docs/results/python/python_speed.md): its Python workers'
+model is the zoo's resnet50 (blocks, shapes, initial values), its runs go through bench_throughput's
 with the worker.command set for the Python kind only, and its summary's medians and
 ratios."""
 import csv
@@ -9,7 +9,7 @@ import tempfile
 import unittest
 
 import fakes
-import python_bench
+import python_speed_resnet50
 
 ZOO_BLOCKS = (["conv1"] + ["layer1.{}".format(i) for i in range(3)] +
               ["layer2.{}".format(i) for i in range(4)] +
@@ -20,9 +20,9 @@ MODEL_BENCH = os.path.join(os.environ.get("TEST_SRCDIR", "bazel-bin"),
                            "p3" if "TEST_SRCDIR" in os.environ else "", "models", "model_bench")
 
 
-class PythonBenchTest(unittest.TestCase):
+class PythonSpeedResnet50Test(unittest.TestCase):
     def test_twin_has_the_zoo_resnet50_blocks_shapes_and_initial_values(self):
-        model, blocks = python_bench.resnet50_twin(num_classes=1000, seed=1)
+        model, blocks = python_speed_resnet50.resnet50_twin(num_classes=1000, seed=1)
         self.assertEqual([name for name, _ in blocks], ZOO_BLOCKS)
         in_blocks = [id(p) for _, m in blocks for p in m.parameters()]
         self.assertEqual(sorted(in_blocks), sorted(id(p) for p in model.parameters()))
@@ -41,8 +41,9 @@ class PythonBenchTest(unittest.TestCase):
         with tempfile.TemporaryDirectory() as d:
             env = {"P3_LAUNCHER": fakes.launcher(d)}
             table = os.path.join(d, "rows.csv")
-            out = fakes.run_script("python_bench.py", "--trials=2", "--bandwidths=1,0",
-                                   "--kinds=c++,python", "--iterations=6", "--warmup=2",
+            out = fakes.run_script("python_speed_resnet50.py", "--trials=2",
+                                   "--bandwidths=1,0", "--kinds=c++,python",
+                                   "--iterations=6", "--warmup=2",
                                    "--out=" + os.path.join(d, "out"), "--csv=" + table,
                                    env=env)
             with open(table, newline="") as f:
@@ -63,7 +64,7 @@ class PythonBenchTest(unittest.TestCase):
                     self.assertEqual(command, [])
                 else:
                     self.assertEqual(len(command), 1)
-                    self.assertIn("python_bench.py --worker", command[0])
+                    self.assertIn("python_speed_resnet50.py --worker", command[0])
                     self.assertIn("--iterations=6", command[0])
                     self.assertIn("/bazel-bin/worker/python", command[0])
             # Both kinds ran the same (fake) cluster: equal medians, ratio 1.
@@ -78,7 +79,7 @@ class PythonBenchTest(unittest.TestCase):
                 row("python", 1, 11), row("python", 1, 0, "failed:1"), row("ddp", 1, 5),
                 row("c++", 0, 40), row("python", 0, 38)]
         (bw1, med1, py_cpp1, py_ddp1, cpp_ddp1), (_, med0, py_cpp0, py_ddp0, _) = \
-            python_bench.summarise(rows, [1.0, 0.0])
+            python_speed_resnet50.summarise(rows, [1.0, 0.0])
         self.assertEqual(med1, {"c++": 12, "python": 11, "ddp": 5})
         self.assertAlmostEqual(py_cpp1, 11 / 12)
         self.assertAlmostEqual(py_ddp1, 11 / 5)
