@@ -173,6 +173,28 @@ def fmt(x, spec):
     return "—" if x is None else format(x, spec)
 
 
+def report(rows):
+    """The results page's table (Markdown) from the rows of a CSV this script wrote."""
+    bws = sorted({float(r["bandwidth_gbps"]) for r in rows}, key=lambda b: b or float("inf"))
+    lines = ["| Gbit/s | C++ P3 | Python P3 | PyTorch DDP | Python ÷ C++ | Python ÷ DDP | "
+             "C++ ÷ DDP | param_l2 Python = C++ | 1-min load |",
+             "|---|---:|---:|---:|---:|---:|---:|---|---|"]
+    for bw, med, py_cpp, py_ddp, cpp_ddp in summarise(rows, bws):
+        ok = [r for r in rows if float(r["bandwidth_gbps"]) == bw and r["status"] == "ok"]
+        cells = []
+        for kind in KINDS:
+            v = [float(r["samples_per_second"]) for r in ok if r["kind"] == kind]
+            cells.append("{} ({}–{}, n={})".format(fmt(med[kind], ".1f"), fmt(min(v), ".1f"),
+                                                   fmt(max(v), ".1f"), len(v)) if v else "—")
+        l2 = {k: {r["param_l2"] for r in ok if r["kind"] == k} for k in ("c++", "python")}
+        same = "yes" if l2["c++"] and l2["c++"] == l2["python"] else "no"
+        loads = [float(r["load1"]) for r in rows if float(r["bandwidth_gbps"]) == bw]
+        lines.append("| {} | {} | {} | {} | {} | {} | {} | {} | {:.1f} – {:.1f} |".format(
+            fmt(bw, "g") if bw else "unlimited", *cells, fmt(py_cpp, ".3f"),
+            fmt(py_ddp, ".3f"), fmt(cpp_ddp, ".3f"), same, min(loads), max(loads)))
+    return "\n".join(lines)
+
+
 def write_csv(path, rows):
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     with open(path, "w", newline="") as f:
@@ -196,10 +218,16 @@ def main(argv=None):
     parser.add_argument("--timeout", type=float, default=300)
     parser.add_argument("--out", default=os.path.join(bt.ROOT, "out/python_speed_resnet50"))
     parser.add_argument("--csv", default="", help="every run's row, written after each run")
+    parser.add_argument("--report", default="",
+                        help="print the results page's table from this CSV, run nothing")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker:
         worker_main(args.num_classes, args.seed, args.iterations)
+        return
+    if args.report:
+        with open(args.report, newline="") as f:
+            print(report(list(csv.DictReader(f))))
         return
     args.commit = paths.git_commit(mark_dirty=True)
     bws = [float(b) for b in args.bandwidths.split(",") if b]

@@ -70,6 +70,12 @@ class PythonSpeedResnet50Test(unittest.TestCase):
             # Both kinds ran the same (fake) cluster: equal medians, ratio 1.
             self.assertIn("python/c++ 1.000", out)
             self.assertIn("ddp —", out)
+            table = fakes.run_script("python_speed_resnet50.py", "--report=" + table)
+            # The fake's iterations take 0.5 and 0.6 s in turn (+0.05 s on rank 1): the
+            # median of 16 / 0.525 and 16 / 0.625 samples/s.
+            self.assertIn("| 1 | 28.0 (28.0–28.0, n=2) | 28.0 (28.0–28.0, n=2) | — | 1.000 | "
+                          "— | — | yes |", table)
+            self.assertIn("| unlimited | 28.0", table)
 
     def test_summary_takes_medians_of_finished_runs_per_rate(self):
         def row(kind, bw, rate, status="ok"):
