@@ -11,7 +11,8 @@ Every run is one of tools/bench_throughput.py's own, over emulated links (root):
   ddp     its run_ddp: tools/ddp_peer.py, gloo, on a bridge shaped alike.
 Throughput is measured alike for all three (results_lib/records.throughput): each
 iteration's time is the mean over the 2 workers of their iteration times, the figure is
-the global batch ÷ the median of those over the iterations after warm-up. An iteration's
+the median over the iterations after warm-up of the global batch ÷ that time (column
+samples_per_second; mean_samples_per_second: all their samples ÷ their summed time). An iteration's
 time is the step, not the batch's loading: for C++ the trainer's Step (forward, backward,
 EndIteration, the loss's value), for Python the same span of the --worker loop (written to
 P3_RECORDS_FILE in the trainer's format), for DDP ddp_peer's barrier-to-optimizer-step.
@@ -21,6 +22,9 @@ python, ddp; trial 1: ...). From the repository root, as root:
   bazel build //server:p3_server //worker:p3_worker //worker/python:p3 //tools:launch_cluster
   /usr/bin/python3 tools/experiments/python_speed_resnet50.py --trials 3 \\
       --csv docs/results/python/python_speed_resnet50.csv
+  # the results page's table (medians, ratios, whether param_l2 agrees) from that CSV
+  /usr/bin/python3 tools/experiments/python_speed_resnet50.py \\
+      --report docs/results/python/python_speed_resnet50.csv
 """
 
 import argparse
