@@ -12,10 +12,11 @@ Every run is one of tools/bench_throughput.py's own, over emulated links (root):
 Throughput is measured alike for all three (results_lib/records.throughput): each
 iteration's time is the mean over the 2 workers of their iteration times, the figure is
 the median over the iterations after warm-up of the global batch ÷ that time (column
-samples_per_second; mean_samples_per_second: all their samples ÷ their summed time). An iteration's
-time is the step, not the batch's loading: for C++ the trainer's Step (forward, backward,
-EndIteration, the loss's value), for Python the same span of the --worker loop (written to
-P3_RECORDS_FILE in the trainer's format), for DDP ddp_peer's barrier-to-optimizer-step.
+samples_per_second; mean_samples_per_second: all their samples ÷ their summed time). An
+iteration's time is the step, not the batch's loading: for C++ the trainer's Step
+(forward, backward, EndIteration, the loss's value), for Python the same span of the
+--worker loop (written to P3_RECORDS_FILE in the trainer's format), for DDP ddp_peer's
+barrier-to-optimizer-step.
 Trials interleave rates and kinds (trial 0: 1 Gbit/s c++, python, ddp; unlimited c++,
 python, ddp; trial 1: ...). From the repository root, as root:
 
