@@ -182,8 +182,9 @@ def report(rows):
     """The results page's table (Markdown) from the rows of a CSV this script wrote."""
     bws = sorted({float(r["bandwidth_gbps"]) for r in rows}, key=lambda b: b or float("inf"))
     lines = ["| Gbit/s | C++ P3 | Python P3 | PyTorch DDP | Python ÷ C++ | Python ÷ DDP | "
-             "C++ ÷ DDP | param_l2 Python = C++ | 1-min load |",
-             "|---|---:|---:|---:|---:|---:|---:|---|---|"]
+             "C++ ÷ DDP | Python ÷ C++ per trial: median (min–max) | param_l2 Python = C++ | "
+             "1-min load |",
+             "|---|---:|---:|---:|---:|---:|---:|---|---|---|"]
     for bw, med, py_cpp, py_ddp, cpp_ddp in summarise(rows, bws):
         ok = [r for r in rows if float(r["bandwidth_gbps"]) == bw and r["status"] == "ok"]
         cells = []
@@ -191,12 +192,18 @@ def report(rows):
             v = [float(r["samples_per_second"]) for r in ok if r["kind"] == kind]
             cells.append("{} ({}–{}, n={})".format(fmt(med[kind], ".1f"), fmt(min(v), ".1f"),
                                                    fmt(max(v), ".1f"), len(v)) if v else "—")
+        by_trial = {(r["trial"], r["kind"]): float(r["samples_per_second"]) for r in ok}
+        paired = [by_trial[t, "python"] / by_trial[t, "c++"] for t, k in by_trial
+                  if k == "c++" and (t, "python") in by_trial]
+        cells.append("{} ({}–{})".format(fmt(statistics.median(paired), ".3f"),
+                                         fmt(min(paired), ".3f"), fmt(max(paired), ".3f"))
+                     if paired else "—")
         l2 = {k: {r["param_l2"] for r in ok if r["kind"] == k} for k in ("c++", "python")}
         same = "yes" if l2["c++"] and l2["c++"] == l2["python"] else "no"
         loads = [float(r["load1"]) for r in rows if float(r["bandwidth_gbps"]) == bw]
-        lines.append("| {} | {} | {} | {} | {} | {} | {} | {} | {:.1f} – {:.1f} |".format(
-            fmt(bw, "g") if bw else "unlimited", *cells, fmt(py_cpp, ".3f"),
-            fmt(py_ddp, ".3f"), fmt(cpp_ddp, ".3f"), same, min(loads), max(loads)))
+        lines.append("| {} | {} | {} | {} | {} | {} | {} | {} | {} | {:.1f} – {:.1f} |".format(
+            fmt(bw, "g") if bw else "unlimited", *cells[:3], fmt(py_cpp, ".3f"),
+            fmt(py_ddp, ".3f"), fmt(cpp_ddp, ".3f"), cells[3], same, min(loads), max(loads)))
     return "\n".join(lines)
 
 

@@ -74,7 +74,7 @@ class PythonSpeedResnet50Test(unittest.TestCase):
             # The fake's iterations take 0.5 and 0.6 s in turn (+0.05 s on rank 1): the
             # median of 16 / 0.525 and 16 / 0.625 samples/s.
             self.assertIn("| 1 | 28.0 (28.0–28.0, n=2) | 28.0 (28.0–28.0, n=2) | — | 1.000 | "
-                          "— | — | yes |", table)
+                          "— | — | 1.000 (1.000–1.000) | yes |", table)
             self.assertIn("| unlimited | 28.0", table)
 
     def test_summary_takes_medians_of_finished_runs_per_rate(self):
