@@ -125,15 +125,17 @@ class SendQueue {
   std::optional<Item> Pop(int lane) {
     absl::MutexLock lock(&mu_);
     // A message in flight that turns stalled changes the turn without a Release: wake
-    // when the next one would, and recompute when is that once another goes in flight.
+    // when the next one would, and recompute when that is once another goes in flight.
+    int64_t seen = handouts_;
     absl::Time deadline = NextStall();
-    auto ready = [this, lane, &deadline]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-      return lanes_[lane]->closed || Turn(lane, absl::Now()) || NextStall() < deadline;
+    auto ready = [this, lane, &seen]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      return lanes_[lane]->closed || Turn(lane) || handouts_ != seen;
     };
     ++waiters_;
     while (true) {
       mu_.AwaitWithDeadline(absl::Condition(&ready), deadline);
-      if (lanes_[lane]->closed || Turn(lane, absl::Now())) break;
+      if (lanes_[lane]->closed || Turn(lane)) break;
+      seen = handouts_;
       deadline = NextStall();
     }
     --waiters_;
@@ -144,7 +146,7 @@ class SendQueue {
   // Like Pop(), but std::nullopt at once when it is not `lane`'s turn (or it is closed).
   std::optional<Item> TryPop(int lane) {
     absl::MutexLock lock(&mu_);
-    if (lanes_[lane]->closed || !Turn(lane, absl::Now())) return std::nullopt;
+    if (lanes_[lane]->closed || !Turn(lane)) return std::nullopt;
     return TakeTop(lane);
   }
 
@@ -219,8 +221,9 @@ class SendQueue {
     l.heap.pop();
     l.in_flight = true;
     l.in_flight_bytes = item.bytes;
-    l.since = absl::Now();
+    if (options_.stalled_after != absl::InfiniteDuration()) l.since = absl::Now();
     l.counted_stalled = false;
+    ++handouts_;
     in_flight_bytes_ += item.bytes;
     ++in_flight_items_;
     return item;
@@ -242,8 +245,9 @@ class SendQueue {
 
   // `lane` may hand out its top now: it has one, no idle lane has a more urgent one, and
   // the credit admits it, counting only the messages in flight that are not stalled.
-  // Not const: counts the stalled messages it passes.
-  bool Turn(int lane, absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+  // Reads the clock only when the credit alone says no. Not const: counts the stalled
+  // messages it passes.
+  bool Turn(int lane) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     const Lane& l = *lanes_[lane];
     if (l.heap.empty() || l.in_flight) return false;
     const Entry& top = l.heap.top();
@@ -258,6 +262,7 @@ class SendQueue {
     if (in_flight_items_ == 0) return true;
     if (in_flight_bytes_ + top.item.bytes <= options_.credit_bytes) return true;
     if (options_.stalled_after == absl::InfiniteDuration()) return false;
+    const absl::Time now = absl::Now();
     int64_t holding_bytes = 0;
     int64_t holding_items = 0;
     for (const auto& other : lanes_) {
@@ -286,6 +291,7 @@ class SendQueue {
   int64_t in_flight_items_ ABSL_GUARDED_BY(mu_) = 0;
   int waiters_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t stalled_messages_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t handouts_ ABSL_GUARDED_BY(mu_) = 0;  // messages handed out so far
 };
 
 }  // namespace p3
