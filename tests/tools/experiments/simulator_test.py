@@ -13,6 +13,7 @@ import simulator_calibration
 import simulator_noise
 import simulator_points as sp
 import simulator_preemption_cost
+import simulator_protocol as protocol
 from results_lib import raw_csv
 
 T = fakes.TESTDATA
@@ -128,6 +129,60 @@ class SimulatorTest(unittest.TestCase):
         self.assertEqual(simulator_preemption_cost.parse_condition("other:64"), ("other", 0, 64))
         with self.assertRaises(SystemExit):
             simulator_preemption_cost.parse_condition("same:fast")
+
+    def test_protocol_hit_is_within_10pct_of_the_median_or_inside_the_runs(self):
+        runs = [8.0, 10.0, 13.0]
+        # 11 % above the median but inside the runs: a hit.
+        self.assertTrue(protocol.score_point(11.1, 10.0, runs, 3)["hit"])
+        # 10 % below the median, outside the runs: a hit by the tolerance.
+        self.assertTrue(protocol.score_point(9.0, 10.0, [9.5, 10.0, 10.2], 3)["hit"])
+        # 11 % above, beyond every run: a miss.
+        s = protocol.score_point(11.1, 10.0, [9.5, 10.0, 10.2], 3)
+        self.assertFalse(s["hit"])
+        self.assertAlmostEqual(s["error"], 0.11)
+        # Below the slowest run and more than 10 % under the median: a miss.
+        self.assertFalse(protocol.score_point(7.9, 10.0, runs, 3)["hit"])
+
+    def test_protocol_needs_3_runs_and_5_for_a_fresh_point(self):
+        self.assertFalse(protocol.score_point(10.0, 10.0, [9.0, 11.0], 2)["checkable"])
+        self.assertTrue(protocol.score_point(10.0, 10.0, [9.0, 10.0, 11.0], 3)["checkable"])
+        self.assertFalse(protocol.score_point(10.0, 10.0, [9.0, 10.0, 11.0], 3,
+                                              fresh=True)["checkable"])
+        self.assertTrue(protocol.score_point(10.0, 10.0, [9, 10, 10, 10, 11], 5,
+                                             fresh=True)["checkable"])
+
+    def test_protocol_summary_counts_uncheckable_points_apart_and_leaves_out_fitted(self):
+        def row(set_name, ratio, checkable, hit, fitted=False):
+            return {"set": set_name, "ratio": ratio, "checkable": checkable,
+                    "protocol_hit": hit, "fitted": fitted}
+        rows = [row("a", 1.02, True, True), row("a", 1.30, True, False),
+                row("a", 1.00, False, True), row("a", 1.0, True, True, fitted=True),
+                row("b", 0.95, True, True), row(protocol.FRESH_SETS[0], 1.20, True, False),
+                row(protocol.FRESH_SETS[0], 1.04, True, True)]
+        s = {x["set"]: x for x in protocol.summary(rows)}
+        self.assertEqual((s["a"]["checkable"], s["a"]["hits"], s["a"]["not_checkable"]),
+                         (2, 1, 1))
+        self.assertAlmostEqual(s["a"]["median_abs_error"], 0.16)
+        self.assertEqual((s["all"]["checkable"], s["all"]["hits"], s["all"]["not_checkable"]),
+                         (5, 3, 1))
+        fresh = s[protocol.FRESH_SUMMARY]
+        self.assertEqual((fresh["checkable"], fresh["hits"]), (2, 1))
+        self.assertFalse(protocol.targets_met(s["all"]))
+        self.assertTrue(protocol.targets_met(s["b"]))
+        self.assertFalse(protocol.targets_met(fresh, fresh=True))
+
+    def test_validation_rows_take_their_runs_only_when_all_are_on_record(self):
+        base = {"set": "s", "model": "resnet50", "system": "p3", "bandwidth": 1.0,
+                "workers": 2, "slice_params": 40000, "measured": 10.0, "predicted": 11.5}
+        rows = [dict(base, runs=3), dict(base, system="baseline", runs=3)]
+        runs = {("s", "resnet50", "p3", 1.0, 2, 40000, "", ""): [9.0, 10.0, 12.0],
+                ("s", "resnet50", "baseline", 1.0, 2, 40000, "", ""): [9.0, 12.0]}
+        simulator.score_rows(rows, runs)
+        self.assertTrue(rows[0]["protocol_hit"])  # inside 9 - 12
+        self.assertEqual(rows[0]["runs_max"], 12.0)
+        # 2 runs on record for a point of 3: its range is unknown, only its median counts.
+        self.assertFalse(rows[1]["protocol_hit"])
+        self.assertEqual(rows[1]["runs_max"], 10.0)
 
     def test_the_command_lines_start(self):
         for name in ("simulator.py", "simulator_cpu_breakdown.py", "simulator_side_by_side.py",
