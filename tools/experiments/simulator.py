@@ -333,7 +333,7 @@ def cpu():
             r = predict(p, cal, scales[model], sp.calibration_of(set_name)["extra"])
             c = r["cpu_s_per_iteration"]
             sim_comm = c["send"] + c["receive"] + c["update"] + c["ring"]
-            sim_compute = c["compute"] + c.get("preempt", 0.0)
+            sim_compute = c["compute"] + c.get("preempt", 0.0) + c.get("interference", 0.0)
             name = f"{mode} {'unlimited' if bw == 0 else f'{bw:g} Gbit/s'}" + (
                 f", {workers} + {workers}" if workers == 3 else "") + (
                 ", separate" if placement == "separate" else "")

@@ -130,6 +130,49 @@ class SimulatorTest(unittest.TestCase):
         with self.assertRaises(SystemExit):
             simulator_preemption_cost.parse_condition("same:fast")
 
+    def test_streaming_costs_take_off_the_streaming_runs_own_update(self):
+        m = {0.0: {"cpu_s_per_gb": 1.6, "commit": "c", "runs": 3},
+             1.0: {"cpu_s_per_gb": 2.6}, 2.5: {"cpu_s_per_gb": 2.2}, 5.0: {"cpu_s_per_gb": 1.9}}
+        cal = simulator_calibration.streaming_costs("x", {"streaming": "s.csv", "binaries": "b"},
+                                                    m, 0.9, 4e-5, 0.3e-9, 0.05)
+        # 1.6 s/GB crossing holds the streaming server's own update, 0.05 s/GB of it.
+        self.assertAlmostEqual(cal["send_s_per_byte"] * 1e9, (1.6 - 0.05) / 2)
+        self.assertAlmostEqual(cal["recv_s_per_byte"] * 1e9, (1.6 - 0.05) / 2)
+        # The cluster's update is the hot loop's, charged apart by the simulator.
+        self.assertEqual(cal["update_s_per_byte"], 0.3e-9)
+        # The shaped links' extra over loopback is unchanged by it.
+        self.assertAlmostEqual(cal["shaped_s_per_byte_at_1g"] * 1e9, (2.6 - 1.6) / 2)
+        # Simulated with its own update (a parameter byte crosses twice and is updated
+        # once), the streaming run uses the measured CPU per GB crossing, not more.
+        own = simulator_calibration.streaming_update_s_per_byte(0.05)
+        self.assertAlmostEqual(own * 1e9, 0.1)
+        total = (cal["send_s_per_byte"] + cal["recv_s_per_byte"] + own / 2) * 1e9
+        self.assertAlmostEqual(total, 1.6)
+
+    def test_streaming_update_is_the_median_of_the_optimizer_group(self):
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "b.csv")
+            with open(path, "w") as f:
+                f.write("label,commit,mode,run,group,share,cpu_s_per_gb\n"
+                        "before,c,loopback,1,server: the optimizer,0.04,0.041\n"
+                        "before,c,loopback,2,server: the optimizer,0.05,0.055\n"
+                        "before,c,loopback,3,server: the optimizer,0.04,0.048\n"
+                        "after,d,loopback,1,server: the optimizer,0.04,0.010\n"
+                        "before,c,loopback,1,kernel: socket copies,0.2,0.186\n")
+            self.assertAlmostEqual(simulator_calibration.streaming_update_s_per_gb(path), 0.048)
+
+    def test_update_cost_is_the_hot_loops_old_build_at_two_workers(self):
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "hot.csv")
+            with open(path, "w") as f:
+                f.write("build,run,optimizer,workers,slice_params,slices,iterations,ns_per_value\n"
+                        "old,1,sgd,4,40000,64,20,4.0\nold,2,sgd,4,40000,64,20,3.0\n"
+                        "old,1,sgd,1,40000,64,20,1.5\nnew,1,sgd,1,40000,64,20,0.1\n"
+                        "old,1,adam,1,40000,64,20,9.0\nold,1,sgd,1,4096,8,200,0.2\n")
+            # W = 1: 1.5 ns a value; W = 4: 3.5; linear: 2.1667 at W = 2, per byte and worker / 8.
+            self.assertAlmostEqual(simulator_calibration.update_s_per_byte(path) * 1e9,
+                                   (1.5 + 2.0 / 3) / 8)
+
     def test_protocol_hit_is_within_10pct_of_the_median_or_inside_the_runs(self):
         runs = [8.0, 10.0, 13.0]
         # 11 % above the median but inside the runs: a hit.
