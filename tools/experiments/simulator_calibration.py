@@ -21,6 +21,11 @@ compute_scale. Used by tools/experiments/simulator.py (`calibrate`, and every pr
   * preempt_s: the computation's CPU lost per preemption by a thread waking on its core
     1,000 times a second (simulator/preemption_cost.csv, simulator_preemption_cost.py).
     No point of the validation enters it either;
+  * comm_interference: the computation's CPU lost per core-second of communication on
+    its host, from the same CSV: a core copying 8 MB buffers without pause beside the
+    computation (no preemption), its extra core-seconds over the copier's, median of the
+    rounds, less the 1 / shared_host_compute_speed - 1 the model already charges a
+    computation sharing busy cores. No point of the validation enters it;
   * update_s_per_byte: the server's aggregation and optimizer per byte of parameters and
     worker, from the server hot-loop benchmark (server_hot_loop/*.csv) of the binaries the
     validated sets ran. The streaming benchmark's server runs the optimizer too (plain SGD,
@@ -46,6 +51,9 @@ RING_DEFAULT = {"ring_send_s_per_byte": 0.4e-9, "ring_recv_s_per_byte": 0.4e-9,
 # The disturber of simulator_preemption_cost.py whose wake-up rate is the cluster's: a
 # worker's main thread was preempted 550 - 1,150 times a second in fresh-5's runs.
 PREEMPT_CONDITION = "same:1000:0"
+# The disturber of simulator_preemption_cost.py that copies on the other core (memory
+# traffic, no preemption): what communication beside a computation costs it.
+INTERFERENCE_CONDITION = "other:8388608"
 # The grid of the streaming fit.
 PER_MESSAGE_S = (5e-6, 10e-6, 20e-6, 40e-6)
 WRITE_GAP_S = (0.0, 30e-6, 60e-6, 120e-6, 200e-6)
@@ -194,7 +202,21 @@ def streaming_update_s_per_byte(streaming_update):
     return streaming_update / STREAMING_PARAM_BYTES_PER_CROSSING_BYTE * 1e-9
 
 
-def streaming_costs(name, s, measured, speed, preempt, update, streaming_update):
+def comm_interference(speed, path=None):
+    """Core-seconds a computation loses per core-second of copying on another core of its
+    host, beyond what sharing busy cores at `speed` (shared_host_compute_speed) already
+    costs it in the model: per round of preemption_cost.csv's INTERFERENCE_CONDITION, the
+    computation's extra core-seconds per iteration over the copier's; the median, less
+    1 / speed - 1; at least 0."""
+    rows = [r for r in csv_io.read_rows(path or sp.results("simulator/preemption_cost.csv"))
+            if r["condition"] == INTERFERENCE_CONDITION]
+    measured = statistics.median(float(r["extra_core_s_per_iteration"]) /
+                                 float(r["disturber_core_s_per_iteration"]) for r in rows)
+    return max(0.0, measured - (1 / speed - 1))
+
+
+def streaming_costs(name, s, measured, speed, preempt, update, streaming_update,
+                    interference=0.0):
     """A calibration's CPU costs of communication from its streaming CSV's medians:
     `streaming_update` (CPU s per GB crossing) is the streaming server's own update, which
     the measured CPU holds; `update` (s per byte and worker) is the cluster's, which the
@@ -221,7 +243,7 @@ def streaming_costs(name, s, measured, speed, preempt, update, streaming_update)
             "send_s_per_byte": send, "recv_s_per_byte": send,
             "shaped_s_per_byte_at_1g": extra[1.0] * 1e-9, "shaped_exponent": exponent,
             "shared_host_compute_speed": speed, "preempt_s": preempt,
-            "update_s_per_byte": update}
+            "update_s_per_byte": update, "comm_interference": interference}
 
 
 def per_byte_less_messages(cal, per_message):
@@ -271,6 +293,9 @@ def calibrate(only=""):
     update = update_s_per_byte()
     print(f"update_s_per_byte {update * 1e9:.3f} ns ({HOT_LOOP}, {HOT_LOOP_BUILD}, "
           f"W = {UPDATE_WORKERS})")
+    interference = comm_interference(speed)
+    print(f"comm_interference {interference:.4f} (preemption_cost.csv, {INTERFERENCE_CONDITION}, "
+          f"less 1 / {speed:.4f} - 1)")
     streaming_update = streaming_update_s_per_gb()
     print(f"the streaming run's own update: {streaming_update:.4f} s per GB crossing "
           f"({STREAMING_BREAKDOWN}, {STREAMING_BREAKDOWN_LABEL})")
@@ -283,7 +308,7 @@ def calibrate(only=""):
                 first = False
             continue
         m = streaming_measured(os.path.join(paths.ROOT, s["streaming"]))
-        cal = streaming_costs(name, s, m, speed, preempt, update, streaming_update)
+        cal = streaming_costs(name, s, m, speed, preempt, update, streaming_update, interference)
         per_message, gap, per_byte = fit_messages(name, cal, m, streaming_update)
         cal.update(per_message_s=per_message, write_gap_s=gap, send_s_per_byte=per_byte,
                    recv_s_per_byte=per_byte)

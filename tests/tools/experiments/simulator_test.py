@@ -161,6 +161,27 @@ class SimulatorTest(unittest.TestCase):
                         "before,c,loopback,1,kernel: socket copies,0.2,0.186\n")
             self.assertAlmostEqual(simulator_calibration.streaming_update_s_per_gb(path), 0.048)
 
+    def test_comm_interference_is_the_copiers_cost_beyond_the_shared_speed(self):
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "p.csv")
+            with open(path, "w") as f:
+                f.write("round,condition,extra_core_s_per_iteration,disturber_core_s_per_iteration\n"
+                        "1,other:8388608,0.03,0.3\n2,other:8388608,0.06,0.3\n"
+                        "3,other:8388608,0.045,0.3\n1,same:1000:0,0.5,0.003\n")
+            # Median 0.15 core-s per core-s of copying; sharing at 0.8 already costs 0.25.
+            self.assertAlmostEqual(simulator_calibration.comm_interference(1.0, path), 0.15)
+            self.assertAlmostEqual(simulator_calibration.comm_interference(0.95, path),
+                                   0.15 - (1 / 0.95 - 1))
+            self.assertEqual(simulator_calibration.comm_interference(0.8, path), 0.0)
+
+    def test_per_byte_costs_lose_the_per_message_cost_they_hold(self):
+        cal = {"send_s_per_byte": 1e-9, "recv_s_per_byte": 1e-9}
+        less = simulator_calibration.per_byte_less_messages(cal, 16e-6)
+        # 16 µs per 160 kB message: 0.1 ns per byte on each side.
+        self.assertAlmostEqual(less["send_s_per_byte"] * 1e9, 0.9)
+        self.assertAlmostEqual(less["recv_s_per_byte"] * 1e9, 0.9)
+        self.assertEqual(less["per_message_s"], 16e-6)
+
     def test_update_cost_is_the_hot_loops_old_build_at_two_workers(self):
         with tempfile.TemporaryDirectory() as d:
             path = os.path.join(d, "hot.csv")
