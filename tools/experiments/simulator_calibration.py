@@ -307,6 +307,9 @@ def calibrate(only=""):
                     ring.update({k: v for k, v in json.load(f).items() if k.startswith("ring_")})
                 first = False
             continue
+        if not os.path.exists(os.path.join(paths.ROOT, s["streaming"])):
+            print(f"{name}: no {s['streaming']} yet, not calibrated")
+            continue
         m = streaming_measured(os.path.join(paths.ROOT, s["streaming"]))
         cal = streaming_costs(name, s, m, speed, preempt, update, streaming_update, interference)
         per_message, gap, per_byte = fit_messages(name, cal, m, streaming_update)

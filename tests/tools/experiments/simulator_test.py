@@ -10,6 +10,7 @@ import fakes
 import scaling
 import simulator
 import simulator_calibration
+import simulator_fresh
 import simulator_noise
 import simulator_points as sp
 import simulator_preemption_cost
@@ -17,6 +18,10 @@ import simulator_protocol as protocol
 from results_lib import raw_csv
 
 T = fakes.TESTDATA
+
+
+def simulator_protocol_sets():
+    return protocol.FRESH_SETS
 
 
 class SimulatorTest(unittest.TestCase):
@@ -194,6 +199,27 @@ class SimulatorTest(unittest.TestCase):
             self.assertAlmostEqual(simulator_calibration.update_s_per_byte(path) * 1e9,
                                    (1.5 + 2.0 / 3) / 8)
 
+    def test_fresh_points_cover_the_issues_list_and_their_runs_ask_for_them(self):
+        kinds = {(p["model"], p["bandwidth"], p["workers"], p["placement"], p["wire_dtype"])
+                 for p in simulator_fresh.POINTS}
+        for k in (("resnet50", 2.0, 2, "colocated", ""), ("resnet50", 1.0, 3, "colocated", ""),
+                  ("resnet50", 1.0, 2, "separate", ""), ("vgg19", 4.0, 2, "colocated", ""),
+                  ("resnet50", 2.5, 2, "colocated", "bfloat16")):
+            self.assertIn(k, kinds)
+        self.assertIn(simulator_fresh.SET, dict(sp.FRESH_SETS))
+        self.assertIn(simulator_fresh.SET, simulator_protocol_sets())
+        calls = []
+        with mock.patch.object(simulator_fresh.subprocess, "run",
+                               lambda a, check: calls.append(a)):
+            sep = next(p for p in simulator_fresh.POINTS if p["placement"] == "separate")
+            simulator_fresh.bench(sep, "o", 43, 3)
+            wire = next(p for p in simulator_fresh.POINTS if p["wire_dtype"])
+            simulator_fresh.bench(wire, "o", 43, 3)
+        self.assertIn("--set=network.placement=separate", calls[0])
+        self.assertIn("--runs=1", calls[0])
+        self.assertIn("--wire_dtypes=bfloat16", calls[1])
+        self.assertIn("--bandwidths=2.5", calls[1])
+
     def test_protocol_hit_is_within_10pct_of_the_median_or_inside_the_runs(self):
         runs = [8.0, 10.0, 13.0]
         # 11 % above the median but inside the runs: a hit.
@@ -250,7 +276,7 @@ class SimulatorTest(unittest.TestCase):
 
     def test_the_command_lines_start(self):
         for name in ("simulator.py", "simulator_cpu_breakdown.py", "simulator_side_by_side.py",
-                     "scaling.py"):
+                     "scaling.py", "simulator_fresh.py"):
             self.assertIn("usage", fakes.run_script(name, "--help"))
 
 
