@@ -244,9 +244,9 @@ int Main(int argc, char** argv) {
   }
   const p3::sim::CpuBreakdown& cpu = result->cpu;
   std::printf("CPU per iteration, core-seconds: compute %.4f, send %.4f, receive %.4f, "
-              "update %.4f, ring %.4f, preemptions %.4f (total %.4f)\n",
+              "update %.4f, ring %.4f, preemptions %.4f, interference %.4f (total %.4f)\n",
               cpu.compute_s, cpu.send_s, cpu.recv_s, cpu.update_s, cpu.ring_s, cpu.preempt_s,
-              cpu.total_s());
+              cpu.interference_s, cpu.total_s());
   std::printf("%d slices, %ld messages, %ld events, %.2f simulated s\n", result->num_slices,
               static_cast<long>(result->num_messages), static_cast<long>(result->events),
               result->simulated_seconds);

@@ -42,6 +42,15 @@ void Simulation::Cpu(int machine, double work, double CpuBreakdown::*kind,
       cpu_work_.preempt_s += lost;
     }
   }
+  if (kind != &CpuBreakdown::compute_s && cal_.comm_interference > 0) {
+    // The communication's copies slow every computation running on the host (caches,
+    // memory bandwidth), whichever core each runs on.
+    const double lost = cal_.comm_interference * work * core_s_per_work;
+    for (int64_t id : computing) {
+      fluid_.AddWork(id, lost * cal_.shared_host_compute_speed);
+      cpu_work_.interference_s += lost;
+    }
+  }
   ++host_jobs_[host];
   if (kind != &CpuBreakdown::compute_s) {
     fluid_.Start(work, {{cpu_[host], core_s_per_work}}, 1.0,

@@ -85,6 +85,7 @@ absl::Status LoadCalibration(const std::string& path, Calibration* c) {
       {"compute_scale", [c](double v) { c->compute_scale = v; }},
       {"shared_host_compute_speed", [c](double v) { c->shared_host_compute_speed = v; }},
       {"preempt_s", [c](double v) { c->preempt_s = v; }},
+      {"comm_interference", [c](double v) { c->comm_interference = v; }},
       {"bf16_encode_s_per_value", [c](double v) { c->bf16_encode_s_per_value = v; }},
       {"bf16_decode_s_per_value", [c](double v) { c->bf16_decode_s_per_value = v; }},
       {"f16_encode_s_per_value", [c](double v) { c->f16_encode_s_per_value = v; }},
@@ -130,6 +131,7 @@ std::string ResultJson(const SimOptions& o, const SimResult& r) {
                               {"update", r.cpu.update_s},
                               {"ring", r.cpu.ring_s},
                               {"preempt", r.cpu.preempt_s},
+                              {"interference", r.cpu.interference_s},
                               {"total", r.cpu.total_s()}};
   j["mode"] = o.allreduce ? std::string("allreduce") : ModeName(o.mode);
   j["model"] = o.profile.model;
@@ -171,6 +173,7 @@ std::string ResultJson(const SimOptions& o, const SimResult& r) {
                       {"compute_scale", c.compute_scale},
                       {"shared_host_compute_speed", c.shared_host_compute_speed},
                       {"preempt_s", c.preempt_s},
+                      {"comm_interference", c.comm_interference},
                       {"bf16_encode_s_per_value", c.bf16_encode_s_per_value},
                       {"bf16_decode_s_per_value", c.bf16_decode_s_per_value},
                       {"f16_encode_s_per_value", c.f16_encode_s_per_value},

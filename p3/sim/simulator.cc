@@ -55,6 +55,9 @@ absl::StatusOr<SimResult> Simulation::Run() {
   if (!(o_.calibration.preempt_s >= 0)) {
     return absl::InvalidArgumentError("calibration.preempt_s must be >= 0");
   }
+  if (!(o_.calibration.comm_interference >= 0)) {
+    return absl::InvalidArgumentError("calibration.comm_interference must be >= 0");
+  }
   const Calibration& cal = o_.calibration;
   for (double cost : {cal.bf16_encode_s_per_value, cal.bf16_decode_s_per_value,
                       cal.f16_encode_s_per_value, cal.f16_decode_s_per_value}) {
@@ -195,7 +198,8 @@ absl::StatusOr<SimResult> Simulation::Run() {
   result.cpu = cpu_work_;
   for (double CpuBreakdown::*kind : {&CpuBreakdown::compute_s, &CpuBreakdown::send_s,
                                      &CpuBreakdown::recv_s, &CpuBreakdown::update_s,
-                                     &CpuBreakdown::ring_s, &CpuBreakdown::preempt_s}) {
+                                     &CpuBreakdown::ring_s, &CpuBreakdown::preempt_s,
+                                     &CpuBreakdown::interference_s}) {
     result.cpu.*kind /= o_.iterations;
   }
   result.events = events_;

@@ -100,6 +100,18 @@ struct Calibration {
   // (none). Measured without a cluster by tools/experiments/simulator_preemption_cost.py: 17 – 39 µs
   // (docs/results/simulator/simulator.md, "What a preemption costs the computation").
   double preempt_s = 0;
+  // Core-seconds of CPU a computation loses per core-second of communication work
+  // (sending, receiving, the server's update) on its host while it computes: the
+  // copies' memory traffic slows the computation on the other cores, with no
+  // preemption (issue 36: compute slowed by communication on shared cores). Charged
+  // when a communication job starts, to every computation running on that host then,
+  // in full each. Counted in CpuBreakdown::interference_s. Not charged to gloo's ring
+  // (DDP). Default: 0 (none). The CPU calibrations: from
+  // docs/results/simulator/preemption_cost.csv (a single-thread ResNet-50 beside a core
+  // that copies 8 MB buffers without pause used 1.135x its CPU alone), less what
+  // shared_host_compute_speed already charges for sharing busy cores
+  // (tools/experiments/simulator_calibration.py).
+  double comm_interference = 0;
   // Converting float32 values to a 16-bit wire and back (scheduling.wire_dtype), per
   // value and one core, charged in full on top of the per-byte costs of the 2-byte
   // message (the conversion replaces a copy of the float32 values that those costs
@@ -208,7 +220,12 @@ struct CpuBreakdown {
   double update_s = 0;   // the optimizer: the servers', or the workers' (DDP, local)
   double ring_s = 0;     // gloo's ring all-reduce (DDP)
   double preempt_s = 0;  // the computation's extra for preemptions (Calibration::preempt_s)
-  double total_s() const { return compute_s + send_s + recv_s + update_s + ring_s + preempt_s; }
+  // The computation's extra for the communication's memory traffic beside it
+  // (Calibration::comm_interference).
+  double interference_s = 0;
+  double total_s() const {
+    return compute_s + send_s + recv_s + update_s + ring_s + preempt_s + interference_s;
+  }
 };
 
 struct SimResult {

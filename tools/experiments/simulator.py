@@ -13,6 +13,7 @@ committed measurements (docs/results/simulator/simulator.md).
   $S trial --sets=fresh-3 --cpu_factor=1.3         # a what-if, nothing written
   $S cpu           # measured CPU per iteration beside the simulated
   $S noise         # the runs' own spread beside the misses
+  $S score [--before=OLD.csv]   # the protocol's hits per set (simulator_protocol.py)
 
 Which file holds which set of points: simulator_points.py. How each calibration is fitted
 (docs/simulator.md, "Calibration"): simulator_calibration.py. The noise: simulator_noise.py.
@@ -27,6 +28,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import simulator_calibration as calibration  # noqa: E402
 import simulator_noise  # noqa: E402
 import simulator_points as sp  # noqa: E402
+import simulator_protocol as protocol  # noqa: E402
 from results_lib import csv_io, markdown, p3_sim, paths, raw_csv  # noqa: E402
 
 ROOT = paths.ROOT
@@ -145,47 +147,103 @@ def validate():
         print(f"{p['set']:20} {p['model']:13} {system:14} {p['bandwidth']:4} w{p['workers']} "
               f"s{p['slice_params']:<8} measured {p['measured']:7.2f} predicted "
               f"{r['samples_per_second']:7.2f} ratio {ratio:.2f}", flush=True)
+    score_rows(rows, simulator_noise.point_runs())
     csv_io.write_rows(sp.results(VALIDATION), rows)  # every set's columns
     write_table(rows)
 
 
+def run_key(r):
+    """A validation row's key in simulator_noise.point_runs()."""
+    return (r["set"], r["model"], r["system"], float(r["bandwidth"]), int(r["workers"]),
+            int(r["slice_params"]), r.get("placement") or "", r.get("wire_dtype") or "")
+
+
+def score_rows(rows, runs):
+    """Adds the protocol's columns to each validation row (simulator_protocol.py): the
+    runs' min and max, checkable (enough runs), protocol_hit. A point's runs are taken
+    from `runs` only when they are as many as the point's (or stand for them by their min
+    and max, as for the sweep of 2026-11-30); else only its median is known."""
+    for r in rows:
+        v = runs.get(run_key(r), [])
+        if len(v) != int(r["runs"]) and not (r["set"] == "2026-11-30" and v):
+            v = []
+        s = protocol.score_point(float(r["predicted"]), float(r["measured"]), v,
+                                 int(r["runs"]), fresh=r["set"] in protocol.FRESH_SETS)
+        r.update(runs_min=round(s["runs_min"], 3), runs_max=round(s["runs_max"], 3),
+                 checkable=s["checkable"], protocol_hit=s["hit"])
+
+
+SET_ORDER = ("fresh-2026-12-05", "2026-12-03", "wire", "2026-12-02", "cc-bbr", "cc-cubic",
+             "fresh-5", "fresh-4", "fresh-3", "fresh-2", "fresh", "current-interleaved",
+             "current", "2026-11-30")
+
+
+def ordered(rows):
+    """Rows sorted by SET_ORDER (the newest set first), the order within a set kept."""
+    rank = {name: i for i, name in enumerate(SET_ORDER)}
+    return sorted(rows, key=lambda r: rank.get(r["set"], len(rank)))
+
+
 def write_table(rows):
-    checked = [r for r in rows if not r["fitted"]]
-    by_model = {}
-    for r in checked:
-        key = "VGG-19" if r["model"] == "vgg19" else "ResNet-50 and the LSTM"
-        by_model.setdefault(key, []).append(r["within_10pct"])
-    lines = [f"**All sets: {sum(r['within_10pct'] for r in checked)} of {len(checked)} checked "
-             f"points within ±10 %** (" + "; ".join(f"{k}: {sum(v)} of {len(v)}"
-                                                      for k, v in sorted(by_model.items()))
-             + ").", ""]
-    for set_name in ("2026-12-03", "wire", "2026-12-02", "cc-bbr", "cc-cubic", "fresh-5", "fresh-4", "fresh-3",
-                     "fresh-2", "fresh", "current-interleaved", "current", "2026-11-30"):
+    summaries = protocol.summary(ordered(rows))
+    every = summaries[-1] if summaries[-1]["set"] == "all" else summaries[-2]
+    lines = [f"**Under the protocol: {every['hits']} of {every['checkable']} checkable points "
+             f"are hits; median |error| {every['median_abs_error']:.3f}; "
+             f"{every['not_checkable']} points not checkable (fewer than "
+             f"{protocol.MIN_RUNS} runs).**", ""]
+    lines += protocol.table(summaries)
+    lines.append("")
+    by_set = {s["set"]: s for s in summaries}
+    for set_name in SET_ORDER:
         sub = [r for r in rows if r["set"] == set_name]
         if not sub:
             continue
-        checked = [r for r in sub if not r["fitted"]]
-        inside = sum(1 for r in checked if r["within_10pct"])
-        lines.append(f"**{set_name}** ({sub[0]['source']}): {inside} of {len(checked)} points "
-                     f"within ±10 %; median |ratio − 1| "
-                     f"{statistics.median(abs(r['ratio'] - 1) for r in checked):.3f}.")
+        s = by_set[set_name]
+        err = f"{s['median_abs_error']:.3f}" if s["median_abs_error"] is not None else "–"
+        lines.append(f"**{set_name}** ({sub[0]['source']}): {s['hits']} of {s['checkable']} "
+                     f"checkable points are hits; median |ratio − 1| {err}; "
+                     f"{s['not_checkable']} not checkable.")
         lines.append("")
-        lines.append("| model | system | Gbit/s | workers | placement | slice | measured | "
-                     "predicted | predicted ÷ measured | runs |")
-        lines.append("|---|---|---:|---:|---|---:|---:|---:|---:|---:|")
+        lines.append("| model | system | Gbit/s | workers | placement | slice | measured (median) | "
+                     "runs min – max | predicted | predicted ÷ measured | runs |")
+        lines.append("|---|---|---:|---:|---|---:|---:|---:|---:|---:|---:|")
         for r in sorted(sub, key=lambda r: (r["model"], r["system"], r["workers"],
                                             r["slice_params"], r["bandwidth"] or 99,
                                             r.get("wire_dtype") or "")):
             bw = "unlimited" if r["bandwidth"] == 0 else f"{r['bandwidth']:g}"
-            mark = " (fitted)" if r["fitted"] else ("" if r["within_10pct"] else " **✗**")
+            mark = (" (fitted)" if r["fitted"] else " (not checkable)" if not r["checkable"]
+                    else "" if r["protocol_hit"] else " **✗**")
             system = r["system"] + (f", {r['wire_dtype']} wire" if r.get("wire_dtype") else "")
             lines.append(f"| {r['model']} | {system} | {bw} | {r['workers']} | "
-                         f"{r.get('placement') or 'colocated'} | {r['slice_params']} | {r['measured']:.2f} | {r['predicted']:.2f} | "
-                         f"{r['ratio']:.2f}{mark} | {r['runs']} |")
+                         f"{r.get('placement') or 'colocated'} | {r['slice_params']} | "
+                         f"{r['measured']:.2f} | {r['runs_min']:.2f} – {r['runs_max']:.2f} | "
+                         f"{r['predicted']:.2f} | {r['ratio']:.2f}{mark} | {r['runs']} |")
         lines.append("")
     # The last line is empty: the block ends with one newline before END.
     markdown.rewrite_block(sp.results(PAGE), BEGIN, END, "\n".join(lines[:-1]),
                            new_page=f"{BEGIN}\n{END}\n")
+
+
+def score(args):
+    """The protocol's scores per set from simulator_validation.csv (or --after), beside
+    those of another validation CSV (--before) where given: nothing is simulated."""
+    after = protocol.summary(ordered(read_validation(args.after or None)))
+    if not args.before:
+        print("\n".join(protocol.table(after)))
+        return
+    before = {s["set"]: s for s in protocol.summary(ordered(read_validation(args.before)))}
+    print("| set | checkable | hits before → after | median \\|error\\| before → after |")
+    print("|---|---:|---:|---|")
+    for s in after:
+        b = before.get(s["set"])
+        if b is None:
+            continue
+
+        def err(x):
+            return f"{x:.3f}" if x is not None else "–"
+        bold = "**" if s["set"] in ("all", protocol.FRESH_SUMMARY) else ""
+        print(f"| {bold}{s['set']}{bold} | {s['checkable']} | {b['hits']} → {bold}{s['hits']}{bold} | "
+              f"{err(b['median_abs_error'])} → {err(s['median_abs_error'])} |")
 
 
 def fresh(args):
@@ -275,7 +333,7 @@ def cpu():
             r = predict(p, cal, scales[model], sp.calibration_of(set_name)["extra"])
             c = r["cpu_s_per_iteration"]
             sim_comm = c["send"] + c["receive"] + c["update"] + c["ring"]
-            sim_compute = c["compute"] + c.get("preempt", 0.0)
+            sim_compute = c["compute"] + c.get("preempt", 0.0) + c.get("interference", 0.0)
             name = f"{mode} {'unlimited' if bw == 0 else f'{bw:g} Gbit/s'}" + (
                 f", {workers} + {workers}" if workers == 3 else "") + (
                 ", separate" if placement == "separate" else "")
@@ -289,7 +347,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("command", choices=["calibrate", "validate", "table", "fresh", "sweep", "trial",
-                                            "cpu", "noise"])
+                                            "cpu", "noise", "score"])
     ap.add_argument("dirs", nargs="*", help="fresh: bench output folders as DIR=placement")
     ap.add_argument("--sets", default="fresh-3",
                     help="trial: the measured sets to predict (comma-separated)")
@@ -305,6 +363,10 @@ def main():
     ap.add_argument("--side_by_side", default="",
                     help="trial: a simulator_side_by_side.py CSV: its medians as the computation's "
                          "speed and a factor on the communication's CPU costs")
+    ap.add_argument("--before", default="",
+                    help="score: a validation CSV to compare with, set by set")
+    ap.add_argument("--after", default="",
+                    help="score: the validation CSV to score (default: simulator_validation.csv)")
     ap.add_argument("--only", default="",
                     help="calibrate: only these calibration sets (comma-separated names of "
                          "simulator_points.SETS)")
@@ -326,14 +388,17 @@ def main():
         cpu()
     elif args.command == "noise":
         simulator_noise.noise()
+    elif args.command == "score":
+        score(args)
     else:
         write_table(read_validation())
 
 
-def read_validation():
-    """simulator_validation.csv's rows, typed as validate() made them."""
+def read_validation(path=None):
+    """simulator_validation.csv's rows (or another validation CSV's), typed as validate()
+    made them; the protocol's columns computed where the CSV has none."""
     rows = []
-    for r in csv_io.read_rows(sp.results(VALIDATION)):
+    for r in csv_io.read_rows(path or sp.results(VALIDATION)):
         for k in ("bandwidth", "measured", "predicted", "ratio"):
             r[k] = float(r[k])
         for k in ("workers", "slice_params", "runs"):
@@ -341,6 +406,12 @@ def read_validation():
         r["within_10pct"] = r["within_10pct"] == "True"
         r["fitted"] = r["fitted"] == "True"
         rows.append(r)
+    if rows and "protocol_hit" not in rows[0]:
+        score_rows(rows, simulator_noise.point_runs())
+    for r in rows:
+        r["checkable"] = r["checkable"] in (True, "True")
+        r["protocol_hit"] = r["protocol_hit"] in (True, "True")
+        r["runs_min"], r["runs_max"] = float(r["runs_min"]), float(r["runs_max"])
     return rows
 
 if __name__ == "__main__":

@@ -20,7 +20,20 @@ compute_scale. Used by tools/experiments/simulator.py (`calibrate`, and every pr
     ResNet-50 pairs). No point of the validation enters it;
   * preempt_s: the computation's CPU lost per preemption by a thread waking on its core
     1,000 times a second (simulator/preemption_cost.csv, simulator_preemption_cost.py).
-    No point of the validation enters it either.
+    No point of the validation enters it either;
+  * comm_interference: the computation's CPU lost per core-second of communication on
+    its host, from the same CSV: a core copying 8 MB buffers without pause beside the
+    computation (no preemption), its extra core-seconds over the copier's, median of the
+    rounds, less the 1 / shared_host_compute_speed - 1 the model already charges a
+    computation sharing busy cores. No point of the validation enters it;
+  * update_s_per_byte: the server's aggregation and optimizer per byte of parameters and
+    worker, from the server hot-loop benchmark (server_hot_loop/*.csv) of the binaries the
+    validated sets ran. The streaming benchmark's server runs the optimizer too (plain SGD,
+    one worker), so its measured CPU per GB holds one update: the per-byte costs of
+    sending and receiving are what is left once that update, as `perf` measured it in the
+    streaming run (streaming/cpu_breakdown_2026-12-04.csv), is taken off, and the
+    streaming run is simulated with that update cost for the fit of the per-message costs
+    (issue 36: the update was counted twice).
 """
 import json
 import math
@@ -38,10 +51,32 @@ RING_DEFAULT = {"ring_send_s_per_byte": 0.4e-9, "ring_recv_s_per_byte": 0.4e-9,
 # The disturber of simulator_preemption_cost.py whose wake-up rate is the cluster's: a
 # worker's main thread was preempted 550 - 1,150 times a second in fresh-5's runs.
 PREEMPT_CONDITION = "same:1000:0"
+# The disturber of simulator_preemption_cost.py that copies on the other core (memory
+# traffic, no preemption): what communication beside a computation costs it.
+INTERFERENCE_CONDITION = "other:8388608"
 # The grid of the streaming fit.
 PER_MESSAGE_S = (5e-6, 10e-6, 20e-6, 40e-6)
 WRITE_GAP_S = (0.0, 30e-6, 60e-6, 120e-6, 200e-6)
 RATES = (1.0, 2.5, 5.0, 0.0)
+# The server hot-loop run whose build the validated sets ran: `old` (a gradient copied
+# into a slot of its own, summed when the last arrives; before d530bf0, 2026-12-04),
+# SGD with momentum and weight decay as configs/bench/*, slices of 40,000 out of cache.
+HOT_LOOP = "server_hot_loop/server_hot_loop_2026-12-04.csv"
+HOT_LOOP_BUILD = "old"
+# The workers the update cost is evaluated at: the validated clusters' (2; some 3).
+UPDATE_WORKERS = 2
+# The streaming benchmark's own update: `perf` of whole streaming runs on loopback
+# (streaming.md, "Where each CPU second goes"), the server's optimizer group, CPU s per GB
+# crossing, with the server of the validated sets' build (`before`, c4091e2).
+STREAMING_BREAKDOWN = "streaming/cpu_breakdown_2026-12-04.csv"
+STREAMING_BREAKDOWN_LABEL = "before"
+STREAMING_OPTIMIZER_GROUP = "server: the optimizer"
+# One worker: its server updates each parameter byte once while two bytes cross (the
+# gradient up, the value down).
+STREAMING_PARAM_BYTES_PER_CROSSING_BYTE = 0.5
+# The streaming benchmark's messages: slices of 40,000 float32 values, one part each, each
+# charged per_message_s by its writer and by its reader.
+STREAMING_MESSAGE_BYTES = 40000 * 4
 
 
 def profile(name):
@@ -139,12 +174,62 @@ def preempt_s():
     return statistics.median(costs) * 1e-6
 
 
-def streaming_costs(name, s, measured, speed, preempt):
-    """A calibration's CPU costs of communication from its streaming CSV's medians."""
+def update_s_per_byte(path=None):
+    """The server's update (aggregation of W gradients, SGD with momentum, the snapshot)
+    per byte of parameters and worker, at UPDATE_WORKERS: the medians of the hot-loop
+    benchmark's W = 1 and W = 4 runs (ns per value), taken as linear in W."""
+    rows = [r for r in csv_io.read_rows(path or sp.results(HOT_LOOP))
+            if r["build"] == HOT_LOOP_BUILD and r["optimizer"] == "sgd" and
+            r["slice_params"] == "40000"]
+    ns = {w: statistics.median(float(r["ns_per_value"]) for r in rows if int(r["workers"]) == w)
+          for w in (1, 4)}
+    per_worker = (ns[4] - ns[1]) / 3
+    at = ns[1] + per_worker * (UPDATE_WORKERS - 1)
+    return at / (4 * UPDATE_WORKERS) * 1e-9
+
+
+def streaming_update_s_per_gb(path=None):
+    """The streaming run's own update, CPU s per GB crossing: the median over runs of the
+    server's optimizer group in its `perf` breakdown."""
+    return statistics.median(
+        float(r["cpu_s_per_gb"]) for r in csv_io.read_rows(path or sp.results(STREAMING_BREAKDOWN))
+        if r["label"] == STREAMING_BREAKDOWN_LABEL and r["group"] == STREAMING_OPTIMIZER_GROUP)
+
+
+def streaming_update_s_per_byte(streaming_update):
+    """update_s_per_byte (per parameter byte, one worker) that charges the simulated
+    streaming run its own update, from that update's CPU s per GB crossing."""
+    return streaming_update / STREAMING_PARAM_BYTES_PER_CROSSING_BYTE * 1e-9
+
+
+def comm_interference(speed, path=None):
+    """Core-seconds a computation loses per core-second of copying on another core of its
+    host, beyond what sharing busy cores at `speed` (shared_host_compute_speed) already
+    costs it in the model: per round of preemption_cost.csv's INTERFERENCE_CONDITION, the
+    computation's extra core-seconds per iteration over the copier's; the median, less
+    1 / speed - 1; at least 0."""
+    rows = [r for r in csv_io.read_rows(path or sp.results("simulator/preemption_cost.csv"))
+            if r["condition"] == INTERFERENCE_CONDITION]
+    measured = statistics.median(float(r["extra_core_s_per_iteration"]) /
+                                 float(r["disturber_core_s_per_iteration"]) for r in rows)
+    return max(0.0, measured - (1 / speed - 1))
+
+
+def streaming_costs(name, s, measured, speed, preempt, update, streaming_update,
+                    interference=0.0):
+    """A calibration's CPU costs of communication from its streaming CSV's medians:
+    `streaming_update` (CPU s per GB crossing) is the streaming server's own update, which
+    the measured CPU holds; `update` (s per byte and worker) is the cluster's, which the
+    simulator charges apart."""
     loop = measured[0.0]["cpu_s_per_gb"]  # CPU s per GB crossing, both ends together
+    # The streaming server's own update is in `loop`; the simulator charges the update
+    # apart (update_s_per_byte x bytes x W at the slice's last gradient), so it is taken
+    # off here, or it is counted twice.
+    comm = loop - streaming_update
     # Split between the sides as the processes' CPU split (worker sends the gradients,
     # the server the values; each does both, so the split is close to even).
-    send = loop / 2 * 1e-9
+    send = comm / 2 * 1e-9
+    # The shaped links' extra over loopback (the update is in both, and cancels).
     extra = {rate: (measured[rate]["cpu_s_per_gb"] - loop) / 2 for rate in (1.0, 2.5, 5.0)}
     exponent = math.log(extra[1.0] / extra[5.0]) / math.log(5.0)
     if exponent < 0:
@@ -157,16 +242,29 @@ def streaming_costs(name, s, measured, speed, preempt):
                        f"{measured[0.0]['runs']} runs per rate); binaries: {s['binaries']}",
             "send_s_per_byte": send, "recv_s_per_byte": send,
             "shaped_s_per_byte_at_1g": extra[1.0] * 1e-9, "shaped_exponent": exponent,
-            "shared_host_compute_speed": speed, "preempt_s": preempt}
+            "shared_host_compute_speed": speed, "preempt_s": preempt,
+            "update_s_per_byte": update, "comm_interference": interference}
 
 
-def fit_messages(name, cal, measured):
-    """(per_message_s, write_gap_s) of the grid whose simulated streaming goodput is
-    closest to the measured one (rms log error over RATES)."""
+def per_byte_less_messages(cal, per_message):
+    """cal with its send and receive costs per byte less the per-message cost they hold:
+    the streaming benchmark's CPU per GB holds its messages' cost (one slice size), and
+    the simulator charges per_message_s on top of the per-byte costs."""
+    per_byte = per_message / STREAMING_MESSAGE_BYTES  # each side's, per byte of the message
+    return dict(cal, send_s_per_byte=cal["send_s_per_byte"] - per_byte,
+                recv_s_per_byte=cal["recv_s_per_byte"] - per_byte, per_message_s=per_message)
+
+
+def fit_messages(name, cal, measured, streaming_update):
+    """(per_message_s, write_gap_s, send_s_per_byte) of the grid whose simulated streaming
+    goodput is closest to the measured one (rms log error over RATES); the streaming run
+    simulated with its own update (streaming_update, CPU s per GB crossing) and with the
+    per-byte costs less each per-message cost, so that its CPU per GB stays the measured."""
     best = None
     for per_message in PER_MESSAGE_S:
         for gap in WRITE_GAP_S:
-            trial = dict(cal, per_message_s=per_message, write_gap_s=gap)
+            trial = dict(per_byte_less_messages(cal, per_message), write_gap_s=gap,
+                         update_s_per_byte=streaming_update_s_per_byte(streaming_update))
             err = with_temporary(trial, lambda path: sum(
                 math.log(simulate_streaming(path, rate) / measured[rate]["goodput"]) ** 2
                 for rate in RATES))
@@ -174,7 +272,7 @@ def fit_messages(name, cal, measured):
                   f"rms log error {math.sqrt(err/4):.3f}")
             if best is None or err < best[0]:
                 best = (err, per_message, gap)
-    return best[1], best[2]
+    return best[1], best[2], per_byte_less_messages(cal, best[1])["send_s_per_byte"]
 
 
 def write_calibration(path, cal):
@@ -192,6 +290,15 @@ def calibrate(only=""):
     print(f"shared_host_compute_speed {speed:.4f} (pipeline_contention.csv, ResNet-50 pairs)")
     preempt = preempt_s()
     print(f"preempt_s {preempt * 1e6:.1f} us (preemption_cost.csv, {PREEMPT_CONDITION})")
+    update = update_s_per_byte()
+    print(f"update_s_per_byte {update * 1e9:.3f} ns ({HOT_LOOP}, {HOT_LOOP_BUILD}, "
+          f"W = {UPDATE_WORKERS})")
+    interference = comm_interference(speed)
+    print(f"comm_interference {interference:.4f} (preemption_cost.csv, {INTERFERENCE_CONDITION}, "
+          f"less 1 / {speed:.4f} - 1)")
+    streaming_update = streaming_update_s_per_gb()
+    print(f"the streaming run's own update: {streaming_update:.4f} s per GB crossing "
+          f"({STREAMING_BREAKDOWN}, {STREAMING_BREAKDOWN_LABEL})")
     for name, s in sp.SETS.items():
         if only and name not in only.split(","):
             if first and name == "current":
@@ -200,9 +307,14 @@ def calibrate(only=""):
                     ring.update({k: v for k, v in json.load(f).items() if k.startswith("ring_")})
                 first = False
             continue
+        if not os.path.exists(os.path.join(paths.ROOT, s["streaming"])):
+            print(f"{name}: no {s['streaming']} yet, not calibrated")
+            continue
         m = streaming_measured(os.path.join(paths.ROOT, s["streaming"]))
-        cal = streaming_costs(name, s, m, speed, preempt)
-        cal["per_message_s"], cal["write_gap_s"] = fit_messages(name, cal, m)
+        cal = streaming_costs(name, s, m, speed, preempt, update, streaming_update, interference)
+        per_message, gap, per_byte = fit_messages(name, cal, m, streaming_update)
+        cal.update(per_message_s=per_message, write_gap_s=gap, send_s_per_byte=per_byte,
+                   recv_s_per_byte=per_byte)
         cal.update(ring)
         path = os.path.join(paths.ROOT, s["file"])
         write_calibration(path, cal)
@@ -212,6 +324,7 @@ def calibrate(only=""):
             write_calibration(path, cal)
             first = False
         print(f"{name}: wrote {s['file']}:")
+        as_streaming = dict(cal, update_s_per_byte=streaming_update_s_per_byte(streaming_update))
         for rate in RATES:
-            g = simulate_streaming(path, rate)
+            g = with_temporary(as_streaming, lambda p: simulate_streaming(p, rate))
             print(f"  {rate:4} Gbit/s: measured {m[rate]['goodput']:.2f}, simulated {g:.2f} Gbit/s")

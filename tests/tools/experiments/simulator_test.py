@@ -10,12 +10,18 @@ import fakes
 import scaling
 import simulator
 import simulator_calibration
+import simulator_fresh
 import simulator_noise
 import simulator_points as sp
 import simulator_preemption_cost
+import simulator_protocol as protocol
 from results_lib import raw_csv
 
 T = fakes.TESTDATA
+
+
+def simulator_protocol_sets():
+    return protocol.FRESH_SETS
 
 
 class SimulatorTest(unittest.TestCase):
@@ -129,9 +135,148 @@ class SimulatorTest(unittest.TestCase):
         with self.assertRaises(SystemExit):
             simulator_preemption_cost.parse_condition("same:fast")
 
+    def test_streaming_costs_take_off_the_streaming_runs_own_update(self):
+        m = {0.0: {"cpu_s_per_gb": 1.6, "commit": "c", "runs": 3},
+             1.0: {"cpu_s_per_gb": 2.6}, 2.5: {"cpu_s_per_gb": 2.2}, 5.0: {"cpu_s_per_gb": 1.9}}
+        cal = simulator_calibration.streaming_costs("x", {"streaming": "s.csv", "binaries": "b"},
+                                                    m, 0.9, 4e-5, 0.3e-9, 0.05)
+        # 1.6 s/GB crossing holds the streaming server's own update, 0.05 s/GB of it.
+        self.assertAlmostEqual(cal["send_s_per_byte"] * 1e9, (1.6 - 0.05) / 2)
+        self.assertAlmostEqual(cal["recv_s_per_byte"] * 1e9, (1.6 - 0.05) / 2)
+        # The cluster's update is the hot loop's, charged apart by the simulator.
+        self.assertEqual(cal["update_s_per_byte"], 0.3e-9)
+        # The shaped links' extra over loopback is unchanged by it.
+        self.assertAlmostEqual(cal["shaped_s_per_byte_at_1g"] * 1e9, (2.6 - 1.6) / 2)
+        # Simulated with its own update (a parameter byte crosses twice and is updated
+        # once), the streaming run uses the measured CPU per GB crossing, not more.
+        own = simulator_calibration.streaming_update_s_per_byte(0.05)
+        self.assertAlmostEqual(own * 1e9, 0.1)
+        total = (cal["send_s_per_byte"] + cal["recv_s_per_byte"] + own / 2) * 1e9
+        self.assertAlmostEqual(total, 1.6)
+
+    def test_streaming_update_is_the_median_of_the_optimizer_group(self):
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "b.csv")
+            with open(path, "w") as f:
+                f.write("label,commit,mode,run,group,share,cpu_s_per_gb\n"
+                        "before,c,loopback,1,server: the optimizer,0.04,0.041\n"
+                        "before,c,loopback,2,server: the optimizer,0.05,0.055\n"
+                        "before,c,loopback,3,server: the optimizer,0.04,0.048\n"
+                        "after,d,loopback,1,server: the optimizer,0.04,0.010\n"
+                        "before,c,loopback,1,kernel: socket copies,0.2,0.186\n")
+            self.assertAlmostEqual(simulator_calibration.streaming_update_s_per_gb(path), 0.048)
+
+    def test_comm_interference_is_the_copiers_cost_beyond_the_shared_speed(self):
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "p.csv")
+            with open(path, "w") as f:
+                f.write("round,condition,extra_core_s_per_iteration,disturber_core_s_per_iteration\n"
+                        "1,other:8388608,0.03,0.3\n2,other:8388608,0.06,0.3\n"
+                        "3,other:8388608,0.045,0.3\n1,same:1000:0,0.5,0.003\n")
+            # Median 0.15 core-s per core-s of copying; sharing at 0.8 already costs 0.25.
+            self.assertAlmostEqual(simulator_calibration.comm_interference(1.0, path), 0.15)
+            self.assertAlmostEqual(simulator_calibration.comm_interference(0.95, path),
+                                   0.15 - (1 / 0.95 - 1))
+            self.assertEqual(simulator_calibration.comm_interference(0.8, path), 0.0)
+
+    def test_per_byte_costs_lose_the_per_message_cost_they_hold(self):
+        cal = {"send_s_per_byte": 1e-9, "recv_s_per_byte": 1e-9}
+        less = simulator_calibration.per_byte_less_messages(cal, 16e-6)
+        # 16 µs per 160 kB message: 0.1 ns per byte on each side.
+        self.assertAlmostEqual(less["send_s_per_byte"] * 1e9, 0.9)
+        self.assertAlmostEqual(less["recv_s_per_byte"] * 1e9, 0.9)
+        self.assertEqual(less["per_message_s"], 16e-6)
+
+    def test_update_cost_is_the_hot_loops_old_build_at_two_workers(self):
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "hot.csv")
+            with open(path, "w") as f:
+                f.write("build,run,optimizer,workers,slice_params,slices,iterations,ns_per_value\n"
+                        "old,1,sgd,4,40000,64,20,4.0\nold,2,sgd,4,40000,64,20,3.0\n"
+                        "old,1,sgd,1,40000,64,20,1.5\nnew,1,sgd,1,40000,64,20,0.1\n"
+                        "old,1,adam,1,40000,64,20,9.0\nold,1,sgd,1,4096,8,200,0.2\n")
+            # W = 1: 1.5 ns a value; W = 4: 3.5; linear: 2.1667 at W = 2, per byte and worker / 8.
+            self.assertAlmostEqual(simulator_calibration.update_s_per_byte(path) * 1e9,
+                                   (1.5 + 2.0 / 3) / 8)
+
+    def test_fresh_points_cover_the_issues_list_and_their_runs_ask_for_them(self):
+        kinds = {(p["model"], p["bandwidth"], p["workers"], p["placement"], p["wire_dtype"])
+                 for p in simulator_fresh.POINTS}
+        for k in (("resnet50", 2.0, 2, "colocated", ""), ("resnet50", 1.0, 3, "colocated", ""),
+                  ("resnet50", 1.0, 2, "separate", ""), ("vgg19", 4.0, 2, "colocated", ""),
+                  ("resnet50", 2.5, 2, "colocated", "bfloat16")):
+            self.assertIn(k, kinds)
+        self.assertIn(simulator_fresh.SET, dict(sp.FRESH_SETS))
+        self.assertIn(simulator_fresh.SET, simulator_protocol_sets())
+        calls = []
+        with mock.patch.object(simulator_fresh.subprocess, "run",
+                               lambda a, check: calls.append(a)):
+            sep = next(p for p in simulator_fresh.POINTS if p["placement"] == "separate")
+            simulator_fresh.bench(sep, "o", 43, 3)
+            wire = next(p for p in simulator_fresh.POINTS if p["wire_dtype"])
+            simulator_fresh.bench(wire, "o", 43, 3)
+        self.assertIn("--set=network.placement=separate", calls[0])
+        self.assertIn("--runs=1", calls[0])
+        self.assertIn("--wire_dtypes=bfloat16", calls[1])
+        self.assertIn("--bandwidths=2.5", calls[1])
+
+    def test_protocol_hit_is_within_10pct_of_the_median_or_inside_the_runs(self):
+        runs = [8.0, 10.0, 13.0]
+        # 11 % above the median but inside the runs: a hit.
+        self.assertTrue(protocol.score_point(11.1, 10.0, runs, 3)["hit"])
+        # 10 % below the median, outside the runs: a hit by the tolerance.
+        self.assertTrue(protocol.score_point(9.0, 10.0, [9.5, 10.0, 10.2], 3)["hit"])
+        # 11 % above, beyond every run: a miss.
+        s = protocol.score_point(11.1, 10.0, [9.5, 10.0, 10.2], 3)
+        self.assertFalse(s["hit"])
+        self.assertAlmostEqual(s["error"], 0.11)
+        # Below the slowest run and more than 10 % under the median: a miss.
+        self.assertFalse(protocol.score_point(7.9, 10.0, runs, 3)["hit"])
+
+    def test_protocol_needs_3_runs_and_5_for_a_fresh_point(self):
+        self.assertFalse(protocol.score_point(10.0, 10.0, [9.0, 11.0], 2)["checkable"])
+        self.assertTrue(protocol.score_point(10.0, 10.0, [9.0, 10.0, 11.0], 3)["checkable"])
+        self.assertFalse(protocol.score_point(10.0, 10.0, [9.0, 10.0, 11.0], 3,
+                                              fresh=True)["checkable"])
+        self.assertTrue(protocol.score_point(10.0, 10.0, [9, 10, 10, 10, 11], 5,
+                                             fresh=True)["checkable"])
+
+    def test_protocol_summary_counts_uncheckable_points_apart_and_leaves_out_fitted(self):
+        def row(set_name, ratio, checkable, hit, fitted=False):
+            return {"set": set_name, "ratio": ratio, "checkable": checkable,
+                    "protocol_hit": hit, "fitted": fitted}
+        rows = [row("a", 1.02, True, True), row("a", 1.30, True, False),
+                row("a", 1.00, False, True), row("a", 1.0, True, True, fitted=True),
+                row("b", 0.95, True, True), row(protocol.FRESH_SETS[0], 1.20, True, False),
+                row(protocol.FRESH_SETS[0], 1.04, True, True)]
+        s = {x["set"]: x for x in protocol.summary(rows)}
+        self.assertEqual((s["a"]["checkable"], s["a"]["hits"], s["a"]["not_checkable"]),
+                         (2, 1, 1))
+        self.assertAlmostEqual(s["a"]["median_abs_error"], 0.16)
+        self.assertEqual((s["all"]["checkable"], s["all"]["hits"], s["all"]["not_checkable"]),
+                         (5, 3, 1))
+        fresh = s[protocol.FRESH_SUMMARY]
+        self.assertEqual((fresh["checkable"], fresh["hits"]), (2, 1))
+        self.assertFalse(protocol.targets_met(s["all"]))
+        self.assertTrue(protocol.targets_met(s["b"]))
+        self.assertFalse(protocol.targets_met(fresh, fresh=True))
+
+    def test_validation_rows_take_their_runs_only_when_all_are_on_record(self):
+        base = {"set": "s", "model": "resnet50", "system": "p3", "bandwidth": 1.0,
+                "workers": 2, "slice_params": 40000, "measured": 10.0, "predicted": 11.5}
+        rows = [dict(base, runs=3), dict(base, system="baseline", runs=3)]
+        runs = {("s", "resnet50", "p3", 1.0, 2, 40000, "", ""): [9.0, 10.0, 12.0],
+                ("s", "resnet50", "baseline", 1.0, 2, 40000, "", ""): [9.0, 12.0]}
+        simulator.score_rows(rows, runs)
+        self.assertTrue(rows[0]["protocol_hit"])  # inside 9 - 12
+        self.assertEqual(rows[0]["runs_max"], 12.0)
+        # 2 runs on record for a point of 3: its range is unknown, only its median counts.
+        self.assertFalse(rows[1]["protocol_hit"])
+        self.assertEqual(rows[1]["runs_max"], 10.0)
+
     def test_the_command_lines_start(self):
         for name in ("simulator.py", "simulator_cpu_breakdown.py", "simulator_side_by_side.py",
-                     "scaling.py"):
+                     "scaling.py", "simulator_fresh.py"):
             self.assertIn("usage", fakes.run_script(name, "--help"))
 
 
