@@ -172,6 +172,10 @@ absl::Status ValidateConfig(const ExperimentConfig& config) {
     }
     if (config.mode() == "local" || config.mode() == kPipelineMode) {
       not_with("mode", absl::StrCat("\"", config.mode(), "\" (no servers)"));
+    } else if (absl::StatusOr<Mode> mode = ParseMode(config.mode());
+               mode.ok() && !TraitsOf(*mode).values_on_push) {
+      // A joining worker takes its first values from the push (protocol.md, "Membership").
+      not_with("mode", absl::StrCat("\"", config.mode(), "\" (values are pulled)"));
     }
   }
 

@@ -99,6 +99,8 @@ CATCH_TEST_CASE("an elastic cluster names its size and every feature it cannot c
                                      "cannot be combined with cluster.elastic"));
   CATCH_CHECK(absl::StrContains(all, "checkpoint.every: > 0 (checkpoints) cannot be combined"));
   CATCH_CHECK(absl::StrContains(all, "mode: \"local\" (no servers) cannot be combined"));
+  CATCH_CHECK(absl::StrContains(ErrorOf("mode: \"baseline\" cluster { elastic {} }"),
+                                "mode: \"baseline\" (values are pulled) cannot be combined"));
   absl::StatusOr<ExperimentConfig> ok =
       ParseConfig("cluster { workers: 2 elastic { max_workers: 3 } }", {});
   CATCH_REQUIRE(ok.ok());
