@@ -129,6 +129,11 @@ std::vector<std::string> TakeOverrideFlags(int* argc, char** argv);
 // In mode "local" this is also the batch of the single process.
 int64_t GlobalBatchSize(const ExperimentConfig& config);
 
+// The ranks a run may have: cluster.elastic.max_workers (cluster.workers when 0) in an
+// elastic run, else cluster.workers. Workers and servers size the cluster by it; ranks
+// 0..cluster.workers-1 are present at the start (docs/reliability.md).
+int MaxWorkers(const ExperimentConfig& config);
+
 // Number of server and worker processes the launcher starts: none and one in mode
 // "local", else cluster.servers and cluster.workers.
 int ServerProcessCount(const ExperimentConfig& config);

@@ -12,6 +12,12 @@ int64_t GlobalBatchSize(const ExperimentConfig& config) {
   return static_cast<int64_t>(config.training().batch_size()) * config.cluster().workers();
 }
 
+int MaxWorkers(const ExperimentConfig& config) {
+  const ClusterConfig& cluster = config.cluster();
+  if (!cluster.has_elastic() || cluster.elastic().max_workers() == 0) return cluster.workers();
+  return cluster.elastic().max_workers();
+}
+
 int DefaultMachineCount(const ExperimentConfig& config) {
   const int workers = config.cluster().workers();
   const int servers = config.cluster().servers();

@@ -153,6 +153,31 @@ absl::Status ValidateConfig(const ExperimentConfig& config) {
                            cluster.stall_report_s()));
   }
   check.NonNegative("cluster.rejoin_timeout_s", cluster.rejoin_timeout_s());
+  if (cluster.has_elastic()) {
+    const int64_t max_workers = cluster.elastic().max_workers();
+    if (max_workers != 0) {
+      check.IntRange("cluster.elastic.max_workers", max_workers, cluster.workers(),
+                     kMaxProcesses);
+    }
+    auto not_with = [&](const std::string& field, const std::string& what) {
+      check.Add(field, absl::StrCat(what, " cannot be combined with cluster.elastic ",
+                                    "(docs/reliability.md, \"Elastic membership\")"));
+    };
+    if (cluster.rejoin_timeout_s() > 0) {
+      not_with("cluster.rejoin_timeout_s", "> 0 (rejoins of dead workers)");
+    }
+    if (config.checkpoint().every() > 0) not_with("checkpoint.every", "> 0 (checkpoints)");
+    if (config.scheduling().has_online_search() && config.scheduling().online_search()) {
+      not_with("scheduling.online_search", "true (re-plans)");
+    }
+    if (config.mode() == "local" || config.mode() == kPipelineMode) {
+      not_with("mode", absl::StrCat("\"", config.mode(), "\" (no servers)"));
+    } else if (absl::StatusOr<Mode> mode = ParseMode(config.mode());
+               mode.ok() && !TraitsOf(*mode).values_on_push) {
+      // A joining worker takes its first values from the push (protocol.md, "Membership").
+      not_with("mode", absl::StrCat("\"", config.mode(), "\" (values are pulled)"));
+    }
+  }
 
   const ModelConfig& model = config.model();
   check.Word("model.name", model.name(), "_", "a model name of the zoo (letters, digits, '_')");

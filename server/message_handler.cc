@@ -81,6 +81,7 @@ void Reset(Handled* handled) {
   handled->done = false;
   handled->all_done = false;
   handled->replan = false;
+  handled->membership.reset();
 }
 
 // The signature of a Hello, after the checks that need no shard: rank and server index.
@@ -167,6 +168,18 @@ absl::Status HandleWorkerMessage(ParameterShard* shard, int rank, const wire::Wo
       handled->replan_from_iteration = msg.replan().from_iteration();
       handled->replan_slice_params = msg.replan().slice_params();
       return absl::OkStatus();
+    case wire::WorkerMessage::kMembership: {
+      MembershipChange change{.from_iteration = msg.membership().from_iteration()};
+      for (uint32_t r : msg.membership().present()) {
+        if (r > static_cast<uint32_t>(INT32_MAX)) {
+          return absl::InvalidArgumentError("membership: rank out of range");
+        }
+        change.present.push_back(static_cast<int>(r));
+      }
+      P3_RETURN_IF_ERROR(shard->ChangeMembership(rank, change.from_iteration, change.present));
+      handled->membership = std::move(change);
+      return absl::OkStatus();
+    }
     case wire::WorkerMessage::kDone:
       handled->done = true;
       handled->all_done = shard->Finish(rank);

@@ -10,6 +10,7 @@
 #ifndef P3_SERVER_MESSAGE_HANDLER_H_
 #define P3_SERVER_MESSAGE_HANDLER_H_
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -51,6 +52,8 @@ struct Handled {
   bool replan = false;
   uint64_t replan_from_iteration = 0;
   int64_t replan_slice_params = 0;
+  // A membership change the shard accepted (elastic runs): forwarded to every worker.
+  std::optional<MembershipChange> membership;
 };
 
 // One message after the Hello. An error means the message was refused and nothing changed.

@@ -141,6 +141,10 @@ class ParameterServer::Impl {
   // in particular ahead of this server's values of version `from_iteration`, which cannot
   // exist yet (they need rank 0's gradients that follow the Replan on its stream).
   void ForwardReplan(uint64_t from_iteration, int64_t slice_params);
+  // A membership change rank 0 made (elastic runs), to every worker, urgent.
+  void ForwardMembership(const MembershipChange& change);
+  // The same message, for one stream.
+  static Downstream MembershipMessage(const MembershipChange& change);
 
   // --- colocated_worker.cc
 

@@ -40,7 +40,9 @@ absl::StatusOr<ServerOptions> ServerOptionsFromConfig(const config::ExperimentCo
   const bool ipv6 = absl::StrContains(host, ':');
   options.address = absl::StrCat(ipv6 ? "[" : "", host, ipv6 ? "]" : "", ":", process.port);
   options.shard.server_index = index;
-  options.shard.num_workers = config.cluster().workers();
+  // Elastic runs: every rank that may take part, ranks 0..workers-1 from the start.
+  options.shard.num_workers = config::MaxWorkers(config);
+  if (config.cluster().has_elastic()) options.shard.initial_workers = config.cluster().workers();
   options.shard.optimizer = OptimizerFromConfig(config);
   P3_ASSIGN_OR_RETURN(options.shard.wire_dtype, ParseWireDType(config.scheduling().wire_dtype()));
   // fp16's dynamic loss scaling: a slice whose gradients overflowed is not updated.

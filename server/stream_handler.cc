@@ -94,6 +94,12 @@ absl::Status ParameterServer::Impl::Serve(grpc::ServerContext* context, TrainStr
                             .slice_params = replan->second},
                  SendQueue<Downstream>::kUrgent, 0, 0);
     }
+    // Elastic runs: a worker that says Hello mid-run (a joining one) learns every change
+    // so far; the ones after come from ForwardMembership (both under mu_).
+    const std::vector<MembershipChange> membership = shard_.Membership();
+    for (size_t i = 1; i < membership.size(); ++i) {
+      conn->Push(MembershipMessage(membership[i]), SendQueue<Downstream>::kUrgent, 0, 0);
+    }
     streams_[rank] = conn.get();
   }
   Connection& connection = *conn;
@@ -163,6 +169,10 @@ absl::Status ParameterServer::Impl::ReadLoop(int rank, const Connection& conn, T
     }
     if (handled.replan) {
       ForwardReplan(handled.replan_from_iteration, handled.replan_slice_params);
+      continue;
+    }
+    if (handled.membership.has_value()) {
+      ForwardMembership(*handled.membership);
       continue;
     }
     if (tracing()) Trace(track, msg, handled.out, start);

@@ -66,6 +66,10 @@ void ParameterServer::Impl::WriteLoop(Connection* conn, TrainStream* stream) {
           msg.mutable_replan()->set_from_iteration(d.from_iteration);
           msg.mutable_replan()->set_slice_params(d.slice_params);
           break;
+        case Downstream::Kind::kMembership:
+          msg.mutable_membership()->set_from_iteration(d.from_iteration);
+          for (int r : *d.present) msg.mutable_membership()->add_present(static_cast<uint32_t>(r));
+          break;
         case Downstream::Kind::kAbort:
           msg.mutable_abort()->set_code(static_cast<int>(d.abort.code()));
           msg.mutable_abort()->set_message(std::string(d.abort.message()));
@@ -173,6 +177,21 @@ void ParameterServer::Impl::ForwardReplan(uint64_t from_iteration, int64_t slice
                           .slice_params = slice_params},
                SendQueue<Downstream>::kUrgent, 0, 0);
   }
+}
+
+Downstream ParameterServer::Impl::MembershipMessage(const MembershipChange& change) {
+  return Downstream{.kind = Downstream::Kind::kMembership,
+                    .from_iteration = change.from_iteration,
+                    .present = std::make_shared<const std::vector<int>>(change.present)};
+}
+
+void ParameterServer::Impl::ForwardMembership(const MembershipChange& change) {
+  std::cerr << "server " << options_.shard.server_index << ": workers {"
+            << DescribeRanks(change.present) << "} from iteration " << change.from_iteration
+            << std::endl;
+  const Downstream message = MembershipMessage(change);
+  absl::MutexLock lock(&mu_);
+  for (auto& [rank, conn] : streams_) conn->Push(message, SendQueue<Downstream>::kUrgent, 0, 0);
 }
 
 }  // namespace p3

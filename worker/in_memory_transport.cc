@@ -89,6 +89,16 @@ absl::StatusOr<uint64_t> InMemoryServer::Link(const TransportOptions& options) {
                                         .slice_params = replan->second}},
          SendQueue<Delivery>::kUrgent, 0, 0);
   }
+  // A worker that links mid-run (elastic) learns every membership change so far.
+  const std::vector<MembershipChange> membership = shard_.Membership();
+  for (size_t i = 1; i < membership.size(); ++i) {
+    Push(link,
+         Delivery{.message = Downstream{
+                      .kind = Downstream::Kind::kMembership,
+                      .from_iteration = membership[i].from_iteration,
+                      .present = std::make_shared<const std::vector<int>>(membership[i].present)}},
+         SendQueue<Delivery>::kUrgent, 0, 0);
+  }
   for (const ToWorker& m : *initial) {  // all to this worker
     Push(link, Delivery{.message = m.message}, m.priority, m.message.slice_id, m.bytes);
   }
@@ -120,14 +130,18 @@ void InMemoryServer::Receive(int rank, const Upstream& message, int64_t max_mess
     }
     return;
   }
-  if (message.kind == Upstream::Kind::kReplan) {
+  if (message.kind == Upstream::Kind::kReplan || message.kind == Upstream::Kind::kMembership) {
     // Ahead of anything queued, to every worker (docs/protocol.md, "Re-plan").
+    const Downstream::Kind kind = message.kind == Upstream::Kind::kReplan
+                                      ? Downstream::Kind::kReplan
+                                      : Downstream::Kind::kMembership;
     for (auto& [other, link] : links_) {
       if (link.ended) continue;
       Push(link,
-           Delivery{.message = Downstream{.kind = Downstream::Kind::kReplan,
+           Delivery{.message = Downstream{.kind = kind,
                                           .from_iteration = message.from_iteration,
-                                          .slice_params = message.slice_params}},
+                                          .slice_params = message.slice_params,
+                                          .present = message.present}},
            SendQueue<Delivery>::kUrgent, 0, 0);
     }
     return;
@@ -182,6 +196,8 @@ absl::Status InMemoryServer::Handle(int rank, const Upstream& up, int64_t max_me
       return AppendTo(shard_.Resume(rank, up.version), out);
     case Upstream::Kind::kReplan:
       return shard_.Replan(rank, up.from_iteration, up.slice_params);
+    case Upstream::Kind::kMembership:
+      return shard_.ChangeMembership(rank, up.from_iteration, *up.present);
     case Upstream::Kind::kDone:
       return absl::OkStatus();
   }
@@ -366,6 +382,8 @@ void InMemoryTransport::ReadLoop() {
     const Downstream& d = item->value.message;
     if (item->value.end.has_value()) {
       end = item->value.end;
+    } else if (d.kind == Downstream::Kind::kMembership) {
+      options_.listener->OnMembership(options_.server_index, d.from_iteration, *d.present);
     } else if (d.kind == Downstream::Kind::kReplan) {
       options_.listener->OnReplan(options_.server_index, d.from_iteration, d.slice_params);
     } else if (d.kind == Downstream::Kind::kAbort) {

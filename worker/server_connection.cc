@@ -58,6 +58,10 @@ void ToWire(const Upstream& up, wire::WorkerMessage* msg) {
       msg->mutable_replan()->set_from_iteration(up.from_iteration);
       msg->mutable_replan()->set_slice_params(up.slice_params);
       break;
+    case Upstream::Kind::kMembership:
+      msg->mutable_membership()->set_from_iteration(up.from_iteration);
+      for (int r : *up.present) msg->mutable_membership()->add_present(static_cast<uint32_t>(r));
+      break;
     case Upstream::Kind::kInit:
     case Upstream::Kind::kGradient:
       break;
@@ -73,6 +77,7 @@ std::string TraceCounter(const Upstream& up) {
     case Upstream::Kind::kBuffers:
       return absl::StrCat("\"round\": ", up.round);
     case Upstream::Kind::kReplan:
+    case Upstream::Kind::kMembership:
       return absl::StrCat("\"from_iteration\": ", up.from_iteration);
     case Upstream::Kind::kInit:
     case Upstream::Kind::kGradient:
@@ -259,7 +264,7 @@ void ServerConnection::WriteLoop() {
     }
     if (options_.trace != nullptr && options_.trace->enabled()) {
       static constexpr const char* kNames[] = {"init",   "gradient", "pull",  "done",
-                                               "resume", "buffers",  "replan"};
+                                               "resume", "buffers",  "replan", "membership"};
       options_.trace->Complete(send_track_,
                                absl::StrCat(kNames[static_cast<int>(up.kind)], " ", up.slice_id),
                                "send", start, absl::Now(),
@@ -346,6 +351,11 @@ void ServerConnection::ReadLoop() {
                            " s for the gradients of iteration ", stall.iteration(),
                            " from worker", ranks.size() == 1 ? " " : "s ", ListIds(ranks)));
       options_.listener->OnStall(options_.server_index, stall.iteration(), ranks);
+    } else if (msg.control.has_membership()) {
+      const std::vector<int> present(msg.control.membership().present().begin(),
+                                     msg.control.membership().present().end());
+      options_.listener->OnMembership(options_.server_index,
+                                      msg.control.membership().from_iteration(), present);
     } else if (msg.control.has_replan()) {
       options_.listener->OnReplan(options_.server_index, msg.control.replan().from_iteration(),
                                   msg.control.replan().slice_params());

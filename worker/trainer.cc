@@ -120,7 +120,11 @@ absl::StatusOr<WorkerOptions> WorkerOptionsFromConfig(const config::ExperimentCo
   WorkerOptions wo;
   wo.servers = options.servers;
   wo.rank = options.rank;
-  wo.num_workers = config.cluster().workers();
+  // Elastic (cluster.elastic): the servers count every rank that may take part. This
+  // loop does not change the membership yet (docs/reliability.md): ranks
+  // 0..cluster.workers-1 train throughout, as in a fixed cluster.
+  wo.num_workers = config::MaxWorkers(config);
+  if (config.cluster().has_elastic()) wo.initial_workers = config.cluster().workers();
   wo.mode = mode;
   // 0 / -1 (automatic) are resolved by launch_cluster; started without it, every worker
   // takes the defaults and they still agree on the plan.

@@ -64,6 +64,13 @@ class TransportListener {
                           "server ", server, " forwarded a re-plan from iteration ", from_iteration,
                           ", which this transport's listener cannot follow")));
   }
+  // Rank 0's membership change (elastic runs), forwarded by `server`: the workers of
+  // `present` take part from iteration `from_iteration` on. Default: the run fails.
+  virtual void OnMembership(int server, uint64_t from_iteration, const std::vector<int>& present) {
+    OnFailure(server, absl::UnimplementedError(absl::StrCat(
+                          "server ", server, " forwarded a membership change from iteration ",
+                          from_iteration, ", which this transport's listener cannot follow")));
+  }
   // Server `server` has waited for the gradients of `iteration` from `missing_ranks`
   // (its Stall message). Default: nothing.
   virtual void OnStall(int server, uint64_t iteration, const std::vector<int>& missing_ranks) {}

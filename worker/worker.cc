@@ -22,8 +22,10 @@
 #include "worker/buffer_exchange.h"
 #include "worker/copy_engine.h"
 #include "worker/device_staging.h"
+#include "worker/elastic_membership.h"
 #include "worker/flat_buffers.h"
 #include "worker/gradient_hooks.h"
+#include "worker/worker_options.h"
 #include "worker/model_signature.h"
 #include "worker/parameter_waits.h"
 #include "worker/replans.h"
@@ -78,7 +80,10 @@ class Worker::Impl : public TransportListener {
                                 .wire_dtype = options.wire_dtype,
                                 .rejoin = options.rejoin},
                  &core_),
-        buffer_exchange_(options.rank) {
+        buffer_exchange_(options.rank),
+        // A leaver's waits for values that never come end in `release`.
+        elastic_(ElasticOptionsFor(options),
+                 [this](uint64_t v) { tracker_.Reset(core_.plan().slices().size(), v); }) {
     buffers_.AdoptParameters(params_, core_.plan());
     hooks_ = std::make_unique<GradientHooks>(
         params_, std::move(names),
@@ -115,7 +120,8 @@ class Worker::Impl : public TransportListener {
     const TransportFactory open =
         options_.transport_factory ? options_.transport_factory : OpenServerConnection;
     for (int s = 0; s < static_cast<int>(options_.servers.size()); ++s) {
-      const TransportOptions link = LinkOptions(sig, s);
+      const TransportOptions link = LinkOptionsFor(options_, sig, s, send_queue_.get(),
+                                                   buffers_.shared(), &core_, this);
       P3_ASSIGN_OR_RETURN(std::unique_ptr<Transport> transport, open(link));
       if (!link.shared_memory_name.empty() && !transport->shared_memory()) {
         std::cerr << "worker " << options_.rank << ": server " << s
@@ -288,6 +294,27 @@ class Worker::Impl : public TransportListener {
     return replan.front().message.from_iteration;
   }
 
+  absl::StatusOr<uint64_t> RequestMembership(const std::vector<int>& present) {
+    P3_RETURN_IF_ERROR(failure());
+    if (options_.initial_workers < 1) {
+      return absl::FailedPreconditionError("membership change in a run that is not elastic");
+    }
+    P3_ASSIGN_OR_RETURN(const std::vector<ToServer> out,
+                        elastic_.Request(static_cast<uint64_t>(iteration_), present));
+    for (const ToServer& m : out) transports_[m.server]->Send(m);
+    return out.front().message.from_iteration;
+  }
+
+  absl::StatusOr<std::vector<int>> Present() {
+    if (options_.elastic_join && !joined_) {
+      P3_ASSIGN_OR_RETURN(const uint64_t first, elastic_.AwaitJoin(absl::Now() + wait_bound()));
+      iteration_ = static_cast<int64_t>(first);
+      joined_ = true;
+    }
+    if (options_.initial_workers > 0) P3_RETURN_IF_ERROR(Sync());
+    return elastic_.PresentAt(static_cast<uint64_t>(iteration_));
+  }
+
   void Shutdown() {
     // The staging thread hands gradients to the transports: it stops first.
     if (staging_ != nullptr) staging_->Shutdown();
@@ -306,6 +333,10 @@ class Worker::Impl : public TransportListener {
     if (absl::Status s = replans_.Forwarded(server, from_iteration, slice_params); !s.ok()) {
       Fail(s);
     }
+  }
+
+  void OnMembership(int server, uint64_t from, const std::vector<int>& present) override {
+    if (absl::Status s = elastic_.Forwarded(server, from, present); !s.ok()) Fail(s);
   }
 
   void OnFailure(int server, const absl::Status& status) override { Fail(status); }
@@ -386,43 +417,8 @@ class Worker::Impl : public TransportListener {
       for (const Slice& slice : core_.plan().slices()) SendGradient(slice.id, iteration_);
     }
     ++iteration_;
+    elastic_.Reached(static_cast<uint64_t>(iteration_));
     return failure();
-  }
-
-  // What the transport to server `s` needs.
-  TransportOptions LinkOptions(const ClusterSignature& sig, int s) {
-    TransportOptions link;
-    link.server_index = s;
-    link.address = options_.servers[s];
-    link.rank = options_.rank;
-    link.token = options_.token;
-    link.signature = sig;
-    link.send_queue = send_queue_.get();
-    link.credit_bytes = options_.credit_bytes;
-    link.stalled_write = options_.stalled_write;
-    link.peer_timeout = options_.peer_timeout;
-    link.max_message_params = options_.max_message_params;
-    link.tls = options_.tls;
-    link.tls_ca_pem = options_.tls_ca_pem;
-    link.tls_server_name = options_.tls_server_name;
-    if (buffers_.shared() != nullptr &&
-        std::find(options_.shared_memory_servers.begin(), options_.shared_memory_servers.end(),
-                  s) != options_.shared_memory_servers.end()) {
-      link.shared_memory_name = buffers_.shared()->name();
-      link.shared_memory_nonce = buffers_.shared()->nonce();
-    }
-    link.rejoin = options_.rejoin;
-    link.trace = options_.trace;
-    if (options_.before_gradient_write) {
-      link.before_write = [hook = options_.before_gradient_write, s](const Upstream& up) {
-        if (up.kind == Upstream::Kind::kGradient) {
-          hook(s, up.slice_id, static_cast<int64_t>(up.iteration));
-        }
-      };
-    }
-    link.core = &core_;
-    link.listener = this;
-    return link;
   }
 
   // Autograd hook: runs on the training thread as soon as tensor `t`'s gradient exists.
@@ -504,6 +500,7 @@ class Worker::Impl : public TransportListener {
   void AbortWaits(const absl::Status& status) {
     tracker_.Abort(status);
     buffer_exchange_.Abort(status);
+    elastic_.Abort(status);
   }
 
   absl::Status failure() const {
@@ -535,6 +532,8 @@ class Worker::Impl : public TransportListener {
   ParameterWaits waits_;
   Replans replans_;
   BufferExchange buffer_exchange_;
+  ElasticMembership elastic_;
+  bool joined_ = false;  // a joining worker has taken its first iteration (Present())
   std::unique_ptr<GradientHooks> hooks_;
   absl::Time last_gradient_time_;
   int last_traced_block_ = -1;
@@ -555,14 +554,7 @@ class Worker::Impl : public TransportListener {
 
 absl::StatusOr<std::unique_ptr<Worker>> Worker::Create(const WorkerOptions& options,
                                                        std::shared_ptr<models::BlockModel> model) {
-  if (options.mode == Mode::kLocal) {
-    return absl::InvalidArgumentError("mode: local trains without a cluster; use a plain loop");
-  }
-  if (options.servers.empty()) return absl::InvalidArgumentError("servers: at least one is needed");
-  if (options.num_workers < 1 || options.rank < 0 || options.rank >= options.num_workers) {
-    return absl::InvalidArgumentError(absl::StrCat("rank: ", options.rank, " is out of range for ",
-                                                   options.num_workers, " workers"));
-  }
+  P3_RETURN_IF_ERROR(CheckWorkerOptions(options));
   // A parameter outside the blocks would train unsynchronised: refuse it, naming it.
   P3_RETURN_IF_ERROR(models::CheckBlocksCoverParameters(*model));
   P3_ASSIGN_OR_RETURN(ModelSignature m, DescribeModel(options, *model));
@@ -596,5 +588,9 @@ absl::StatusOr<uint64_t> Worker::RequestReplan(int64_t slice_params) {
   return impl_->RequestReplan(slice_params);
 }
 int Worker::replans() const { return impl_->replans(); }
+absl::StatusOr<uint64_t> Worker::RequestMembership(const std::vector<int>& present) {
+  return impl_->RequestMembership(present);
+}
+absl::StatusOr<std::vector<int>> Worker::Present() { return impl_->Present(); }
 
 }  // namespace p3

@@ -106,6 +106,14 @@ struct WorkerOptions {
   // cluster's iteration with the servers' current values (docs/protocol.md, "Rejoining
   // worker"); iteration() then starts there. Default: false.
   bool rejoin = false;
+  // Elastic membership (cluster.elastic; docs/reliability.md, "Elastic membership"): > 0:
+  // ranks 0..initial_workers-1 take part from the start, num_workers is the most ranks,
+  // and the present set changes through RequestMembership (rank 0). Modes with values on
+  // the push only. 0: not elastic. Default: 0.
+  int initial_workers = 0;
+  // This process joins a running elastic run: its first iteration is the one a membership
+  // change makes it present at (Present() waits for it). Default: false.
+  bool elastic_join = false;
   // The cluster's cluster.rejoin_timeout_s: while a dead peer is awaited, waits for
   // parameters may last this much longer than peer_timeout (the servers end the run
   // first if it does not come back). Default: 0.
@@ -247,6 +255,22 @@ class Worker {
   absl::StatusOr<uint64_t> RequestReplan(int64_t slice_params);
   // Re-plans that have taken effect on this worker.
   int replans() const;
+
+  // Elastic runs (WorkerOptions::initial_workers > 0; docs/reliability.md, "Elastic
+  // membership"). Rank 0 only, between iterations: the workers of `present` (increasing
+  // ranks, rank 0 among them) take part from the next iteration on, which it returns.
+  // Refused on another rank, in a run that is not elastic, or for a set that does not fit
+  // (a rank that has left, one out of range); a worker joining must have said Hello to
+  // every server first, else a server refuses the change and the run fails.
+  absl::StatusOr<uint64_t> RequestMembership(const std::vector<int>& present);
+  // The workers taking part in the current iteration, in rank order. Call it before
+  // drawing an iteration's batch: this worker reads the batch of its place in the set.
+  // Elastic: it waits until every value of the iteration is in (so every change up to it
+  // is known; forward overlap is lost for that wait); a worker not in the set has left
+  // and calls Finish() (which then waits for nothing) and stops; a joining worker
+  // (elastic_join) first waits, at most peer_timeout, for the change that makes it present
+  // and iteration() jumps there. Not elastic: every rank, at once.
+  absl::StatusOr<std::vector<int>> Present();
 
   class Impl;
 

@@ -9,7 +9,8 @@
 // BufferAverage.
 //
 // The mean is deterministic: the contributions are summed in rank order, whatever order
-// they arrive in, then divided by the number of workers.
+// they arrive in, then divided by the number of workers (in an elastic run, of the
+// round's present workers).
 //
 // Rounds are named by the iteration at which the workers exchange (they increase, not
 // necessarily by one). A worker that restarted (docs/protocol.md, "Rejoining worker")
@@ -52,9 +53,17 @@ class BufferAverage {
   // completed one; a length that differs from the round's. A second contribution of the
   // same rank to the open round replaces its first.
   absl::StatusOr<Mean> Add(int rank, uint64_t round, const float* values, int64_t n);
+  // The same in an elastic run (docs/reliability.md, "Elastic membership"): the round's
+  // contributors are the ranks of `present` (increasing, each below num_workers; the
+  // shard passes the ranks that trained the iteration before the round), summed in rank
+  // order and divided by their count. A rank not in `present` is refused, as are ranks
+  // that differ from the open round's.
+  absl::StatusOr<Mean> Add(int rank, uint64_t round, const float* values, int64_t n,
+                           const std::vector<int>& present);
 
  private:
   const int num_workers_;
+  const std::vector<int> all_ranks_;  // 0..num_workers-1
   mutable absl::Mutex mu_;
   std::optional<uint64_t> open_ ABSL_GUARDED_BY(mu_);       // the round being gathered
   std::optional<uint64_t> completed_ ABSL_GUARDED_BY(mu_);  // the last completed one
@@ -64,6 +73,7 @@ class BufferAverage {
   std::vector<bool> arrived_ ABSL_GUARDED_BY(mu_);
   int arrived_count_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t length_ ABSL_GUARDED_BY(mu_) = -1;  // of the open round; -1: nothing arrived
+  std::vector<int> present_ ABSL_GUARDED_BY(mu_);  // the open round's contributors
 };
 
 }  // namespace p3

@@ -28,8 +28,9 @@ struct Downstream {
   // modes without values on push), kBuffers (the mean of all workers' buffers,
   // ParameterShard::Buffers). The edge's own control messages, not part of the shard's
   // protocol state: kWelcome (the handshake's answer, filled in by the writer), kStall
-  // (a stall report), kReplan (rank 0's re-plan, forwarded), kAbort (the run failed).
-  enum class Kind { kParams, kAck, kBuffers, kWelcome, kStall, kReplan, kAbort };
+  // (a stall report), kReplan (rank 0's re-plan, forwarded), kAbort (the run failed),
+  // kMembership (rank 0's membership change in an elastic run, forwarded).
+  enum class Kind { kParams, kAck, kBuffers, kWelcome, kStall, kReplan, kAbort, kMembership };
   Kind kind = Kind::kParams;
   // kParams, kAck.
   int slice_id = 0;
@@ -51,8 +52,10 @@ struct Downstream {
   // kBuffers: the mean, float32; shared by every worker's message.
   std::shared_ptr<const std::vector<float>> buffers;
   // kReplan: slices are `slice_params` long from iteration `from_iteration` on.
+  // kMembership: the workers of `present` take part from iteration `from_iteration` on.
   uint64_t from_iteration = 0;
   int64_t slice_params = 0;
+  std::shared_ptr<const std::vector<int>> present;
   // kStall.
   std::shared_ptr<const StallReport> stall;
   // kAbort: why the run failed.

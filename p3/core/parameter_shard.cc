@@ -35,6 +35,7 @@ std::unique_ptr<ParameterShard::SliceState> ParameterShard::NewSliceState(
   state->has.assign(workers, false);
   state->received.assign(workers, 0);
   state->catch_up.assign(workers, false);
+  SetPresent(state.get(), membership_.PresentAt(start_version()));
   return state;
 }
 
@@ -155,14 +156,21 @@ absl::StatusOr<std::vector<ToWorker>> ParameterShard::Join(const ClusterSignatur
   if (joined_[rank]) {
     return absl::AlreadyExistsError(absl::StrCat("worker ", rank, " has already joined"));
   }
+  if (membership_.HasLeft(rank)) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "worker ", rank, " refused: that rank has left the run, and a rank does not come back"));
+  }
   joined_[rank] = true;
-  everyone_joined_ = std::all_of(joined_.begin(), joined_.end(), [](bool j) { return j; });
+  // Elastic: the run starts once the ranks present at the start have joined.
+  const std::vector<int>& first = membership_.changes().front().present;
+  everyone_joined_ = std::all_of(first.begin(), first.end(), [&](int r) { return joined_[r]; });
   std::vector<ToWorker> out;
   if (uninitialized_ == 0) {
     for (int id : plan_->server_slices(options_.server_index)) {
       SliceState& s = *slices_[id];
       absl::MutexLock slice_lock(&s.mu);
-      AppendParams(id, s, rank, &out);
+      // A joining rank gets its first values when a change makes it present.
+      if (s.place[rank] >= 0) AppendParams(id, s, rank, &out);
     }
   }
   return out;
@@ -212,8 +220,13 @@ bool ParameterShard::signature_values_on_push() const {
 bool ParameterShard::Finish(int rank) {
   absl::MutexLock lock(&mu_);
   if (rank >= 0 && rank < static_cast<int>(finished_.size())) finished_[rank] = true;
-  for (bool f : finished_) {
-    if (!f) return false;
+  // Every rank that joined, and every rank the last membership change expects, is done
+  // (not elastic: every rank).
+  const std::vector<int>& latest = membership_.latest();
+  for (size_t r = 0; r < finished_.size(); ++r) {
+    const bool expected = joined_[r] || std::binary_search(latest.begin(), latest.end(),
+                                                           static_cast<int>(r));
+    if (expected && !finished_[r]) return false;
   }
   return !finished_.empty();
 }
@@ -257,18 +270,20 @@ absl::StatusOr<std::vector<ToWorker>> ParameterShard::Buffers(int rank, uint64_t
     return absl::InvalidArgumentError(absl::StrCat(
         "buffers of worker ", rank, " sent to server ", options_.server_index, ", not server 0"));
   }
+  std::vector<int> present;  // the ranks that trained the iteration before the round
   {
     absl::MutexLock lock(&mu_);
     if (rank < 0 || rank >= static_cast<int>(joined_.size()) || !joined_[rank]) {
       return absl::FailedPreconditionError(
           absl::StrCat("buffers of worker ", rank, ", which has not joined"));
     }
+    present = membership_.PresentAt(round > 0 ? round - 1 : 0);
   }
-  P3_ASSIGN_OR_RETURN(BufferAverage::Mean mean, buffers_.Add(rank, round, values, n));
+  P3_ASSIGN_OR_RETURN(BufferAverage::Mean mean, buffers_.Add(rank, round, values, n, present));
   std::vector<ToWorker> out;
   if (mean.values == nullptr) return out;
   const int64_t bytes = static_cast<int64_t>(mean.values->size() * sizeof(float));
-  for (int r = 0; r < options_.num_workers; ++r) {
+  for (int r : present) {
     if (!mean.for_everyone && r != rank) continue;
     out.push_back(ToWorker{
         .rank = r,
@@ -304,9 +319,9 @@ std::vector<SliceWait> ParameterShard::Waits() const {
     absl::MutexLock lock(&s->mu);
     if (!s->initialized) continue;
     SliceWait wait{.slice_id = static_cast<int>(id), .iteration = s->version};
-    for (size_t r = 0; r < s->has.size(); ++r) {
-      if (!s->has[r] && !(r < finished.size() && finished[r])) {
-        wait.missing_ranks.push_back(static_cast<int>(r));
+    for (int r : s->present) {
+      if (!s->has[r] && !(static_cast<size_t>(r) < finished.size() && finished[r])) {
+        wait.missing_ranks.push_back(r);
       }
     }
     if (!wait.missing_ranks.empty()) waits.push_back(std::move(wait));

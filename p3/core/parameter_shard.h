@@ -17,6 +17,10 @@
 //                                     gradient of m for such a slice is answered, not summed;
 //                                     after a re-plan it takes the plan in force first
 //                                     (plan_in_force(), sent in the Welcome)
+//   ChangeMembership(0, T, P)      -> elastic runs: from iteration T on, the gradients of
+//                                     the ranks in P are summed and divided by |P|, and
+//                                     version T on goes to them (docs/reliability.md,
+//                                     "Elastic membership")
 //
 // Example:
 //   ParameterShard shard({.server_index = 0, .num_workers = 2});
@@ -32,6 +36,7 @@
 //   shard_aggregation.cc   Init, Gradient (aggregation and update), Pull, the snapshots
 //   shard_rejoin.cc        Rejoin and Resume of a restarted worker
 //   shard_replan.cc        Replan and the switch to the new plan
+//   shard_membership.cc    ChangeMembership (elastic runs) and the present sets
 //   shard_checkpoint.cc    restoring a checkpoint, gathering one
 // One class rather than an object per concept because every concept reads and writes
 // the same per-slice state (SliceState) under the same two locks, the shard's and the
@@ -43,6 +48,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -58,6 +64,7 @@
 #include "p3/core/checkpoint.h"
 #include "p3/core/cluster_signature.h"
 #include "p3/core/downstream.h"
+#include "p3/core/membership.h"
 #include "p3/core/optimizer.h"
 #include "p3/core/slice_plan.h"
 #include "p3/core/snapshot.h"
@@ -78,8 +85,13 @@ struct SharedValues {
 struct ShardOptions {
   // This server's index, 0 .. num_servers-1. Default: 0.
   int server_index = 0;
-  // Number of workers expected. Default: 1.
+  // Number of workers expected (elastic: the ranks that may take part). Default: 1.
   int num_workers = 1;
+  // > 0: elastic membership (cluster.elastic; docs/reliability.md): ranks
+  // 0..initial_workers-1 are present from the start, the others may join, and
+  // ChangeMembership() changes the present set at an iteration boundary. 0: every rank is
+  // present in every iteration. Default: 0.
+  int initial_workers = 0;
   // The optimizer applied to the mean gradient. Default: SGD, see OptimizerOptions.
   OptimizerOptions optimizer;
   // Every this many iterations (0: never), once all of this shard's slices reach the
@@ -205,6 +217,23 @@ class ParameterShard {
   // re-plan is pending; every slice has its initial values and is below version
   // from_iteration; and the new plan can be made.
   absl::Status Replan(int rank, uint64_t from_iteration, int64_t slice_params);
+
+  // Elastic membership (ShardOptions::initial_workers > 0): from iteration `from_iteration`
+  // on, the ranks of `present` (increasing) take part: their gradients of an iteration are
+  // summed in rank order and divided by their count, versions from `from_iteration` on
+  // go to them alone (a joining rank's first values are version `from_iteration`), and a
+  // gradient or buffers from a rank not present is refused. Takes effect per slice, as
+  // each slice reaches version `from_iteration`; the protocol (rank 0 sends it ahead of
+  // its gradients of from_iteration - 1) makes it reach every server first.
+  //
+  // Refused, changing nothing, unless: the run is elastic; it comes from rank 0; every
+  // initial value is in and no re-plan is pending; the change fits the ones so far
+  // (MembershipSchedule::Check: rank 0 present, no rank that left, in iteration order);
+  // every rank that is new in `present` has joined this shard; and every slice of the
+  // shard is below version from_iteration.
+  absl::Status ChangeMembership(int rank, uint64_t from_iteration, std::vector<int> present);
+  // The present sets so far, the first from the start (not elastic: every rank).
+  std::vector<MembershipChange> Membership() const;
 
   // Re-plans that have taken effect so far.
   int replans() const;
@@ -336,6 +365,13 @@ class ParameterShard {
     // received[r]: values of rank r's gradient in so far (< length while parts arrive).
     std::vector<int64_t> received ABSL_GUARDED_BY(mu);
     int count ABSL_GUARDED_BY(mu) = 0;
+    // The ranks whose gradients make this version's update (every rank unless elastic), in
+    // rank order; place[r]: r's index in `present`, -1 when absent. `folded` counts places
+    // of `present`: sum = the gradients of present[0 .. folded-1], and so on. `upcoming`:
+    // membership changes from a later version, oldest first.
+    std::vector<int> present ABSL_GUARDED_BY(mu);
+    std::vector<int> place ABSL_GUARDED_BY(mu);
+    std::deque<MembershipChange> upcoming ABSL_GUARDED_BY(mu);
     std::vector<int> pending_pulls ABSL_GUARDED_BY(mu);  // ranks waiting for version+1
     // catch_up[r]: rank r resumed at version-1 and its gradient of that iteration, already
     // summed before its process died, is still to be answered (Resume()).
@@ -392,8 +428,16 @@ class ParameterShard {
                             std::vector<ToWorker>* out);
   // A gradient's scale_exponent must be there (and in range) exactly on a float16 wire.
   absl::Status CheckScale(int slice_id, std::optional<int> scale_exponent) const;
-  // A fresh state of `slice` for options_.num_workers workers: nothing received yet.
-  std::unique_ptr<SliceState> NewSliceState(const Slice& slice) const;
+  // A fresh state of `slice` for options_.num_workers workers: nothing received yet,
+  // the present set of the start version.
+  std::unique_ptr<SliceState> NewSliceState(const Slice& slice) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // s->present := `present`, and s->place to match.
+  void SetPresent(SliceState* s, const std::vector<int>& present) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(s->mu);
+  // The slice has just reached a new version: a change from that version takes effect.
+  void AdvancePresent(SliceState* s) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(s->mu);
+  bool elastic() const { return options_.initial_workers > 0; }
   // The refusal of a message for a slice of the plan a re-plan replaced.
   static absl::Status RetiredSlice(const char* what, int slice_id);
   // Validates rank and slice ownership; returns the slice's state.
@@ -425,6 +469,9 @@ class ParameterShard {
   std::optional<SlicePlan> plan_ ABSL_GUARDED_BY(mu_);
   std::vector<bool> joined_ ABSL_GUARDED_BY(mu_);
   std::vector<bool> finished_ ABSL_GUARDED_BY(mu_);
+  MembershipSchedule membership_ ABSL_GUARDED_BY(mu_){
+      options_.num_workers,
+      options_.initial_workers > 0 ? options_.initial_workers : options_.num_workers};
   // resuming_[r]: rank r rejoined and has not sent its Resume yet.
   std::vector<bool> resuming_ ABSL_GUARDED_BY(mu_);
   int uninitialized_ ABSL_GUARDED_BY(mu_) = 0;

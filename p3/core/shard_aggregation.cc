@@ -177,7 +177,9 @@ absl::StatusOr<std::vector<ToWorker>> ParameterShard::InitFrom(int rank, int sli
   for (int id : owned) {
     SliceState& t = *slices_[id];
     absl::MutexLock slice_lock(&t.mu);
-    for (int r : ranks) AppendParams(id, t, r, &out);
+    for (int r : ranks) {
+      if (t.place[r] >= 0) AppendParams(id, t, r, &out);
+    }
   }
   return out;
 }
@@ -270,9 +272,10 @@ void ParameterShard::TakeGradientValues(const Part& part, SliceState* s, int ran
                                         int64_t offset, int64_t skip,
                                         int scale_exponent) const {
   const int64_t n = part.n;
-  const bool adds = rank == s->folded && rank > 0;
+  const int place = s->place[rank];  // rank order among the present ranks
+  const bool adds = place == s->folded && place > 0;
   float* dest;  // where the values are written when they are not added
-  if (rank == s->folded) {
+  if (place == s->folded) {
     // Sized by Init or a re-plan; a shard restored from a checkpoint sizes it here once.
     if (static_cast<int64_t>(s->sum.size()) != s->length) s->sum.resize(s->length);
     dest = s->sum.data();  // rank 0: the first term
@@ -295,11 +298,12 @@ void ParameterShard::TakeGradientValues(const Part& part, SliceState* s, int ran
 }
 
 void ParameterShard::FoldEarly(SliceState* s) {
-  const int workers = static_cast<int>(s->has.size());
+  const int workers = static_cast<int>(s->present.size());
   while (s->folded < workers) {
-    const int f = s->folded;
+    const int f = s->present[s->folded];  // the rank at that place
     const int64_t available = s->has[f] ? s->length : s->received[f];
-    // Rank 0 never waits (it is always `folded` when it arrives), so f > 0 here: added.
+    // The first present rank never waits (it is always `folded` when it arrives), so f is
+    // a later one here: added.
     if (s->in_sum[f] < available && !s->early[f].empty()) {
       AddTo(s->early[f].data() + s->in_sum[f], available - s->in_sum[f],
             s->sum.data() + s->in_sum[f]);
@@ -350,6 +354,12 @@ absl::Status ParameterShard::GradientFrom(int rank, int slice_id, uint64_t itera
           absl::StrCat("gradient of slice ", slice_id, " for iteration ", iteration,
                        " from worker ", rank, "; the slice is at iteration ", s.version));
     }
+    const int place = s.place[rank];
+    if (place < 0) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "gradient of slice ", slice_id, " for iteration ", iteration, " from worker ", rank,
+          ", which is not present in that iteration (workers ", DescribeRanks(s.present), ")"));
+    }
     if (s.has[rank]) {
       return absl::AlreadyExistsError(absl::StrCat("duplicate gradient of slice ", slice_id,
                                                    " for iteration ", iteration, " from worker ",
@@ -358,19 +368,19 @@ absl::Status ParameterShard::GradientFrom(int rank, int slice_id, uint64_t itera
     P3_RETURN_IF_ERROR(CheckPart("gradient", slice_id, s.length, s.received[rank], offset, n));
     // Values before in_sum[rank] are in the sum already (a rejoined worker's resend).
     const int64_t skip = std::clamp<int64_t>(s.in_sum[rank] - offset, 0, n);
-    const int workers = static_cast<int>(s.has.size());
+    const int workers = static_cast<int>(s.present.size());
     // The last rank's whole gradient, with every other one in the sum: it is added inside
     // the update's pass (ApplySum's second term) instead of in a pass of its own. (Not
     // with skip_nonfinite, which checks the whole sum first.)
     const float* last_term = nullptr;
-    if (options_.keep_values && !options_.skip_nonfinite && rank == workers - 1 &&
-        s.folded == rank && s.count == workers - 1 && offset == 0 && n == s.length &&
+    if (options_.keep_values && !options_.skip_nonfinite && place == workers - 1 &&
+        s.folded == place && s.count == workers - 1 && offset == 0 && n == s.length &&
         skip == 0) {
       last_term = DecodedValues(part, s, offset, scale_exponent.value_or(0));
     } else if (options_.keep_values && skip < n) {
       TakeGradientValues(part, &s, rank, offset, skip, scale_exponent.value_or(0));
     }
-    if (rank == s.folded) s.in_sum[rank] = std::max(s.in_sum[rank], offset + n);
+    if (place == s.folded) s.in_sum[rank] = std::max(s.in_sum[rank], offset + n);
     s.received[rank] = offset + n;
     if (s.received[rank] < s.length) return absl::OkStatus();  // more parts to come
     s.received[rank] = 0;
@@ -412,13 +422,14 @@ absl::Status ParameterShard::GradientFrom(int rank, int slice_id, uint64_t itera
     }
     ++s.version;
     advanced = s.version;
-    s.has.assign(workers, false);
-    s.in_sum.assign(workers, 0);
+    s.has.assign(s.has.size(), false);
+    s.in_sum.assign(s.in_sum.size(), 0);
     s.folded = 0;
     s.count = 0;
+    AdvancePresent(&s);
     if (options_.keep_values) TakeSnapshot(&s);
     if (values_on_push) {
-      for (int r = 0; r < workers; ++r) AppendParams(slice_id, s, r, out);
+      for (int r : s.present) AppendParams(slice_id, s, r, out);
     } else {
       for (int r : s.pending_pulls) AppendParams(slice_id, s, r, out);
       s.pending_pulls.clear();  // keeps its capacity for the next iteration
@@ -446,12 +457,18 @@ absl::StatusOr<std::vector<ToWorker>> ParameterShard::Pull(int rank, int slice_i
     return absl::FailedPreconditionError(
         absl::StrCat("pull of slice ", slice_id, " before its initial values"));
   }
-  if (version == s.version) {
+  if (version == s.version && s.place[rank] >= 0) {
     std::vector<ToWorker> out;
     AppendParams(slice_id, s, rank, &out);
     return out;
   }
-  if (version == s.version + 1 && s.has[rank]) {
+  // A rank that a membership change makes present at the next version has no gradient
+  // of this one; its pull of the next waits like the others'.
+  const bool joins_next = !s.upcoming.empty() && s.upcoming.front().from_iteration == version &&
+                          s.place[rank] < 0 &&
+                          std::binary_search(s.upcoming.front().present.begin(),
+                                             s.upcoming.front().present.end(), rank);
+  if (version == s.version + 1 && (s.has[rank] || joins_next)) {
     for (int r : s.pending_pulls) {
       if (r == rank) {
         return absl::AlreadyExistsError(

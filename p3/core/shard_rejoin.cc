@@ -25,6 +25,11 @@ absl::Status ParameterShard::CheckRejoinLocked(const ClusterSignature& sig, int 
         absl::StrCat("worker ", rank, " asks to rejoin, but this server does not accept rejoins ",
                      "(cluster.rejoin_timeout_s is 0)"));
   }
+  if (elastic()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "worker ", rank, " asks to rejoin, but this run is elastic (cluster.elastic), which ",
+        "does not take rejoins"));
+  }
   if (rank < 0 || rank >= options_.num_workers) {
     return absl::InvalidArgumentError(
         absl::StrCat("rank ", rank, " is out of range for ", options_.num_workers, " workers"));

@@ -23,6 +23,7 @@ absl::Status ParameterShard::Replan(int rank, uint64_t from_iteration, int64_t s
   };
   if (rank != 0) return refused(absl::StrCat("it came from worker ", rank, "; only worker 0 re-plans"));
   if (slice_params < 1) return refused("slice_params must be >= 1");
+  if (elastic()) return refused("the run is elastic (cluster.elastic), which does not re-plan");
   if (options_.wire_dtype == WireDType::kFloat16) {
     return refused("on a float16 wire the scale is chosen per slice, so another cut would "
                    "round differently");

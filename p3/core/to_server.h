@@ -41,8 +41,8 @@ struct Upstream {
   // kBuffers: the model's buffers for their mean over the workers (server 0 only;
   // p3/core/buffer_average.h); not part of the WorkerCore's protocol state.
   // kReplan: rank 0's re-plan, to every server; not part of the WorkerCore's protocol
-  // state either.
-  enum class Kind { kInit, kGradient, kPull, kDone, kResume, kBuffers, kReplan };
+  // state either. kMembership: rank 0's membership change (elastic runs), likewise.
+  enum class Kind { kInit, kGradient, kPull, kDone, kResume, kBuffers, kReplan, kMembership };
   Kind kind = Kind::kGradient;
   // kInit, kGradient, kPull: the slice, in the plan that was current when the message
   // was made.
@@ -55,9 +55,11 @@ struct Upstream {
   // and this worker's float32 buffers.
   uint64_t round = 0;
   std::shared_ptr<const std::vector<float>> buffers;
-  // kReplan: the first iteration of the new plan, and its slice size.
+  // kReplan: the first iteration of the new plan, and its slice size. kMembership: the
+  // first iteration of the present set `present` (increasing ranks).
   uint64_t from_iteration = 0;
   int64_t slice_params = 0;
+  std::shared_ptr<const std::vector<int>> present;
   // kInit, kGradient: the slice's `length` float32 values in the worker's flat buffer
   // (the parameters for kInit, the gradient for kGradient). The protocol keeps them
   // unchanged until the server has them: a gradient's region is written again only in the

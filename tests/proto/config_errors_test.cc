@@ -87,6 +87,31 @@ CATCH_TEST_CASE("out-of-range values name the field and the allowed range") {
                                 "cluster.rejoin_timeout_s: inf is out of range"));
 }
 
+CATCH_TEST_CASE("an elastic cluster names its size and every feature it cannot combine with") {
+  CATCH_CHECK(absl::StrContains(ErrorOf("cluster { workers: 2 elastic { max_workers: 1 } }"),
+                                "cluster.elastic.max_workers: 1 is out of range; allowed 2..64"));
+  CATCH_CHECK(absl::StrContains(ErrorOf("cluster { workers: 2 elastic { max_workers: 65 } }"),
+                                "cluster.elastic.max_workers: 65 is out of range"));
+  const std::string all = ErrorOf(
+      "mode: \"local\" cluster { elastic { max_workers: 3 } rejoin_timeout_s: 5 } "
+      "checkpoint { dir: \"c\" every: 5 }");
+  CATCH_CHECK(absl::StrContains(all, "cluster.rejoin_timeout_s: > 0 (rejoins of dead workers) "
+                                     "cannot be combined with cluster.elastic"));
+  CATCH_CHECK(absl::StrContains(all, "checkpoint.every: > 0 (checkpoints) cannot be combined"));
+  CATCH_CHECK(absl::StrContains(all, "mode: \"local\" (no servers) cannot be combined"));
+  CATCH_CHECK(absl::StrContains(ErrorOf("mode: \"baseline\" cluster { elastic {} }"),
+                                "mode: \"baseline\" (values are pulled) cannot be combined"));
+  absl::StatusOr<ExperimentConfig> ok =
+      ParseConfig("cluster { workers: 2 elastic { max_workers: 3 } }", {});
+  CATCH_REQUIRE(ok.ok());
+  CATCH_CHECK(MaxWorkers(*ok) == 3);
+  CATCH_CHECK(GlobalBatchSize(*ok) == 2 * ok->training().batch_size());
+  absl::StatusOr<ExperimentConfig> same = ParseConfig("cluster { workers: 2 elastic {} }", {});
+  CATCH_REQUIRE(same.ok());
+  CATCH_CHECK(MaxWorkers(*same) == 2);
+  CATCH_CHECK(MaxWorkers(*ParseConfig("cluster { workers: 4 }", {})) == 4);
+}
+
 CATCH_TEST_CASE("names outside their allowed set list the allowed values") {
   CATCH_CHECK(absl::StrContains(
       ErrorOf("mode: \"fast\""),

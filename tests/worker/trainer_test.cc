@@ -240,6 +240,41 @@ CATCH_TEST_CASE("the worker's options carry the config's scheduling fields, cred
   CATCH_CHECK(wo->rank == 1);
   CATCH_CHECK(wo->num_workers == 2);
   CATCH_CHECK(wo->servers == options.servers);
+  CATCH_CHECK(wo->initial_workers == 0);  // not elastic
+
+  // Elastic: the servers and the Hello count every rank that may take part.
+  config.mutable_cluster()->mutable_elastic()->set_max_workers(3);
+  absl::StatusOr<WorkerOptions> elastic =
+      WorkerOptionsFromConfig(config, Mode::kValuesOnly, options);
+  CATCH_REQUIRE(elastic.ok());
+  CATCH_CHECK(elastic->num_workers == 3);
+  CATCH_CHECK(elastic->initial_workers == 2);
+  absl::StatusOr<ServerOptions> so = ServerOptionsFromConfig(config, {});
+  CATCH_REQUIRE(so.ok());
+  CATCH_CHECK(so->shard.num_workers == 3);
+  CATCH_CHECK(so->shard.initial_workers == 2);
+}
+
+CATCH_TEST_CASE("an elastic run whose membership never changes trains what a fixed one does") {
+  torch::set_num_threads(1);
+  auto train = [](const config::ExperimentConfig& config) -> double {
+    absl::StatusOr<ServerOptions> so = ServerOptionsFromConfig(config, {});
+    CATCH_REQUIRE(so.ok());
+    absl::StatusOr<std::unique_ptr<ParameterServer>> server = ParameterServer::Start(*so);
+    CATCH_REQUIRE(server.ok());
+    TrainerOptions options;
+    options.servers = {absl::StrCat("127.0.0.1:", (*server)->port())};
+    absl::StatusOr<TrainResult> result = RunTraining(config, options);
+    CATCH_CAPTURE(result.status().ToString());
+    CATCH_REQUIRE(result.ok());
+    // Rank 1 never joins: the server ends once rank 0, the only one present, is done.
+    CATCH_CHECK((*server)->Wait().ok());
+    return result->param_l2;
+  };
+  config::ExperimentConfig fixed = SmallConfig("p3", 1);
+  config::ExperimentConfig elastic = fixed;
+  elastic.mutable_cluster()->mutable_elastic()->set_max_workers(2);
+  CATCH_CHECK(train(elastic) == train(fixed));  // bit for bit
 }
 
 CATCH_TEST_CASE("a config the trainer cannot run is an error naming what is wrong") {

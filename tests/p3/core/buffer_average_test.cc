@@ -1,5 +1,6 @@
 #include "p3/core/buffer_average.h"
 
+#include <string>
 #include <vector>
 
 #include <catch2/catch.hpp>
@@ -105,6 +106,29 @@ CATCH_TEST_CASE("a model without buffers averages an empty round") {
   CATCH_REQUIRE(done.ok());
   CATCH_REQUIRE(done->values != nullptr);
   CATCH_CHECK(done->values->empty());
+}
+
+CATCH_TEST_CASE("an elastic round averages its present ranks only, in rank order") {
+  BufferAverage average(4);
+  const std::vector<int> present = {0, 2, 3};  // rank 1 has left, 3 has joined
+  const std::vector<float> a = {1e8f}, c = {-1e8f}, d = {1.0f};
+  const std::vector<float> b = {5.0f};
+  // A rank that is not present is refused, and the round stays as it was.
+  auto absent = average.Add(1, 7, b.data(), 1, present);
+  CATCH_CHECK(absent.status().code() == absl::StatusCode::kInvalidArgument);
+  CATCH_CHECK(std::string(absent.status().message()).find("only workers 0, 2, 3") !=
+              std::string::npos);
+  CATCH_REQUIRE(average.Add(3, 7, d.data(), 1, present)->values == nullptr);
+  CATCH_REQUIRE(average.Add(2, 7, c.data(), 1, present)->values == nullptr);
+  // Another set of contributors for the open round is refused.
+  CATCH_CHECK(average.Add(0, 7, a.data(), 1, {0, 2}).status().code() ==
+              absl::StatusCode::kInvalidArgument);
+  auto done = average.Add(0, 7, a.data(), 1, present);
+  CATCH_REQUIRE(done.ok());
+  CATCH_REQUIRE(done->values != nullptr);
+  CATCH_CHECK(done->for_everyone);
+  // (1e8 + -1e8) + 1 over 3 present ranks; arrival order (3, 2, 0) would give 0.
+  CATCH_CHECK((*done->values)[0] == ((1e8f + -1e8f) + 1.0f) / 3.0f);
 }
 
 }  // namespace

@@ -1,0 +1,74 @@
+#include "worker/worker_options.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "p3/core/mode.h"
+
+namespace p3 {
+
+TransportOptions LinkOptionsFor(const WorkerOptions& options, const ClusterSignature& sig, int s,
+                                SendQueue<Upstream>* send_queue, const SharedRegion* shared,
+                                TransportCore* core, TransportListener* listener) {
+  TransportOptions link;
+  link.server_index = s;
+  link.address = options.servers[s];
+  link.rank = options.rank;
+  link.token = options.token;
+  link.signature = sig;
+  link.send_queue = send_queue;
+  link.credit_bytes = options.credit_bytes;
+  link.stalled_write = options.stalled_write;
+  link.peer_timeout = options.peer_timeout;
+  link.max_message_params = options.max_message_params;
+  link.tls = options.tls;
+  link.tls_ca_pem = options.tls_ca_pem;
+  link.tls_server_name = options.tls_server_name;
+  if (shared != nullptr &&
+      std::find(options.shared_memory_servers.begin(), options.shared_memory_servers.end(), s) !=
+          options.shared_memory_servers.end()) {
+    link.shared_memory_name = shared->name();
+    link.shared_memory_nonce = shared->nonce();
+  }
+  link.rejoin = options.rejoin;
+  link.trace = options.trace;
+  if (options.before_gradient_write) {
+    link.before_write = [hook = options.before_gradient_write, s](const Upstream& up) {
+      if (up.kind == Upstream::Kind::kGradient) {
+        hook(s, up.slice_id, static_cast<int64_t>(up.iteration));
+      }
+    };
+  }
+  link.core = core;
+  link.listener = listener;
+  return link;
+}
+
+absl::Status CheckWorkerOptions(const WorkerOptions& options) {
+  if (options.mode == Mode::kLocal) {
+    return absl::InvalidArgumentError("mode: local trains without a cluster; use a plain loop");
+  }
+  if (options.servers.empty()) return absl::InvalidArgumentError("servers: at least one is needed");
+  if (options.num_workers < 1 || options.rank < 0 || options.rank >= options.num_workers) {
+    return absl::InvalidArgumentError(absl::StrCat("rank: ", options.rank, " is out of range for ",
+                                                   options.num_workers, " workers"));
+  }
+  if (options.initial_workers > options.num_workers) {
+    return absl::InvalidArgumentError(absl::StrCat("initial_workers: ", options.initial_workers,
+                                                   " is above num_workers ", options.num_workers));
+  }
+  if (options.initial_workers > 0 && !TraitsOf(options.mode).values_on_push) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "mode: ", ModeName(options.mode), " pulls values; elastic runs need values on the push"));
+  }
+  return absl::OkStatus();
+}
+
+ElasticMembershipOptions ElasticOptionsFor(const WorkerOptions& options) {
+  return {.rank = options.rank,
+          .num_servers = static_cast<int>(options.servers.size()),
+          .max_ranks = options.num_workers,
+          .initial = options.initial_workers > 0 ? options.initial_workers : options.num_workers};
+}
+
+}  // namespace p3

@@ -1,0 +1,34 @@
+// What the Worker derives from its WorkerOptions: their checks, the options of the link to
+// each server, of its elastic membership (private to //worker:worker).
+#ifndef P3_WORKER_WORKER_OPTIONS_H_
+#define P3_WORKER_WORKER_OPTIONS_H_
+
+#include "absl/status/status.h"
+#include "worker/elastic_membership.h"
+
+#include "p3/core/cluster_signature.h"
+#include "p3/core/send_queue.h"
+#include "p3/core/shared_memory.h"
+#include "p3/core/to_server.h"
+#include "p3/core/transport_core.h"
+#include "worker/transport.h"
+#include "worker/worker.h"
+
+namespace p3 {
+
+// What the transport to server `s` needs. `shared`: the worker's shared memory (null:
+// none), offered to the servers of options.shared_memory_servers.
+TransportOptions LinkOptionsFor(const WorkerOptions& options, const ClusterSignature& sig, int s,
+                                SendQueue<Upstream>* send_queue, const SharedRegion* shared,
+                                TransportCore* core, TransportListener* listener);
+
+// InvalidArgument naming the option that a Worker cannot run with (mode local, no
+// servers, a rank out of range, elastic in a mode that pulls values).
+absl::Status CheckWorkerOptions(const WorkerOptions& options);
+
+// The worker's elastic membership: every rank present when it is not elastic.
+ElasticMembershipOptions ElasticOptionsFor(const WorkerOptions& options);
+
+}  // namespace p3
+
+#endif  // P3_WORKER_WORKER_OPTIONS_H_
