@@ -56,7 +56,8 @@ void FlatBuffers::SetGradient(int64_t offset, const torch::Tensor& grad) {
 
 void FlatBuffers::SetGradient(int t, int64_t offset, const torch::Tensor& grad, bool alias) {
   if (aliased_.size() <= static_cast<size_t>(t)) aliased_.resize(static_cast<size_t>(t) + 1);
-  if (alias && shared_ == nullptr && grad.device().is_cpu() &&
+  // Strided layout first: is_contiguous() throws on a sparse tensor.
+  if (alias && shared_ == nullptr && grad.layout() == torch::kStrided && grad.device().is_cpu() &&
       grad.scalar_type() == torch::kFloat32 && grad.is_contiguous() &&
       offset + grad.numel() <= grads_.numel()) {
     // detach(): a new TensorImpl over the same storage, so that autograd's use count of
