@@ -54,6 +54,26 @@ void FlatBuffers::SetGradient(int64_t offset, const torch::Tensor& grad) {
   grads_.narrow(0, offset, grad.numel()).view(grad.sizes()).copy_(grad);
 }
 
+void FlatBuffers::SetGradient(int t, int64_t offset, const torch::Tensor& grad, bool alias) {
+  if (aliased_.size() <= static_cast<size_t>(t)) aliased_.resize(static_cast<size_t>(t) + 1);
+  // Strided layout first: is_contiguous() throws on a sparse tensor.
+  if (alias && shared_ == nullptr && grad.layout() == torch::kStrided && grad.device().is_cpu() &&
+      grad.scalar_type() == torch::kFloat32 && grad.is_contiguous() &&
+      offset + grad.numel() <= grads_.numel()) {
+    // detach(): a new TensorImpl over the same storage, so that autograd's use count of
+    // its own tensor stays as it was and AccumulateGrad still takes it without a copy.
+    aliased_[t] = grad.detach();
+    return;
+  }
+  aliased_[t] = torch::Tensor();
+  SetGradient(offset, grad);
+}
+
+const float* FlatBuffers::aliased_gradient(int t) const {
+  if (static_cast<size_t>(t) >= aliased_.size() || !aliased_[t].defined()) return nullptr;
+  return aliased_[t].data_ptr<float>();
+}
+
 FloatBuffers PackFloatBuffers(const std::vector<torch::Tensor>& buffers) {
   FloatBuffers packed{.values = std::make_shared<std::vector<float>>()};
   int64_t n = 0;

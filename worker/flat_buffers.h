@@ -7,8 +7,9 @@
 // Example:
 //   FlatBuffers buffers = FlatBuffers::Allocate(plan.total_params(), /*shared=*/true, rank);
 //   buffers.AdoptParameters(params, plan);          // params are views into it now
-//   buffers.SetGradient(plan.tensor_offset(t), grad);
 //   WorkerCore core(..., plan, buffers.params(), buffers.grads(), &tracker);
+//   buffers.SetGradient(t, plan.tensor_offset(t), grad, /*alias=*/true);
+//   core.Gradient(slice_id, iteration, buffers.aliased_gradient(t));  // null: the buffer's
 //
 // Not thread-safe: the training thread writes gradients; the transports read them and
 // write the parameters as the protocol allows (the slices' versions order them).
@@ -42,6 +43,19 @@ class FlatBuffers {
   // Copies `grad` into the gradient buffer from `offset` on.
   void SetGradient(int64_t offset, const torch::Tensor& grad);
 
+  // Tensor `t`'s gradient, whose place in the gradient buffer starts at `offset`. With
+  // `alias`, private buffers, and a contiguous float32 gradient in host memory, it is not
+  // copied: this keeps a second reference to the tensor (autograd's own, which the caller
+  // must not change) until t's next gradient, and aliased_gradient(t) says where it lies.
+  // Otherwise it is copied into the buffer as above. The one copy it saves is a pass over
+  // every gradient value on the training thread (docs/results/streaming/streaming.md,
+  // "Every copy of a byte"). The reference does not stop autograd from handing its tensor
+  // to the parameter's .grad without a copy: it is a separate alias of the storage.
+  void SetGradient(int t, int64_t offset, const torch::Tensor& grad, bool alias);
+  // Where tensor t's last gradient lies when SetGradient kept it; null when it is in the
+  // gradient buffer.
+  const float* aliased_gradient(int t) const;
+
   float* params() const { return params_.data_ptr<float>(); }
   const float* grads() const { return grads_.data_ptr<float>(); }
   // The shared memory behind the buffers; null when they are private.
@@ -52,6 +66,8 @@ class FlatBuffers {
   std::shared_ptr<SharedRegion> shared_;
   torch::Tensor params_;
   torch::Tensor grads_;
+  // Per tensor: its last gradient when kept rather than copied; undefined otherwise.
+  std::vector<torch::Tensor> aliased_;
 };
 
 // A model's float32 buffers (BatchNorm's running statistics; others are left out) and

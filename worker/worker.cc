@@ -40,10 +40,6 @@ absl::StatusOr<std::unique_ptr<Transport>> OpenServerConnection(const TransportO
   return ServerConnection::Open(link);
 }
 
-int TrackOf(TraceRecorder* trace, const char* name) {
-  return trace != nullptr && trace->enabled() ? trace->Track(name) : 0;
-}
-
 }  // namespace
 
 // The Worker: the training thread's calls, and the TransportListener of every transport
@@ -67,7 +63,8 @@ class Worker::Impl : public TransportListener {
                                 .wire_dtype = options.wire_dtype},
               std::move(plan), buffers_.params(), buffers_.grads(), &tracker_),
         tensor_block_(TensorBlocks(*model_)),
-        compute_track_(TrackOf(options.trace, "compute")),
+        compute_track_(options.trace != nullptr && options.trace->enabled()
+                           ? options.trace->Track("compute") : 0),
         waits_(ParameterWaitOptions{.rank = options.rank,
                                     .bound = wait_bound(),
                                     .stall_report = options.stall_report,
@@ -457,7 +454,8 @@ class Worker::Impl : public TransportListener {
       });
       return;
     }
-    buffers_.SetGradient(plan.tensor_offset(t), grad);
+    // Our own Backward (not armed_): End() drops autograd's tensor before anyone sees it.
+    buffers_.SetGradient(t, plan.tensor_offset(t), grad, /*alias=*/!armed_);
     if (!traits_.overlap_backward) return;
     for (int id = plan.first_slice(t); id < plan.first_slice(t + 1); ++id) {
       SendGradient(id, iteration_);
@@ -465,7 +463,8 @@ class Worker::Impl : public TransportListener {
   }
 
   void SendGradient(int slice_id, int64_t iteration) {
-    absl::StatusOr<ToServer> m = core_.Gradient(slice_id, static_cast<uint64_t>(iteration));
+    const float* kept = buffers_.aliased_gradient(core_.plan().slices()[slice_id].tensor);
+    absl::StatusOr<ToServer> m = core_.Gradient(slice_id, static_cast<uint64_t>(iteration), kept);
     if (!m.ok()) {
       Fail(m.status());
       return;

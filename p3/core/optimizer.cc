@@ -81,6 +81,12 @@ inline void MeanBlock(const float* const* grads, int num_grads, int divisor, int
   }
 }
 
+// out[j] = p[j]: the block just updated, still in L1, to the snapshot.
+template <typename Len>
+inline void CopyBlock(const float* __restrict p, Len len, float* __restrict out) {
+  for (int64_t j = 0; j < len; ++j) out[j] = p[j];
+}
+
 // d[j] += wd * p[j] (weight decay; the caller skips it when wd is 0).
 template <typename Len>
 inline void WeightDecayBlock(float wd, const float* __restrict p, Len len, float* __restrict d) {
@@ -146,12 +152,12 @@ void SliceOptimizer::ApplyMean(float* params, const float* const* grads, int num
 }
 
 void SliceOptimizer::ApplySum(float* params, const float* const* terms, int num_terms,
-                              int divisor, int64_t n, SliceOptimizerState* state,
-                              double lr) const {
+                              int divisor, int64_t n, SliceOptimizerState* state, double lr,
+                              float* values_out) const {
   if (options_.kind == OptimizerKind::kSgd) {
-    ApplySgd(params, terms, num_terms, divisor, n, state, lr);
+    ApplySgd(params, terms, num_terms, divisor, n, state, lr, values_out);
   } else {
-    ApplyAdam(params, terms, num_terms, divisor, n, state, lr);
+    ApplyAdam(params, terms, num_terms, divisor, n, state, lr, values_out);
   }
 }
 
@@ -159,8 +165,8 @@ void SliceOptimizer::ApplySum(float* params, const float* const* terms, int num_
 //   d = grad + wd * param;  buf = first ? d : buf * momentum + (1 - dampening) * d;
 //   param += -lr * (nesterov ? d + momentum * buf : buf)      (momentum 0: -lr * d)
 void SliceOptimizer::ApplySgd(float* params, const float* const* grads, int num_grads,
-                              int divisor, int64_t n, SliceOptimizerState* state,
-                              double lr) const {
+                              int divisor, int64_t n, SliceOptimizerState* state, double lr,
+                              float* values_out) const {
   const float neg_lr = -static_cast<float>(lr);
   const float wd = static_cast<float>(options_.weight_decay);
   const float momentum = static_cast<float>(options_.momentum);
@@ -179,6 +185,7 @@ void SliceOptimizer::ApplySgd(float* params, const float* const* grads, int num_
     } else {
       MomentumBlock(momentum, keep, first, nesterov, neg_lr, d, len, buf + i, params + i);
     }
+    if (values_out != nullptr) CopyBlock(params + i, len, values_out + i);
   });
 }
 
@@ -186,8 +193,8 @@ void SliceOptimizer::ApplySgd(float* params, const float* const* grads, int num_
 //   g = grad + wd * param;  m = m * b1 + (1 - b1) * g;  v = v * b2 + (1 - b2) * g * g;
 //   param += -(lr / bias1) * (m / (sqrt(v) / sqrt(bias2) + eps))
 void SliceOptimizer::ApplyAdam(float* params, const float* const* grads, int num_grads,
-                               int divisor, int64_t n, SliceOptimizerState* state,
-                               double lr) const {
+                               int divisor, int64_t n, SliceOptimizerState* state, double lr,
+                               float* values_out) const {
   if (state->steps == 0) {
     state->buf.assign(n, 0.0f);
     state->buf_sq.assign(n, 0.0f);
@@ -213,6 +220,7 @@ void SliceOptimizer::ApplyAdam(float* params, const float* const* grads, int num
     MeanBlock(grads, num_grads, divisor, i, len, g);
     if (wd != 0) WeightDecayBlock(wd, params + i, len, g);
     AdamBlock(c, g, len, m + i, v + i, params + i);
+    if (values_out != nullptr) CopyBlock(params + i, len, values_out + i);
   });
 }
 

@@ -90,8 +90,10 @@ class SliceOptimizer {
   // by 1), in one pass. For a caller that sums gradients as they arrive (ParameterShard):
   // with terms = {g0 + g1 + ... + g_{k-1} summed in rank order as float, g_k, ..., g_{w-1}}
   // and divisor w it is bit for bit ApplyMean of g0 ... g_{w-1}.
+  // With `values_out`, the updated values are also written there, in the same pass (the
+  // shard's float32 snapshot, written as each block is updated instead of copied after).
   void ApplySum(float* params, const float* const* terms, int num_terms, int divisor, int64_t n,
-                SliceOptimizerState* state, double lr) const;
+                SliceOptimizerState* state, double lr, float* values_out = nullptr) const;
 
   // The scheduled rate of the update made from iteration `iteration`'s gradients
   // (ScheduledLr(options().schedule, options().lr, iteration)). No allocation.
@@ -104,10 +106,11 @@ class SliceOptimizer {
  private:
   // The update from the mean of num_grads gradients, which is their rank-order sum
   // divided by `divisor` (num_grads for ApplyMean; 1 gradient that is a sum for ApplySum).
+  // values_out: null, or where the updated values are copied block by block.
   void ApplySgd(float* params, const float* const* grads, int num_grads, int divisor, int64_t n,
-                SliceOptimizerState* state, double lr) const;
+                SliceOptimizerState* state, double lr, float* values_out) const;
   void ApplyAdam(float* params, const float* const* grads, int num_grads, int divisor, int64_t n,
-                 SliceOptimizerState* state, double lr) const;
+                 SliceOptimizerState* state, double lr, float* values_out) const;
 
   const OptimizerOptions options_;
 };

@@ -455,6 +455,13 @@ class ParameterShard {
   // s.snapshot := s.params as they go on the wire, in the previous version's storage
   // when nobody else holds it, else in s.spare if a switch left one.
   void TakeSnapshot(SliceState* s) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(s->mu);
+  // TakeSnapshot's two halves, for a caller that writes the values itself: the storage
+  // for the next snapshot (as above: the previous version's, the spare, or new), and
+  // making it the current one.
+  std::shared_ptr<Snapshot> SnapshotStorage(SliceState* s) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(s->mu);
+  static void PublishSnapshot(SliceState* s, std::shared_ptr<Snapshot> next)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(s->mu);
   std::vector<int> JoinedRanksLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool signature_values_on_push() const;
 

@@ -96,6 +96,17 @@ void ParameterShard::AppendAck(int slice_id, const SliceState& s, int rank, uint
 
 void ParameterShard::TakeSnapshot(SliceState* s) const {
   // Encoded once per version, whatever the number of workers it goes to.
+  std::shared_ptr<Snapshot> next = SnapshotStorage(s);
+  next->Assign(s->params.data(), static_cast<int64_t>(s->params.size()));
+  PublishSnapshot(s, std::move(next));
+}
+
+void ParameterShard::PublishSnapshot(SliceState* s, std::shared_ptr<Snapshot> next) {
+  s->previous = std::move(s->snapshot);
+  s->snapshot = std::move(next);
+}
+
+std::shared_ptr<Snapshot> ParameterShard::SnapshotStorage(SliceState* s) const {
   std::shared_ptr<Snapshot> next = std::move(s->previous);
   // use_count() 1: only this slice holds the storage, and nobody can take a new
   // reference without the slice's lock. The fence pairs with the release in the last
@@ -108,9 +119,7 @@ void ParameterShard::TakeSnapshot(SliceState* s) const {
     next = std::make_shared<Snapshot>(options_.wire_dtype);
     ++snapshot_allocations_;
   }
-  next->Assign(s->params.data(), static_cast<int64_t>(s->params.size()));
-  s->previous = std::move(s->snapshot);
-  s->snapshot = std::move(next);
+  return next;
 }
 
 absl::StatusOr<std::vector<ToWorker>> ParameterShard::Init(int rank, int slice_id,
@@ -403,6 +412,9 @@ absl::Status ParameterShard::GradientFrom(int rank, int slice_id, uint64_t itera
     // these are, also after a restore, so a resumed run keeps its schedule. With
     // skip_nonfinite, a sum with an infinity or a NaN (from any gradient, or one that
     // overflowed in the sum) changes nothing.
+    // The new version's snapshot: on a float32 wire written by the optimizer's pass as it
+    // updates each block; otherwise encoded from the values after it (TakeSnapshot).
+    std::shared_ptr<Snapshot> written;
     if (options_.keep_values) {
       const float* terms[2] = {s.sum.data(), last_term};
       int num_terms = 1;
@@ -414,8 +426,14 @@ absl::Status ParameterShard::GradientFrom(int rank, int slice_id, uint64_t itera
         }
       }
       if (!options_.skip_nonfinite || AllFinite(s.sum.data(), s.length)) {
+        float* values_out = nullptr;
+        if (options_.wire_dtype == WireDType::kFloat32) {
+          written = SnapshotStorage(&s);
+          values_out = written->Float32Storage(s.length);
+        }
         optimizer_.ApplySum(s.params.data(), terms, num_terms, workers, s.length, &s.opt,
-                            optimizer_.LearningRate(static_cast<int64_t>(s.version)));
+                            optimizer_.LearningRate(static_cast<int64_t>(s.version)),
+                            values_out);
       } else {
         ++skipped_updates_;
       }
@@ -427,7 +445,11 @@ absl::Status ParameterShard::GradientFrom(int rank, int slice_id, uint64_t itera
     s.folded = 0;
     s.count = 0;
     AdvancePresent(&s);
-    if (options_.keep_values) TakeSnapshot(&s);
+    if (written != nullptr) {
+      PublishSnapshot(&s, std::move(written));
+    } else if (options_.keep_values) {
+      TakeSnapshot(&s);
+    }
     if (values_on_push) {
       for (int r : s.present) AppendParams(slice_id, s, r, out);
     } else {

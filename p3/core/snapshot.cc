@@ -14,6 +14,12 @@ void Snapshot::Reserve(int64_t n) {
   if (storage_.size() < bytes) storage_.resize(bytes);
 }
 
+float* Snapshot::Float32Storage(int64_t n) {
+  Reserve(n);
+  size_ = n;
+  return reinterpret_cast<float*>(storage_.data());
+}
+
 std::optional<int> Snapshot::scale_exponent() const {
   if (dtype_ != WireDType::kFloat16) return std::nullopt;
   return scale_exponent_;

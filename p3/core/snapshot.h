@@ -37,6 +37,11 @@ class Snapshot {
   // Storage for n values, so that the first Assign of up to n values allocates nothing.
   void Reserve(int64_t n);
 
+  // A float32 snapshot only: makes this n values long and returns where they go, for a
+  // caller that writes them itself (the optimizer, in its pass over the values) instead
+  // of Assign copying them afterwards. Valid until the next Assign or Float32Storage.
+  float* Float32Storage(int64_t n);
+
   WireDType dtype() const { return dtype_; }
   // Number of values.
   int64_t size() const { return size_; }

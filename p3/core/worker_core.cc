@@ -37,7 +37,8 @@ absl::Status WorkerCore::CheckSlice(int server, int64_t slice_id, const char* wh
   return absl::OkStatus();
 }
 
-ToServer WorkerCore::Message(Upstream::Kind kind, int slice_id, bool values) const {
+ToServer WorkerCore::Message(Upstream::Kind kind, int slice_id, bool values,
+                             const float* tensor_gradient) const {
   const Slice& slice = current_plan().slices()[slice_id];
   ToServer m{.server = slice.server,
              .message = Upstream{.kind = kind, .slice_id = slice_id},
@@ -49,7 +50,11 @@ ToServer WorkerCore::Message(Upstream::Kind kind, int slice_id, bool values) con
   const bool gradient = kind == Upstream::Kind::kGradient;
   const float* buffer = gradient ? grads_ : params_;
   Upstream& up = m.message;
-  up.values = buffer == nullptr ? nullptr : buffer + slice.offset;
+  if (gradient && tensor_gradient != nullptr) {
+    up.values = tensor_gradient + (slice.offset - current_plan().tensor_offset(slice.tensor));
+  } else {
+    up.values = buffer == nullptr ? nullptr : buffer + slice.offset;
+  }
   up.length = slice.length;
   up.encoding.dtype = gradient ? options_.wire_dtype : WireDType::kFloat32;
   if (up.encoding.dtype == WireDType::kFloat16 && up.values != nullptr) {
@@ -160,7 +165,8 @@ absl::StatusOr<std::vector<ToServer>> WorkerCore::Resume(const std::vector<uint6
   return out;
 }
 
-absl::StatusOr<ToServer> WorkerCore::Gradient(int slice_id, uint64_t iteration) {
+absl::StatusOr<ToServer> WorkerCore::Gradient(int slice_id, uint64_t iteration,
+                                               const float* tensor_gradient) {
   if (!started()) return absl::FailedPreconditionError("a gradient before the handshake");
   absl::ReaderMutexLock plan_lock(&plan_mu_);
   if (absl::Status s = CheckSlice(-1, slice_id, "a gradient"); !s.ok()) return s;
@@ -169,7 +175,7 @@ absl::StatusOr<ToServer> WorkerCore::Gradient(int slice_id, uint64_t iteration) 
     absl::MutexLock lock(&state.mu);
     state.awaiting_ack = iteration;
   }
-  ToServer m = Message(Upstream::Kind::kGradient, slice_id, /*values=*/true);
+  ToServer m = Message(Upstream::Kind::kGradient, slice_id, /*values=*/true, tensor_gradient);
   m.message.iteration = iteration;
   return m;
 }

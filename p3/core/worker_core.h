@@ -122,7 +122,11 @@ class WorkerCore : public TransportCore {
   // The gradient of `slice_id` at `iteration` is complete in the gradient buffer: the
   // message to send, pointing at it, with its encoding (float16: the slice's scale, read
   // from the gradient now). Refused before Start() or for a slice outside the plan.
-  absl::StatusOr<ToServer> Gradient(int slice_id, uint64_t iteration);
+  // `tensor_gradient`, when not null, is where the gradient of the slice's whole tensor
+  // lies instead (autograd's own tensor, not copied into the buffer: worker/flat_buffers.h);
+  // it must stay unchanged as the buffer would (to_server.h, Upstream::values).
+  absl::StatusOr<ToServer> Gradient(int slice_id, uint64_t iteration,
+                                    const float* tensor_gradient = nullptr);
 
   // TransportCore: a part of `version` of `slice_id` from `server`: `values.bytes` bytes
   // in the wire's dtype for the slice's values from `offset` on, decoded (float32: copied)
@@ -185,7 +189,9 @@ class WorkerCore : public TransportCore {
       ABSL_SHARED_LOCKS_REQUIRED(plan_mu_);
   // The descriptor of a message about `slice_id`; `values`: with the slice's values from
   // the buffer of `kind` (kInit: parameters, kGradient: gradient).
-  ToServer Message(Upstream::Kind kind, int slice_id, bool values) const
+  // `tensor_gradient`: kGradient only, as Gradient() takes it.
+  ToServer Message(Upstream::Kind kind, int slice_id, bool values,
+                   const float* tensor_gradient = nullptr) const
       ABSL_SHARED_LOCKS_REQUIRED(plan_mu_);
   bool started() const;
   const SlicePlan& current_plan() const ABSL_SHARED_LOCKS_REQUIRED(plan_mu_) {

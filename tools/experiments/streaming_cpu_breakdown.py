@@ -11,8 +11,10 @@ seconds per GB moved and CPU microseconds per slice round trip with the run's ow
   /usr/bin/python3 tools/experiments/streaming_cpu_breakdown.py --table \\
       --csv=docs/results/streaming/cpu_breakdown_2026-12-04.csv
 
-Only samples of the benchmark's two processes count (the worker is bench_streaming itself,
-the server p3_server; gRPC names its threads, e.g. grpcpp_sync_ser, default-executo). The
+Only samples of the benchmark's two processes count: the process perf started and its
+descendants (the server), by process id from `perf report --tasks`, so that other people's
+p3_server processes on the same machine (whose gRPC threads bear the same names) and a
+benchmark binary copied under another name are told apart. The
 run's start-up (the dynamic loader, libtorch's operator registry) is sampled too: it is a
 group of its own, so that it can be set aside. perf samples at --frequency per CPU; a share
 is of the samples of the two processes.
@@ -60,9 +62,37 @@ FIELDS = ["label", "commit", "mode", "run", "group", "share", "cpu_s_per_gb", "c
           "samples", "run_cpu_s_per_gb", "goodput_gbps", "slice_params"]
 
 
-def group_samples(report_lines):
+def our_pids(task_lines, bench):
+    """perf report --tasks lines ("pid tid ppid | comm") -> the thread ids of the run (what
+    perf's sort key `pid` shows): the threads of the process perf started from `bench` (its
+    name, as the kernel truncates it to 15 characters) and of every process descending
+    from it."""
+    procs = {}  # pid -> (ppid, comm), processes only (pid == tid)
+    threads = []  # (pid, tid)
+    for line in task_lines:
+        head, sep, comm = line.partition("|")
+        fields = head.split()
+        if not sep or len(fields) != 3 or not all(f.isdigit() for f in fields):
+            continue
+        pid, tid, ppid = (int(f) for f in fields)
+        threads.append((pid, tid))
+        if pid == tid:
+            procs[pid] = (ppid, comm.strip())
+    name = os.path.basename(bench)[:15]
+    pids = {pid for pid, (ppid, comm) in procs.items()
+            if comm == name and procs.get(ppid, (0, ""))[1] == "perf"}
+    grown = True
+    while grown:
+        more = {pid for pid, (ppid, _) in procs.items() if ppid in pids} - pids
+        pids |= more
+        grown = bool(more)
+    return {tid for pid, tid in threads if pid in pids}
+
+
+def group_samples(report_lines, pids=None):
     """perf report lines (--sort comm,dso,sym, tab-separated, -q) -> {group: percent} over
-    the samples of OUR_COMMS, normalised to 1."""
+    the samples of OUR_COMMS, normalised to 1. With `pids` (thread ids), the lines are of
+    --sort pid,dso,sym ("tid:comm" first) and the samples of those threads count instead."""
     totals = {name: 0.0 for name, _ in GROUPS}
     ours = 0.0
     for line in report_lines:
@@ -71,7 +101,11 @@ def group_samples(report_lines):
             continue
         percent = float(parts[0].rstrip("%"))
         comm, dso, sym = parts[1], parts[2], parts[3]
-        if comm not in OUR_COMMS:
+        if pids is not None:
+            pid = comm.split(":", 1)[0]
+            if not pid.isdigit() or int(pid) not in pids:
+                continue
+        elif comm not in OUR_COMMS:
             continue
         dso = "kernel" if dso.startswith("[kernel") else dso
         sym = sym.split("] ", 1)[-1]
@@ -157,18 +191,24 @@ def measure(a):
         if run.returncode != 0:
             raise SystemExit(f"streaming_cpu_breakdown: {' '.join(cmd)} failed:\n{run.stderr}")
         result = json.loads(run.stdout)
+        tasks = subprocess.run([a.perf, "report", "-i", data, "--tasks"], capture_output=True,
+                               text=True, check=True).stdout
+        pids = our_pids(tasks.splitlines(), bench)
+        if not pids:
+            raise SystemExit(f"streaming_cpu_breakdown: no process of {bench} in perf's tasks")
         report = subprocess.run([a.perf, "report", "-i", data, "--no-children", "--sort",
-                                 "comm,dso,sym", "-g", "none", "-q", "--field-separator=\t"],
+                                 "pid,dso,sym", "-g", "none", "-q", "--field-separator=\t"],
                                 capture_output=True, text=True, check=True).stdout
-    counts = subprocess.run([a.perf, "report", "-i", data, "--no-children", "--sort", "comm", "-n", "-q",
-                             "-g", "none", "--field-separator=\t"],
-                            capture_output=True, text=True).stdout
+        counts = subprocess.run([a.perf, "report", "-i", data, "--no-children", "--sort", "pid",
+                                 "-n", "-q", "-g", "none", "--field-separator=\t"],
+                                capture_output=True, text=True).stdout
     samples = 0
     for line in counts.splitlines():
         parts = [p.strip() for p in line.split("\t")]
-        if len(parts) >= 3 and parts[2] in OUR_COMMS and parts[1].isdigit():
+        pid = parts[2].split(":", 1)[0] if len(parts) >= 3 else ""
+        if pid.isdigit() and int(pid) in pids and parts[1].isdigit():
             samples += int(parts[1])
-    return group_samples(report.splitlines()), result, samples
+    return group_samples(report.splitlines(), pids), result, samples
 
 
 def main(argv=None):

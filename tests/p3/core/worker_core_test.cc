@@ -185,6 +185,26 @@ CATCH_TEST_CASE("a gradient goes to its slice's server with the slice's priority
   CATCH_CHECK(f.core.Gradient(-1, 7).status().code() == absl::StatusCode::kInvalidArgument);
 }
 
+CATCH_TEST_CASE(
+    "a gradient given where its tensor's gradient lies points there, at the slice's place "
+    "in the tensor, and otherwise into the gradient buffer") {
+  Fixture f;
+  CATCH_REQUIRE(f.core.Start({0, 0}).ok());
+  const std::vector<float> tensor_a(10, 1.0f);  // tensor a: slices 0 - 2, offsets 0 - 9
+  const std::vector<float> tensor_b(3, 2.0f);   // tensor b: slice 3, offsets 10 - 12
+  absl::StatusOr<ToServer> middle = f.core.Gradient(1, 0, tensor_a.data());
+  absl::StatusOr<ToServer> other = f.core.Gradient(3, 0, tensor_b.data());
+  absl::StatusOr<ToServer> buffer = f.core.Gradient(3, 0);
+  CATCH_REQUIRE(middle.ok());
+  CATCH_REQUIRE(other.ok());
+  CATCH_REQUIRE(buffer.ok());
+  CATCH_CHECK(middle->message.values == tensor_a.data() + 4);
+  CATCH_CHECK(middle->message.length == 4);
+  CATCH_CHECK(other->message.values == tensor_b.data());
+  CATCH_CHECK(other->message.length == 3);
+  CATCH_CHECK(buffer->message.values == f.grads.data() + 10);
+}
+
 CATCH_TEST_CASE("without values on push, an Ack leads to a Pull of the next version, once") {
   Fixture f(/*rank=*/0, /*values_on_push=*/false);
   CATCH_REQUIRE(f.core.Start({0, 0}).ok());

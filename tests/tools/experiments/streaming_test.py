@@ -21,7 +21,37 @@ REPORT = [
 ]
 
 
+# perf report --tasks: pid tid ppid | comm (indented by depth)
+TASKS = [
+    "       pid       tid      ppid  comm",
+    "       900       900         1 |  cc1plus",
+    "       100       100        99 |  perf",
+    "       101       101       100 |   dpath-before-be",
+    "       140       140       101 |    p3_server",
+    "       140       141       140 |     grpcpp_sync_ser",
+    "       101       102       101 |    default-executo",
+    "       300       300       200 |  p3_server",
+]
+
+# perf report --no-children --sort pid,dso,sym -g none -q --field-separator=<tab>
+PID_REPORT = [
+    " 30.00%  \t   101:dpath-before-be\t[kernel.kallsyms]  \t[k] _copy_from_iter",
+    " 10.00%  \t   140:p3_server\tp3_server          \t[.] p3::SliceOptimizer::ApplySgd",
+    " 40.00%  \t   300:p3_server\tp3_server          \t[.] p3::SliceOptimizer::ApplySgd",
+    " 20.00%  \t   900:cc1plus\tcc1plus            \t[.] push_to_top_level",
+]
+
+
 class StreamingCpuBreakdownTest(unittest.TestCase):
+    def test_the_run_is_the_process_perf_started_and_its_descendants_whatever_its_name(self):
+        self.assertEqual(breakdown.our_pids(TASKS, "/tmp/dpath-before-bench_streaming"),
+                         {101, 102, 140, 141})
+
+    def test_by_process_id_another_servers_samples_are_left_out(self):
+        shares = breakdown.group_samples(PID_REPORT, {101, 140})
+        self.assertAlmostEqual(shares["kernel: socket copies"], 30 / 40)
+        self.assertAlmostEqual(shares["server: the optimizer"], 10 / 40)
+
     def test_samples_of_other_processes_are_left_out_and_groups_sum_to_one(self):
         shares = breakdown.group_samples(REPORT)
         self.assertAlmostEqual(sum(shares.values()), 1.0)
