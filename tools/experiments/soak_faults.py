@@ -91,12 +91,18 @@ def parse_args(argv=None):
     p.add_argument("--json", default="", help="the verdict")
     p.add_argument("--plot", default="", help="RSS per process over time, events marked (PNG)")
     p.add_argument("--plot_only", action="store_true", help="only draw --plot from the CSVs")
+    p.add_argument("--report", default="",
+                   help="only print the markdown tables of this verdict JSON; run nothing")
+    if argv is None:
+        argv = sys.argv[1:]
+    if "--report" in argv or any(x.startswith("--report=") for x in argv):
+        argv = argv + ["--rss=-", "--events=-"]  # not read
     a = p.parse_args(argv)
     a.fault_list = [f for f in a.faults.split(",") if f]
     for f in a.fault_list:
         if f not in link_faults.SHORT_FAULTS:
             p.error(f"--faults: {f!r} is not one of {','.join(link_faults.SHORT_FAULTS)}")
-    if not a.plot_only and not a.json:
+    if not a.plot_only and not a.report and not a.json:
         p.error("--json is required")
     if a.end_guard <= 0:
         a.end_guard = max(20, a.iterations // 50)
@@ -214,6 +220,39 @@ def plot(rss_path, events_path, out):
     fig.tight_layout()
     fig.savefig(out, dpi=100)
     print("wrote", out)
+
+
+def report(verdict):
+    """The verdict as markdown: the run, then the RSS of every process (MiB)."""
+    mib = lambda kb: f"{kb / 1024:.1f}"  # noqa: E731
+    done = verdict["events_done"]
+    lines = [
+        "| figure | value |", "|---|---|",
+        f"| started | {verdict['started_utc']} |",
+        f"| length | {verdict['soak_seconds'] / 60:.1f} min, {verdict['iterations']} iterations "
+        f"({verdict['workers']} workers, {verdict['servers']} servers, batch "
+        f"{verdict['batch_size']}, mode {verdict['mode']}) |",
+        f"| workers killed | {done.get('worker_kill', 0)} |",
+        f"| servers killed | {done.get('server_kill', 0)} |",
+        "| link faults | " + ", ".join(f"{k} {done[k]}" for k in link_faults.SHORT_FAULTS
+                                      if k in done) + " |",
+        f"| events not done | {len(verdict['events_not_done'])} |",
+        f"| launcher restarts | workers {verdict['launcher']['worker_restarts']}, every process "
+        f"(a server died) {verdict['launcher']['server_restarts']} |",
+        f"| exit, status | soak {verdict['soak_exit']} ({verdict['soak_status']}), reference "
+        f"{verdict['reference_exit']} |",
+        f"| param_l2 soak = reference | {verdict['soak_param_l2']!r} = "
+        f"{verdict['reference_param_l2']!r} (every worker's equal too: {verdict['identical']}) |",
+        f"| 1-min load average | {verdict['load1_before']} before, median "
+        f"{verdict['load1_median']} during |",
+        "", "| process | processes (pids) | RSS first | last | max | last process: first | "
+        "last | max | lived (min) |", "|---|---|---|---|---|---|---|---|---|"]
+    for name, r in sorted(verdict["rss"].items()):
+        lp = r["last_process"]
+        lines.append(f"| {name} | {r['processes']} | {mib(r['first_kb'])} | {mib(r['last_kb'])} | "
+                     f"{mib(r['max_kb'])} | {mib(lp['first_kb'])} | {mib(lp['last_kb'])} | "
+                     f"{mib(lp['max_kb'])} | {(lp['to_s'] - lp['from_s']) / 60:.1f} |")
+    return "\n".join(lines)
 
 
 def launcher_counts(log_path):
@@ -385,6 +424,10 @@ class Soak:
 
 def main(argv=None):
     a = parse_args(argv)
+    if a.report:
+        with open(a.report) as f:
+            print(report(json.load(f)))
+        return 0
     if a.plot_only:
         plot(a.rss, a.events, a.plot)
         return 0

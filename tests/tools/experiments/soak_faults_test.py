@@ -69,5 +69,24 @@ class RssFiguresTest(unittest.TestCase):
         self.assertEqual(f["reference/worker_1"]["processes"], 1)
 
 
+class ReportTest(unittest.TestCase):
+    def test_the_tables_give_the_verdict_and_every_process(self):
+        samples = [{"t_s": 5, "run": "soak", "process": "server_0", "pid": 1, "rss_kb": 20480},
+                   {"t_s": 65, "run": "soak", "process": "server_0", "pid": 1, "rss_kb": 22528}]
+        verdict = {"started_utc": "2026-12-05T05:12:15Z", "soak_seconds": 3900, "iterations": 80000,
+                   "workers": 2, "servers": 2, "batch_size": 16, "mode": "p3",
+                   "events_done": {"worker_kill": 30, "server_kill": 5, "loss_1": 3, "outage": 3},
+                   "events_not_done": [], "launcher": {"worker_restarts": 30, "server_restarts": 5},
+                   "soak_exit": 0, "soak_status": "ok", "reference_exit": 0,
+                   "soak_param_l2": 1.5, "reference_param_l2": 1.5, "identical": True,
+                   "load1_before": 3.0, "load1_median": 19.5, "rss": sf.rss_figures(samples)}
+        text = sf.report(verdict)
+        self.assertIn("| length | 65.0 min, 80000 iterations", text)
+        self.assertIn("| link faults | loss_1 3, outage 3 |", text)
+        self.assertIn("| param_l2 soak = reference | 1.5 = 1.5 (every worker's equal too: True) |",
+                      text)
+        self.assertIn("| soak/server_0 | 1 | 20.0 | 22.0 | 22.0 | 20.0 | 22.0 | 22.0 | 1.0 |", text)
+
+
 if __name__ == "__main__":
     unittest.main()
