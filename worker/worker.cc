@@ -10,9 +10,7 @@
 #include <string>
 #include <utility>
 
-#include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/mutex.h"
 #include "models/model.h"
 #include "p3/base/status_macros.h"
 #include "p3/core/cluster_signature.h"
@@ -23,6 +21,7 @@
 #include "worker/copy_engine.h"
 #include "worker/device_staging.h"
 #include "worker/elastic_membership.h"
+#include "worker/first_failure.h"
 #include "worker/flat_buffers.h"
 #include "worker/gradient_hooks.h"
 #include "worker/worker_options.h"
@@ -190,12 +189,14 @@ class Worker::Impl : public TransportListener {
     const SlicePlan& plan = core_.plan();
     if (!traits_.overlap_forward) {
       if (all_ready_ == iteration_) return absl::OkStatus();
-      P3_RETURN_IF_ERROR(waits_.WaitForAll(version, plan));
+      if (absl::Status s = waits_.WaitForAll(version, plan); !s.ok()) return Fail(s);
       if (staging_ != nullptr) staging_->ParamsToDevice(0, plan.total_params());
       all_ready_ = iteration_;
       return absl::OkStatus();
     }
-    P3_RETURN_IF_ERROR(waits_.WaitForBlock(static_cast<int>(b), version, plan));
+    if (absl::Status s = waits_.WaitForBlock(static_cast<int>(b), version, plan); !s.ok()) {
+      return Fail(s);
+    }
     // The block's values up to the device; only the device waits for the copy.
     if (staging_ != nullptr) {
       staging_->ParamsToDevice(block_spans_[b].first, block_spans_[b].second);
@@ -227,14 +228,16 @@ class Worker::Impl : public TransportListener {
       const absl::Status twice = absl::FailedPreconditionError(absl::StrCat(
           "worker ", options_.rank, ": parameter ", hooks_->repeated(), " received a second",
           " gradient in iteration ", iteration_, " (two backward passes before the step)"));
-      Fail(twice);
-      return twice;
+      return Fail(twice);
     }
     return EndBackward();
   }
 
   absl::Status Sync() {
-    P3_RETURN_IF_ERROR(waits_.WaitForAll(static_cast<uint64_t>(iteration_), core_.plan()));
+    if (absl::Status s = waits_.WaitForAll(static_cast<uint64_t>(iteration_), core_.plan());
+        !s.ok()) {
+      return Fail(s);
+    }
     if (staging_ != nullptr) {
       // Whatever reads the parameters next (evaluation, an export's copy to the host) runs
       // on the device after this copy.
@@ -250,12 +253,10 @@ class Worker::Impl : public TransportListener {
   absl::Status Finish() {
     P3_RETURN_IF_ERROR(Sync());
     const absl::Time deadline = absl::Now() + wait_bound();
-    absl::Status result;
-    for (auto& transport : transports_) {
-      absl::Status s = transport->Close(deadline);
-      if (result.ok()) result = s;
-    }
-    return result;
+    // A stream that failed while another was closing may have failed first: the first
+    // failure of all is reported.
+    for (auto& transport : transports_) Fail(transport->Close(deadline));
+    return failure();
   }
 
   absl::Status AverageBuffers() {
@@ -276,8 +277,7 @@ class Worker::Impl : public TransportListener {
     if (static_cast<int64_t>(mean.size()) != n) {
       const absl::Status wrong = absl::InternalError(
           absl::StrCat("server 0 sent ", mean.size(), " buffer values; this worker has ", n));
-      Fail(wrong);
-      return wrong;
+      return Fail(wrong);
     }
     UnpackFloatBuffers(mean, tensors);
     return absl::OkStatus();
@@ -345,17 +345,7 @@ class Worker::Impl : public TransportListener {
   // On `server`'s reader thread, its link over: waits up to abort_grace for a failure
   // of this worker's own, which would be the cause (WorkerOptions::abort_grace).
   void OnAbort(int server, const absl::Status& status) override {
-    {
-      absl::MutexLock lock(&mu_);
-      if (!failure_.ok()) return;
-      if (pending_abort_.empty()) pending_abort_ = std::string(status.message());
-      mu_.AwaitWithTimeout(absl::Condition(
-                               +[](absl::Status* failure) { return !failure->ok(); }, &failure_),
-                           options_.abort_grace);
-      if (!failure_.ok()) return;  // this worker's own failure came first: reported
-      failure_ = status;
-    }
-    AbortWaits(status);
+    if (failure_.Abort(status, options_.abort_grace)) AbortWaits(status);
   }
 
   int64_t iteration() const { return iteration_; }
@@ -387,8 +377,7 @@ class Worker::Impl : public TransportListener {
     // old plan's last), and no gradient of it has been sent.
     if (absl::Status s = replans_.SwitchIfDue(static_cast<uint64_t>(iteration_)).status();
         !s.ok()) {
-      Fail(s);
-      return s;
+      return Fail(s);
     }
     last_gradient_time_ = absl::Now();
     last_traced_block_ = -1;
@@ -406,8 +395,7 @@ class Worker::Impl : public TransportListener {
     // Synchronous training needs every parameter's gradient from every worker.
     if (absl::Status missing = hooks_->CheckEveryGradient(options_.rank, iteration_);
         !missing.ok()) {
-      Fail(missing);
-      return missing;
+      return Fail(missing);
     }
     if (!traits_.overlap_backward) {
       if (staging_ != nullptr) staging_->Drain();  // every gradient in the host buffer
@@ -478,21 +466,11 @@ class Worker::Impl : public TransportListener {
   // rejoin_timeout on top of the usual bound.
   absl::Duration wait_bound() const { return options_.peer_timeout + options_.rejoin_timeout; }
 
-  void Fail(const absl::Status& status) {
-    absl::Status cause = status;
-    {
-      absl::MutexLock lock(&mu_);
-      if (!failure_.ok()) return;
-      if (!pending_abort_.empty()) {
-        // A server aborted the run a moment ago; this worker's own lost server is the
-        // cause, the Abort what followed from it.
-        cause = absl::Status(
-            status.code(),
-            absl::StrCat(status.message(), " (then ", pending_abort_, ", which follows from it)"));
-      }
-      failure_ = cause;
-    }
-    AbortWaits(cause);
+  // Records `status` as the worker's failure unless there is one already; returns the
+  // failure in force (the first), which every later call reports.
+  absl::Status Fail(const absl::Status& status) {
+    if (failure_.Record(status)) AbortWaits(failure_.Get());
+    return failure_.Get();
   }
 
   // Wakes every wait of the training thread with the run's failure.
@@ -502,10 +480,7 @@ class Worker::Impl : public TransportListener {
     elastic_.Abort(status);
   }
 
-  absl::Status failure() const {
-    absl::MutexLock lock(&mu_);
-    return failure_;
-  }
+  absl::Status failure() const { return failure_.Get(); }
 
   const WorkerOptions options_;
   const ModeTraits traits_;
@@ -540,10 +515,8 @@ class Worker::Impl : public TransportListener {
   int64_t all_ready_ = -1;  // the iteration whose blocks are all ready (no forward overlap)
   bool armed_ = false;      // from Arm() to the end of that backward pass
 
-  mutable absl::Mutex mu_;
-  absl::Status failure_ ABSL_GUARDED_BY(mu_);
-  // The message of a server's Abort awaiting abort_grace (OnAbort); empty when none.
-  std::string pending_abort_ ABSL_GUARDED_BY(mu_);
+  // The first failure; every call after it reports that one.
+  FirstFailure failure_;
 
   // The send order of the streams that cross the network, and one transport per server
   // (declared last: they use everything above until they are shut down).

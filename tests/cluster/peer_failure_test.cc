@@ -159,6 +159,35 @@ CATCH_TEST_CASE("a server's Abort is reported once no failure of the worker's ow
   worker->reset();
 }
 
+CATCH_TEST_CASE("a timed-out wait stays the worker's error; a server's Abort after it is a follow-on") {
+  // Worker 1 of 2 waits for values that never come (its peer stalled): its wait times out
+  // first. Then the server aborts the run, as a server that lost the stalled worker does.
+  // Every later call reports the timeout, which names the wait, not the Abort.
+  ScriptedServer aborting(0, /*abort=*/true);
+  WorkerOptions wo;
+  wo.servers = {aborting.address()};
+  wo.num_workers = 2;
+  wo.rank = 1;
+  wo.peer_timeout = absl::Seconds(1);
+  wo.abort_grace = absl::Milliseconds(100);
+  auto model = MakeModel(1);
+  auto worker = Worker::Create(wo, model);
+  CATCH_REQUIRE(worker.ok());
+  auto [x, y] = GlobalBatch(1, 2);
+  absl::StatusOr<torch::Tensor> out = (*worker)->Forward(x);
+  CATCH_REQUIRE(absl::IsDeadlineExceeded(out.status()));
+  const std::string timeout(out.status().message());
+  CATCH_CAPTURE(timeout);
+  CATCH_CHECK(absl::StartsWith(timeout, "worker 1: waited 1s for parameters"));
+  aborting.Release();
+  // Before, each call waited anew and the Abort arrived meanwhile, replacing the cause.
+  for (const absl::Status& later : {(*worker)->Sync(), (*worker)->Finish()}) {
+    CATCH_CHECK(absl::IsDeadlineExceeded(later));
+    CATCH_CHECK(later.message() == timeout);
+  }
+  worker->reset();
+}
+
 CATCH_TEST_CASE("a server that goes away fails the workers instead of hanging them") {
   ServerOptions so;
   so.shard.num_workers = 1;

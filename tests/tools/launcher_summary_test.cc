@@ -337,6 +337,50 @@ CATCH_TEST_CASE("a cascade reaped together: the killed server first, then by whe
   CATCH_CHECK(RankFailures(later).first == 0);
 }
 
+CATCH_TEST_CASE("a server's 'worker R disconnected' follows worker R's own failure") {
+  // Seen in a partition trial (link_faults.md): worker 0's wait timed out, naming the cut
+  // server; both servers saw its stream close and exited 0.12 s before it was reaped.
+  std::vector<ProcessOutcome> outcomes = {
+      Ended("server_0", 20.00, 1, 0, false,
+            "p3_server 0: UNAVAILABLE: worker 0: worker 0 disconnected before it was done"),
+      Ended("server_1", 20.01, 1, 0, false,
+            "p3_server 1: UNAVAILABLE: worker 0: worker 0 disconnected before it was done"),
+      Ended("worker_0", 20.12, 1, 0, false,
+            "p3_worker 0: DEADLINE_EXCEEDED: worker 0: waited 5s for parameters: ...; "
+            "missing: server 1's values of 1 slice (5)"),
+      Ended("worker_1", 20.15, 1, 0, false,
+            "p3_worker 1: ABORTED: server 0 aborted the run: worker 0: worker 0 disconnected "
+            "before it was done")};
+  FailureRanking ranking = RankFailures(outcomes);
+  CATCH_CHECK(ranking.first == 2);
+  CATCH_CHECK(ranking.follow_on == std::vector<int>{0, 1, 3});
+  const std::vector<std::string> lines = FailureReportLines(outcomes, ranking, 1000);
+  CATCH_REQUIRE(!lines.empty());
+  CATCH_CHECK(absl::StrContains(lines[0], "first failure: worker 0 (exit 1)"));
+
+  // Beyond kNamedPeerSeconds the worker's failure is not the cause: time decides.
+  outcomes[2].end_unix = outcomes[0].end_unix + kNamedPeerSeconds + 0.5;
+  outcomes[3].end_unix = outcomes[2].end_unix + 0.01;
+  CATCH_CHECK(RankFailures(outcomes).first == 0);
+
+  // A worker stopped by the launcher did not fail on its own: the server stays first.
+  outcomes[2] = Ended("worker_0", 20.12, 0, 15, /*stopped=*/true);
+  CATCH_CHECK(RankFailures(outcomes).first == 0);
+
+  // "worker 10 disconnected" names worker 10, not worker 1.
+  const std::vector<ProcessOutcome> ten = {
+      Ended("server_0", 5.0, 1, 0, false, "worker 10 disconnected before it was done"),
+      Ended("worker_1", 5.1, 1, 0, false, "worker 1: lost server 1")};
+  CATCH_CHECK(RankFailures(ten).first == 0);
+
+  // Two errors naming each other cannot loop: the order by time stands.
+  const std::vector<ProcessOutcome> loop = {
+      Ended("worker_0", 5.0, 1, 0, false, "worker 1 disconnected"),
+      Ended("worker_1", 5.1, 1, 0, false, "worker 0 disconnected")};
+  CATCH_CHECK(RankFailures(loop).first == 0);
+  CATCH_CHECK(RankFailures(loop).follow_on == std::vector<int>{1});
+}
+
 CATCH_TEST_CASE("processes the launcher stopped are not failures, unless they failed another way") {
   const std::vector<ProcessOutcome> outcomes = {
       Ended("server_0", 5, 0, 15, /*stopped=*/true), Ended("server_1", 5, 0, 9, /*stopped=*/true),

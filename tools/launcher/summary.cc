@@ -10,6 +10,7 @@
 #include <tuple>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -73,6 +74,24 @@ std::string Outcome(const ProcessOutcome& p, const FailureRanking& ranking, int 
   return p.failed() ? "failed" : "ok";
 }
 
+// The workers a process's error says disconnected ("worker 1 disconnected ...", also
+// inside a relayed Abort): their names ("worker_1").
+std::vector<std::string> DisconnectedWorkers(absl::string_view error) {
+  std::vector<std::string> names;
+  static constexpr absl::string_view kWorker = "worker ";
+  for (size_t at = error.find(kWorker); at != absl::string_view::npos;
+       at = error.find(kWorker, at + 1)) {
+    size_t end = at + kWorker.size();
+    while (end < error.size() && absl::ascii_isdigit(error[end])) ++end;
+    if (end == at + kWorker.size() || !absl::StartsWith(error.substr(end), " disconnected")) {
+      continue;
+    }
+    names.push_back(absl::StrCat("worker_", error.substr(at + kWorker.size(),
+                                                         end - at - kWorker.size())));
+  }
+  return names;
+}
+
 }  // namespace
 
 std::string ProcessOutcome::status() const {
@@ -113,6 +132,35 @@ FailureRanking RankFailures(const std::vector<ProcessOutcome>& outcomes) {
                            gave_up(i));
   };
   std::stable_sort(failed.begin(), failed.end(), [&](int a, int b) { return key(a) < key(b); });
+  // A process whose error is that a worker disconnected follows that worker's own failure
+  // when it came within kNamedPeerSeconds: the worker's exit closed the stream, but its
+  // process may be reaped after the peer that saw the stream close. Placed in turn: the
+  // first in the order above whose named workers are placed already (on a cycle, the first).
+  auto follows = [&](int a, int b) {
+    const ProcessOutcome& follower = outcomes[a];
+    const ProcessOutcome& worker = outcomes[b];
+    if (a == b || std::abs(worker.end_unix - follower.end_unix) > kNamedPeerSeconds) return false;
+    const std::vector<std::string> named = DisconnectedWorkers(follower.last_log_line);
+    return std::find(named.begin(), named.end(), worker.name) != named.end();
+  };
+  std::vector<int> ordered;
+  while (ordered.size() < failed.size()) {
+    auto unplaced = [&](int i) {
+      return std::find(ordered.begin(), ordered.end(), i) == ordered.end();
+    };
+    int pick = -1;
+    for (int a : failed) {
+      if (!unplaced(a)) continue;
+      if (pick < 0) pick = a;  // on a cycle
+      if (std::none_of(failed.begin(), failed.end(),
+                       [&](int b) { return unplaced(b) && follows(a, b); })) {
+        pick = a;
+        break;
+      }
+    }
+    ordered.push_back(pick);
+  }
+  failed = ordered;
   FailureRanking ranking;
   if (failed.empty()) return ranking;
   ranking.first = failed.front();

@@ -85,12 +85,19 @@ struct FailureRanking {
 // two) may have ended in either order.
 inline constexpr double kSimultaneousSeconds = 0.1;
 
+// A process whose error says "worker R disconnected" is ranked after worker R's own
+// failure if the two ended within this of each other: R's exit (or its own error) closed
+// the stream, whichever the launcher reaped first.
+inline constexpr double kNamedPeerSeconds = 1.0;
+
 // The first failure, then the others. Failures ending within kSimultaneousSeconds of the
 // earliest one are ordered: first those killed from outside (SIGKILL, SIGTERM, SIGINT,
 // SIGHUP, SIGQUIT: they died without warning, their peers then fail naming them), then
 // by when each gave up — for an exit with an error status the time of its last output
 // (its error message) if earlier than its end, else its end — then the given order.
-// Later failures follow by that same time. Pure: tested without processes.
+// Later failures follow by that same time. Then a failure whose last log line says that
+// worker R disconnected (a server's error, or a worker's relayed Abort) moves after worker
+// R's own failure when both ended within kNamedPeerSeconds. Pure: tested without processes.
 FailureRanking RankFailures(const std::vector<ProcessOutcome>& outcomes);
 
 // What the launcher prints after a failure, one line each (without "[p3] "):
