@@ -103,7 +103,9 @@ absl::StatusOr<TrainingData> LoadData(const config::ExperimentConfig& config, Mo
   so.dataset_size = data.train->size();
   so.batch_size = local ? data.global_batch : config.training().batch_size();
   so.num_workers = local ? 1 : workers;
-  so.rank = local ? 0 : rank;
+  // An elastic run reads the sample stream instead (TrainLoop); a rank beyond
+  // cluster.workers (a joining one) takes rank 0's place here.
+  so.rank = local || rank >= workers ? 0 : rank;
   so.seed = config.training().seed();
   P3_ASSIGN_OR_RETURN(data.sampler, models::ShardedSampler::Create(so));
   data.iterations = config.training().iterations() > 0
