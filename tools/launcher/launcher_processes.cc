@@ -303,6 +303,11 @@ std::vector<std::string> Launcher::WorkerArgv(const Child& child, bool rejoin) c
                                    "--records_file=" + RemotePath(child.records_file)};
   if (!trace_file.empty()) argv.push_back("--trace_file=" + trace_file);
   if (rejoin) argv.push_back("--rejoin");
+  // Elastic runs: rank 0 reads membership requests (`leave R`) appended to this file
+  // between iterations (docs/reliability.md, "Elastic membership").
+  if (config_.cluster().has_elastic()) {
+    argv.push_back("--membership_requests=" + RemotePath(output_dir_ + "/membership_requests"));
+  }
   return argv;
 }
 
