@@ -3,7 +3,8 @@
 # membership"): ranks 0 and 1 start, rank 2 starts mid-run with --elastic_join and appends
 # `join 2` to the requests file once connected, rank 0 adds it; then `leave 2` is appended
 # (as launch_cluster --elastic_control does) and rank 2 leaves and exits 0. Every process
-# exits 0, and every worker's result records the 2 -> 3 -> 2 membership.
+# exits 0, every worker's result records the 2 -> 3 -> 2 membership, and ranks 0 and 1
+# end with the same parameters.
 set -uo pipefail
 
 SERVER=server/p3_server
@@ -81,6 +82,10 @@ t1, t2 = m[1]["from_iteration"], m[2]["from_iteration"]
 assert j["samples_trained"] == 8 * (2 * 1500 + (t2 - t1)) or sys.argv[2] == "2", j
 PY
 done
+# Ranks 0 and 1 take part to the end: they hold the same parameters.
+l2_0=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["param_l2"])' "$D/worker_0.json")
+l2_1=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["param_l2"])' "$D/worker_1.json")
+[ "$l2_0" = "$l2_1" ] || fail "ranks 0 and 1 end with param_l2 $l2_0 and $l2_1"
 if [ "$failures" -ne 0 ]; then
   for f in "$D"/*.log; do echo "== $f"; tail -5 "$f"; done
   echo "$failures failure(s)"; exit 1
