@@ -83,6 +83,11 @@ ABSL_FLAG(std::string, plot_script, "tools/plot_records.py",
           "launcher's runfiles).");
 ABSL_FLAG(double, kill_grace_s, 5, "Seconds between SIGTERM and SIGKILL when stopping processes.");
 ABSL_FLAG(int, log_tail_lines, 20, "Lines of a failed process's log to print.");
+ABSL_FLAG(std::string, elastic_control, "",
+          "Elastic runs (cluster.elastic): a control file polled while the workers run; a "
+          "line `add` starts a worker with the next rank and --elastic_join, `remove R` asks "
+          "rank R to leave (appends `leave R` to <output_dir>/membership_requests, which "
+          "rank 0 reads between iterations). docs/reliability.md, \"Elastic membership\".");
 ABSL_FLAG(int, max_restarts, 0,
           "Restarts of dead workers allowed over the whole run (torchrun's name): a worker "
           "that dies is started again with the same rank and rejoins the servers, which wait "
@@ -196,6 +201,10 @@ int Main(int argc, char** argv) {
   options.kill_grace = absl::Seconds(std::max(0.0, absl::GetFlag(FLAGS_kill_grace_s)));
   options.log_tail_lines = std::max(1, absl::GetFlag(FLAGS_log_tail_lines));
   options.max_restarts = absl::GetFlag(FLAGS_max_restarts);
+  options.elastic_control = absl::GetFlag(FLAGS_elastic_control);
+  if (!options.elastic_control.empty()) {
+    options.elastic_control = std::filesystem::absolute(options.elastic_control).string();
+  }
   if (options.max_restarts < 0) {
     return program.Fail(2, absl::StrCat("--max_restarts=", options.max_restarts,
                                         " is out of range; allowed >= 0 (0: no restarts)"));

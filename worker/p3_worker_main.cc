@@ -28,6 +28,14 @@ ABSL_FLAG(bool, rejoin, false,
           "this process replaces a dead worker of the same rank: rejoin the servers and "
           "resume at the cluster's iteration (needs cluster.rejoin_timeout_s > 0)");
 
+ABSL_FLAG(bool, elastic_join, false,
+          "elastic runs (cluster.elastic): this process joins the running cluster; once "
+          "connected it appends `join RANK` to --membership_requests and starts when rank 0 "
+          "adds it");
+ABSL_FLAG(std::string, membership_requests, "",
+          "elastic runs: the requests file; rank 0 reads its new lines (`join R`, `leave R`) "
+          "between iterations and changes the membership (docs/reliability.md)");
+
 int main(int argc, char** argv) {
   // One malloc arena, as in p3_server: with glibc's per-thread arenas a long-lived
   // worker's RSS crept by 1.2-1.9 MB while its peers rejoined 90 times, by 0.1-0.2 MB
@@ -46,6 +54,8 @@ int main(int argc, char** argv) {
   if (!servers.empty()) options.servers = absl::StrSplit(servers, ',');
   options.progress = &std::cout;
   options.rejoin = absl::GetFlag(FLAGS_rejoin);
+  options.elastic_join = absl::GetFlag(FLAGS_elastic_join);
+  options.membership_requests = absl::GetFlag(FLAGS_membership_requests);
   // Rank 0's parameters are the cluster's; it alone writes the model.
   if (options.rank == 0) options.model_file = p3::ModelFileFromConfig(*config);
   const std::string trace_file = absl::GetFlag(FLAGS_trace_file);

@@ -6,14 +6,12 @@
 #include <cmath>
 #include <filesystem>
 #include <memory>
-#include <nlohmann/json.hpp>
 #include <optional>
 #include <sstream>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "models/data.h"
 #include "models/config/from_config.h"
@@ -30,6 +28,7 @@
 #include "proto/config.h"
 #include "proto/config_options.h"
 #include "models/compute_device.h"
+#include "worker/elastic_requests.h"
 #include "worker/worker.h"
 
 namespace p3 {
@@ -104,7 +103,9 @@ absl::StatusOr<TrainingData> LoadData(const config::ExperimentConfig& config, Mo
   so.dataset_size = data.train->size();
   so.batch_size = local ? data.global_batch : config.training().batch_size();
   so.num_workers = local ? 1 : workers;
-  so.rank = local ? 0 : rank;
+  // An elastic run reads the sample stream instead (TrainLoop); a rank beyond
+  // cluster.workers (a joining one) takes rank 0's place here.
+  so.rank = local || rank >= workers ? 0 : rank;
   so.seed = config.training().seed();
   P3_ASSIGN_OR_RETURN(data.sampler, models::ShardedSampler::Create(so));
   data.iterations = config.training().iterations() > 0
@@ -120,11 +121,10 @@ absl::StatusOr<WorkerOptions> WorkerOptionsFromConfig(const config::ExperimentCo
   WorkerOptions wo;
   wo.servers = options.servers;
   wo.rank = options.rank;
-  // Elastic (cluster.elastic): the servers count every rank that may take part. This
-  // loop does not change the membership yet (docs/reliability.md): ranks
-  // 0..cluster.workers-1 train throughout, as in a fixed cluster.
+  // Elastic (cluster.elastic): the servers count every rank that may take part.
   wo.num_workers = config::MaxWorkers(config);
   if (config.cluster().has_elastic()) wo.initial_workers = config.cluster().workers();
+  wo.elastic_join = options.elastic_join;
   wo.mode = mode;
   // 0 / -1 (automatic) are resolved by launch_cluster; started without it, every worker
   // takes the defaults and they still agree on the plan.
@@ -325,8 +325,55 @@ absl::Status TrainLoop(const config::ExperimentConfig& config, const TrainerOpti
   }
   double epoch_loss_sum = 0;
   int64_t epoch_count = 0;
+  // Elastic (docs/reliability.md): rank 0 turns the requests file's lines into changes;
+  // every worker reads its place's batch of the sample stream; epochs end by samples.
+  const bool elastic = backend.worker != nullptr && config.cluster().has_elastic();
+  std::optional<MembershipRequests> requests;
+  std::vector<int> requested = backend.worker != nullptr && elastic
+                                   ? backend.worker->MembershipChanges().front().present
+                                   : std::vector<int>();
+  if (elastic && options.rank == 0 && !options.membership_requests.empty()) {
+    requests.emplace(options.membership_requests);
+  }
+  if (elastic && options.elastic_join && !options.membership_requests.empty()) {
+    P3_RETURN_IF_ERROR(
+        AppendRequestLine(options.membership_requests, absl::StrCat("join ", options.rank)));
+  }
+  SampleStream stream(data.train->size(), config.training().seed());
+  const int64_t batch_size = config.training().batch_size();
   for (int64_t it = first; it < data.iterations; ++it) {
-    const models::Batch batch = data.train->Get(data.sampler->Indices(it));
+    models::Batch batch;
+    int64_t global_batch = data.global_batch;
+    if (elastic) {
+      if (requests.has_value()) {
+        P3_ASSIGN_OR_RETURN(std::optional<std::vector<int>> next,
+                            requests->Poll(requested, options.progress));
+        if (next.has_value()) {
+          P3_ASSIGN_OR_RETURN(const uint64_t from, backend.worker->RequestMembership(*next));
+          requested = *next;
+          if (options.progress != nullptr) {
+            *options.progress << "MEMBERSHIP from_iteration=" << from << " present="
+                              << DescribeRanks(requested) << std::endl;
+          }
+        }
+      }
+      P3_ASSIGN_OR_RETURN(const std::vector<int> present, backend.worker->Present());
+      it = backend.worker->iteration();  // a joining worker's first iteration
+      MembershipSchedule schedule(config::MaxWorkers(config), config.cluster().workers());
+      for (const MembershipChange& c : backend.worker->MembershipChanges()) {
+        if (c.from_iteration > 0) P3_RETURN_IF_ERROR(schedule.Add(c.from_iteration, c.present));
+      }
+      result->membership = schedule.changes();
+      const auto place = std::find(present.begin(), present.end(), options.rank);
+      if (place == present.end() || it >= data.iterations) break;  // this worker has left
+      const int64_t start = schedule.SamplesBefore(it, batch_size) +
+                            static_cast<int64_t>(place - present.begin()) * batch_size;
+      batch = data.train->Get(stream.Indices(start, batch_size));
+      global_batch = static_cast<int64_t>(present.size()) * batch_size;
+      result->samples_trained = schedule.SamplesBefore(it + 1, batch_size);
+    } else {
+      batch = data.train->Get(data.sampler->Indices(it));
+    }
     if (search.has_value()) {
       if (std::optional<int64_t> size = search->Before(it)) {
         P3_ASSIGN_OR_RETURN(const uint64_t from, backend.worker->RequestReplan(*size));
@@ -351,26 +398,32 @@ absl::Status TrainLoop(const config::ExperimentConfig& config, const TrainerOpti
     rec.loss = loss;
     rec.seconds = absl::ToDoubleSeconds(absl::Now() - start);
     rec.samples_per_second =
-        rec.seconds > 0 ? static_cast<double>(data.global_batch) / rec.seconds : 0;
+        rec.seconds > 0 ? static_cast<double>(global_batch) / rec.seconds : 0;
     result->records.push_back(rec);
     if (search.has_value()) search->After(it, rec.seconds);
     progress.Report(rec, backend.worker.get());
     epoch_loss_sum += loss;
     ++epoch_count;
-    if ((it + 1) % per_epoch == 0 || it + 1 == data.iterations) {
+    const bool epoch_end =
+        elastic ? result->samples_trained / data.train->size() !=
+                      (result->samples_trained - global_batch) / data.train->size()
+                : (it + 1) % per_epoch == 0;
+    if (epoch_end || it + 1 == data.iterations) {
       EpochRecord epoch;
-      epoch.epoch = it / per_epoch + 1;
+      epoch.epoch = elastic ? (result->samples_trained - 1) / data.train->size() + 1
+                            : it / per_epoch + 1;
       epoch.end_iteration = it + 1;
       epoch.train_loss = epoch_loss_sum / static_cast<double>(epoch_count);
       // The last epoch's accuracy is the run's, measured after Finish (RunTraining).
       // Others: every worker takes the mean of the workers' buffers (BatchNorm's running
       // statistics), then rank 0 evaluates with every parameter at the current version;
       // the other workers wait for its next gradients meanwhile.
-      if (config.training().evaluate() && it + 1 < data.iterations &&
+      // Elastic runs evaluate at the end only.
+      if (config.training().evaluate() && it + 1 < data.iterations && !elastic &&
           backend.worker != nullptr) {
         P3_RETURN_IF_ERROR(backend.worker->AverageBuffers());
       }
-      if (data.test != nullptr && it + 1 < data.iterations) {
+      if (data.test != nullptr && it + 1 < data.iterations && !elastic) {
         if (backend.worker != nullptr) P3_RETURN_IF_ERROR(backend.worker->Sync());
         try {
           epoch.test_accuracy = Accuracy(*backend.model, *data.test, backend.device);
@@ -420,77 +473,6 @@ absl::Status SaveModel(const std::string& path, models::BlockModel& model, Train
 
 }  // namespace
 
-std::string TrainResult::ToJson() const {
-  // nlohmann writes NaN and infinity as null: JSON has neither (a diverged run's loss).
-  nlohmann::ordered_json j;
-  j["rank"] = rank;
-  j["iterations"] = iterations;
-  j["samples_per_second"] = samples_per_second;
-  j["final_loss"] = final_loss;
-  j["test_accuracy"] = test_accuracy ? nlohmann::ordered_json(*test_accuracy) : nullptr;
-  j["param_l2"] = param_l2;
-  j["wall_seconds"] = wall_seconds;
-  j["bytes_sent"] = bytes_sent;
-  j["bytes_received"] = bytes_received;
-  j["bytes_shared"] = bytes_shared;
-  j["forward_wait_seconds"] = forward_wait_seconds;
-  if (!model_file.empty()) j["model_file"] = model_file;
-  if (search.has_value()) {
-    nlohmann::ordered_json o;
-    o["chosen_slice_params"] = search->chosen;
-    o["done_iteration"] = search->done_iteration;
-    o["reason"] = search->reason;
-    nlohmann::ordered_json timed = nlohmann::ordered_json::array();
-    for (const SliceSearchCandidateReport& c : search->candidates) {
-      nlohmann::ordered_json row;
-      row["slice_params"] = c.slice_params;
-      row["from_iteration"] = c.from_iteration;
-      row["iterations"] = c.iterations;
-      row["seconds"] = c.seconds;
-      row["mean_seconds"] = c.mean_seconds;
-      timed.push_back(row);
-    }
-    o["timed"] = timed;
-    j["online_search"] = o;
-  }
-  // Per epoch: this worker's mean training loss, and rank 0's test accuracy.
-  nlohmann::ordered_json per_epoch = nlohmann::ordered_json::array();
-  for (const EpochRecord& e : epochs) {
-    nlohmann::ordered_json row;
-    row["epoch"] = e.epoch;
-    row["end_iteration"] = e.end_iteration;
-    row["train_loss"] = e.train_loss;
-    row["test_accuracy"] = e.test_accuracy ? nlohmann::ordered_json(*e.test_accuracy) : nullptr;
-    per_epoch.push_back(row);
-  }
-  j["epochs"] = per_epoch;
-  return j.dump();
-}
-
-std::string TrainResult::RecordsCsv() const {
-  std::string csv =
-      "iteration,loss,iteration_seconds,samples_per_second,epoch,epoch_loss,test_accuracy\n";
-  size_t next_epoch = 0;  // epochs and records are both in iteration order
-  for (const IterationRecord& r : records) {
-    absl::StrAppendFormat(&csv, "%d,%.6f,%.6f,%.3f,", r.iteration, r.loss, r.seconds,
-                          r.samples_per_second);
-    while (next_epoch < epochs.size() && epochs[next_epoch].end_iteration <= r.iteration) {
-      ++next_epoch;
-    }
-    if (next_epoch < epochs.size() && epochs[next_epoch].end_iteration == r.iteration + 1) {
-      const EpochRecord& e = epochs[next_epoch];
-      absl::StrAppendFormat(&csv, "%d,%.6f,", e.epoch, e.train_loss);
-      if (e.test_accuracy) absl::StrAppendFormat(&csv, "%.6f", *e.test_accuracy);
-      csv += "\n";
-    } else {
-      // The epoch this iteration belongs to: the next one to end.
-      const int64_t epoch = next_epoch < epochs.size() ? epochs[next_epoch].epoch : 0;
-      absl::StrAppendFormat(&csv, "%d,,\n", epoch);
-    }
-  }
-  return csv;
-}
-
 absl::StatusOr<TrainResult> RunTraining(const config::ExperimentConfig& config,
                                         const TrainerOptions& options) {
   const absl::Time start = absl::Now();
@@ -511,8 +493,13 @@ absl::StatusOr<TrainResult> RunTraining(const config::ExperimentConfig& config,
   result.iterations = data.iterations;
   P3_RETURN_IF_ERROR(TrainLoop(config, options, data, backend, &result));
   if (backend.worker != nullptr) {
-    // The model evaluated, measured and exported is the cluster's: its buffers too.
-    P3_RETURN_IF_ERROR(backend.worker->AverageBuffers());
+    // The model evaluated, measured and exported is the cluster's: its buffers too. A
+    // worker that left an elastic run takes no part in the last round.
+    const std::vector<int> last = result.membership.empty() ? std::vector<int>{options.rank}
+                                                            : result.membership.back().present;
+    if (std::count(last.begin(), last.end(), options.rank) > 0) {
+      P3_RETURN_IF_ERROR(backend.worker->AverageBuffers());
+    }
     P3_RETURN_IF_ERROR(backend.worker->Finish());
     const WorkerStats stats = backend.worker->stats();
     result.bytes_sent = stats.bytes_sent;

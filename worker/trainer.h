@@ -45,6 +45,14 @@ struct TrainerOptions {
   // launch_cluster --max_restarts): it resumes at the cluster's iteration
   // (WorkerOptions::rejoin). Default: false.
   bool rejoin = false;
+  // Elastic runs (cluster.elastic; docs/reliability.md, "Elastic membership"). This
+  // process joins a running cluster (p3_worker --elastic_join): once it has said Hello to
+  // every server it appends `join RANK` to `membership_requests` and starts at the
+  // iteration rank 0's change makes it present at. Default: false.
+  bool elastic_join = false;
+  // The requests file (p3_worker --membership_requests): rank 0 reads its new lines
+  // (`join R`, `leave R`) between iterations and asks for the change. Default: "" (none).
+  std::string membership_requests;
 };
 
 struct IterationRecord {
@@ -81,6 +89,10 @@ struct TrainResult {
   std::string model_file;
   std::vector<IterationRecord> records;
   std::vector<EpochRecord> epochs;
+  // Elastic runs: the membership changes this worker knows of, the first from iteration 0
+  // (empty otherwise); samples the whole cluster trained in the run.
+  std::vector<MembershipChange> membership;
+  int64_t samples_trained = 0;
   // Rank 0 with scheduling.online_search: what the search timed and chose, once it is done.
   std::optional<SliceSearchReport> search;
 

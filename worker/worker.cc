@@ -312,6 +312,8 @@ class Worker::Impl : public TransportListener {
     return elastic_.PresentAt(static_cast<uint64_t>(iteration_));
   }
 
+  std::vector<MembershipChange> changes() const { return elastic_.changes(); }
+
   void Shutdown() {
     // The staging thread hands gradients to the transports: it stops first.
     if (staging_ != nullptr) staging_->Shutdown();
@@ -564,5 +566,6 @@ absl::StatusOr<uint64_t> Worker::RequestMembership(const std::vector<int>& prese
   return impl_->RequestMembership(present);
 }
 absl::StatusOr<std::vector<int>> Worker::Present() { return impl_->Present(); }
+std::vector<MembershipChange> Worker::MembershipChanges() const { return impl_->changes(); }
 
 }  // namespace p3

@@ -39,6 +39,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "p3/core/membership.h"
 #include "p3/core/mode.h"
 #include "p3/core/slice_plan.h"
 #include "p3/base/trace.h"
@@ -271,6 +272,8 @@ class Worker {
   // (elastic_join) first waits, at most peer_timeout, for the change that makes it present
   // and iteration() jumps there. Not elastic: every rank, at once.
   absl::StatusOr<std::vector<int>> Present();
+  // Every membership change known to this worker, the first from iteration 0 (elastic).
+  std::vector<MembershipChange> MembershipChanges() const;
 
   class Impl;
 

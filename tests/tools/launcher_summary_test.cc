@@ -147,6 +147,26 @@ CATCH_TEST_CASE("the per-epoch figures are rank 0's, and absent when it reported
   CATCH_CHECK(summary["epochs"][0]["test_accuracy"] == 0.89);
 }
 
+CATCH_TEST_CASE("an elastic run records rank 0's membership changes and samples trained") {
+  const config::ExperimentConfig fixed = Config({});
+  SummaryInput input;
+  input.config = &fixed;
+  Json rank0 = *ParseWorkerResult(kResult0);
+  rank0["membership"] = Json::parse(
+      R"([{"from_iteration":0,"present":[0,1]},{"from_iteration":100,"present":[0,1,2]}])");
+  rank0["samples_trained"] = 4000;
+  input.worker_results = {rank0};
+  CATCH_CHECK(!BuildSummary(input).contains("elastic"));  // not an elastic run
+  const config::ExperimentConfig elastic =
+      Config({"cluster.workers=2", "cluster.elastic.max_workers=3"});
+  input.config = &elastic;
+  const Json summary = BuildSummary(input);
+  CATCH_REQUIRE(summary.contains("elastic"));
+  CATCH_CHECK(summary["elastic"]["max_workers"] == 3);
+  CATCH_CHECK(summary["elastic"]["membership"] == rank0["membership"]);
+  CATCH_CHECK(summary["samples_trained"] == 4000);
+}
+
 CATCH_TEST_CASE("model_file is rank 0's, and absent when rank 0 wrote none") {
   const config::ExperimentConfig config = Config({});
   SummaryInput input;

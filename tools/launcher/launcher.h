@@ -85,6 +85,11 @@ struct LauncherOptions {
   // log, and rejoins the servers (the config needs cluster.rejoin_timeout_s > 0;
   // launch_cluster sets it). 0: any failure ends the run. Default: 0.
   int max_restarts = 0;
+  // Elastic runs (cluster.elastic): a control file the launcher polls while the workers
+  // run (docs/reliability.md, "Elastic membership"). A line `add` starts a worker with
+  // the next rank never started and --elastic_join; `remove R` appends `leave R` to the
+  // workers' requests file. Default: "" (none).
+  std::string elastic_control;
   // What the automatic slice size and credit search found (tools/launcher/tuning.h's
   // TuningJson), for summary.json's "tuning"; null: none. Default: null.
   nlohmann::ordered_json tuning;
@@ -159,6 +164,8 @@ class Launcher {
   // Starts again each worker that died while restarts are left (max_restarts) and no
   // server has ended; says which and why.
   absl::Status RestartDeadWorkers();
+  // ---- Elastic control (launcher_elastic.cc): applies the control file's new lines.
+  absl::Status PollElasticControl();
 
   // ---- After the run (launcher_results.cc): results, outcomes, summary.json, the table,
   // traces, the failure report, curves.
@@ -221,6 +228,7 @@ class Launcher {
   int64_t resume_iteration_ = -1;
 
   std::string output_dir_;
+  int64_t elastic_control_offset_ = 0;  // bytes of --elastic_control read
   std::string config_out_;
   std::string config_text_;
   std::string summary_path_;

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <fstream>
 #include <string>
 #include <system_error>
 #include <utility>
@@ -174,6 +175,7 @@ absl::Status Launcher::WaitForWorkers() {
     UpdateProgress();
     P3_RETURN_IF_ERROR(RestartFromCheckpoints());
     P3_RETURN_IF_ERROR(RestartDeadWorkers());
+    P3_RETURN_IF_ERROR(PollElasticControl());
     P3_RETURN_IF_ERROR(CheckForFailure());
     P3_RETURN_IF_ERROR(Interrupted());
     bool all_done = true;
@@ -303,11 +305,23 @@ std::vector<std::string> Launcher::WorkerArgv(const Child& child, bool rejoin) c
                                    "--records_file=" + RemotePath(child.records_file)};
   if (!trace_file.empty()) argv.push_back("--trace_file=" + trace_file);
   if (rejoin) argv.push_back("--rejoin");
+  // Elastic runs: rank 0 reads membership requests (`leave R`) appended to this file
+  // between iterations (docs/reliability.md, "Elastic membership").
+  if (config_.cluster().has_elastic()) {
+    argv.push_back("--membership_requests=" + RemotePath(output_dir_ + "/membership_requests"));
+  }
   return argv;
 }
 
 absl::Status Launcher::StartWorkers() {
   server_addresses_.clear();
+  // Elastic runs: a fresh requests file; control lines written before now are ignored.
+  if (config_.cluster().has_elastic()) {
+    std::ofstream(output_dir_ + "/membership_requests", std::ios::trunc);
+    std::error_code error;
+    const auto size = std::filesystem::file_size(options_.elastic_control, error);
+    elastic_control_offset_ = error ? 0 : static_cast<int64_t>(size);
+  }
   for (const Child& child : children_) {
     if (child.role == "server") {
       server_addresses_.push_back(absl::StrCat(ServerAddress(child), ":", *child.port));

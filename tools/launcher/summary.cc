@@ -339,6 +339,13 @@ Json BuildSummary(const SummaryInput& input) {
   if (rank0.contains("model_file")) summary["model_file"] = rank0.at("model_file");
   // Rank 0's epochs: its training loss and the test accuracy, per epoch.
   if (rank0.contains("epochs")) summary["epochs"] = rank0.at("epochs");
+  // Elastic runs: rank 0's membership changes and the samples the cluster trained
+  // (docs/reliability.md, "Elastic membership"); global_batch_size is iteration 0's.
+  if (config.cluster().has_elastic() && rank0.contains("membership")) {
+    summary["elastic"] = Json{{"max_workers", config::MaxWorkers(config)},
+                              {"membership", rank0.at("membership")}};
+    summary["samples_trained"] = rank0.value("samples_trained", Json());
+  }
   summary["launcher_wall_seconds"] = Rounded(input.launcher_wall_seconds, 3);
   summary["config"] = input.config_path;
   summary["output_dir"] = input.output_dir;
