@@ -12,6 +12,8 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "absl/strings/ascii.h"
 #include "models/sampler.h"
 
 namespace p3 {
@@ -42,20 +44,31 @@ absl::StatusOr<std::optional<std::vector<int>>> MembershipRequests::Poll(
   const size_t end = text.rfind('\n');
   if (end == std::string::npos) return std::optional<std::vector<int>>();
   text.resize(end + 1);
-  offset_ += static_cast<int64_t>(text.size());
   std::set<int> next(current.begin(), current.end());
-  for (absl::string_view line : absl::StrSplit(text, '\n', absl::SkipWhitespace())) {
+  std::set<int> joined_here;  // ranks added by this call's lines
+  size_t start = 0;
+  while (start < text.size()) {
+    const size_t stop = text.find('\n', start);
+    const absl::string_view line = absl::StripAsciiWhitespace(
+        absl::string_view(text).substr(start, stop - start));
     const std::vector<absl::string_view> words =
         absl::StrSplit(line, ' ', absl::SkipWhitespace());
     int rank = -1;
     const bool parsed = words.size() == 2 && absl::SimpleAtoi(words[1], &rank) && rank >= 0;
+    if (parsed && words[0] == "leave" && joined_here.count(rank) > 0) {
+      // R joins and leaves in one read: the join takes effect first, and the leave is
+      // read again at the next look (otherwise R, already waiting, would never be present).
+      break;
+    }
+    start = stop + 1;
+    if (line.empty()) continue;
     std::string problem;
     if (!parsed || (words[0] != "join" && words[0] != "leave")) {
       problem = "not \"join R\" or \"leave R\"";
     } else if (left_.count(rank) > 0) {
       problem = "rank has left already";
     } else if (words[0] == "join") {
-      next.insert(rank);
+      if (next.insert(rank).second) joined_here.insert(rank);
     } else if (rank == 0) {
       problem = "rank 0 cannot leave";
     } else if (next.erase(rank) == 0) {
@@ -67,6 +80,7 @@ absl::StatusOr<std::optional<std::vector<int>>> MembershipRequests::Poll(
       *log << "MEMBERSHIP ignored \"" << line << "\": " << problem << std::endl;
     }
   }
+  offset_ += static_cast<int64_t>(start);
   std::vector<int> result(next.begin(), next.end());
   if (result == current) return std::optional<std::vector<int>>();
   return std::optional<std::vector<int>>(std::move(result));

@@ -42,7 +42,9 @@ class MembershipRequests {
   // applies them to `current`: `join R` adds R, `leave R` removes R. Returns the new set
   // (increasing ranks) when it differs from `current`, nullopt otherwise. A line that
   // cannot apply (a malformed one, `leave 0`, a rank already left or not present) is
-  // reported on `log` (may be null) and skipped: the run goes on.
+  // reported on `log` (may be null) and skipped: the run goes on. A `leave R` read in
+  // the same call as R's `join R` is left for the next call, so that R is present for
+  // at least one change before it leaves.
   absl::StatusOr<std::optional<std::vector<int>>> Poll(const std::vector<int>& current,
                                                        std::ostream* log);
 
