@@ -229,6 +229,19 @@ def names_target(text, target, address):
 
 # ---- Running commands, and undoing every injection whatever happens.
 
+def stop_processes(procs, grace_s):
+    """SIGTERM to each of `procs` still running (a launcher stops its processes and removes
+    its network), then SIGKILL to any not ended within `grace_s` seconds."""
+    for proc in procs:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+    for proc in procs:
+        try:
+            proc.wait(timeout=grace_s)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
 class Injections:
     """The undo commands of every injection in place, run in reverse by undo_all() (after
     the fault's time, on error, at exit, on SIGINT/SIGTERM). Thread-safe."""
@@ -350,14 +363,7 @@ class Trials:
     def stop_launchers(self):
         """SIGTERM to every launcher still running (it stops its processes and removes its
         network), SIGKILL after 15 s."""
-        for proc in self.live:
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGTERM)
-        for proc in self.live:
-            try:
-                proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+        stop_processes(self.live, 15)
 
     def config(self, tag, peer_timeout_s, checkpoint_dir=""):
         a = self.args

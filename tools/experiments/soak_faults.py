@@ -36,7 +36,6 @@ import json
 import os
 import random
 import signal
-import subprocess
 import sys
 import time
 
@@ -287,14 +286,7 @@ class Soak:
 
     def stop(self):
         errors = self.injections.undo_all()
-        for proc in self.live:
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGTERM)
-        for proc in self.live:
-            try:
-                proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+        link_faults.stop_processes(self.live, 20)
         return errors
 
     def sample(self, t, dirs):
