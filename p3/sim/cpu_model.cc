@@ -42,10 +42,16 @@ void Simulation::Cpu(int machine, double work, double CpuBreakdown::*kind,
       cpu_work_.preempt_s += lost;
     }
   }
-  if (kind != &CpuBreakdown::compute_s && cal_.comm_interference > 0) {
-    // The communication's copies slow every computation running on the host (caches,
-    // memory bandwidth), whichever core each runs on.
-    const double lost = cal_.comm_interference * work * core_s_per_work;
+  if (kind != &CpuBreakdown::compute_s && cal_.comm_interference > 0 && !computing.empty()) {
+    // The communication's copies slow the computation that runs beside them on the
+    // host's other cores (caches, memory bandwidth). comm_interference is measured per
+    // core-second of copying with one computation beside it; while the communication
+    // thread holds one core, at most cores - 1 computations run beside it, so the charge
+    // is comm_interference x work x min(computations, cores - 1), shared alike by the
+    // computations running there (they take turns on the cores the thread leaves).
+    const double n = static_cast<double>(computing.size());
+    const double beside = std::min(n, std::max(0.0, o_.cpu_cores_per_host - 1));
+    const double lost = cal_.comm_interference * work * core_s_per_work * beside / n;
     for (int64_t id : computing) {
       fluid_.AddWork(id, lost * cal_.shared_host_compute_speed);
       cpu_work_.interference_s += lost;

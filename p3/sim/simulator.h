@@ -104,8 +104,12 @@ struct Calibration {
   // (sending, receiving, the server's update) on its host while it computes: the
   // copies' memory traffic slows the computation on the other cores, with no
   // preemption (issue 36: compute slowed by communication on shared cores). Charged
-  // when a communication job starts, to every computation running on that host then,
-  // in full each. Counted in CpuBreakdown::interference_s. Not charged to gloo's ring
+  // when a communication job starts, for the computations running on that host then
+  // that can run beside it: comm_interference x its core-seconds x min(computations,
+  // cores - 1) in all, shared alike by the computations running (the measurement had
+  // one computation beside one copier; on 2 cores two computations take turns beside
+  // one communication thread, they do not both run beside it). Counted in
+  // CpuBreakdown::interference_s. Not charged to gloo's ring
   // (DDP). Default: 0 (none). The CPU calibrations: from
   // docs/results/simulator/preemption_cost.csv (a single-thread ResNet-50 beside a core
   // that copies 8 MB buffers without pause used 1.135x its CPU alone), less what
