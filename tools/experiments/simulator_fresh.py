@@ -7,14 +7,16 @@ them is measured, then measured in interleaved rounds with a streaming run per r
 
   bazel build //tools:p3_sim
   S="/usr/bin/python3 tools/experiments/simulator_fresh.py"
-  $S predict          # -> docs/results/simulator/fresh_predictions_2026-12-05.{csv,md}
-  # commit those two files, then, as root (about 8 min a round on a quiet 2-core host):
+  $S predict --set=fresh-2026-12-05b  # -> docs/results/simulator/fresh_predictions_2026-12-05b.{csv,md}
+  # commit those two files, then, as root (about 6 min a round on a quiet 2-core host):
   bazel build //tools:bench_streaming //tools:launch_cluster //worker:p3_worker //server:p3_server
-  sudo $S measure --rounds=5 --out=out/fresh1205
-  $S collect --out=out/fresh1205   # raw runs + streaming CSV into docs/results
-  /usr/bin/python3 tools/experiments/simulator.py calibrate --only=fresh-2026-12-05
-  /usr/bin/python3 tools/experiments/simulator.py validate   # scored as the fresh set
+  sudo $S measure --set=fresh-2026-12-05b --rounds=5       # into out/fresh1205b
+  $S collect --set=fresh-2026-12-05b   # raw runs + streaming CSV into docs/results
+  /usr/bin/python3 tools/experiments/simulator.py calibrate --only=fresh-2026-12-05b
+  /usr/bin/python3 tools/experiments/simulator.py validate   # scored as a fresh set
 
+--set names one of FRESH (default: the newest); the first set, fresh-2026-12-05, was
+measured into out/fresh1205.
 Every run's 1-minute load average is in its raw.csv row (`load1`).
 """
 import argparse
@@ -30,28 +32,70 @@ import simulator_calibration as calibration  # noqa: E402
 import simulator_points as sp  # noqa: E402
 from results_lib import csv_io, paths  # noqa: E402
 
-SET = "fresh-2026-12-05"
-PREDICTIONS = "simulator/fresh_predictions_2026-12-05"
-# The calibration the committed predictions use: the newest VM that measured both models'
-# `local` (cc-2026-12-02); after the runs, the set is predicted again with its own sitting's.
-PREDICT_WITH = "cc-bbr"
-ITERATIONS = {"resnet50": (43, 3), "vgg19": (13, 3)}
+
+def point(set_name, model, system, bw, workers=2, placement="colocated", wire=""):
+    its, warm = FRESH[set_name]["iterations"][model]
+    return {"set": set_name, "model": model, "system": system, "bandwidth": bw,
+            "workers": workers, "slice_params": 40000, "placement": placement,
+            "wire_dtype": wire, "iterations": its, "warmup": warm}
 
 
-def point(model, system, bw, workers=2, placement="colocated", wire=""):
-    its, warm = ITERATIONS[model]
-    return {"set": SET, "model": model, "system": system, "bandwidth": bw, "workers": workers,
-            "slice_params": 40000, "placement": placement, "wire_dtype": wire,
-            "iterations": its, "warmup": warm}
+# Each fresh set of the protocol: its points, the iterations (and warm-up) of each model's
+# runs, where its predictions go, and the measured sets whose calibration and `local` runs
+# the committed predictions use (per model, the first that has the model's `local`).
+FRESH = {
+    # The issue's list: 2 Gbit/s, 3 workers + 3 servers, non-colocated placement, VGG-19
+    # at 4 Gbit/s, the 16-bit wire at 2.5 Gbit/s; and the baseline at 2 Gbit/s beside P3.
+    # Predicted by addae2b (cbd5d16), measured 2026-12-05 07:01 - 07:24 UTC.
+    "fresh-2026-12-05": {
+        "predictions": "simulator/fresh_predictions_2026-12-05", "out": "out/fresh1205",
+        "iterations": {"resnet50": (43, 3), "vgg19": (13, 3)},
+        "predict_with": ("cc-bbr",),
+        "points": [("resnet50", "p3", 2.0), ("resnet50", "baseline", 2.0),
+                   ("resnet50", "p3", 1.0, 3), ("resnet50", "p3", 1.0, 2, "separate"),
+                   ("vgg19", "p3", 4.0), ("resnet50", "p3", 2.5, 2, "colocated", "bfloat16")],
+    },
+    # A second set, frozen after fix 3 (the interference charged once): no configuration of
+    # it was measured before. 1.5 Gbit/s (p3, baseline); 3 + 3 at 2 Gbit/s (3 + 3 only at 1
+    # before); separate placement at 2.5 Gbit/s (only at 1 before); the bfloat16 wire at 1
+    # Gbit/s on this VM's kind (only on the cc VM before, never fresh); the LSTM at 2 Gbit/s
+    # (p3, baseline; no fresh set had the LSTM).
+    "fresh-2026-12-05b": {
+        "predictions": "simulator/fresh_predictions_2026-12-05b", "out": "out/fresh1205b",
+        "iterations": {"resnet50": (43, 3), "seq2seq_lstm": (16, 3)},
+        "predict_with": ("fresh-2026-12-05", "cc-bbr"),
+        "points": [("resnet50", "p3", 1.5), ("resnet50", "baseline", 1.5),
+                   ("resnet50", "p3", 2.0, 3), ("resnet50", "p3", 2.5, 2, "separate"),
+                   ("resnet50", "p3", 1.0, 2, "colocated", "bfloat16"),
+                   ("seq2seq_lstm", "p3", 2.0), ("seq2seq_lstm", "baseline", 2.0)],
+        "notes": """
+## How the lead measures and scores it (the machine to itself: nothing else running)
+
+As root, from the repository root, at the commit that holds this file or later with the
+same p3/sim code. About 6 minutes a round (a streaming run at each rate, `local` of both
+models, the 7 points once, in a rotated order; the longest runs about 45 s), so about
+30 minutes for 5 rounds, plus a few minutes of building:
+
+```sh
+bazel build //tools:p3_sim //tools:bench_streaming //tools:launch_cluster //worker:p3_worker //server:p3_server
+/usr/bin/python3 tools/experiments/simulator_fresh.py measure --set=fresh-2026-12-05b --rounds=5   # into out/fresh1205b
+/usr/bin/python3 tools/experiments/simulator_fresh.py collect --set=fresh-2026-12-05b
+/usr/bin/python3 tools/experiments/simulator.py calibrate --only=fresh-2026-12-05b   # ~1 min
+/usr/bin/python3 tools/experiments/simulator.py validate   # ~1 min quiet (5 min under load): the set's rows, "fresh after the freeze"
+```
+
+`collect` writes docs/results/simulator/simulator_fresh_2026-12-05b_raw.csv (every run,
+with its load1) and docs/results/streaming/streaming_fresh_2026-12-05b.csv; `calibrate`
+writes configs/sim/calibration_cpu_fresh_2026-12-05b.json. Commit the three with the
+validation CSV and page. A point needs 5 finished runs to be checkable.
+""",
+    },
+}
+NEWEST = "fresh-2026-12-05b"
 
 
-# The issue's list: 2 Gbit/s, 3 workers + 3 servers, non-colocated placement, VGG-19 at
-# 4 Gbit/s, the 16-bit wire at 2.5 Gbit/s; and the baseline at 2 Gbit/s beside P3.
-POINTS = [point("resnet50", "p3", 2.0), point("resnet50", "baseline", 2.0),
-          point("resnet50", "p3", 1.0, workers=3),
-          point("resnet50", "p3", 1.0, placement="separate"),
-          point("vgg19", "p3", 4.0),
-          point("resnet50", "p3", 2.5, wire="bfloat16")]
+def points_of(set_name):
+    return [point(set_name, *p) for p in FRESH[set_name]["points"]]
 
 
 def name(p):
@@ -59,14 +103,26 @@ def name(p):
             + (f"_{p['wire_dtype']}" if p["wire_dtype"] else ""))
 
 
-def predict(_args):
-    """The frozen model's predictions, with PREDICT_WITH's calibration and compute_scale."""
+def predict_with(pts, fresh, model):
+    """(calibration set name, its calibration, local samples/s) for a model's predictions:
+    the first of the set's predict_with sets that measured the model's `local`."""
+    for name in fresh["predict_with"]:
+        # Only the set's own `local` runs (sp.local_of falls back on the `current` set's).
+        if any(p["set"] == name and p["model"] == model and p["system"] == "local"
+               for p in pts):
+            return name, sp.calibration_of(name), sp.local_of(pts, name, model)
+    raise SystemExit(f"predict: no set of {fresh['predict_with']} has a local run of {model}")
+
+
+def predict(args):
+    """The frozen model's predictions, each with its predict_with set's calibration and
+    compute_scale."""
+    fresh = FRESH[args.set]
     pts = sp.points()
-    cal_set = sp.calibration_of(PREDICT_WITH)
     commit = paths.git_commit(mark_dirty=True)
     rows = []
-    for p in POINTS:
-        local = sp.local_of(pts, PREDICT_WITH, p["model"])
+    for p in points_of(args.set):
+        with_name, cal_set, local = predict_with(pts, fresh, p["model"])
         scale = calibration.compute_scale(p["model"], local, cal_set["file"])
         r = simulator.predict(p, cal_set["file"], scale, cal_set["extra"])
         rows.append({"point": name(p), "model": p["model"], "system": p["system"],
@@ -74,25 +130,27 @@ def predict(_args):
                      "placement": p["placement"], "wire_dtype": p["wire_dtype"] or "float32",
                      "iterations": p["iterations"], "warmup": p["warmup"],
                      "predicted_sps": round(r["samples_per_second"], 3),
-                     "calibration": cal_set["file"], "local_sps": local,
-                     "compute_scale": round(scale, 4), "model_commit": commit})
-        print(f"{rows[-1]['point']:40} {rows[-1]['predicted_sps']:8.3f} samples/s", flush=True)
-    csv_io.write_rows(sp.results(PREDICTIONS + ".csv"), rows)
-    lines = ["| point | predicted samples/s | calibration | compute_scale (local samples/s) |",
-             "|---|---:|---|---:|"]
-    lines += [f"| {r['point']} | {r['predicted_sps']:.2f} | {os.path.basename(r['calibration'])} | "
-              f"{r['compute_scale']} ({r['local_sps']}) |" for r in rows]
-    with open(sp.results(PREDICTIONS + ".md"), "w") as f:
-        f.write(f"# Fresh predictions, 2026-12-05 (frozen model {commit})\n\n"
-                "Made by `/usr/bin/python3 tools/experiments/simulator_fresh.py predict` and "
-                "committed before any run of these points; measured by its `measure`, scored "
-                "by `simulator.py validate` under the validation protocol "
-                "([simulator.md](simulator.md#validation-protocol)). The committed numbers use "
-                f"the {PREDICT_WITH} set's calibration and `local` runs (another VM); the "
+                     "calibration": cal_set["file"], "local_set": with_name,
+                     "local_sps": local, "compute_scale": round(scale, 4),
+                     "model_commit": commit})
+        print(f"{rows[-1]['point']:45} {rows[-1]['predicted_sps']:8.3f} samples/s", flush=True)
+    csv_io.write_rows(sp.results(fresh["predictions"] + ".csv"), rows)
+    lines = ["| point | predicted samples/s | calibration | `local` of (samples/s) | "
+             "compute_scale |", "|---|---:|---|---|---:|"]
+    lines += [f"| {r['point']} | {r['predicted_sps']:.2f} | "
+              f"{os.path.basename(r['calibration'])} | {r['local_set']} ({r['local_sps']}) | "
+              f"{r['compute_scale']} |" for r in rows]
+    with open(sp.results(fresh["predictions"] + ".md"), "w") as f:
+        f.write(f"# Fresh predictions, set `{args.set}` (frozen model {commit})\n\n"
+                "Made by `/usr/bin/python3 tools/experiments/simulator_fresh.py predict "
+                f"--set={args.set}` and committed before any run of these points; measured by "
+                "its `measure`, scored by `simulator.py validate` under the validation "
+                "protocol ([simulator.md](simulator.md#validation-protocol)). The committed "
+                "numbers use the calibration and `local` runs of the sets named per row; the "
                 "scoring predicts the points again, with the same frozen code, from the "
                 "sitting's own streaming runs and `local` runs, as for every set.\n\n"
-                + "\n".join(lines) + "\n")
-    print(f"-> docs/results/{PREDICTIONS}.{{csv,md}}")
+                + "\n".join(lines) + "\n" + fresh.get("notes", ""))
+    print(f"-> docs/results/{fresh['predictions']}.{{csv,md}}")
 
 
 def bench(p, out, iterations, warmup):
@@ -115,6 +173,8 @@ def bench(p, out, iterations, warmup):
 def measure(args):
     """--rounds interleaved rounds: a streaming run at each rate, each model's `local`, then
     every point once, the order of the points rotated each round."""
+    fresh = FRESH[args.set]
+    pts = points_of(args.set)
     os.makedirs(args.out, exist_ok=True)
     streaming_csv = os.path.join(args.out, "streaming.csv")
     for r in range(1, args.rounds + 1):
@@ -123,23 +183,24 @@ def measure(args):
         subprocess.run([sys.executable, os.path.join(paths.ROOT, "tools/bench_streaming.py"),
                         "--runs=1", f"--csv={streaming_csv}", "--md="]
                        + (["--append"] if os.path.exists(streaming_csv) else []), check=False)
-        for model, (its, warm) in ITERATIONS.items():
+        for model, (its, warm) in fresh["iterations"].items():
             bench({"model": model, "system": "local"}, os.path.join(args.out, f"local_{model}"),
                   its, warm)
-        k = (r - 1) % len(POINTS)
-        for p in POINTS[k:] + POINTS[:k]:
+        k = (r - 1) % len(pts)
+        for p in pts[k:] + pts[:k]:
             bench(p, os.path.join(args.out, name(p)), p["iterations"], p["warmup"])
 
 
 def collect(args):
     """The measured runs into docs/results (simulator.py fresh's layout) and the streaming
     runs into docs/results/streaming."""
-    dirs = [f"{os.path.join(args.out, f'local_{m}')}=colocated" for m in ITERATIONS]
-    dirs += [f"{os.path.join(args.out, name(p))}={p['placement']}" for p in POINTS]
+    dirs = [f"{os.path.join(args.out, f'local_{m}')}=colocated"
+            for m in FRESH[args.set]["iterations"]]
+    dirs += [f"{os.path.join(args.out, name(p))}={p['placement']}" for p in points_of(args.set)]
     subprocess.run([sys.executable, os.path.join(paths.ROOT, "tools/experiments/simulator.py"),
-                    "fresh", f"--file={dict(sp.FRESH_SETS)[SET]}"] + dirs, check=True)
+                    "fresh", f"--file={dict(sp.FRESH_SETS)[args.set]}"] + dirs, check=True)
     shutil.copy(os.path.join(args.out, "streaming.csv"),
-                os.path.join(paths.ROOT, sp.SETS[SET]["streaming"]))
+                os.path.join(paths.ROOT, sp.SETS[args.set]["streaming"]))
 
 
 def main():
@@ -147,8 +208,12 @@ def main():
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("command", choices=["predict", "measure", "collect"])
     ap.add_argument("--rounds", type=int, default=5, help="measure: interleaved rounds (>= 5)")
-    ap.add_argument("--out", default="out/fresh1205", help="measure, collect: the runs' folder")
+    ap.add_argument("--set", default=NEWEST, choices=sorted(FRESH),
+                    help="the fresh set (default: the newest)")
+    ap.add_argument("--out", default="",
+                    help="measure, collect: the runs' folder (default: the set's, out/fresh1205b)")
     args = ap.parse_args()
+    args.out = args.out or FRESH[args.set]["out"]
     {"predict": predict, "measure": measure, "collect": collect}[args.command](args)
 
 

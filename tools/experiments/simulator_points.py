@@ -30,7 +30,9 @@ FRESH_SETS = [("fresh", "simulator/simulator_fresh_raw.csv"),
               ("2026-12-03", "simulator/simulator_2026-12-03_raw.csv"),
               # The protocol's fresh set (simulator_fresh.py): predicted and committed
               # before it was measured; 5 interleaved rounds with a streaming run each.
-              ("fresh-2026-12-05", "simulator/simulator_fresh_2026-12-05_raw.csv")]
+              ("fresh-2026-12-05", "simulator/simulator_fresh_2026-12-05_raw.csv"),
+              # The second, frozen after fix 3 (predictions committed first).
+              ("fresh-2026-12-05b", "simulator/simulator_fresh_2026-12-05b_raw.csv")]
 # The full sweeps of tools/bench_throughput.py (every mode, the peer and `local`), as
 # aggregated by its `report`: set name, file.
 SWEEP_SETS = [("2026-12-02", "throughput/throughput.csv"),
@@ -118,6 +120,13 @@ SETS = {
         "binaries": "the commit of simulator_fresh.py measure (streaming in the same rounds)",
         "extra": {},
     },
+    # Written once that set's streaming runs exist (simulator_fresh.py collect).
+    "fresh-2026-12-05b": {
+        "file": "configs/sim/calibration_cpu_fresh_2026-12-05b.json",
+        "streaming": "docs/results/streaming/streaming_fresh_2026-12-05b.csv",
+        "binaries": "the commit of simulator_fresh.py measure (streaming in the same rounds)",
+        "extra": {},
+    },
     "2026-12-03": {
         "file": "configs/sim/calibration_cpu_2026-12-03.json",
         "streaming": "docs/results/streaming/streaming_2026-12-03.csv",
@@ -129,7 +138,8 @@ SETS = {
 SET_CALIBRATION = {"2026-12-02": "2026-12-02", "2026-11-30": "2026-11-30", "fresh-3": "fresh-3",
                    "fresh-4": "fresh-4", "fresh-5": "fresh-5", "cc-bbr": "cc-2026-12-02",
                    "cc-cubic": "cc-2026-12-02", "wire": "cc-2026-12-02",
-                   "2026-12-03": "2026-12-03", "fresh-2026-12-05": "fresh-2026-12-05"}
+                   "2026-12-03": "2026-12-03", "fresh-2026-12-05": "fresh-2026-12-05",
+                   "fresh-2026-12-05b": "fresh-2026-12-05b"}
 # The point whose measurement fits the factor on gloo's ring costs (fit_ring).
 RING_POINT = ("current-interleaved", "resnet50", "ddp", 0.0, 2)
 

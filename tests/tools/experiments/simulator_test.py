@@ -200,25 +200,46 @@ class SimulatorTest(unittest.TestCase):
                                    (1.5 + 2.0 / 3) / 8)
 
     def test_fresh_points_cover_the_issues_list_and_their_runs_ask_for_them(self):
+        first = simulator_fresh.points_of("fresh-2026-12-05")
         kinds = {(p["model"], p["bandwidth"], p["workers"], p["placement"], p["wire_dtype"])
-                 for p in simulator_fresh.POINTS}
+                 for p in first}
         for k in (("resnet50", 2.0, 2, "colocated", ""), ("resnet50", 1.0, 3, "colocated", ""),
                   ("resnet50", 1.0, 2, "separate", ""), ("vgg19", 4.0, 2, "colocated", ""),
                   ("resnet50", 2.5, 2, "colocated", "bfloat16")):
             self.assertIn(k, kinds)
-        self.assertIn(simulator_fresh.SET, dict(sp.FRESH_SETS))
-        self.assertIn(simulator_fresh.SET, simulator_protocol_sets())
+        for name in simulator_fresh.FRESH:
+            self.assertIn(name, dict(sp.FRESH_SETS))
+            self.assertIn(name, simulator_protocol_sets())
+            self.assertIn(name, sp.SETS)  # its own sitting's calibration
         calls = []
         with mock.patch.object(simulator_fresh.subprocess, "run",
                                lambda a, check: calls.append(a)):
-            sep = next(p for p in simulator_fresh.POINTS if p["placement"] == "separate")
+            sep = next(p for p in first if p["placement"] == "separate")
             simulator_fresh.bench(sep, "o", 43, 3)
-            wire = next(p for p in simulator_fresh.POINTS if p["wire_dtype"])
+            wire = next(p for p in first if p["wire_dtype"])
             simulator_fresh.bench(wire, "o", 43, 3)
         self.assertIn("--set=network.placement=separate", calls[0])
         self.assertIn("--runs=1", calls[0])
         self.assertIn("--wire_dtypes=bfloat16", calls[1])
         self.assertIn("--bandwidths=2.5", calls[1])
+
+    def test_a_new_fresh_set_repeats_no_configuration_of_an_earlier_one(self):
+        def kind(p):
+            return (p["model"], p["system"], p["bandwidth"], p["workers"], p["placement"],
+                    p["wire_dtype"])
+        names = list(simulator_fresh.FRESH)
+        self.assertEqual(names[-1], simulator_fresh.NEWEST)
+        seen = set()
+        for name in names:
+            pts = simulator_fresh.points_of(name)
+            self.assertGreaterEqual(len(pts), 6)
+            kinds = {kind(p) for p in pts}
+            self.assertEqual(len(kinds), len(pts))
+            self.assertFalse(kinds & seen, name)
+            seen |= kinds
+            # Every model of the set has a `local` run per round (its compute_scale).
+            self.assertTrue({p["model"] for p in pts} <= set(
+                simulator_fresh.FRESH[name]["iterations"]))
 
     def test_protocol_hit_is_within_10pct_of_the_median_or_inside_the_runs(self):
         runs = [8.0, 10.0, 13.0]
