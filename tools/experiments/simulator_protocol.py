@@ -20,8 +20,10 @@ HIT_TARGET = 0.90
 FRESH_HIT_TARGET = 0.80
 ERROR_TARGET = 0.06
 # Sets measured after the model that predicts them was frozen and its predictions
-# committed (git history shows the order): the protocol's fresh points.
-FRESH_SETS = ("fresh-2026-12-05", "fresh-2026-12-05b")
+# committed (git history shows the order), with the model unchanged since: the
+# protocol's fresh points. fresh-2026-12-05 was one until fix 3 (2026-12-05, made after
+# its runs; its frozen score, 1 of 6, is on the page): now an ordinary set.
+FRESH_SETS = ("fresh-2026-12-05b",)
 # The summary row of the FRESH_SETS together.
 FRESH_SUMMARY = "fresh after the freeze"
 
