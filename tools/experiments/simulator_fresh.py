@@ -56,7 +56,7 @@ FRESH = {
                    ("vgg19", "p3", 4.0), ("resnet50", "p3", 2.5, 2, "colocated", "bfloat16")],
     },
     # A second set, frozen after fix 3 (the interference charged once): no configuration of
-    # it was measured before. 1.5 Gbit/s (p3, baseline); 3 + 3 at 2 Gbit/s (3 + 3 only at 1
+    # an earlier fresh set, none fitted on. 1.5 Gbit/s (p3, baseline); 3 + 3 at 2 Gbit/s (3 + 3 only at 1
     # before); separate placement at 2.5 Gbit/s (only at 1 before); the bfloat16 wire at 1
     # Gbit/s on this VM's kind (only on the cc VM before, never fresh); the LSTM at 2 Gbit/s
     # (p3, baseline; no fresh set had the LSTM).
