@@ -20,7 +20,9 @@ compute_scale. Used by tools/experiments/simulator.py (`calibrate`, and every pr
     ResNet-50 pairs). No point of the validation enters it;
   * preempt_s: the computation's CPU lost per preemption by a thread waking on its core
     1,000 times a second (simulator/preemption_cost.csv, simulator_preemption_cost.py).
-    No point of the validation enters it either;
+    No point of the validation enters it either. A set whose sitting ran that script
+    (SETS' "preemption": fresh-2026-12-05b on) takes its own, and its own
+    comm_interference: both differ between VMs;
   * comm_interference: the computation's CPU lost per core-second of communication on
     its host, from the same CSV: a core copying 8 MB buffers without pause beside the
     computation (no preemption), its extra core-seconds over the copier's, median of the
@@ -164,14 +166,26 @@ def shared_host_compute_speed():
     return statistics.median(pairs) / 2
 
 
-def preempt_s():
+def preempt_s(path=None):
     """CPU seconds a single-thread ResNet-50 computation lost per preemption, beside a
-    thread on its core waking 1,000 times a second (simulator/preemption_cost.csv,
-    median of the rounds). Measured without a cluster: no validation point enters it."""
+    thread on its core waking 1,000 times a second (simulator/preemption_cost.csv, or a
+    sitting's own at path; median of the rounds). Measured without a cluster: no
+    validation point enters it."""
     costs = [float(r["us_per_preemption"])
-             for r in csv_io.read_rows(sp.results("simulator/preemption_cost.csv"))
+             for r in csv_io.read_rows(path or sp.results("simulator/preemption_cost.csv"))
              if r["condition"] == PREEMPT_CONDITION and r["us_per_preemption"]]
     return statistics.median(costs) * 1e-6
+
+
+def sitting_preemption(s, speed, preempt, interference):
+    """(preempt_s, comm_interference) of calibration set s: from its own sitting's
+    simulator_preemption_cost.py runs (s["preemption"], a CSV under docs/results) where it
+    has them — what a preemption and the copies beside a computation cost differs between
+    VMs — else the shared values given."""
+    path = s.get("preemption") and sp.results(s["preemption"])
+    if not path or not os.path.exists(path):
+        return preempt, interference
+    return preempt_s(path), comm_interference(speed, path)
 
 
 def update_s_per_byte(path=None):
@@ -311,7 +325,12 @@ def calibrate(only=""):
             print(f"{name}: no {s['streaming']} yet, not calibrated")
             continue
         m = streaming_measured(os.path.join(paths.ROOT, s["streaming"]))
-        cal = streaming_costs(name, s, m, speed, preempt, update, streaming_update, interference)
+        own_preempt, own_interference = sitting_preemption(s, speed, preempt, interference)
+        if (own_preempt, own_interference) != (preempt, interference):
+            print(f"{name}: the sitting's own preempt_s {own_preempt * 1e6:.1f} us, "
+                  f"comm_interference {own_interference:.4f} ({s['preemption']})")
+        cal = streaming_costs(name, s, m, speed, own_preempt, update, streaming_update,
+                              own_interference)
         per_message, gap, per_byte = fit_messages(name, cal, m, streaming_update)
         cal.update(per_message_s=per_message, write_gap_s=gap, send_s_per_byte=per_byte,
                    recv_s_per_byte=per_byte)

@@ -8,7 +8,7 @@ them is measured, then measured in interleaved rounds with a streaming run per r
   bazel build //tools:p3_sim
   S="/usr/bin/python3 tools/experiments/simulator_fresh.py"
   $S predict --set=fresh-2026-12-05b  # -> docs/results/simulator/fresh_predictions_2026-12-05b.{csv,md}
-  # commit those two files, then, as root (about 6 min a round on a quiet 2-core host):
+  # commit those two files, then, as root (about 7 min a round on a quiet 2-core host):
   bazel build //tools:bench_streaming //tools:launch_cluster //worker:p3_worker //server:p3_server
   sudo $S measure --set=fresh-2026-12-05b --rounds=5       # into out/fresh1205b
   $S collect --set=fresh-2026-12-05b   # raw runs + streaming CSV into docs/results
@@ -72,9 +72,11 @@ FRESH = {
 ## How the lead measures and scores it (the machine to itself: nothing else running)
 
 As root, from the repository root, at the commit that holds this file or later with the
-same p3/sim code. About 6 minutes a round (a streaming run at each rate, `local` of both
-models, the 7 points once, in a rotated order; the longest runs about 45 s), so about
-30 minutes for 5 rounds, plus a few minutes of building:
+same p3/sim code. About 7 minutes a round (a streaming run at each rate, one round of
+simulator_preemption_cost.py's `none,same:1000:0,other:8388608` for this sitting's own
+`preempt_s` and `comm_interference`, `local` of both models, the 7 points once, in a
+rotated order; the longest runs about 45 s), so about 35 minutes for 5 rounds, plus a few
+minutes of building:
 
 ```sh
 bazel build //tools:p3_sim //tools:bench_streaming //tools:launch_cluster //worker:p3_worker //server:p3_server
@@ -85,9 +87,12 @@ bazel build //tools:p3_sim //tools:bench_streaming //tools:launch_cluster //work
 ```
 
 `collect` writes docs/results/simulator/simulator_fresh_2026-12-05b_raw.csv (every run,
-with its load1) and docs/results/streaming/streaming_fresh_2026-12-05b.csv; `calibrate`
-writes configs/sim/calibration_cpu_fresh_2026-12-05b.json. Commit the three with the
-validation CSV and page. A point needs 5 finished runs to be checkable.
+with its load1), docs/results/streaming/streaming_fresh_2026-12-05b.csv and
+docs/results/simulator/preemption_cost_fresh_2026-12-05b.csv; `calibrate` writes
+configs/sim/calibration_cpu_fresh_2026-12-05b.json (its `preempt_s` and
+`comm_interference` from that sitting's CSV, not the shared 38.9 µs and 0.0358: the
+committed predictions above use the shared ones). Commit the four with the validation CSV
+and page. A point needs 5 finished runs to be checkable.
 """,
     },
 }
@@ -170,9 +175,24 @@ def bench(p, out, iterations, warmup):
     subprocess.run(args, check=False)
 
 
+# The conditions of simulator_preemption_cost.py a sitting runs for its own preempt_s and
+# comm_interference (simulator_calibration.sitting_preemption): about a minute a round.
+PREEMPTION_CONDITIONS = "none,same:1000:0,other:8388608"
+
+
+def preemption_command(out, rnd):
+    """One round of simulator_preemption_cost.py, appended to out/preemption_cost.csv."""
+    script = os.path.join(paths.ROOT, "tools/experiments/simulator_preemption_cost.py")
+    return [sys.executable, script, "--rounds=1", f"--first_round={rnd}", f"--conditions={PREEMPTION_CONDITIONS}",
+            f"--csv={os.path.join(out, 'preemption_cost.csv')}",
+            f"--out={os.path.join(out, 'preemption')}"]
+
+
 def measure(args):
-    """--rounds interleaved rounds: a streaming run at each rate, each model's `local`, then
-    every point once, the order of the points rotated each round."""
+    """--rounds interleaved rounds: a streaming run at each rate, for a set whose
+    calibration takes the sitting's own preemption costs one round of
+    simulator_preemption_cost.py, each model's `local`, then every point once, the order of
+    the points rotated each round."""
     fresh = FRESH[args.set]
     pts = points_of(args.set)
     os.makedirs(args.out, exist_ok=True)
@@ -183,6 +203,8 @@ def measure(args):
         subprocess.run([sys.executable, os.path.join(paths.ROOT, "tools/bench_streaming.py"),
                         "--runs=1", f"--csv={streaming_csv}", "--md="]
                        + (["--append"] if os.path.exists(streaming_csv) else []), check=False)
+        if sp.SETS[args.set].get("preemption"):
+            subprocess.run(preemption_command(args.out, r), check=False)
         for model, (its, warm) in fresh["iterations"].items():
             bench({"model": model, "system": "local"}, os.path.join(args.out, f"local_{model}"),
                   its, warm)
@@ -201,6 +223,12 @@ def collect(args):
                     "fresh", f"--file={dict(sp.FRESH_SETS)[args.set]}"] + dirs, check=True)
     shutil.copy(os.path.join(args.out, "streaming.csv"),
                 os.path.join(paths.ROOT, sp.SETS[args.set]["streaming"]))
+    own = sp.SETS[args.set].get("preemption")
+    if own and os.path.exists(os.path.join(args.out, "preemption_cost.csv")):
+        shutil.copy(os.path.join(args.out, "preemption_cost.csv"), sp.results(own))
+    elif own:
+        print("no preemption_cost.csv in the runs: the calibration takes the shared preempt_s "
+              "and comm_interference")
 
 
 def main():

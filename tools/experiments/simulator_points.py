@@ -120,10 +120,13 @@ SETS = {
         "binaries": "the commit of simulator_fresh.py measure (streaming in the same rounds)",
         "extra": {},
     },
-    # Written once that set's streaming runs exist (simulator_fresh.py collect).
+    # Written once that set's streaming runs exist (simulator_fresh.py collect); its
+    # preempt_s and comm_interference from its own sitting's simulator_preemption_cost.py
+    # runs (simulator_calibration.sitting_preemption).
     "fresh-2026-12-05b": {
         "file": "configs/sim/calibration_cpu_fresh_2026-12-05b.json",
         "streaming": "docs/results/streaming/streaming_fresh_2026-12-05b.csv",
+        "preemption": "simulator/preemption_cost_fresh_2026-12-05b.csv",
         "binaries": "the commit of simulator_fresh.py measure (streaming in the same rounds)",
         "extra": {},
     },

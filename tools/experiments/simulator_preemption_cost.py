@@ -186,6 +186,8 @@ def main():
     ap.add_argument("--conditions", default=DEFAULT_CONDITIONS,
                     help="comma-separated: none, same:RATE:BYTES, other:BYTES")
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--first_round", type=int, default=1,
+                    help="the first round's number (a sitting that runs one round at a time)")
     ap.add_argument("--iterations", type=int, default=53, help="of each local run")
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--interval", type=float, default=0.2, help="seconds between samples")
@@ -209,7 +211,7 @@ def main():
         sys.exit("--conditions must include none (every cost is against it)")
     os.makedirs(a.out, exist_ok=True)
     rows = []
-    for rnd in range(1, a.rounds + 1):
+    for rnd in range(a.first_round, a.first_round + a.rounds):
         shift = (rnd - 1) % len(conds)
         mine = []
         for c in conds[shift:] + conds[:shift]:

@@ -224,6 +224,33 @@ class SimulatorTest(unittest.TestCase):
         self.assertIn("--wire_dtypes=bfloat16", calls[1])
         self.assertIn("--bandwidths=2.5", calls[1])
 
+    def test_a_sitting_with_its_own_preemption_runs_is_calibrated_with_them(self):
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "preemption_cost_sitting.csv")
+            with open(path, "w") as f:
+                f.write("round,condition,us_per_preemption,extra_core_s_per_iteration,"
+                        "disturber_core_s_per_iteration\n"
+                        "1,none,,,0\n1,same:1000:0,12.0,0.003,0.003\n"
+                        "1,other:8388608,,0.02,0.25\n2,same:1000:0,20.0,0.004,0.003\n"
+                        "2,other:8388608,,0.03,0.25\n")
+            own = {"preemption": path}
+            # 16 us (median of 12 and 20); (0.08 + 0.12) / 2 less 1 / 1.0 - 1.
+            p, i = simulator_calibration.sitting_preemption(own, 1.0, 38.9e-6, 0.0358)
+            self.assertAlmostEqual(p, 16e-6)
+            self.assertAlmostEqual(i, 0.10)
+            # A set without such runs, or whose CSV is not there yet: the shared values.
+            self.assertEqual(simulator_calibration.sitting_preemption({}, 1.0, 38.9e-6, 0.0358),
+                             (38.9e-6, 0.0358))
+            missing = {"preemption": os.path.join(d, "none.csv")}
+            self.assertEqual(simulator_calibration.sitting_preemption(missing, 1.0, 1e-6, 0.1),
+                             (1e-6, 0.1))
+        # The newest fresh set's sitting runs them, one numbered round at a time.
+        self.assertIn("preemption", sp.SETS[simulator_fresh.NEWEST])
+        cmd = simulator_fresh.preemption_command("o", 3)
+        self.assertIn("--first_round=3", cmd)
+        self.assertIn("--rounds=1", cmd)
+        self.assertIn("--conditions=none,same:1000:0,other:8388608", cmd)
+
     def test_a_new_fresh_set_repeats_no_configuration_of_an_earlier_one(self):
         def kind(p):
             return (p["model"], p["system"], p["bandwidth"], p["workers"], p["placement"],
