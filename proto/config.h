@@ -41,6 +41,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "p3/core/membership.h"
 #include "proto/config.pb.h"
 
 namespace p3::config {
@@ -133,6 +134,12 @@ int64_t GlobalBatchSize(const ExperimentConfig& config);
 // elastic run, else cluster.workers. Workers and servers size the cluster by it; ranks
 // 0..cluster.workers-1 are present at the start (docs/reliability.md).
 int MaxWorkers(const ExperimentConfig& config);
+
+// The membership a config describes: ranks 0..cluster.workers-1 from iteration 0, then
+// every cluster.elastic.change in order (mode "local" replays it; docs/reliability.md,
+// "Elastic membership"). InvalidArgument naming `cluster.elastic.change[i]` when a change
+// cannot follow the ones before it (MembershipSchedule::Check).
+absl::StatusOr<MembershipSchedule> ElasticSchedule(const ExperimentConfig& config);
 
 // Number of server and worker processes the launcher starts: none and one in mode
 // "local", else cluster.servers and cluster.workers.

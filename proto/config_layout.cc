@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "proto/config.h"
 
 namespace p3::config {
@@ -16,6 +17,21 @@ int MaxWorkers(const ExperimentConfig& config) {
   const ClusterConfig& cluster = config.cluster();
   if (!cluster.has_elastic() || cluster.elastic().max_workers() == 0) return cluster.workers();
   return cluster.elastic().max_workers();
+}
+
+absl::StatusOr<MembershipSchedule> ElasticSchedule(const ExperimentConfig& config) {
+  MembershipSchedule schedule(MaxWorkers(config), config.cluster().workers());
+  const ElasticConfig& elastic = config.cluster().elastic();
+  for (int i = 0; i < elastic.change_size(); ++i) {
+    const MembershipChangeConfig& change = elastic.change(i);
+    absl::Status added = schedule.Add(
+        change.from_iteration(), std::vector<int>(change.present().begin(), change.present().end()));
+    if (!added.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("cluster.elastic.change[", i, "]: ", added.message()));
+    }
+  }
+  return schedule;
 }
 
 int DefaultMachineCount(const ExperimentConfig& config) {

@@ -170,12 +170,23 @@ absl::Status ValidateConfig(const ExperimentConfig& config) {
     if (config.scheduling().has_online_search() && config.scheduling().online_search()) {
       not_with("scheduling.online_search", "true (re-plans)");
     }
-    if (config.mode() == "local" || config.mode() == kPipelineMode) {
-      not_with("mode", absl::StrCat("\"", config.mode(), "\" (no servers)"));
+    if (config.mode() == kPipelineMode) {
+      not_with("mode", "\"pipeline\" (no servers)");
     } else if (absl::StatusOr<Mode> mode = ParseMode(config.mode());
-               mode.ok() && !TraitsOf(*mode).values_on_push) {
+               mode.ok() && *mode != Mode::kLocal && !TraitsOf(*mode).values_on_push) {
       // A joining worker takes its first values from the push (protocol.md, "Membership").
       not_with("mode", absl::StrCat("\"", config.mode(), "\" (values are pulled)"));
+    }
+    if (config.mode() == "local") {
+      // Mode local replays a membership (docs/reliability.md, "Elastic membership").
+      if (absl::StatusOr<MembershipSchedule> s = ElasticSchedule(config); !s.ok()) {
+        check.AddLines(std::string(s.status().message()));
+      }
+    } else if (cluster.elastic().change_size() > 0) {
+      check.Add("cluster.elastic.change",
+                "is a membership for mode \"local\" to replay; a cluster's changes come from "
+                "launch_cluster --elastic_control or Worker::RequestMembership "
+                "(docs/reliability.md, \"Elastic membership\")");
     }
   }
 

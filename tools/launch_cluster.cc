@@ -54,6 +54,7 @@
 #include "tools/launcher/backends.h"
 #include "tools/launcher/command_line.h"
 #include "tools/launcher/launcher.h"
+#include "tools/launcher/membership_replay.h"
 #include "tools/launcher/multihost.h"
 #include "tools/launcher/network_setup.h"
 #include "tools/launcher/tuning.h"
@@ -88,6 +89,11 @@ ABSL_FLAG(std::string, elastic_control, "",
           "line `add` starts a worker with the next rank and --elastic_join, `remove R` asks "
           "rank R to leave (appends `leave R` to <output_dir>/membership_requests, which "
           "rank 0 reads between iterations). docs/reliability.md, \"Elastic membership\".");
+ABSL_FLAG(std::string, membership_from, "",
+          "Mode local: replay the membership of a finished elastic run, read from its "
+          "summary.json (or a worker's results/worker_R.json): sets cluster.workers, "
+          "cluster.elastic.max_workers and cluster.elastic.change, so that the run trains "
+          "the same sequence of global batches. docs/reliability.md, \"Elastic membership\".");
 ABSL_FLAG(int, max_restarts, 0,
           "Restarts of dead workers allowed over the whole run (torchrun's name): a worker "
           "that dies is started again with the same rank and rejoins the servers, which wait "
@@ -277,6 +283,25 @@ int Main(int argc, char** argv) {
     argv_exec.push_back(nullptr);
     execv(binary.c_str(), argv_exec.data());
     return program.Fail(1, absl::StrCat("cannot run ", binary, ": ", strerror(errno)));
+  }
+  if (const std::string from = absl::GetFlag(FLAGS_membership_from); !from.empty()) {
+    const std::string path = resolve(from);
+    absl::StatusOr<std::string> text = ReadFile(path);
+    absl::StatusOr<std::vector<std::string>> set =
+        text.ok() ? ApplyMembershipFrom(*text, &*config)
+                  : absl::StatusOr<std::vector<std::string>>(text.status());
+    if (!set.ok()) {
+      return program.Fail(2, absl::StrCat("--membership_from=", path, ": ", set.status().message()));
+    }
+    for (const std::string& line : *set) {
+      std::cout << "[p3] --membership_from: " << line << "\n";
+      options.overrides.push_back(absl::StrCat(line, " (set by --membership_from=", path, ")"));
+    }
+  }
+  if (!options.elastic_control.empty() && config->mode() == "local") {
+    return program.Fail(2, "--elastic_control adds and removes worker processes of a cluster: "
+                           "not with mode \"local\" (it replays a membership: "
+                           "--membership_from or cluster.elastic.change)");
   }
   if (options.max_restarts > 0) {
     if (config->mode() == "local") {

@@ -327,15 +327,23 @@ absl::Status TrainLoop(const config::ExperimentConfig& config, const TrainerOpti
   int64_t epoch_count = 0;
   // Elastic (docs/reliability.md): rank 0 turns the requests file's lines into changes;
   // every worker reads its place's batch of the sample stream; epochs end by samples.
-  const bool elastic = backend.worker != nullptr && config.cluster().has_elastic();
+  // Mode local replays cluster.elastic.change: each iteration's global batch is the
+  // stream's next |P(t)| * batch_size positions, the present ranks' batches in rank order.
+  const bool elastic = config.cluster().has_elastic();
+  const bool cluster_elastic = elastic && backend.worker != nullptr;
+  std::optional<MembershipSchedule> replay;
+  if (elastic && backend.worker == nullptr) {
+    P3_ASSIGN_OR_RETURN(replay, config::ElasticSchedule(config));
+    result->membership = replay->changes();
+  }
   std::optional<MembershipRequests> requests;
-  std::vector<int> requested = backend.worker != nullptr && elastic
+  std::vector<int> requested = cluster_elastic
                                    ? backend.worker->MembershipChanges().front().present
                                    : std::vector<int>();
-  if (elastic && options.rank == 0 && !options.membership_requests.empty()) {
+  if (cluster_elastic && options.rank == 0 && !options.membership_requests.empty()) {
     requests.emplace(options.membership_requests);
   }
-  if (elastic && options.elastic_join && !options.membership_requests.empty()) {
+  if (cluster_elastic && options.elastic_join && !options.membership_requests.empty()) {
     P3_RETURN_IF_ERROR(
         AppendRequestLine(options.membership_requests, absl::StrCat("join ", options.rank)));
   }
@@ -344,7 +352,11 @@ absl::Status TrainLoop(const config::ExperimentConfig& config, const TrainerOpti
   for (int64_t it = first; it < data.iterations; ++it) {
     models::Batch batch;
     int64_t global_batch = data.global_batch;
-    if (elastic) {
+    if (replay.has_value()) {
+      global_batch = static_cast<int64_t>(replay->PresentAt(it).size()) * batch_size;
+      batch = data.train->Get(stream.Indices(replay->SamplesBefore(it, batch_size), global_batch));
+      result->samples_trained = replay->SamplesBefore(it + 1, batch_size);
+    } else if (cluster_elastic) {
       if (requests.has_value()) {
         P3_ASSIGN_OR_RETURN(std::optional<std::vector<int>> next,
                             requests->Poll(requested, options.progress));
@@ -410,8 +422,11 @@ absl::Status TrainLoop(const config::ExperimentConfig& config, const TrainerOpti
                 : (it + 1) % per_epoch == 0;
     if (epoch_end || it + 1 == data.iterations) {
       EpochRecord epoch;
-      epoch.epoch = elastic ? (result->samples_trained - 1) / data.train->size() + 1
-                            : it / per_epoch + 1;
+      // An elastic run's epoch k ends at the iteration whose global batch crosses sample
+      // k * dataset_size, which need not be the epoch of its last sample.
+      epoch.epoch = !elastic   ? it / per_epoch + 1
+                    : epoch_end ? result->samples_trained / data.train->size()
+                                : (result->samples_trained - 1) / data.train->size() + 1;
       epoch.end_iteration = it + 1;
       epoch.train_loss = epoch_loss_sum / static_cast<double>(epoch_count);
       // The last epoch's accuracy is the run's, measured after Finish (RunTraining).
@@ -492,6 +507,7 @@ absl::StatusOr<TrainResult> RunTraining(const config::ExperimentConfig& config,
   result.rank = options.rank;
   result.iterations = data.iterations;
   P3_RETURN_IF_ERROR(TrainLoop(config, options, data, backend, &result));
+  result.iterations_trained = static_cast<int64_t>(result.records.size());
   if (backend.worker != nullptr) {
     // The model evaluated, measured and exported is the cluster's: its buffers too. A
     // worker that left an elastic run takes no part in the last round.

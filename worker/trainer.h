@@ -93,6 +93,9 @@ struct TrainResult {
   // (empty otherwise); samples the whole cluster trained in the run.
   std::vector<MembershipChange> membership;
   int64_t samples_trained = 0;
+  // Elastic runs: the iterations this worker trained (a worker that joined or left
+  // trained fewer than `iterations`, the run's).
+  int64_t iterations_trained = 0;
   // Rank 0 with scheduling.online_search: what the search timed and chose, once it is done.
   std::optional<SliceSearchReport> search;
 

@@ -58,6 +58,7 @@ std::string TrainResult::ToJson() const {
     }
     j["membership"] = changes;
     j["samples_trained"] = samples_trained;
+    j["iterations_trained"] = iterations_trained;
   }
   return j.dump();
 }

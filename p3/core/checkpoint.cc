@@ -22,6 +22,7 @@ namespace {
 constexpr char kMagic[8] = {'P', '3', 'C', 'K', 'P', 'T', '0', '1'};
 // Opens the optional trailer of a re-planned run's checkpoint (the plan).
 constexpr char kPlanTag[4] = {'P', 'L', 'A', 'N'};
+constexpr char kMembershipTag[4] = {'M', 'E', 'M', 'B'};
 
 uint64_t Fnv1a(const std::string& data) {
   uint64_t h = 1469598103934665603ull;
@@ -127,6 +128,15 @@ absl::Status WriteCheckpoint(const ShardCheckpoint& ckpt, const std::string& dir
     Put<int64_t>(&payload, ckpt.slice_params);
     Put<int64_t>(&payload, ckpt.replan_slice_params);
   }
+  if (!ckpt.membership.empty()) {
+    payload.append(kMembershipTag, sizeof(kMembershipTag));
+    Put<uint32_t>(&payload, static_cast<uint32_t>(ckpt.membership.size()));
+    for (const MembershipChange& c : ckpt.membership) {
+      Put<uint64_t>(&payload, c.from_iteration);
+      Put<uint32_t>(&payload, static_cast<uint32_t>(c.present.size()));
+      for (int rank : c.present) Put<int32_t>(&payload, rank);
+    }
+  }
   std::string file(kMagic, sizeof(kMagic));
   Put<uint64_t>(&file, payload.size());
   Put<uint64_t>(&file, Fnv1a(payload));
@@ -181,14 +191,38 @@ absl::StatusOr<ShardCheckpoint> ReadCheckpoint(const std::string& path) {
     s.slice_id = id;
     ckpt.slices.push_back(std::move(s));
   }
-  if (!r.done()) {
+  // The optional sections, in this order: PLAN, MEMB.
+  bool plan_read = false;
+  while (!r.done()) {
     char tag[sizeof(kPlanTag)];
-    if (!r.Get(&tag) || std::memcmp(tag, kPlanTag, sizeof(kPlanTag)) != 0 ||
-        !r.Get(&ckpt.slice_params) || !r.Get(&ckpt.replan_slice_params) ||
-        ckpt.slice_params < 0 || ckpt.replan_slice_params < 0) {
+    if (!r.Get(&tag)) return corrupt("trailing bytes");
+    if (!plan_read && ckpt.membership.empty() &&
+        std::memcmp(tag, kPlanTag, sizeof(kPlanTag)) == 0) {
+      if (!r.Get(&ckpt.slice_params) || !r.Get(&ckpt.replan_slice_params) ||
+          ckpt.slice_params < 0 || ckpt.replan_slice_params < 0) {
+        return corrupt("trailing bytes");
+      }
+      plan_read = true;
+    } else if (ckpt.membership.empty() &&
+               std::memcmp(tag, kMembershipTag, sizeof(kMembershipTag)) == 0) {
+      uint32_t changes = 0;
+      if (!r.Get(&changes) || changes == 0) return corrupt("bad membership record");
+      for (uint32_t i = 0; i < changes; ++i) {
+        MembershipChange c;
+        uint32_t ranks = 0;
+        if (!r.Get(&c.from_iteration) || !r.Get(&ranks) || ranks > (1u << 16)) {
+          return corrupt("bad membership record");
+        }
+        for (uint32_t k = 0; k < ranks; ++k) {
+          int32_t rank = 0;
+          if (!r.Get(&rank)) return corrupt("bad membership record");
+          c.present.push_back(rank);
+        }
+        ckpt.membership.push_back(std::move(c));
+      }
+    } else {
       return corrupt("trailing bytes");
     }
-    if (!r.done()) return corrupt("trailing bytes");
   }
   return ckpt;
 }

@@ -7,7 +7,9 @@
 // values (length float32), then buf and buf_sq (length float32 each) when present; then,
 // only in a checkpoint of a re-planned run, "PLAN" and i64 slice_params, i64
 // replan_slice_params (a file without them, as every file written before, reads as 0, 0:
-// the config's plan).
+// the config's plan); then, only in a checkpoint of an elastic run, "MEMB", u32 change
+// count, and per change u64 from_iteration, u32 rank count, the ranks (i32 each) (a file
+// without it reads as no membership).
 //
 // Example:
 //   ShardCheckpoint ckpt = ...;                       // from ParameterShard's callback
@@ -30,6 +32,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "p3/core/membership.h"
 #include "p3/core/optimizer.h"
 
 namespace p3 {
@@ -50,6 +53,12 @@ struct ShardCheckpoint {
   // A re-plan that takes effect at `iteration` (its slices are still the old plan's):
   // the size from then on; 0: none. Restoring switches to it at once.
   int64_t replan_slice_params = 0;
+  // Elastic runs (docs/reliability.md, "Elastic membership"): the membership changes in
+  // effect up to `iteration`, the first from iteration 0 (so the present set at
+  // `iteration` is the last one's); empty otherwise. A change the shard knew of that
+  // takes effect after `iteration` is not recorded: whether it had arrived when the
+  // checkpoint was cut depends on timing.
+  std::vector<MembershipChange> membership;
 };
 
 // Writes `dir`/ckpt_<iteration>.bin: to a temporary file, fsync, rename, fsync of the

@@ -161,8 +161,9 @@ absl::StatusOr<std::vector<ToWorker>> ParameterShard::Join(const ClusterSignatur
         "worker ", rank, " refused: that rank has left the run, and a rank does not come back"));
   }
   joined_[rank] = true;
-  // Elastic: the run starts once the ranks present at the start have joined.
-  const std::vector<int>& first = membership_.changes().front().present;
+  // Elastic: the run starts once the ranks present at the start have joined (a restored
+  // checkpoint's present set when resumed).
+  const std::vector<int>& first = membership_.PresentAt(start_version());
   everyone_joined_ = std::all_of(first.begin(), first.end(), [&](int r) { return joined_[r]; });
   std::vector<ToWorker> out;
   if (uninitialized_ == 0) {

@@ -34,9 +34,33 @@ absl::Status ParameterShard::Restore() {
                                    " parameters, expected ", slices_[s.slice_id]->length));
     }
   }
+  // An elastic run's checkpoint: the membership up to its iteration (docs/reliability.md,
+  // "Elastic membership"); the restored slices take part with its present set.
+  if (!ckpt.membership.empty()) {
+    if (!elastic()) return mismatch("it is an elastic run's (cluster.elastic); this run is not");
+    const MembershipChange& first = ckpt.membership.front();
+    if (first.from_iteration != 0 || first.present != membership_.changes().front().present) {
+      return mismatch(absl::StrCat("its run started with workers {", DescribeRanks(first.present),
+                                   "}; this one with {",
+                                   DescribeRanks(membership_.changes().front().present), "}"));
+    }
+    MembershipSchedule restored = membership_;
+    for (size_t i = 1; i < ckpt.membership.size(); ++i) {
+      if (absl::Status added =
+              restored.Add(ckpt.membership[i].from_iteration, ckpt.membership[i].present);
+          !added.ok()) {
+        return mismatch(std::string(added.message()));
+      }
+    }
+    membership_ = std::move(restored);
+  }
   for (const SliceCheckpoint& s : ckpt.slices) {
     SliceState& state = *slices_[s.slice_id];
     absl::MutexLock slice_lock(&state.mu);
+    if (elastic()) {
+      SetPresent(&state, membership_.PresentAt(ckpt.iteration));
+      state.upcoming.clear();
+    }
     state.params = s.params;
     state.sum.resize(state.length);
     state.opt = s.optimizer;
@@ -74,6 +98,13 @@ void ParameterShard::AddToCheckpoint(uint64_t version, SliceCheckpoint slice) {
     if (plan_from_ > 0) complete->slice_params = plan_->options().slice_params;
     if (pending_replan_.has_value() && pending_replan_->from_iteration == version) {
       complete->replan_slice_params = pending_replan_->plan.options().slice_params;
+    }
+    // The membership up to this iteration: a change from a later one may or may not have
+    // come yet, so it is left out (ShardCheckpoint::membership).
+    if (elastic()) {
+      for (const MembershipChange& c : membership_.changes()) {
+        if (c.from_iteration <= version) complete->membership.push_back(c);
+      }
     }
   }
   if (options_.on_checkpoint) options_.on_checkpoint(*std::move(complete));

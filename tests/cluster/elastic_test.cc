@@ -2,11 +2,14 @@
 // servers and worker threads over gRPC on loopback train the test MLP while the run goes
 // from 2 to 3 workers at iteration 100 and back to 2 at iteration 200. The parameters
 // must equal `local` trained on the same sequence of global batches (2, 3, then 2 workers'
-// batches) with the same rate.
+// batches) with the same rate. With checkpoints, the same run stopped in its 3-worker
+// span and resumed from the servers' checkpoints ends bit-identical to the uninterrupted
+// one.
 #include <torch/torch.h>
 
 #include <catch2/catch.hpp>
 #include <algorithm>
+#include <cstdlib>
 #include <iostream>
 #include <memory>
 #include <string>
@@ -14,7 +17,9 @@
 #include <utility>
 #include <vector>
 
+#include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
+#include "p3/core/checkpoint.h"
 #include "server/parameter_server.h"
 #include "tests/cluster/cluster_fixture.h"
 #include "worker/worker.h"
@@ -55,16 +60,47 @@ struct ElasticRun {
   absl::Status request_status;
 };
 
+// Checkpoints and the crash, as the fixture's RunSpec has them.
+struct ElasticSpec {
+  int steps = kIterations;     // train up to this iteration
+  bool finish = true;          // false: the workers vanish after `steps`, as in a crash
+  std::string checkpoint_dir;  // servers save to <dir>/server_<i> every checkpoint_every
+  uint64_t checkpoint_every = 0;
+  bool resume = false;  // servers start from their newest checkpoint, every rank present
+                        // there starts as an ordinary worker
+};
+
+// Written on the servers' checkpoint threads, checked on the test's.
+struct CheckpointWrites {
+  absl::Mutex mu;
+  std::vector<absl::Status> statuses ABSL_GUARDED_BY(mu);
+};
+
 ElasticRun RunElastic(const std::vector<std::pair<torch::Tensor, torch::Tensor>>& batches,
-                      int servers) {
+                      int servers, const ElasticSpec& spec = {}) {
   std::vector<std::unique_ptr<ParameterServer>> ps;
   std::vector<std::string> addresses;
+  auto writes = std::make_shared<CheckpointWrites>();
   for (int s = 0; s < servers; ++s) {
     ServerOptions so;
     so.shard.server_index = s;
     so.shard.num_workers = 3;
     so.shard.initial_workers = 2;
     so.shard.optimizer = Sgd();
+    const std::string dir = spec.checkpoint_dir + "/server_" + std::to_string(s);
+    if (spec.checkpoint_every > 0) {
+      so.shard.checkpoint_every = spec.checkpoint_every;
+      so.shard.on_checkpoint = [dir, writes](ShardCheckpoint c) {
+        absl::Status written = WriteCheckpoint(c, dir);
+        absl::MutexLock lock(&writes->mu);
+        writes->statuses.push_back(std::move(written));
+      };
+    }
+    if (spec.resume) {
+      auto restored = ReadLatestCheckpoint(dir, 0);
+      CATCH_REQUIRE(restored.ok());
+      so.shard.restore = *std::move(restored);
+    }
     auto server = ParameterServer::Start(so);
     CATCH_REQUIRE(server.ok());
     addresses.push_back("127.0.0.1:" + std::to_string((*server)->port()));
@@ -82,19 +118,21 @@ ElasticRun RunElastic(const std::vector<std::pair<torch::Tensor, torch::Tensor>>
     wo.rank = r;
     wo.num_workers = 3;
     wo.initial_workers = 2;
-    wo.elastic_join = r == 2;
+    // Resumed: rank 2 is present at the checkpoint's iteration, not joining.
+    const bool joins = r == 2 && !spec.resume;
+    wo.elastic_join = joins;
     wo.slice_params = kSliceParams;
     wo.split_threshold = 1000;
     wo.peer_timeout = absl::Seconds(30);
-    if (r == 2) start_joiner.WaitForNotification();
+    if (joins) start_joiner.WaitForNotification();
     auto worker = Worker::Create(wo, models[r]);
-    if (r == 2) joiner_connected.Notify();
+    if (joins) joiner_connected.Notify();
     if (!worker.ok()) {
       run.status[r] = worker.status();
       return;
     }
     Worker& w = **worker;
-    while (w.iteration() < kIterations) {
+    while (w.iteration() < spec.steps) {
       const int64_t step = w.iteration();
       if (r == 0 && step == kIterations / 6) start_joiner.Notify();
       if (r == 0 && (step == kJoinAt - 1 || step == kLeaveAt - 1)) {
@@ -132,13 +170,22 @@ ElasticRun RunElastic(const std::vector<std::pair<torch::Tensor, torch::Tensor>>
       }
       ++run.iterations[r];
     }
-    run.status[r] = w.Finish();
+    if (spec.finish) run.status[r] = w.Finish();
     run.params[r] = Flatten(*models[r]).clone();
   };
   std::vector<std::thread> threads;
   for (int r = 0; r < 3; ++r) threads.emplace_back(train, r);
   for (auto& t : threads) t.join();
-  for (auto& server : ps) CATCH_CHECK(server->Wait().ok());
+  for (auto& server : ps) {
+    if (spec.finish) {
+      CATCH_CHECK(server->Wait().ok());
+    } else {
+      server->Shutdown();  // the crash: nobody finishes
+    }
+  }
+  ps.clear();  // no checkpoint thread runs any more
+  absl::MutexLock lock(&writes->mu);
+  for (const absl::Status& written : writes->statuses) CATCH_CHECK(written.ok());
   return run;
 }
 
@@ -169,6 +216,50 @@ CATCH_TEST_CASE("a run that goes 2 -> 3 -> 2 workers equals local on the same ba
     const double error = RelativeError(run.params[r], want);
     std::cout << "worker " << r << ": relative error to local " << error << std::endl;
     CATCH_CHECK(error <= 1e-5);
+  }
+}
+
+CATCH_TEST_CASE(
+    "an elastic run with checkpoints, stopped in its 3-worker span and resumed, ends "
+    "bit-identical to the uninterrupted run") {
+  std::vector<std::pair<torch::Tensor, torch::Tensor>> batches;
+  for (int step = 0; step < kIterations; ++step) {
+    batches.push_back(GlobalBatch(step, PresentCount(step)));
+  }
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  const std::string dir = std::string(tmp != nullptr ? tmp : "/tmp") + "/elastic_resume";
+  CATCH_REQUIRE(std::system(("rm -rf " + dir).c_str()) == 0);
+  const ElasticRun whole = RunElastic(batches, /*servers=*/2);
+  for (int r = 0; r < 3; ++r) CATCH_REQUIRE(whole.status[r].ok());
+
+  // Checkpoints every 40 iterations; everything dies after iteration 169, rank 2 present.
+  const ElasticRun crashed = RunElastic(
+      batches, 2,
+      ElasticSpec{.steps = 170, .finish = false, .checkpoint_dir = dir, .checkpoint_every = 40});
+  CATCH_CHECK(crashed.first_iteration == std::vector<int64_t>{0, 0, kJoinAt});
+  for (int s = 0; s < 2; ++s) {
+    auto latest = ReadLatestCheckpoint(dir + "/server_" + std::to_string(s), 0);
+    CATCH_REQUIRE(latest.ok());
+    CATCH_CHECK(latest->iteration == 160);
+    CATCH_REQUIRE(latest->membership.size() == 2);
+    CATCH_CHECK(latest->membership[1].from_iteration == static_cast<uint64_t>(kJoinAt));
+    CATCH_CHECK(latest->membership[1].present == std::vector<int>{0, 1, 2});
+  }
+
+  // A new cluster resumes at 160 with ranks 0, 1 and 2; rank 0 removes rank 2 at 200.
+  const ElasticRun resumed = RunElastic(
+      batches, 2, ElasticSpec{.checkpoint_dir = dir, .checkpoint_every = 40, .resume = true});
+  CATCH_CHECK(resumed.request_status.ok());
+  for (int r = 0; r < 3; ++r) {
+    CATCH_CAPTURE(r, resumed.status[r].ToString());
+    CATCH_CHECK(resumed.status[r].ok());
+  }
+  CATCH_CHECK(resumed.first_iteration == std::vector<int64_t>{160, 160, 160});
+  CATCH_CHECK(resumed.left_at == std::vector<int64_t>{-1, -1, kLeaveAt});
+  for (int r = 0; r < 2; ++r) {
+    CATCH_CAPTURE(r);
+    CATCH_REQUIRE(resumed.params[r].defined());
+    CATCH_CHECK(torch::equal(resumed.params[r], whole.params[r]));  // bit for bit
   }
 }
 

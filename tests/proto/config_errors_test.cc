@@ -98,7 +98,8 @@ CATCH_TEST_CASE("an elastic cluster names its size and every feature it cannot c
   CATCH_CHECK(absl::StrContains(all, "cluster.rejoin_timeout_s: > 0 (rejoins of dead workers) "
                                      "cannot be combined with cluster.elastic"));
   CATCH_CHECK(absl::StrContains(all, "checkpoint.every: > 0 (checkpoints) cannot be combined"));
-  CATCH_CHECK(absl::StrContains(all, "mode: \"local\" (no servers) cannot be combined"));
+  CATCH_CHECK(absl::StrContains(ErrorOf("mode: \"pipeline\" cluster { elastic {} }"),
+                                "mode: \"pipeline\" (no servers) cannot be combined"));
   CATCH_CHECK(absl::StrContains(ErrorOf("mode: \"baseline\" cluster { elastic {} }"),
                                 "mode: \"baseline\" (values are pulled) cannot be combined"));
   absl::StatusOr<ExperimentConfig> ok =
@@ -110,6 +111,49 @@ CATCH_TEST_CASE("an elastic cluster names its size and every feature it cannot c
   CATCH_REQUIRE(same.ok());
   CATCH_CHECK(MaxWorkers(*same) == 2);
   CATCH_CHECK(MaxWorkers(*ParseConfig("cluster { workers: 4 }", {})) == 4);
+}
+
+CATCH_TEST_CASE("mode local replays an elastic membership; a bad change is named by its index") {
+  absl::StatusOr<ExperimentConfig> replay = ParseConfig(
+      "mode: \"local\" cluster { workers: 2 elastic { max_workers: 3 "
+      "change { from_iteration: 100 present: [0, 1, 2] } "
+      "change { from_iteration: 200 present: [0, 1] } } }",
+      {});
+  CATCH_REQUIRE(replay.ok());
+  absl::StatusOr<MembershipSchedule> schedule = ElasticSchedule(*replay);
+  CATCH_REQUIRE(schedule.ok());
+  CATCH_CHECK(schedule->PresentAt(99) == std::vector<int>{0, 1});
+  CATCH_CHECK(schedule->PresentAt(150) == std::vector<int>{0, 1, 2});
+  CATCH_CHECK(schedule->PresentAt(250) == std::vector<int>{0, 1});
+  CATCH_CHECK(schedule->SamplesBefore(300, 8) == 8 * (2 * 100 + 3 * 100 + 2 * 100));
+  // Out of order, a rank that left coming back, rank 0 missing, a rank beyond max_workers.
+  CATCH_CHECK(absl::StrContains(
+      ErrorOf("mode: \"local\" cluster { workers: 2 elastic { max_workers: 3 "
+              "change { from_iteration: 100 present: [0, 1, 2] } "
+              "change { from_iteration: 100 present: [0, 1] } } }"),
+      "cluster.elastic.change[1]: membership change to workers {0, 1} from iteration 100: "
+      "the last change took effect at iteration 100"));
+  CATCH_CHECK(absl::StrContains(
+      ErrorOf("mode: \"local\" cluster { workers: 2 elastic { max_workers: 3 "
+              "change { from_iteration: 100 present: [0] } "
+              "change { from_iteration: 200 present: [0, 1] } } }"),
+      "cluster.elastic.change[1]: membership change to workers {0, 1} from iteration 200: "
+      "rank 1 has left the run"));
+  CATCH_CHECK(absl::StrContains(
+      ErrorOf("mode: \"local\" cluster { workers: 2 elastic { max_workers: 3 "
+              "change { from_iteration: 5 present: [1, 2] } } }"),
+      "cluster.elastic.change[0]: membership change to workers {1, 2} from iteration 5: rank 0 "
+      "must be present"));
+  CATCH_CHECK(absl::StrContains(
+      ErrorOf("mode: \"local\" cluster { workers: 2 elastic { max_workers: 3 "
+              "change { from_iteration: 5 present: [0, 3] } } }"),
+      "cluster.elastic.change[0]: membership change to workers {0, 3} from iteration 5: rank 3 "
+      "is out of range for 3 ranks"));
+  // A cluster's changes come from requests, not from the config.
+  CATCH_CHECK(absl::StrContains(
+      ErrorOf("mode: \"p3\" cluster { workers: 2 elastic { max_workers: 3 "
+              "change { from_iteration: 100 present: [0, 1, 2] } } }"),
+      "cluster.elastic.change: is a membership for mode \"local\" to replay"));
 }
 
 CATCH_TEST_CASE("names outside their allowed set list the allowed values") {

@@ -228,6 +228,19 @@ CATCH_TEST_CASE("the table shows each process, and '-' for a missing or non-nume
               "-          -         -\n");
 }
 
+CATCH_TEST_CASE("the table shows the iterations an elastic run's worker trained, not the run's") {
+  // Rank 2 joined at iteration 100 and left at 160 of a 1500-iteration run.
+  const Json joined = Json{{"iterations", 1500}, {"iterations_trained", 60}};
+  std::vector<TableRow> rows(1);
+  rows[0].name = "worker_2";
+  rows[0].status = "exit 0";
+  rows[0].result = &joined;
+  const std::string table = FormatTable(rows);
+  CATCH_CHECK(absl::StrContains(table, "worker_2          -  exit 0                              "
+                                       "0.0         60"));
+  CATCH_CHECK(!absl::StrContains(table, "1500"));
+}
+
 // A process that ended at `end` (seconds after 1000) with `exit_status` or `signal`.
 ProcessOutcome Ended(const std::string& name, double end, int exit_status, int signal,
                      bool stopped = false, const std::string& last_line = "") {

@@ -306,8 +306,9 @@ std::vector<std::string> Launcher::WorkerArgv(const Child& child, bool rejoin) c
   if (!trace_file.empty()) argv.push_back("--trace_file=" + trace_file);
   if (rejoin) argv.push_back("--rejoin");
   // Elastic runs: rank 0 reads membership requests (`leave R`) appended to this file
-  // between iterations (docs/reliability.md, "Elastic membership").
-  if (config_.cluster().has_elastic()) {
+  // between iterations (docs/reliability.md, "Elastic membership"). Mode local replays a
+  // membership and reads none.
+  if (config_.cluster().has_elastic() && config_.mode() != "local") {
     argv.push_back("--membership_requests=" + RemotePath(output_dir_ + "/membership_requests"));
   }
   return argv;
@@ -316,7 +317,7 @@ std::vector<std::string> Launcher::WorkerArgv(const Child& child, bool rejoin) c
 absl::Status Launcher::StartWorkers() {
   server_addresses_.clear();
   // Elastic runs: a fresh requests file; control lines written before now are ignored.
-  if (config_.cluster().has_elastic()) {
+  if (config_.cluster().has_elastic() && config_.mode() != "local") {
     std::ofstream(output_dir_ + "/membership_requests", std::ios::trunc);
     std::error_code error;
     const auto size = std::filesystem::file_size(options_.elastic_control, error);

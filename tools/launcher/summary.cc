@@ -458,7 +458,10 @@ std::string FormatTable(const std::vector<TableRow>& rows) {
     const std::string line =
         absl::StrFormat("%-10s %8s  %-30s %8.1f %10s %11s %10s %9s", row.name,
                         row.pid > 0 ? absl::StrCat(row.pid) : "-", row.status, row.seconds,
-                        result != nullptr ? Cell(*result, "iterations") : "",
+                        // An elastic run's worker: its own iterations.
+                        result == nullptr                         ? ""
+                        : result->contains("iterations_trained") ? Cell(*result, "iterations_trained")
+                                                                  : Cell(*result, "iterations"),
                         result != nullptr ? Cell(*result, "samples_per_second") : "",
                         result != nullptr ? Cell(*result, "final_loss") : "",
                         result != nullptr ? Cell(*result, "test_accuracy") : "");

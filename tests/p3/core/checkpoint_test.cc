@@ -81,6 +81,31 @@ CATCH_TEST_CASE(
   CATCH_CHECK(back->replan_slice_params == 0);
 }
 
+CATCH_TEST_CASE(
+    "an elastic run's checkpoint records its membership, with or without a plan; a file "
+    "without it reads as none") {
+  for (const int64_t slice_params : {0, 3}) {
+    const std::string dir = TempDir(slice_params == 0 ? "ckpt_memb" : "ckpt_memb_plan");
+    ShardCheckpoint elastic = Sample(20);
+    elastic.slice_params = slice_params;
+    elastic.membership = {{0, {0, 1}}, {10, {0, 1, 2}}, {15, {0, 2}}};
+    CATCH_REQUIRE(WriteCheckpoint(elastic, dir).ok());
+    auto back = ReadLatestCheckpoint(dir, 20);
+    CATCH_REQUIRE(back.ok());
+    CATCH_CHECK(back->slice_params == slice_params);
+    CATCH_REQUIRE(back->membership.size() == 3);
+    CATCH_CHECK(back->membership[1].from_iteration == 10);
+    CATCH_CHECK(back->membership[1].present == std::vector<int>{0, 1, 2});
+    CATCH_CHECK(back->membership[2].present == std::vector<int>{0, 2});
+    CATCH_CHECK(back->slices[1].optimizer.buf_sq == std::vector<float>{2.0f});
+  }
+  const std::string plain = TempDir("ckpt_memb_none");
+  CATCH_REQUIRE(WriteCheckpoint(Sample(20), plain).ok());
+  auto back = ReadLatestCheckpoint(plain, 20);
+  CATCH_REQUIRE(back.ok());
+  CATCH_CHECK(back->membership.empty());
+}
+
 CATCH_TEST_CASE("a torn or corrupt newest checkpoint is skipped for the previous one") {
   const std::string dir = TempDir("ckpt_corrupt");
   CATCH_REQUIRE(WriteCheckpoint(Sample(10), dir).ok());

@@ -218,5 +218,64 @@ CATCH_TEST_CASE("a buffer round averages the workers present in the iteration be
   CATCH_CHECK((*(*two)[0].message.buffers)[0] == 7.0f);
 }
 
+CATCH_TEST_CASE(
+    "an elastic checkpoint records the membership up to its iteration, and a restored shard "
+    "sums the present set it names") {
+  std::vector<ShardCheckpoint> saved;
+  ShardOptions o = Elastic(/*max_ranks=*/3, /*initial=*/2);
+  o.checkpoint_every = 2;
+  o.on_checkpoint = [&](ShardCheckpoint c) { saved.push_back(std::move(c)); };
+  ParameterShard shard(o);
+  for (int r = 0; r < 3; ++r) CATCH_REQUIRE(shard.Join(Signature(3), r).ok());
+  InitAll(shard);
+  // {0, 1} in iteration 0, {0, 1, 2} from 1; the change from 3 is known before the
+  // checkpoint of iteration 2 is cut and left out of it.
+  CATCH_REQUIRE(shard.ChangeMembership(0, 1, {0, 1, 2}).ok());
+  CATCH_REQUIRE(shard.ChangeMembership(0, 3, {0, 2}).ok());
+  for (uint64_t t = 0; t < 2; ++t) {
+    for (int r : t == 0 ? std::vector<int>{0, 1} : std::vector<int>{0, 1, 2}) {
+      for (int slice = 0; slice < 3; ++slice) {
+        const std::vector<float> g = Grad(r, t);
+        CATCH_REQUIRE(shard.Gradient(r, slice, t, g.data(), slice == 0 ? 3 : 2).ok());
+      }
+    }
+  }
+  CATCH_REQUIRE(saved.size() == 1);
+  CATCH_CHECK(saved[0].iteration == 2);
+  CATCH_REQUIRE(saved[0].membership.size() == 2);
+  CATCH_CHECK(saved[0].membership[1].from_iteration == 1);
+  CATCH_CHECK(saved[0].membership[1].present == std::vector<int>{0, 1, 2});
+
+  // Restored: iteration 2 is summed over {0, 1, 2} and divided by 3, as in the original.
+  ShardOptions r = Elastic(3, 2);
+  r.restore = saved[0];
+  ParameterShard restored(r);
+  for (int rank = 0; rank < 3; ++rank) {
+    auto joined = restored.Join(Signature(3), rank);
+    CATCH_REQUIRE(joined.ok());
+    CATCH_CHECK(joined->size() == 3);  // every present rank gets version 2 at once
+  }
+  CATCH_CHECK(restored.Membership().size() == 2);
+  for (ParameterShard* s : {&shard, &restored}) {
+    for (int rank : {0, 1, 2}) {
+      const std::vector<float> g = Grad(rank, 2);
+      CATCH_REQUIRE(s->Gradient(rank, 0, 2, g.data(), 3).ok());
+    }
+  }
+  CATCH_CHECK(restored.SliceValues(0)->first == shard.SliceValues(0)->first);
+  CATCH_CHECK(restored.SliceValues(0)->second == 3);
+  // The restored changes are in force: a new one must come after iteration 1's.
+  CATCH_CHECK(Mentions(restored.ChangeMembership(0, 1, {0, 1}),
+                       "the last change took effect at iteration 1"));
+
+  // A checkpoint of a run that started with other workers does not fit.
+  ShardOptions other = Elastic(3, 1);
+  other.restore = saved[0];
+  ParameterShard mismatched(other);
+  auto refused = mismatched.Join(Signature(3), 0);
+  CATCH_REQUIRE(!refused.ok());
+  CATCH_CHECK(Mentions(refused.status(), "its run started with workers {0, 1}; this one with {0}"));
+}
+
 }  // namespace
 }  // namespace p3
