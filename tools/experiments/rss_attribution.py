@@ -12,6 +12,11 @@ config: 2 workers and 2 servers, small_cnn on synthetic data, batch 16, P3, emul
 heap figures (mallinfo2: heap taken, in use, free) to --out/LABEL/mallinfo_PID.csv, which
 are merged into --csv by the nearest time.
 
+With --local N it runs instead, for each --binaries, one p3_worker in mode `local` (an
+MLP on 8x8 synthetic images, batch 32, epochs of 2,048 iterations) for N iterations, side
+by side, and takes every figure from the sampler (needed), every --sample_s: thousands
+of iterations a second show in minutes what the cluster shows in an hour.
+
 Needs root (the emulated links). Example (2026-12-05):
 
   R=docs/results/reliability/rss_creep_2026-12-05
@@ -20,12 +25,17 @@ Needs root (the emulated links). Example (2026-12-05):
       --sampler bazel-bin/tools/libmalloc_sampler.so --out /tmp/rss-ab \\
       --csv $R.csv --plot $R.png
   /usr/bin/python3 tools/experiments/rss_attribution.py --csv $R.csv --report   # the table
+  /usr/bin/python3 tools/experiments/rss_attribution.py --local 300000 --sample_s 2 \\
+      --binaries before=/tmp/rss-before --binaries after=/tmp/rss-after \\
+      --sampler bazel-bin/tools/libmalloc_sampler.so --out /tmp/rss-local \\
+      --from_s 20 --csv ${R}_local.csv --plot ${R}_local.png
 """
 
 import argparse
 import bisect
 import csv
 import datetime
+import json
 import os
 import subprocess
 import sys
@@ -48,10 +58,14 @@ def parse_args(argv=None):
     p.add_argument("--iterations", type=int, default=30000)
     p.add_argument("--sample_s", type=float, default=15)
     p.add_argument("--sampler", default="", help="libmalloc_sampler.so to preload")
+    p.add_argument("--local", type=int, default=0,
+                   help="iterations of one p3_worker in mode local per --binaries instead")
     p.add_argument("--out", default="/tmp/p3_rss_attribution")
     p.add_argument("--csv", required=True)
     p.add_argument("--plot", default="")
     p.add_argument("--report", action="store_true", help="only print the table of --csv")
+    p.add_argument("--from_s", type=float, default=120,
+                   help="the table's window starts at the first sample after this (warm-up)")
     a = p.parse_args(argv)
     # soak_faults' defaults for everything the config needs
     a.mode, a.workers, a.servers, a.batch_size = "p3", 2, 2, 16
@@ -144,6 +158,65 @@ def run(a):
     return rows, [p.returncode for p, _ in procs], labels
 
 
+LOCAL_CONFIG = """name: "rss_local"
+mode: "local"
+model {{ name: "mlp" image_size: 8 in_channels: 1 }}
+data {{ dataset: "synthetic" synthetic_size: 65536 }}
+optimizer {{ name: "sgd" lr: 0.05 }}
+training {{ batch_size: 32 iterations: {iterations} warmup_iterations: 2 log_every: 10000
+           evaluate: false threads: 1 }}
+output {{ save_model: false }}
+"""
+
+
+def run_local(a):
+    """One local p3_worker per label, side by side; rows from the sampler's lines."""
+    root = os.path.abspath(a.out)
+    procs = []
+    for spec in a.binaries:
+        label, folder = spec.split("=", 1)
+        out_dir = os.path.join(root, label)
+        os.makedirs(out_dir, exist_ok=True)
+        config = os.path.join(out_dir, "local.textproto")
+        with open(config, "w") as f:
+            f.write(LOCAL_CONFIG.format(iterations=a.local))
+        env = dict(os.environ, LD_PRELOAD=os.path.abspath(a.sampler),
+                   P3_MALLOC_SAMPLER_DIR=out_dir, P3_MALLOC_SAMPLER_S=str(int(a.sample_s)))
+        log = open(os.path.join(out_dir, "worker.log"), "w")
+        cmd = [os.path.join(folder, "p3_worker"), f"--config={config}",
+               f"--records_file={out_dir}/records.csv", f"--result_file={out_dir}/result.json"]
+        procs.append((label, out_dir, subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT,
+                                                       env=env), log))
+    rows = []
+    codes = []
+    for label, out_dir, proc, log in procs:
+        codes.append(proc.wait())
+        log.close()
+        for name in sorted(os.listdir(out_dir)):
+            if not (name.startswith("mallinfo_") and name.endswith(".csv")):
+                continue
+            with open(os.path.join(out_dir, name)) as f:
+                lines = list(csv.DictReader(f))
+            # The last line may be taken while the process exits (its model freed).
+            for m in lines[:-1]:
+                rows.append({"t_s": int(m["unix_s"]) - int(lines[0]["unix_s"]),
+                             "unix_s": m["unix_s"], "run": label, "process": "worker_0",
+                             "pid": name[len("mallinfo_"):-4], "rss_kb": m["rss_kb"],
+                             "threads": m["threads"],
+                             "heap_kb": (int(m["arena"]) + int(m["hblkhd"])) // 1024,
+                             "in_use_kb": (int(m["uordblks"]) + int(m["hblkhd"])) // 1024,
+                             "free_kb": int(m["fordblks"]) // 1024})
+        try:
+            with open(os.path.join(out_dir, "result.json")) as f:
+                result = json.load(f)
+            print(f"[rss] {label}: exit {codes[-1]}, param_l2 {result['param_l2']!r}, "
+                  f"final_loss {result['final_loss']!r}, samples/s "
+                  f"{result['samples_per_second']:.0f}", flush=True)
+        except (OSError, ValueError, KeyError):
+            print(f"[rss] {label}: exit {codes[-1]}, no result", flush=True)
+    return rows, codes
+
+
 def merge_mallinfo(rows, labels):
     """Adds each row's mallinfo2 figures (the sampler's line nearest in time, same pid)."""
     lines = {}
@@ -226,7 +299,8 @@ def plot(rows, out):
         axes[1][col].set_title(f"{role}: heap in use (mallinfo2) − first sample (MiB)")
         axes[1][col].set_xlabel("minutes")
         for row in (0, 1):
-            axes[row][col].legend(fontsize=7)
+            if axes[row][col].get_lines():
+                axes[row][col].legend(fontsize=7)
             axes[row][col].grid(alpha=0.3)
     fig.tight_layout()
     fig.savefig(out, dpi=110)
@@ -235,9 +309,16 @@ def plot(rows, out):
 def main():
     a = parse_args()
     if a.report:
-        print(report(read_rows(a.csv)))
+        print(report(read_rows(a.csv), a.from_s))
         return 0
-    rows, codes, labels = run(a)
+    if a.local:
+        if not a.sampler:
+            print("--local needs --sampler", file=sys.stderr)
+            return 2
+        rows, codes = run_local(a)
+        labels = []
+    else:
+        rows, codes, labels = run(a)
     with open(a.csv, "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=FIELDS)
         w.writeheader()
@@ -247,7 +328,7 @@ def main():
         s = runs.summary_or_empty(os.path.join(out_dir, "run"))
         print(f"[rss] {label}: exit {code}, status {s.get('status')}, param_l2 "
               f"{s.get('param_l2')!r}, samples/s {s.get('samples_per_second')}")
-    print(report(rows))
+    print(report(rows, a.from_s))
     if a.plot:
         plot(rows, a.plot)
     return 0 if all(c == 0 for c in codes) else 1
