@@ -18,7 +18,7 @@
 // An experiment's tool, not part of any program: it reads its settings from the
 // environment because it has no main() of its own. The thread allocates nothing itself
 // (a stack buffer and write(2)), so it does not move the figures it records.
-// tools/experiments/rss_attribution.py uses it (docs/results/reliability/soak.md).
+// tools/experiments/soak_creep.py uses it (docs/results/reliability/soak.md).
 #include <fcntl.h>
 #include <malloc.h>
 #include <pthread.h>

@@ -20,12 +20,12 @@ of iterations a second show in minutes what the cluster shows in an hour.
 Needs root (the emulated links). Example (2026-12-05):
 
   R=docs/results/reliability/rss_creep_2026-12-05
-  /usr/bin/python3 tools/experiments/rss_attribution.py --iterations 30000 \\
+  /usr/bin/python3 tools/experiments/soak_creep.py --iterations 24000 \\
       --binaries before=/tmp/rss-before --binaries after=/tmp/rss-after \\
       --sampler bazel-bin/tools/libmalloc_sampler.so --out /tmp/rss-ab \\
       --csv $R.csv --plot $R.png
-  /usr/bin/python3 tools/experiments/rss_attribution.py --csv $R.csv --report   # the table
-  /usr/bin/python3 tools/experiments/rss_attribution.py --local 300000 --sample_s 2 \\
+  /usr/bin/python3 tools/experiments/soak_creep.py --csv $R.csv --report   # the table
+  /usr/bin/python3 tools/experiments/soak_creep.py --local 300000 --sample_s 2 \\
       --binaries before=/tmp/rss-before --binaries after=/tmp/rss-after \\
       --sampler bazel-bin/tools/libmalloc_sampler.so --out /tmp/rss-local \\
       --from_s 20 --csv ${R}_local.csv --plot ${R}_local.png
@@ -60,7 +60,7 @@ def parse_args(argv=None):
     p.add_argument("--sampler", default="", help="libmalloc_sampler.so to preload")
     p.add_argument("--local", type=int, default=0,
                    help="iterations of one p3_worker in mode local per --binaries instead")
-    p.add_argument("--out", default="/tmp/p3_rss_attribution")
+    p.add_argument("--out", default="/tmp/p3_soak_creep")
     p.add_argument("--csv", required=True)
     p.add_argument("--plot", default="")
     p.add_argument("--report", action="store_true", help="only print the table of --csv")
