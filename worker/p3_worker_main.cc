@@ -6,6 +6,8 @@
 // Prints PROGRESS lines on stdout; exits non-zero with the reason on stderr.
 #include <torch/utils.h>
 
+#include <cstdio>
+#include <fstream>
 #include <iostream>
 #include <string>
 
@@ -63,6 +65,21 @@ int main(int argc, char** argv) {
                            .process_name = "worker " + std::to_string(options.rank),
                            .pid = 100 + options.rank});
   options.trace = &trace;
+  // The records are written as the run goes, not kept in memory to the end: 32 bytes an
+  // iteration made a long job's RSS creep (docs/results/reliability/soak.md, "Creep
+  // without faults"). Into "<file>.partial", renamed once the run has ended well; without
+  // --records_file into a stream that drops them.
+  const std::string records_file = absl::GetFlag(FLAGS_records_file);
+  const std::string records_partial = records_file + ".partial";
+  std::ofstream records_out;
+  std::ostream records_dropped(nullptr);
+  if (!records_file.empty()) {
+    records_out.open(records_partial, std::ios::out | std::ios::trunc);
+    if (!records_out) return program.Fail(1, absl::StrCat("cannot write ", records_partial));
+    options.records = &records_out;
+  } else {
+    options.records = &records_dropped;
+  }
   if (config->mode() != "local" &&
       static_cast<int>(options.servers.size()) != config->cluster().servers()) {
     return program.Fail(2, absl::StrCat("--servers lists ", options.servers.size(),
@@ -79,12 +96,20 @@ int main(int argc, char** argv) {
     const absl::Status written = trace.WriteJson(trace_file);
     if (!written.ok()) program.Warn(written.ToString());
   }
-  if (!result.ok()) return program.Fail(1, result.status().ToString());
-  for (const absl::Status& written :
-       {p3::WriteRequestedFile(absl::GetFlag(FLAGS_result_file), result->ToJson() + "\n"),
-        p3::WriteRequestedFile(absl::GetFlag(FLAGS_records_file), result->RecordsCsv())}) {
-    if (!written.ok()) return program.Fail(1, written.ToString());
+  if (!result.ok()) {
+    if (!records_file.empty()) std::remove(records_partial.c_str());
+    return program.Fail(1, result.status().ToString());
   }
+  if (!records_file.empty()) {
+    records_out.close();
+    if (!records_out || std::rename(records_partial.c_str(), records_file.c_str()) != 0) {
+      std::remove(records_partial.c_str());
+      return program.Fail(1, absl::StrCat("cannot write ", records_file));
+    }
+  }
+  const absl::Status written =
+      p3::WriteRequestedFile(absl::GetFlag(FLAGS_result_file), result->ToJson() + "\n");
+  if (!written.ok()) return program.Fail(1, written.ToString());
   std::cout << "RESULT " << result->ToJson() << std::endl;
   return 0;
 }

@@ -3,6 +3,7 @@
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <filesystem>
 #include <memory>
@@ -294,9 +295,51 @@ class ProgressReporter {
   WorkerStats last_stats_;
 };
 
-// Runs iterations [first, data.iterations) and appends their records to `result`.
+// What the summary needs of the iterations' records, taken as they come, in memory that
+// does not grow with the iterations (TrainerOptions::records): the median rate after the
+// first `warmup` records (all but the last at most), the last 20 losses.
+class RunningFigures {
+ public:
+  explicit RunningFigures(int64_t warmup) : warmup_(warmup) {}
+
+  void Add(const IterationRecord& r) {
+    if (seen_ >= warmup_) rates_.Add(r.samples_per_second);
+    last_rate_ = r.samples_per_second;
+    last_losses_[static_cast<size_t>(seen_ % kLosses)] = r.loss;
+    ++seen_;
+  }
+
+  // The iterations this process ran (a worker that joined or left an elastic run runs
+  // fewer than the run's total).
+  int64_t seen() const { return seen_; }
+
+  void Summarize(TrainResult* result) const {
+    result->samples_per_second =
+        seen_ == 0 ? 0 : (seen_ > warmup_ ? rates_.Median() : last_rate_);
+    // One batch's loss is too noisy to compare.
+    const int64_t tail = std::min(kLosses, seen_);
+    result->final_loss = 0;
+    for (int64_t i = seen_ - tail; i < seen_; ++i) {
+      result->final_loss += last_losses_[static_cast<size_t>(i % kLosses)] /
+                            static_cast<double>(tail);
+    }
+  }
+
+ private:
+  static constexpr int64_t kLosses = 20;
+  const int64_t warmup_;
+  int64_t seen_ = 0;
+  double last_rate_ = 0;
+  StreamingMedian rates_;
+  std::array<double, kLosses> last_losses_{};
+};
+
+// Runs iterations [first, data.iterations) and appends their records to `result` (and
+// `figures`); with TrainerOptions::records, writes each epoch's rows once it has ended
+// (the last epoch's are the caller's) and keeps only those not yet written.
 absl::Status TrainLoop(const config::ExperimentConfig& config, const TrainerOptions& options,
-                       TrainingData& data, Backend& backend, TrainResult* result) {
+                       TrainingData& data, Backend& backend, RunningFigures* figures,
+                       TrainResult* result) {
   const int64_t first =
       backend.worker != nullptr ? std::min(backend.worker->iteration(), data.iterations) : 0;
   if (first > 0 && options.progress != nullptr) {
@@ -412,6 +455,7 @@ absl::Status TrainLoop(const config::ExperimentConfig& config, const TrainerOpti
     rec.samples_per_second =
         rec.seconds > 0 ? static_cast<double>(global_batch) / rec.seconds : 0;
     result->records.push_back(rec);
+    figures->Add(rec);
     if (search.has_value()) search->After(it, rec.seconds);
     progress.Report(rec, backend.worker.get());
     epoch_loss_sum += loss;
@@ -450,27 +494,14 @@ absl::Status TrainLoop(const config::ExperimentConfig& config, const TrainerOpti
       result->epochs.push_back(epoch);
       epoch_loss_sum = 0;
       epoch_count = 0;
+      if (options.records != nullptr && it + 1 < data.iterations) {
+        result->WriteRecordsCsvRows(*options.records, result->epochs.size() - 1);
+        options.records->flush();
+        result->records.clear();
+      }
     }
   }
   return absl::OkStatus();
-}
-
-// The summary figures of `result` from its records: the median rate after the first
-// `warmup` records (all but the last at most), the mean loss of the last 20.
-void Summarize(int64_t warmup, TrainResult* result) {
-  const std::vector<IterationRecord>& records = result->records;
-  // Records hold the iterations run by this process (from `first` on, after a resume).
-  const size_t skip = static_cast<size_t>(
-      std::max<int64_t>(0, std::min<int64_t>(warmup, static_cast<int64_t>(records.size()) - 1)));
-  std::vector<double> rates;
-  for (size_t i = skip; i < records.size(); ++i) rates.push_back(records[i].samples_per_second);
-  result->samples_per_second = Median(std::move(rates));
-  // One batch's loss is too noisy to compare.
-  const size_t tail = std::min<size_t>(20, records.size());
-  result->final_loss = 0;
-  for (size_t i = records.size() - tail; i < records.size(); ++i) {
-    result->final_loss += records[i].loss / static_cast<double>(tail);
-  }
 }
 
 // Writes the state dict to `path` (creating its folder) and records where.
@@ -506,8 +537,10 @@ absl::StatusOr<TrainResult> RunTraining(const config::ExperimentConfig& config,
   TrainResult result;
   result.rank = options.rank;
   result.iterations = data.iterations;
-  P3_RETURN_IF_ERROR(TrainLoop(config, options, data, backend, &result));
-  result.iterations_trained = static_cast<int64_t>(result.records.size());
+  RunningFigures figures(config.training().warmup_iterations());
+  if (options.records != nullptr) *options.records << TrainResult::kRecordsCsvHeader;
+  P3_RETURN_IF_ERROR(TrainLoop(config, options, data, backend, &figures, &result));
+  result.iterations_trained = figures.seen();
   if (backend.worker != nullptr) {
     // The model evaluated, measured and exported is the cluster's: its buffers too. A
     // worker that left an elastic run takes no part in the last round.
@@ -523,13 +556,19 @@ absl::StatusOr<TrainResult> RunTraining(const config::ExperimentConfig& config,
     result.bytes_shared = stats.bytes_shared;
     result.forward_wait_seconds = absl::ToDoubleSeconds(stats.forward_wait);
   }
-  Summarize(config.training().warmup_iterations(), &result);
+  figures.Summarize(&result);
   result.param_l2 = ParamL2(*backend.model);
   if (data.test != nullptr) {
     result.test_accuracy = Accuracy(*backend.model, *data.test, backend.device);
   }
   if (!result.epochs.empty() && result.test_accuracy) {
     result.epochs.back().test_accuracy = result.test_accuracy;
+  }
+  if (options.records != nullptr) {
+    result.WriteRecordsCsvRows(*options.records,
+                               result.epochs.empty() ? 0 : result.epochs.size() - 1);
+    options.records->flush();
+    result.records.clear();
   }
   if (!options.model_file.empty()) {
     P3_RETURN_IF_ERROR(SaveModel(options.model_file, *backend.model, &result));

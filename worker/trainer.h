@@ -53,6 +53,15 @@ struct TrainerOptions {
   // The requests file (p3_worker --membership_requests): rank 0 reads its new lines
   // (`join R`, `leave R`) between iterations and asks for the change. Default: "" (none).
   std::string membership_requests;
+  // Where the per-iteration records go as the run goes, in RecordsCsv()'s form: the header
+  // first, then each epoch's rows once the epoch has ended, the last epoch's at the end of
+  // the run (its test accuracy is measured last). TrainResult::records then holds only the
+  // rows not yet written (at most an epoch's; none when RunTraining returns), so a long
+  // run's memory does not grow with its iterations (32 bytes each; p3_worker passes its
+  // --records_file here, docs/results/reliability/soak.md, "Creep without faults"). Not
+  // owned; errors are the owner's to check (the stream's state). Default: null (every
+  // record is kept in TrainResult::records).
+  std::ostream* records = nullptr;
 };
 
 struct IterationRecord {
@@ -87,6 +96,7 @@ struct TrainResult {
   double forward_wait_seconds = 0;
   // Absolute path of the state dict written (TrainerOptions::model_file); "" if none.
   std::string model_file;
+  // Every iteration's record, or only those not yet written to TrainerOptions::records.
   std::vector<IterationRecord> records;
   std::vector<EpochRecord> epochs;
   // Elastic runs: the membership changes this worker knows of, the first from iteration 0
@@ -105,6 +115,11 @@ struct TrainResult {
   // `epoch` (from 1) on every row; epoch_loss and test_accuracy only on the row that ends
   // an epoch (test_accuracy only where it was measured), empty elsewhere.
   std::string RecordsCsv() const;
+  // RecordsCsv()'s header line (with its newline); its rows of `records` alone, written
+  // to `out`, each row's epoch looked up in `epochs` from index `first_epoch` on (every
+  // record must belong to an epoch from there, or to one not yet in `epochs`).
+  static const char kRecordsCsvHeader[];
+  void WriteRecordsCsvRows(std::ostream& out, size_t first_epoch = 0) const;
 };
 
 // Trains per `config` (defaults filled, validated) and returns the figures. With

@@ -1,5 +1,8 @@
 // TrainResult's JSON and CSV forms (worker/trainer.h).
+#include <algorithm>
+#include <cstdio>
 #include <nlohmann/json.hpp>
+#include <sstream>
 #include <string>
 
 #include "absl/strings/str_format.h"
@@ -63,28 +66,47 @@ std::string TrainResult::ToJson() const {
   return j.dump();
 }
 
+const char TrainResult::kRecordsCsvHeader[] =
+    "iteration,loss,iteration_seconds,samples_per_second,epoch,epoch_loss,test_accuracy\n";
+
 std::string TrainResult::RecordsCsv() const {
-  std::string csv =
-      "iteration,loss,iteration_seconds,samples_per_second,epoch,epoch_loss,test_accuracy\n";
-  size_t next_epoch = 0;  // epochs and records are both in iteration order
+  std::ostringstream csv;
+  csv << kRecordsCsvHeader;
+  WriteRecordsCsvRows(csv);
+  return csv.str();
+}
+
+void TrainResult::WriteRecordsCsvRows(std::ostream& out, size_t first_epoch) const {
+  // Each row is formatted into a buffer on the stack: a run that streams its records
+  // (TrainerOptions::records) allocates nothing for them once its epoch's vector is full.
+  // Holes left by growing strings kept a glibc heap growing (soak.md, "Creep without
+  // faults").
+  char row[256];
+  size_t next_epoch = first_epoch;  // epochs and records are both in iteration order
   for (const IterationRecord& r : records) {
-    absl::StrAppendFormat(&csv, "%d,%.6f,%.6f,%.3f,", r.iteration, r.loss, r.seconds,
+    int n = std::snprintf(row, sizeof(row), "%lld,%.6f,%.6f,%.3f,",
+                          static_cast<long long>(r.iteration), r.loss, r.seconds,
                           r.samples_per_second);
     while (next_epoch < epochs.size() && epochs[next_epoch].end_iteration <= r.iteration) {
       ++next_epoch;
     }
+    const size_t room = sizeof(row) - static_cast<size_t>(std::max(0, n));
+    char* rest = row + std::max(0, n);
     if (next_epoch < epochs.size() && epochs[next_epoch].end_iteration == r.iteration + 1) {
       const EpochRecord& e = epochs[next_epoch];
-      absl::StrAppendFormat(&csv, "%d,%.6f,", e.epoch, e.train_loss);
-      if (e.test_accuracy) absl::StrAppendFormat(&csv, "%.6f", *e.test_accuracy);
-      csv += "\n";
+      n += e.test_accuracy
+               ? std::snprintf(rest, room, "%lld,%.6f,%.6f\n", static_cast<long long>(e.epoch),
+                               e.train_loss, *e.test_accuracy)
+               : std::snprintf(rest, room, "%lld,%.6f,\n", static_cast<long long>(e.epoch),
+                               e.train_loss);
     } else {
       // The epoch this iteration belongs to: the next one to end.
       const int64_t epoch = next_epoch < epochs.size() ? epochs[next_epoch].epoch : 0;
-      absl::StrAppendFormat(&csv, "%d,,\n", epoch);
+      n += std::snprintf(rest, room, "%lld,,\n", static_cast<long long>(epoch));
     }
+    // A row longer than the buffer (a loss of 1e200) is cut, never overrun.
+    out.write(row, std::min<std::streamsize>(n, sizeof(row) - 1));
   }
-  return csv;
 }
 
 }  // namespace p3

@@ -4,6 +4,7 @@
 
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <memory>
@@ -16,6 +17,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "p3/core/mode.h"
 #include "p3/base/progress.h"
@@ -158,6 +160,56 @@ void AddSchedule(config::ExperimentConfig* config) {
   s->set_gamma(0.5);
   s->set_warmup_iterations(5);
   s->set_warmup_start_factor(0.2);
+}
+
+// A stream that notes how many lines it holds each time it is flushed.
+class FlushCountingBuffer : public std::stringbuf {
+ public:
+  std::vector<int64_t> lines_at_flush;
+
+ protected:
+  int sync() override {
+    const std::string text = str();
+    lines_at_flush.push_back(std::count(text.begin(), text.end(), '\n'));
+    return 0;
+  }
+};
+
+// Every CSV row without its timing columns (iteration_seconds, samples_per_second).
+std::vector<std::string> RowsWithoutTimes(const std::string& csv) {
+  std::vector<std::string> rows;
+  for (absl::string_view line : absl::StrSplit(csv, '\n', absl::SkipEmpty())) {
+    std::vector<std::string> cells = absl::StrSplit(line, ',');
+    CATCH_REQUIRE(cells.size() == 7);
+    cells[2] = cells[3] = "";
+    rows.push_back(absl::StrJoin(cells, ","));
+  }
+  return rows;
+}
+
+CATCH_TEST_CASE("a run that streams its records keeps at most an epoch of them, rows unchanged") {
+  torch::set_num_threads(1);
+  absl::StatusOr<TrainResult> kept = RunTraining(SmallConfig("local", 2), {});
+  CATCH_REQUIRE(kept.ok());
+  FlushCountingBuffer buffer;
+  std::ostream records(&buffer);
+  TrainerOptions options;
+  options.records = &records;
+  absl::StatusOr<TrainResult> streamed = RunTraining(SmallConfig("local", 2), options);
+  CATCH_CAPTURE(streamed.status().ToString());
+  CATCH_REQUIRE(streamed.ok());
+  // Written an epoch (16 iterations) at a time, the header first; nothing left in memory.
+  CATCH_CHECK(buffer.lines_at_flush == std::vector<int64_t>{1 + 16, 1 + 32, 1 + 40});
+  CATCH_CHECK(streamed->records.empty());
+  // The same rows as the run that kept them, the last epoch's test accuracy included.
+  CATCH_CHECK(RowsWithoutTimes(buffer.str()) == RowsWithoutTimes(kept->RecordsCsv()));
+  CATCH_CHECK(absl::EndsWith(buffer.str(), absl::StrFormat(",3,%.6f,%.6f\n",
+                                                           streamed->epochs[2].train_loss,
+                                                           *streamed->test_accuracy)));
+  // The summary is the same, bit for bit where it does not depend on timing.
+  CATCH_CHECK(streamed->final_loss == kept->final_loss);
+  CATCH_CHECK(streamed->param_l2 == kept->param_l2);
+  CATCH_CHECK(streamed->samples_per_second > 0);
 }
 
 CATCH_TEST_CASE("one worker and one server train what the local run trains, schedule included") {
