@@ -76,6 +76,9 @@ bool ReadState(int fd, TcpConnectionState* out) {
   out->unacked = info.tcpi_unacked;
   out->lost = info.tcpi_lost;
   out->backoff = info.tcpi_backoff;
+  out->notsent = info_size >= offsetof(tcp_info, tcpi_notsent_bytes) + sizeof(uint32_t)
+                     ? info.tcpi_notsent_bytes
+                     : 0;
   out->pacing_rate = info_size >= offsetof(tcp_info, tcpi_pacing_rate) + sizeof(uint64_t)
                          ? info.tcpi_pacing_rate
                          : 0;
@@ -96,8 +99,23 @@ std::string Rate(uint64_t bytes_per_second) {
 
 }  // namespace
 
+std::vector<int> PortsOf(const std::vector<std::string>& addresses) {
+  std::vector<int> ports;
+  for (const std::string& address : addresses) {
+    const size_t colon = address.rfind(':');
+    int port = 0;
+    if (colon != std::string::npos && absl::SimpleAtoi(address.substr(colon + 1), &port) &&
+        port > 0 && port < 65536) {
+      ports.push_back(port);
+    }
+  }
+  return ports;
+}
+
 bool LooksStuck(const TcpConnectionState& c) {
-  return c.state == kEstablished && c.unacked > 0 && c.lost > 0;
+  const bool queued = c.unacked > 0 || c.notsent > 0;
+  const bool slow = c.pacing_rate > 0 && c.pacing_rate < kSlowPacing;
+  return c.state == kEstablished && queued && (c.lost > 0 || c.backoff > 0 || slow);
 }
 
 bool Matches(const TcpNudgeFilter& filter, const TcpConnectionState& c) {

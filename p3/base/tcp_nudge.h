@@ -36,6 +36,10 @@ struct TcpNudgeFilter {
   std::vector<int> remote_ports;
 };
 
+// The ports of "host:port" addresses ("10.0.0.1:7070", "[::1]:7070"); an address without
+// one is left out.
+std::vector<int> PortsOf(const std::vector<std::string>& addresses);
+
 // What TCP_INFO and TCP_CONGESTION say of one connection.
 struct TcpConnectionState {
   int fd = -1;
@@ -46,15 +50,18 @@ struct TcpConnectionState {
   int state = 0;                   // tcpi_state: 1 is established
   int ca_state = 0;                // tcpi_ca_state: 0 open, 1 disorder, 2 CWR, 3 recovery, 4 loss
   uint32_t unacked = 0;            // segments sent and not acknowledged
+  uint32_t notsent = 0;            // bytes queued, not sent yet
   uint32_t lost = 0;               // of them, marked lost
   uint32_t backoff = 0;            // retransmission timeouts in a row
   uint64_t pacing_rate = 0;        // bytes per second
   std::string congestion_control;  // e.g. "bbr"
 };
 
-// Whether `c` is stuck after a fault: established, with segments unacknowledged and some
-// of them marked lost (loss recovery). A connection that merely waits for its peer, or
-// has nothing to send, is not.
+// Whether `c` is stuck after a fault: established, with data to deliver (segments
+// unacknowledged or bytes not sent yet), and either in loss recovery (segments marked
+// lost, or retransmission timeouts in a row) or paced below kSlowPacing. A connection
+// with nothing to deliver is not (it waits for its peer).
+inline constexpr uint64_t kSlowPacing = 125000;  // bytes/s: 1 Mbit/s
 bool LooksStuck(const TcpConnectionState& c);
 
 // Whether `c` matches `filter`.

@@ -71,14 +71,20 @@ int64_t BbrBandwidth(int fd) {
   return (int64_t{info.bbr.bbr_bw_hi} << 32) | info.bbr.bbr_bw_lo;
 }
 
-CATCH_TEST_CASE("a connection is stuck when segments it sent are unacknowledged and marked lost") {
+CATCH_TEST_CASE("a connection is stuck when data it holds is lost, backed off or paced slowly") {
   CATCH_CHECK(LooksStuck(Stuck()));
   TcpConnectionState c = Stuck();
-  c.lost = 0;  // waiting for its peer, or sending: not stuck
+  c.lost = 0;  // still paced at 13.7 kbit/s
+  CATCH_CHECK(LooksStuck(c));
+  c.pacing_rate = kSlowPacing;  // 1 Mbit/s and nothing lost: sending
   CATCH_CHECK_FALSE(LooksStuck(c));
+  c.backoff = 2;  // two retransmission timeouts in a row
+  CATCH_CHECK(LooksStuck(c));
   c = Stuck();
-  c.unacked = 0;
+  c.unacked = 0;  // nothing to deliver: waits for its peer
   CATCH_CHECK_FALSE(LooksStuck(c));
+  c.notsent = 100;  // bytes queued behind the slow pacing
+  CATCH_CHECK(LooksStuck(c));
   c = Stuck();
   c.state = 8;  // closing
   CATCH_CHECK_FALSE(LooksStuck(c));
@@ -90,6 +96,11 @@ CATCH_TEST_CASE("the filter picks a server's connections by local port, a worker
   CATCH_CHECK(Matches({.remote_ports = {7070, 34359}}, c));
   CATCH_CHECK_FALSE(Matches({.local_ports = {34359}}, c));
   CATCH_CHECK_FALSE(Matches({}, c));
+}
+
+CATCH_TEST_CASE("the servers' ports come from their host:port addresses") {
+  CATCH_CHECK(PortsOf({"10.0.0.1:7070", "[::1]:7071", "localhost", "h:0", "h:x"}) ==
+              std::vector<int>{7070, 7071});
 }
 
 CATCH_TEST_CASE("a nudge is described with the connection, its loss and its pacing rate") {
