@@ -114,8 +114,7 @@ std::vector<int> PortsOf(const std::vector<std::string>& addresses) {
 
 bool LooksStuck(const TcpConnectionState& c) {
   const bool queued = c.unacked > 0 || c.notsent > 0;
-  const bool slow = c.pacing_rate > 0 && c.pacing_rate < kSlowPacing;
-  return c.state == kEstablished && queued && (c.lost > 0 || c.backoff > 0 || slow);
+  return c.state == kEstablished && queued && c.pacing_rate > 0 && c.pacing_rate < kSlowPacing;
 }
 
 bool Matches(const TcpNudgeFilter& filter, const TcpConnectionState& c) {

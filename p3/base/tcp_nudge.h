@@ -1,13 +1,15 @@
 // A nudge for this process's TCP connections that stay stuck after a link fault.
 //
-// After a link outage or brownout, Linux's BBR (v1; the congestion control of many hosts,
-// this project's VM included) can take the fault for a traffic policer: its long-term
-// bandwidth estimate, sampled across the fault, falls to a few kbit/s, and it paces the
-// connection at that rate for 48 round trips. With hundreds of kilobytes queued that lasts
-// minutes after the link is back, and the run ends at peer_timeout
-// (docs/results/reliability/link_faults.md). Re-initialising the connection's congestion
-// control (TCP_CONGESTION set to "reno" and back to its own) starts it afresh; nothing
-// else about the connection changes, and no byte is lost or repeated.
+// After a link outage or brownout, Linux's BBR (the congestion control of many hosts,
+// this project's VM included) can be left with a bandwidth estimate of a few kbit/s: its
+// delivery-rate samples span the fault. It then paces the connection at that rate, its
+// samples cannot exceed the rate it paces at, and it probes upwards by a quarter once
+// every 8 round trips, which at that rate take seconds each. With hundreds of kilobytes
+// queued the connection is stuck long after the link is back, and the run ends at
+// peer_timeout (seen: 11 kbit/s for 15 s; docs/results/reliability/link_faults.md).
+// Re-initialising the connection's congestion control (TCP_CONGESTION set to "reno" and
+// back to its own) starts its estimates afresh; nothing else about the connection
+// changes, and no byte is lost or repeated.
 //
 // The worker and the server call it at each stall report (cluster.stall_report_s), on
 // their own connections only.
@@ -58,10 +60,11 @@ struct TcpConnectionState {
 };
 
 // Whether `c` is stuck after a fault: established, with data to deliver (segments
-// unacknowledged or bytes not sent yet), and either in loss recovery (segments marked
-// lost, or retransmission timeouts in a row) or paced below kSlowPacing. A connection
-// with nothing to deliver is not (it waits for its peer).
-inline constexpr uint64_t kSlowPacing = 125000;  // bytes/s: 1 Mbit/s
+// unacknowledged or bytes not sent yet), and paced below kSlowPacing, far below any link
+// a cluster trains over. A connection with nothing to deliver is not (it waits for its
+// peer), nor one that a slow link (a 1 Mbit/s brownout) paces at the link's rate, nor
+// one merely waiting for a retransmission timeout (resetting would not shorten it).
+inline constexpr uint64_t kSlowPacing = 12500;  // bytes/s: 100 kbit/s
 bool LooksStuck(const TcpConnectionState& c);
 
 // Whether `c` matches `filter`.

@@ -1,17 +1,17 @@
 #!/usr/bin/python3
-"""How long one TCP flow takes to carry data again after its link comes back
+"""How long one TCP connection takes to carry data again after its link comes back
 (docs/results/reliability/link_faults.md, "Outage and brownout").
 
 Two namespaces on a bridge, each link shaped as netem.h builds it (tbf 1 Gbit/s, bucket
-128 KiB, bound 20 ms). A sender in machine a writes without pause to a receiver in
-machine b. After --before_s seconds, a's bridge-side veth (va) goes down for --outage_s
-seconds (or both tbf qdiscs drop to --brownout_rate_bits for --brownout_s), then comes
-back. The receiver notes when each MiB arrives; `recovery_s` is the time from the link's
-return to --recovered_mib more MiB received (empty if not within --after_s: stuck).
+128 KiB, bound 20 ms), and one TCP connection from machine a to machine b. After
+--before_s seconds, a's bridge-side veth (va) goes down for --outage_s seconds (or both
+tbf qdiscs drop to --brownout_rate_bits for --brownout_s), then comes back. The two machines exchange bursts of --burst_kib in turn, as a worker and a server
+do; `recovery_s` is the time from the link's return to --recovered_bursts more bursts
+received by a (empty if not within --after_s: stuck).
 
-Arms (--arms), each the sender's TCP_CONGESTION and whether it runs the nudge of
-p3/base/tcp_nudge.h (every --nudge_every_s, a connection with data queued that is in
-loss recovery or paced below 1 Mbit/s has its congestion control set to reno and back):
+Arms (--arms), each both ends' TCP_CONGESTION and whether they run the nudge of
+p3/base/tcp_nudge.h (every --nudge_every_s, a connection with data queued and paced below
+100 kbit/s has its congestion control set to reno and back):
   bbr, cubic, bbr+nudge
 
 Needs root. Namespaces are f3-<pid>-{br,a,b}, removed at the end.
@@ -30,8 +30,8 @@ import threading
 import time
 
 FIELDS = ["fault", "arm", "trial", "recovery_s", "stuck", "nudges", "min_pacing_bits",
-          "mib_before", "load1"]
-SLOW_PACING = 125000  # bytes/s, p3/base/tcp_nudge.h's kSlowPacing
+          "bursts_before", "load1"]
+SLOW_PACING = 12500  # bytes/s, p3/base/tcp_nudge.h's kSlowPacing
 
 
 def sh(*argv, check=True):
@@ -90,9 +90,9 @@ def tcp_info(sock):
 
 
 def looks_stuck(info):
-    state, _, backoff, unacked, lost, pacing, notsent = info
-    slow = 0 < pacing < SLOW_PACING
-    return state == 1 and (unacked > 0 or notsent > 0) and (lost > 0 or backoff > 0 or slow)
+    """p3/base/tcp_nudge.h's LooksStuck."""
+    state, _, _, unacked, _, pacing, notsent = info
+    return state == 1 and (unacked > 0 or notsent > 0) and 0 < pacing < SLOW_PACING
 
 
 def reset_cc(sock, name):
@@ -100,11 +100,49 @@ def reset_cc(sock, name):
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION, name.encode())
 
 
+def exchange(sock, args, cc, nudge, sends_first, stop, marks, result):
+    """Bursts of --burst_kib each way in turn (a worker's gradients, a server's values):
+    sends one, then receives one (or the other way round); `marks` gets the time of each
+    burst received. Checks the socket every --nudge_every_s (and nudges, with `nudge`)."""
+    burst = args.burst_kib << 10
+    chunk = b"p" * burst
+    sending = sends_first
+    done = 0  # bytes of the current burst
+    next_check = time.monotonic() + args.nudge_every_s
+    sock.settimeout(0.2)
+    while not stop.is_set():
+        try:
+            if sending:
+                done += sock.send(chunk[done:])
+            else:
+                data = sock.recv(burst - done)
+                if not data:
+                    return
+                done += len(data)
+        except socket.timeout:
+            pass
+        except OSError:  # the other end closed first, at the trial's end
+            return
+        if done == burst:
+            if not sending:
+                marks.append(time.monotonic())
+            sending, done = not sending, 0
+        now = time.monotonic()
+        if now >= next_check:
+            next_check = now + args.nudge_every_s
+            info = tcp_info(sock)
+            if info[5]:
+                result["min_pacing"] = min(result["min_pacing"] or info[5], info[5])
+            if nudge and looks_stuck(info):
+                reset_cc(sock, cc)
+                result["nudges"] += 1
+
+
 def trial(args, names, fault, arm, port):
-    """One flow through one fault; returns the CSV row."""
+    """One connection through one fault; returns the CSV row."""
     br, a, b = names
     cc, nudge = arm.split("+")[0], arm.endswith("+nudge")
-    marks = []  # (monotonic, MiB received)
+    marks = []  # when machine a received each burst
     ready = threading.Event()
     stop = threading.Event()
     result = {"nudges": 0, "min_pacing": None}
@@ -117,20 +155,8 @@ def trial(args, names, fault, arm, port):
         lst.listen(1)
         ready.set()
         conn, _ = lst.accept()
-        conn.settimeout(0.5)
-        total = 0
-        mib = 0
-        while not stop.is_set():
-            try:
-                data = conn.recv(1 << 20)
-            except socket.timeout:
-                continue
-            if not data:
-                break
-            total += len(data)
-            while total >= (mib + 1) << 20:
-                mib += 1
-                marks.append((time.monotonic(), mib))
+        conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION, cc.encode())
+        exchange(conn, args, cc, nudge, False, stop, [], result)
         conn.close()
         lst.close()
 
@@ -139,23 +165,7 @@ def trial(args, names, fault, arm, port):
         s = socket.socket()
         s.setsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION, cc.encode())
         s.connect(("10.78.0.2", port))
-        s.settimeout(0.2)
-        chunk = b"p" * (1 << 16)
-        next_check = time.monotonic() + args.nudge_every_s
-        while not stop.is_set():
-            try:
-                s.send(chunk)
-            except socket.timeout:
-                pass
-            now = time.monotonic()
-            if now >= next_check:
-                next_check = now + args.nudge_every_s
-                info = tcp_info(s)
-                if info[5]:
-                    result["min_pacing"] = min(result["min_pacing"] or info[5], info[5])
-                if nudge and looks_stuck(info):
-                    reset_cc(s, cc)
-                    result["nudges"] += 1
+        exchange(s, args, cc, nudge, True, stop, marks, result)
         s.close()
 
     rx = threading.Thread(target=receive)
@@ -174,28 +184,26 @@ def trial(args, names, fault, arm, port):
         undo = [["tc", "-n", a, "qdisc", "change", "dev", "eth0", *tbf(10**9)],
                 ["tc", "-n", br, "qdisc", "change", "dev", "va", *tbf(10**9)]]
         held = args.brownout_s
-    mib_before = marks[-1][1] if marks else 0
+    bursts_before = len(marks)
     for argv in inject:
         sh(*argv)
     time.sleep(held)
     for argv in undo:
         sh(*argv)
     back = time.monotonic()
-    base = marks[-1][1] if marks else 0
+    base = len([t for t in marks if t <= back])
     deadline = back + args.after_s
     recovery = None
     while time.monotonic() < deadline and recovery is None:
         time.sleep(0.01)
-        for t, mib in marks:
-            if mib >= base + args.recovered_mib:
-                recovery = t - back
-                break
+        if len(marks) >= base + args.recovered_bursts:
+            recovery = marks[base + args.recovered_bursts - 1] - back
     stop.set()
     tx.join()
     rx.join()
     return {"fault": fault, "arm": arm, "recovery_s": "" if recovery is None else f"{recovery:.3f}",
             "stuck": int(recovery is None), "nudges": result["nudges"],
-            "min_pacing_bits": (result["min_pacing"] or 0) * 8, "mib_before": mib_before,
+            "min_pacing_bits": (result["min_pacing"] or 0) * 8, "bursts_before": bursts_before,
             "load1": f"{os.getloadavg()[0]:.1f}"}
 
 
@@ -210,7 +218,9 @@ def main(argv=None):
     p.add_argument("--brownout_rate_bits", type=int, default=1_000_000)
     p.add_argument("--after_s", type=float, default=15,
                    help="a flow that has not recovered this long after the link is back is stuck")
-    p.add_argument("--recovered_mib", type=int, default=16)
+    p.add_argument("--recovered_bursts", type=int, default=20)
+    p.add_argument("--burst_kib", type=int, default=400,
+                   help="each burst, as a worker's gradients of the small cluster's model")
     p.add_argument("--nudge_every_s", type=float, default=2,
                    help="as the link-fault trials' stall_report_s")
     p.add_argument("--csv", default="")
