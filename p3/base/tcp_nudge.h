@@ -76,7 +76,9 @@ std::vector<TcpConnectionState> ListTcpConnections(const TcpNudgeFilter& filter)
 
 // Sets socket `fd`'s congestion control to "reno" and back to `name`, which makes the
 // kernel initialise `name`'s state afresh. A "reno" socket is left as it is (reno keeps
-// no estimate to reset).
+// no estimate to reset). Any process may choose "reno"; should the way back be refused
+// (`name` not allowed to an unprivileged process), the connection stays on reno and the
+// error says so.
 absl::Status ResetCongestionControl(int fd, const std::string& name);
 
 struct TcpNudge {

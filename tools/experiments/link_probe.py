@@ -10,11 +10,17 @@ with a line `=== t=+S.SSS` (seconds since the fault went on); mark() adds event 
 (`=== event t=+S.SSS text`: the injection, the undo and its result, the end of the run).
 
 connections() reads a probe log back as one row per (sample, connection): the figures
-link_faults.md quotes. Pure, tested in //tests/tools/experiments:link_probe_test.
+link_faults.md quotes. Pure, tested in //tests/tools/experiments:link_probe_test. As a
+command, it writes them as CSV:
+
+  /usr/bin/python3 tools/experiments/link_probe.py RUN.probe.log --csv out.csv [--shift S]
 """
 
+import argparse
+import os
 import re
 import subprocess
+import sys
 import threading
 import time
 
@@ -161,3 +167,24 @@ class NoProbe:
 
     def stop(self):
         pass
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description="a probe log's connections as CSV")
+    p.add_argument("log")
+    p.add_argument("--csv", required=True)
+    p.add_argument("--shift", type=float, default=0,
+                   help="seconds subtracted from every t (to count from the fault)")
+    args = p.parse_args(argv)
+    with open(args.log) as f:
+        rows = connections(f.read())
+    for r in rows:
+        r["t"] = f"{r['t'] - args.shift:.3f}"
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+    from results_lib import csv_io  # noqa: E402
+    csv_io.write_rows(args.csv, rows, ["t", "ns", "state", "recv_q", "send_q", "local", "peer",
+                                       "timer"] + SS_FIELDS)
+
+
+if __name__ == "__main__":
+    main()

@@ -39,8 +39,8 @@ def sh(*argv, check=True):
                           stderr=subprocess.PIPE, text=True)
 
 
-def tbf(rate_bits):
-    return ["root", "tbf", "rate", f"{rate_bits}bit", "burst", "131072", "latency", "20ms"]
+def tbf(rate_bits, burst=131072):
+    return ["root", "tbf", "rate", f"{rate_bits}bit", "burst", str(burst), "latency", "20ms"]
 
 
 def setup(run):
@@ -179,8 +179,8 @@ def trial(args, names, fault, arm, port):
         undo = [["ip", "-n", br, "link", "set", "va", "up"]]
         held = args.outage_s
     else:
-        inject = [["tc", "-n", a, "qdisc", "change", "dev", "eth0", *tbf(args.brownout_rate_bits)],
-                  ["tc", "-n", br, "qdisc", "change", "dev", "va", *tbf(args.brownout_rate_bits)]]
+        inject = [["tc", "-n", a, "qdisc", "change", "dev", "eth0", *tbf(args.brownout_rate_bits, args.brownout_burst)],
+                  ["tc", "-n", br, "qdisc", "change", "dev", "va", *tbf(args.brownout_rate_bits, args.brownout_burst)]]
         undo = [["tc", "-n", a, "qdisc", "change", "dev", "eth0", *tbf(10**9)],
                 ["tc", "-n", br, "qdisc", "change", "dev", "va", *tbf(10**9)]]
         held = args.brownout_s
@@ -216,6 +216,8 @@ def main(argv=None):
     p.add_argument("--outage_s", type=float, default=5)
     p.add_argument("--brownout_s", type=float, default=10)
     p.add_argument("--brownout_rate_bits", type=int, default=1_000_000)
+    p.add_argument("--brownout_burst", type=int, default=131072,
+                   help="the brownout's tbf bucket, bytes (netem.h's and link_faults.py's: 128 KiB)")
     p.add_argument("--after_s", type=float, default=15,
                    help="a flow that has not recovered this long after the link is back is stuck")
     p.add_argument("--recovered_bursts", type=int, default=20)
