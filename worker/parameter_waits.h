@@ -40,8 +40,9 @@ struct ParameterWaitOptions {
   // may be null. Default: none.
   const StallHints* hints = nullptr;
   // The servers' ports: at each stall report, this process's TCP connections to them
-  // that are stuck in loss recovery after a link fault get their congestion control
-  // re-initialised, and that is logged (p3/base/tcp_nudge.h). Default: none.
+  // that a link fault left stuck (data queued, paced below 100 kbit/s) get their
+  // congestion control re-initialised, and that is logged (p3/base/tcp_nudge.h).
+  // Default: none.
   std::vector<int> server_ports;
 };
 
