@@ -20,7 +20,8 @@ namespace p3-<launcher pid>-m<i> with eth0, its bridge-side veth m<i> in p3-<pid
                   (checkpoint.every), and that run must end bit-identical
 
 A short fault must be survived: param_l2 (and every worker's) bit-identical to an
-undisturbed run of the same config. Trials interleave (trial t of every fault, then t + 1). Every injection is undone whatever happens: after
+undisturbed run of the same config. Trials interleave (trial t of every fault, then
+t + 1). Every injection is undone whatever happens: after
 its duration, when the run ends first, on an error, on ctrl-C or SIGTERM (the undo
 commands of every live injection are kept in one list, run in reverse). An undo whose
 namespace is gone already (the launcher removed its network) has nothing left to undo.
@@ -90,8 +91,6 @@ def parse_args(argv=None):
                         "reported")
     p.add_argument("--csv", default="", help="write the trials here")
     p.add_argument("--out", default="", help="run folders here (default: a temporary one)")
-    p.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
-                   help="a launch_cluster --set for every run, e.g. network.congestion_control=cubic")
     p.add_argument("--probe", action="store_true",
                    help="sample ss/ip/tc/bridge of every namespace every 0.5 s from the fault "
                         "to the run's end into <out>/<trial>.probe.log (link_probe.py)")
@@ -323,8 +322,7 @@ def wait_for(predicate, proc, timeout_s):
 def launch(args, out_dir, config_path, extra=()):
     cmd = [args.launcher, f"--config={config_path}", f"--server_binary={args.server_binary}",
            f"--worker_binary={args.worker_binary}", f"--set=output_dir={out_dir}",
-           "--plot=false", "--kill_grace_s=2",
-           *[f"--set={s}" for s in getattr(args, "set", [])], *extra]
+           "--plot=false", "--kill_grace_s=2", *extra]
     log = open(out_dir + ".launcher.log", "w")
     return subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT), log
 

@@ -94,7 +94,7 @@ CATCH_TEST_CASE("a connection is stuck when data it holds is paced below 100 kbi
   CATCH_CHECK_FALSE(LooksStuck(c));
 }
 
-CATCH_TEST_CASE("the filter picks a server's connections by local port, a worker's by remote port") {
+CATCH_TEST_CASE("a server's connections are picked by local port, a worker's by remote port") {
   const TcpConnectionState c = Stuck();
   CATCH_CHECK(Matches({.local_ports = {44538}}, c));
   CATCH_CHECK(Matches({.remote_ports = {7070, 34359}}, c));
