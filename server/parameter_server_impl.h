@@ -135,7 +135,9 @@ class ParameterServer::Impl {
   // counts under its own name.
   void TraceSend(int track, const Downstream& d, int64_t bytes, absl::Time start);
   // Every stall_report / 4: logs the gradients awaited for stall_report or longer, and
-  // tells the workers that are waiting for them whom they wait for.
+  // tells the workers that are waiting for them whom they wait for; at each report,
+  // resets the congestion control of this server's TCP connections left stuck by a link
+  // fault (data queued, paced below 100 kbit/s: p3/base/tcp_nudge.h).
   void WatchStalls();
   // Rank 0's re-plan, which the shard accepted, to every worker ahead of anything queued:
   // in particular ahead of this server's values of version `from_iteration`, which cannot

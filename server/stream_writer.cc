@@ -13,6 +13,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "p3/base/log_line.h"
+#include "p3/base/tcp_nudge.h"
 #include "p3/core/slice_plan.h"
 #include "p3/core/snapshot.h"
 #include "p3/core/stall_report.h"
@@ -153,6 +154,12 @@ void ParameterServer::Impl::WatchStalls() {
     std::optional<StallReport> report = watch.Observe(shard_.Waits(), absl::Now());
     if (!report) continue;
     LogLine(report->text);
+    // A link back from a fault whose TCP connection stays stuck (p3/base/tcp_nudge.h):
+    // this server's own connections, by its listening port.
+    const std::string nudged = DescribeNudges(NudgeStuckTcpConnections({.local_ports = {port_}}));
+    if (!nudged.empty()) {
+      LogLine(absl::StrCat("[stall] server ", options_.shard.server_index, ": ", nudged));
+    }
     auto shared = std::make_shared<const StallReport>(*std::move(report));
     absl::MutexLock lock(&mu_);
     last_stall_ = shared;

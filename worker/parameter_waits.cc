@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "p3/base/log_line.h"
+#include "p3/base/tcp_nudge.h"
 #include "p3/core/stall_report.h"
 
 namespace p3 {
@@ -47,6 +48,9 @@ absl::Status ParameterWaits::Wait(int first, int last, uint64_t version, const S
     LogLine(DescribeValueWait(options_.rank, absl::Now() - start, version,
                               WaitName(first, last, plan),
                               tracker_->MissingSlices(first, last, version), plan));
+    const std::string nudged =
+        DescribeNudges(NudgeStuckTcpConnections({.remote_ports = options_.server_ports}));
+    if (!nudged.empty()) LogLine(absl::StrCat("[stall] worker ", options_.rank, ": ", nudged));
   }
   const absl::Time end = absl::Now();
   total_ += end - start;

@@ -39,6 +39,11 @@ struct ParameterWaitOptions {
   // What the servers said they wait for, added to a timed-out wait's error; not owned,
   // may be null. Default: none.
   const StallHints* hints = nullptr;
+  // The servers' ports: at each stall report, this process's TCP connections to them
+  // that a link fault left stuck (data queued, paced below 100 kbit/s) get their
+  // congestion control re-initialised, and that is logged (p3/base/tcp_nudge.h).
+  // Default: none.
+  std::vector<int> server_ports;
 };
 
 class ParameterWaits {

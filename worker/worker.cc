@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "models/model.h"
 #include "p3/base/status_macros.h"
+#include "p3/base/tcp_nudge.h"
 #include "p3/core/cluster_signature.h"
 #include "p3/core/send_queue.h"
 #include "p3/core/version_tracker.h"
@@ -68,7 +69,8 @@ class Worker::Impl : public TransportListener {
                                     .bound = wait_bound(),
                                     .stall_report = options.stall_report,
                                     .trace = options.trace,
-                                    .hints = &stall_hints_},
+                                    .hints = &stall_hints_,
+                                    .server_ports = PortsOf(options.servers)},
                &tracker_, BlockTensors(*model_), BlockNames(*model_)),
         replans_(ReplansOptions{.rank = options.rank,
                                 .num_servers = static_cast<int>(options.servers.size()),

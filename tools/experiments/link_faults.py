@@ -19,9 +19,9 @@ namespace p3-<launcher pid>-m<i> with eth0, its bridge-side veth m<i> in p3-<pid
                   starts the run again from the servers' newest common checkpoint
                   (checkpoint.every), and that run must end bit-identical
 
-A short fault must be survived: the run completes with param_l2 (and every worker's)
-equal, bit for bit, to an undisturbed run of the same config. Faults are interleaved
-(trial t of every fault, then t + 1). Every injection is undone whatever happens: after
+A short fault must be survived: param_l2 (and every worker's) bit-identical to an
+undisturbed run of the same config. Trials interleave (trial t of every fault, then
+t + 1). Every injection is undone whatever happens: after
 its duration, when the run ends first, on an error, on ctrl-C or SIGTERM (the undo
 commands of every live injection are kept in one list, run in reverse). An undo whose
 namespace is gone already (the launcher removed its network) has nothing left to undo.
@@ -46,6 +46,7 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 from results_lib import csv_io, runs  # noqa: E402
+import link_probe  # noqa: E402
 
 SHORT_FAULTS = ["loss_1", "loss_5", "outage", "brownout"]
 FAULTS = SHORT_FAULTS + ["partition"]
@@ -90,6 +91,9 @@ def parse_args(argv=None):
                         "reported")
     p.add_argument("--csv", default="", help="write the trials here")
     p.add_argument("--out", default="", help="run folders here (default: a temporary one)")
+    p.add_argument("--probe", action="store_true",
+                   help="sample ss/ip/tc/bridge of every namespace every 0.5 s from the fault "
+                        "to the run's end into <out>/<trial>.probe.log (link_probe.py)")
     args = p.parse_args(argv)
     args.fault_list = [f for f in args.faults.split(",") if f]
     for f in args.fault_list:
@@ -413,6 +417,8 @@ class Trials:
         machine = machine_of(target, a.workers)
         link = link_of(proc.pid, machine)
         address = f"10.77.0.{machine + 1}"
+        probe = (link_probe.Probe(proc.pid, a.workers + a.servers, out_dir + ".probe.log")
+                 if a.probe else link_probe.NoProbe())
         errors = []
         injected = ended = None
         try:
@@ -420,6 +426,7 @@ class Trials:
             if wait_for(lambda: log_has(worker_log, f"PROGRESS iteration={at + 1} "), proc,
                         a.run_timeout_s):
                 inject, undo, seconds = fault_commands(fault, link, a)
+                probe.start()
                 self.injections.inject(tag, inject, undo)
                 injected = time.monotonic()
                 print(f"  {tag}: {fault} on {target}'s link ({link['ns']}, "
@@ -440,13 +447,17 @@ class Trials:
                             row["seen"], row["dropped"] = nft_counters(p.stdout)
                     time.sleep(0.02)
                 row["fault_s"] = f"{time.monotonic() - injected:.2f}"
+                probe.mark(f"injected at +0, undo starts ({fault} on {target})")
                 errors += self.injections.undo(tag)
+                probe.mark(f"undo done: {'; '.join(errors) or 'ok'}")
             else:
                 errors.append(f"worker 0 never logged iteration {at + 1}: no fault injected")
         except Exception as e:  # noqa: BLE001 — reported in the row, the undo still runs
             errors.append(f"{type(e).__name__}: {e}")
             errors += self.injections.undo(tag)
         rc, wall = finish(proc, log, start, a.run_timeout_s)
+        probe.mark(f"run ended, exit {rc}")
+        probe.stop()
         ended = ended or time.monotonic()
         row["wall_s"] = f"{wall:.3f}"
         if rc is None:
