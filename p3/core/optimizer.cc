@@ -175,8 +175,8 @@ void SliceOptimizer::ApplySum(float* params, const float* const* terms, int num_
 //   d = grad + wd * param;  buf = first ? d : buf * momentum + (1 - dampening) * d;
 //   param += -lr * (nesterov ? d + momentum * buf : buf)      (momentum 0: -lr * d)
 void SliceOptimizer::ApplySgd(float* params, const float* const* grads, int num_grads,
-                              TermSource* last, int divisor, int64_t n, SliceOptimizerState* state, double lr,
-                              float* values_out) const {
+                              TermSource* last, int divisor, int64_t n,
+                              SliceOptimizerState* state, double lr, float* values_out) const {
   const float neg_lr = -static_cast<float>(lr);
   const float wd = static_cast<float>(options_.weight_decay);
   const float momentum = static_cast<float>(options_.momentum);
@@ -203,8 +203,8 @@ void SliceOptimizer::ApplySgd(float* params, const float* const* grads, int num_
 //   g = grad + wd * param;  m = m * b1 + (1 - b1) * g;  v = v * b2 + (1 - b2) * g * g;
 //   param += -(lr / bias1) * (m / (sqrt(v) / sqrt(bias2) + eps))
 void SliceOptimizer::ApplyAdam(float* params, const float* const* grads, int num_grads,
-                               TermSource* last, int divisor, int64_t n, SliceOptimizerState* state, double lr,
-                               float* values_out) const {
+                               TermSource* last, int divisor, int64_t n,
+                               SliceOptimizerState* state, double lr, float* values_out) const {
   if (state->steps == 0) {
     state->buf.assign(n, 0.0f);
     state->buf_sq.assign(n, 0.0f);
