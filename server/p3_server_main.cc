@@ -11,6 +11,7 @@
 
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
+#include "p3/base/build_commit.h"
 #include "p3/base/trace.h"
 #include "proto/program.h"
 #include "server/parameter_server.h"
@@ -52,6 +53,7 @@ int main(int argc, char** argv) {
   const absl::Status port_written =
       p3::WriteRequestedFile(absl::GetFlag(FLAGS_port_file), absl::StrCat((*server)->port(), "\n"));
   if (!port_written.ok()) return program.Fail(1, port_written.ToString());
+  std::cout << program.name() << " built from " << p3::BuildCommit() << std::endl;
   std::cout << program.name() << " listening on port " << (*server)->port() << std::endl;
   absl::Status status = (*server)->Wait();
   (*server)->Shutdown();

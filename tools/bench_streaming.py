@@ -5,7 +5,7 @@ same link right before each run. Runs bazel-bin/tools/bench_streaming (build it 
 and repetition, rates interleaved, and writes every run to a CSV and the table of medians
 into the markdown page.
 
-  bazel build --jobs=2 //tools:bench_streaming
+  bazel build --config=stamp //tools:bench_streaming //server:p3_server
   sudo /usr/bin/python3 tools/bench_streaming.py                 # 1, 2.5, 5 Gbit/s, unlimited; 3 runs
   /usr/bin/python3 tools/bench_streaming.py --report             # the table again from the CSV
   sudo /usr/bin/python3 tools/bench_streaming.py --rates=1 --runs=1 --csv=/tmp/s.csv --md=
@@ -22,12 +22,20 @@ processes: ours counts both directions (gradients up plus values down), iperf3's
 direction (bench_streaming_main.cc's header), so the two compare like for like. The
 shared-memory row sets goodput (one direction, as in every row) against one thread's
 memcpy on the same machine, in Gbit/s.
+
+Which code ran: the CSV's `commit` is the commit the bench_streaming binary was built
+from and `server_commit` the p3_server binary's, as each binary carries it
+(p3/base/build_commit.h; "+dirty": built from a tree with changes to tracked files).
+They are known only for a build with --config=stamp; otherwise they say "unstamped"
+("unknown": a binary from before the stamp). `driver_commit` is this script's worktree
+HEAD when it ran, which need not be the binaries'.
 """
 import argparse
 import csv
 import datetime
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -42,17 +50,27 @@ SERVER = os.path.join(ROOT, "bazel-bin/server/p3_server")
 # iteration with the default 25 M parameters).
 ITERATIONS = {1.0: 4, 2.5: 8, 5.0: 10, 0.0: 10}
 SHARED_MEMORY_ITERATIONS = 10
-FIELDS = ["date", "commit", "rate_gbps", "run", "iperf3_gbps", "goodput_gbps", "ratio",
-          "cpu_s_per_gb", "worker_cpu_s", "worker_training_thread_cpu_s", "server_cpu_s",
+FIELDS = ["date", "commit", "server_commit", "driver_commit", "rate_gbps", "run", "iperf3_gbps",
+          "goodput_gbps", "ratio", "cpu_s_per_gb", "worker_cpu_s", "worker_training_thread_cpu_s",
+          "server_cpu_s",
           "host_cpu_s_per_gb", "host_busy_s", "host_softirq_s",
           "iperf3_host_cpu_s_per_gb", "iperf3_host_busy_s", "iperf3_softirq_s", "iperf3_bytes",
           "cpu_ratio_to_iperf3", "iperf3_cpu_s_per_gb", "iperf3_sender_cpu_percent",
           "iperf3_receiver_cpu_percent", "shared_memory", "memcpy_gbps", "goodput_to_memcpy",
           "memcpy_cpu_s_per_gb", "memcpy_bytes",
           "seconds", "bytes_sent", "bytes_received", "params", "tensors", "slice_params",
-          "iterations", "load1_start", "load1_end"]
+          "iterations", "worker_max_rss_mb", "load1_start", "load1_end"]
 BEGIN = "<!-- streaming-table:begin (tools/bench_streaming.py) -->"
 END = "<!-- streaming-table:end -->"
+
+
+def build_commit(path):
+    """The commit the binary at `path` was built from, as //p3/base:build_commit stamped it
+    into the file ("P3_BUILD_COMMIT=<commit>"): "unstamped" for a build without
+    --config=stamp, "unknown" for a binary without the stamp."""
+    with open(path, "rb") as f:
+        found = re.search(rb"P3_BUILD_COMMIT=([0-9a-f]+(?:\+dirty)?|unstamped)\0", f.read())
+    return found.group(1).decode() if found else "unknown"
 
 
 def run_once(a, rate, rep, out_dir, shared=False):
@@ -69,8 +87,8 @@ def run_once(a, rate, rep, out_dir, shared=False):
     r = json.loads(p.stdout.strip().splitlines()[-1])
     row = {k: r.get(k, "") for k in FIELDS}
     row.update(date=datetime.datetime.utcnow().strftime("%Y-%m-%dT%H:%M:%SZ"), commit=a.commit,
-               rate_gbps=rate, run=rep, goodput_gbps=r["goodput_up_gbps"],
-               shared_memory=int(shared))
+               server_commit=a.server_commit, driver_commit=a.driver_commit, rate_gbps=rate,
+               run=rep, goodput_gbps=r["goodput_up_gbps"], shared_memory=int(shared))
     print("[bench]   " + " ".join(f"{k}={row[k]}" for k in
                                   ["rate_gbps", "shared_memory", "iperf3_gbps", "goodput_gbps",
                                    "ratio", "host_cpu_s_per_gb", "cpu_ratio_to_iperf3",
@@ -192,8 +210,10 @@ def main():
     ap.add_argument("--slice_params", type=int, default=40_000)
     ap.add_argument("--iterations", type=int, default=0, help="0: per rate (ITERATIONS)")
     ap.add_argument("--timeout", type=float, default=180, help="seconds per run")
-    ap.add_argument("--bench", default=BENCH)
-    ap.add_argument("--server", default=SERVER)
+    ap.add_argument("--bench", default=BENCH,
+                    help="the bench_streaming binary (the commit it was built from is recorded)")
+    ap.add_argument("--server", default=SERVER,
+                    help="the p3_server binary (likewise)")
     ap.add_argument("--out_dir", default=os.path.join(ROOT, "out/bench_streaming"))
     ap.add_argument("--csv", default=paths.results("streaming", "streaming.csv"))
     ap.add_argument("--md", default=paths.results("streaming", "streaming.md"),
@@ -213,10 +233,14 @@ def main():
         sys.exit("emulated links need root (network namespaces, tbf); run as root, or --rates=0")
     for path in (a.bench, a.server):
         if not os.access(path, os.X_OK):
-            sys.exit(f"{path}: not built; bazel build --jobs=2 //tools:bench_streaming")
+            sys.exit(f"{path}: not built; bazel build --config=stamp //tools:bench_streaming "
+                     "//server:p3_server")
     kept = earlier_runs(a.csv) if a.append else []
     first = 1 + max((int(r["run"]) for r in kept), default=-1)
-    a.commit = paths.git_commit(mark_dirty=True)
+    a.commit, a.server_commit = build_commit(a.bench), build_commit(a.server)
+    a.driver_commit = paths.git_commit(mark_dirty=True)
+    print(f"[bench] binaries built from {a.commit} (bench_streaming), {a.server_commit} "
+          f"(p3_server); this worktree is at {a.driver_commit}", flush=True)
     rows = list(kept)
     # Rates interleaved: a burst of load hits every rate alike.
     for rep in range(first, first + a.runs):

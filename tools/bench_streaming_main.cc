@@ -82,6 +82,7 @@
 #include "absl/time/time.h"
 #include "models/model.h"
 #include "nlohmann/json.hpp"
+#include "p3/base/build_commit.h"
 #include "p3/base/file_util.h"
 #include "p3/base/stats.h"
 #include "p3/base/status_macros.h"
@@ -403,6 +404,7 @@ absl::StatusOr<nlohmann::json> Run() {
     worker_ns = net->namespace_path(0);
   }
   nlohmann::json result;
+  result["build_commit"] = BuildCommit();  // "unstamped" unless built with --config=stamp
   result["network"] = gbps > 0 ? "netem" : "loopback";
   result["bandwidth_gbps"] = gbps;
   result["load1_start"] = Load1();
@@ -510,6 +512,12 @@ absl::StatusOr<nlohmann::json> Run() {
   result["worker_cpu_s"] = worker_cpu;
   result["worker_training_thread_cpu_s"] = thread1 - thread0;
   result["server_cpu_s"] = server_cpu;
+  {
+    // The worker's peak resident memory (its model's parameters, the flat buffers, gRPC's).
+    rusage ru{};
+    getrusage(RUSAGE_SELF, &ru);
+    result["worker_max_rss_mb"] = ru.ru_maxrss / 1024.0;
+  }
   // GB of payload across, both directions (the header: how a GB is counted).
   const double gb_moved = (sent + received) / 1e9;
   result["cpu_s_per_gb"] = (worker_cpu + server_cpu) / gb_moved;

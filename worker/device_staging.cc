@@ -22,7 +22,7 @@ absl::StatusOr<std::unique_ptr<DeviceStaging>> DeviceStaging::Create(
     torch::NoGradGuard no_grad;
     const int64_t n = plan.total_params();
     staging->host_params_ = torch::from_blob(host->params(), {n}, torch::kFloat32);
-    staging->host_grads_ = torch::from_blob(const_cast<float*>(host->grads()), {n}, torch::kFloat32);
+    staging->host_grads_ = torch::from_blob(host->GradientBuffer(), {n}, torch::kFloat32);
     staging->device_params_ =
         torch::empty({n}, torch::TensorOptions().dtype(torch::kFloat32).device(options.device));
     staging->device_params_.copy_(staging->host_params_);

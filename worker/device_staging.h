@@ -53,8 +53,9 @@ struct DeviceStagingOptions {
 class DeviceStaging {
  public:
   // Moves `params` (plan order; their values are in host->params() already) to
-  // options.device as views into one flat device buffer. FailedPrecondition when the device
-  // is not available.
+  // options.device as views into one flat device buffer; the gradients come back into
+  // host's gradient buffer (allocated now if it was not). FailedPrecondition when the
+  // device is not available.
   static absl::StatusOr<std::unique_ptr<DeviceStaging>> Create(const DeviceStagingOptions& options,
                                                                FlatBuffers* host,
                                                                std::vector<torch::Tensor>& params,

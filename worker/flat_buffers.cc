@@ -26,7 +26,7 @@ FlatBuffers FlatBuffers::Allocate(int64_t n, bool shared, int rank, bool pinned)
     try {
       const auto page_locked = torch::TensorOptions().dtype(torch::kFloat32).pinned_memory(true);
       buffers.params_ = torch::empty({n}, page_locked);
-      buffers.grads_ = torch::zeros({n}, page_locked);
+      buffers.grads_ = torch::zeros({n}, page_locked);  // pinned: allocate once, now
       return buffers;
     } catch (const c10::Error& e) {
       std::cerr << "worker " << rank << ": no page-locked memory (" << e.what_without_backtrace()
@@ -34,8 +34,7 @@ FlatBuffers FlatBuffers::Allocate(int64_t n, bool shared, int rank, bool pinned)
     }
   }
   buffers.params_ = torch::empty({n}, torch::kFloat32);
-  buffers.grads_ = torch::zeros({n}, torch::kFloat32);
-  return buffers;
+  return buffers;  // the gradient buffer on first use
 }
 
 void FlatBuffers::AdoptParameters(std::vector<torch::Tensor>& params, const SlicePlan& plan) {
@@ -49,8 +48,14 @@ void FlatBuffers::AdoptParameters(std::vector<torch::Tensor>& params, const Slic
   }
 }
 
+float* FlatBuffers::GradientBuffer() {
+  if (!grads_.defined()) grads_ = torch::zeros({params_.numel()}, torch::kFloat32);
+  return grads_.data_ptr<float>();
+}
+
 void FlatBuffers::SetGradient(int64_t offset, const torch::Tensor& grad) {
   torch::NoGradGuard no_grad;
+  GradientBuffer();
   grads_.narrow(0, offset, grad.numel()).view(grad.sizes()).copy_(grad);
 }
 
@@ -59,7 +64,7 @@ void FlatBuffers::SetGradient(int t, int64_t offset, const torch::Tensor& grad, 
   // Strided layout first: is_contiguous() throws on a sparse tensor.
   if (alias && shared_ == nullptr && grad.layout() == torch::kStrided && grad.device().is_cpu() &&
       grad.scalar_type() == torch::kFloat32 && grad.is_contiguous() &&
-      offset + grad.numel() <= grads_.numel()) {
+      offset + grad.numel() <= params_.numel()) {
     // detach(): a new TensorImpl over the same storage, so that autograd's use count of
     // its own tensor stays as it was and AccumulateGrad still takes it without a copy.
     aliased_[t] = grad.detach();
@@ -72,6 +77,12 @@ void FlatBuffers::SetGradient(int t, int64_t offset, const torch::Tensor& grad, 
 const float* FlatBuffers::aliased_gradient(int t) const {
   if (static_cast<size_t>(t) >= aliased_.size() || !aliased_[t].defined()) return nullptr;
   return aliased_[t].data_ptr<float>();
+}
+
+const float* FlatBuffers::gradient(int t, int64_t offset) const {
+  if (const float* kept = aliased_gradient(t); kept != nullptr) return kept;
+  const float* buffer = grads();
+  return buffer == nullptr ? nullptr : buffer + offset;
 }
 
 FloatBuffers PackFloatBuffers(const std::vector<torch::Tensor>& buffers) {

@@ -61,7 +61,8 @@ class Worker::Impl : public TransportListener {
                                 .num_servers = static_cast<int>(options.servers.size()),
                                 .values_on_push = traits_.values_on_push,
                                 .wire_dtype = options.wire_dtype},
-              std::move(plan), buffers_.params(), buffers_.grads(), &tracker_),
+              // No gradient buffer: SendGradient says where each gradient lies.
+              std::move(plan), buffers_.params(), /*grads=*/nullptr, &tracker_),
         tensor_block_(TensorBlocks(*model_)),
         compute_track_(options.trace != nullptr && options.trace->enabled()
                            ? options.trace->Track("compute") : 0),
@@ -455,8 +456,10 @@ class Worker::Impl : public TransportListener {
   }
 
   void SendGradient(int slice_id, int64_t iteration) {
-    const float* kept = buffers_.aliased_gradient(core_.plan().slices()[slice_id].tensor);
-    absl::StatusOr<ToServer> m = core_.Gradient(slice_id, static_cast<uint64_t>(iteration), kept);
+    const SlicePlan& plan = core_.plan();
+    const int t = plan.slices()[slice_id].tensor;
+    absl::StatusOr<ToServer> m = core_.Gradient(slice_id, static_cast<uint64_t>(iteration),
+                                                buffers_.gradient(t, plan.tensor_offset(t)));
     if (!m.ok()) {
       Fail(m.status());
       return;

@@ -63,17 +63,27 @@ void ForEachBlock(int64_t n, Fn block) {
   if (i < n) block(i, n - i);
 }
 
-// d[j] = (grads[0][j] + grads[1][j] + ... + grads[num_grads-1][j]) / divisor, summed in
-// rank order; no division by 1. (ApplySum: one gradient that is already the sum.) The same float operations, in the same order, as summing
+// d[j] = (grads[0][j] + grads[1][j] + ... + grads[num_grads-1][j] + last's next value) /
+// divisor, summed in that order; no division by 1 (ApplySum: one gradient that is already
+// the sum); `last` may be null. The same float operations, in the same order, as summing
 // whole slices rank by rank and then dividing.
 template <typename Len>
-inline void MeanBlock(const float* const* grads, int num_grads, int divisor, int64_t offset,
-                      Len len, float* __restrict d) {
-  const float* __restrict g0 = grads[0] + offset;
-  for (int64_t j = 0; j < len; ++j) d[j] = g0[j];
+inline void MeanBlock(const float* const* grads, int num_grads, TermSource* last, int divisor,
+                      int64_t offset, Len len, float* __restrict d) {
+  if (num_grads == 0) {
+    last->Next(len, d);  // the only term, decoded straight into the block
+  } else {
+    const float* __restrict g0 = grads[0] + offset;
+    for (int64_t j = 0; j < len; ++j) d[j] = g0[j];
+  }
   for (int r = 1; r < num_grads; ++r) {
     const float* __restrict g = grads[r] + offset;
     for (int64_t j = 0; j < len; ++j) d[j] += g[j];
+  }
+  if (last != nullptr && num_grads > 0) {
+    float t[kBlock];
+    last->Next(len, t);
+    for (int64_t j = 0; j < len; ++j) d[j] += t[j];
   }
   if (divisor > 1) {
     const float w = static_cast<float>(divisor);
@@ -153,11 +163,11 @@ void SliceOptimizer::ApplyMean(float* params, const float* const* grads, int num
 
 void SliceOptimizer::ApplySum(float* params, const float* const* terms, int num_terms,
                               int divisor, int64_t n, SliceOptimizerState* state, double lr,
-                              float* values_out) const {
+                              float* values_out, TermSource* last) const {
   if (options_.kind == OptimizerKind::kSgd) {
-    ApplySgd(params, terms, num_terms, divisor, n, state, lr, values_out);
+    ApplySgd(params, terms, num_terms, last, divisor, n, state, lr, values_out);
   } else {
-    ApplyAdam(params, terms, num_terms, divisor, n, state, lr, values_out);
+    ApplyAdam(params, terms, num_terms, last, divisor, n, state, lr, values_out);
   }
 }
 
@@ -165,8 +175,8 @@ void SliceOptimizer::ApplySum(float* params, const float* const* terms, int num_
 //   d = grad + wd * param;  buf = first ? d : buf * momentum + (1 - dampening) * d;
 //   param += -lr * (nesterov ? d + momentum * buf : buf)      (momentum 0: -lr * d)
 void SliceOptimizer::ApplySgd(float* params, const float* const* grads, int num_grads,
-                              int divisor, int64_t n, SliceOptimizerState* state, double lr,
-                              float* values_out) const {
+                              TermSource* last, int divisor, int64_t n,
+                              SliceOptimizerState* state, double lr, float* values_out) const {
   const float neg_lr = -static_cast<float>(lr);
   const float wd = static_cast<float>(options_.weight_decay);
   const float momentum = static_cast<float>(options_.momentum);
@@ -178,7 +188,7 @@ void SliceOptimizer::ApplySgd(float* params, const float* const* grads, int num_
   float* const buf = state->buf.data();
   ForEachBlock(n, [&](int64_t i, auto len) {
     float d[kBlock];
-    MeanBlock(grads, num_grads, divisor, i, len, d);
+    MeanBlock(grads, num_grads, last, divisor, i, len, d);
     if (wd != 0) WeightDecayBlock(wd, params + i, len, d);
     if (momentum == 0) {
       PlainStepBlock(neg_lr, d, len, params + i);
@@ -193,8 +203,8 @@ void SliceOptimizer::ApplySgd(float* params, const float* const* grads, int num_
 //   g = grad + wd * param;  m = m * b1 + (1 - b1) * g;  v = v * b2 + (1 - b2) * g * g;
 //   param += -(lr / bias1) * (m / (sqrt(v) / sqrt(bias2) + eps))
 void SliceOptimizer::ApplyAdam(float* params, const float* const* grads, int num_grads,
-                               int divisor, int64_t n, SliceOptimizerState* state, double lr,
-                               float* values_out) const {
+                               TermSource* last, int divisor, int64_t n,
+                               SliceOptimizerState* state, double lr, float* values_out) const {
   if (state->steps == 0) {
     state->buf.assign(n, 0.0f);
     state->buf_sq.assign(n, 0.0f);
@@ -217,7 +227,7 @@ void SliceOptimizer::ApplyAdam(float* params, const float* const* grads, int num
   float* const v = state->buf_sq.data();
   ForEachBlock(n, [&](int64_t i, auto len) {
     float g[kBlock];
-    MeanBlock(grads, num_grads, divisor, i, len, g);
+    MeanBlock(grads, num_grads, last, divisor, i, len, g);
     if (wd != 0) WeightDecayBlock(wd, params + i, len, g);
     AdamBlock(c, g, len, m + i, v + i, params + i);
     if (values_out != nullptr) CopyBlock(params + i, len, values_out + i);

@@ -63,6 +63,15 @@ struct SliceOptimizerState {
   int64_t steps = 0;
 };
 
+// A term of ApplySum that is read block by block instead of from an array of n floats:
+// e.g. a gradient still in a received message's buffers, decoded as the pass reaches it.
+class TermSource {
+ public:
+  virtual ~TermSource() = default;
+  // Writes the term's next `n` values (the first call: from value 0) into `out`.
+  virtual void Next(int64_t n, float* out) = 0;
+};
+
 class SliceOptimizer {
  public:
   explicit SliceOptimizer(const OptimizerOptions& options) : options_(options) {}
@@ -92,8 +101,12 @@ class SliceOptimizer {
   // and divisor w it is bit for bit ApplyMean of g0 ... g_{w-1}.
   // With `values_out`, the updated values are also written there, in the same pass (the
   // shard's float32 snapshot, written as each block is updated instead of copied after).
+  // With `last`, the sum has one term more, after terms[num_terms - 1] (num_terms may then
+  // be 0), read from it in order, a block at a time: bit for bit the same as that term
+  // given as an array.
   void ApplySum(float* params, const float* const* terms, int num_terms, int divisor, int64_t n,
-                SliceOptimizerState* state, double lr, float* values_out = nullptr) const;
+                SliceOptimizerState* state, double lr, float* values_out = nullptr,
+                TermSource* last = nullptr) const;
 
   // The scheduled rate of the update made from iteration `iteration`'s gradients
   // (ScheduledLr(options().schedule, options().lr, iteration)). No allocation.
@@ -107,10 +120,13 @@ class SliceOptimizer {
   // The update from the mean of num_grads gradients, which is their rank-order sum
   // divided by `divisor` (num_grads for ApplyMean; 1 gradient that is a sum for ApplySum).
   // values_out: null, or where the updated values are copied block by block.
-  void ApplySgd(float* params, const float* const* grads, int num_grads, int divisor, int64_t n,
-                SliceOptimizerState* state, double lr, float* values_out) const;
-  void ApplyAdam(float* params, const float* const* grads, int num_grads, int divisor, int64_t n,
-                 SliceOptimizerState* state, double lr, float* values_out) const;
+  // last: null, or ApplySum's term read block by block.
+  void ApplySgd(float* params, const float* const* grads, int num_grads, TermSource* last,
+                int divisor, int64_t n, SliceOptimizerState* state, double lr,
+                float* values_out) const;
+  void ApplyAdam(float* params, const float* const* grads, int num_grads, TermSource* last,
+                 int divisor, int64_t n, SliceOptimizerState* state, double lr,
+                 float* values_out) const;
 
   const OptimizerOptions options_;
 };

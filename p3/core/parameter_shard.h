@@ -412,11 +412,15 @@ class ParameterShard {
   void TakeGradientValues(const Part& part, SliceState* s, int rank, int64_t offset,
                           int64_t skip, int scale_exponent) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(s->mu);
-  // The float32 values of `part` (at `offset` of slice `s`), as the wire delivers them:
-  // where they are when they need no decoding (float32, aligned), else decoded into a
-  // buffer of the calling thread's that stays valid until its next call.
-  const float* DecodedValues(const Part& part, const SliceState& s, int64_t offset,
-                             int scale_exponent) const;
+  // Where the float32 values of `part` (at `offset` of slice `s`) are when they are not
+  // in segments: `floats`, or the colocated worker's buffer at the part's place.
+  static const float* PartFloats(const Part& part, const SliceState& s, int64_t offset) {
+    return part.flat != nullptr ? part.flat + s.offset + offset : part.floats;
+  }
+  // PartFloats when the values need no decoding (float32, aligned, not in segments): the
+  // sum and the update read them where they are; null otherwise, and they are decoded a
+  // block at a time as the pass reaches them (PartValues in shard_aggregation.cc).
+  const float* DirectValues(const Part& part, const SliceState& s, int64_t offset) const;
   // Moves the waiting values of the ranks after s->folded into s->sum while the ranks
   // before them are complete.
   static void FoldEarly(SliceState* s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s->mu);

@@ -42,14 +42,55 @@ void AddTo(const float* g, int64_t n, float* sum) {
   if (i < n) AddBlock(g + i, n - i, sum + i);
 }
 
-// Where a part's decoded values are when they need no decoding: float32 on the wire and
-// aligned, at `floats` or in the colocated worker's flat buffer; null otherwise.
-const float* DirectValues(const float* floats, const float* flat, int64_t slice_offset,
-                          int64_t offset, WireDType dtype) {
-  if (dtype != WireDType::kFloat32) return nullptr;
-  const float* from = flat != nullptr ? flat + slice_offset + offset : floats;
-  if (from == nullptr || reinterpret_cast<uintptr_t>(from) % alignof(float) != 0) return nullptr;
-  return from;
+// The values of a gradient part read a block at a time, decoded as ReadPart decodes them
+// all at once: from a received message's segments (a value cut between two of them put
+// together on its own), or rounded to the wire from float32 values of any alignment. The
+// sum and the update take them this way instead of from a decoded copy of the whole part.
+class PartValues final : public TermSource {
+ public:
+  PartValues(WireDType dtype, const std::vector<absl::string_view>* segments, const float* from,
+             int scale_exponent)
+      : dtype_(dtype), from_(from), scale_exponent_(scale_exponent) {
+    if (segments != nullptr) reader_.emplace(dtype, segments, scale_exponent);
+  }
+
+  void Next(int64_t n, float* out) override {
+    if (reader_.has_value()) {
+      reader_->Read(n, out);
+      return;
+    }
+    RoundToWire(dtype_, from_, n, scale_exponent_, out);
+    from_ += n;
+  }
+
+  void Skip(int64_t n) {
+    if (reader_.has_value()) {
+      reader_->Skip(n);
+    } else {
+      from_ += n;
+    }
+  }
+
+ private:
+  const WireDType dtype_;
+  std::optional<SegmentReader> reader_;
+  const float* from_;
+  const int scale_exponent_;
+};
+
+// sum[i] += the next n values of `g`, a block at a time through a buffer that stays in L1.
+void AddFrom(PartValues* g, int64_t n, float* sum) {
+  constexpr int64_t kBlock = 256;
+  float block[kBlock];
+  int64_t i = 0;
+  for (; i + kBlock <= n; i += kBlock) {
+    g->Next(kBlock, block);
+    AddBlock(block, std::integral_constant<int64_t, kBlock>{}, sum + i);
+  }
+  if (i < n) {
+    g->Next(n - i, block);
+    AddBlock(block, n - i, sum + i);
+  }
 }
 
 // A part of `n` values at `offset` must continue the `received` values so far of a slice
@@ -252,7 +293,7 @@ void ParameterShard::ReadPart(const Part& part, const SliceState& s, int64_t off
     return;
   }
   // Shared memory: only now, with the part checked against the slice, is the address formed.
-  const float* from = part.flat != nullptr ? part.flat + s.offset + offset : part.floats;
+  const float* from = PartFloats(part, s, offset);
   // float32: copied (any alignment); 16-bit: rounded as the wire would round them.
   RoundToWire(dtype, from, part.n, scale_exponent, dest);
 }
@@ -263,18 +304,12 @@ absl::Status ParameterShard::CheckScale(int slice_id, std::optional<int> scale_e
   return absl::InvalidArgumentError(absl::StrCat("gradient of slice ", slice_id, ": ", s.message()));
 }
 
-const float* ParameterShard::DecodedValues(const Part& part, const SliceState& s,
-                                           int64_t offset, int scale_exponent) const {
-  if (part.segments == nullptr) {
-    const float* direct =
-        DirectValues(part.floats, part.flat, s.offset, offset, options_.wire_dtype);
-    if (direct != nullptr) return direct;
-  }
-  // In cache: the buffer is reused for every part this thread decodes.
-  thread_local std::vector<float> scratch;
-  if (static_cast<int64_t>(scratch.size()) < part.n) scratch.resize(part.n);
-  ReadPart(part, s, offset, options_.wire_dtype, scale_exponent, scratch.data());
-  return scratch.data();
+const float* ParameterShard::DirectValues(const Part& part, const SliceState& s,
+                                          int64_t offset) const {
+  if (part.segments != nullptr || options_.wire_dtype != WireDType::kFloat32) return nullptr;
+  const float* from = PartFloats(part, s, offset);
+  if (from == nullptr || reinterpret_cast<uintptr_t>(from) % alignof(float) != 0) return nullptr;
+  return from;
 }
 
 void ParameterShard::TakeGradientValues(const Part& part, SliceState* s, int rank,
@@ -298,11 +333,22 @@ void ParameterShard::TakeGradientValues(const Part& part, SliceState* s, int ran
     ReadPart(part, *s, offset, options_.wire_dtype, scale_exponent, dest + offset);
     return;
   }
-  const float* values = DecodedValues(part, *s, offset, scale_exponent);
+  if (const float* values = DirectValues(part, *s, offset); values != nullptr) {
+    if (adds) {
+      AddTo(values + skip, n - skip, dest + offset + skip);
+    } else {
+      std::copy_n(values + skip, n - skip, dest + offset + skip);
+    }
+    return;
+  }
+  // Decoded a block at a time from where the values are (a received message's buffers).
+  PartValues values(options_.wire_dtype, part.segments, PartFloats(part, *s, offset),
+                    scale_exponent);
+  values.Skip(skip);
   if (adds) {
-    AddTo(values + skip, n - skip, dest + offset + skip);
+    AddFrom(&values, n - skip, dest + offset + skip);
   } else {
-    std::copy_n(values + skip, n - skip, dest + offset + skip);
+    values.Next(n - skip, dest + offset + skip);
   }
 }
 
@@ -381,11 +427,18 @@ absl::Status ParameterShard::GradientFrom(int rank, int slice_id, uint64_t itera
     // The last rank's whole gradient, with every other one in the sum: it is added inside
     // the update's pass (ApplySum's second term) instead of in a pass of its own. (Not
     // with skip_nonfinite, which checks the whole sum first.)
+    // Read where it is when it needs no decoding, else (a received message's buffers)
+    // decoded a block at a time inside that pass (last_values).
     const float* last_term = nullptr;
+    std::optional<PartValues> last_values;
     if (options_.keep_values && !options_.skip_nonfinite && place == workers - 1 &&
         s.folded == place && s.count == workers - 1 && offset == 0 && n == s.length &&
         skip == 0) {
-      last_term = DecodedValues(part, s, offset, scale_exponent.value_or(0));
+      last_term = DirectValues(part, s, offset);
+      if (last_term == nullptr) {
+        last_values.emplace(options_.wire_dtype, part.segments, PartFloats(part, s, offset),
+                            scale_exponent.value_or(0));
+      }
     } else if (options_.keep_values && skip < n) {
       TakeGradientValues(part, &s, rank, offset, skip, scale_exponent.value_or(0));
     }
@@ -424,6 +477,8 @@ absl::Status ParameterShard::GradientFrom(int rank, int slice_id, uint64_t itera
         } else {
           num_terms = 2;
         }
+      } else if (last_values.has_value() && workers == 1) {
+        num_terms = 0;  // the only gradient, decoded into the pass's blocks
       }
       if (!options_.skip_nonfinite || AllFinite(s.sum.data(), s.length)) {
         float* values_out = nullptr;
@@ -433,7 +488,7 @@ absl::Status ParameterShard::GradientFrom(int rank, int slice_id, uint64_t itera
         }
         optimizer_.ApplySum(s.params.data(), terms, num_terms, workers, s.length, &s.opt,
                             optimizer_.LearningRate(static_cast<int64_t>(s.version)),
-                            values_out);
+                            values_out, last_values.has_value() ? &*last_values : nullptr);
       } else {
         ++skipped_updates_;
       }

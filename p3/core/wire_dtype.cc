@@ -240,6 +240,53 @@ void DecodeSegments(WireDType dtype, const std::vector<absl::string_view>& segme
   }
 }
 
+void SegmentReader::SkipEmpty() {
+  while (segment_ < segments_->size() && at_ == (*segments_)[segment_].size()) {
+    ++segment_;
+    at_ = 0;
+  }
+}
+
+void SegmentReader::Read(int64_t n, float* out) {
+  while (n > 0) {
+    SkipEmpty();
+    const absl::string_view segment = (*segments_)[segment_];
+    const int64_t whole = static_cast<int64_t>((segment.size() - at_) / width_);
+    if (whole > 0) {
+      const int64_t m = std::min(n, whole);
+      DecodeValues(dtype_, segment.data() + at_, m, scale_exponent_, out);
+      out += m;
+      n -= m;
+      at_ += static_cast<size_t>(m) * width_;
+      continue;
+    }
+    // A value cut at the segment's end: its bytes put together, from as many segments as
+    // it takes.
+    char value[4];
+    size_t have = 0;
+    while (have < width_) {
+      SkipEmpty();
+      const absl::string_view part = (*segments_)[segment_];
+      const size_t take = std::min(width_ - have, part.size() - at_);
+      std::memcpy(value + have, part.data() + at_, take);
+      have += take;
+      at_ += take;
+    }
+    DecodeValues(dtype_, value, 1, scale_exponent_, out++);
+    --n;
+  }
+}
+
+void SegmentReader::Skip(int64_t n) {
+  size_t bytes = static_cast<size_t>(n) * width_;
+  while (bytes > 0) {
+    SkipEmpty();
+    const size_t take = std::min(bytes, (*segments_)[segment_].size() - at_);
+    at_ += take;
+    bytes -= take;
+  }
+}
+
 void RoundToWire(WireDType dtype, const float* in, int64_t n, int scale_exponent, float* out) {
   if (dtype == WireDType::kFloat32) {
     if (out != in) std::memcpy(out, in, n * sizeof(float));

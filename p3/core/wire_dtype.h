@@ -82,6 +82,38 @@ void DecodeValues(WireDType dtype, const void* in, int64_t n, int scale_exponent
 void DecodeSegments(WireDType dtype, const std::vector<absl::string_view>& segments,
                     int scale_exponent, float* out);
 
+// DecodeSegments a few values at a time: reads the values of `segments` in order, each
+// call decoding the next ones into the caller's buffer, so that a pass that works block
+// by block (the server's sum and update) takes its values straight from a received
+// message's buffers instead of from a whole decoded copy. A value cut between two
+// segments is put together on its own (4 bytes; 2 on a 16-bit wire). Every value decodes
+// exactly as DecodeSegments decodes it.
+//
+// Not thread-safe; `segments` must outlive the reader and stay unchanged.
+class SegmentReader {
+ public:
+  SegmentReader(WireDType dtype, const std::vector<absl::string_view>* segments,
+                int scale_exponent)
+      : dtype_(dtype), width_(BytesPerValue(dtype)), segments_(segments),
+        scale_exponent_(scale_exponent) {}
+
+  // Decodes the next n values into `out`; the segments must hold them.
+  void Read(int64_t n, float* out);
+  // Passes over the next n values.
+  void Skip(int64_t n);
+
+ private:
+  // Moves to the next segment while the current one is used up.
+  void SkipEmpty();
+
+  const WireDType dtype_;
+  const size_t width_;
+  const std::vector<absl::string_view>* const segments_;
+  const int scale_exponent_;
+  size_t segment_ = 0;  // the current segment
+  size_t at_ = 0;       // the next byte in it
+};
+
 // out[i] = the value a receiver decodes after in[i] went over the wire: EncodeValues then
 // DecodeValues, without a buffer in between (shared memory applies the wire's rounding
 // this way). `in` and `out` may be the same array.

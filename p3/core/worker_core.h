@@ -74,7 +74,8 @@ class WorkerCore : public TransportCore {
   // The flat buffers `params` (written by Params, read by Init messages) and `grads` (read
   // by Gradient messages) of plan.total_params() floats each, and `tracker` (told of every
   // complete slice) must outlive the core. Both buffers null: a core without values (the
-  // simulator), whose messages point at none.
+  // simulator), whose messages point at none. `grads` alone null: every Gradient() call
+  // says where its gradient lies (the worker: worker/flat_buffers.h).
   WorkerCore(const WorkerCoreOptions& options, SlicePlan plan, float* params, const float* grads,
              VersionTracker* tracker);
 

@@ -5,7 +5,8 @@
 # the iterations measured; iperf3 on loopback first (1 s) for its CPU per GB beside ours;
 # the shared-memory path with memcpy beside it; bad command lines; bench_streaming.py's
 # table from a CSV (older columns and the new ones), its --append (a loopback run added to
-# an older CSV; a foreign CSV refused) and its --shared_memory. Nothing here needs root.
+# an older CSV; a foreign CSV refused) and its --shared_memory, with the commit each
+# binary was built from read from the binary. Nothing here needs root.
 # Runs from the runfiles tree (bazel test), where the paths below are relative.
 set -uo pipefail
 
@@ -35,6 +36,7 @@ elif check_json 'r["network"] == "loopback" and r["params"] == 400000' &&
   check_json 'r["seconds"] > 0 and r["goodput_up_gbps"] > 0 and r["cpu_s_per_gb"] > 0' &&
   check_json 'r["worker_cpu_s"] > 0 and r["server_cpu_s"] >= 0' &&
   check_json 'r["host_busy_s"] >= r["host_softirq_s"] >= 0 and r["host_cpu_s_per_gb"] >= 0' &&
+  check_json 'r["worker_max_rss_mb"] > 0 and r["build_commit"] != ""' &&
   check_json '"iperf3_gbps" not in r'; then
   if [[ ! -s "$TMP/result.json" ]] || ! grep -q '"bytes_sent":4800000' "$TMP/result.json"; then
     fail "--result_json not written"
@@ -230,6 +232,9 @@ rows = list(csv.DictReader(open(sys.argv[1])))
 assert [r["shared_memory"] for r in rows] == ["0", "1"], rows
 assert rows[0]["memcpy_gbps"] == "" and float(rows[1]["memcpy_gbps"]) > 0, rows
 assert float(rows[1]["goodput_to_memcpy"]) > 0 and float(rows[1]["memcpy_cpu_s_per_gb"]) > 0, rows
+# Each binary's own record of its commit was found in it ("unstamped" in a plain build).
+assert all(r["commit"] not in ("", "unknown") and r["server_commit"] not in ("", "unknown")
+           for r in rows), rows
 PY
 then
   fail "unexpected CSV"

@@ -17,7 +17,35 @@ CATCH_TEST_CASE("a contiguous float32 gradient is kept, not copied, when an alia
   buffers.SetGradient(1, /*offset=*/6, grad, /*alias=*/true);
   CATCH_CHECK(buffers.aliased_gradient(1) == grad.data_ptr<float>());
   CATCH_CHECK(buffers.aliased_gradient(0) == nullptr);  // never set
-  CATCH_CHECK(buffers.grads()[7] == 0.0f);              // the buffer is not written
+  CATCH_CHECK(buffers.gradient(1, 6) == grad.data_ptr<float>());
+  // Nothing was copied: the gradient buffer's memory is not even allocated.
+  CATCH_CHECK(buffers.grads() == nullptr);
+  CATCH_CHECK(buffers.gradient(0, 0) == nullptr);
+}
+
+CATCH_TEST_CASE(
+    "the private gradient buffer is allocated, zero-filled, by the first copied gradient or "
+    "by GradientBuffer(), and then stays where it is") {
+  FlatBuffers buffers = FlatBuffers::Allocate(8, /*shared=*/false, /*rank=*/0);
+  CATCH_REQUIRE(buffers.grads() == nullptr);
+  buffers.SetGradient(1, /*offset=*/4, torch::full({2}, 5.0f), /*alias=*/false);
+  const float* buffer = buffers.grads();
+  CATCH_REQUIRE(buffer != nullptr);
+  CATCH_CHECK(buffer[3] == 0.0f);
+  CATCH_CHECK(buffer[4] == 5.0f);
+  CATCH_CHECK(buffer[5] == 5.0f);
+  CATCH_CHECK(buffer[6] == 0.0f);
+  CATCH_CHECK(buffers.gradient(1, 4) == buffer + 4);
+  CATCH_CHECK(buffers.GradientBuffer() == buffer);
+  buffers.SetGradient(0, 0, torch::full({4}, 1.0f), /*alias=*/false);
+  CATCH_CHECK(buffers.grads() == buffer);
+  CATCH_CHECK(buffer[0] == 1.0f);
+
+  FlatBuffers staged = FlatBuffers::Allocate(3, /*shared=*/false, /*rank=*/0);
+  float* writable = staged.GradientBuffer();
+  CATCH_REQUIRE(writable != nullptr);
+  CATCH_CHECK(staged.grads() == writable);
+  CATCH_CHECK(writable[2] == 0.0f);
 }
 
 CATCH_TEST_CASE(

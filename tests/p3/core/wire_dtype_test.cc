@@ -1,5 +1,6 @@
 #include "p3/core/wire_dtype.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -236,6 +237,46 @@ CATCH_TEST_CASE("values cut into segments at any byte decode as the whole does")
         std::vector<float> out(n, -1.0f);
         DecodeSegments(dtype, segments, e, out.data());
         CATCH_REQUIRE(SameBits(out, whole));
+      }
+    }
+  }
+}
+
+CATCH_TEST_CASE(
+    "a SegmentReader reads values cut at any byte, a few at a time and skipping some, as "
+    "the whole decodes") {
+  const int n = 37;
+  const std::vector<float> in = SomeValues(n, 3);
+  for (WireDType dtype : {WireDType::kFloat32, WireDType::kBFloat16, WireDType::kFloat16}) {
+    CATCH_CAPTURE(WireDTypeName(dtype));
+    const int e = dtype == WireDType::kFloat16 ? Float16ScaleExponent(in.data(), n) : 0;
+    std::string bytes(n * BytesPerValue(dtype), '\0');
+    EncodeValues(dtype, in.data(), n, e, bytes.data());
+    std::vector<float> whole(n);
+    DecodeValues(dtype, bytes.data(), n, e, whole.data());
+    // Three cuts (empty segments and cuts inside a value included); reads of 1, 2, 3, ...
+    // values, every fourth read skipped instead.
+    for (size_t a = 0; a <= bytes.size(); a += 1) {
+      for (size_t b = a; b <= bytes.size(); b += 5) {
+        const size_t c = std::min(bytes.size(), b + 3);
+        const std::vector<absl::string_view> segments = {
+            absl::string_view(bytes.data(), a), absl::string_view(bytes.data() + a, b - a),
+            absl::string_view(bytes.data() + b, c - b),
+            absl::string_view(bytes.data() + c, bytes.size() - c)};
+        SegmentReader reader(dtype, &segments, e);
+        std::vector<float> out(n, -1.0f), want(n, -1.0f);
+        int at = 0;
+        for (int k = 1; at < n; ++k) {
+          const int m = std::min(k, n - at);
+          if (k % 4 == 0) {
+            reader.Skip(m);
+          } else {
+            reader.Read(m, out.data() + at);
+            std::copy_n(whole.data() + at, m, want.data() + at);
+          }
+          at += m;
+        }
+        CATCH_REQUIRE(SameBits(out, want));
       }
     }
   }
