@@ -166,6 +166,15 @@ class Launcher {
   absl::Status RestartDeadWorkers();
   // ---- Elastic control (launcher_elastic.cc): applies the control file's new lines.
   absl::Status PollElasticControl();
+  // An elastic run with checkpoint.resume (by hand): finds the newest checkpoint N that
+  // every server has (or checkpoint.resume_iteration's), pins the servers to it, and
+  // makes the workers to start exactly the ranks present at N in the checkpoint's
+  // membership (a rank that had left is not started, a rank added later is); nothing
+  // changes when there is no such checkpoint (a fresh start).
+  absl::Status PrepareElasticResume();
+  // Appends a worker of rank `rank` with its log, result and records under the output
+  // folder (not started).
+  Child& AddWorkerChild(int rank);
 
   // ---- After the run (launcher_results.cc): results, outcomes, summary.json, the table,
   // traces, the failure report, curves.
@@ -229,6 +238,9 @@ class Launcher {
 
   std::string output_dir_;
   int64_t elastic_control_offset_ = 0;  // bytes of --elastic_control read
+  // The lowest rank an `add` may take: above every rank of a resumed checkpoint's
+  // membership (a rank that left does not come back); 0 otherwise.
+  int elastic_next_rank_ = 0;
   std::string config_out_;
   std::string config_text_;
   std::string summary_path_;
