@@ -31,6 +31,25 @@ Launcher::Child& Launcher::AddWorkerChild(int rank) {
   return children_.back();
 }
 
+absl::StatusOr<std::vector<int>> Launcher::ElasticPresentAt(const std::string& dir, uint64_t n) {
+  MembershipSchedule schedule(config::MaxWorkers(config_), config_.cluster().workers());
+  if (n > 0) {
+    // Every server's checkpoint of n holds the same membership (the servers apply the
+    // same changes); server 0's is read.
+    P3_ASSIGN_OR_RETURN(const ShardCheckpoint saved,
+                        ReadLatestCheckpoint((fs::path(dir) / "server_0").string(), n));
+    for (const MembershipChange& change : saved.membership) {
+      if (change.from_iteration > 0) {
+        P3_RETURN_IF_ERROR(schedule.Add(change.from_iteration, change.present));
+      }
+    }
+  }
+  for (const MembershipChange& change : schedule.changes()) {
+    for (int rank : change.present) elastic_next_rank_ = std::max(elastic_next_rank_, rank + 1);
+  }
+  return schedule.PresentAt(n);
+}
+
 absl::Status Launcher::PrepareElasticResume() {
   const config::CheckpointConfig& checkpoint = config_.checkpoint();
   if (!config_.cluster().has_elastic() || config_.mode() == "local" || !checkpoint.resume() ||
@@ -51,19 +70,7 @@ absl::Status Launcher::PrepareElasticResume() {
     Say("elastic resume: no checkpoint common to all servers; a fresh start");
     return absl::OkStatus();
   }
-  // Every server's checkpoint of n holds the same membership (the servers apply the same
-  // changes); server 0's is read.
-  P3_ASSIGN_OR_RETURN(const ShardCheckpoint saved,
-                      ReadLatestCheckpoint((fs::path(dir) / "server_0").string(), n));
-  MembershipSchedule schedule(config::MaxWorkers(config_), config_.cluster().workers());
-  for (const MembershipChange& change : saved.membership) {
-    if (change.from_iteration > 0) P3_RETURN_IF_ERROR(schedule.Add(change.from_iteration,
-                                                                    change.present));
-  }
-  const std::vector<int>& present = schedule.PresentAt(n);
-  for (const MembershipChange& change : schedule.changes()) {
-    for (int rank : change.present) elastic_next_rank_ = std::max(elastic_next_rank_, rank + 1);
-  }
+  P3_ASSIGN_OR_RETURN(const std::vector<int> present, ElasticPresentAt(dir, n));
   children_.erase(std::remove_if(children_.begin(), children_.end(),
                                  [&present](const Child& child) {
                                    return child.role == "worker" &&
