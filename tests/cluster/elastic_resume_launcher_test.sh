@@ -177,6 +177,8 @@ grep "restarting every process\|elastic control" "$TMP/restarted.log"
 grep -q "restarting every process from the checkpoints of iteration [0-9]* (restart 1 of 1); the ranks present then: 0, 1$" \
   "$TMP/restarted.log" || fail "no elastic restart in the launcher's log"
 [ "$(grep -c RESUMED "$OUT/logs/worker_2.log")" -eq 0 ] || fail "rank 2 (left) was restarted"
+grep -q "restarted server 0 ×1, server 1 ×1, worker 0 ×1, worker 1 ×1 (" "$TMP/restarted.log" ||
+  fail "the launcher's restart line does not name exactly the restarted processes"
 python3 - "$OUT/summary.json" "$ITERATIONS" <<'PY' || fail "summary.json (restarted)"
 import json, sys
 s = json.load(open(sys.argv[1]))

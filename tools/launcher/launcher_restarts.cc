@@ -81,12 +81,12 @@ absl::Status Launcher::RestartFromCheckpoints() {
   }
   supervisor_->Stop(ids, names, [this](const std::string& line) { Say(line); });
   for (Child& child : children_) {
-    ++child.restarts;  // its log is appended to
     child.awaiting_restart = child.role == "worker";
     if (elastic && child.role == "worker") {
       child.gone = std::find(present.begin(), present.end(), child.index) == present.end();
       child.awaiting_restart = !child.gone;
     }
+    if (!child.gone) ++child.restarts;  // its log is appended to
     if (child.role != "server") continue;
     std::error_code error;
     fs::remove(child.port_file, error);
