@@ -166,7 +166,6 @@ absl::Status ValidateConfig(const ExperimentConfig& config) {
     if (cluster.rejoin_timeout_s() > 0) {
       not_with("cluster.rejoin_timeout_s", "> 0 (rejoins of dead workers)");
     }
-    if (config.checkpoint().every() > 0) not_with("checkpoint.every", "> 0 (checkpoints)");
     if (config.scheduling().has_online_search() && config.scheduling().online_search()) {
       not_with("scheduling.online_search", "true (re-plans)");
     }

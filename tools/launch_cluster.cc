@@ -99,7 +99,9 @@ ABSL_FLAG(int, max_restarts, 0,
           "that dies is started again with the same rank and rejoins the servers, which wait "
           "cluster.rejoin_timeout_s for it (set to cluster.peer_timeout_s when 0). 0: a dead "
           "worker ends the run. With --slurm: restarts per worker task; with --kubernetes: "
-          "the worker Job's backoffLimit (containers restart in their pods).");
+          "the worker Job's backoffLimit (containers restart in their pods). With "
+          "cluster.elastic (needs checkpoints): a dead server or worker restarts every "
+          "process from the newest common checkpoint, with the ranks present there.");
 ABSL_FLAG(
     bool, check_network, false,
     "Set up the config's emulated network (network.bandwidth_gbps > 0), measure every "
@@ -309,7 +311,17 @@ int Main(int argc, char** argv) {
                           "--max_restarts needs servers for a restarted worker to rejoin: not "
                           "with mode \"local\"");
     }
-    if (config->cluster().rejoin_timeout_s() == 0) {
+    if (config->cluster().has_elastic()) {
+      // No rejoins in an elastic run: every process restarts from the newest common
+      // checkpoint, with the ranks present there (docs/reliability.md).
+      if (config->checkpoint().dir().empty() || config->checkpoint().every() <= 0 ||
+          absl::GetFlag(FLAGS_kubernetes) || absl::GetFlag(FLAGS_slurm)) {
+        return program.Fail(2, "--max_restarts with cluster.elastic restarts every process "
+                               "from checkpoints: it needs checkpoint.dir and "
+                               "checkpoint.every, and processes this launcher starts (not "
+                               "--slurm or --kubernetes)");
+      }
+    } else if (config->cluster().rejoin_timeout_s() == 0) {
       // The servers accept a rejoin only with a bound on how long they wait for it.
       const std::string bound =
           absl::StrCat("cluster.rejoin_timeout_s=", config->cluster().peer_timeout_s());

@@ -380,9 +380,16 @@ absl::Status TrainLoop(const config::ExperimentConfig& config, const TrainerOpti
     result->membership = replay->changes();
   }
   std::optional<MembershipRequests> requests;
-  std::vector<int> requested = cluster_elastic
-                                   ? backend.worker->MembershipChanges().front().present
-                                   : std::vector<int>();
+  // What rank 0 has asked for so far: the present set of `first` (after a resume from
+  // checkpoints, the checkpoint's, whose changes the servers sent at Hello).
+  std::vector<int> requested;
+  if (cluster_elastic) {
+    MembershipSchedule known(config::MaxWorkers(config), config.cluster().workers());
+    for (const MembershipChange& c : backend.worker->MembershipChanges()) {
+      if (c.from_iteration > 0) P3_RETURN_IF_ERROR(known.Add(c.from_iteration, c.present));
+    }
+    requested = known.PresentAt(static_cast<uint64_t>(first));
+  }
   if (cluster_elastic && options.rank == 0 && !options.membership_requests.empty()) {
     requests.emplace(options.membership_requests);
   }

@@ -97,7 +97,12 @@ CATCH_TEST_CASE("an elastic cluster names its size and every feature it cannot c
       "checkpoint { dir: \"c\" every: 5 }");
   CATCH_CHECK(absl::StrContains(all, "cluster.rejoin_timeout_s: > 0 (rejoins of dead workers) "
                                      "cannot be combined with cluster.elastic"));
-  CATCH_CHECK(absl::StrContains(all, "checkpoint.every: > 0 (checkpoints) cannot be combined"));
+  // Checkpoints combine with elastic membership (a checkpoint records the membership).
+  CATCH_CHECK(!absl::StrContains(all, "checkpoint.every"));
+  CATCH_CHECK(ParseConfig("cluster { workers: 2 elastic { max_workers: 3 } } "
+                          "checkpoint { dir: \"c\" every: 5 }",
+                          {})
+                  .ok());
   CATCH_CHECK(absl::StrContains(ErrorOf("mode: \"pipeline\" cluster { elastic {} }"),
                                 "mode: \"pipeline\" (no servers) cannot be combined"));
   CATCH_CHECK(absl::StrContains(ErrorOf("mode: \"baseline\" cluster { elastic {} }"),

@@ -380,7 +380,14 @@ else
   if [[ $rc -ne 2 ]] || ! grep -q 'max_restarts=-1 is out of range' "$output"; then
     fail "exit status $rc; --max_restarts=-1 is not refused"
   else
-    ok
+    # An elastic run restarts from checkpoints only (no rejoins): refused without them.
+    launch --config=configs/default.textproto --max_restarts=1 \
+      --set=output_dir="$TMP/restart_elastic" --set=cluster.elastic.max_workers=3
+    if [[ $rc -ne 2 ]] || ! grep -q 'max_restarts with cluster.elastic restarts every process from checkpoints' "$output"; then
+      fail "exit status $rc; --max_restarts of an elastic run without checkpoints is not refused"
+    else
+      ok
+    fi
   fi
 fi
 

@@ -143,6 +143,11 @@ int Launcher::Run() {
     return 2;
   }
   supervisor_->WatchFolder((fs::path(output_dir_) / "ports").string());
+  status = PrepareElasticResume();
+  if (!status.ok()) {
+    std::cerr << "launch_cluster: " << status.message() << "\n";
+    return 2;
+  }
   const int servers = config::ServerProcessCount(config_);
   const int workers = config::WorkerProcessCount(config_);
   Say(absl::StrCat("experiment \"", config_.name(), "\": mode ", config_.mode(), ", model ",

@@ -129,6 +129,9 @@ class Launcher {
     // Stopped by RestartFromCheckpoints, to be started again once the servers are up:
     // not a failure meanwhile.
     bool awaiting_restart = false;
+    // Elastic runs restarted from checkpoints: a worker not present at the checkpoint (it
+    // had left, or was added later) is not started again; its end is not a failure.
+    bool gone = false;
 
     // "worker 1", "worker 1 on alice@node2".
     std::string label() const;
@@ -157,15 +160,29 @@ class Launcher {
   void StopAll();
 
   // ---- Restarts under --max_restarts (launcher_restarts.cc).
-  // A server died under --max_restarts: every process starts again from the newest
-  // checkpoint all servers have (or from the start when there is none yet); without
-  // checkpointing, the failure says that this is why the run cannot go on.
+  // A server died under --max_restarts (in an elastic run, any process): every process
+  // starts again from the newest checkpoint all servers have (or from the start when there
+  // is none yet), in an elastic run only the ranks present there; without checkpointing,
+  // the failure says that this is why the run cannot go on.
   absl::Status RestartFromCheckpoints();
   // Starts again each worker that died while restarts are left (max_restarts) and no
   // server has ended; says which and why.
   absl::Status RestartDeadWorkers();
   // ---- Elastic control (launcher_elastic.cc): applies the control file's new lines.
   absl::Status PollElasticControl();
+  // An elastic run with checkpoint.resume (by hand): finds the newest checkpoint N that
+  // every server has (or checkpoint.resume_iteration's), pins the servers to it, and
+  // makes the workers to start exactly the ranks present at N in the checkpoint's
+  // membership (a rank that had left is not started, a rank added later is); nothing
+  // changes when there is no such checkpoint (a fresh start).
+  absl::Status PrepareElasticResume();
+  // The present set at checkpoint `n` (0: the start) of the servers' checkpoints under
+  // `dir`, from server 0's membership record; raises elastic_next_rank_ above every rank
+  // recorded.
+  absl::StatusOr<std::vector<int>> ElasticPresentAt(const std::string& dir, uint64_t n);
+  // Appends a worker of rank `rank` with its log, result and records under the output
+  // folder (not started).
+  Child& AddWorkerChild(int rank);
 
   // ---- After the run (launcher_results.cc): results, outcomes, summary.json, the table,
   // traces, the failure report, curves.
@@ -229,6 +246,9 @@ class Launcher {
 
   std::string output_dir_;
   int64_t elastic_control_offset_ = 0;  // bytes of --elastic_control read
+  // The lowest rank an `add` may take: above every rank of a resumed checkpoint's
+  // membership (a rank that left does not come back); 0 otherwise.
+  int elastic_next_rank_ = 0;
   std::string config_out_;
   std::string config_text_;
   std::string summary_path_;

@@ -96,7 +96,7 @@ absl::Status Launcher::CheckForFailure() {
   // is done (and if it exits too early, the workers fail and are reported).
   auto failed = [this](const Child& child) {
     const ProcessState* state = StateOf(child);
-    return !child.awaiting_restart && state != nullptr && !state->running &&
+    return !child.awaiting_restart && !child.gone && state != nullptr && !state->running &&
            !state->exited_cleanly();
   };
   if (std::none_of(children_.begin(), children_.end(), failed)) return absl::OkStatus();
@@ -329,7 +329,7 @@ absl::Status Launcher::StartWorkers() {
     }
   }
   for (Child& child : children_) {
-    if (child.role != "worker") continue;
+    if (child.role != "worker" || child.gone) continue;
     P3_RETURN_IF_ERROR(StartProcess(child, WorkerArgv(child, /*rejoin=*/false)));
     child.awaiting_restart = false;
     if (child.restarts > 0) continue;  // restarted from checkpoints: followed already

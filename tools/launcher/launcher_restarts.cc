@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "p3/base/status_macros.h"
 #include "p3/core/checkpoint.h"
+#include "p3/core/membership.h"
 #include "proto/config.h"
 
 namespace p3::tools::launcher {
@@ -23,11 +24,13 @@ namespace fs = std::filesystem;
 
 absl::Status Launcher::RestartFromCheckpoints() {
   if (options_.max_restarts <= 0) return absl::OkStatus();
+  // An elastic run has no rejoins: a dead worker, too, restarts every process.
+  const bool elastic = config_.cluster().has_elastic();
   const Child* dead = nullptr;
   for (const Child& child : children_) {
     const ProcessState* state = StateOf(child);
-    if (child.role == "server" && state != nullptr && !state->running &&
-        !state->exited_cleanly()) {
+    if ((child.role == "server" || (elastic && !child.gone && !child.awaiting_restart)) &&
+        state != nullptr && !state->running && !state->exited_cleanly()) {
       dead = &child;
       break;
     }
@@ -56,12 +59,18 @@ absl::Status Launcher::RestartFromCheckpoints() {
   resume_iteration_ = static_cast<int64_t>(
       NewestCommonCheckpoint(ckpt_dir, config::ServerProcessCount(config_), &passed_over));
   if (!passed_over.empty()) Say(absl::StrCat("checkpoints: ", passed_over));
+  std::vector<int> present;
+  if (elastic) {
+    P3_ASSIGN_OR_RETURN(present, ElasticPresentAt(ckpt_dir, resume_iteration_));
+  }
   Say(absl::StrCat(dead->label(), " (pid ", StateOf(*dead)->pid, ") ", what,
                    "; restarting every process from ",
                    resume_iteration_ > 0
                        ? absl::StrCat("the checkpoints of iteration ", resume_iteration_)
                        : std::string("the start (no checkpoint common to all servers yet)"),
-                   " (restart ", restarts_used_, " of ", options_.max_restarts, ")"));
+                   " (restart ", restarts_used_, " of ", options_.max_restarts, ")",
+                   elastic ? absl::StrCat("; the ranks present then: ", DescribeRanks(present))
+                           : std::string()));
   std::vector<int> ids;
   std::vector<std::string> names;
   for (const Child& child : children_) {
@@ -72,8 +81,12 @@ absl::Status Launcher::RestartFromCheckpoints() {
   }
   supervisor_->Stop(ids, names, [this](const std::string& line) { Say(line); });
   for (Child& child : children_) {
-    ++child.restarts;  // its log is appended to
     child.awaiting_restart = child.role == "worker";
+    if (elastic && child.role == "worker") {
+      child.gone = std::find(present.begin(), present.end(), child.index) == present.end();
+      child.awaiting_restart = !child.gone;
+    }
+    if (!child.gone) ++child.restarts;  // its log is appended to
     if (child.role != "server") continue;
     std::error_code error;
     fs::remove(child.port_file, error);
@@ -84,7 +97,8 @@ absl::Status Launcher::RestartFromCheckpoints() {
 }
 
 absl::Status Launcher::RestartDeadWorkers() {
-  if (options_.max_restarts <= 0) return absl::OkStatus();
+  // Elastic runs restart from checkpoints instead (RestartFromCheckpoints).
+  if (options_.max_restarts <= 0 || config_.cluster().has_elastic()) return absl::OkStatus();
   auto dead_worker = [this](const Child& child) {
     const ProcessState* state = StateOf(child);
     return child.role == "worker" && state != nullptr && !state->running &&

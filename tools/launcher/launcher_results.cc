@@ -36,8 +36,9 @@ absl::Status Launcher::ReadResults() {
   for (Child& child : children_) {
     if (child.role != "worker" || child.result.has_value()) continue;
     absl::StatusOr<std::string> text = ReadFile(child.result_file);
-    if (!text.ok() && config_.worker().has_command()) {
-      // A worker program may leave P3_RESULT_FILE unwritten; summary.json says so.
+    if (!text.ok() && (config_.worker().has_command() || child.gone)) {
+      // A worker program may leave P3_RESULT_FILE unwritten; summary.json says so. A gone
+      // worker of an elastic run (not present at the restart's checkpoint) wrote none.
       continue;
     }
     if (!text.ok()) {
