@@ -43,10 +43,13 @@ ph="$work/libtorch-placeholder"
 mkdir -p "$ph/include/torch/csrc/api/include/torch" "$ph/include/ATen" "$ph/include/c10" "$ph/lib"
 for lib in torch torch_cpu c10 torch_cuda c10_cuda; do : >"$ph/lib/lib$lib.so"; done
 
-echo "make_bundle.sh: generating the protobuf and gRPC code" >&2
+echo "make_bundle.sh: generating the protobuf and gRPC code, and the build stamp" >&2
 # --symlink_prefix=/: no bazel-* links are made, so a nested Bazel (the test) leaves the
 # workspace's own links alone.
-"${bazel[@]}" build -c opt --symlink_prefix=/ //proto:p3_proto_gen //proto:config_proto_gen >&2
+# //p3/base:build_commit_cc is generated too (the commit a binary reports; stamped, as the
+# streaming benchmark's records want).
+"${bazel[@]}" build -c opt --config=stamp --symlink_prefix=/ //proto:p3_proto_gen \
+  //proto:config_proto_gen //p3/base:build_commit_cc >&2
 query=$(printf ' + deps(%s)' "${targets[@]}")
 query="mnemonic(\"CppCompile|CppLink\", ${query# + })"
 echo "make_bundle.sh: bazel aquery for ${#targets[@]} targets" >&2
