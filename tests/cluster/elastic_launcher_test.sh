@@ -8,6 +8,7 @@
 # same sample stream, no third worker) differs by more than 10 x REPLAY_TOLERANCE.
 set -uo pipefail
 source tests/testing/skip.sh
+CHECK=tests/cluster/elastic_parameters_check.py  # the parameter vectors against local
 ITERATIONS=800
 
 TMP="${TEST_TMPDIR:-$(mktemp -d)}"
@@ -105,19 +106,7 @@ print("param_l2: elastic %.9f, local replay %.9f (relative error %.3g), local 2 
 assert err <= tol and err_two > tol, (err, err_two)
 PY
 if /usr/bin/python3 -c 'import torch' 2>/dev/null; then
-  /usr/bin/python3 - "$OUT/model.pt" "$TMP/replay/model.pt" "$TMP/two/model.pt" <<'PY' ||
-import sys, torch
-elastic, replay, two = (torch.load(f) for f in sys.argv[1:4])
-tol = 5e-6
-def distance(a, b):  # |a - b| / |a| over every floating-point tensor
-  keys = [k for k in a if a[k].is_floating_point()]
-  diff = sum(float(((a[k].double() - b[k].double()) ** 2).sum()) for k in keys)
-  return (diff / sum(float((a[k].double() ** 2).sum()) for k in keys)) ** 0.5
-err, err_two = distance(elastic, replay), distance(elastic, two)
-print("parameters: local replay relative distance %.3g, local 2 workers %.3g; tolerance %g"
-      % (err, err_two, tol))
-assert err <= tol and err_two > 2 * tol, (err, err_two)
-PY
+  /usr/bin/python3 "$CHECK" "$OUT/model.pt" "$TMP/replay/model.pt" "$TMP/two/model.pt" ||
     fail "local against the elastic run (parameters)"
 else
   p3_skip "parameters against local" "/usr/bin/python3 cannot import torch (param_l2 compared)"

@@ -14,6 +14,7 @@
 #    the run ends ok.
 set -uo pipefail
 source tests/testing/skip.sh
+CHECK=tests/cluster/elastic_parameters_check.py  # the parameter vectors against local
 ITERATIONS=400
 
 TMP="${TEST_TMPDIR:-$(mktemp -d)}"
@@ -128,19 +129,7 @@ print("param_l2 (%s): elastic %.9f, local replay %.9f (relative error %.3g), loc
 assert err <= tol and err_two > tol, (err, err_two)
 PY
   if /usr/bin/python3 -c 'import torch' 2>/dev/null; then
-    /usr/bin/python3 - "$1/model.pt" "$TMP/replay_$2/model.pt" "$TMP/two/model.pt" "$2" <<'PY' ||
-import sys, torch
-elastic, replay, two = (torch.load(f) for f in sys.argv[1:4])
-tol = 5e-6
-def distance(a, b):  # |a - b| / |a| over every floating-point tensor
-  keys = [k for k in a if a[k].is_floating_point()]
-  diff = sum(float(((a[k].double() - b[k].double()) ** 2).sum()) for k in keys)
-  return (diff / sum(float((a[k].double() ** 2).sum()) for k in keys)) ** 0.5
-err, err_two = distance(elastic, replay), distance(elastic, two)
-print("parameters (%s): local replay relative distance %.3g, local 2 workers %.3g; tolerance %g"
-      % (sys.argv[4], err, err_two, tol))
-assert err <= tol and err_two > 2 * tol, (err, err_two)
-PY
+    /usr/bin/python3 "$CHECK" "$1/model.pt" "$TMP/replay_$2/model.pt" "$TMP/two/model.pt" "$2" ||
       fail "local against the $2 run (parameters)"
   else
     p3_skip "parameters against local ($2)" "/usr/bin/python3 cannot import torch (param_l2 compared)"
