@@ -218,26 +218,10 @@ void DecodeValues(WireDType dtype, const void* in, int64_t n, int scale_exponent
 
 void DecodeSegments(WireDType dtype, const std::vector<absl::string_view>& segments,
                     int scale_exponent, float* out) {
-  const size_t width = BytesPerValue(dtype);
-  char pending[4];        // the first bytes of a value cut at a segment's end
-  size_t have = 0;        // how many of them
-  for (absl::string_view segment : segments) {
-    if (have > 0) {
-      const size_t take = std::min(width - have, segment.size());
-      std::memcpy(pending + have, segment.data(), take);
-      have += take;
-      segment.remove_prefix(take);
-      if (have < width) continue;
-      DecodeValues(dtype, pending, 1, scale_exponent, out++);
-      have = 0;
-    }
-    const int64_t whole = static_cast<int64_t>(segment.size() / width);
-    DecodeValues(dtype, segment.data(), whole, scale_exponent, out);
-    out += whole;
-    segment.remove_prefix(whole * width);
-    std::memcpy(pending, segment.data(), segment.size());
-    have = segment.size();
-  }
+  size_t bytes = 0;
+  for (absl::string_view segment : segments) bytes += segment.size();
+  SegmentReader(dtype, &segments, scale_exponent)
+      .Read(static_cast<int64_t>(bytes / BytesPerValue(dtype)), out);
 }
 
 void SegmentReader::SkipEmpty() {

@@ -86,8 +86,8 @@ void DecodeSegments(WireDType dtype, const std::vector<absl::string_view>& segme
 // call decoding the next ones into the caller's buffer, so that a pass that works block
 // by block (the server's sum and update) takes its values straight from a received
 // message's buffers instead of from a whole decoded copy. A value cut between two
-// segments is put together on its own (4 bytes; 2 on a 16-bit wire). Every value decodes
-// exactly as DecodeSegments decodes it.
+// segments is put together on its own (4 bytes; 2 on a 16-bit wire). DecodeSegments is
+// this reader reading every value at once.
 //
 // Not thread-safe; `segments` must outlive the reader and stay unchanged.
 class SegmentReader {
