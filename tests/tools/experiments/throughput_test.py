@@ -1,6 +1,9 @@
-"""tools/experiments/ablation.py and throughput_congestion_control.py
+"""tools/experiments/ablation.py, throughput_congestion_control.py and p3_vs_ddp.py
 (docs/results/throughput) on a few rows of real raw CSVs. The congestion-control table's
 figures are checked by //tests/tools:cpu_tables_test."""
+import csv
+import os
+import tempfile
 import unittest
 
 import fakes
@@ -30,6 +33,41 @@ class CongestionControlTest(unittest.TestCase):
                        f"{fakes.TESTDATA}/ablation_raw.csv", "--column=mode"], check=False)
         self.assertNotEqual(p.returncode, 0)
         self.assertIn("expected runs under two congestion controls", p.stderr)
+
+
+class P3VersusDdpTest(unittest.TestCase):
+    def write_raw(self, folder, runs):
+        """runs: (time, mode, Gbit/s, samples/s) of ResNet-50, 2 workers."""
+        path = os.path.join(folder, "raw.csv")
+        with open(path, "w", newline="") as f:
+            w = csv.writer(f)
+            w.writerow(["time_utc", "model", "system", "mode", "bandwidth_gbps",
+                        "batch_per_worker", "workers", "slice_params", "samples_per_second",
+                        "load1", "status", "output_dir", "wire_dtype"])
+            for t, mode, bw, sps in runs:
+                w.writerow([t, "resnet50", "ddp" if mode == "ddp" else "p3", mode, bw, 8, 2,
+                            "" if mode == "ddp" else 40000, sps, 1.0, "ok", f"out/{t}", "float32"])
+        return path
+
+    def test_the_ratio_is_the_median_of_each_rounds_pair_not_of_the_medians(self):
+        with tempfile.TemporaryDirectory() as d:
+            # Paired ratios 1.2, 0.8, 1.1 (median 1.1); the medians' ratio would be 20 / 25.
+            raw = self.write_raw(d, [("t1", "p3", 1, 12.0), ("t2", "ddp", 1, 10.0),
+                                     ("t3", "p3", 1, 20.0), ("t4", "ddp", 1, 25.0),
+                                     ("t5", "p3", 1, 33.0), ("t6", "ddp", 1, 30.0)])
+            out_csv = os.path.join(d, "points.csv")
+            out = fakes.run_script("p3_vs_ddp.py", f"--sweep=today={raw}", f"--csv={out_csv}")
+            with open(out_csv) as f:
+                (row,) = list(csv.DictReader(f))
+        self.assertEqual(row["p3_over_ddp"], "1.1")
+        self.assertEqual((row["p3_over_ddp_min"], row["p3_over_ddp_max"]), ("0.8", "1.2"))
+        self.assertEqual(row["runs"], "3")
+        self.assertIn("**1.100** ✓", out)  # the 1 Gbit/s target is 1.1
+
+    def test_a_sweep_without_a_path_is_refused(self):
+        p = fakes.run([fakes.PY, fakes.script("p3_vs_ddp.py"), "--sweep=today"], check=False)
+        self.assertNotEqual(p.returncode, 0)
+        self.assertIn("give LABEL=path", p.stderr)
 
 
 if __name__ == "__main__":
