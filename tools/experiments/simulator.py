@@ -10,6 +10,7 @@ committed measurements (docs/results/simulator/simulator.md).
   $S sweep         # the slice sweeps (slice_tuning_sweep.csv)
   $S calibrate --only=fresh-3                      # one calibration set
   $S fresh --file=simulator/F DIR=placement ...    # fresh runs -> docs/results/simulator/F
+  $S fresh --file=simulator/F --commit=C DIR=colocated ...   # a sitting's runs (binaries of C)
   $S trial --sets=fresh-3 --cpu_factor=1.3         # a what-if, nothing written
   $S cpu           # measured CPU per iteration beside the simulated
   $S noise         # the runs' own spread beside the misses
@@ -173,7 +174,7 @@ def score_rows(rows, runs):
                  checkable=s["checkable"], protocol_hit=s["hit"])
 
 
-SET_ORDER = ("fresh-2026-12-05b", "fresh-2026-12-05", "2026-12-03", "wire", "2026-12-02", "cc-bbr", "cc-cubic",
+SET_ORDER = ("ddp-2026-12-05", "fresh-2026-12-05b", "fresh-2026-12-05", "2026-12-03", "wire", "2026-12-02", "cc-bbr", "cc-cubic",
              "fresh-5", "fresh-4", "fresh-3", "fresh-2", "fresh", "current-interleaved",
              "current", "2026-11-30")
 
@@ -247,11 +248,13 @@ def score(args):
 
 
 def fresh(args):
-    """Collects bench_throughput raw.csv files (DIR=placement) into docs/results/<--file>."""
-    files = [f for _, f in sp.FRESH_SETS]
+    """Collects bench_throughput raw.csv files (DIR=placement) into docs/results/<--file>,
+    each row with its placement and the commit of the binaries (--commit, else this
+    worktree's HEAD, which is theirs when the runs used this tree's bazel-bin)."""
+    files = [f for _, f in sp.FRESH_SETS + sp.SITTING_SETS]
     if args.file not in files:
         raise SystemExit("fresh: --file must name one of " + ", ".join(files))
-    commit = paths.git_commit()
+    commit = args.commit or paths.git_commit()
     rows = []
     for spec in args.dirs:
         d, placement = spec.split("=")
@@ -372,7 +375,9 @@ def main():
                          "simulator_points.SETS)")
     ap.add_argument("--file", default="",
                     help="fresh: the CSV in docs/results to write (one of "
-                         "simulator_points.FRESH_SETS' files)")
+                         "simulator_points.FRESH_SETS' or SITTING_SETS' files)")
+    ap.add_argument("--commit", default="",
+                    help="fresh: the commit of the binaries that ran (default: this worktree's HEAD)")
     args = ap.parse_intermixed_args()
     if args.command == "fresh":
         fresh(args)

@@ -86,9 +86,13 @@ def profile(name):
 
 
 def streaming_measured(path):
-    """Medians per rate of goodput and CPU s/GB."""
+    """Medians per rate of goodput and CPU s/GB, of the runs over a socket: a row of the
+    shared-memory path (bench_streaming.py --shared_memory; rate 0 like loopback's) is
+    another data path, not a loopback run."""
     by_rate = {}
     for row in csv_io.read_rows(path):
+        if str(row.get("shared_memory") or "0").strip().lower() in ("1", "true"):
+            continue
         by_rate.setdefault(float(row["rate_gbps"]), []).append(row)
     out = {}
     for rate, rows in sorted(by_rate.items()):
