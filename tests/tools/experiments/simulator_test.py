@@ -218,6 +218,23 @@ class SimulatorTest(unittest.TestCase):
                                    0.15 - (1 / 0.95 - 1))
             self.assertEqual(simulator_calibration.comm_interference(0.8, path), 0.0)
 
+    def test_shared_memory_cost_is_its_streaming_runs_cpu_less_update_and_messages(self):
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "s.csv")
+            with open(path, "w") as f:
+                f.write("rate_gbps,shared_memory,cpu_s_per_gb\n0.0,0,0.9\n0.0,1,0.50\n"
+                        "0.0,1,0.56\n0.0,1,0.53\n1.0,0,1.4\n")
+            self.assertAlmostEqual(simulator_calibration.shm_measured(path), 0.53)
+            with open(path, "w") as f:
+                f.write("rate_gbps,cpu_s_per_gb\n0.0,0.9\n")
+            self.assertIsNone(simulator_calibration.shm_measured(path))
+        # 0.53 s per GB crossing less its update (0.05) and 8 us per 160 kB message on each
+        # side (0.1 ns a byte): 0.38 ns a byte.
+        self.assertAlmostEqual(
+            simulator_calibration.shm_s_per_byte(0.53, 0.05, 8e-6) * 1e9, 0.38)
+        # Where the per-message cost alone exceeds the measured CPU: none per byte.
+        self.assertEqual(simulator_calibration.shm_s_per_byte(0.53, 0.05, 40e-6), 0.0)
+
     def test_per_byte_costs_lose_the_per_message_cost_they_hold(self):
         cal = {"send_s_per_byte": 1e-9, "recv_s_per_byte": 1e-9}
         less = simulator_calibration.per_byte_less_messages(cal, 16e-6)
