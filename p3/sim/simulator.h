@@ -57,7 +57,10 @@ struct Calibration {
   // Wall-clock delay between two writes of one connection's writer (waking the writer
   // thread), not CPU. Default: 60 µs.
   double write_gap_s = 60e-6;
-  // Per byte copied through shared memory (a colocated worker and server). Default: 0.3 ns.
+  // Per byte copied through shared memory (a colocated worker and server), charged to
+  // the reader on top of per_message_s on each side. Default: 0.3 ns. The CPU
+  // calibrations: from the streaming benchmark's shared-memory runs, less the
+  // per-message costs (tools/experiments/simulator_calibration.py).
   double shm_s_per_byte = 0.3e-9;
   // Optimizer (aggregation of W gradients and the update) per byte of parameters and
   // worker. Default: 0.5 ns.

@@ -10,7 +10,9 @@ committed measurements (docs/results/simulator/simulator.md).
   $S sweep         # the slice sweeps (slice_tuning_sweep.csv)
   $S calibrate --only=fresh-3                      # one calibration set
   $S fresh --file=simulator/F DIR=placement ...    # fresh runs -> docs/results/simulator/F
+  $S fresh --file=simulator/F --commit=C DIR=colocated ...   # a sitting's runs (binaries of C)
   $S trial --sets=fresh-3 --cpu_factor=1.3         # a what-if, nothing written
+  $S trial --sets=ddp-2026-12-05 --ring_streaming_share   # DDP with P3's streaming link share
   $S cpu           # measured CPU per iteration beside the simulated
   $S noise         # the runs' own spread beside the misses
   $S score [--before=OLD.csv]   # the protocol's hits per set (simulator_protocol.py)
@@ -101,8 +103,35 @@ def trial(args):
                 float(r["compute_speed"]) for r in sbs)
             comm = statistics.median(float(r["comm_factor"]) for r in sbs)
             cal.update({k: cal[k] * comm for k in CPU_COST_FIELDS})
+        if args.ring_streaming_share:
+            trial_ring_share(pts, set_name, cal, cal_set)
+            continue
         calibration.with_temporary(cal, lambda path: trial_set(args, pts, set_name, cal,
                                                                cal_set, path))
+
+
+def trial_ring_share(pts, set_name, cal, cal_set):
+    """Prints predicted / measured of a set's DDP points on shaped links, as calibrated and
+    with gloo's ring given the share of the link that the set's own streaming runs (P3's
+    one flow) reached at the point's rate (goodput / rate) as its goodput_factor."""
+    measured = calibration.streaming_measured(os.path.join(ROOT, cal_set["streaming"]))
+    scales = {}
+    for p in pts:
+        if p["set"] != set_name or p["system"] != "ddp" or not p["bandwidth"] \
+                or p["bandwidth"] not in measured:
+            continue
+        share = measured[p["bandwidth"]]["goodput"] / p["bandwidth"]
+
+        def one(path):
+            if p["model"] not in scales:
+                scales[p["model"]] = calibration.compute_scale(
+                    p["model"], sp.local_of(pts, set_name, p["model"]), path)
+            return predict(p, path, scales[p["model"]], cal_set["extra"])["samples_per_second"]
+        base = calibration.with_temporary(cal, one)
+        alt = calibration.with_temporary(dict(cal, goodput_factor=share), one)
+        print(f"{set_name:20} {p['model']:13} ddp {p['bandwidth']:4} Gbit/s: streaming share "
+              f"{share:.3f}: predicted / measured {base / p['measured']:.3f} -> "
+              f"{alt / p['measured']:.3f}", flush=True)
 
 
 def trial_set(args, pts, set_name, cal, cal_set, path):
@@ -173,7 +202,7 @@ def score_rows(rows, runs):
                  checkable=s["checkable"], protocol_hit=s["hit"])
 
 
-SET_ORDER = ("fresh-2026-12-05b", "fresh-2026-12-05", "2026-12-03", "wire", "2026-12-02", "cc-bbr", "cc-cubic",
+SET_ORDER = ("ddp-2026-12-05", "fresh-2026-12-05b", "fresh-2026-12-05", "2026-12-03", "wire", "2026-12-02", "cc-bbr", "cc-cubic",
              "fresh-5", "fresh-4", "fresh-3", "fresh-2", "fresh", "current-interleaved",
              "current", "2026-11-30")
 
@@ -247,11 +276,13 @@ def score(args):
 
 
 def fresh(args):
-    """Collects bench_throughput raw.csv files (DIR=placement) into docs/results/<--file>."""
-    files = [f for _, f in sp.FRESH_SETS]
+    """Collects bench_throughput raw.csv files (DIR=placement) into docs/results/<--file>,
+    each row with its placement and the commit of the binaries (--commit, else this
+    worktree's HEAD, which is theirs when the runs used this tree's bazel-bin)."""
+    files = [f for _, f in sp.FRESH_SETS + sp.SITTING_SETS]
     if args.file not in files:
         raise SystemExit("fresh: --file must name one of " + ", ".join(files))
-    commit = paths.git_commit()
+    commit = args.commit or paths.git_commit()
     rows = []
     for spec in args.dirs:
         d, placement = spec.split("=")
@@ -360,6 +391,9 @@ def main():
     ap.add_argument("--preempt_s", type=float, default=-1.0,
                     help="trial: the computation's CPU seconds lost per wake-up on a full host "
                          "(Calibration::preempt_s; negative: the calibration's)")
+    ap.add_argument("--ring_streaming_share", action="store_true",
+                    help="trial: DDP's points on shaped links, gloo's ring given the link share "
+                         "of the set's streaming runs at each rate as its goodput_factor")
     ap.add_argument("--side_by_side", default="",
                     help="trial: a simulator_side_by_side.py CSV: its medians as the computation's "
                          "speed and a factor on the communication's CPU costs")
@@ -372,7 +406,9 @@ def main():
                          "simulator_points.SETS)")
     ap.add_argument("--file", default="",
                     help="fresh: the CSV in docs/results to write (one of "
-                         "simulator_points.FRESH_SETS' files)")
+                         "simulator_points.FRESH_SETS' or SITTING_SETS' files)")
+    ap.add_argument("--commit", default="",
+                    help="fresh: the commit of the binaries that ran (default: this worktree's HEAD)")
     args = ap.parse_intermixed_args()
     if args.command == "fresh":
         fresh(args)

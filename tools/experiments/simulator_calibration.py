@@ -35,7 +35,13 @@ compute_scale. Used by tools/experiments/simulator.py (`calibrate`, and every pr
     sending and receiving are what is left once that update, as `perf` measured it in the
     streaming run (streaming/cpu_breakdown_2026-12-04.csv), is taken off, and the
     streaming run is simulated with that update cost for the fit of the per-message costs
-    (issue 36: the update was counted twice).
+    (issue 36: the update was counted twice);
+  * shm_s_per_byte: the shared-memory path's copy per byte, from the streaming
+    benchmark's shared-memory runs (bench_streaming.py --shared_memory: one worker and
+    one server colocated) — the sitting's own where its streaming CSV has them, else
+    SHM_STREAMING's — less the streaming run's own update and the per-message cost the
+    simulator charges on both sides of each message, so that the simulated shared-memory
+    run uses the measured CPU per GB (at least 0). No validation point enters it.
 """
 import json
 import math
@@ -79,6 +85,10 @@ STREAMING_PARAM_BYTES_PER_CROSSING_BYTE = 0.5
 # The streaming benchmark's messages: slices of 40,000 float32 values, one part each, each
 # charged per_message_s by its writer and by its reader.
 STREAMING_MESSAGE_BYTES = 40000 * 4
+# The shared-memory runs of a set whose streaming CSV has none: the oldest committed
+# (d530bf0, 2026-12-04 23:51, a quiet machine, 5 runs; no run of the shared-memory path
+# with the older sets' own binaries exists). Today's builds gave 0.45 - 0.53 s per GB.
+SHM_STREAMING = "streaming/streaming_2026-12-04.csv"
 
 
 def profile(name):
@@ -86,9 +96,13 @@ def profile(name):
 
 
 def streaming_measured(path):
-    """Medians per rate of goodput and CPU s/GB."""
+    """Medians per rate of goodput and CPU s/GB, of the runs over a socket: a row of the
+    shared-memory path (bench_streaming.py --shared_memory; rate 0 like loopback's) is
+    another data path, not a loopback run."""
     by_rate = {}
     for row in csv_io.read_rows(path):
+        if str(row.get("shared_memory") or "0").strip().lower() in ("1", "true"):
+            continue
         by_rate.setdefault(float(row["rate_gbps"]), []).append(row)
     out = {}
     for rate, rows in sorted(by_rate.items()):
@@ -98,6 +112,23 @@ def streaming_measured(path):
                      "server": statistics.median(float(r["server_cpu_s"]) for r in rows),
                      "runs": len(rows), "commit": rows[0]["commit"]}
     return out
+
+
+def shm_measured(path):
+    """The median CPU s per GB crossing (worker and server together) of a streaming CSV's
+    shared-memory runs; None where it has none."""
+    costs = [float(r["cpu_s_per_gb"]) for r in csv_io.read_rows(path)
+             if str(r.get("shared_memory") or "0").strip().lower() in ("1", "true")]
+    return statistics.median(costs) if costs else None
+
+
+def shm_s_per_byte(shm_cpu_s_per_gb, streaming_update, per_message):
+    """shm_s_per_byte (charged by the reader, per byte of a message through shared memory)
+    that makes the simulated shared-memory streaming run use shm_cpu_s_per_gb: less the
+    run's own update (CPU s per GB crossing) and the per_message_s its writer and its
+    reader are charged for each STREAMING_MESSAGE_BYTES; at least 0."""
+    per_byte = (shm_cpu_s_per_gb - streaming_update) * 1e-9
+    return max(0.0, per_byte - 2 * per_message / STREAMING_MESSAGE_BYTES)
 
 
 def simulate_streaming(cal_path, rate):
@@ -334,6 +365,13 @@ def calibrate(only=""):
         per_message, gap, per_byte = fit_messages(name, cal, m, streaming_update)
         cal.update(per_message_s=per_message, write_gap_s=gap, send_s_per_byte=per_byte,
                    recv_s_per_byte=per_byte)
+        shm = shm_measured(os.path.join(paths.ROOT, s["streaming"]))
+        shm_source = s["streaming"]
+        if shm is None:
+            shm, shm_source = shm_measured(sp.results(SHM_STREAMING)), SHM_STREAMING
+        cal["shm_s_per_byte"] = shm_s_per_byte(shm, streaming_update, per_message)
+        print(f"{name}: shm_s_per_byte {cal['shm_s_per_byte'] * 1e9:.3f} ns "
+              f"({shm_source}'s shared-memory runs, {shm:.3f} s per GB)")
         cal.update(ring)
         path = os.path.join(paths.ROOT, s["file"])
         write_calibration(path, cal)

@@ -33,6 +33,14 @@ FRESH_SETS = [("fresh", "simulator/simulator_fresh_raw.csv"),
               ("fresh-2026-12-05", "simulator/simulator_fresh_2026-12-05_raw.csv"),
               # The second, frozen after fix 3 (predictions committed first).
               ("fresh-2026-12-05b", "simulator/simulator_fresh_2026-12-05b_raw.csv")]
+# Ordinary sets measured with tools/bench_throughput.py run in one sitting, every run's
+# raw.csv row copied as it was written (`simulator.py fresh --commit=`): set name, file.
+# Neither fresh (their configurations were fitted on in earlier sets, no prediction was
+# committed before the runs) nor sweeps (no aggregated CSV). ddp-2026-12-05: P3 against
+# DDP, 5 interleaved rounds (ResNet-50 and VGG-19 at 1, 2.5, 5 Gbit/s and unlimited, the
+# LSTM at 1), then in the same sitting the streaming benchmark, the preemption runs and
+# the `local` runs of VGG-19 and the LSTM (ResNet-50's are in the rounds).
+SITTING_SETS = [("ddp-2026-12-05", "simulator/simulator_ddp_2026-12-05_raw.csv")]
 # The full sweeps of tools/bench_throughput.py (every mode, the peer and `local`), as
 # aggregated by its `report`: set name, file.
 SWEEP_SETS = [("2026-12-02", "throughput/throughput.csv"),
@@ -130,6 +138,16 @@ SETS = {
         "binaries": "the commit of simulator_fresh.py measure (streaming in the same rounds)",
         "extra": {},
     },
+    # P3 against DDP (SITTING_SETS), main 3387c10: the streaming benchmark (5 runs a rate,
+    # shared memory rows too, which the calibration leaves out) and 3 rounds of
+    # simulator_preemption_cost.py right after the points' rounds.
+    "ddp-2026-12-05": {
+        "file": "configs/sim/calibration_cpu_ddp_2026-12-05.json",
+        "streaming": "docs/results/streaming/streaming_ddp_2026-12-05.csv",
+        "preemption": "simulator/preemption_cost_ddp_2026-12-05.csv",
+        "binaries": "3387c10 (streaming and preemption runs in the points' sitting, after them)",
+        "extra": {},
+    },
     "2026-12-03": {
         "file": "configs/sim/calibration_cpu_2026-12-03.json",
         "streaming": "docs/results/streaming/streaming_2026-12-03.csv",
@@ -142,8 +160,10 @@ SET_CALIBRATION = {"2026-12-02": "2026-12-02", "2026-11-30": "2026-11-30", "fres
                    "fresh-4": "fresh-4", "fresh-5": "fresh-5", "cc-bbr": "cc-2026-12-02",
                    "cc-cubic": "cc-2026-12-02", "wire": "cc-2026-12-02",
                    "2026-12-03": "2026-12-03", "fresh-2026-12-05": "fresh-2026-12-05",
-                   "fresh-2026-12-05b": "fresh-2026-12-05b"}
-# The point whose measurement fits the factor on gloo's ring costs (fit_ring).
+                   "fresh-2026-12-05b": "fresh-2026-12-05b",
+                   "ddp-2026-12-05": "ddp-2026-12-05"}
+# The point whose measurement fits the factor on gloo's ring costs (fit_ring), in every
+# calibration: the same point of a later set (ddp-2026-12-05's) is checked, not fitted.
 RING_POINT = ("current-interleaved", "resnet50", "ddp", 0.0, 2)
 
 
@@ -196,9 +216,9 @@ def data_path_points(set_name, file_name):
 
 def raw_sets():
     """(set, file, rows) of each set whose points come from bench_throughput raw.csv rows:
-    the fresh and wire sets, and one set per congestion control of CC_FILE (its runs under
-    that congestion control, and the `local` runs, which have none)."""
-    for set_name, file_name in FRESH_SETS + WIRE_SETS:
+    the fresh, sitting and wire sets, and one set per congestion control of CC_FILE (its
+    runs under that congestion control, and the `local` runs, which have none)."""
+    for set_name, file_name in FRESH_SETS + SITTING_SETS + WIRE_SETS:
         path = results(file_name)
         if os.path.exists(path):
             yield set_name, file_name, raw_csv.read(path)
@@ -237,7 +257,7 @@ def run_points(set_name, source, rows):
 def local_of(pts, set_name, model):
     """The measured `local` samples/s of a set's model: the one process that sets the
     session's compute_scale."""
-    if set_name in dict(FRESH_SETS + SWEEP_SETS + CC_SETS + WIRE_SETS):
+    if set_name in dict(FRESH_SETS + SITTING_SETS + SWEEP_SETS + CC_SETS + WIRE_SETS):
         for p in pts:
             if p["set"] == set_name and p["model"] == model and p["system"] == "local":
                 return p["measured"]

@@ -43,9 +43,27 @@ class SimulatorTest(unittest.TestCase):
         self.assertEqual(pts[("p3", "")]["source"], "w.csv")
 
     def test_every_set_names_a_calibration_that_exists(self):
-        for name, _ in sp.FRESH_SETS + sp.SWEEP_SETS + sp.CC_SETS + sp.WIRE_SETS:
+        for name, _ in (sp.FRESH_SETS + sp.SITTING_SETS + sp.SWEEP_SETS + sp.CC_SETS
+                        + sp.WIRE_SETS):
             self.assertIn("file", sp.calibration_of(name))
         self.assertEqual(sp.calibration_of("cc-bbr")["file"], "configs/sim/calibration_cpu_cc.json")
+        # A sitting's set has its own calibration, with its own preemption runs, and is
+        # in the page's tables (SET_ORDER) but not scored as fresh.
+        for name, _ in sp.SITTING_SETS:
+            self.assertIn("preemption", sp.calibration_of(name))
+            self.assertIn(name, simulator.SET_ORDER)
+            self.assertNotIn(name, protocol.FRESH_SETS)
+
+    def test_a_sitting_sets_points_and_local_come_from_its_raw_rows(self):
+        with mock.patch.object(sp, "results", lambda name: f"{T}/{os.path.basename(name)}"), \
+                mock.patch.object(sp, "FRESH_SETS", []), \
+                mock.patch.object(sp, "WIRE_SETS", []), \
+                mock.patch.object(sp, "CC_FILE", "missing.csv"), \
+                mock.patch.object(sp, "SITTING_SETS", [("sit", "wire_dtype_raw.csv")]):
+            pts = [p for _, f, rows in sp.raw_sets() for p in sp.run_points("sit", f, rows)]
+            self.assertEqual(sp.local_of(pts, "sit", "resnet50"),
+                             next(p["measured"] for p in pts if p["system"] == "local"))
+        self.assertTrue(any(p["system"] == "p3" and p["runs"] == 3 for p in pts))
 
     def test_compute_scale_interpolates_to_the_measured_local(self):
         # The stand-in's `local` iteration is 0.2 s x compute_scale; ResNet-50's batch is 8.
@@ -74,9 +92,30 @@ class SimulatorTest(unittest.TestCase):
         self.assertEqual(sorted(m), [0.0, 1.0, 2.5, 5.0])
         self.assertEqual(m[1.0]["runs"], 2)
 
+    def test_streaming_medians_leave_out_the_shared_memory_runs(self):
+        with open(f"{T}/streaming.csv") as f:
+            lines = f.read().splitlines()
+        loop = [x for x in lines[1:] if x.split(",")[2] == "0.0"]
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "s.csv")
+            with open(path, "w") as f:
+                f.write(lines[0] + ",shared_memory\n")
+                f.write("\n".join(x + ",0" for x in lines[1:]) + "\n")
+                # The shared-memory path: rate 0 too, far faster and cheaper per GB.
+                for x in loop * 3:
+                    cols = x.split(",")
+                    cols[5], cols[7] = "40.0", "0.2"
+                    f.write(",".join(cols) + ",1\n")
+            m = simulator_calibration.streaming_measured(path)
+        want = simulator_calibration.streaming_measured(f"{T}/streaming.csv")
+        self.assertEqual(m[0.0]["runs"], want[0.0]["runs"])
+        self.assertEqual(m[0.0]["goodput"], want[0.0]["goodput"])
+        self.assertEqual(m[0.0]["cpu_s_per_gb"], want[0.0]["cpu_s_per_gb"])
+
     def test_noise_point_runs_and_the_median_variance_table(self):
         with mock.patch.object(sp, "results", lambda name: f"{T}/{os.path.basename(name)}"), \
                 mock.patch.object(sp, "FRESH_SETS", []), \
+                mock.patch.object(sp, "SITTING_SETS", []), \
                 mock.patch.object(sp, "WIRE_SETS", [("wire", "wire_dtype_raw.csv")]), \
                 mock.patch.object(sp, "CC_FILE", "missing.csv"), \
                 mock.patch.object(sp, "SWEEP_RAW", {}), \
@@ -178,6 +217,23 @@ class SimulatorTest(unittest.TestCase):
             self.assertAlmostEqual(simulator_calibration.comm_interference(0.95, path),
                                    0.15 - (1 / 0.95 - 1))
             self.assertEqual(simulator_calibration.comm_interference(0.8, path), 0.0)
+
+    def test_shared_memory_cost_is_its_streaming_runs_cpu_less_update_and_messages(self):
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "s.csv")
+            with open(path, "w") as f:
+                f.write("rate_gbps,shared_memory,cpu_s_per_gb\n0.0,0,0.9\n0.0,1,0.50\n"
+                        "0.0,1,0.56\n0.0,1,0.53\n1.0,0,1.4\n")
+            self.assertAlmostEqual(simulator_calibration.shm_measured(path), 0.53)
+            with open(path, "w") as f:
+                f.write("rate_gbps,cpu_s_per_gb\n0.0,0.9\n")
+            self.assertIsNone(simulator_calibration.shm_measured(path))
+        # 0.53 s per GB crossing less its update (0.05) and 8 us per 160 kB message on each
+        # side (0.1 ns a byte): 0.38 ns a byte.
+        self.assertAlmostEqual(
+            simulator_calibration.shm_s_per_byte(0.53, 0.05, 8e-6) * 1e9, 0.38)
+        # Where the per-message cost alone exceeds the measured CPU: none per byte.
+        self.assertEqual(simulator_calibration.shm_s_per_byte(0.53, 0.05, 40e-6), 0.0)
 
     def test_per_byte_costs_lose_the_per_message_cost_they_hold(self):
         cal = {"send_s_per_byte": 1e-9, "recv_s_per_byte": 1e-9}
