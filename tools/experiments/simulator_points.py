@@ -143,7 +143,7 @@ SETS = {
     # simulator_preemption_cost.py right after the points' rounds.
     "ddp-2026-12-05": {
         "file": "configs/sim/calibration_cpu_ddp_2026-12-05.json",
-        "streaming": "docs/results/streaming/streaming_ddp_2026-12-05.csv",
+        "streaming": "docs/results/streaming/streaming_2026-12-05c.csv",
         "preemption": "simulator/preemption_cost_ddp_2026-12-05.csv",
         "binaries": "3387c10 (streaming and preemption runs in the points' sitting, after them)",
         "extra": {},
