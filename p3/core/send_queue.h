@@ -19,6 +19,10 @@
 //     link.Release(lane, item->bytes);
 //   }
 //
+// A thread that may write a lane's messages itself (a server's stream handler) pushes
+// with PushOrTake(): the message comes back to it when the lane would hand it out at
+// once, and the lane's writer is neither needed nor woken.
+//
 // Order: smallest (priority, tiebreak) first, then push order; FIFO options: push order
 // over all lanes. kUrgent goes ahead of everything in either order (an Abort must not
 // wait behind queued data). Thread-safe.
@@ -106,18 +110,28 @@ class SendQueue {
   // released.
   bool Push(int lane, T value, int64_t priority, int64_t tiebreak, int64_t bytes) {
     absl::MutexLock lock(&mu_);
-    if (lanes_[lane] == nullptr) return false;  // released
-    Lane& l = *lanes_[lane];
-    if (l.closed) return false;
-    const int64_t seq = next_seq_++;
-    Key key{0, 0, seq};
-    if (priority == kUrgent) {
-      key = Key{kUrgent, 0, seq};
-    } else if (options_.priority) {
-      key = Key{priority, tiebreak, seq};
-    }
-    l.heap.push(Entry{key, Item{std::move(value), bytes}});
-    return true;
+    return Insert(lane, std::move(value), priority, tiebreak, bytes);
+  }
+
+  // What PushOrTake() did with a message.
+  enum class Placed { kTaken, kQueued, kDropped };
+
+  // Push() for a thread that may write `lane`'s messages itself (a server's stream
+  // handler, whose lane's writer is often idle): when the message would be `lane`'s
+  // next Pop() at once -- nothing else queued on the lane, nothing of it in flight, no
+  // idle lane holding a more urgent message, and the credit admitting it -- it is handed
+  // out to the caller in *taken (kTaken) as Pop() would hand it out, in flight from now
+  // on; the caller writes it and Release()s it, exactly as the lane's writer would, and
+  // the writer, if it waits in Pop(), is not woken. Otherwise it is queued as Push()
+  // queues it (kQueued), or dropped (kDropped) when the lane is closed or released. The
+  // order on the link is Pop()'s: the message is taken only where Pop() would take it.
+  Placed PushOrTake(int lane, T value, int64_t priority, int64_t tiebreak, int64_t bytes,
+                    std::optional<Item>* taken) {
+    absl::MutexLock lock(&mu_);
+    if (!Insert(lane, std::move(value), priority, tiebreak, bytes)) return Placed::kDropped;
+    if (lanes_[lane]->heap.size() != 1 || !Turn(lane)) return Placed::kQueued;
+    *taken = TakeTop(lane);
+    return Placed::kTaken;
   }
 
   // Blocks until `lane`'s most urgent message is the link's turn and fits the credit,
@@ -126,15 +140,21 @@ class SendQueue {
     absl::MutexLock lock(&mu_);
     // A message in flight that turns stalled changes the turn without a Release: wake
     // when the next one would, and recompute when that is once another goes in flight.
+    // Only a lane with a message waiting, and none of its own in flight, can be held back
+    // by the credit, so only such a lane needs the new time: a writer waiting on an empty
+    // lane sleeps through the other lanes' hand-outs (and through a message its own lane's
+    // PushOrTake() took), and learns the time when a message is queued for it.
     int64_t seen = handouts_;
     absl::Time deadline = NextStall();
     auto ready = [this, lane, &seen]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-      return lanes_[lane]->closed || Turn(lane) || handouts_ != seen;
+      const Lane& l = *lanes_[lane];
+      return l.closed || Turn(lane) || (handouts_ != seen && !l.heap.empty() && !l.in_flight);
     };
     ++waiters_;
     while (true) {
       mu_.AwaitWithDeadline(absl::Condition(&ready), deadline);
       if (lanes_[lane]->closed || Turn(lane)) break;
+      ++idle_wakeups_;
       seen = handouts_;
       deadline = NextStall();
     }
@@ -176,6 +196,13 @@ class SendQueue {
     while (!l.heap.empty()) l.heap.pop();
   }
 
+  // Times a writer blocked in Pop() woke without a message to hand out (to learn when a
+  // message in flight turns stalled, or at that time). For tests and monitoring.
+  int64_t idle_wakeups() const {
+    absl::MutexLock lock(&mu_);
+    return idle_wakeups_;
+  }
+
   // Lane indices in use or free for reuse: the most lanes that were ever live at once.
   // A process whose connections come and go keeps this bounded with ReleaseLane().
   size_t lane_slots() const {
@@ -213,6 +240,22 @@ class SendQueue {
     absl::Time since;
     bool counted_stalled = false;
   };
+
+  bool Insert(int lane, T value, int64_t priority, int64_t tiebreak, int64_t bytes)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (lanes_[lane] == nullptr) return false;  // released
+    Lane& l = *lanes_[lane];
+    if (l.closed) return false;
+    const int64_t seq = next_seq_++;
+    Key key{0, 0, seq};
+    if (priority == kUrgent) {
+      key = Key{kUrgent, 0, seq};
+    } else if (options_.priority) {
+      key = Key{priority, tiebreak, seq};
+    }
+    l.heap.push(Entry{key, Item{std::move(value), bytes}});
+    return true;
+  }
 
   Item TakeTop(int lane) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     Lane& l = *lanes_[lane];
@@ -292,6 +335,7 @@ class SendQueue {
   int waiters_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t stalled_messages_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t handouts_ ABSL_GUARDED_BY(mu_) = 0;  // messages handed out so far
+  int64_t idle_wakeups_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace p3

@@ -1,6 +1,7 @@
 #include "p3/core/send_queue.h"
 
 #include <catch2/catch.hpp>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -268,6 +269,107 @@ CATCH_TEST_CASE("with stalled_after infinite a message in flight holds the link 
   CATCH_CHECK(link.stalled_messages() == 0);
   link.Release(a, 100);
   CATCH_CHECK(link.TryPop(b).has_value());
+}
+
+CATCH_TEST_CASE("PushOrTake hands a message to the pusher only where Pop() would take it at once") {
+  Queue link({.priority = true});
+  const int a = link.AddLane();
+  const int b = link.AddLane();
+  std::optional<Queue::Item> taken;
+  // An idle lane, nothing queued, the link free: taken, and in flight from now on.
+  CATCH_CHECK(link.PushOrTake(a, "a0", 5, 0, 100, &taken) == Queue::Placed::kTaken);
+  CATCH_REQUIRE(taken.has_value());
+  CATCH_CHECK(taken->value == "a0");
+  CATCH_CHECK(link.size(a) == 0);
+  // Its lane has one in flight: queued behind it.
+  std::optional<Queue::Item> second;
+  CATCH_CHECK(link.PushOrTake(a, "a1", 1, 0, 100, &second) == Queue::Placed::kQueued);
+  CATCH_CHECK_FALSE(second.has_value());
+  // The link's credit (0) is held by a0: b's message is queued, though b is idle.
+  CATCH_CHECK(link.PushOrTake(b, "b0", 0, 0, 100, &second) == Queue::Placed::kQueued);
+  link.Release(a, 100);
+  // b0 is the most urgent: a's queued a1 waits for it.
+  CATCH_CHECK_FALSE(link.TryPop(a).has_value());
+  std::optional<Queue::Item> next = link.TryPop(b);
+  CATCH_REQUIRE(next.has_value());
+  CATCH_CHECK(next->value == "b0");
+  link.Release(b, 100);
+  // Another idle lane holds a more urgent message: not taken, queued in its order.
+  link.Push(b, "b1", 0, 0, 100);
+  CATCH_CHECK(link.PushOrTake(a, "a2", 0, 1, 100, &second) == Queue::Placed::kQueued);
+  next = link.TryPop(b);
+  CATCH_REQUIRE(next.has_value());
+  CATCH_CHECK(next->value == "b1");
+  link.Release(b, 100);
+  // a's lane has queued messages (a1, a2): a new one joins them, even the most urgent.
+  CATCH_CHECK(link.PushOrTake(a, "a3", -1, 0, 100, &second) == Queue::Placed::kQueued);
+  CATCH_CHECK_FALSE(second.has_value());
+  std::vector<std::string> order;
+  while (std::optional<Queue::Item> item = link.TryPop(a)) {
+    order.push_back(item->value);
+    link.Release(a, item->bytes);
+  }
+  CATCH_CHECK(order == std::vector<std::string>{"a3", "a2", "a1"});
+  // Closed: dropped.
+  link.Close(a);
+  CATCH_CHECK(link.PushOrTake(a, "a4", 0, 0, 100, &second) == Queue::Placed::kDropped);
+}
+
+CATCH_TEST_CASE("a message the pusher takes does not wake the lane's writer, who gets the next") {
+  Queue link({.priority = true});
+  const int lane = link.AddLane();
+  std::optional<Queue::Item> got;
+  absl::Notification returned;
+  std::thread writer([&] {
+    got = link.Pop(lane);
+    returned.Notify();
+  });
+  link.AwaitWaiters(1);
+  std::optional<Queue::Item> taken;
+  CATCH_REQUIRE(link.PushOrTake(lane, "direct", 1, 0, 100, &taken) == Queue::Placed::kTaken);
+  CATCH_CHECK(taken->value == "direct");
+  // Queued behind the one in flight; the writer must not get it before the Release.
+  CATCH_CHECK(link.PushOrTake(lane, "queued", 2, 0, 100, &taken) == Queue::Placed::kQueued);
+  CATCH_CHECK_FALSE(returned.HasBeenNotified());
+  link.Release(lane, 100);
+  // The Release must wake the writer (bounded: a lost wake-up fails here, not hangs).
+  const bool in_time = returned.WaitForNotificationWithTimeout(absl::Seconds(10));
+  if (!in_time) link.Close(lane);
+  writer.join();
+  CATCH_CHECK(in_time);
+  CATCH_REQUIRE(got.has_value());
+  CATCH_CHECK(got->value == "queued");
+  // It was woken for its message, never for the one taken beside it.
+  CATCH_CHECK(link.idle_wakeups() == 0);
+}
+
+CATCH_TEST_CASE("a writer waiting on an empty lane sleeps through other lanes' traffic") {
+  Queue link({.priority = true, .credit_bytes = 0});
+  const int a = link.AddLane();
+  const int b = link.AddLane();
+  std::optional<Queue::Item> got;
+  absl::Notification returned;
+  std::thread writer([&] {
+    got = link.Pop(b);
+    returned.Notify();
+  });
+  link.AwaitWaiters(1);
+  // Each hand-out on a changes the link's stall times; b has nothing to hand out, so it
+  // has nothing to recompute. (A writer woken for each would count an idle wake-up here.)
+  for (int i = 0; i < 1000; ++i) {
+    link.Push(a, "a", 1, i, 100);
+    std::optional<Queue::Item> item = link.TryPop(a);
+    CATCH_REQUIRE(item.has_value());
+    link.Release(a, 100);
+  }
+  link.Push(b, "b0", 1, 0, 100);
+  const bool in_time = returned.WaitForNotificationWithTimeout(absl::Seconds(10));
+  if (!in_time) link.Close(b);
+  writer.join();
+  CATCH_CHECK(in_time);
+  CATCH_REQUIRE(got.has_value());
+  CATCH_CHECK(got->value == "b0");
+  CATCH_CHECK(link.idle_wakeups() == 0);
 }
 
 }  // namespace
