@@ -12,8 +12,8 @@
 // A message's way through it: Serve() reads it, HandleWorkerMessage() hands it to the
 // shard, Dispatch() queues the shard's answers (ToWorker) in their workers' lanes, and
 // each stream's WriteLoop() pops the most urgent one and writes it. An answer to the
-// stream's own worker that its lane would hand out at once (the writer idle, nothing
-// queued, the link's turn) is written by Serve()'s thread itself instead
+// stream's own worker over the network that its lane would hand out at once (the writer
+// idle, nothing queued, the link's turn) is written by Serve()'s thread itself instead
 // (SendQueue::PushOrTake): no hand-off to the writer thread, no wake-up, the same order.
 //
 // Thread-safe: gRPC runs one Serve() per stream on its own thread; each stream has a
@@ -122,9 +122,10 @@ class ParameterServer::Impl {
   // --- stream_writer.cc
 
   // Routes the shard's answers to the workers' queues. With `self` (the calling stream
-  // handler's own connection, and its `stream`): the first value message for self's
-  // worker that its lane would hand out at once is written here, on the caller's thread,
-  // after the others are queued (SendQueue::PushOrTake), instead of waking self's writer.
+  // handler's own connection, and its `stream`; not a colocated worker's): the first
+  // value message for self's worker that its lane would hand out at once is written
+  // here, on the caller's thread, after the others are queued (SendQueue::PushOrTake),
+  // instead of waking self's writer.
   void Dispatch(const std::vector<ToWorker>& out, const Connection* self = nullptr,
                 TrainStream* stream = nullptr);
   // The stream's writer thread: pops its lane, most urgent first, until the lane closes

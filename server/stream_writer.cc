@@ -33,8 +33,12 @@ void ParameterServer::Impl::Dispatch(const std::vector<ToWorker>& out, const Con
       if (it == streams_.end()) continue;  // that worker's stream has ended
       Connection& conn = *it->second;
       // Only the caller's own stream: its handler is this thread, so the stream outlives
-      // the write (another worker's stream may end while it is written).
-      if (&conn == self && !taken.has_value() && m.message.kind == Downstream::Kind::kParams) {
+      // the write (another worker's stream may end while it is written). Not a colocated
+      // worker's: its write copies the whole slice into the worker's shared memory, which
+      // its writer thread does beside the handler's next read (done here, that path's
+      // goodput fell to 0.77x: docs/results/streaming/streaming.md, "Wake-ups").
+      if (&conn == self && conn.shared == nullptr && !taken.has_value() &&
+          m.message.kind == Downstream::Kind::kParams) {
         conn.queue->PushOrTake(conn.lane, m.message, m.priority, m.message.slice_id, m.bytes,
                                &taken);
         continue;

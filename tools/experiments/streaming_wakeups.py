@@ -353,7 +353,9 @@ def main(argv=None):
                     help="with --table: a table per thread for this label instead")
     ap.add_argument("--perf", default="perf")
     ap.add_argument("--csv", required=True)
-    ap.add_argument("--raw_dir", default="", help="also write each run's counts (JSON) here")
+    ap.add_argument("--raw_dir", default="",
+                    help="also write each run's facts here (JSON: load, goodput, perf's "
+                         "warnings); its counts are the CSV's short_count and long_count")
     ap.add_argument("--append", action="store_true")
     ap.add_argument("--table", action="store_true", help="print the table from --csv only")
     a = ap.parse_args(argv)
@@ -364,7 +366,7 @@ def main(argv=None):
     commit = a.commit or subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"],
                                         capture_output=True, text=True).stdout.strip()
     keep = list(csv.DictReader(open(a.csv))) if a.append and os.path.exists(a.csv) else []
-    run = 1 + len({r["run"] for r in keep if r["label"] == a.label})
+    run = str(1 + len({r["run"] for r in keep if r["label"] == a.label}))
     load1 = open("/proc/loadavg").read().split()[0]
     raw = {"label": a.label, "run": run, "load1": load1,
            "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
@@ -383,8 +385,6 @@ def main(argv=None):
     if a.raw_dir:
         os.makedirs(a.raw_dir, exist_ok=True)
         path = os.path.join(a.raw_dir, f"{a.label}_run{run}.json")
-        raw["rows"] = [{k: r[k] for k in ("process", "thread", "metric", "short_count",
-                                           "long_count", "per_round_trip")} for r in rows]
         with open(path, "w") as f:
             json.dump(raw, f, indent=0)
     with open(a.csv, "w", newline="") as f:
