@@ -11,10 +11,7 @@
 //
 // A message's way through it: Serve() reads it, HandleWorkerMessage() hands it to the
 // shard, Dispatch() queues the shard's answers (ToWorker) in their workers' lanes, and
-// each stream's WriteLoop() pops the most urgent one and writes it. An answer to the
-// stream's own worker over the network that its lane would hand out at once (the writer
-// idle, nothing queued, the link's turn) is written by Serve()'s thread itself instead
-// (SendQueue::PushOrTake): no hand-off to the writer thread, no wake-up, the same order.
+// each stream's WriteLoop() pops the most urgent one and writes it.
 //
 // Thread-safe: gRPC runs one Serve() per stream on its own thread; each stream has a
 // writer thread; the stall watcher and Wait() run on theirs. What they share is guarded
@@ -121,20 +118,11 @@ class ParameterServer::Impl {
 
   // --- stream_writer.cc
 
-  // Routes the shard's answers to the workers' queues. With `self` (the calling stream
-  // handler's own connection, and its `stream`; not a colocated worker's): the first
-  // value message for self's worker that its lane would hand out at once is written
-  // here, on the caller's thread, after the others are queued (SendQueue::PushOrTake),
-  // instead of waking self's writer.
-  void Dispatch(const std::vector<ToWorker>& out, const Connection* self = nullptr,
-                TrainStream* stream = nullptr);
+  // Routes the shard's answers to the workers' queues.
+  void Dispatch(const std::vector<ToWorker>& out);
   // The stream's writer thread: pops its lane, most urgent first, until the lane closes
   // or a write fails; at most one write in flight.
   void WriteLoop(Connection* conn, TrainStream* stream);
-  // Writes one message that conn's lane handed out (by Pop() or PushOrTake()), releases
-  // it, and traces it; false when the write failed (the stream is over).
-  bool WriteItem(const Connection& conn, TrainStream* stream,
-                 const SendQueue<Downstream>::Item& item, wire::ServerMessage* scratch);
   // Writes version `d.version` of a slice to the worker: into its shared memory with a
   // descriptor on the stream (WriteSharedParams), or on the stream in parts of at most
   // max_message_params, back to back. The stream's buffers point into the shard's

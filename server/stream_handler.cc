@@ -185,7 +185,7 @@ absl::Status ParameterServer::Impl::ReadLoop(int rank, const Connection& conn, T
       continue;
     }
     if (tracing()) Trace(track, msg, handled.out, start);
-    Dispatch(handled.out, &conn, stream);
+    Dispatch(handled.out);
     // The queues hold their own references: dropping ours now lets the shard reuse a
     // snapshot's buffer as soon as the messages are written.
     handled.out.clear();

@@ -22,105 +22,77 @@
 
 namespace p3 {
 
-void ParameterServer::Impl::Dispatch(const std::vector<ToWorker>& out, const Connection* self,
-                                     TrainStream* stream) {
+void ParameterServer::Impl::Dispatch(const std::vector<ToWorker>& out) {
   if (out.empty()) return;
-  std::optional<SendQueue<Downstream>::Item> taken;
-  {
-    absl::MutexLock lock(&mu_);
-    for (const ToWorker& m : out) {
-      auto it = streams_.find(m.rank);
-      if (it == streams_.end()) continue;  // that worker's stream has ended
-      Connection& conn = *it->second;
-      // Only the caller's own stream: its handler is this thread, so the stream outlives
-      // the write (another worker's stream may end while it is written). Not a colocated
-      // worker's: its write copies the whole slice into the worker's shared memory, which
-      // its writer thread does beside the handler's next read (done here, that path's
-      // goodput fell to 0.77x: docs/results/streaming/streaming.md, "Wake-ups").
-      if (&conn == self && conn.shared == nullptr && !taken.has_value() &&
-          m.message.kind == Downstream::Kind::kParams) {
-        conn.queue->PushOrTake(conn.lane, m.message, m.priority, m.message.slice_id, m.bytes,
-                               &taken);
-        continue;
-      }
-      conn.Push(m.message, m.priority, m.message.slice_id, m.bytes);
-    }
+  absl::MutexLock lock(&mu_);
+  for (const ToWorker& m : out) {
+    auto it = streams_.find(m.rank);
+    if (it == streams_.end()) continue;  // that worker's stream has ended
+    it->second->Push(m.message, m.priority, m.message.slice_id, m.bytes);
   }
-  if (!taken.has_value()) return;
-  // Outside mu_: a write may wait for the socket. A failed one ends the lane as the
-  // writer's would (its Pop() returns nullopt); the handler's next Read fails too.
-  wire::ServerMessage scratch;
-  if (!WriteItem(*self, stream, *taken, &scratch)) self->queue->Close(self->lane);
 }
 
 void ParameterServer::Impl::WriteLoop(Connection* conn, TrainStream* stream) {
   wire::ServerMessage msg;  // control messages only
   while (std::optional<SendQueue<Downstream>::Item> item = conn->queue->Pop(conn->lane)) {
-    if (!WriteItem(*conn, stream, *item, &msg)) break;
+    const absl::Time start = absl::Now();
+    const Downstream& d = item->value;
+    bool ok = true;
+    if (d.kind == Downstream::Kind::kParams) {
+      ok = WriteParams(*conn, d, stream);
+    } else {
+      msg.Clear();
+      switch (d.kind) {
+        case Downstream::Kind::kParams:  // written above
+          break;
+        case Downstream::Kind::kWelcome: {
+          wire::Welcome* w = msg.mutable_welcome();
+          w->set_server_index(options_.shard.server_index);
+          w->set_start_version(shard_.start_version());
+          w->set_shared_memory(conn->shared != nullptr);
+          w->set_rejoined(conn->rejoined);
+          w->set_current_version(conn->current_version);
+          w->set_plan_slice_params(conn->plan.slice_params);
+          w->set_plan_from_iteration(conn->plan.from_iteration);
+          break;
+        }
+        case Downstream::Kind::kStall: {
+          wire::Stall* stall = msg.mutable_stall();
+          stall->set_iteration(d.stall->iteration);
+          for (int r : d.stall->missing_ranks) stall->add_missing_ranks(static_cast<uint32_t>(r));
+          stall->set_waited_s(absl::ToDoubleSeconds(d.stall->waited));
+          break;
+        }
+        case Downstream::Kind::kReplan:
+          msg.mutable_replan()->set_from_iteration(d.from_iteration);
+          msg.mutable_replan()->set_slice_params(d.slice_params);
+          break;
+        case Downstream::Kind::kMembership:
+          msg.mutable_membership()->set_from_iteration(d.from_iteration);
+          for (int r : *d.present) msg.mutable_membership()->add_present(static_cast<uint32_t>(r));
+          break;
+        case Downstream::Kind::kAbort:
+          msg.mutable_abort()->set_code(static_cast<int>(d.abort.code()));
+          msg.mutable_abort()->set_message(std::string(d.abort.message()));
+          break;
+        case Downstream::Kind::kBuffers:
+          msg.mutable_buffers()->set_round(d.round);
+          msg.mutable_buffers()->set_values(d.buffers->data(), d.buffers->size() * sizeof(float));
+          break;
+        case Downstream::Kind::kAck:
+          msg.mutable_ack()->set_slice_id(d.slice_id);
+          msg.mutable_ack()->set_iteration(d.iteration);
+          break;
+      }
+      ok = stream->Write(EncodeMessage(msg));
+    }
+    conn->queue->Release(conn->lane, item->bytes);
+    if (tracing()) TraceSend(conn->send_track, d, item->bytes, start);
+    if (d.kind == Downstream::Kind::kAbort) conn->context->TryCancel();
+    if (!ok) break;
   }
   // Nothing more goes out on this lane: its queued messages must not hold up the others.
   conn->queue->Close(conn->lane);
-}
-
-bool ParameterServer::Impl::WriteItem(const Connection& conn, TrainStream* stream,
-                                      const SendQueue<Downstream>::Item& item,
-                                      wire::ServerMessage* scratch) {
-  wire::ServerMessage& msg = *scratch;
-  const absl::Time start = absl::Now();
-  const Downstream& d = item.value;
-  bool ok = true;
-  if (d.kind == Downstream::Kind::kParams) {
-    ok = WriteParams(conn, d, stream);
-  } else {
-    msg.Clear();
-    switch (d.kind) {
-      case Downstream::Kind::kParams:  // written above
-        break;
-      case Downstream::Kind::kWelcome: {
-        wire::Welcome* w = msg.mutable_welcome();
-        w->set_server_index(options_.shard.server_index);
-        w->set_start_version(shard_.start_version());
-        w->set_shared_memory(conn.shared != nullptr);
-        w->set_rejoined(conn.rejoined);
-        w->set_current_version(conn.current_version);
-        w->set_plan_slice_params(conn.plan.slice_params);
-        w->set_plan_from_iteration(conn.plan.from_iteration);
-        break;
-      }
-      case Downstream::Kind::kStall: {
-        wire::Stall* stall = msg.mutable_stall();
-        stall->set_iteration(d.stall->iteration);
-        for (int r : d.stall->missing_ranks) stall->add_missing_ranks(static_cast<uint32_t>(r));
-        stall->set_waited_s(absl::ToDoubleSeconds(d.stall->waited));
-        break;
-      }
-      case Downstream::Kind::kReplan:
-        msg.mutable_replan()->set_from_iteration(d.from_iteration);
-        msg.mutable_replan()->set_slice_params(d.slice_params);
-        break;
-      case Downstream::Kind::kMembership:
-        msg.mutable_membership()->set_from_iteration(d.from_iteration);
-        for (int r : *d.present) msg.mutable_membership()->add_present(static_cast<uint32_t>(r));
-        break;
-      case Downstream::Kind::kAbort:
-        msg.mutable_abort()->set_code(static_cast<int>(d.abort.code()));
-        msg.mutable_abort()->set_message(std::string(d.abort.message()));
-        break;
-      case Downstream::Kind::kBuffers:
-        msg.mutable_buffers()->set_round(d.round);
-        msg.mutable_buffers()->set_values(d.buffers->data(), d.buffers->size() * sizeof(float));
-        break;
-      case Downstream::Kind::kAck:
-        msg.mutable_ack()->set_slice_id(d.slice_id);
-        msg.mutable_ack()->set_iteration(d.iteration);
-        break;
-    }
-    ok = stream->Write(EncodeMessage(msg));
-  }
-  conn.queue->Release(conn.lane, item.bytes);
-  if (tracing()) TraceSend(conn.send_track, d, item.bytes, start);
-  if (d.kind == Downstream::Kind::kAbort) conn.context->TryCancel();
-  return ok;
 }
 
 bool ParameterServer::Impl::WriteParams(const Connection& conn, const Downstream& d,

@@ -19,10 +19,6 @@
 //     link.Release(lane, item->bytes);
 //   }
 //
-// A thread that may write a lane's messages itself (a server's stream handler) pushes
-// with PushOrTake(): the message comes back to it when the lane would hand it out at
-// once, and the lane's writer is neither needed nor woken.
-//
 // Order: smallest (priority, tiebreak) first, then push order; FIFO options: push order
 // over all lanes. kUrgent goes ahead of everything in either order (an Abort must not
 // wait behind queued data). Thread-safe.
@@ -110,28 +106,18 @@ class SendQueue {
   // released.
   bool Push(int lane, T value, int64_t priority, int64_t tiebreak, int64_t bytes) {
     absl::MutexLock lock(&mu_);
-    return Insert(lane, std::move(value), priority, tiebreak, bytes);
-  }
-
-  // What PushOrTake() did with a message.
-  enum class Placed { kTaken, kQueued, kDropped };
-
-  // Push() for a thread that may write `lane`'s messages itself (a server's stream
-  // handler, whose lane's writer is often idle): when the message would be `lane`'s
-  // next Pop() at once -- nothing else queued on the lane, nothing of it in flight, no
-  // idle lane holding a more urgent message, and the credit admitting it -- it is handed
-  // out to the caller in *taken (kTaken) as Pop() would hand it out, in flight from now
-  // on; the caller writes it and Release()s it, exactly as the lane's writer would, and
-  // the writer, if it waits in Pop(), is not woken. Otherwise it is queued as Push()
-  // queues it (kQueued), or dropped (kDropped) when the lane is closed or released. The
-  // order on the link is Pop()'s: the message is taken only where Pop() would take it.
-  Placed PushOrTake(int lane, T value, int64_t priority, int64_t tiebreak, int64_t bytes,
-                    std::optional<Item>* taken) {
-    absl::MutexLock lock(&mu_);
-    if (!Insert(lane, std::move(value), priority, tiebreak, bytes)) return Placed::kDropped;
-    if (lanes_[lane]->heap.size() != 1 || !Turn(lane)) return Placed::kQueued;
-    *taken = TakeTop(lane);
-    return Placed::kTaken;
+    if (lanes_[lane] == nullptr) return false;  // released
+    Lane& l = *lanes_[lane];
+    if (l.closed) return false;
+    const int64_t seq = next_seq_++;
+    Key key{0, 0, seq};
+    if (priority == kUrgent) {
+      key = Key{kUrgent, 0, seq};
+    } else if (options_.priority) {
+      key = Key{priority, tiebreak, seq};
+    }
+    l.heap.push(Entry{key, Item{std::move(value), bytes}});
+    return true;
   }
 
   // Blocks until `lane`'s most urgent message is the link's turn and fits the credit,
@@ -142,8 +128,8 @@ class SendQueue {
     // when the next one would, and recompute when that is once another goes in flight.
     // Only a lane with a message waiting, and none of its own in flight, can be held back
     // by the credit, so only such a lane needs the new time: a writer waiting on an empty
-    // lane sleeps through the other lanes' hand-outs (and through a message its own lane's
-    // PushOrTake() took), and learns the time when a message is queued for it.
+    // lane sleeps through the other lanes' hand-outs, and learns the time when a message
+    // is queued for it.
     int64_t seen = handouts_;
     absl::Time deadline = NextStall();
     auto ready = [this, lane, &seen]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
@@ -240,22 +226,6 @@ class SendQueue {
     absl::Time since;
     bool counted_stalled = false;
   };
-
-  bool Insert(int lane, T value, int64_t priority, int64_t tiebreak, int64_t bytes)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    if (lanes_[lane] == nullptr) return false;  // released
-    Lane& l = *lanes_[lane];
-    if (l.closed) return false;
-    const int64_t seq = next_seq_++;
-    Key key{0, 0, seq};
-    if (priority == kUrgent) {
-      key = Key{kUrgent, 0, seq};
-    } else if (options_.priority) {
-      key = Key{priority, tiebreak, seq};
-    }
-    l.heap.push(Entry{key, Item{std::move(value), bytes}});
-    return true;
-  }
 
   Item TakeTop(int lane) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     Lane& l = *lanes_[lane];
