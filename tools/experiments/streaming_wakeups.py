@@ -27,6 +27,11 @@ processes, e.g. an interrupt on another task, is not seen).
       --csv=docs/results/streaming/wakeups_2026-12-05.csv --raw_dir=docs/results/streaming/wakeups_raw --append
   /usr/bin/python3 tools/experiments/streaming_wakeups.py --iperf3 --label=iperf3 --csv=... --append
   /usr/bin/python3 tools/experiments/streaming_wakeups.py --table --csv=docs/results/streaming/wakeups_2026-12-05.csv
+
+And the A/B of two builds' bench_streaming.py CSVs (rounds matched by `run`): medians of
+each, and the median (min - max) of the per-round after / before:
+  /usr/bin/python3 tools/experiments/streaming_wakeups.py --ab \
+      docs/results/streaming/wakeups_ab_2026-12-05_v2_before.csv docs/results/streaming/wakeups_ab_2026-12-05_v2_after.csv
 """
 import argparse
 import collections
@@ -334,6 +339,41 @@ def thread_table(rows, label, top=14):
     return "\n".join(lines)
 
 
+AB_FIELDS = [("goodput Gbit/s", "goodput_gbps"), ("goodput / iperf3", "ratio"),
+             ("CPU s/GB, worker + server", "cpu_s_per_gb"), ("host CPU s/GB", "host_cpu_s_per_gb"),
+             ("server CPU s", "server_cpu_s")]
+
+
+def ab_table(before_rows, after_rows):
+    """Markdown: per mode (rate, shared memory), per field: before's and after's medians
+    and the per-round after / before, median (min - max); rounds matched by `run`."""
+    key = lambda r: (r["rate_gbps"], r["shared_memory"], r["run"])
+    before = {key(r): r for r in before_rows}
+    after = {key(r): r for r in after_rows}
+    lines = ["| mode | what | before | after | after / before, per round: median (min – max) "
+             "| rounds | load1 at the starts |", "|---|---|---:|---:|---:|---:|---|"]
+    modes = sorted({k[:2] for k in before if k in after}, key=lambda m: (m[1], -float(m[0])))
+    for rate, shared in modes:
+        keys = sorted(k for k in before if k[:2] == (rate, shared) and k in after)
+        mode = ("shared memory" if shared in ("1", "True") else
+                "loopback" if float(rate) == 0 else f"{float(rate):g} Gbit/s")
+        loads = [float(r[k]["load1_start"]) for r in (before, after) for k in keys]
+        for title, field in AB_FIELDS:
+            if shared in ("1", "True") and field == "ratio":
+                title, field = "goodput / memcpy", "goodput_to_memcpy"
+            try:
+                b = [float(before[k][field]) for k in keys]
+                a = [float(after[k][field]) for k in keys]
+            except (KeyError, ValueError):
+                continue
+            ratios = [y / x for x, y in zip(b, a) if x]
+            lines.append(f"| {mode} | {title} | {statistics.median(b):.3f} | "
+                         f"{statistics.median(a):.3f} | {statistics.median(ratios):.2f} "
+                         f"({min(ratios):.2f} – {max(ratios):.2f}) | {len(keys)} | "
+                         f"{min(loads):.1f} – {max(loads):.1f} |")
+    return "\n".join(lines)
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--label", default="run")
@@ -351,14 +391,21 @@ def main(argv=None):
                     help="KEY=VALUE in the benchmark's environment (repeatable)")
     ap.add_argument("--threads", default="",
                     help="with --table: a table per thread for this label instead")
+    ap.add_argument("--ab", nargs=2, metavar=("BEFORE_CSV", "AFTER_CSV"),
+                    help="print the A/B table of two bench_streaming.py CSVs and exit")
     ap.add_argument("--perf", default="perf")
-    ap.add_argument("--csv", required=True)
+    ap.add_argument("--csv", default="")
     ap.add_argument("--raw_dir", default="",
                     help="also write each run's facts here (JSON: load, goodput, perf's "
                          "warnings); its counts are the CSV's short_count and long_count")
     ap.add_argument("--append", action="store_true")
     ap.add_argument("--table", action="store_true", help="print the table from --csv only")
     a = ap.parse_args(argv)
+    if a.ab:
+        print(ab_table(*(list(csv.DictReader(open(p))) for p in a.ab)))
+        return 0
+    if not a.csv:
+        ap.error("--csv is required")
     if a.table:
         rows = list(csv.DictReader(open(a.csv)))
         print(thread_table(rows, a.threads) if a.threads else table(rows))
