@@ -62,6 +62,20 @@ class StreamingWakeupsTest(unittest.TestCase):
         self.assertIn("| server / p3-recv-w0 |", table)
         self.assertIn("| worker / p3-send-s0 | server/p3-recv-w0 | 1.00 |", table)
 
+    def test_the_ab_table_matches_rounds_by_run_and_gives_per_round_ratios(self):
+        def row(run, goodput, cpu, load):
+            return {"rate_gbps": "0.0", "shared_memory": "0", "run": str(run),
+                    "goodput_gbps": str(goodput), "ratio": "0.3", "cpu_s_per_gb": str(cpu),
+                    "host_cpu_s_per_gb": "1", "server_cpu_s": "1", "load1_start": str(load)}
+        before = [row(0, 4.0, 1.0, 2.0), row(1, 8.0, 1.0, 3.0), row(2, 5.0, 1.0, 2.5)]
+        # Round 2 of "after" is missing: only the matched rounds count.
+        after = [row(1, 4.0, 0.5, 4.0), row(0, 4.0, 2.0, 2.2)]
+        table = wakeups.ab_table(before, after)
+        self.assertIn("| loopback | goodput Gbit/s | 6.000 | 4.000 | 0.75 (0.50 – 1.00) | 2 | "
+                      "2.0 – 4.0 |", table)
+        self.assertIn("| loopback | CPU s/GB, worker + server | 1.000 | 1.250 | 1.25 (0.50 – 2.00) |",
+                      table)
+
 
 if __name__ == "__main__":
     unittest.main()
