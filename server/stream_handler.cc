@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "p3/base/status_macros.h"
+#include "p3/base/thread_name.h"
 #include "server/message_handler.h"
 #include "server/parameter_server_impl.h"
 
@@ -108,13 +109,21 @@ absl::Status ParameterServer::Impl::Serve(grpc::ServerContext* context, TrainStr
     connection.receive_track = options_.trace->Track(absl::StrCat("from worker ", rank));
     connection.send_track = options_.trace->Track(absl::StrCat("to worker ", rank));
   }
-  std::thread writer([this, &connection, stream] { WriteLoop(&connection, stream); });
+  // Named for profiles and wake-up counts (docs/results/streaming/streaming.md); gRPC's
+  // handler thread gets its own name back when the stream ends (it serves others later).
+  std::thread writer([this, &connection, stream, rank] {
+    NameThisThread(absl::StrCat("p3-send-w", rank));
+    WriteLoop(&connection, stream);
+  });
+  const std::string handler_name = ThisThreadName();
+  NameThisThread(absl::StrCat("p3-recv-w", rank));
 
   bool awaiting_rejoin = false;
   absl::Status status = ReadLoop(rank, connection, stream, &awaiting_rejoin);
   if (!status.ok() && !awaiting_rejoin) Fail(rank, status);
   connection.queue->Close(connection.lane);
   writer.join();
+  NameThisThread(handler_name);
   {
     absl::MutexLock lock(&mu_);
     auto it = streams_.find(rank);

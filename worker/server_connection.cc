@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "p3/base/log_line.h"
+#include "p3/base/thread_name.h"
 #include "absl/synchronization/notification.h"
 #include "p3/core/stall_report.h"
 #include "p3/core/wire_dtype.h"
@@ -199,8 +200,15 @@ absl::StatusOr<std::unique_ptr<ServerConnection>> ServerConnection::Open(
     conn->receive_track_ =
         options.trace->Track(absl::StrCat("receive from server ", options.server_index));
   }
-  conn->writer_ = std::thread([c = conn.get()] { c->WriteLoop(); });
-  conn->reader_ = std::thread([c = conn.get()] { c->ReadLoop(); });
+  // Named for profiles and wake-up counts (docs/results/streaming/streaming.md).
+  conn->writer_ = std::thread([c = conn.get()] {
+    NameThisThread(absl::StrCat("p3-send-s", c->options_.server_index));
+    c->WriteLoop();
+  });
+  conn->reader_ = std::thread([c = conn.get()] {
+    NameThisThread(absl::StrCat("p3-recv-s", c->options_.server_index));
+    c->ReadLoop();
+  });
   return conn;
 }
 

@@ -126,15 +126,21 @@ class SendQueue {
     absl::MutexLock lock(&mu_);
     // A message in flight that turns stalled changes the turn without a Release: wake
     // when the next one would, and recompute when that is once another goes in flight.
+    // Only a lane with a message waiting, and none of its own in flight, can be held back
+    // by the credit, so only such a lane needs the new time: a writer waiting on an empty
+    // lane sleeps through the other lanes' hand-outs, and learns the time when a message
+    // is queued for it.
     int64_t seen = handouts_;
     absl::Time deadline = NextStall();
     auto ready = [this, lane, &seen]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-      return lanes_[lane]->closed || Turn(lane) || handouts_ != seen;
+      const Lane& l = *lanes_[lane];
+      return l.closed || Turn(lane) || (handouts_ != seen && !l.heap.empty() && !l.in_flight);
     };
     ++waiters_;
     while (true) {
       mu_.AwaitWithDeadline(absl::Condition(&ready), deadline);
       if (lanes_[lane]->closed || Turn(lane)) break;
+      ++idle_wakeups_;
       seen = handouts_;
       deadline = NextStall();
     }
@@ -174,6 +180,13 @@ class SendQueue {
     Lane& l = *lanes_[lane];
     l.closed = true;
     while (!l.heap.empty()) l.heap.pop();
+  }
+
+  // Times a writer blocked in Pop() woke without a message to hand out (to learn when a
+  // message in flight turns stalled, or at that time). For tests and monitoring.
+  int64_t idle_wakeups() const {
+    absl::MutexLock lock(&mu_);
+    return idle_wakeups_;
   }
 
   // Lane indices in use or free for reuse: the most lanes that were ever live at once.
@@ -292,6 +305,7 @@ class SendQueue {
   int waiters_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t stalled_messages_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t handouts_ ABSL_GUARDED_BY(mu_) = 0;  // messages handed out so far
+  int64_t idle_wakeups_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace p3
