@@ -43,7 +43,8 @@ def slice_cpu_us(row):
 
 
 def idle_fraction(row, cores):
-    return 1 - float(row["host_busy_s"]) / (cores * float(row["seconds"]))
+    """The host's idle share of the window; 0 when the busy ticks (10 ms) round above it."""
+    return max(0.0, 1 - float(row["host_busy_s"]) / (cores * float(row["seconds"])))
 
 
 def fit(points):
