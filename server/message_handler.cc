@@ -108,22 +108,21 @@ absl::Status CheckSharedGradients(const wire::SharedSlices& batch, const SharedV
         "a SharedSlices message of ", n, " gradients, on a stream without shared memory"));
   }
   if (n == 0 || n > kSharedBatchMax) {
-    return absl::InvalidArgumentError(absl::StrCat("a SharedSlices message of ", n,
-                                                   " gradients (1 to ", kSharedBatchMax,
-                                                   " allowed)"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "a SharedSlices message of ", n, " gradients (1 to ", kSharedBatchMax, " allowed)"));
   }
   for (int i = 0; i < n; ++i) {
     const wire::SliceData& d = batch.slices(i);
     if (d.shared_count() == 0 || !d.values().empty()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "a SharedSlices message: slice ", d.slice_id(), " (", i + 1, " of ", n,
-          ") has values in the message, not only in shared memory"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("a SharedSlices message: slice ", d.slice_id(), " (", i + 1, " of ", n,
+                       ") has values in the message, not only in shared memory"));
     }
     for (int j = 0; j < i; ++j) {
       if (batch.slices(j).slice_id() == d.slice_id()) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "a SharedSlices message names slice ", d.slice_id(), " twice (", j + 1, " and ",
-            i + 1, " of ", n, ")"));
+        return absl::InvalidArgumentError(absl::StrCat("a SharedSlices message names slice ",
+                                                       d.slice_id(), " twice (", j + 1, " and ",
+                                                       i + 1, " of ", n, ")"));
       }
     }
   }

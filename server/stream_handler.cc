@@ -218,8 +218,8 @@ absl::Status ParameterServer::Impl::ReadLoop(int rank, const Connection& conn, T
 }
 
 absl::Status ParameterServer::Impl::ServeSharedGradients(int rank, const Connection& conn,
-                                                        const wire::SharedSlices& batch,
-                                                        Handled* handled) {
+                                                         const wire::SharedSlices& batch,
+                                                         Handled* handled) {
   const SharedValues* shared = conn.shared != nullptr ? &conn.shared_values : nullptr;
   P3_RETURN_IF_ERROR(CheckSharedGradients(batch, shared));
   for (const wire::SliceData& slice : batch.slices()) {
@@ -228,12 +228,11 @@ absl::Status ParameterServer::Impl::ServeSharedGradients(int rank, const Connect
     P3_RETURN_IF_ERROR(HandleSharedGradient(&shard_, rank, slice, handled, shared));
     if (tracing()) {
       const bool updated = !handled->out.empty();
-      options_.trace->Complete(conn.receive_track,
-                               absl::StrCat(updated ? "aggregate+update " : "aggregate ",
-                                            slice.slice_id()),
-                               updated ? "update" : "aggregate", start, absl::Now(),
-                               absl::StrCat("\"slice\": ", slice.slice_id(),
-                                            ", \"iteration\": ", slice.iteration()));
+      options_.trace->Complete(
+          conn.receive_track,
+          absl::StrCat(updated ? "aggregate+update " : "aggregate ", slice.slice_id()),
+          updated ? "update" : "aggregate", start, absl::Now(),
+          absl::StrCat("\"slice\": ", slice.slice_id(), ", \"iteration\": ", slice.iteration()));
     }
     Dispatch(handled->out);
     handled->out.clear();

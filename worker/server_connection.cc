@@ -11,8 +11,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "p3/base/log_line.h"
 #include "absl/synchronization/notification.h"
+#include "p3/base/log_line.h"
 #include "p3/base/status_macros.h"
 #include "p3/core/stall_report.h"
 #include "p3/core/wire_dtype.h"
@@ -185,8 +185,8 @@ absl::StatusOr<std::unique_ptr<ServerConnection>> ServerConnection::Open(
   }
   conn->welcome_ = reply.control.welcome();
   // Fault injection (before_write) sees one slice per write, as it does on any link.
-  conn->batches_up_ = conn->shared_memory() && conn->welcome_.takes_shared_batches() &&
-                      !options.before_write;
+  conn->batches_up_ =
+      conn->shared_memory() && conn->welcome_.takes_shared_batches() && !options.before_write;
   // Values through shared memory do not use the network link: such a connection orders
   // its messages alone instead of taking turns with the others.
   if (options.send_queue != nullptr && !conn->shared_memory()) {
@@ -292,11 +292,10 @@ void ServerConnection::TraceWrite(const Upstream& up, int64_t bytes, absl::Time 
   if (options_.trace == nullptr || !options_.trace->enabled()) return;
   static constexpr const char* kNames[] = {"init",   "gradient", "pull",   "done",
                                            "resume", "buffers",  "replan", "membership"};
-  options_.trace->Complete(send_track_,
-                           absl::StrCat(kNames[static_cast<int>(up.kind)], " ", up.slice_id),
-                           "send", start, absl::Now(),
-                           absl::StrCat("\"slice\": ", up.slice_id, ", ", TraceCounter(up),
-                                        ", \"bytes\": ", bytes));
+  options_.trace->Complete(
+      send_track_, absl::StrCat(kNames[static_cast<int>(up.kind)], " ", up.slice_id), "send", start,
+      absl::Now(),
+      absl::StrCat("\"slice\": ", up.slice_id, ", ", TraceCounter(up), ", \"bytes\": ", bytes));
 }
 
 void ServerConnection::WriteLoop() {
@@ -365,8 +364,8 @@ absl::Status ServerConnection::ReceiveInPlace(const SliceHeader& h, ReceivedValu
   if (h.has_scale_exponent) received->scale_exponent = h.scale_exponent;
   received->in_place_count = static_cast<int64_t>(h.shared_count);
   // Counted as the stream would have carried them (2 bytes a value on a 16-bit wire).
-  bytes_shared_ += received->in_place_count *
-                   static_cast<int64_t>(BytesPerValue(options_.signature.wire_dtype));
+  bytes_shared_ +=
+      received->in_place_count * static_cast<int64_t>(BytesPerValue(options_.signature.wire_dtype));
   return options_.core->Params(options_.server_index, h.slice_id, h.version(), h.offset, *received)
       .status();
 }
@@ -404,8 +403,8 @@ absl::Status ServerConnection::ReceiveSharedParams(const wire::SharedSlices& bat
     if (options_.trace != nullptr && options_.trace->enabled()) {
       options_.trace->Complete(receive_track_, absl::StrCat("params ", h.slice_id), "receive",
                                start, absl::Now(),
-                               absl::StrCat("\"slice\": ", h.slice_id, ", \"version\": ",
-                                            h.version(), ", \"bytes\": 0"));
+                               absl::StrCat("\"slice\": ", h.slice_id,
+                                            ", \"version\": ", h.version(), ", \"bytes\": 0"));
     }
   }
   return absl::OkStatus();

@@ -144,8 +144,9 @@ CATCH_TEST_CASE("a slice the shard refuses inside a batch ends it with the shard
   CATCH_REQUIRE(f.Handle(Single(0)).ok());  // slice 0 is at version 1 now
   const absl::Status s = f.Handle(Batch({1, 0, 2}));
   CATCH_CHECK(absl::IsInvalidArgument(s));
-  CATCH_CHECK(Mentions(s, "gradient of slice 0 for iteration 0 from worker 0; the slice is at "
-                          "iteration 1"));
+  CATCH_CHECK(Mentions(s,
+                       "gradient of slice 0 for iteration 0 from worker 0; the slice is at "
+                       "iteration 1"));
   // The slices before it were handled, the ones after it not (the stream ends here).
   CATCH_CHECK(f.handled.out.size() == 1);
   CATCH_CHECK(f.handled.out[0].message.slice_id == 1);

@@ -8,9 +8,9 @@
 
 #include <grpcpp/grpcpp.h>
 
-#include <catch2/catch.hpp>
 #include <algorithm>
 #include <atomic>
+#include <catch2/catch.hpp>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -55,8 +55,7 @@ class FakeCore : public TransportCore {
 
   absl::StatusOr<bool> Params(int server, int64_t slice_id, uint64_t version, uint64_t offset,
                               const ReceivedValues& values) override {
-    Part part{server, slice_id, version, offset, "", values.scale_exponent,
-              values.in_place_count};
+    Part part{server, slice_id, version, offset, "", values.scale_exponent, values.in_place_count};
     for (absl::string_view segment : values.segments)
       part.bytes.append(segment.data(), segment.size());
     absl::MutexLock lock(&mu_);
@@ -543,8 +542,8 @@ CATCH_TEST_CASE("colocated gradients go in queue order, batched only where the s
             ++messages;
             if (m.field == wire::WorkerMessage::kGradientFieldNumber) {
               order.push_back(m.header.slice_id);
-              all_descriptors &= m.header.shared_count == 100 && m.header.iteration() == 7 &&
-                                 m.value_bytes == 0;
+              all_descriptors &=
+                  m.header.shared_count == 100 && m.header.iteration() == 7 && m.value_bytes == 0;
             } else if (m.field == wire::WorkerMessage::kSharedGradientsFieldNumber) {
               const wire::SharedSlices& batch = m.control.shared_gradients();
               largest = std::max(largest, batch.slices_size());
@@ -566,13 +565,13 @@ CATCH_TEST_CASE("colocated gradients go in queue order, batched only where the s
     CATCH_REQUIRE(conn.ok());
     // Pushed most urgent first, as fast as possible: the writer finds several ready.
     for (int i = 0; i < 64; ++i) {
-      (*conn)->Send(ToServer{.server = 0,
-                             .message = Upstream{.kind = Upstream::Kind::kGradient,
-                                                 .slice_id = i,
-                                                 .iteration = 7,
-                                                 .length = 100},
-                             .priority = i,
-                             .bytes = 400});
+      (*conn)->Send(ToServer{
+          .server = 0,
+          .message =
+              Upstream{
+                  .kind = Upstream::Kind::kGradient, .slice_id = i, .iteration = 7, .length = 100},
+          .priority = i,
+          .bytes = 400});
     }
     CATCH_REQUIRE((*conn)->Close(absl::Now() + kBound).ok());
     absl::MutexLock lock(&mu);
