@@ -35,6 +35,13 @@ inline constexpr uint32_t kMinProtocolVersion = 2;
 // float32 stream and 3 for a 16-bit one.
 uint32_t HelloProtocolVersion(const ClusterSignature& sig);
 
+// A SharedSlices message (several slices' shared-memory descriptors in one, a colocated
+// pair whose handshake agreed on it): a sender puts at most kSharedBatchSend slices in
+// one, so that a message queued behind it waits for at most that many slices' work on
+// the other side; a receiver refuses one of more than kSharedBatchMax.
+inline constexpr int kSharedBatchSend = 16;
+inline constexpr int kSharedBatchMax = 1024;
+
 // Largest message either side accepts. Default bound for slices of up to 256 MiB.
 inline constexpr int kMaxMessageBytes = 256 * 1024 * 1024 + 4096;
 

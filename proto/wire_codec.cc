@@ -364,6 +364,18 @@ SliceHeader HeaderOf(const wire::SliceData& slice) {
   return h;
 }
 
+void SetHeader(const SliceHeader& h, wire::SliceData* slice) {
+  slice->set_slice_id(h.slice_id);
+  slice->set_iteration(h.iteration());  // or the version: the same field (SliceHeader)
+  slice->set_offset(h.offset);
+  slice->set_shared_count(h.shared_count);
+  if (h.has_scale_exponent) {
+    slice->set_scale_exponent(h.scale_exponent);
+  } else {
+    slice->clear_scale_exponent();
+  }
+}
+
 grpc::ByteBuffer EncodeSlice(int field, const SliceHeader& h, const void* values, size_t bytes,
                              std::shared_ptr<const void> keepalive) {
   grpc::Slice slices[2] = {SliceHeaderBytes(field, h, bytes), grpc::Slice()};

@@ -88,6 +88,9 @@ struct SliceHeader {
 
 // The header of a SliceData parsed by protobuf (unusual encodings, the fuzzer's messages).
 SliceHeader HeaderOf(const wire::SliceData& slice);
+// The other way: `slice`'s scalar fields set to `h` (its values untouched), e.g. for the
+// descriptors of a SharedSlices message.
+void SetHeader(const SliceHeader& h, wire::SliceData* slice);
 
 // A top-level message whose oneof member number `field` is a SliceData with header `h`
 // and the `bytes` bytes at `values` as its values (WorkerMessage: kInitFieldNumber,

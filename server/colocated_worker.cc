@@ -8,9 +8,11 @@
 #include <memory>
 #include <optional>
 #include <utility>
+#include <vector>
 
 #include "p3/core/slice_plan.h"
 #include "p3/core/snapshot.h"
+#include "proto/wire.h"
 #include "server/parameter_server_impl.h"
 
 namespace p3 {
@@ -39,6 +41,47 @@ bool ParameterServer::Impl::WriteSharedParams(const Connection& conn, const Down
   header.shared_count = static_cast<uint64_t>(d.values->size());
   return stream->Write(
       EncodeSlice(wire::ServerMessage::kParamsFieldNumber, header, nullptr, 0, nullptr));
+}
+
+bool ParameterServer::Impl::WriteSharedParamsBatch(Connection* conn,
+                                                   SendQueue<Downstream>::Item first,
+                                                   TrainStream* stream, absl::Time start) {
+  std::vector<SendQueue<Downstream>::Item>& batch = conn->batch;
+  batch.clear();
+  batch.push_back(std::move(first));
+  // Only what is ready now, in the lane's order: a batch is never waited for.
+  while (static_cast<int>(batch.size()) < kSharedBatchSend) {
+    std::optional<SendQueue<Downstream>::Item> more = conn->queue->PopAlso(
+        conn->lane, [](const Downstream& d) { return d.kind == Downstream::Kind::kParams; });
+    if (!more.has_value()) break;
+    batch.push_back(*std::move(more));
+  }
+  bool ok = true;
+  if (batch.size() == 1) {
+    ok = WriteParams(*conn, batch[0].value, stream);
+  } else {
+    wire::ServerMessage msg;
+    wire::SharedSlices* slices = msg.mutable_shared_params();
+    for (const SendQueue<Downstream>::Item& item : batch) {
+      const Downstream& d = item.value;
+      // As WriteSharedParams: into the worker's parameters before its descriptor goes.
+      d.values->DecodeTo(conn->shared->params() + d.offset);
+      SliceHeader header = ParamsHeader(d);
+      header.shared_count = static_cast<uint64_t>(d.values->size());
+      SetHeader(header, slices->add_slices());
+    }
+    ok = stream->Write(EncodeMessage(msg));
+  }
+  int64_t bytes = 0;
+  for (const SendQueue<Downstream>::Item& item : batch) bytes += item.bytes;
+  conn->queue->Release(conn->lane, bytes);
+  if (tracing()) {
+    for (const SendQueue<Downstream>::Item& item : batch) {
+      TraceSend(conn->send_track, item.value, item.bytes, start);
+    }
+  }
+  batch.clear();  // the snapshots' references: the shard may reuse their storage
+  return ok;
 }
 
 }  // namespace p3

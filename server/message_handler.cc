@@ -101,6 +101,39 @@ absl::StatusOr<ClusterSignature> CheckedSignature(const wire::Hello& hello, int 
 
 }  // namespace
 
+absl::Status CheckSharedGradients(const wire::SharedSlices& batch, const SharedValues* shared) {
+  const int n = batch.slices_size();
+  if (shared == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "a SharedSlices message of ", n, " gradients, on a stream without shared memory"));
+  }
+  if (n == 0 || n > kSharedBatchMax) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "a SharedSlices message of ", n, " gradients (1 to ", kSharedBatchMax, " allowed)"));
+  }
+  for (int i = 0; i < n; ++i) {
+    const wire::SliceData& d = batch.slices(i);
+    if (d.shared_count() == 0 || !d.values().empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("a SharedSlices message: slice ", d.slice_id(), " (", i + 1, " of ", n,
+                       ") has values in the message, not only in shared memory"));
+    }
+    for (int j = 0; j < i; ++j) {
+      if (batch.slices(j).slice_id() == d.slice_id()) {
+        return absl::InvalidArgumentError(absl::StrCat("a SharedSlices message names slice ",
+                                                       d.slice_id(), " twice (", j + 1, " and ",
+                                                       i + 1, " of ", n, ")"));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status HandleSharedGradient(ParameterShard* shard, int rank, const wire::SliceData& slice,
+                                  Handled* handled, const SharedValues* shared) {
+  return HandleSlice(shard, rank, /*init=*/false, HeaderOf(slice), {}, 0, shared, handled);
+}
+
 absl::Status CheckRejoinHello(const ParameterShard& shard, const wire::Hello& hello,
                               int server_index) {
   P3_ASSIGN_OR_RETURN(const ClusterSignature sig, CheckedSignature(hello, server_index));
@@ -146,6 +179,12 @@ absl::Status HandleWorkerMessage(ParameterShard* shard, int rank, const wire::Wo
       return HandleSlice(shard, rank, msg.has_init(), HeaderOf(d), segments, d.values().size(),
                          shared, handled);
     }
+    case wire::WorkerMessage::kSharedGradients:
+      P3_RETURN_IF_ERROR(CheckSharedGradients(msg.shared_gradients(), shared));
+      for (const wire::SliceData& slice : msg.shared_gradients().slices()) {
+        P3_RETURN_IF_ERROR(HandleSharedGradient(shard, rank, slice, handled, shared));
+      }
+      return absl::OkStatus();
     case wire::WorkerMessage::kPull:
       if (msg.pull().slice_id() > static_cast<uint32_t>(INT32_MAX)) {
         return absl::InvalidArgumentError("pull: slice id out of range");

@@ -56,7 +56,10 @@ struct Handled {
   std::optional<MembershipChange> membership;
 };
 
-// One message after the Hello. An error means the message was refused and nothing changed.
+// One message after the Hello. An error means the message was refused and nothing changed;
+// except that a SharedSlices message (several slices' gradients) whose form is right but
+// one of whose slices the shard refuses ends at that slice, the ones before it handled
+// (CheckSharedGradients; the stream ends with the refusal either way).
 absl::StatusOr<Handled> HandleWorkerMessage(ParameterShard* shard, int rank,
                                             const wire::WorkerMessage& msg);
 
@@ -66,6 +69,18 @@ absl::StatusOr<Handled> HandleWorkerMessage(ParameterShard* shard, int rank,
 // message naming it is then refused).
 absl::Status HandleWorkerMessage(ParameterShard* shard, int rank, const wire::WorkerMessage& msg,
                                  Handled* handled, const SharedValues* shared = nullptr);
+
+// A colocated worker's SharedSlices message of gradients (WorkerMessage.shared_gradients,
+// docs/protocol.md), checked as a whole before any of it is handled: shared memory set
+// up (`shared` not null), 1 to kSharedBatchMax slices, each with shared_count and no
+// values, no slice named twice. InvalidArgument naming what is wrong otherwise.
+absl::Status CheckSharedGradients(const wire::SharedSlices& batch, const SharedValues* shared);
+
+// One slice of a checked SharedSlices message, handled as the Gradient message of its own
+// would be. Appends to handled->out and resets nothing else, so that a caller may hand
+// each slice's values on before the next (the gRPC server does) or gather them all.
+absl::Status HandleSharedGradient(ParameterShard* shard, int rank, const wire::SliceData& slice,
+                                  Handled* handled, const SharedValues* shared);
 
 // The same for a message decoded from the raw stream (proto/wire_codec.h): the values of
 // an Init or a gradient are copied once, from gRPC's buffers straight into the shard.

@@ -43,6 +43,7 @@
 #include "proto/p3.pb.h"
 #include "proto/raw_train.h"
 #include "proto/wire_codec.h"
+#include "server/message_handler.h"
 #include "server/parameter_server.h"
 
 namespace p3 {
@@ -84,6 +85,10 @@ class ParameterServer::Impl {
     uint64_t current_version = 0;
     // The shard's plan when the worker joined (Welcome.plan_slice_params/from_iteration).
     PlanInForce plan;
+    // Versions go down several slices to a message (shared memory, and the worker's Hello
+    // says takes_shared_batches); `batch` is the writer's, reused.
+    bool batches_down = false;
+    std::vector<SendQueue<Downstream>::Item> batch;
 
     bool Push(Downstream message, int64_t priority, int64_t tiebreak, int64_t bytes) {
       return queue->Push(lane, std::move(message), priority, tiebreak, bytes);
@@ -115,6 +120,11 @@ class ParameterServer::Impl {
   // One event per message handled; "update" when it completed a slice's aggregation.
   void Trace(int track, const DecodedWorkerMessage& msg, const std::vector<ToWorker>& out,
              absl::Time start);
+  // A SharedSlices message of gradients: checked as a whole, then each slice handled and
+  // its answers dispatched before the next (the first versions go down while the others
+  // are summed). An error ends the stream as a refused message does.
+  absl::Status ServeSharedGradients(int rank, const Connection& conn,
+                                    const wire::SharedSlices& batch, Handled* handled);
 
   // --- stream_writer.cc
 
@@ -131,6 +141,8 @@ class ParameterServer::Impl {
   // the snapshot is the version encoded once for every worker, and its bytes go out as
   // they are.
   bool WriteParams(const Connection& conn, const Downstream& d, TrainStream* stream);
+  // The header of a version's message(s): slice id, version, the snapshot's scale.
+  static SliceHeader ParamsHeader(const Downstream& d);
   // One event per message of the shard written (kParams, kAck, kBuffers), with what it
   // counts under its own name.
   void TraceSend(int track, const Downstream& d, int64_t bytes, absl::Time start);
@@ -157,6 +169,13 @@ class ParameterServer::Impl {
   // on the stream.
   bool WriteSharedParams(const Connection& conn, const Downstream& d, SliceHeader header,
                          TrainStream* stream);
+  // For a worker that takes them (batches_down): the version `first` (popped) and the
+  // versions after it that the lane hands out at once (SendQueue::PopAlso), at most
+  // kSharedBatchSend in all, each decoded into the worker's parameters, then one
+  // SharedSlices message (a single one as WriteSharedParams writes it). Releases them
+  // together and traces each.
+  bool WriteSharedParamsBatch(Connection* conn, SendQueue<Downstream>::Item first,
+                              TrainStream* stream, absl::Time start);
 
   // --- parameter_server.cc
 

@@ -69,6 +69,7 @@ absl::Status ParameterServer::Impl::Serve(grpc::ServerContext* context, TrainStr
     }
     if (!hello.shared_memory_name().empty() && options_.shared_memory) {
       MapSharedMemory(hello, conn.get());
+      conn->batches_down = conn->shared != nullptr && hello.takes_shared_batches();
     }
     const SendQueueOptions order{.priority = joined.signature.priority,
                                  .credit_bytes = options_.credit_bytes,
@@ -168,6 +169,11 @@ absl::Status ParameterServer::Impl::ReadLoop(int rank, const Connection& conn, T
     if (absl::Status decoded = Decode(&buffer, &msg); !decoded.ok()) {
       return absl::InvalidArgumentError(absl::StrCat("a malformed message: ", decoded.message()));
     }
+    if (!msg.is_slice && msg.control.has_shared_gradients()) {
+      P3_RETURN_IF_ERROR(
+          ServeSharedGradients(rank, conn, msg.control.shared_gradients(), &handled));
+      continue;
+    }
     P3_RETURN_IF_ERROR(HandleWorkerMessage(&shard_, rank, msg, &handled, shared));
     if (handled.done) {
       if (handled.all_done) {
@@ -218,6 +224,29 @@ absl::Status ParameterServer::Impl::ReadLoop(int rank, const Connection& conn, T
   }
   return absl::UnavailableError(
       absl::StrCat("worker ", rank, " disconnected before it was done", StalledBefore(rank, waits)));
+}
+
+absl::Status ParameterServer::Impl::ServeSharedGradients(int rank, const Connection& conn,
+                                                         const wire::SharedSlices& batch,
+                                                         Handled* handled) {
+  const SharedValues* shared = conn.shared != nullptr ? &conn.shared_values : nullptr;
+  P3_RETURN_IF_ERROR(CheckSharedGradients(batch, shared));
+  for (const wire::SliceData& slice : batch.slices()) {
+    const absl::Time start = absl::Now();
+    handled->out.clear();
+    P3_RETURN_IF_ERROR(HandleSharedGradient(&shard_, rank, slice, handled, shared));
+    if (tracing()) {
+      const bool updated = !handled->out.empty();
+      options_.trace->Complete(
+          conn.receive_track,
+          absl::StrCat(updated ? "aggregate+update " : "aggregate ", slice.slice_id()),
+          updated ? "update" : "aggregate", start, absl::Now(),
+          absl::StrCat("\"slice\": ", slice.slice_id(), ", \"iteration\": ", slice.iteration()));
+    }
+    Dispatch(handled->out);
+    handled->out.clear();
+  }
+  return absl::OkStatus();
 }
 
 std::string ParameterServer::Impl::StalledBefore(int rank,

@@ -37,6 +37,10 @@ void ParameterServer::Impl::WriteLoop(Connection* conn, TrainStream* stream) {
   while (std::optional<SendQueue<Downstream>::Item> item = conn->queue->Pop(conn->lane)) {
     const absl::Time start = absl::Now();
     const Downstream& d = item->value;
+    if (conn->batches_down && d.kind == Downstream::Kind::kParams) {
+      if (!WriteSharedParamsBatch(conn, *std::move(item), stream, start)) break;
+      continue;
+    }
     bool ok = true;
     if (d.kind == Downstream::Kind::kParams) {
       ok = WriteParams(*conn, d, stream);
@@ -50,6 +54,7 @@ void ParameterServer::Impl::WriteLoop(Connection* conn, TrainStream* stream) {
           w->set_server_index(options_.shard.server_index);
           w->set_start_version(shard_.start_version());
           w->set_shared_memory(conn->shared != nullptr);
+          w->set_takes_shared_batches(conn->shared != nullptr);  // ServeSharedGradients
           w->set_rejoined(conn->rejoined);
           w->set_current_version(conn->current_version);
           w->set_plan_slice_params(conn->plan.slice_params);
@@ -95,16 +100,21 @@ void ParameterServer::Impl::WriteLoop(Connection* conn, TrainStream* stream) {
   conn->queue->Close(conn->lane);
 }
 
-bool ParameterServer::Impl::WriteParams(const Connection& conn, const Downstream& d,
-                                        TrainStream* stream) {
-  const Snapshot& snapshot = *d.values;
+SliceHeader ParameterServer::Impl::ParamsHeader(const Downstream& d) {
   SliceHeader header;
   header.slice_id = static_cast<uint32_t>(d.slice_id);
   header.set_version(d.version);
-  if (const std::optional<int> e = snapshot.scale_exponent()) {
+  if (const std::optional<int> e = d.values->scale_exponent()) {
     header.has_scale_exponent = true;
     header.scale_exponent = *e;
   }
+  return header;
+}
+
+bool ParameterServer::Impl::WriteParams(const Connection& conn, const Downstream& d,
+                                        TrainStream* stream) {
+  const Snapshot& snapshot = *d.values;
+  SliceHeader header = ParamsHeader(d);
   if (conn.shared != nullptr) return WriteSharedParams(conn, d, header, stream);
   const int64_t n = snapshot.size();
   const char* values = snapshot.bytes().data();

@@ -11,9 +11,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "p3/base/log_line.h"
-#include "p3/base/thread_name.h"
 #include "absl/synchronization/notification.h"
+#include "p3/base/log_line.h"
+#include "p3/base/status_macros.h"
+#include "p3/base/thread_name.h"
 #include "p3/core/stall_report.h"
 #include "p3/core/wire_dtype.h"
 #include "proto/raw_train.h"
@@ -131,6 +132,7 @@ absl::StatusOr<std::unique_ptr<ServerConnection>> ServerConnection::Open(
   if (!options.shared_memory_name.empty()) {
     hello->set_shared_memory_name(options.shared_memory_name);
     hello->set_shared_memory_nonce(options.shared_memory_nonce);
+    hello->set_takes_shared_batches(true);  // ReceiveSharedParams
   }
   grpc::ByteBuffer buffer;
   // The handshake is bounded by peer_timeout like everything else: a server that accepts
@@ -183,6 +185,9 @@ absl::StatusOr<std::unique_ptr<ServerConnection>> ServerConnection::Open(
                                             " accepted shared memory that was not offered"));
   }
   conn->welcome_ = reply.control.welcome();
+  // Fault injection (before_write) sees one slice per write, as it does on any link.
+  conn->batches_up_ =
+      conn->shared_memory() && conn->welcome_.takes_shared_batches() && !options.before_write;
   // Values through shared memory do not use the network link: such a connection orders
   // its messages alone instead of taking turns with the others.
   if (options.send_queue != nullptr && !conn->shared_memory()) {
@@ -256,12 +261,61 @@ bool ServerConnection::WriteValues(const Upstream& up) {
   });
 }
 
+bool ServerConnection::WriteSharedGradients(SendQueue<Upstream>::Item first, absl::Time start) {
+  batch_.clear();
+  batch_.push_back(std::move(first));
+  // Only what is ready now, in the queue's order: a batch is never waited for.
+  while (static_cast<int>(batch_.size()) < kSharedBatchSend) {
+    std::optional<SendQueue<Upstream>::Item> more = send_queue_->PopAlso(
+        lane_, [](const Upstream& up) { return up.kind == Upstream::Kind::kGradient; });
+    if (!more.has_value()) break;
+    batch_.push_back(*std::move(more));
+  }
+  bool ok = true;
+  if (batch_.size() == 1) {
+    ok = WriteValues(batch_[0].value);
+  } else {
+    wire::WorkerMessage msg;
+    wire::SharedSlices* slices = msg.mutable_shared_gradients();
+    for (const SendQueue<Upstream>::Item& item : batch_) {
+      const Upstream& up = item.value;
+      SliceHeader header = SliceHeaderOf(up);
+      header.shared_count = static_cast<uint64_t>(up.length);
+      SetHeader(header, slices->add_slices());
+      bytes_shared_ += up.length * static_cast<int64_t>(BytesPerValue(up.encoding.dtype));
+    }
+    ok = stream_->Write(EncodeMessage(msg));
+  }
+  int64_t bytes = 0;
+  for (const SendQueue<Upstream>::Item& item : batch_) {
+    TraceWrite(item.value, item.bytes, start);
+    bytes += item.bytes;
+  }
+  send_queue_->Release(lane_, bytes);
+  batch_.clear();
+  return ok;
+}
+
+void ServerConnection::TraceWrite(const Upstream& up, int64_t bytes, absl::Time start) {
+  if (options_.trace == nullptr || !options_.trace->enabled()) return;
+  static constexpr const char* kNames[] = {"init",   "gradient", "pull",   "done",
+                                           "resume", "buffers",  "replan", "membership"};
+  options_.trace->Complete(
+      send_track_, absl::StrCat(kNames[static_cast<int>(up.kind)], " ", up.slice_id), "send", start,
+      absl::Now(),
+      absl::StrCat("\"slice\": ", up.slice_id, ", ", TraceCounter(up), ", \"bytes\": ", bytes));
+}
+
 void ServerConnection::WriteLoop() {
   wire::WorkerMessage msg;  // control messages only
   while (std::optional<SendQueue<Upstream>::Item> item = send_queue_->Pop(lane_)) {
     const Upstream& up = item->value;
     if (options_.before_write) options_.before_write(up);
     const absl::Time start = absl::Now();
+    if (batches_up_ && up.kind == Upstream::Kind::kGradient) {
+      if (!WriteSharedGradients(*std::move(item), start)) break;
+      continue;
+    }
     bool ok = true;
     if (up.kind == Upstream::Kind::kInit || up.kind == Upstream::Kind::kGradient) {
       ok = WriteValues(up);
@@ -270,15 +324,7 @@ void ServerConnection::WriteLoop() {
       if (up.kind == Upstream::Kind::kBuffers) bytes_sent_ += item->bytes;
       ok = stream_->Write(EncodeMessage(msg));
     }
-    if (options_.trace != nullptr && options_.trace->enabled()) {
-      static constexpr const char* kNames[] = {"init",   "gradient", "pull",  "done",
-                                               "resume", "buffers",  "replan", "membership"};
-      options_.trace->Complete(send_track_,
-                               absl::StrCat(kNames[static_cast<int>(up.kind)], " ", up.slice_id),
-                               "send", start, absl::Now(),
-                               absl::StrCat("\"slice\": ", up.slice_id, ", ", TraceCounter(up),
-                                            ", \"bytes\": ", item->bytes));
-    }
+    TraceWrite(up, item->bytes, start);
     send_queue_->Release(lane_, item->bytes);
     if (!ok) break;
     if (up.kind == Upstream::Kind::kDone) {
@@ -295,30 +341,81 @@ void ServerConnection::WriteLoop() {
 absl::Status ServerConnection::ReceiveParams(const DecodedServerMessage& msg,
                                              ReceivedValues* received) {
   const SliceHeader& h = msg.header;
-  received->segments.clear();
-  received->bytes = 0;
-  received->in_place_count = 0;
-  received->scale_exponent.reset();
-  if (h.has_scale_exponent) received->scale_exponent = h.scale_exponent;
   if (h.shared_count != 0) {
-    if (!shared_memory() || msg.value_bytes != 0 ||
-        h.shared_count > static_cast<uint64_t>(INT64_MAX / sizeof(float))) {
+    if (!shared_memory() || msg.value_bytes != 0) {
       return absl::InternalError(
           absl::StrCat("server ", options_.server_index, " sent slice ", h.slice_id,
                        shared_memory() ? " with values both in the message and in shared memory"
                                        : " in shared memory, which this stream did not set up"));
     }
-    received->in_place_count = static_cast<int64_t>(h.shared_count);
-    // Counted as the stream would have carried them (2 bytes a value on a 16-bit wire).
-    bytes_shared_ += received->in_place_count *
-                     static_cast<int64_t>(BytesPerValue(options_.signature.wire_dtype));
-  } else {
-    received->segments.assign(msg.values.begin(), msg.values.end());
-    received->bytes = msg.value_bytes;
-    bytes_received_ += static_cast<int64_t>(received->bytes);
+    return ReceiveInPlace(h, received);
   }
+  received->segments.assign(msg.values.begin(), msg.values.end());
+  received->bytes = msg.value_bytes;
+  received->in_place_count = 0;
+  received->scale_exponent.reset();
+  if (h.has_scale_exponent) received->scale_exponent = h.scale_exponent;
+  bytes_received_ += static_cast<int64_t>(received->bytes);
   return options_.core->Params(options_.server_index, h.slice_id, h.version(), h.offset, *received)
       .status();
+}
+
+absl::Status ServerConnection::ReceiveInPlace(const SliceHeader& h, ReceivedValues* received) {
+  if (h.shared_count > static_cast<uint64_t>(INT64_MAX / sizeof(float))) {
+    return absl::InternalError(absl::StrCat("server ", options_.server_index, " sent slice ",
+                                            h.slice_id, " with shared_count ", h.shared_count,
+                                            ", out of range"));
+  }
+  received->segments.clear();
+  received->bytes = 0;
+  received->scale_exponent.reset();
+  if (h.has_scale_exponent) received->scale_exponent = h.scale_exponent;
+  received->in_place_count = static_cast<int64_t>(h.shared_count);
+  // Counted as the stream would have carried them (2 bytes a value on a 16-bit wire).
+  bytes_shared_ +=
+      received->in_place_count * static_cast<int64_t>(BytesPerValue(options_.signature.wire_dtype));
+  return options_.core->Params(options_.server_index, h.slice_id, h.version(), h.offset, *received)
+      .status();
+}
+
+absl::Status ServerConnection::ReceiveSharedParams(const wire::SharedSlices& batch,
+                                                   ReceivedValues* received) {
+  const int n = batch.slices_size();
+  // The whole message's form first: a malformed one hands the core nothing.
+  if (!shared_memory() || n == 0 || n > kSharedBatchMax) {
+    return absl::InternalError(absl::StrCat(
+        "server ", options_.server_index, " sent a SharedSlices message of ", n, " slices",
+        shared_memory() ? absl::StrCat(" (1 to ", kSharedBatchMax, " allowed)")
+                        : " on a stream without shared memory"));
+  }
+  for (int i = 0; i < n; ++i) {
+    const wire::SliceData& d = batch.slices(i);
+    if (d.shared_count() == 0 || !d.values().empty()) {
+      return absl::InternalError(absl::StrCat("server ", options_.server_index, " sent slice ",
+                                              d.slice_id(),
+                                              " in a SharedSlices message with values in the "
+                                              "message, not only in shared memory"));
+    }
+    for (int j = 0; j < i; ++j) {
+      if (batch.slices(j).slice_id() == d.slice_id()) {
+        return absl::InternalError(absl::StrCat("server ", options_.server_index,
+                                                " sent a SharedSlices message naming slice ",
+                                                d.slice_id(), " twice"));
+      }
+    }
+  }
+  for (int i = 0; i < n; ++i) {
+    const absl::Time start = absl::Now();
+    const SliceHeader h = HeaderOf(batch.slices(i));
+    P3_RETURN_IF_ERROR(ReceiveInPlace(h, received));
+    if (options_.trace != nullptr && options_.trace->enabled()) {
+      options_.trace->Complete(receive_track_, absl::StrCat("params ", h.slice_id), "receive",
+                               start, absl::Now(),
+                               absl::StrCat("\"slice\": ", h.slice_id,
+                                            ", \"version\": ", h.version(), ", \"bytes\": 0"));
+    }
+  }
+  return absl::OkStatus();
 }
 
 void ServerConnection::ReadLoop() {
@@ -342,6 +439,8 @@ void ServerConnection::ReadLoop() {
                                               ", \"version\": ", msg.header.version(),
                                               ", \"bytes\": ", msg.value_bytes));
       }
+    } else if (msg.control.has_shared_params()) {
+      failure = ReceiveSharedParams(msg.control.shared_params(), &received);
     } else if (msg.control.has_ack()) {
       // Answered on this stream, without a trip through the worker.
       absl::StatusOr<ToServer> pull = options_.core->Ack(

@@ -33,6 +33,7 @@
 #include <cstdint>
 #include <memory>
 #include <thread>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
@@ -82,10 +83,21 @@ class ServerConnection : public Transport {
   // Writes the values of an Init or Gradient: a descriptor when they are in shared
   // memory, else the values themselves, zero-copy, in parts of at most max_message_params.
   bool WriteValues(const Upstream& up);
+  // A colocated link's gradient `first` (popped) and the gradients after it that the
+  // send queue hands out at once (SendQueue::PopAlso), at most kSharedBatchSend in all,
+  // as one SharedSlices message (a single one as a plain descriptor). Traces each and
+  // releases them together.
+  bool WriteSharedGradients(SendQueue<Upstream>::Item first, absl::Time start);
   void WriteLoop();
   void ReadLoop();
   // Hands a received slice message's values to the core.
   absl::Status ReceiveParams(const DecodedServerMessage& msg, ReceivedValues* received);
+  // Hands a SharedSlices message's versions to the core, in its order.
+  absl::Status ReceiveSharedParams(const wire::SharedSlices& batch, ReceivedValues* received);
+  // Counts a shared-memory descriptor of `count` values down, and hands it to the core.
+  absl::Status ReceiveInPlace(const SliceHeader& h, ReceivedValues* received);
+  // The trace event of a message written, begun at `start`.
+  void TraceWrite(const Upstream& up, int64_t bytes, absl::Time start);
 
   const TransportOptions options_;
   std::shared_ptr<grpc::Channel> channel_;
@@ -99,6 +111,9 @@ class ServerConnection : public Transport {
   std::thread writer_;
   std::thread reader_;
   wire::Welcome welcome_;
+  // Gradients go several slices to a message (shared memory, and the server takes them).
+  bool batches_up_ = false;
+  std::vector<SendQueue<Upstream>::Item> batch_;  // the writer's, reused
   std::atomic<int64_t> bytes_sent_{0};
   std::atomic<int64_t> bytes_received_{0};
   std::atomic<int64_t> bytes_shared_{0};

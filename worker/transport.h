@@ -136,7 +136,8 @@ struct TransportOptions {
   TraceRecorder* trace = nullptr;
   // Fault injection for tests: called on the writer thread with each message just before
   // it is written. It may block: the link then has no write in flight, and later
-  // messages wait in the send queue, which orders them. Default: none.
+  // messages wait in the send queue, which orders them. With it set, a shared-memory
+  // link writes one slice per message (no SharedSlices). Default: none.
   std::function<void(const Upstream&)> before_write;
   // Where received values and acks go (the worker's WorkerCore), and where everything else
   // goes. Not owned; both must outlive the transport. Required.

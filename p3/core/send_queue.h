@@ -156,6 +156,38 @@ class SendQueue {
     return TakeTop(lane);
   }
 
+  // After Pop() or TryPop() handed `lane` a message, before its Release(): the lane's
+  // next message when `accept(value)` holds and Pop() would hand it out at once if the
+  // message in flight were released now (the same order over the lanes), and the credit
+  // admits the batch with it as one message (as Pop: always when no other lane has one in
+  // flight); else std::nullopt, at once.
+  // It joins the message in flight: one Release(lane, the bytes of all) ends them
+  // together. For a writer that sends several ready messages as one (a colocated pair's
+  // shared-memory descriptors); it never waits to fill a batch.
+  template <typename Accept>
+  std::optional<Item> PopAlso(int lane, Accept accept) {
+    absl::MutexLock lock(&mu_);
+    Lane& l = *lanes_[lane];
+    if (l.closed || !l.in_flight || l.heap.empty()) return std::nullopt;
+    const Entry& top = l.heap.top();
+    if (!accept(static_cast<const T&>(top.item.value))) return std::nullopt;
+    for (size_t i = 0; i < lanes_.size(); ++i) {
+      if (lanes_[i] == nullptr || static_cast<int>(i) == lane) continue;
+      const Lane& other = *lanes_[i];
+      if (other.closed || other.in_flight || other.heap.empty()) continue;
+      if (other.heap.top().key < top.key) return std::nullopt;
+    }
+    // The batch is one message: with others in flight, all of it must fit the credit.
+    if (in_flight_items_ > 1 && in_flight_bytes_ + top.item.bytes > options_.credit_bytes) {
+      return std::nullopt;
+    }
+    Item item = std::move(const_cast<Entry&>(top).item);
+    l.heap.pop();
+    l.in_flight_bytes += item.bytes;
+    in_flight_bytes_ += item.bytes;
+    return item;
+  }
+
   // The transport is done with `lane`'s message of `bytes` returned by Pop().
   void Release(int lane, int64_t bytes) {
     absl::MutexLock lock(&mu_);

@@ -8,11 +8,14 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <algorithm>
+#include <atomic>
 #include <catch2/catch.hpp>
 #include <functional>
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -22,6 +25,7 @@
 #include "p3/core/transport_core.h"
 #include "p3/core/wire_dtype.h"
 #include "proto/raw_train.h"
+#include "proto/wire.h"
 #include "proto/wire_codec.h"
 
 namespace p3 {
@@ -39,6 +43,7 @@ class FakeCore : public TransportCore {
     uint64_t offset = 0;
     std::string bytes;  // the segments, joined
     std::optional<int> scale_exponent;
+    int64_t in_place = 0;  // values the server wrote into shared memory itself
   };
   struct AckSeen {
     int server = 0;
@@ -50,7 +55,7 @@ class FakeCore : public TransportCore {
 
   absl::StatusOr<bool> Params(int server, int64_t slice_id, uint64_t version, uint64_t offset,
                               const ReceivedValues& values) override {
-    Part part{server, slice_id, version, offset, "", values.scale_exponent};
+    Part part{server, slice_id, version, offset, "", values.scale_exponent, values.in_place_count};
     for (absl::string_view segment : values.segments)
       part.bytes.append(segment.data(), segment.size());
     absl::MutexLock lock(&mu_);
@@ -145,19 +150,31 @@ class FakeListener : public TransportListener {
   std::vector<std::string> replans_ ABSL_GUARDED_BY(mu_);
 };
 
+// What a ScriptedServer's Welcome says beyond its index and start version 3.
+struct WelcomeSays {
+  bool shared_memory = false;
+  bool takes_shared_batches = false;
+};
+
 // A server whose one stream, after the handshake (Hello read, Welcome written), follows
 // `script`: the test's side of the stream.
 class ScriptedServer {
  public:
   using Script = std::function<grpc::Status(RawTrainServerStream*)>;
 
-  explicit ScriptedServer(Script script)
-      : service_([script](grpc::ServerContext*, RawTrainServerStream* stream) {
+  explicit ScriptedServer(Script script, WelcomeSays says = {})
+      : service_([this, script, says](grpc::ServerContext*, RawTrainServerStream* stream) {
           grpc::ByteBuffer hello;
           if (!stream->Read(&hello)) return grpc::Status::CANCELLED;
+          DecodedWorkerMessage decoded;
+          if (Decode(&hello, &decoded).ok()) {
+            hello_takes_batches_ = decoded.control.hello().takes_shared_batches();
+          }
           wire::ServerMessage welcome;
           welcome.mutable_welcome()->set_server_index(0);
           welcome.mutable_welcome()->set_start_version(3);
+          welcome.mutable_welcome()->set_shared_memory(says.shared_memory);
+          welcome.mutable_welcome()->set_takes_shared_batches(says.takes_shared_batches);
           stream->Write(EncodeMessage(welcome));
           return script(stream);
         }) {
@@ -170,8 +187,11 @@ class ScriptedServer {
     server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
   }
   std::string address() const { return "127.0.0.1:" + std::to_string(port_); }
+  // The worker's Hello said takes_shared_batches.
+  bool hello_takes_batches() const { return hello_takes_batches_; }
 
  private:
+  std::atomic<bool> hello_takes_batches_{false};
   RawTrainService service_;
   int port_ = 0;
   std::unique_ptr<grpc::Server> server_;
@@ -223,6 +243,29 @@ TransportOptions Link(const std::string& address, TransportCore* core,
   options.core = core;
   options.listener = listener;
   return options;
+}
+
+// Link() offering shared memory: the Hello names a region, which nothing here opens.
+TransportOptions SharedLink(const std::string& address, TransportCore* core,
+                            TransportListener* listener) {
+  TransportOptions options = Link(address, core, listener);
+  options.shared_memory_name = "/p3-test-never-opened";
+  options.shared_memory_nonce = 1;
+  return options;
+}
+
+// A SharedSlices message of version `version` of each (slice, values) in `slices`.
+wire::ServerMessage SharedParams(uint64_t version,
+                                 const std::vector<std::pair<uint32_t, uint64_t>>& slices) {
+  wire::ServerMessage m;
+  for (const auto& [slice, count] : slices) {
+    SliceHeader h;
+    h.slice_id = slice;
+    h.set_version(version);
+    h.shared_count = count;
+    SetHeader(h, m.mutable_shared_params()->add_slices());
+  }
+  return m;
 }
 
 CATCH_TEST_CASE("a server's values reach the core in order, part by part, as they arrive") {
@@ -431,6 +474,115 @@ CATCH_TEST_CASE("buffers, a re-plan and an Abort go to the listener, not the cor
   CATCH_CHECK(listener.replans() == std::vector<std::string>{"0 9 20"});
   CATCH_CHECK(core.AwaitParts(0).empty());
   CATCH_CHECK(core.acks().empty());
+}
+
+CATCH_TEST_CASE("a colocated server's batch of versions reaches the core slice by slice") {
+  ScriptedServer server(
+      [&](RawTrainServerStream* stream) {
+        stream->Write(EncodeMessage(SharedParams(4, {{7, 10}, {2, 3}, {5, 6}})));
+        return ReadUntilDone(stream) ? grpc::Status::OK : grpc::Status::CANCELLED;
+      },
+      {.shared_memory = true, .takes_shared_batches = true});
+  FakeCore core;
+  FakeListener listener;
+  absl::StatusOr<std::unique_ptr<ServerConnection>> conn =
+      ServerConnection::Open(SharedLink(server.address(), &core, &listener));
+  CATCH_REQUIRE(conn.ok());
+  CATCH_CHECK((*conn)->shared_memory());
+  CATCH_CHECK(server.hello_takes_batches());
+  const std::vector<FakeCore::Part> parts = core.AwaitParts(3);
+  CATCH_REQUIRE(parts.size() == 3);
+  const int64_t slices[] = {7, 2, 5};
+  const int64_t counts[] = {10, 3, 6};
+  for (size_t i = 0; i < parts.size(); ++i) {
+    CATCH_CAPTURE(i);
+    CATCH_CHECK(parts[i].slice_id == slices[i]);
+    CATCH_CHECK(parts[i].in_place == counts[i]);
+    CATCH_CHECK(parts[i].version == 4);
+    CATCH_CHECK(parts[i].bytes.empty());
+  }
+  CATCH_CHECK((*conn)->bytes_shared() == 19 * 4);
+  CATCH_CHECK((*conn)->Close(absl::Now() + kBound).ok());
+  CATCH_CHECK(listener.failures() == 0);
+}
+
+CATCH_TEST_CASE("a batch of versions naming a slice twice fails the link and hands the core none") {
+  ScriptedServer server(
+      [&](RawTrainServerStream* stream) {
+        stream->Write(EncodeMessage(SharedParams(1, {{3, 4}, {1, 4}, {3, 4}})));
+        ReadUntilDone(stream);
+        return grpc::Status::OK;
+      },
+      {.shared_memory = true, .takes_shared_batches = true});
+  FakeCore core;
+  FakeListener listener;
+  absl::StatusOr<std::unique_ptr<ServerConnection>> conn =
+      ServerConnection::Open(SharedLink(server.address(), &core, &listener));
+  CATCH_REQUIRE(conn.ok());
+  const std::vector<absl::Status> end = listener.AwaitEnd();
+  CATCH_REQUIRE(end.size() == 1);
+  CATCH_CHECK(absl::IsInternal(end[0]));
+  CATCH_CHECK(end[0].message() == "server 0 sent a SharedSlices message naming slice 3 twice");
+  (*conn)->Shutdown();
+  CATCH_CHECK(core.AwaitParts(0).empty());
+}
+
+CATCH_TEST_CASE("colocated gradients go in queue order, batched only where the server takes it") {
+  for (const bool takes : {false, true}) {
+    CATCH_CAPTURE(takes);
+    absl::Mutex mu;
+    std::vector<uint32_t> order;  // the slices, as the server read them
+    bool all_descriptors = true;  // each names 100 values of iteration 7 in shared memory
+    int messages = 0;
+    int largest = 0;  // slices in a SharedSlices message
+    ScriptedServer server(
+        [&](RawTrainServerStream* stream) {
+          const bool done = ReadUntilDone(stream, [&](const DecodedWorkerMessage& m) {
+            absl::MutexLock lock(&mu);
+            ++messages;
+            if (m.field == wire::WorkerMessage::kGradientFieldNumber) {
+              order.push_back(m.header.slice_id);
+              all_descriptors &=
+                  m.header.shared_count == 100 && m.header.iteration() == 7 && m.value_bytes == 0;
+            } else if (m.field == wire::WorkerMessage::kSharedGradientsFieldNumber) {
+              const wire::SharedSlices& batch = m.control.shared_gradients();
+              largest = std::max(largest, batch.slices_size());
+              for (const wire::SliceData& d : batch.slices()) {
+                order.push_back(d.slice_id());
+                all_descriptors &= d.shared_count() == 100 && d.iteration() == 7;
+              }
+            } else {
+              all_descriptors = false;
+            }
+          });
+          return done ? grpc::Status::OK : grpc::Status::CANCELLED;
+        },
+        {.shared_memory = true, .takes_shared_batches = takes});
+    FakeCore core;
+    FakeListener listener;
+    absl::StatusOr<std::unique_ptr<ServerConnection>> conn =
+        ServerConnection::Open(SharedLink(server.address(), &core, &listener));
+    CATCH_REQUIRE(conn.ok());
+    // Pushed most urgent first, as fast as possible: the writer finds several ready.
+    for (int i = 0; i < 64; ++i) {
+      (*conn)->Send(ToServer{
+          .server = 0,
+          .message =
+              Upstream{
+                  .kind = Upstream::Kind::kGradient, .slice_id = i, .iteration = 7, .length = 100},
+          .priority = i,
+          .bytes = 400});
+    }
+    CATCH_REQUIRE((*conn)->Close(absl::Now() + kBound).ok());
+    absl::MutexLock lock(&mu);
+    std::vector<uint32_t> want(64);
+    for (uint32_t i = 0; i < 64; ++i) want[i] = i;
+    CATCH_CHECK(order == want);  // each once, in the queue's order
+    CATCH_CHECK(all_descriptors);
+    CATCH_CHECK((*conn)->bytes_shared() == 64 * 400);
+    CATCH_CHECK(largest <= kSharedBatchSend);
+    if (!takes) CATCH_CHECK(messages == 64);  // an older server: one slice per message
+  }
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 #include "p3/core/send_queue.h"
 
 #include <catch2/catch.hpp>
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <thread>
@@ -298,6 +299,90 @@ CATCH_TEST_CASE("a writer waiting on an empty lane sleeps through other lanes' t
   CATCH_REQUIRE(got.has_value());
   CATCH_CHECK(got->value == "b0");
   CATCH_CHECK(link.idle_wakeups() == 0);
+}
+
+// Every message the lane hands out now: Pop's, then PopAlso's while `accept` takes them.
+std::vector<std::string> TakeBatch(Queue* link, int lane, int64_t* bytes,
+                                   bool (*accept)(const std::string&)) {
+  std::vector<std::string> batch;
+  std::optional<Queue::Item> first = link->TryPop(lane);
+  if (!first.has_value()) return batch;
+  batch.push_back(first->value);
+  *bytes = first->bytes;
+  while (std::optional<Queue::Item> more = link->PopAlso(lane, accept)) {
+    batch.push_back(more->value);
+    *bytes += more->bytes;
+  }
+  return batch;
+}
+
+bool Any(const std::string&) { return true; }
+bool NotControl(const std::string& s) { return s.rfind("control", 0) != 0; }
+
+CATCH_TEST_CASE("PopAlso hands out what Pop would next, in order, joined to the one in flight") {
+  Queue link({.priority = true});
+  const int lane = link.AddLane();
+  link.Push(lane, "p5", 5, 0, 10);
+  link.Push(lane, "p1", 1, 0, 10);
+  link.Push(lane, "p3-b", 3, 2, 10);
+  link.Push(lane, "p3-a", 3, 1, 10);
+  CATCH_CHECK_FALSE(link.PopAlso(lane, Any).has_value());  // nothing in flight: Pop's job
+  int64_t bytes = 0;
+  CATCH_CHECK(TakeBatch(&link, lane, &bytes, Any) ==
+              std::vector<std::string>{"p1", "p3-a", "p3-b", "p5"});
+  CATCH_CHECK(bytes == 40);
+  // The four are one message in flight: nothing more until one Release of all their bytes.
+  link.Push(lane, "later", 0, 0, 10);
+  CATCH_CHECK_FALSE(link.TryPop(lane).has_value());
+  link.Release(lane, bytes);
+  std::optional<Queue::Item> next = link.TryPop(lane);
+  CATCH_REQUIRE(next.has_value());
+  CATCH_CHECK(next->value == "later");
+}
+
+CATCH_TEST_CASE("PopAlso stops at a message it does not accept, which goes next on its own") {
+  Queue link({.priority = true});
+  const int lane = link.AddLane();
+  link.Push(lane, "g1", 1, 0, 1);
+  link.Push(lane, "control", 2, 0, 1);
+  link.Push(lane, "g3", 3, 0, 1);
+  int64_t bytes = 0;
+  CATCH_CHECK(TakeBatch(&link, lane, &bytes, NotControl) == std::vector<std::string>{"g1"});
+  link.Release(lane, bytes);
+  std::optional<Queue::Item> control = link.TryPop(lane);  // a writer sends it on its own
+  CATCH_REQUIRE(control.has_value());
+  CATCH_CHECK(control->value == "control");
+  link.Release(lane, control->bytes);
+  CATCH_CHECK(TakeBatch(&link, lane, &bytes, NotControl) == std::vector<std::string>{"g3"});
+}
+
+CATCH_TEST_CASE("PopAlso never passes another lane's more urgent message, nor the credit") {
+  Queue link({.priority = true, .credit_bytes = 100});
+  const int a = link.AddLane();
+  const int b = link.AddLane();
+  const int c = link.AddLane();
+  link.Push(a, "a1", 1, 0, 10);
+  link.Push(a, "a5", 5, 0, 10);
+  link.Push(b, "b3", 3, 0, 10);
+  int64_t bytes = 0;
+  // b's message is more urgent than a5: a's batch ends before it.
+  CATCH_CHECK(TakeBatch(&link, a, &bytes, Any) == std::vector<std::string>{"a1"});
+  CATCH_CHECK(TakeBatch(&link, b, &bytes, Any) == std::vector<std::string>{"b3"});
+  link.Release(b, 10);
+  link.Release(a, 10);
+  // The batch counts as one message against the credit: c holds 60 of the 100.
+  link.Push(c, "c0", 0, 0, 60);
+  CATCH_REQUIRE(link.TryPop(c).has_value());
+  link.Push(a, "a6", 6, 0, 30);
+  link.Push(a, "a7", 7, 0, 20);
+  std::optional<Queue::Item> first = link.TryPop(a);  // a5: 60 + 10 fit
+  CATCH_REQUIRE(first.has_value());
+  CATCH_CHECK(first->value == "a5");
+  std::optional<Queue::Item> second = link.PopAlso(a, Any);  // 60 + 10 + 30 fit
+  CATCH_REQUIRE(second.has_value());
+  CATCH_CHECK(second->value == "a6");
+  CATCH_CHECK_FALSE(link.PopAlso(a, Any).has_value());  // 60 + 10 + 30 + 20 do not
+  CATCH_CHECK(link.size(a) == 1);
 }
 
 }  // namespace
