@@ -108,9 +108,10 @@ def iperf3(prefix, bw, seconds):
         for _ in range(50):
             r = sh(ns(0) + ["iperf3", "-c", host, "-p", str(port), "-t", str(seconds), "-J"],
                    check=False)
-            if r.returncode == 0:
+            try:
                 return json.loads(r.stdout)["end"]["sum_received"]["bits_per_second"] / 1e9
-            time.sleep(0.1)  # the server not listening yet
+            except (ValueError, KeyError):
+                time.sleep(0.1)  # the server not listening yet, or the test refused
         return float("nan")
     finally:
         if srv.poll() is None:
