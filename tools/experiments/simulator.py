@@ -128,7 +128,8 @@ def trial_ring_share(pts, set_name, cal, cal_set):
                     p["model"], sp.local_of(pts, set_name, p["model"]), path)
             return predict(p, path, scales[p["model"]], cal_set["extra"])["samples_per_second"]
         base = calibration.with_temporary(cal, one)
-        alt = calibration.with_temporary(dict(cal, goodput_factor=share), one)
+        p3_share = {k: v for k, v in cal.items() if k != "ring_link_share"}
+        alt = calibration.with_temporary(dict(p3_share, goodput_factor=share), one)
         print(f"{set_name:20} {p['model']:13} ddp {p['bandwidth']:4} Gbit/s: streaming share "
               f"{share:.3f}: predicted / measured {base / p['measured']:.3f} -> "
               f"{alt / p['measured']:.3f}", flush=True)
