@@ -111,7 +111,8 @@ def ring_link_share(paths_=None, size=RING_STREAMING_SIZE):
     rows = [r for p in (paths_ or [sp.results(f) for f in RING_STREAMING])
             for r in csv_io.read_rows(p)]
     for r in rows:
-        if r["size"] == size and float(r["rate_gbps"]) > 0 and r["link_share"]:
+        if r["size"] == size and float(r["rate_gbps"]) > 0 and r["link_share"] \
+                and r.get("beside_compute", "0") in ("", "0"):
             by_rate.setdefault(float(r["rate_gbps"]), []).append(float(r["link_share"]))
     return {f"{rate:g}": round(statistics.median(v), 4) for rate, v in sorted(by_rate.items())}
 
