@@ -12,8 +12,10 @@
 
 namespace p3::sim {
 
-double RingLinkShare(const Calibration& c, double gbps) {
-  const auto& s = c.ring_link_share;
+double RingLinkShare(const Calibration& c, double gbps, bool beside_compute) {
+  const auto& s = beside_compute && !c.ring_link_share_beside_compute.empty()
+                      ? c.ring_link_share_beside_compute
+                      : c.ring_link_share;
   if (s.empty()) return c.goodput_factor;
   if (gbps <= s.front().first) return s.front().second;
   if (gbps >= s.back().first) return s.back().second;
@@ -73,8 +75,13 @@ void Simulation::RingStep(int bucket, int step) {
     double max_rate = kUnlimitedRate;
     if (o_.bandwidth_gbps > 0) {
       // The links hold goodput_factor of the rate; the ring's flows use more of it per
-      // byte where gloo reaches a smaller share (ring_link_share).
-      const double weight = cal_.goodput_factor / RingLinkShare(cal_, o_.bandwidth_gbps);
+      // byte where gloo reaches a smaller share (ring_link_share), the smaller still
+      // while a computation runs at either end (taken at the step's start).
+      const bool beside =
+          !host_compute_.empty() && (!host_compute_[HostOfMachine(host_from)].empty() ||
+                                     !host_compute_[HostOfMachine(host_to)].empty());
+      const double weight =
+          cal_.goodput_factor / RingLinkShare(cal_, o_.bandwidth_gbps, beside);
       uses.push_back({up_[host_from], weight});
       uses.push_back({down_[host_to], weight});
     } else {

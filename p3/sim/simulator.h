@@ -146,6 +146,12 @@ struct Calibration {
   // In a calibration file: "ring_link_share": {"1": 0.93, "2.5": 0.9, ...}.
   // Default: empty (goodput_factor, as every other flow).
   std::vector<std::pair<double, double>> ring_link_share;
+  // The same while a computation runs on the host of either end of a ring step (as
+  // DDP's backward beside its buckets' all-reduces), taken at the step's start: gloo's
+  // threads then wait for a core. Measured by ring_streaming.py --beside_compute (a
+  // single-thread computation in each rank). "ring_link_share_beside_compute" in a file.
+  // Default: empty (ring_link_share).
+  std::vector<std::pair<double, double>> ring_link_share_beside_compute;
   // A worker whose model runs on a GPU: its pinned host buffers and the device are
   // linked at this rate, bytes per second each way (PCIe). 0: no device copies (the
   // model computes in host memory, or copies are free). As the real worker's copy engine
@@ -160,8 +166,9 @@ struct Calibration {
 
 // The share of a link of `gbps` Gbit/s that the ring's flows get: goodput_factor when
 // calibration.ring_link_share is empty; else its shares, linear in log(rate) between
-// the measured rates and the nearest measured share outside them.
-double RingLinkShare(const Calibration& calibration, double gbps);
+// the measured rates and the nearest measured share outside them. With
+// `beside_compute`, ring_link_share_beside_compute's where it is set.
+double RingLinkShare(const Calibration& calibration, double gbps, bool beside_compute = false);
 
 // What to simulate. Only `profile` has no default.
 struct SimOptions {

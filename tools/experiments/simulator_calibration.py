@@ -45,9 +45,13 @@ compute_scale. Used by tools/experiments/simulator.py (`calibrate`, and every pr
   * ring_link_share: the share of a shaped link's rate that gloo's ring reaches, per rate,
     from tools/experiments/ring_streaming.py (two gloo ranks all-reducing one DDP bucket,
     25 MB, again and again on bench_throughput's emulated links, nothing else in those
-    processes): the median over the runs of RING_STREAMING's sittings at each rate. Two
-    sittings on one VM, under other agents' load (it takes up to 9 % off iperf3 itself at
-    5 Gbit/s); every set takes them (no other exists). No validation point enters it.
+    processes): the median over the runs of RING_STREAMING's sittings at each rate. Three
+    sittings on one VM, two under other agents' load (it took up to 9 % off iperf3 itself
+    at 5 Gbit/s); every set takes them (no other exists). No validation point enters it;
+  * ring_link_share_beside_compute: the same with a single-thread computation beside the
+    all-reduces in each rank (--beside_compute; the third sitting), the share the model
+    gives a ring step that starts while a computation runs at either end (DDP's buckets
+    beside backward).
 """
 import json
 import math
@@ -100,19 +104,22 @@ SHM_STREAMING = "streaming/streaming_2026-12-04.csv"
 # gloo's ring alone on the emulated links (ring_streaming.py) and the size whose share
 # the model takes: DDP all-reduces its gradients in buckets of 25 MB.
 RING_STREAMING = ("simulator/ring_streaming_2026-12-05.csv",
-                  "simulator/ring_streaming_2026-12-05b.csv")
+                  "simulator/ring_streaming_2026-12-05b.csv",
+                  "simulator/ring_streaming_2026-12-05c.csv")
 RING_STREAMING_SIZE = "bucket25mb"
 
 
-def ring_link_share(paths_=None, size=RING_STREAMING_SIZE):
+def ring_link_share(paths_=None, size=RING_STREAMING_SIZE, beside_compute=False):
     """{"<Gbit/s>": median link share} over the runs of `size` at each shaped rate, all
-    the files' runs pooled."""
+    the files' runs pooled: those alone, or with beside_compute those beside a
+    computation (ring_streaming.py --beside_compute)."""
+    want = ("1",) if beside_compute else ("", "0")
     by_rate = {}
     rows = [r for p in (paths_ or [sp.results(f) for f in RING_STREAMING])
             for r in csv_io.read_rows(p)]
     for r in rows:
         if r["size"] == size and float(r["rate_gbps"]) > 0 and r["link_share"] \
-                and r.get("beside_compute", "0") in ("", "0"):
+                and r.get("beside_compute", "0") in want:
             by_rate.setdefault(float(r["rate_gbps"]), []).append(float(r["link_share"]))
     return {f"{rate:g}": round(statistics.median(v), 4) for rate, v in sorted(by_rate.items())}
 
@@ -376,7 +383,7 @@ def calibrate(only=""):
                 # The ring factor is fitted on the current calibration only; reuse it.
                 with open(os.path.join(paths.ROOT, s["file"])) as f:
                     ring.update({k: v for k, v in json.load(f).items()
-                                 if k.startswith("ring_") and k != "ring_link_share"})
+                                 if k.startswith("ring_") and "link_share" not in k})
                 first = False
             continue
         if not os.path.exists(os.path.join(paths.ROOT, s["streaming"])):
@@ -400,8 +407,10 @@ def calibrate(only=""):
         print(f"{name}: shm_s_per_byte {cal['shm_s_per_byte'] * 1e9:.3f} ns "
               f"({shm_source}'s shared-memory runs, {shm:.3f} s per GB)")
         cal["ring_link_share"] = ring_link_share()
-        print(f"{name}: ring_link_share {cal['ring_link_share']} "
-              f"({', '.join(RING_STREAMING)}, {RING_STREAMING_SIZE})")
+        cal["ring_link_share_beside_compute"] = ring_link_share(beside_compute=True)
+        print(f"{name}: ring_link_share {cal['ring_link_share']}, beside a computation "
+              f"{cal['ring_link_share_beside_compute']} ({', '.join(RING_STREAMING)}, "
+              f"{RING_STREAMING_SIZE})")
         cal.update(ring)
         path = os.path.join(paths.ROOT, s["file"])
         write_calibration(path, cal)

@@ -50,6 +50,18 @@ CATCH_TEST_CASE("the ring's link share is goodput_factor until measured, then lo
   CATCH_CHECK(RingLinkShare(c, 25.0) == Approx(0.84));  // above the last: the last
 }
 
+CATCH_TEST_CASE("beside a computation the ring takes its own measured share, else the one alone") {
+  Calibration c;
+  c.goodput_factor = 0.957;
+  CATCH_CHECK(RingLinkShare(c, 1.0, /*beside_compute=*/true) == 0.957);
+  c.ring_link_share = {{1.0, 0.94}};
+  CATCH_CHECK(RingLinkShare(c, 1.0, true) == Approx(0.94));  // none measured beside: alone's
+  c.ring_link_share_beside_compute = {{1.0, 0.87}, {5.0, 0.72}};
+  CATCH_CHECK(RingLinkShare(c, 1.0, true) == Approx(0.87));
+  CATCH_CHECK(RingLinkShare(c, 5.0, true) == Approx(0.72));
+  CATCH_CHECK(RingLinkShare(c, 1.0, false) == Approx(0.94));
+}
+
 CATCH_TEST_CASE("a ring all-reduce on a shaped link moves its bytes at the measured share of the rate") {
   const int64_t n = 1000000;
   SimOptions o = OneBucket(n, 1.0);
@@ -69,16 +81,20 @@ CATCH_TEST_CASE("a ring all-reduce on a shaped link moves its bytes at the measu
 
 CATCH_TEST_CASE("a calibration file gives ring_link_share by rate, and refuses a bad one") {
   const std::string path = std::string(std::getenv("TEST_TMPDIR")) + "/ring_cal.json";
-  std::ofstream(path) << R"({"ring_link_share": {"5": 0.84, "1": 0.94, "2.5": 0.9}})";
+  std::ofstream(path) << R"({"ring_link_share": {"5": 0.84, "1": 0.94, "2.5": 0.9},
+                             "ring_link_share_beside_compute": {"1": 0.87}})";
   Calibration c;
   CATCH_REQUIRE(LoadCalibration(path, &c).ok());
+  CATCH_REQUIRE(c.ring_link_share_beside_compute.size() == 1);
+  CATCH_CHECK(c.ring_link_share_beside_compute[0].second == 0.87);
   CATCH_REQUIRE(c.ring_link_share.size() == 3);
   CATCH_CHECK(c.ring_link_share[0].first == 1.0);  // sorted by rate
   CATCH_CHECK(c.ring_link_share[1].second == 0.9);
   CATCH_CHECK(c.ring_link_share[2].second == 0.84);
   for (const char* bad : {R"({"ring_link_share": 0.9})", R"({"ring_link_share": {"x": 0.9}})",
                           R"({"ring_link_share": {"1": 1.2}})", R"({"ring_link_share": {}})",
-                          R"({"ring_link_share": {"0": 0.9}})"}) {
+                          R"({"ring_link_share": {"0": 0.9}})",
+                          R"({"ring_link_share_beside_compute": {"1": 0}})"}) {
     std::ofstream(path) << bad;
     absl::Status s = LoadCalibration(path, &c);
     CATCH_CHECK(s.code() == absl::StatusCode::kInvalidArgument);

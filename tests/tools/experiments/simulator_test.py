@@ -250,6 +250,15 @@ class SimulatorTest(unittest.TestCase):
             with open(other, "w") as f:
                 f.write("rate_gbps,size,link_share\n2.5,bucket25mb,0.8\n2.5,bucket25mb,0.7\n")
             self.assertEqual(simulator_calibration.ring_link_share([path, other])["2.5"], 0.8)
+            # Runs beside a computation: only in the beside table, and alone only in the other.
+            beside = os.path.join(d, "r3.csv")
+            with open(beside, "w") as f:
+                f.write("rate_gbps,size,beside_compute,link_share\n1.0,bucket25mb,1,0.86\n"
+                        "1.0,bucket25mb,0,0.94\n")
+            self.assertEqual(simulator_calibration.ring_link_share([beside]), {"1": 0.94})
+            self.assertEqual(
+                simulator_calibration.ring_link_share([path, beside], beside_compute=True),
+                {"1": 0.86})
 
     def test_per_byte_costs_lose_the_per_message_cost_they_hold(self):
         cal = {"send_s_per_byte": 1e-9, "recv_s_per_byte": 1e-9}
