@@ -45,11 +45,12 @@ compute_scale. Used by tools/experiments/simulator.py (`calibrate`, and every pr
   * ring_link_share: the share of a shaped link's rate that gloo's ring reaches, per rate,
     from tools/experiments/ring_streaming.py (two gloo ranks all-reducing one DDP bucket,
     25 MB, again and again on bench_throughput's emulated links, nothing else in those
-    processes): the median over the runs of RING_STREAMING's sittings at each rate. Three
-    sittings on one VM, two under other agents' load (it took up to 9 % off iperf3 itself
-    at 5 Gbit/s); every set takes them (no other exists). No validation point enters it;
+    processes): the median over the runs of RING_STREAMING's sittings at each rate (a run:
+    the median of its all-reduces). Four sittings on one VM, two under other agents' load
+    (it took up to 9 % off iperf3 itself at 5 Gbit/s); every set takes them (no other
+    exists). No validation point enters it;
   * ring_link_share_beside_compute: the same with a single-thread computation beside the
-    all-reduces in each rank (--beside_compute; the third sitting), the share the model
+    all-reduces in each rank (--beside_compute; the last two sittings), the share the model
     gives a ring step that starts while a computation runs at either end (DDP's buckets
     beside backward).
 """
@@ -105,7 +106,8 @@ SHM_STREAMING = "streaming/streaming_2026-12-04.csv"
 # the model takes: DDP all-reduces its gradients in buckets of 25 MB.
 RING_STREAMING = ("simulator/ring_streaming_2026-12-05.csv",
                   "simulator/ring_streaming_2026-12-05b.csv",
-                  "simulator/ring_streaming_2026-12-05c.csv")
+                  "simulator/ring_streaming_2026-12-05c.csv",
+                  "simulator/ring_streaming_2026-12-05d.csv")
 RING_STREAMING_SIZE = "bucket25mb"
 
 
