@@ -129,7 +129,7 @@ def trial_ring_share(pts, set_name, cal, cal_set):
                     p["model"], sp.local_of(pts, set_name, p["model"]), path)
             return predict(p, path, scales[p["model"]], cal_set["extra"])["samples_per_second"]
         base = calibration.with_temporary(cal, one)
-        p3_share = {k: v for k, v in cal.items() if k != "ring_link_share"}
+        p3_share = {k: v for k, v in cal.items() if "link_share" not in k}
         alt = calibration.with_temporary(dict(p3_share, goodput_factor=share), one)
         print(f"{set_name:20} {p['model']:13} ddp {p['bandwidth']:4} Gbit/s: streaming share "
               f"{share:.3f}: predicted / measured {base / p['measured']:.3f} -> "
