@@ -4,12 +4,28 @@
 #include "p3/sim/simulation.h"
 
 #include <algorithm>
+#include <cmath>
 #include <functional>
 #include <memory>
 #include <utility>
 #include <vector>
 
-namespace p3::sim::internal {
+namespace p3::sim {
+
+double RingLinkShare(const Calibration& c, double gbps, bool beside_compute) {
+  const auto& s = beside_compute && !c.ring_link_share_beside_compute.empty()
+                      ? c.ring_link_share_beside_compute
+                      : c.ring_link_share;
+  if (s.empty()) return c.goodput_factor;
+  if (gbps <= s.front().first) return s.front().second;
+  if (gbps >= s.back().first) return s.back().second;
+  size_t i = 1;
+  while (s[i].first < gbps) ++i;
+  const double f = std::log(gbps / s[i - 1].first) / std::log(s[i].first / s[i - 1].first);
+  return s[i - 1].second + f * (s[i].second - s[i - 1].second);
+}
+
+namespace internal {
 
 void Simulation::BucketReady(int bucket) {
   if (++bucket_ready_workers_[bucket] < o_.workers) return;
@@ -58,8 +74,16 @@ void Simulation::RingStep(int bucket, int step) {
     std::vector<Usage> uses;
     double max_rate = kUnlimitedRate;
     if (o_.bandwidth_gbps > 0) {
-      uses.push_back({up_[host_from], 1.0});
-      uses.push_back({down_[host_to], 1.0});
+      // The links hold goodput_factor of the rate; the ring's flows use more of it per
+      // byte where gloo reaches a smaller share (ring_link_share), the smaller still
+      // while a computation runs at either end (taken at the step's start).
+      const bool beside =
+          !host_compute_.empty() && (!host_compute_[HostOfMachine(host_from)].empty() ||
+                                     !host_compute_[HostOfMachine(host_to)].empty());
+      const double weight =
+          cal_.goodput_factor / RingLinkShare(cal_, o_.bandwidth_gbps, beside);
+      uses.push_back({up_[host_from], weight});
+      uses.push_back({down_[host_to], weight});
     } else {
       max_rate = cal_.loopback_gbps * kBytesPerGbit;
     }
@@ -78,4 +102,5 @@ void Simulation::RingStep(int bucket, int step) {
   }
 }
 
-}  // namespace p3::sim::internal
+}  // namespace internal
+}  // namespace p3::sim

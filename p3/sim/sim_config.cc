@@ -1,8 +1,12 @@
 #include "p3/sim/sim_config.h"
 
+#include <algorithm>
 #include <functional>
 #include <map>
+#include <utility>
+#include <vector>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "nlohmann/json.hpp"
 #include "p3/base/json_file.h"
@@ -64,6 +68,32 @@ absl::Status ApplyConfig(const config::ExperimentConfig& config, SimOptions* opt
   return absl::OkStatus();
 }
 
+namespace {
+
+// "ring_link_share" and "ring_link_share_beside_compute": {"<Gbit/s>": share, ...},
+// rates > 0, shares in (0, 1].
+absl::Status ParseRingLinkShare(const std::string& path, const std::string& key,
+                                const nlohmann::json& value,
+                                std::vector<std::pair<double, double>>* out) {
+  const std::string bad = absl::StrCat(
+      path, ": ", key, " must be an object of link rates (Gbit/s, > 0) to shares in "
+      "(0, 1], e.g. {\"1\": 0.93, \"5\": 0.84}");
+  if (!value.is_object() || value.empty()) return absl::InvalidArgumentError(bad);
+  out->clear();
+  for (const auto& [rate_text, share] : value.items()) {
+    double rate = 0;
+    if (!absl::SimpleAtod(rate_text, &rate) || !(rate > 0) || !share.is_number() ||
+        !(share.get<double>() > 0) || share.get<double>() > 1) {
+      return absl::InvalidArgumentError(bad);
+    }
+    out->emplace_back(rate, share.get<double>());
+  }
+  std::sort(out->begin(), out->end());
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::Status LoadCalibration(const std::string& path, Calibration* c) {
   P3_ASSIGN_OR_RETURN(const nlohmann::json j, ReadJsonFile(path));
   if (!j.is_object()) return absl::InvalidArgumentError(absl::StrCat(path, ": not a JSON object"));
@@ -97,10 +127,17 @@ absl::Status LoadCalibration(const std::string& path, Calibration* c) {
   };
   for (const auto& [key, value] : j.items()) {
     if (key.rfind("_", 0) == 0) continue;  // "_comment", "_source": documentation
+    if (key == "ring_link_share" || key == "ring_link_share_beside_compute") {
+      P3_RETURN_IF_ERROR(ParseRingLinkShare(
+          path, key, value,
+          key == "ring_link_share" ? &c->ring_link_share : &c->ring_link_share_beside_compute));
+      continue;
+    }
     auto it = fields.find(key);
     if (it == fields.end()) {
       std::string allowed;
       for (const auto& [name, set] : fields) allowed += (allowed.empty() ? "" : ", ") + name;
+      allowed += ", ring_link_share, ring_link_share_beside_compute";
       return absl::InvalidArgumentError(
           absl::StrCat(path, ": unknown field \"", key, "\"; allowed: ", allowed));
     }
@@ -182,6 +219,14 @@ std::string ResultJson(const SimOptions& o, const SimResult& r) {
                       {"ring_recv_s_per_byte", c.ring_recv_s_per_byte},
                       {"ring_reduce_s_per_byte", c.ring_reduce_s_per_byte},
                       {"pcie_bytes_per_s", c.pcie_bytes_per_s}};
+  for (const auto& [key, table] :
+       {std::make_pair("ring_link_share", &c.ring_link_share),
+        std::make_pair("ring_link_share_beside_compute", &c.ring_link_share_beside_compute)}) {
+    if (table->empty()) continue;
+    nlohmann::json shares = nlohmann::json::object();
+    for (const auto& [rate, share] : *table) shares[absl::StrCat(rate)] = share;
+    j["calibration"][key] = shares;
+  }
   return j.dump(2) + "\n";
 }
 

@@ -29,6 +29,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -138,6 +139,19 @@ struct Calibration {
   double ring_send_s_per_byte = 0.4e-9;
   double ring_recv_s_per_byte = 0.4e-9;
   double ring_reduce_s_per_byte = 0.3e-9;
+  // The share of a shaped link's rate that gloo's ring moves its payload at, by link
+  // rate: (Gbit/s, share) pairs sorted by rate, used in place of goodput_factor for the
+  // ring's flows (RingLinkShare below). Measured by tools/experiments/ring_streaming.py:
+  // two gloo ranks all-reducing fixed tensors alone on the emulated links (issue 36).
+  // In a calibration file: "ring_link_share": {"1": 0.93, "2.5": 0.9, ...}.
+  // Default: empty (goodput_factor, as every other flow).
+  std::vector<std::pair<double, double>> ring_link_share;
+  // The same while a computation runs on the host of either end of a ring step (as
+  // DDP's backward beside its buckets' all-reduces), taken at the step's start: gloo's
+  // threads then wait for a core. Measured by ring_streaming.py --beside_compute (a
+  // single-thread computation in each rank). "ring_link_share_beside_compute" in a file.
+  // Default: empty (ring_link_share).
+  std::vector<std::pair<double, double>> ring_link_share_beside_compute;
   // A worker whose model runs on a GPU: its pinned host buffers and the device are
   // linked at this rate, bytes per second each way (PCIe). 0: no device copies (the
   // model computes in host memory, or copies are free). As the real worker's copy engine
@@ -149,6 +163,12 @@ struct Calibration {
   // all-reduce's buckets are not copied. Default: 0.
   double pcie_bytes_per_s = 0;
 };
+
+// The share of a link of `gbps` Gbit/s that the ring's flows get: goodput_factor when
+// calibration.ring_link_share is empty; else its shares, linear in log(rate) between
+// the measured rates and the nearest measured share outside them. With
+// `beside_compute`, ring_link_share_beside_compute's where it is set.
+double RingLinkShare(const Calibration& calibration, double gbps, bool beside_compute = false);
 
 // What to simulate. Only `profile` has no default.
 struct SimOptions {

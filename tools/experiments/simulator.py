@@ -16,6 +16,7 @@ committed measurements (docs/results/simulator/simulator.md).
   $S cpu           # measured CPU per iteration beside the simulated
   $S noise         # the runs' own spread beside the misses
   $S score [--before=OLD.csv]   # the protocol's hits per set (simulator_protocol.py)
+  $S score --before=OLD.csv --system=ddp --bandwidth=1   # a part of the points only
 
 Which file holds which set of points: simulator_points.py. How each calibration is fitted
 (docs/simulator.md, "Calibration"): simulator_calibration.py. The noise: simulator_noise.py.
@@ -128,7 +129,8 @@ def trial_ring_share(pts, set_name, cal, cal_set):
                     p["model"], sp.local_of(pts, set_name, p["model"]), path)
             return predict(p, path, scales[p["model"]], cal_set["extra"])["samples_per_second"]
         base = calibration.with_temporary(cal, one)
-        alt = calibration.with_temporary(dict(cal, goodput_factor=share), one)
+        p3_share = {k: v for k, v in cal.items() if "link_share" not in k}
+        alt = calibration.with_temporary(dict(p3_share, goodput_factor=share), one)
         print(f"{set_name:20} {p['model']:13} ddp {p['bandwidth']:4} Gbit/s: streaming share "
               f"{share:.3f}: predicted / measured {base / p['measured']:.3f} -> "
               f"{alt / p['measured']:.3f}", flush=True)
@@ -256,11 +258,15 @@ def write_table(rows):
 def score(args):
     """The protocol's scores per set from simulator_validation.csv (or --after), beside
     those of another validation CSV (--before) where given: nothing is simulated."""
-    after = protocol.summary(ordered(read_validation(args.after or None)))
+    def only(rows):  # --system, --bandwidth: a part of every set's points
+        return [r for r in rows if (not args.system or r["system"] == args.system)
+                and (args.bandwidth is None or float(r["bandwidth"]) == args.bandwidth)]
+    after = protocol.summary(ordered(only(read_validation(args.after or None))))
     if not args.before:
         print("\n".join(protocol.table(after)))
         return
-    before = {s["set"]: s for s in protocol.summary(ordered(read_validation(args.before)))}
+    before = {s["set"]: s for s in
+              protocol.summary(ordered(only(read_validation(args.before))))}
     print("| set | checkable | hits before → after | median \\|error\\| before → after |")
     print("|---|---:|---:|---|")
     for s in after:
@@ -397,6 +403,10 @@ def main():
     ap.add_argument("--side_by_side", default="",
                     help="trial: a simulator_side_by_side.py CSV: its medians as the computation's "
                          "speed and a factor on the communication's CPU costs")
+    ap.add_argument("--system", default="",
+                    help="score: only this system's points (e.g. ddp)")
+    ap.add_argument("--bandwidth", type=float, default=None,
+                    help="score: only the points at this rate (Gbit/s; 0: unlimited)")
     ap.add_argument("--before", default="",
                     help="score: a validation CSV to compare with, set by set")
     ap.add_argument("--after", default="",

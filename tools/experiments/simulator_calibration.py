@@ -41,7 +41,18 @@ compute_scale. Used by tools/experiments/simulator.py (`calibrate`, and every pr
     one server colocated) — the sitting's own where its streaming CSV has them, else
     SHM_STREAMING's — less the streaming run's own update and the per-message cost the
     simulator charges on both sides of each message, so that the simulated shared-memory
-    run uses the measured CPU per GB (at least 0). No validation point enters it.
+    run uses the measured CPU per GB (at least 0). No validation point enters it;
+  * ring_link_share: the share of a shaped link's rate that gloo's ring reaches, per rate,
+    from tools/experiments/ring_streaming.py (two gloo ranks all-reducing one DDP bucket,
+    25 MB, again and again on bench_throughput's emulated links, nothing else in those
+    processes): the median over the runs of RING_STREAMING's sittings at each rate (a run:
+    the median of its all-reduces). Four sittings on one VM, two under other agents' load
+    (it took up to 9 % off iperf3 itself at 5 Gbit/s); every set takes them (no other
+    exists). No validation point enters it;
+  * ring_link_share_beside_compute: the same with a single-thread computation beside the
+    all-reduces in each rank (--beside_compute; the last two sittings), the share the model
+    gives a ring step that starts while a computation runs at either end (DDP's buckets
+    beside backward).
 """
 import json
 import math
@@ -89,6 +100,30 @@ STREAMING_MESSAGE_BYTES = 40000 * 4
 # (d530bf0, 2026-12-04 23:51, a quiet machine, 5 runs; no run of the shared-memory path
 # with the older sets' own binaries exists). Today's builds gave 0.45 - 0.53 s per GB.
 SHM_STREAMING = "streaming/streaming_2026-12-04.csv"
+
+
+# gloo's ring alone on the emulated links (ring_streaming.py) and the size whose share
+# the model takes: DDP all-reduces its gradients in buckets of 25 MB.
+RING_STREAMING = ("simulator/ring_streaming_2026-12-05.csv",
+                  "simulator/ring_streaming_2026-12-05b.csv",
+                  "simulator/ring_streaming_2026-12-05c.csv",
+                  "simulator/ring_streaming_2026-12-05d.csv")
+RING_STREAMING_SIZE = "bucket25mb"
+
+
+def ring_link_share(paths_=None, size=RING_STREAMING_SIZE, beside_compute=False):
+    """{"<Gbit/s>": median link share} over the runs of `size` at each shaped rate, all
+    the files' runs pooled: those alone, or with beside_compute those beside a
+    computation (ring_streaming.py --beside_compute)."""
+    want = ("1",) if beside_compute else ("", "0")
+    by_rate = {}
+    rows = [r for p in (paths_ or [sp.results(f) for f in RING_STREAMING])
+            for r in csv_io.read_rows(p)]
+    for r in rows:
+        if r["size"] == size and float(r["rate_gbps"]) > 0 and r["link_share"] \
+                and r.get("beside_compute", "0") in want:
+            by_rate.setdefault(float(r["rate_gbps"]), []).append(float(r["link_share"]))
+    return {f"{rate:g}": round(statistics.median(v), 4) for rate, v in sorted(by_rate.items())}
 
 
 def profile(name):
@@ -349,7 +384,8 @@ def calibrate(only=""):
             if first and name == "current":
                 # The ring factor is fitted on the current calibration only; reuse it.
                 with open(os.path.join(paths.ROOT, s["file"])) as f:
-                    ring.update({k: v for k, v in json.load(f).items() if k.startswith("ring_")})
+                    ring.update({k: v for k, v in json.load(f).items()
+                                 if k.startswith("ring_") and "link_share" not in k})
                 first = False
             continue
         if not os.path.exists(os.path.join(paths.ROOT, s["streaming"])):
@@ -372,6 +408,11 @@ def calibrate(only=""):
         cal["shm_s_per_byte"] = shm_s_per_byte(shm, streaming_update, per_message)
         print(f"{name}: shm_s_per_byte {cal['shm_s_per_byte'] * 1e9:.3f} ns "
               f"({shm_source}'s shared-memory runs, {shm:.3f} s per GB)")
+        cal["ring_link_share"] = ring_link_share()
+        cal["ring_link_share_beside_compute"] = ring_link_share(beside_compute=True)
+        print(f"{name}: ring_link_share {cal['ring_link_share']}, beside a computation "
+              f"{cal['ring_link_share_beside_compute']} ({', '.join(RING_STREAMING)}, "
+              f"{RING_STREAMING_SIZE})")
         cal.update(ring)
         path = os.path.join(paths.ROOT, s["file"])
         write_calibration(path, cal)

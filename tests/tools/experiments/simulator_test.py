@@ -235,6 +235,31 @@ class SimulatorTest(unittest.TestCase):
         # Where the per-message cost alone exceeds the measured CPU: none per byte.
         self.assertEqual(simulator_calibration.shm_s_per_byte(0.53, 0.05, 40e-6), 0.0)
 
+    def test_ring_link_share_is_the_median_share_of_the_bucket_runs_per_shaped_rate_pooled(self):
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "r.csv")
+            with open(path, "w") as f:
+                f.write("rate_gbps,size,link_share\n1.0,bucket25mb,0.95\n1.0,bucket25mb,0.93\n"
+                        "1.0,bucket25mb,0.96\n1.0,vgg19,0.5\n2.5,bucket25mb,0.9\n"
+                        "0.0,bucket25mb,\n")
+            # vgg19's run and loopback (no share) stay out; rates as the C++ side reads them.
+            self.assertEqual(simulator_calibration.ring_link_share([path]),
+                             {"1": 0.95, "2.5": 0.9})
+            # Two sittings pooled: the median of all their runs.
+            other = os.path.join(d, "r2.csv")
+            with open(other, "w") as f:
+                f.write("rate_gbps,size,link_share\n2.5,bucket25mb,0.8\n2.5,bucket25mb,0.7\n")
+            self.assertEqual(simulator_calibration.ring_link_share([path, other])["2.5"], 0.8)
+            # Runs beside a computation: only in the beside table, and alone only in the other.
+            beside = os.path.join(d, "r3.csv")
+            with open(beside, "w") as f:
+                f.write("rate_gbps,size,beside_compute,link_share\n1.0,bucket25mb,1,0.86\n"
+                        "1.0,bucket25mb,0,0.94\n")
+            self.assertEqual(simulator_calibration.ring_link_share([beside]), {"1": 0.94})
+            self.assertEqual(
+                simulator_calibration.ring_link_share([path, beside], beside_compute=True),
+                {"1": 0.86})
+
     def test_per_byte_costs_lose_the_per_message_cost_they_hold(self):
         cal = {"send_s_per_byte": 1e-9, "recv_s_per_byte": 1e-9}
         less = simulator_calibration.per_byte_less_messages(cal, 16e-6)
