@@ -7,16 +7,16 @@ them is measured, then measured in interleaved rounds with a streaming run per r
 
   bazel build //tools:p3_sim
   S="/usr/bin/python3 tools/experiments/simulator_fresh.py"
-  $S predict --set=fresh-2026-12-05b  # -> docs/results/simulator/fresh_predictions_2026-12-05b.{csv,md}
-  # commit those two files, then, as root (about 7 min a round on a quiet 2-core host):
+  $S predict --set=fresh-2026-12-05c  # -> docs/results/simulator/fresh_predictions_2026-12-05c.{csv,md}
+  # commit those two files, then, as root (about 6 min a round on a quiet 2-core host):
   bazel build //tools:bench_streaming //tools:launch_cluster //worker:p3_worker //server:p3_server
-  sudo $S measure --set=fresh-2026-12-05b --rounds=5       # into out/fresh1205b
-  $S collect --set=fresh-2026-12-05b   # raw runs + streaming CSV into docs/results
-  /usr/bin/python3 tools/experiments/simulator.py calibrate --only=fresh-2026-12-05b
+  sudo $S measure --set=fresh-2026-12-05c --rounds=5       # into out/fresh1205c
+  $S collect --set=fresh-2026-12-05c   # raw runs + streaming CSV into docs/results
+  /usr/bin/python3 tools/experiments/simulator.py calibrate --only=fresh-2026-12-05c
   /usr/bin/python3 tools/experiments/simulator.py validate   # scored as a fresh set
 
 --set names one of FRESH (default: the newest); the first set, fresh-2026-12-05, was
-measured into out/fresh1205.
+measured into out/fresh1205, the second into out/fresh1205b.
 Every run's 1-minute load average is in its raw.csv row (`load1`).
 """
 import argparse
@@ -95,8 +95,26 @@ committed predictions above use the shared ones). Commit the four with the valid
 and page. A point needs 5 finished runs to be checkable.
 """,
     },
+    # A third set, frozen after today's two model changes: the shared-memory path's CPU
+    # from the streaming benchmark's shared-memory runs (the sitting's own: its streaming
+    # runs take --shared_memory) and gloo's ring given its measured link share (alone and
+    # beside a computation, measured at 1 / 2.5 / 5 Gbit/s: 1.5, 2 and 3 are interpolated).
+    # No configuration of an earlier set (raw CSVs and sweeps checked): DDP ResNet-50 at 2
+    # and 3 Gbit/s (DDP only at 1, 2.5, 5 and unlimited before), DDP and P3 LSTM at 1.5,
+    # P3 and the baseline ResNet-50 at 3. Each run <= ~35 s on the 2-core VM.
+    "fresh-2026-12-05c": {
+        "predictions": "simulator/fresh_predictions_2026-12-05c", "out": "out/fresh1205c",
+        "iterations": {"resnet50": (43, 3), "seq2seq_lstm": (16, 3)},
+        # The newest sitting on this kind of VM, the only one whose streaming CSV has
+        # shared-memory runs (its own shm_s_per_byte) and whose locals are both models'.
+        "predict_with": ("ddp-2026-12-05", "fresh-2026-12-05b"),
+        "streaming_args": ["--shared_memory"],
+        "points": [("resnet50", "ddp", 2.0), ("resnet50", "ddp", 3.0),
+                   ("seq2seq_lstm", "ddp", 1.5), ("resnet50", "p3", 3.0),
+                   ("seq2seq_lstm", "p3", 1.5), ("resnet50", "baseline", 3.0)],
+    },
 }
-NEWEST = "fresh-2026-12-05b"
+NEWEST = "fresh-2026-12-05c"
 
 
 def points_of(set_name):
@@ -164,6 +182,10 @@ def bench(p, out, iterations, warmup):
             f"--warmup={warmup}", f"--out={out}"]
     if p["system"] == "local":
         args += ["--modes=", "--local"]
+    elif p["system"] == "ddp":
+        # bench_throughput's DDP run (tools/ddp_peer.py, 2 ranks, its own network): no P3
+        # mode, the rate only (DDP has no workers, placement or wire dtype options).
+        args += [f"--bandwidths={p['bandwidth']:g}", "--modes=", "--ddp"]
     else:
         args += [f"--bandwidths={p['bandwidth']:g}", f"--modes={p['system']}",
                  f"--workers={p['workers']}"]
@@ -188,6 +210,14 @@ def preemption_command(out, rnd):
             f"--out={os.path.join(out, 'preemption')}"]
 
 
+def streaming_command(fresh, streaming_csv):
+    """One run of the streaming benchmark at each rate (and on shared memory where the set
+    asks for it: its sitting's own shm_s_per_byte), appended to streaming_csv."""
+    return ([sys.executable, os.path.join(paths.ROOT, "tools/bench_streaming.py"), "--runs=1",
+             f"--csv={streaming_csv}", "--md="] + fresh.get("streaming_args", [])
+            + (["--append"] if os.path.exists(streaming_csv) else []))
+
+
 def measure(args):
     """--rounds interleaved rounds: a streaming run at each rate, for a set whose
     calibration takes the sitting's own preemption costs one round of
@@ -200,9 +230,7 @@ def measure(args):
     for r in range(1, args.rounds + 1):
         print(f"round {r} at {time.strftime('%H:%M:%S')}, load {os.getloadavg()[0]:.2f}",
               flush=True)
-        subprocess.run([sys.executable, os.path.join(paths.ROOT, "tools/bench_streaming.py"),
-                        "--runs=1", f"--csv={streaming_csv}", "--md="]
-                       + (["--append"] if os.path.exists(streaming_csv) else []), check=False)
+        subprocess.run(streaming_command(fresh, streaming_csv), check=False)
         if sp.SETS[args.set].get("preemption"):
             subprocess.run(preemption_command(args.out, r), check=False)
         for model, (its, warm) in fresh["iterations"].items():
@@ -239,7 +267,7 @@ def main():
     ap.add_argument("--set", default=NEWEST, choices=sorted(FRESH),
                     help="the fresh set (default: the newest)")
     ap.add_argument("--out", default="",
-                    help="measure, collect: the runs' folder (default: the set's, out/fresh1205b)")
+                    help="measure, collect: the runs' folder (default: the set's, e.g. out/fresh1205c)")
     args = ap.parse_args()
     args.out = args.out or FRESH[args.set]["out"]
     {"predict": predict, "measure": measure, "collect": collect}[args.command](args)

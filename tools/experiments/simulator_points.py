@@ -32,7 +32,10 @@ FRESH_SETS = [("fresh", "simulator/simulator_fresh_raw.csv"),
               # before it was measured; 5 interleaved rounds with a streaming run each.
               ("fresh-2026-12-05", "simulator/simulator_fresh_2026-12-05_raw.csv"),
               # The second, frozen after fix 3 (predictions committed first).
-              ("fresh-2026-12-05b", "simulator/simulator_fresh_2026-12-05b_raw.csv")]
+              ("fresh-2026-12-05b", "simulator/simulator_fresh_2026-12-05b_raw.csv"),
+              # The third, frozen after the shared-memory calibration and gloo's link
+              # share (DDP points among them).
+              ("fresh-2026-12-05c", "simulator/simulator_fresh_2026-12-05c_raw.csv")]
 # Ordinary sets measured with tools/bench_throughput.py run in one sitting, every run's
 # raw.csv row copied as it was written (`simulator.py fresh --commit=`): set name, file.
 # Neither fresh (their configurations were fitted on in earlier sets, no prediction was
@@ -138,6 +141,14 @@ SETS = {
         "binaries": "the commit of simulator_fresh.py measure (streaming in the same rounds)",
         "extra": {},
     },
+    # The same, with the sitting's own shared-memory streaming runs (--shared_memory).
+    "fresh-2026-12-05c": {
+        "file": "configs/sim/calibration_cpu_fresh_2026-12-05c.json",
+        "streaming": "docs/results/streaming/streaming_fresh_2026-12-05c.csv",
+        "preemption": "simulator/preemption_cost_fresh_2026-12-05c.csv",
+        "binaries": "the commit of simulator_fresh.py measure (streaming in the same rounds)",
+        "extra": {},
+    },
     # P3 against DDP (SITTING_SETS), main 3387c10: the streaming benchmark (5 runs a rate,
     # shared memory rows too, which the calibration leaves out) and 3 rounds of
     # simulator_preemption_cost.py right after the points' rounds.
@@ -161,6 +172,7 @@ SET_CALIBRATION = {"2026-12-02": "2026-12-02", "2026-11-30": "2026-11-30", "fres
                    "cc-cubic": "cc-2026-12-02", "wire": "cc-2026-12-02",
                    "2026-12-03": "2026-12-03", "fresh-2026-12-05": "fresh-2026-12-05",
                    "fresh-2026-12-05b": "fresh-2026-12-05b",
+                   "fresh-2026-12-05c": "fresh-2026-12-05c",
                    "ddp-2026-12-05": "ddp-2026-12-05"}
 # The point whose measurement fits the factor on gloo's ring costs (fit_ring), in every
 # calibration: the same point of a later set (ddp-2026-12-05's) is checked, not fitted.

@@ -305,6 +305,37 @@ class SimulatorTest(unittest.TestCase):
         self.assertIn("--wire_dtypes=bfloat16", calls[1])
         self.assertIn("--bandwidths=2.5", calls[1])
 
+    def test_a_fresh_ddp_point_runs_bench_throughputs_ddp_and_no_p3_mode(self):
+        ddp = next(p for p in simulator_fresh.points_of("fresh-2026-12-05c")
+                   if p["system"] == "ddp" and p["bandwidth"] == 3.0)
+        calls = []
+        with mock.patch.object(simulator_fresh.subprocess, "run",
+                               lambda a, check: calls.append(a)):
+            simulator_fresh.bench(ddp, "o", 43, 3)
+            simulator_fresh.bench(dict(ddp, system="p3"), "o", 43, 3)
+        self.assertIn("--ddp", calls[0])
+        self.assertIn("--modes=", calls[0])
+        self.assertIn("--bandwidths=3", calls[0])
+        self.assertIn("--iterations=43", calls[0])
+        self.assertFalse([a for a in calls[0] if a.startswith("--workers")])
+        self.assertNotIn("--ddp", calls[1])
+        self.assertIn("--modes=p3", calls[1])
+        # The set's streaming runs take the shared-memory path too (its own shm cost);
+        # the earlier set's did not.
+        self.assertIn("--shared_memory", simulator_fresh.streaming_command(
+            simulator_fresh.FRESH["fresh-2026-12-05c"], "/nonexistent.csv"))
+        self.assertNotIn("--shared_memory", simulator_fresh.streaming_command(
+            simulator_fresh.FRESH["fresh-2026-12-05b"], "/nonexistent.csv"))
+        # The committed prediction of a DDP point is gloo's ring (--allreduce), as in
+        # validation.
+        runs = []
+        with mock.patch.object(simulator.p3_sim, "run",
+                               lambda *a: runs.append(a) or {"samples_per_second": 1.0}):
+            simulator.predict(ddp, "c.json", 1.0, {})
+        self.assertIn("--allreduce", runs[0][4])
+        self.assertIn("mode=p3", runs[0][3])
+        self.assertIn("network.bandwidth_gbps=3.0", runs[0][3])
+
     def test_a_sitting_with_its_own_preemption_runs_is_calibrated_with_them(self):
         with tempfile.TemporaryDirectory() as d:
             path = os.path.join(d, "preemption_cost_sitting.csv")
