@@ -112,6 +112,48 @@ and page. A point needs 5 finished runs to be checkable.
         "points": [("resnet50", "ddp", 2.0), ("resnet50", "ddp", 3.0),
                    ("seq2seq_lstm", "ddp", 1.5), ("resnet50", "p3", 3.0),
                    ("seq2seq_lstm", "p3", 1.5), ("resnet50", "baseline", 3.0)],
+        "notes": """
+The committed numbers take `ddp-2026-12-05`'s calibration (its own streaming runs, the
+shared-memory ones included, and its own preemption runs: `preempt_s` 0.9 µs,
+`comm_interference` 0) and its `local` runs; every calibration has the same
+`ring_link_share` (0.949 / 0.945 / 0.868 of 1 / 2.5 / 5 Gbit/s) and beside a computation
+(0.923 / 0.882 / 0.694), so 1.5, 2 and 3 Gbit/s take the log-linear interpolation between
+the measured rates. What the set tests: the ring's share between the measured rates (the
+three DDP points), and the P3 and baseline points with the shared-memory cost from the
+sitting's own shared-memory streaming runs (`--shared_memory` in every round).
+
+## How the lead measures and scores it (the machine to itself: nothing else running)
+
+As root, from the repository root, at the commit that holds this file or later with the
+same p3/sim code and calibration code. A round: one streaming run at each rate and one on
+shared memory (about 35 s), one round of simulator_preemption_cost.py's
+`none,same:1000:0,other:8388608` (about 40 s), `local` of both models (about 22 s), the 6
+points once in a rotated order (about 160 s; the longest, the LSTM's DDP at 1.5 Gbit/s,
+about 35 s). Estimated from the raw CSVs' `wall_seconds` (simulator_fresh_2026-12-05b_raw.csv,
+simulator_ddp_2026-12-05_raw.csv) scaled to these points' iterations and predicted speeds,
+and from `fresh-2026-12-05b`'s rounds (5.3 min a round with 7 points, 225 s of them):
+about 4.5 minutes a round, so **about 22 – 25 minutes for 5 rounds**, plus a few minutes
+of building:
+
+```sh
+bazel build //tools:p3_sim //tools:bench_streaming //tools:launch_cluster //worker:p3_worker //server:p3_server
+/usr/bin/python3 tools/experiments/simulator_fresh.py measure --set=fresh-2026-12-05c --rounds=5   # into out/fresh1205c
+/usr/bin/python3 tools/experiments/simulator_fresh.py collect --set=fresh-2026-12-05c
+/usr/bin/python3 tools/experiments/simulator.py calibrate --only=fresh-2026-12-05c   # ~1 min
+/usr/bin/python3 tools/experiments/simulator.py validate   # ~1 min quiet (5 min under load): the set's rows, "fresh after the freeze"
+/usr/bin/python3 tools/experiments/simulator.py score      # the protocol's table again, from the CSV
+```
+
+`collect` writes docs/results/simulator/simulator_fresh_2026-12-05c_raw.csv (every run,
+with its load1), docs/results/streaming/streaming_fresh_2026-12-05c.csv (shared-memory
+rows included) and docs/results/simulator/preemption_cost_fresh_2026-12-05c.csv;
+`calibrate` writes configs/sim/calibration_cpu_fresh_2026-12-05c.json (its
+`shm_s_per_byte` from its own shared-memory runs, its `preempt_s` and
+`comm_interference` from its own preemption runs). Commit the four with the validation
+CSV and page. A point needs 5 finished runs to be checkable. To score the committed
+numbers themselves as well (as for `fresh-2026-12-05b`), compare this file's table with
+the measured medians and the runs' min – max.
+""",
     },
 }
 NEWEST = "fresh-2026-12-05c"
