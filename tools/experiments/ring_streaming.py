@@ -122,15 +122,19 @@ def sh(args, check=True):
                           text=True)
 
 
-def network(prefix, bw):
+def bench_throughput():
+    """tools/bench_throughput.py: the network DDP runs on in the throughput benchmark."""
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    import bench_throughput  # the network DDP runs on in the throughput benchmark
-    bench_throughput.ddp_network(prefix, bw)
+    import bench_throughput as module
+    return module
+
+
+def network(prefix, bw):
+    bench_throughput().ddp_network(prefix, bw)
 
 
 def network_remove(prefix):
-    for n in (f"{prefix}-m0", f"{prefix}-m1", f"{prefix}-br"):
-        sh(["ip", "netns", "delete", n], check=False)
+    bench_throughput().ddp_network_remove(prefix)
 
 
 def iperf3(prefix, bw, seconds):
