@@ -110,6 +110,12 @@ def run_p3(a, mode, bw, slice_params, workers=2, trace=False, tag="", wire_dtype
         row["mean_samples_per_second"] = round(mean, 3)
         row["rank0_samples_per_second"] = s["samples_per_second"]
         row["bytes_sent_rank0"] = s["workers_results"][0].get("bytes_sent", "")
+        if slice_params == 0 and mode != "local":
+            # The launcher's automatic choice (summary.json "tuning"), so that the row
+            # names the size the run trained with; a mode that does not slice keeps 40000.
+            row["slice_params"] = s.get("tuning", {}).get("slice_params",
+                                                          raw_csv.DEFAULT_SLICE_PARAMS)
+            row["slice_auto"] = 1
         row["status"] = "ok"
     else:
         row["status"] = f"failed:{rc}"
@@ -311,7 +317,9 @@ def main():
     r.add_argument("--warmup", type=int, default=None, help="default: the model's config")
     r.add_argument("--bandwidths", default="0.5,1,2.5,0")
     r.add_argument("--modes", default="baseline,p3,no_overlap")
-    r.add_argument("--slice_params", type=int, default=40000)
+    r.add_argument("--slice_params", type=int, default=40000,
+                   help="0: the launcher's automatic slice size; the row records its choice "
+                        "(slice_params) and slice_auto=1")
     r.add_argument("--slices", default="", help="extra p3 runs at the first bandwidth")
     r.add_argument("--runs", type=int, default=1)
     r.add_argument("--wire_dtypes", default="float32",

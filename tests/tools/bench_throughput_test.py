@@ -44,6 +44,20 @@ class BenchThroughputTest(unittest.TestCase):
         self.assertIn("--set=training.iterations=6", args)
         self.assertIn("--set=scheduling.wire_dtype=float32", args)
 
+    def test_an_automatic_slice_size_is_recorded_as_the_launchers_choice(self):
+        env = {"P3_LAUNCHER": fakes.launcher(self.dir), "BUILD_WORKSPACE_DIRECTORY": fakes.ROOT}
+        out = os.path.join(self.dir, "bench")
+        self.bench("run", "--model=resnet50", "--bandwidths=5", "--modes=p3",
+                   "--slice_params=0", "--iterations=6", "--warmup=2", f"--out={out}", env=env)
+        self.bench("run", "--model=resnet50", "--bandwidths=5", "--modes=p3",
+                   "--iterations=6", "--warmup=2", f"--out={out}", env=env)
+        rows = raw_csv.read(os.path.join(out, "raw.csv"))
+        self.assertEqual([(r["slice_params"], r["slice_auto"]) for r in rows],
+                         [("160000", "1"), ("40000", "")])
+        with open(os.path.join(rows[0]["output_dir"], "args")) as f:
+            self.assertIn("--set=scheduling.slice_params=0", f.read().split())
+        self.assertEqual([raw_csv.slice_auto(r) for r in rows], [True, False])
+
     def test_report_through_the_bazel_run_wrapper_into_the_workspace(self):
         workspace = os.path.join(self.dir, "ws")
         out = os.path.join(workspace, "out", "bench")

@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """P3 against PyTorch DDP, round by round (docs/results/throughput/throughput.md, "P3
 against DDP"): the runs of `tools/bench_throughput.py run --ddp --modes=p3`, each round
-running P3 and DDP once at every bandwidth, paired in the order they ran.
+running P3 and DDP once at every bandwidth, paired in the order they ran. P3's runs are those of one slice size per sweep
+(`--sweep=LABEL=PATH@auto`: the launcher's automatic size; default 40000), so one raw
+CSV with several sizes gives one sweep each.
 
   /usr/bin/python3 tools/experiments/p3_vs_ddp.py \\
       --sweep=2026-12-05=docs/results/throughput/p3_vs_ddp_2026-12-05_raw.csv \\
@@ -41,8 +43,18 @@ def target(model, bw):
     return None, None
 
 
-def points(label, path):
-    """Rows of FIELDS for one sweep's raw.csv (2 workers, the default slice size)."""
+def p3_slice_matches(row, slices):
+    """Whether a P3 run has the sweep's slice size: "default" (40000, given), "auto" (the
+    launcher's automatic size, whatever it chose) or a number (given, not automatic)."""
+    if slices == "auto":
+        return raw_csv.slice_auto(row)
+    want = raw_csv.DEFAULT_SLICE_PARAMS if slices == "default" else int(slices)
+    return not raw_csv.slice_auto(row) and raw_csv.slice_params(row) == want
+
+
+def points(label, path, slices="default"):
+    """Rows of FIELDS for one sweep's raw.csv (2 workers; P3's runs of the slice size
+    `slices`, see p3_slice_matches)."""
     runs = collections.defaultdict(lambda: {"p3": [], "ddp": []})
     loads = collections.defaultdict(list)
     rows = sorted(raw_csv.read_finished(path), key=lambda r: r["time_utc"])
@@ -51,7 +63,7 @@ def points(label, path):
             continue
         if r.get("wire_dtype", "") not in ("", "float32"):
             continue
-        if r["mode"] == "p3" and r["slice_params"] not in ("", str(raw_csv.DEFAULT_SLICE_PARAMS)):
+        if r["mode"] == "p3" and not p3_slice_matches(r, slices):
             continue
         key = (r["model"], float(r["bandwidth_gbps"]))
         runs[key][r["mode"]].append(raw_csv.samples(r))
@@ -140,16 +152,22 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--sweep", action="append", required=True,
-                    help="LABEL=raw.csv of bench_throughput.py run (repeatable; first = newest)")
+                    help="LABEL=raw.csv[@SLICES] of bench_throughput.py run (repeatable; first "
+                         "= newest). SLICES picks P3's runs: default (40000), auto (the "
+                         "launcher's choice, slice_auto) or a number")
     ap.add_argument("--csv", default="", help="write the points here")
     ap.add_argument("--plot", default="", help="write P3 ÷ DDP per model here (PNG)")
     a = ap.parse_args()
     rows = []
     for s in a.sweep:
         label, _, path = s.partition("=")
+        path, _, slices = path.partition("@")
         if not path:
-            sys.exit(f"--sweep={s}: give LABEL=path")
-        rows += points(label, path)
+            sys.exit(f"--sweep={s}: give LABEL=path[@SLICES]")
+        slices = slices or "default"
+        if slices not in ("default", "auto") and not slices.isdigit():
+            sys.exit(f"--sweep={s}: SLICES is default, auto or a number of parameters")
+        rows += points(label, path, slices)
     print(table(rows))
     if a.csv:
         csv_io.write_rows(a.csv, rows, FIELDS)

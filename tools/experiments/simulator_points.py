@@ -43,7 +43,12 @@ FRESH_SETS = [("fresh", "simulator/simulator_fresh_raw.csv"),
 # DDP, 5 interleaved rounds (ResNet-50 and VGG-19 at 1, 2.5, 5 Gbit/s and unlimited, the
 # LSTM at 1), then in the same sitting the streaming benchmark, the preemption runs and
 # the `local` runs of VGG-19 and the LSTM (ResNet-50's are in the rounds).
-SITTING_SETS = [("ddp-2026-12-05", "simulator/simulator_ddp_2026-12-05_raw.csv")]
+# slices-2026-12-05: P3 at 40000, 160000, 640000 and the launcher's automatic slice size
+# (given 0, recorded as its choice) against DDP, ResNet-50 at 2.5, 5 Gbit/s and unlimited
+# and VGG-19 at 5 and unlimited, 5 interleaved rounds; then the streaming benchmark, the
+# preemption runs and the `local` runs of both models.
+SITTING_SETS = [("ddp-2026-12-05", "simulator/simulator_ddp_2026-12-05_raw.csv"),
+                ("slices-2026-12-05", "simulator/simulator_slices_2026-12-05_raw.csv")]
 # The full sweeps of tools/bench_throughput.py (every mode, the peer and `local`), as
 # aggregated by its `report`: set name, file.
 SWEEP_SETS = [("2026-12-02", "throughput/throughput.csv"),
@@ -159,6 +164,15 @@ SETS = {
         "binaries": "3387c10 (streaming and preemption runs in the points' sitting, after them)",
         "extra": {},
     },
+    # The slice sizes at fast links (SITTING_SETS), main 1d41416: the same runs after
+    # the points' rounds as ddp-2026-12-05 (streaming 5 runs a rate, 3 preemption rounds).
+    "slices-2026-12-05": {
+        "file": "configs/sim/calibration_cpu_slices_2026-12-05.json",
+        "streaming": "docs/results/streaming/streaming_slices_2026-12-05.csv",
+        "preemption": "simulator/preemption_cost_slices_2026-12-05.csv",
+        "binaries": "1d41416 (streaming and preemption runs in the points' sitting, after them)",
+        "extra": {},
+    },
     "2026-12-03": {
         "file": "configs/sim/calibration_cpu_2026-12-03.json",
         "streaming": "docs/results/streaming/streaming_2026-12-03.csv",
@@ -173,7 +187,8 @@ SET_CALIBRATION = {"2026-12-02": "2026-12-02", "2026-11-30": "2026-11-30", "fres
                    "2026-12-03": "2026-12-03", "fresh-2026-12-05": "fresh-2026-12-05",
                    "fresh-2026-12-05b": "fresh-2026-12-05b",
                    "fresh-2026-12-05c": "fresh-2026-12-05c",
-                   "ddp-2026-12-05": "ddp-2026-12-05"}
+                   "ddp-2026-12-05": "ddp-2026-12-05",
+                   "slices-2026-12-05": "slices-2026-12-05"}
 # The point whose measurement fits the factor on gloo's ring costs (fit_ring), in every
 # calibration: the same point of a later set (ddp-2026-12-05's) is checked, not fitted.
 RING_POINT = ("current-interleaved", "resnet50", "ddp", 0.0, 2)

@@ -8,7 +8,7 @@ from results_lib import csv_io
 FIELDS = ["time_utc", "model", "system", "mode", "bandwidth_gbps", "batch_per_worker", "workers",
           "slice_params", "iterations", "warmup", "samples_per_second", "mean_samples_per_second",
           "rank0_samples_per_second", "wall_seconds", "bytes_sent_rank0", "load1", "status",
-          "output_dir", "wire_dtype", "congestion_control"]
+          "output_dir", "wire_dtype", "congestion_control", "slice_auto"]
 # The slice size of runs that record none (DDP) or ran the default.
 DEFAULT_SLICE_PARAMS = 40000
 
@@ -51,7 +51,15 @@ def bandwidth(row):
 
 
 def slice_params(row):
+    """The slice size the run trained with: for an automatic one (`slice_auto`), the size
+    the launcher chose, which the row records in place of the 0 it was given."""
     return int(row.get("slice_params") or DEFAULT_SLICE_PARAMS)
+
+
+def slice_auto(row):
+    """Whether the run was given scheduling.slice_params 0: the launcher's automatic slice
+    size (docs/config.md), recorded in `slice_params`."""
+    return row.get("slice_auto", "") == "1"
 
 
 def samples(row):

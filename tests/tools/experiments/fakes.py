@@ -41,6 +41,8 @@ summary = {"mode": sets.get("mode", "p3"), "iterations": iterations,
            "samples_per_second": 640.0, "final_loss": 0.25,
            "test_accuracy": 0.85 if evaluate else None, "param_l2": l2, "wall_seconds": 1.5,
            "status": "ok", "workers_results": [{"bytes_sent": 1000, "param_l2": l2}] * workers}
+if sets.get("scheduling.slice_params") == "0":  # automatic: the real launcher's choice
+    summary["tuning"] = {"slice_params_auto": True, "slice_params": 160000}
 json.dump(summary, open(os.path.join(out, "summary.json"), "w"))
 json.dump({"iterations": iterations, "param_l2": l2},
           open(os.path.join(out, "results", "worker_0.json"), "w"))

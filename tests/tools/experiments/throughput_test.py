@@ -64,6 +64,39 @@ class P3VersusDdpTest(unittest.TestCase):
         self.assertEqual(row["runs"], "3")
         self.assertIn("**1.100** ✓", out)  # the 1 Gbit/s target is 1.1
 
+    def test_each_slice_size_of_one_raw_csv_is_its_own_sweep(self):
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "raw.csv")
+            with open(path, "w", newline="") as f:
+                w = csv.writer(f)
+                w.writerow(["time_utc", "model", "system", "mode", "bandwidth_gbps",
+                            "batch_per_worker", "workers", "slice_params", "samples_per_second",
+                            "load1", "status", "output_dir", "wire_dtype", "slice_auto"])
+                # Per round: P3 at 40000, P3 automatic (the launcher chose 320000), DDP.
+                for k, (given, auto, ddp) in enumerate([(40.0, 48.0, 44.0), (42.0, 50.0, 40.0)]):
+                    w.writerow([f"t{k}a", "resnet50", "p3", "p3", 5, 8, 2, 40000, given, 1.0,
+                                "ok", f"out/{k}a", "float32", ""])
+                    w.writerow([f"t{k}b", "resnet50", "p3", "p3", 5, 8, 2, 320000, auto, 1.0,
+                                "ok", f"out/{k}b", "float32", "1"])
+                    w.writerow([f"t{k}c", "resnet50", "ddp", "ddp", 5, 8, 2, "", ddp, 1.0,
+                                "ok", f"out/{k}c", "float32", ""])
+            out_csv = os.path.join(d, "points.csv")
+            fakes.run_script("p3_vs_ddp.py", f"--sweep=given={path}", f"--sweep=auto={path}@auto",
+                             f"--sweep=n={path}@320000", f"--csv={out_csv}")
+            with open(out_csv) as f:
+                rows = {r["sweep"]: r for r in csv.DictReader(f)}
+        # Rounds' ratios: 40/44, 42/40 (given); 48/44, 50/40 (auto); none at a given 320000.
+        self.assertEqual(rows["given"]["p3_over_ddp"], str(round((40 / 44 + 42 / 40) / 2, 3)))
+        self.assertEqual(rows["auto"]["p3_over_ddp"], str(round((48 / 44 + 50 / 40) / 2, 3)))
+        self.assertEqual(rows["auto"]["p3_median_sps"], "49.0")
+        self.assertNotIn("n", rows)  # 320000 was chosen, not given
+
+    def test_a_bad_slice_selector_is_refused(self):
+        p = fakes.run([fakes.PY, fakes.script("p3_vs_ddp.py"), "--sweep=today=raw.csv@big"],
+                      check=False)
+        self.assertNotEqual(p.returncode, 0)
+        self.assertIn("SLICES is default, auto or a number", p.stderr)
+
     def test_a_sweep_without_a_path_is_refused(self):
         p = fakes.run([fakes.PY, fakes.script("p3_vs_ddp.py"), "--sweep=today"], check=False)
         self.assertNotEqual(p.returncode, 0)
