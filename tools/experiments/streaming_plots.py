@@ -5,20 +5,37 @@ benchmark run. Each CSV is given as LABEL=path (--csv, repeatable, in the plot's
 label given twice pools its files' runs). Every command prints the medians it plots as
 a markdown table, then draws the PNG if --png is given.
 
+The three plots of the page, and the files behind them (one label per CSV; the table each
+command prints gives every point's runs: 5 per rate and build in (a); 3 or 5 per sitting
+and rate in (b); 14 and 5 per build in (c)):
+
   # (a) today: host CPU s per GB by path, p3 against iperf3 (memcpy for the shared-memory
-  # row), and p3 ÷ iperf3 with the issue's 1.25 line
+  # row), and p3 ÷ iperf3 with the issue's 1.25 line: the interleaved A/B of 12:32
   /usr/bin/python3 tools/experiments/streaming_plots.py today \\
       --csv=before=docs/results/streaming/streaming_ab_2026-12-05c_before.csv \\
       --csv=after=docs/results/streaming/streaming_ab_2026-12-05c_after.csv \\
       --png=docs/results/streaming/cpu_per_gb_2026-12-05.png
-  # (b) the history: goodput ÷ iperf3, CPU s per GB and p3 ÷ iperf3 CPU per sitting, at
+  # (b) the history: goodput ÷ iperf3, CPU s per GB and p3 ÷ iperf3 CPU per sitting at
   # 2.5 and 5 Gbit/s and on loopback (--rates), with the issue's targets
   /usr/bin/python3 tools/experiments/streaming_plots.py history \\
-      --csv="12-01 03:58=docs/results/streaming/streaming.csv" ... --png=...
-  # (c) the shared-memory path: goodput ÷ memcpy and CPU s per GB, per build
+      --csv="12-01 03:58=docs/results/streaming/streaming.csv" \\
+      --csv="12-01 06:05=docs/results/streaming/streaming_after.csv" \\
+      --csv="12-02 10:14=docs/results/streaming/streaming_2026-12-02.csv" \\
+      --csv="12-03 01:19=docs/results/streaming/streaming_2026-12-03.csv" \\
+      --csv="12-04 23:50=docs/results/streaming/streaming_2026-12-04.csv" \\
+      --csv="12-05 06:49=docs/results/streaming/streaming_2026-12-05.csv" \\
+      --csv="12-05 10:26=docs/results/streaming/streaming_2026-12-05b.csv" \\
+      --csv="12-05 11:40=docs/results/streaming/streaming_2026-12-05c.csv" \\
+      --csv="12-05 12:32=docs/results/streaming/streaming_ab_2026-12-05c_after.csv" \\
+      --png=docs/results/streaming/history_2026-12-05.png
+  # (c) the shared-memory path: goodput ÷ memcpy and CPU s per GB, per build, in the
+  # A/B of the batches (12:16) and today's (12:32)
   /usr/bin/python3 tools/experiments/streaming_plots.py shm \\
-      --csv=before=docs/results/streaming/shm_ab_2026-12-05_before.csv \\
-      --csv=after=docs/results/streaming/shm_ab_2026-12-05_after.csv --png=...
+      --csv="before 12:16=docs/results/streaming/shm_ab_2026-12-05_before.csv" \\
+      --csv="after 12:16=docs/results/streaming/shm_ab_2026-12-05_after.csv" \\
+      --csv="before 12:32=docs/results/streaming/streaming_ab_2026-12-05c_before.csv" \\
+      --csv="after 12:32=docs/results/streaming/streaming_ab_2026-12-05c_after.csv" \\
+      --png=docs/results/streaming/shm_2026-12-05.png
 
 What each figure is, per CSV row (one run; tools/bench_streaming.py's header says how
 they are measured):
@@ -310,7 +327,7 @@ def plot_today(points, png):
     paths = sorted({p["path"] for p in points}, key=path_order)
     tcp = [x for x in paths if x != SHM]
     fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.2),
-                                      gridspec_kw={"width_ratios": [len(paths), len(tcp)]})
+                                      gridspec_kw={"width_ratios": [len(paths), max(1, len(tcp))]})
     n = len(labels)
     w = 0.8 / (2 * n)
     for i, label in enumerate(labels):
@@ -333,9 +350,7 @@ def plot_today(points, png):
     left.set_ylabel("host CPU s per GB moved")
     left.set_title("CPU per GB: p3 against iperf3 (memcpy for shared memory)", fontsize=10)
     left.legend(fontsize=7)
-    right.axhline(CPU_RATIO_TARGET, color="gray", ls="--", lw=1)
-    right.text(len(tcp) - 0.5, CPU_RATIO_TARGET, " target ≤ 1.25", va="bottom", ha="right",
-               fontsize=8, color="gray")
+    right.axhline(CPU_RATIO_TARGET, color="gray", ls="--", lw=1, label="target ≤ 1.25")
     right.set_xticks(range(len(tcp)))
     right.set_xticklabels([path_name(x) for x in tcp])
     right.set_ylabel("p3 ÷ iperf3, host CPU per GB")
@@ -364,17 +379,17 @@ def plot_history(points, rates, png):
 
         series(top, "goodput_ratio", marker="o", color="C0")
         if rate in GOODPUT_TARGET:
-            top.axhline(GOODPUT_TARGET[rate], color="gray", ls="--", lw=1)
-            top.text(0, GOODPUT_TARGET[rate], f"target ≥ {GOODPUT_TARGET[rate]:g}",
-                     va="bottom", fontsize=8, color="gray")
+            top.axhline(GOODPUT_TARGET[rate], color="gray", ls="--", lw=1,
+                        label=f"target ≥ {GOODPUT_TARGET[rate]:g}")
+            top.legend(fontsize=7, loc="lower right")
         top.set_title(path_name(rate))
         series(mid, "p3_cpu", marker="o", color="C1", label="p3: worker + server processes")
         series(mid, "p3_host_cpu", marker="s", color="C3", label="p3: whole host")
         series(mid, "ref_cpu", marker="^", color="C2", label="iperf3: whole host")
         mid.set_ylim(bottom=0)
         series(low, "cpu_ratio", marker="o", color="C3")
-        low.axhline(CPU_RATIO_TARGET, color="gray", ls="--", lw=1)
-        low.text(0, CPU_RATIO_TARGET, "target ≤ 1.25", va="bottom", fontsize=8, color="gray")
+        low.axhline(CPU_RATIO_TARGET, color="gray", ls="--", lw=1, label="target ≤ 1.25")
+        low.legend(fontsize=7, loc="lower right")
         low.set_ylim(bottom=0)
         low.set_xticks(range(len(labels)))
         low.set_xticklabels([f"{x}\n{commits[x]}" for x in labels], rotation=60, ha="right",
@@ -393,9 +408,10 @@ def plot_shm(points, png):
     xs = range(len(points))
     bars(left, xs, [p["goodput_ratio"] for p in points], 0.6,
          color=[f"C{i}" for i in xs])
-    left.axhline(MEMCPY_TARGET, color="gray", ls="--", lw=1)
-    left.text(-0.4, MEMCPY_TARGET, "target ≥ 0.5", va="bottom", fontsize=8, color="gray")
-    left.set_ylim(0, max(0.6, max(p["goodput_ratio"][2] for p in points) * 1.1))
+    left.axhline(MEMCPY_TARGET, color="gray", ls="--", lw=1, label="target ≥ 0.5")
+    left.legend(fontsize=7)
+    left.set_ylim(0, max([0.6] + [p["goodput_ratio"][2] * 1.1 for p in points
+                                  if p["goodput_ratio"]]))
     left.set_xticks(list(xs))
     left.set_xticklabels(names, fontsize=8)
     left.set_ylabel("goodput ÷ memcpy (one thread)")
