@@ -9,6 +9,7 @@ from unittest import mock
 
 import fakes
 import simulator_calibration as cal
+import simulator_two_sizes
 
 T = fakes.TESTDATA
 UPDATE = 0.05  # the streaming run's own update, s per GB crossing
@@ -139,6 +140,26 @@ class TwoSizeFitTest(unittest.TestCase):
         self.assertEqual(len(asked), len(cal.WRITE_GAP_S) * 6)
         self.assertEqual({n for _, n, _ in asked}, {40000, 640000})
         self.assertTrue(all(abs(x - m) < 1e-15 for _, _, x in asked))
+
+    def test_the_what_if_applies_another_sittings_difference_to_the_sets_own_cpu(self):
+        # simulator_two_sizes.py: the set's own 40,000 CPU, 640,000's from the difference.
+        measured = {r: {"goodput": 4.0, "cpu_s_per_gb": cpu_s_per_gb(12e-6, 0.3e-9, 40000)}
+                    for r in cal.RATES}
+        difference = measured[0.0]["cpu_s_per_gb"] - cpu_s_per_gb(12e-6, 0.3e-9, 640000)
+
+        def simulated(path, rate, n=cal.STREAMING_SLICE_PARAMS):
+            with open(path) as f:
+                return 4.0 * (1 + 30e-6) / (1 + json.load(f)["write_gap_s"])
+        with mock.patch.object(cal, "simulate_streaming", simulated):
+            alt = simulator_two_sizes.two_size_calibration(
+                {"per_message_s": 40e-6, "write_gap_s": 200e-6, "other": 1}, measured,
+                difference, UPDATE, 0.53)
+        self.assertAlmostEqual(alt["per_message_s"] * 1e6, 12.0)
+        self.assertAlmostEqual(alt["send_s_per_byte"] * 1e9, 0.3)
+        self.assertAlmostEqual(alt["recv_s_per_byte"] * 1e9, 0.3)
+        self.assertEqual(alt["write_gap_s"], 30e-6)
+        self.assertAlmostEqual(alt["shm_s_per_byte"], cal.shm_s_per_byte(0.53, UPDATE, 12e-6))
+        self.assertEqual(alt["other"], 1)
 
 
 if __name__ == "__main__":
