@@ -6,7 +6,19 @@ compute_scale. Used by tools/experiments/simulator.py (`calibrate`, and every pr
     streaming micro-benchmark's CPU s/GB (docs/results/streaming/*.csv; no fit);
   * per-message CPU and the writer's wake-up gap: the grid point whose simulated
     streaming goodput is closest (log error) to the measured one at 1, 2.5, 5 Gbit/s and
-    loopback;
+    loopback, of the runs at slices of 40,000 parameters (STREAMING_SLICE_PARAMS). One
+    slice size cannot tell a cost per message from a cost per byte (issue 36: the
+    slices-2026-12-05 set had larger slices predicted too fast), so where a set's
+    streaming CSV also has loopback runs at a second slice size (bench_streaming.py
+    --slice_params=640000 into the same CSV; the size farthest from 40,000 if several),
+    the two are fitted jointly instead: the CPU per GB crossing on loopback is
+    2 (b + m / B) + u at message bytes B (b: send and receive per byte, each side;
+    m: per_message_s, each side; u: the run's own update), so the two sizes' measured
+    medians give m from their difference and b from the 40,000 one, and the simulated
+    streaming run then uses the measured CPU per GB at both sizes
+    (per_message_from_two_sizes; m kept within [0, what leaves b at 0]). Only the
+    writer's gap is then left to the grid, on the goodput at both sizes' rates. A set
+    without a second size keeps the single-size fit, unchanged;
   * gloo's ring costs (the DDP peer; nothing like the streaming benchmark exists for
     it): the defaults of p3/sim/simulator.h times one factor, fitted so that ResNet-50's
     DDP point at unlimited bandwidth of the interleaved session (the most CPU-bound DDP
@@ -94,8 +106,11 @@ STREAMING_OPTIMIZER_GROUP = "server: the optimizer"
 # gradient up, the value down).
 STREAMING_PARAM_BYTES_PER_CROSSING_BYTE = 0.5
 # The streaming benchmark's messages: slices of 40,000 float32 values, one part each, each
-# charged per_message_s by its writer and by its reader.
-STREAMING_MESSAGE_BYTES = 40000 * 4
+# charged per_message_s by its writer and by its reader. A streaming CSV's rows of other
+# slice sizes (slice_params) are a second size for the joint fit, never pooled with these;
+# a row without slice_params is of this size (the benchmark's default).
+STREAMING_SLICE_PARAMS = 40000
+STREAMING_MESSAGE_BYTES = STREAMING_SLICE_PARAMS * 4
 # The shared-memory runs of a set whose streaming CSV has none: the oldest committed
 # (d530bf0, 2026-12-04 23:51, a quiet machine, 5 runs; no run of the shared-memory path
 # with the older sets' own binaries exists). Today's builds gave 0.45 - 0.53 s per GB.
@@ -130,13 +145,22 @@ def profile(name):
     return os.path.join(p3_sim.PROFILES, name)
 
 
-def streaming_measured(path):
-    """Medians per rate of goodput and CPU s/GB, of the runs over a socket: a row of the
-    shared-memory path (bench_streaming.py --shared_memory; rate 0 like loopback's) is
-    another data path, not a loopback run."""
+def is_shared_memory(row):
+    return str(row.get("shared_memory") or "0").strip().lower() in ("1", "true")
+
+
+def row_slice_params(row):
+    """The slice size of a streaming CSV row (STREAMING_SLICE_PARAMS where not recorded)."""
+    return int(float(row.get("slice_params") or STREAMING_SLICE_PARAMS))
+
+
+def streaming_measured(path, slice_params=STREAMING_SLICE_PARAMS):
+    """Medians per rate of goodput and CPU s/GB, of the runs over a socket at slices of
+    slice_params: a row of the shared-memory path (bench_streaming.py --shared_memory;
+    rate 0 like loopback's) is another data path, not a loopback run."""
     by_rate = {}
     for row in csv_io.read_rows(path):
-        if str(row.get("shared_memory") or "0").strip().lower() in ("1", "true"):
+        if is_shared_memory(row) or row_slice_params(row) != slice_params:
             continue
         by_rate.setdefault(float(row["rate_gbps"]), []).append(row)
     out = {}
@@ -149,11 +173,20 @@ def streaming_measured(path):
     return out
 
 
+def second_slice_size(path):
+    """The slice size other than STREAMING_SLICE_PARAMS of a streaming CSV's loopback runs
+    over a socket (the farthest from it, by ratio, if several); None where it has none."""
+    sizes = {row_slice_params(r) for r in csv_io.read_rows(path)
+             if not is_shared_memory(r) and float(r["rate_gbps"]) == 0.0} \
+        - {STREAMING_SLICE_PARAMS}
+    return max(sizes, key=lambda n: abs(math.log(n / STREAMING_SLICE_PARAMS)), default=None)
+
+
 def shm_measured(path):
     """The median CPU s per GB crossing (worker and server together) of a streaming CSV's
-    shared-memory runs; None where it has none."""
+    shared-memory runs at STREAMING_SLICE_PARAMS; None where it has none."""
     costs = [float(r["cpu_s_per_gb"]) for r in csv_io.read_rows(path)
-             if str(r.get("shared_memory") or "0").strip().lower() in ("1", "true")]
+             if is_shared_memory(r) and row_slice_params(r) == STREAMING_SLICE_PARAMS]
     return statistics.median(costs) if costs else None
 
 
@@ -166,10 +199,13 @@ def shm_s_per_byte(shm_cpu_s_per_gb, streaming_update, per_message):
     return max(0.0, per_byte - 2 * per_message / STREAMING_MESSAGE_BYTES)
 
 
-def simulate_streaming(cal_path, rate):
-    """The streaming benchmark's goodput (Gbit/s) as simulated with a calibration."""
+def simulate_streaming(cal_path, rate, slice_params=STREAMING_SLICE_PARAMS):
+    """The streaming benchmark's goodput (Gbit/s) as simulated with a calibration, at
+    slices of slice_params (the config's 40,000 unless told)."""
     sets = ["mode=p3", "cluster.workers=1", "cluster.servers=1", "network.placement=separate",
             f"network.bandwidth_gbps={rate}", "training.batch_size=1"]
+    if slice_params != STREAMING_SLICE_PARAMS:
+        sets.append(f"scheduling.slice_params={slice_params}")
     r = p3_sim.run("configs/bench/resnet50.textproto", profile("streaming_25m.json"), cal_path,
                    sets, sp.HOST + ["--iterations=6", "--warmup=2"])
     return 25_000_000 * 4 * 8 / r["iteration_seconds"] / 1e9
@@ -355,6 +391,49 @@ def fit_messages(name, cal, measured, streaming_update):
     return best[1], best[2], per_byte_less_messages(cal, best[1])["send_s_per_byte"]
 
 
+def per_message_from_two_sizes(cpu_small, cpu_large, params_large, streaming_update):
+    """(per_message_s, send_s_per_byte): the per-message and per-byte costs of each side
+    that reproduce the measured loopback CPU s per GB crossing at slices of
+    STREAMING_SLICE_PARAMS (cpu_small) and of params_large (cpu_large), both holding the
+    run's own update (streaming_update, s per GB crossing): per byte crossing,
+    cpu x 1e-9 = 2 (b + m / bytes) + update at either size. m is kept within [0, the m
+    that leaves b at 0]; then only the smaller size's CPU is met."""
+    small, large = STREAMING_MESSAGE_BYTES, params_large * 4
+    comm = (cpu_small - streaming_update) * 1e-9  # both sides, per byte crossing
+    m = (cpu_small - cpu_large) * 1e-9 / (2 * (1 / small - 1 / large))
+    m = min(max(m, 0.0), comm / 2 * small)
+    return m, comm / 2 - m / small
+
+
+def fit_messages_two_sizes(name, cal, measured, second, measured2, streaming_update):
+    """(per_message_s, write_gap_s, send_s_per_byte): per_message_s and the per-byte costs
+    from the loopback CPU per GB at both slice sizes (per_message_from_two_sizes), and the
+    gap of the grid whose simulated streaming goodput is closest to the measured one
+    (rms log error over RATES at STREAMING_SLICE_PARAMS and every rate measured at
+    `second` slice parameters, measured2)."""
+    per_message, per_byte = per_message_from_two_sizes(
+        measured[0.0]["cpu_s_per_gb"], measured2[0.0]["cpu_s_per_gb"], second,
+        streaming_update)
+    print(f"{name}: per_message {per_message*1e6:.2f} us, send and receive "
+          f"{per_byte*1e9:.4f} ns a byte each, from loopback CPU "
+          f"{measured[0.0]['cpu_s_per_gb']:.4f} s/GB at {STREAMING_SLICE_PARAMS} and "
+          f"{measured2[0.0]['cpu_s_per_gb']:.4f} at {second} parameters a slice")
+    base = dict(per_byte_less_messages(cal, per_message),
+                update_s_per_byte=streaming_update_s_per_byte(streaming_update))
+    points = [(rate, STREAMING_SLICE_PARAMS, measured[rate]["goodput"]) for rate in RATES] + \
+        [(rate, second, measured2[rate]["goodput"]) for rate in sorted(measured2)]
+    best = None
+    for gap in WRITE_GAP_S:
+        err = with_temporary(dict(base, write_gap_s=gap), lambda path: sum(
+            math.log(simulate_streaming(path, rate, n) / goodput) ** 2
+            for rate, n, goodput in points))
+        print(f"{name}: gap {gap*1e6:.0f} us: rms log error "
+              f"{math.sqrt(err/len(points)):.3f} ({len(points)} rates and sizes)")
+        if best is None or err < best[0]:
+            best = (err, gap)
+    return per_message, best[1], per_byte
+
+
 def write_calibration(path, cal):
     with open(path, "w") as f:
         json.dump(cal, f, indent=2)
@@ -398,7 +477,15 @@ def calibrate(only=""):
                   f"comm_interference {own_interference:.4f} ({s['preemption']})")
         cal = streaming_costs(name, s, m, speed, own_preempt, update, streaming_update,
                               own_interference)
-        per_message, gap, per_byte = fit_messages(name, cal, m, streaming_update)
+        second = second_slice_size(os.path.join(paths.ROOT, s["streaming"]))
+        m2 = second and streaming_measured(os.path.join(paths.ROOT, s["streaming"]), second)
+        if second:
+            per_message, gap, per_byte = fit_messages_two_sizes(name, cal, m, second, m2,
+                                                                streaming_update)
+            cal["_source"] += (f"; per_message_s with slices of {second} parameters too "
+                               f"(medians of {m2[0.0]['runs']} loopback runs)")
+        else:
+            per_message, gap, per_byte = fit_messages(name, cal, m, streaming_update)
         cal.update(per_message_s=per_message, write_gap_s=gap, send_s_per_byte=per_byte,
                    recv_s_per_byte=per_byte)
         shm = shm_measured(os.path.join(paths.ROOT, s["streaming"]))
@@ -423,6 +510,8 @@ def calibrate(only=""):
             first = False
         print(f"{name}: wrote {s['file']}:")
         as_streaming = dict(cal, update_s_per_byte=streaming_update_s_per_byte(streaming_update))
-        for rate in RATES:
-            g = with_temporary(as_streaming, lambda p: simulate_streaming(p, rate))
-            print(f"  {rate:4} Gbit/s: measured {m[rate]['goodput']:.2f}, simulated {g:.2f} Gbit/s")
+        for n, measured in ((STREAMING_SLICE_PARAMS, m), (second, m2)):
+            for rate in (RATES if n == STREAMING_SLICE_PARAMS else sorted(measured or {})):
+                g = with_temporary(as_streaming, lambda p: simulate_streaming(p, rate, n))
+                print(f"  {rate:4} Gbit/s{'' if n == STREAMING_SLICE_PARAMS else f', {n}'}: "
+                      f"measured {measured[rate]['goodput']:.2f}, simulated {g:.2f} Gbit/s")

@@ -1,0 +1,166 @@
+"""The calibration's per-message cost from two slice sizes (simulator_calibration.py,
+issue 36): streaming rows made from known per-message and per-byte costs at two slice
+sizes give those costs back; a streaming CSV with one size keeps the single-size fit."""
+import json
+import os
+import tempfile
+import unittest
+from unittest import mock
+
+import fakes
+import simulator_calibration as cal
+import simulator_two_sizes
+
+T = fakes.TESTDATA
+UPDATE = 0.05  # the streaming run's own update, s per GB crossing
+HEADER = "rate_gbps,run,goodput_gbps,cpu_s_per_gb,worker_cpu_s,server_cpu_s,commit,slice_params"
+
+
+def cpu_s_per_gb(per_message, per_byte, slice_params, update=UPDATE):
+    """The loopback CPU s per GB crossing of a streaming run charged per_message on each
+    side of each message of slice_params float32 values, per_byte on each side of each
+    byte, and its own update: the model the fit inverts."""
+    return (2 * (per_byte + per_message / (slice_params * 4)) * 1e9) + update
+
+
+def write_rows(path, sizes, per_message=12e-6, per_byte=0.3e-9, noise=(0.98, 1.0, 1.02)):
+    """A streaming CSV of three runs per rate at each slice size, CPU from the model above
+    times a spread whose median is 1."""
+    with open(path, "w") as f:
+        f.write(HEADER + "\n")
+        for n in sizes:
+            for rate in (1.0, 2.5, 5.0, 0.0):
+                for run, k in enumerate(noise):
+                    cpu = cpu_s_per_gb(per_message, per_byte, n) * k
+                    f.write(f"{rate},{run},{rate or 8.0},{cpu},1.0,1.0,c,{n}\n")
+
+
+class TwoSizeFitTest(unittest.TestCase):
+    def test_two_sizes_give_back_the_per_message_and_per_byte_costs(self):
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "s.csv")
+            for m, b in ((12e-6, 0.3e-9), (3e-6, 0.45e-9), (30e-6, 0.05e-9)):
+                write_rows(path, (40000, 640000), m, b)
+                self.assertEqual(cal.second_slice_size(path), 640000)
+                small = cal.streaming_measured(path)
+                large = cal.streaming_measured(path, 640000)
+                got_m, got_b = cal.per_message_from_two_sizes(
+                    small[0.0]["cpu_s_per_gb"], large[0.0]["cpu_s_per_gb"], 640000, UPDATE)
+                self.assertAlmostEqual(got_m * 1e6, m * 1e6)
+                self.assertAlmostEqual(got_b * 1e9, b * 1e9)
+                # The simulated run's CPU per GB is the measured one at both sizes.
+                for n, meas in ((40000, small), (640000, large)):
+                    self.assertAlmostEqual(cpu_s_per_gb(got_m, got_b, n),
+                                           meas[0.0]["cpu_s_per_gb"])
+
+    def test_per_byte_costs_less_the_fitted_messages_are_the_joint_fits(self):
+        # per_byte_less_messages on the single-size costs with the joint per_message_s
+        # gives the joint fit's per-byte cost: the two paths agree on the split.
+        small = cpu_s_per_gb(12e-6, 0.3e-9, 40000)
+        large = cpu_s_per_gb(12e-6, 0.3e-9, 640000)
+        m, b = cal.per_message_from_two_sizes(small, large, 640000, UPDATE)
+        one = {"send_s_per_byte": (small - UPDATE) / 2 * 1e-9,
+               "recv_s_per_byte": (small - UPDATE) / 2 * 1e-9}
+        self.assertAlmostEqual(cal.per_byte_less_messages(one, m)["send_s_per_byte"] * 1e9,
+                               b * 1e9)
+
+    def test_the_per_message_cost_stays_between_zero_and_all_of_the_cpu(self):
+        # Larger slices costing more per GB: no per-message cost, all of it per byte.
+        m, b = cal.per_message_from_two_sizes(1.0, 1.2, 640000, UPDATE)
+        self.assertEqual(m, 0.0)
+        self.assertAlmostEqual(b * 1e9, (1.0 - UPDATE) / 2)
+        # A difference beyond the whole CPU: all of it per message, none per byte.
+        m, b = cal.per_message_from_two_sizes(1.0, 0.01, 640000, UPDATE)
+        self.assertAlmostEqual(m, (1.0 - UPDATE) * 1e-9 / 2 * 160000)
+        self.assertAlmostEqual(b, 0.0)
+
+    def test_one_size_has_no_second_and_other_sizes_stay_out_of_its_medians(self):
+        self.assertIsNone(cal.second_slice_size(f"{T}/streaming.csv"))
+        want = cal.streaming_measured(f"{T}/streaming.csv")
+        with open(f"{T}/streaming.csv") as f:
+            lines = f.read().splitlines()
+        col = lines[0].split(",").index("slice_params")
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "s.csv")
+            with open(path, "w") as f:
+                f.write("\n".join(lines) + "\n")
+                for x in lines[1:]:  # the same runs at 640,000, twice as cheap per GB
+                    cols = x.split(",")
+                    cols[col] = "640000"
+                    cols[lines[0].split(",").index("cpu_s_per_gb")] = "0.1"
+                    f.write(",".join(cols) + "\n")
+            self.assertEqual(cal.second_slice_size(path), 640000)
+            self.assertEqual(cal.streaming_measured(path), want)
+            self.assertEqual(cal.streaming_measured(path, 640000)[0.0]["cpu_s_per_gb"], 0.1)
+            # A CSV without the column: every run is of the benchmark's default size.
+            with open(path, "w") as f:
+                f.write("\n".join(",".join(c for i, c in enumerate(x.split(",")) if i != col)
+                                  for x in lines) + "\n")
+            self.assertIsNone(cal.second_slice_size(path))
+            self.assertEqual(cal.streaming_measured(path), want)
+
+    def test_the_farthest_second_size_is_taken_and_shared_memory_runs_are_not_one(self):
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "s.csv")
+            with open(path, "w") as f:
+                f.write("rate_gbps,shared_memory,cpu_s_per_gb,slice_params\n"
+                        "0.0,0,0.9,40000\n0.0,0,0.8,160000\n0.0,0,0.7,10000\n"
+                        "5.0,0,1.2,640000\n0.0,1,0.5,640000\n")
+            # 640,000 has no loopback run over a socket yet; 10,000 and 160,000 are both
+            # 4x off 40,000.
+            self.assertIn(cal.second_slice_size(path), (10000, 160000))
+            with open(path, "a") as f:
+                f.write("0.0,0,0.6,640000\n")
+            self.assertEqual(cal.second_slice_size(path), 640000)
+            # The shared-memory cost is the default size's only.
+            self.assertIsNone(cal.shm_measured(path))
+
+    def test_the_joint_fit_picks_the_gap_from_both_sizes_goodput(self):
+        small = {r: {"goodput": 4.0, "cpu_s_per_gb": cpu_s_per_gb(12e-6, 0.3e-9, 40000)}
+                 for r in cal.RATES}
+        large = {r: {"goodput": 5.0, "cpu_s_per_gb": cpu_s_per_gb(12e-6, 0.3e-9, 640000)}
+                 for r in (5.0, 0.0)}
+        asked = []
+
+        def simulated(path, rate, n=cal.STREAMING_SLICE_PARAMS):
+            with open(path) as f:
+                c = json.load(f)
+            asked.append((rate, n, c["per_message_s"]))
+            # Goodput falls with the gap; the measured one at both sizes is met at 60 us.
+            return (4.0 if n == 40000 else 5.0) * (1 + 60e-6) / (1 + c["write_gap_s"])
+        base = {"send_s_per_byte": (small[0.0]["cpu_s_per_gb"] - UPDATE) / 2 * 1e-9}
+        base["recv_s_per_byte"] = base["send_s_per_byte"]
+        with mock.patch.object(cal, "simulate_streaming", simulated):
+            m, gap, b = cal.fit_messages_two_sizes("x", base, small, 640000, large, UPDATE)
+        self.assertAlmostEqual(m * 1e6, 12.0)
+        self.assertAlmostEqual(b * 1e9, 0.3)
+        self.assertEqual(gap, 60e-6)
+        # Every gap of the grid at the four rates at 40,000 and the two at 640,000, each
+        # with the fitted per-message cost.
+        self.assertEqual(len(asked), len(cal.WRITE_GAP_S) * 6)
+        self.assertEqual({n for _, n, _ in asked}, {40000, 640000})
+        self.assertTrue(all(abs(x - m) < 1e-15 for _, _, x in asked))
+
+    def test_the_what_if_applies_another_sittings_difference_to_the_sets_own_cpu(self):
+        # simulator_two_sizes.py: the set's own 40,000 CPU, 640,000's from the difference.
+        measured = {r: {"goodput": 4.0, "cpu_s_per_gb": cpu_s_per_gb(12e-6, 0.3e-9, 40000)}
+                    for r in cal.RATES}
+        difference = measured[0.0]["cpu_s_per_gb"] - cpu_s_per_gb(12e-6, 0.3e-9, 640000)
+
+        def simulated(path, rate, n=cal.STREAMING_SLICE_PARAMS):
+            with open(path) as f:
+                return 4.0 * (1 + 30e-6) / (1 + json.load(f)["write_gap_s"])
+        with mock.patch.object(cal, "simulate_streaming", simulated):
+            alt = simulator_two_sizes.two_size_calibration(
+                {"per_message_s": 40e-6, "write_gap_s": 200e-6, "other": 1}, measured,
+                difference, UPDATE, 0.53)
+        self.assertAlmostEqual(alt["per_message_s"] * 1e6, 12.0)
+        self.assertAlmostEqual(alt["send_s_per_byte"] * 1e9, 0.3)
+        self.assertAlmostEqual(alt["recv_s_per_byte"] * 1e9, 0.3)
+        self.assertEqual(alt["write_gap_s"], 30e-6)
+        self.assertAlmostEqual(alt["shm_s_per_byte"], cal.shm_s_per_byte(0.53, UPDATE, 12e-6))
+        self.assertEqual(alt["other"], 1)
+
+
+if __name__ == "__main__":
+    unittest.main()
