@@ -63,8 +63,14 @@ def sample(ns, root):
     """The p3 connections of namespace `ns` whose process descends from `root`."""
     p = subprocess.run(["ip", "netns", "exec", ns, "ss", "-tmipnH", "state", "established"],
                        capture_output=True, text=True)
+    return parse(p.stdout, ns, lambda pid: descends_from(pid, root))
+
+
+def parse(text_out, ns, ours):
+    """The rows of `ss -tmipnH state established` output whose process is a p3_worker or
+    p3_server for which ours(pid) holds."""
     rows = []
-    lines = p.stdout.splitlines()
+    lines = text_out.splitlines()
     # ss prints a connection on one line, its -m/-i details on the next (indented) ones.
     conns, cur = [], None
     for line in lines:
@@ -79,7 +85,7 @@ def sample(ns, root):
         m = SKMEM.search(text)
         if not u or not m or u.group(1) not in ("p3_worker", "p3_server"):
             continue
-        if not descends_from(int(u.group(2)), root):
+        if not ours(int(u.group(2))):
             continue
         sk = dict((k, int(v)) for k, v in re.findall(r"([a-z]+)(\d+)", m.group(1)))
         head = c[0].split()
