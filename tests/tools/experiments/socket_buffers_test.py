@@ -8,7 +8,8 @@ import socket_buffers
 # link, the same worker's within the machine, a server's, and another program's.
 SS = """\
 0      0      [::ffff:10.77.0.1]:42068 [::ffff:10.77.0.2]:35307 users:(("p3_worker",pid=101,fd=9))
-\t skmem:(r0,rb131072,t0,tb4194304,f0,w4223488,o0,bl0,d0) bbr wscale:7,7 mss:1448 cwnd:1872 unacked:1845 notsent:1498680
+\t skmem:(r0,rb131072,t0,tb4194304,f0,w4223488,o0,bl0,d0) bbr wscale:7,7 mss:1448
+\t cwnd:1872 unacked:1845 notsent:1498680
 0      0      [::ffff:10.77.0.1]:36268 [::ffff:10.77.0.1]:34547 users:(("p3_worker",pid=101,fd=10))
 \t skmem:(r0,rb131072,t0,tb3939840,f0,w858,o0,bl0,d0) mss:51200 cwnd:17 unacked:1
 0      0      [::ffff:10.77.0.1]:34547 [::ffff:10.77.0.2]:35656 users:(("p3_server",pid=102,fd=7))
