@@ -126,12 +126,19 @@ void Simulation::WriteDone(int conn, int msg) {
   const Msg& m = msgs_[msg];
   c.kernel.push_back(msg);
   c.kernel_bytes += m.bytes + cal_.header_bytes * m.parts;
-  if (c.kernel.size() == 1 || c.kernel_bytes <= cal_.kernel_buffer_bytes) {
+  // A write completes once its last byte is in the buffer: when the bytes not yet on the
+  // wire, its own included, fit. A message larger than the buffer, or one behind a large
+  // one, waits for the wire to drain the excess, not for whole messages to leave.
+  if (c.kernel_bytes <= cal_.kernel_buffer_bytes) {
     Release(conn, msg);
   } else {
     c.blocked = msg;
   }
   if (!c.draining) Drain(conn);
+}
+
+int64_t Simulation::DrainPiece() const {
+  return std::max<int64_t>(kMinDrainPiece, cal_.kernel_buffer_bytes / kDrainPiecesPerBuffer);
 }
 
 void Simulation::Release(int conn, int msg) {
@@ -167,13 +174,20 @@ void Simulation::Drain(int conn) {
   c.draining = true;
   const int msg = c.kernel.front();
   const Msg& m = msgs_[msg];
-  const double wire = static_cast<double>(m.bytes + cal_.header_bytes * m.parts);
-  auto done = [this, conn, msg] {
+  // The wire takes the buffer's bytes a piece at a time, so that a blocked write sees
+  // the room as it frees; the message arrives with its last piece.
+  const int64_t total = m.bytes + cal_.header_bytes * m.parts;
+  const int64_t piece = std::min(total - c.front_sent, DrainPiece());
+  const double wire = static_cast<double>(piece);
+  auto done = [this, conn, msg, piece, total] {
     Conn& cc = conns_[conn];
-    const Msg& mm = msgs_[msg];
-    cc.kernel.pop_front();
-    cc.kernel_bytes -= mm.bytes + cal_.header_bytes * mm.parts;
-    At(now() + cal_.latency_s, [this, conn, msg] { Arrive(conn, msg); });
+    cc.kernel_bytes -= piece;
+    cc.front_sent += piece;
+    if (cc.front_sent == total) {
+      cc.kernel.pop_front();
+      cc.front_sent = 0;
+      At(now() + cal_.latency_s, [this, conn, msg] { Arrive(conn, msg); });
+    }
     if (cc.blocked && cc.kernel_bytes <= cal_.kernel_buffer_bytes) {
       const int blocked = *cc.blocked;
       cc.blocked.reset();

@@ -81,9 +81,11 @@ struct Conn {
   std::priority_queue<std::pair<SendKey, int>, std::vector<std::pair<SendKey, int>>,
                       std::greater<std::pair<SendKey, int>>>
       pending;
-  // The kernel's send buffer: messages written and not yet on the wire.
+  // The kernel's send buffer: messages written and not yet wholly on the wire, and
+  // their bytes not yet on it (front_sent of the front message's are).
   std::deque<int> kernel;
   int64_t kernel_bytes = 0;
+  int64_t front_sent = 0;
   bool draining = false;
   std::optional<int> blocked;  // a write waiting for room in the kernel buffer
   // The receiving side's reader thread.
@@ -189,6 +191,12 @@ class Simulation {
   void WriteDone(int conn, int msg);
   void Release(int conn, int msg);
   void Drain(int conn);
+  // The wire drains a kernel buffer in pieces of buffer / kDrainPiecesPerBuffer bytes,
+  // at least kMinDrainPiece (the kernel's largest segment, 64 KiB): a blocked write is
+  // released within one piece of when its bytes fit.
+  static constexpr int64_t kDrainPiecesPerBuffer = 16;
+  static constexpr int64_t kMinDrainPiece = 64 * 1024;
+  int64_t DrainPiece() const;
   void Arrive(int conn, int msg);
   void ReadNext(int conn);
   void Deliver(int conn, int msg, std::function<void()> reader_free);

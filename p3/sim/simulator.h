@@ -73,8 +73,12 @@ struct Calibration {
   int64_t header_bytes = 100;
   // Fraction of the link rate left for payload (TCP/IP headers). Default: 0.957.
   double goodput_factor = 0.957;
-  // Unsent bytes a connection's kernel buffer holds before a write blocks; a write is
-  // done (and releases its credit) once its bytes are in it. Default: 1 MiB.
+  // Bytes not yet on the wire that a connection's kernel buffer holds: a write is done
+  // (and releases its credit) once its last byte is in it, i.e. once the bytes ahead of
+  // it and its own fit; the wire frees the buffer a piece at a time (a sixteenth of it,
+  // at least 64 KiB). Default: 1 MiB. The CPU calibrations: the payload a full send
+  // buffer of p3's connections held in cluster runs here (4 MiB, Linux's autotuned
+  // maximum; tools/experiments/socket_buffers.py).
   int64_t kernel_buffer_bytes = 1 << 20;
   // Rate of the loopback interface (bandwidth 0, or two processes of one machine
   // without shared memory), Gbit/s. Default: 17 (iperf3 on loopback here).

@@ -64,7 +64,10 @@ compute_scale. Used by tools/experiments/simulator.py (`calibrate`, and every pr
   * ring_link_share_beside_compute: the same with a single-thread computation beside the
     all-reduces in each rank (--beside_compute; the last two sittings), the share the model
     gives a ring step that starts while a computation runs at either end (DDP's buckets
-    beside backward).
+    beside backward);
+  * kernel_buffer_bytes: the payload a full send buffer of p3's connections across the
+    shaped links held, sampled with `ss` during cluster runs (socket_buffers.py; Linux
+    autotunes it to net.ipv4.tcp_wmem's maximum, 4 MiB here). No validation point enters it.
 """
 import json
 import math
@@ -139,6 +142,24 @@ def ring_link_share(paths_=None, size=RING_STREAMING_SIZE, beside_compute=False)
                 and r.get("beside_compute", "0") in want:
             by_rate.setdefault(float(r["rate_gbps"]), []).append(float(r["link_share"]))
     return {f"{rate:g}": round(statistics.median(v), 4) for rate, v in sorted(by_rate.items())}
+
+
+# The send buffers of p3's connections across the shaped links, sampled during cluster
+# runs (socket_buffers.py): the simulator's kernel_buffer_bytes.
+SOCKET_BUFFERS = "simulator/socket_buffers_2026-12-05.csv"
+
+
+def kernel_buffer_bytes(path=None):
+    """The payload a full send buffer holds: the median send buffer (ss's skmem tb) of the
+    samples of connections across the shaped link, times the median payload (notsent +
+    unacked x mss) per byte the kernel counts as queued (w) in the samples where the
+    buffer was at least half full."""
+    rows = [r for r in csv_io.read_rows(path or sp.results(SOCKET_BUFFERS)) if r["network"] == "1"]
+    tb = statistics.median(int(r["tb"]) for r in rows)
+    payload = statistics.median(
+        (int(r["notsent"]) + int(r["unacked"]) * int(r["mss"])) / int(r["w"])
+        for r in rows if int(r["w"]) >= int(r["tb"]) / 2)
+    return int(tb * payload)
 
 
 def profile(name):
@@ -500,6 +521,8 @@ def calibrate(only=""):
         print(f"{name}: ring_link_share {cal['ring_link_share']}, beside a computation "
               f"{cal['ring_link_share_beside_compute']} ({', '.join(RING_STREAMING)}, "
               f"{RING_STREAMING_SIZE})")
+        cal["kernel_buffer_bytes"] = kernel_buffer_bytes()
+        print(f"{name}: kernel_buffer_bytes {cal['kernel_buffer_bytes']} ({SOCKET_BUFFERS})")
         cal.update(ring)
         path = os.path.join(paths.ROOT, s["file"])
         write_calibration(path, cal)

@@ -148,7 +148,7 @@ CATCH_TEST_CASE("p3's queue sends the first layer's slice ahead of later layers 
   Profile profile = Blocks({40000, 400000});
   profile.blocks[0].backward_s = 1e-3;
   SimOptions o = Separate(profile, 1, 1, 0);
-  o.calibration.kernel_buffer_bytes = 0;  // one message waiting in the kernel at most
+  o.calibration.kernel_buffer_bytes = 160000;  // one slice waiting in the kernel at most
   o.trace = true;
   o.iterations = 2;
   o.mode = Mode::kP3;

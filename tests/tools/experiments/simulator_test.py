@@ -235,6 +235,19 @@ class SimulatorTest(unittest.TestCase):
         # Where the per-message cost alone exceeds the measured CPU: none per byte.
         self.assertEqual(simulator_calibration.shm_s_per_byte(0.53, 0.05, 40e-6), 0.0)
 
+    def test_kernel_buffer_is_the_payload_a_full_send_buffer_of_a_network_connection_holds(self):
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "s.csv")
+            with open(path, "w") as f:
+                f.write("network,tb,w,notsent,unacked,mss\n"
+                        "1,4000,4000,2000,1,1800\n"      # full: 3800 of 4000 payload
+                        "1,4000,2000,1000,0,1448\n"      # half full: 1000 of 2000
+                        "1,4000,0,0,0,1448\n"            # empty: no ratio
+                        "1,2000,0,0,0,1448\n"
+                        "0,99999,99999,0,0,65483\n")     # within a machine: left out
+            # median tb 4000 x median payload per queued byte (0.95, 0.5 -> 0.725)
+            self.assertEqual(simulator_calibration.kernel_buffer_bytes(path), 2900)
+
     def test_ring_link_share_is_the_median_share_of_the_bucket_runs_per_shaped_rate_pooled(self):
         with tempfile.TemporaryDirectory() as d:
             path = os.path.join(d, "r.csv")
