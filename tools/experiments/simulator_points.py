@@ -47,8 +47,13 @@ FRESH_SETS = [("fresh", "simulator/simulator_fresh_raw.csv"),
 # (given 0, recorded as its choice) against DDP, ResNet-50 at 2.5, 5 Gbit/s and unlimited
 # and VGG-19 at 5 and unlimited, 5 interleaved rounds; then the streaming benchmark, the
 # preemption runs and the `local` runs of both models.
+# auto-2026-12-05: P3 at the launcher's automatic slice size against DDP (ResNet-50 and
+# VGG-19 at 2.5, 5 Gbit/s and unlimited, the LSTM at 1) and ResNet-50 at 640,000, 5
+# interleaved rounds; then the streaming benchmark at slices of 40,000 and of 640,000 (the
+# calibration's two sizes), the preemption runs and the three models' `local` runs.
 SITTING_SETS = [("ddp-2026-12-05", "simulator/simulator_ddp_2026-12-05_raw.csv"),
-                ("slices-2026-12-05", "simulator/simulator_slices_2026-12-05_raw.csv")]
+                ("slices-2026-12-05", "simulator/simulator_slices_2026-12-05_raw.csv"),
+                ("auto-2026-12-05", "simulator/simulator_auto_2026-12-05_raw.csv")]
 # The full sweeps of tools/bench_throughput.py (every mode, the peer and `local`), as
 # aggregated by its `report`: set name, file.
 SWEEP_SETS = [("2026-12-02", "throughput/throughput.csv"),
@@ -173,6 +178,15 @@ SETS = {
         "binaries": "1d41416 (streaming and preemption runs in the points' sitting, after them)",
         "extra": {},
     },
+    # The automatic slice size against DDP (SITTING_SETS): its streaming CSV has runs at
+    # two slice sizes, so per_message_s and the per-byte costs are fitted jointly.
+    "auto-2026-12-05": {
+        "file": "configs/sim/calibration_cpu_auto_2026-12-05.json",
+        "streaming": "docs/results/streaming/streaming_auto_2026-12-05.csv",
+        "preemption": "simulator/preemption_cost_auto_2026-12-05.csv",
+        "binaries": "b64bf48 (streaming and preemption runs in the points' sitting, after them)",
+        "extra": {},
+    },
     "2026-12-03": {
         "file": "configs/sim/calibration_cpu_2026-12-03.json",
         "streaming": "docs/results/streaming/streaming_2026-12-03.csv",
@@ -188,7 +202,8 @@ SET_CALIBRATION = {"2026-12-02": "2026-12-02", "2026-11-30": "2026-11-30", "fres
                    "fresh-2026-12-05b": "fresh-2026-12-05b",
                    "fresh-2026-12-05c": "fresh-2026-12-05c",
                    "ddp-2026-12-05": "ddp-2026-12-05",
-                   "slices-2026-12-05": "slices-2026-12-05"}
+                   "slices-2026-12-05": "slices-2026-12-05",
+                   "auto-2026-12-05": "auto-2026-12-05"}
 # The point whose measurement fits the factor on gloo's ring costs (fit_ring), in every
 # calibration: the same point of a later set (ddp-2026-12-05's) is checked, not fitted.
 RING_POINT = ("current-interleaved", "resnet50", "ddp", 0.0, 2)
