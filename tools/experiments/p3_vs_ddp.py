@@ -111,8 +111,8 @@ def table(rows):
             f"| {r['sweep']} | {NAMES.get(r['model'], r['model'])} | {bw} | "
             f"{r['p3_median_sps']:.2f} ({r['p3_min_sps']:.2f} – {r['p3_max_sps']:.2f}) | "
             f"{r['ddp_median_sps']:.2f} ({r['ddp_min_sps']:.2f} – {r['ddp_max_sps']:.2f}) | "
-            f"**{r['p3_over_ddp']:.3f}**{met} ({r['p3_over_ddp_min']:.2f} – "
-            f"{r['p3_over_ddp_max']:.2f}) | {r['target_p3_over_ddp'] or '–'} | "
+            f"**{r['p3_over_ddp']:.3f}**{met} ({r['p3_over_ddp_min']:.3f} – "
+            f"{r['p3_over_ddp_max']:.3f}) | {r['target_p3_over_ddp'] or '–'} | "
             f"{r['p3_over_bound'] if r['p3_over_bound'] == '' else format(r['p3_over_bound'], '.3f')}"
             f"{met_b} | {r['target_p3_over_bound'] or '–'} | {r['runs']} |")
     return "\n".join(lines)
