@@ -12,27 +12,13 @@
 #include "p3/base/json_file.h"
 #include "p3/core/mode.h"
 #include "p3/sim/simulator.h"
+#include "tests/p3/sim/ideal_calibration.h"
 
 namespace p3::sim {
 namespace {
 
 constexpr double kRate = 1.25e8;  // 1 Gbit/s in bytes/s
 constexpr int64_t kMiB = 1 << 20;
-
-// No CPU costs, headers, gaps, latency or TCP overhead: hand-computable times.
-Calibration Ideal() {
-  Calibration c;
-  c.send_s_per_byte = c.recv_s_per_byte = 0;
-  c.shaped_s_per_byte_at_1g = 0;
-  c.per_message_s = 0;
-  c.write_gap_s = 0;
-  c.shm_s_per_byte = 0;
-  c.update_s_per_byte = 0;
-  c.header_bytes = 0;
-  c.goodput_factor = 1.0;
-  c.latency_s = 0;
-  return c;
-}
 
 // The baseline (whole tensors, FIFO) on one worker and one server on two machines: one
 // block per tensor, no compute time, so every gradient is queued at time 0, the last
@@ -48,7 +34,7 @@ SimOptions Baseline(const std::vector<int64_t>& tensors) {
   o.workers = o.servers = 1;
   o.colocated = false;
   o.bandwidth_gbps = 1.0;
-  o.calibration = Ideal();
+  o.calibration = IdealCalibration();
   o.calibration.kernel_buffer_bytes = kMiB;
   o.iterations = 2;
   o.warmup_iterations = 1;

@@ -13,29 +13,12 @@
 #include "p3/sim/sim_config.h"
 #include "p3/core/slice_plan.h"
 #include "proto/config.h"
+#include "tests/p3/sim/ideal_calibration.h"
 
 namespace p3::sim {
 namespace {
 
 constexpr double kRate = 1.25e8;  // 1 Gbit/s in bytes/s
-
-// A calibration with no CPU costs, headers, gaps or TCP overhead: hand-computable times.
-Calibration Ideal(double latency) {
-  Calibration c;
-  c.send_s_per_byte = c.recv_s_per_byte = 0;
-  c.shaped_s_per_byte_at_1g = 0;
-  c.per_message_s = 0;
-  c.write_gap_s = 0;
-  c.shm_s_per_byte = 0;
-  c.update_s_per_byte = 0;
-  c.header_bytes = 0;
-  c.goodput_factor = 1.0;
-  c.latency_s = latency;
-  c.ring_send_s_per_byte = c.ring_recv_s_per_byte = c.ring_reduce_s_per_byte = 0;
-  c.bf16_encode_s_per_value = c.bf16_decode_s_per_value = 0;
-  c.f16_encode_s_per_value = c.f16_decode_s_per_value = 0;
-  return c;
-}
 
 // One block per entry of `tensors` (one tensor each), with no compute time.
 Profile Blocks(const std::vector<int64_t>& tensors) {
@@ -55,7 +38,7 @@ SimOptions Separate(Profile profile, int workers, int servers, double latency) {
   o.servers = servers;
   o.colocated = false;
   o.bandwidth_gbps = 1.0;
-  o.calibration = Ideal(latency);
+  o.calibration = IdealCalibration(latency);
   o.iterations = 4;
   o.warmup_iterations = 1;
   return o;
@@ -294,7 +277,7 @@ CATCH_TEST_CASE("local mode: the sum of the blocks' times and the optimizer") {
   SimOptions o;
   o.profile = p;
   o.mode = Mode::kLocal;
-  o.calibration = Ideal(0);
+  o.calibration = IdealCalibration(0);
   o.calibration.update_s_per_byte = 1e-6;  // 8000 bytes: 8 ms
   absl::StatusOr<SimResult> r = Simulate(o);
   CATCH_REQUIRE(r.ok());
@@ -421,7 +404,7 @@ CATCH_TEST_CASE("computing alone runs at the profile's speed, on busy shared cor
   SimOptions local;
   local.profile = p;
   local.mode = Mode::kLocal;
-  local.calibration = Ideal(0);
+  local.calibration = IdealCalibration(0);
   local.calibration.shared_host_compute_speed = 0.8;
   local.cpu_cores_per_host = 2;
   absl::StatusOr<SimResult> alone = Simulate(local);
