@@ -64,6 +64,8 @@ def append_row(path, row):
 
 def run_p3(a, mode, bw, slice_params, workers=2, trace=False, tag="", wire_dtype="float32"):
     dtype_tag = "" if wire_dtype == "float32" else f"_{wire_dtype}"
+    if not trace and "trace=true" in [x.replace(" ", "") for x in a.set]:
+        tag += "_trace"  # traced through --set: named so that reports leave it out too
     name = f"{a.model}_{mode}_bw{bw}_s{slice_params}_w{workers}{dtype_tag}{tag}"
     out = os.path.join(a.out, "runs", name + time.strftime("_%H%M%S", time.gmtime()))
     cmd = [LAUNCHER, f"--config={textproto.bench_config(a.model, ROOT)}", f"--server_binary={SERVER}",

@@ -58,6 +58,16 @@ class BenchThroughputTest(unittest.TestCase):
             self.assertIn("--set=scheduling.slice_params=0", f.read().split())
         self.assertEqual([raw_csv.slice_auto(r) for r in rows], [True, False])
 
+    def test_a_run_traced_through_set_is_marked_traced(self):
+        env = {"P3_LAUNCHER": fakes.launcher(self.dir), "BUILD_WORKSPACE_DIRECTORY": fakes.ROOT}
+        out = os.path.join(self.dir, "bench")
+        self.bench("run", "--model=resnet50", "--bandwidths=1", "--modes=p3",
+                   "--set=trace=true", "--iterations=6", "--warmup=2", f"--out={out}", env=env)
+        self.bench("run", "--model=resnet50", "--bandwidths=1", "--modes=p3",
+                   "--iterations=6", "--warmup=2", f"--out={out}", env=env)
+        rows = raw_csv.read(os.path.join(out, "raw.csv"))
+        self.assertEqual([raw_csv.is_traced(r) for r in rows], [True, False])
+
     def test_report_through_the_bazel_run_wrapper_into_the_workspace(self):
         workspace = os.path.join(self.dir, "ws")
         out = os.path.join(workspace, "out", "bench")
