@@ -44,14 +44,18 @@ class BenchThroughputTest(unittest.TestCase):
         self.assertIn("--set=training.iterations=6", args)
         self.assertIn("--set=scheduling.wire_dtype=float32", args)
 
-    def test_an_automatic_slice_size_is_recorded_as_the_launchers_choice(self):
+    def p3_runs(self, *variants):
+        """One ResNet-50 p3 run at 5 Gbit/s per entry of `variants` (extra arguments each)
+        through the stand-in launcher; the raw.csv rows, in order."""
         env = {"P3_LAUNCHER": fakes.launcher(self.dir), "BUILD_WORKSPACE_DIRECTORY": fakes.ROOT}
         out = os.path.join(self.dir, "bench")
-        self.bench("run", "--model=resnet50", "--bandwidths=5", "--modes=p3",
-                   "--slice_params=0", "--iterations=6", "--warmup=2", f"--out={out}", env=env)
-        self.bench("run", "--model=resnet50", "--bandwidths=5", "--modes=p3",
-                   "--iterations=6", "--warmup=2", f"--out={out}", env=env)
-        rows = raw_csv.read(os.path.join(out, "raw.csv"))
+        for extra in variants:
+            self.bench("run", "--model=resnet50", "--bandwidths=5", "--modes=p3",
+                       "--iterations=6", "--warmup=2", f"--out={out}", *extra, env=env)
+        return raw_csv.read(os.path.join(out, "raw.csv"))
+
+    def test_an_automatic_slice_size_is_recorded_as_the_launchers_choice(self):
+        rows = self.p3_runs(["--slice_params=0"], [])
         self.assertEqual([(r["slice_params"], r["slice_auto"]) for r in rows],
                          [("160000", "1"), ("40000", "")])
         with open(os.path.join(rows[0]["output_dir"], "args")) as f:
@@ -59,13 +63,7 @@ class BenchThroughputTest(unittest.TestCase):
         self.assertEqual([raw_csv.slice_auto(r) for r in rows], [True, False])
 
     def test_a_run_traced_through_set_is_marked_traced(self):
-        env = {"P3_LAUNCHER": fakes.launcher(self.dir), "BUILD_WORKSPACE_DIRECTORY": fakes.ROOT}
-        out = os.path.join(self.dir, "bench")
-        self.bench("run", "--model=resnet50", "--bandwidths=1", "--modes=p3",
-                   "--set=trace=true", "--iterations=6", "--warmup=2", f"--out={out}", env=env)
-        self.bench("run", "--model=resnet50", "--bandwidths=1", "--modes=p3",
-                   "--iterations=6", "--warmup=2", f"--out={out}", env=env)
-        rows = raw_csv.read(os.path.join(out, "raw.csv"))
+        rows = self.p3_runs(["--set=trace=true"], [])
         self.assertEqual([raw_csv.is_traced(r) for r in rows], [True, False])
 
     def test_report_through_the_bazel_run_wrapper_into_the_workspace(self):
