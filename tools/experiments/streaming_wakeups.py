@@ -35,7 +35,6 @@ each, and the median (min - max) of the per-round after / before:
 """
 import argparse
 import collections
-import csv
 import json
 import os
 import re
@@ -44,6 +43,9 @@ import subprocess
 import sys
 import tempfile
 import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from results_lib import csv_io  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 EVENTS = ["sched:sched_switch", "sched:sched_waking", "raw_syscalls:sys_enter",
@@ -402,17 +404,17 @@ def main(argv=None):
     ap.add_argument("--table", action="store_true", help="print the table from --csv only")
     a = ap.parse_args(argv)
     if a.ab:
-        print(ab_table(*(list(csv.DictReader(open(p))) for p in a.ab)))
+        print(ab_table(*(csv_io.read_rows(p) for p in a.ab)))
         return 0
     if not a.csv:
         ap.error("--csv is required")
     if a.table:
-        rows = list(csv.DictReader(open(a.csv)))
+        rows = csv_io.read_rows(a.csv)
         print(thread_table(rows, a.threads) if a.threads else table(rows))
         return 0
     commit = a.commit or subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"],
                                         capture_output=True, text=True).stdout.strip()
-    keep = list(csv.DictReader(open(a.csv))) if a.append and os.path.exists(a.csv) else []
+    keep = csv_io.read_rows(a.csv) if a.append and os.path.exists(a.csv) else []
     run = str(1 + len({r["run"] for r in keep if r["label"] == a.label}))
     load1 = open("/proc/loadavg").read().split()[0]
     raw = {"label": a.label, "run": run, "load1": load1,
@@ -434,10 +436,7 @@ def main(argv=None):
         path = os.path.join(a.raw_dir, f"{a.label}_run{run}.json")
         with open(path, "w") as f:
             json.dump(raw, f, indent=0)
-    with open(a.csv, "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=FIELDS)
-        w.writeheader()
-        w.writerows(keep + rows)
+    csv_io.write_rows(a.csv, keep + rows, FIELDS)
     print(table(keep + rows))
     return 0
 
