@@ -50,12 +50,9 @@ bool ParameterServer::Impl::WriteSharedParamsBatch(Connection* conn,
   batch.clear();
   batch.push_back(std::move(first));
   // Only what is ready now, in the lane's order: a batch is never waited for.
-  while (static_cast<int>(batch.size()) < kSharedBatchSend) {
-    std::optional<SendQueue<Downstream>::Item> more = conn->queue->PopAlso(
-        conn->lane, [](const Downstream& d) { return d.kind == Downstream::Kind::kParams; });
-    if (!more.has_value()) break;
-    batch.push_back(*std::move(more));
-  }
+  const int64_t bytes = conn->queue->PopAlsoInto(
+      conn->lane, [](const Downstream& d) { return d.kind == Downstream::Kind::kParams; },
+      kSharedBatchSend, &batch);
   bool ok = true;
   if (batch.size() == 1) {
     ok = WriteParams(*conn, batch[0].value, stream);
@@ -72,8 +69,6 @@ bool ParameterServer::Impl::WriteSharedParamsBatch(Connection* conn,
     }
     ok = stream->Write(EncodeMessage(msg));
   }
-  int64_t bytes = 0;
-  for (const SendQueue<Downstream>::Item& item : batch) bytes += item.bytes;
   conn->queue->Release(conn->lane, bytes);
   if (tracing()) {
     for (const SendQueue<Downstream>::Item& item : batch) {

@@ -265,12 +265,9 @@ bool ServerConnection::WriteSharedGradients(SendQueue<Upstream>::Item first, abs
   batch_.clear();
   batch_.push_back(std::move(first));
   // Only what is ready now, in the queue's order: a batch is never waited for.
-  while (static_cast<int>(batch_.size()) < kSharedBatchSend) {
-    std::optional<SendQueue<Upstream>::Item> more = send_queue_->PopAlso(
-        lane_, [](const Upstream& up) { return up.kind == Upstream::Kind::kGradient; });
-    if (!more.has_value()) break;
-    batch_.push_back(*std::move(more));
-  }
+  const int64_t bytes = send_queue_->PopAlsoInto(
+      lane_, [](const Upstream& up) { return up.kind == Upstream::Kind::kGradient; },
+      kSharedBatchSend, &batch_);
   bool ok = true;
   if (batch_.size() == 1) {
     ok = WriteValues(batch_[0].value);
@@ -286,11 +283,7 @@ bool ServerConnection::WriteSharedGradients(SendQueue<Upstream>::Item first, abs
     }
     ok = stream_->Write(EncodeMessage(msg));
   }
-  int64_t bytes = 0;
-  for (const SendQueue<Upstream>::Item& item : batch_) {
-    TraceWrite(item.value, item.bytes, start);
-    bytes += item.bytes;
-  }
+  for (const SendQueue<Upstream>::Item& item : batch_) TraceWrite(item.value, item.bytes, start);
   send_queue_->Release(lane_, bytes);
   batch_.clear();
   return ok;

@@ -188,6 +188,22 @@ class SendQueue {
     return item;
   }
 
+  // A writer's batch: `batch` holds the message Pop() or TryPop() just handed `lane`
+  // (and any PopAlso() joined to it); appends what PopAlso(lane, accept) hands out at once
+  // until `batch` holds `max_items`, and returns the bytes of every message in it, which
+  // the batch's one Release() takes. Never waits.
+  template <typename Accept>
+  int64_t PopAlsoInto(int lane, Accept accept, int max_items, std::vector<Item>* batch) {
+    while (static_cast<int>(batch->size()) < max_items) {
+      std::optional<Item> more = PopAlso(lane, accept);
+      if (!more.has_value()) break;
+      batch->push_back(*std::move(more));
+    }
+    int64_t bytes = 0;
+    for (const Item& item : *batch) bytes += item.bytes;
+    return bytes;
+  }
+
   // The transport is done with `lane`'s message of `bytes` returned by Pop().
   void Release(int lane, int64_t bytes) {
     absl::MutexLock lock(&mu_);

@@ -385,5 +385,27 @@ CATCH_TEST_CASE("PopAlso never passes another lane's more urgent message, nor th
   CATCH_CHECK(link.size(a) == 1);
 }
 
+CATCH_TEST_CASE("PopAlsoInto fills a batch up to its size and returns the bytes of all") {
+  Queue link({.priority = true});
+  const int lane = link.AddLane();
+  for (int i = 0; i < 5; ++i) link.Push(lane, "g" + std::to_string(i), i, 0, 10 + i);
+  std::vector<Queue::Item> batch;
+  std::optional<Queue::Item> first = link.TryPop(lane);
+  CATCH_REQUIRE(first.has_value());
+  batch.push_back(*std::move(first));
+  const int64_t bytes = link.PopAlsoInto(lane, Any, 3, &batch);
+  CATCH_REQUIRE(batch.size() == 3);
+  CATCH_CHECK(batch[0].value == "g0");
+  CATCH_CHECK(batch[1].value == "g1");
+  CATCH_CHECK(batch[2].value == "g2");
+  CATCH_CHECK(bytes == 10 + 11 + 12);
+  CATCH_CHECK(link.size(lane) == 2);  // the rest wait for the batch's one Release
+  CATCH_CHECK_FALSE(link.TryPop(lane).has_value());
+  link.Release(lane, bytes);
+  std::optional<Queue::Item> next = link.TryPop(lane);
+  CATCH_REQUIRE(next.has_value());
+  CATCH_CHECK(next->value == "g3");
+}
+
 }  // namespace
 }  // namespace p3
