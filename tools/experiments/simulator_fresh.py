@@ -166,7 +166,8 @@ the measured medians and the runs' min – max.
     # (every raw CSV of docs/results/simulator, throughput and wire_dtype checked): nothing
     # was measured at 4 Gbit/s but VGG-19's P3 at 40,000. ResNet-50's P3 at 4 Gbit/s at
     # 40,000, 320,000 and 1,280,000 (the split of the data path's cost between message and
-    # byte; 1,280,000's largest messages, 5.1 MB, are beyond the buffer), the baseline at
+    # byte; a 1,280,000 slice travels as two parts, 4.19 MB + 0.93 MB, at
+    # max_message_params 1,048,576: the larger as large as the buffer), the baseline at
     # 4 Gbit/s (whole tensors through the buffer), the bfloat16 wire at 2.5 Gbit/s at
     # 320,000 (only 40,000 before), VGG-19's P3 at 4 Gbit/s at 320,000 (only 40,000
     # before), the LSTM's DDP at 4 Gbit/s (between the measured 2.5 and 5 of gloo's share).
@@ -194,13 +195,15 @@ runs of the three models. No point below was measured by any earlier set: every 
 docs/results/simulator, docs/results/throughput and docs/results/wire_dtype (and
 throughput.csv, throughput_2026-11-30.csv, the slice sweeps) checked for model × system ×
 rate × slice size × workers × wire dtype; nothing at 4 Gbit/s but VGG-19's P3 at 40,000
-(`fresh-2026-12-05`). Every slice size is explicit (none automatic).
+(`fresh-2026-12-05`). Every slice size is explicit (none automatic). Message counts below
+are of ResNet-50's 161 tensors (configs/sim/profiles/resnet50_b8_cpu.json) cut at the
+slice size and at `max_message_params`.
 
 | point | what it tests |
 |---|---|
 | ResNet-50 P3, 4 Gbit/s, 40,000 | the default size between the measured 3 (`fresh-2026-12-05c`) and 5 Gbit/s: the reference for the two below, same rate, same sitting |
-| ResNet-50 P3, 4 Gbit/s, 320,000 | the per-message / per-byte split: 8× fewer messages for the same bytes (predicted +12 % over 40,000) |
-| ResNet-50 P3, 4 Gbit/s, 1,280,000 | both changes: the split (32× fewer messages; predicted +1 % over 320,000) and messages of up to 5.1 MB, beyond the 4 MiB send buffer |
+| ResNet-50 P3, 4 Gbit/s, 320,000 | the per-message / per-byte split: 217 messages an iteration each way for the same 102 MB, against 769 at 40,000 (predicted +12 % over 40,000) |
+| ResNet-50 P3, 4 Gbit/s, 1,280,000 | both changes: the split (174 messages; predicted +1 % over 320,000) and messages as large as the 4 MiB send buffer (the 8 slices longer than `max_message_params`, 1,048,576 values, travel as two parts, the first 4.19 MB) |
 | ResNet-50 baseline, 4 Gbit/s | the send buffer taking bytes: whole tensors (parts up to 4.7 MB) at a rate the baseline never ran (its 3 Gbit/s point went 0.83 → 1.11 with the change) |
 | ResNet-50 P3, bfloat16 wire, 2.5 Gbit/s, 320,000 | the 16-bit wire (the issue's list; only at 40,000 before): half the bytes a message, so the per-message share of the data path doubles |
 | VGG-19 P3, 4 Gbit/s, 320,000 | VGG-19 at 4 Gbit/s (the issue's list; only at 40,000 before) with its large messages |
