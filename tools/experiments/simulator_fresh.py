@@ -319,6 +319,7 @@ def predict(args):
         rows.append({"point": name(p), "model": p["model"], "system": p["system"],
                      "bandwidth_gbps": p["bandwidth"], "workers": p["workers"],
                      "placement": p["placement"], "wire_dtype": p["wire_dtype"] or "float32",
+                     "slice_params": p["slice_params"],
                      "iterations": p["iterations"], "warmup": p["warmup"],
                      "predicted_sps": round(r["samples_per_second"], 3),
                      "calibration": cal_set["file"], "local_set": with_name,
