@@ -35,7 +35,10 @@ FRESH_SETS = [("fresh", "simulator/simulator_fresh_raw.csv"),
               ("fresh-2026-12-05b", "simulator/simulator_fresh_2026-12-05b_raw.csv"),
               # The third, frozen after the shared-memory calibration and gloo's link
               # share (DDP points among them).
-              ("fresh-2026-12-05c", "simulator/simulator_fresh_2026-12-05c_raw.csv")]
+              ("fresh-2026-12-05c", "simulator/simulator_fresh_2026-12-05c_raw.csv"),
+              # The fourth, frozen after the kernel buffer in bytes and the two-size fit
+              # (its streaming runs at two slice sizes: its own two-size calibration).
+              ("fresh-2026-12-05d", "simulator/simulator_fresh_2026-12-05d_raw.csv")]
 # Ordinary sets measured with tools/bench_throughput.py run in one sitting, every run's
 # raw.csv row copied as it was written (`simulator.py fresh --commit=`): set name, file.
 # Neither fresh (their configurations were fitted on in earlier sets, no prediction was
@@ -159,6 +162,15 @@ SETS = {
         "binaries": "the commit of simulator_fresh.py measure (streaming in the same rounds)",
         "extra": {},
     },
+    # The same, with each round's streaming runs at a second slice size too (640,000 at
+    # 2.5, 5 Gbit/s and loopback): per_message_s and the per-byte costs fitted jointly.
+    "fresh-2026-12-05d": {
+        "file": "configs/sim/calibration_cpu_fresh_2026-12-05d.json",
+        "streaming": "docs/results/streaming/streaming_fresh_2026-12-05d.csv",
+        "preemption": "simulator/preemption_cost_fresh_2026-12-05d.csv",
+        "binaries": "the commit of simulator_fresh.py measure (streaming in the same rounds)",
+        "extra": {},
+    },
     # P3 against DDP (SITTING_SETS), main 3387c10: the streaming benchmark (5 runs a rate,
     # shared memory rows too, which the calibration leaves out) and 3 rounds of
     # simulator_preemption_cost.py right after the points' rounds.
@@ -201,6 +213,7 @@ SET_CALIBRATION = {"2026-12-02": "2026-12-02", "2026-11-30": "2026-11-30", "fres
                    "2026-12-03": "2026-12-03", "fresh-2026-12-05": "fresh-2026-12-05",
                    "fresh-2026-12-05b": "fresh-2026-12-05b",
                    "fresh-2026-12-05c": "fresh-2026-12-05c",
+                   "fresh-2026-12-05d": "fresh-2026-12-05d",
                    "ddp-2026-12-05": "ddp-2026-12-05",
                    "slices-2026-12-05": "slices-2026-12-05",
                    "auto-2026-12-05": "auto-2026-12-05"}

@@ -378,8 +378,9 @@ class SimulatorTest(unittest.TestCase):
 
     def test_a_new_fresh_set_repeats_no_configuration_of_an_earlier_one(self):
         def kind(p):
-            return (p["model"], p["system"], p["bandwidth"], p["workers"], p["placement"],
-                    p["wire_dtype"])
+            return (p["model"], p["system"], p["bandwidth"], p["workers"],
+                    p.get("placement") or "colocated", p.get("wire_dtype") or "",
+                    p["slice_params"])
         names = list(simulator_fresh.FRESH)
         self.assertEqual(names[-1], simulator_fresh.NEWEST)
         seen = set()
@@ -393,6 +394,79 @@ class SimulatorTest(unittest.TestCase):
             # Every model of the set has a `local` run per round (its compute_scale).
             self.assertTrue({p["model"] for p in pts} <= set(
                 simulator_fresh.FRESH[name]["iterations"]))
+        # Nor one of any other committed set: predict refuses such a point.
+        newest = simulator_fresh.points_of(simulator_fresh.NEWEST)
+        self.assertEqual(simulator_fresh.measured_before(simulator_fresh.NEWEST, newest), [])
+        seen_elsewhere = dict(newest[2], set="auto-2026-12-05", measured=40.0, runs=5)
+        self.assertEqual(simulator_fresh.measured_before(
+            simulator_fresh.NEWEST, newest + [seen_elsewhere]), [newest[2]])
+        own_runs = dict(newest[2], measured=40.0, runs=5)  # the set's own, once measured
+        self.assertEqual(simulator_fresh.measured_before(
+            simulator_fresh.NEWEST, newest + [own_runs]), [])
+        with mock.patch.object(simulator_fresh.sp, "points", lambda: [seen_elsewhere]), \
+                self.assertRaises(SystemExit):
+            simulator_fresh.predict(mock.Mock(set=simulator_fresh.NEWEST))
+
+    def test_a_two_size_set_measures_streaming_at_both_sizes_and_its_points_sizes(self):
+        fresh = simulator_fresh.FRESH["fresh-2026-12-05d"]
+        calls = []
+        with tempfile.TemporaryDirectory() as d, \
+                mock.patch.object(simulator_fresh.subprocess, "run",
+                                  lambda a, check: calls.append(a)):
+            simulator_fresh.measure(mock.Mock(set="fresh-2026-12-05d", out=d, rounds=1))
+            csv_arg = f"--csv={os.path.join(d, 'streaming.csv')}"
+        streaming = [c for c in calls if c[1].endswith("bench_streaming.py")]
+        self.assertEqual(len(streaming), 2)
+        first, second = streaming
+        self.assertIn(csv_arg, first)
+        self.assertIn("--shared_memory", first)
+        self.assertFalse([a for a in first if a.startswith("--slice_params")])
+        # The second size, into the same CSV after the first (so --append), over a socket.
+        self.assertLess(calls.index(first), calls.index(second))
+        self.assertIn(csv_arg, second)
+        self.assertIn("--slice_params=640000", second)
+        self.assertIn("--rates=2.5,5,0", second)
+        self.assertIn("--append", second)
+        self.assertNotIn("--shared_memory", second)
+        # A set without a second size runs the benchmark once a round, as before.
+        self.assertIsNone(simulator_fresh.second_streaming_command(
+            simulator_fresh.FRESH["fresh-2026-12-05c"], "/nonexistent.csv"))
+        # Each model's `local`, the preemption round, every point once.
+        benches = [c for c in calls if c[1].endswith("bench_throughput.py")]
+        self.assertEqual(sum("--local" in c for c in benches), len(fresh["iterations"]))
+        self.assertEqual(len(benches), len(fresh["iterations"]) + len(fresh["points"]))
+        self.assertEqual(sum(c[1].endswith("simulator_preemption_cost.py") for c in calls), 1)
+        # A point's slice size reaches its runs and its folder; the default size is named in neither.
+        sliced = [c for c in benches if "--slice_params=1280000" in c]
+        self.assertEqual(len(sliced), 1)
+        self.assertTrue(any(a.endswith("_s1280000") for a in sliced[0]))
+        plain = next(c for c in benches if "--modes=baseline" in c)
+        self.assertFalse([a for a in plain if a.startswith("--slice_params") or "_s40000" in a])
+
+    def test_a_fresh_wire_point_at_a_slice_size_asks_for_both_in_its_run_and_prediction(self):
+        wire = next(p for p in simulator_fresh.points_of("fresh-2026-12-05d") if p["wire_dtype"])
+        calls = []
+        with mock.patch.object(simulator_fresh.subprocess, "run",
+                               lambda a, check: calls.append(a)):
+            simulator_fresh.bench(wire, "o", 43, 3)
+        self.assertIn("--wire_dtypes=bfloat16", calls[0])
+        self.assertIn("--slice_params=320000", calls[0])
+        self.assertIn("--bandwidths=2.5", calls[0])
+        self.assertIn("--modes=p3", calls[0])
+        runs = []
+        with mock.patch.object(simulator.p3_sim, "run",
+                               lambda *a: runs.append(a) or {"samples_per_second": 1.0}):
+            simulator.predict(wire, "c.json", 1.0, {})
+        self.assertIn("scheduling.wire_dtype=bfloat16", runs[0][3])
+        self.assertIn("scheduling.slice_params=320000", runs[0][3])
+        # collect reads the runs from the folders measure wrote them into.
+        collected = []
+        with mock.patch.object(simulator_fresh.subprocess, "run",
+                               lambda a, check: collected.append(a)), \
+                mock.patch.object(simulator_fresh.shutil, "copy"):
+            simulator_fresh.collect(mock.Mock(set="fresh-2026-12-05d", out="o"))
+        self.assertIn(f"o/{simulator_fresh.name(wire)}=colocated", collected[0])
+        self.assertTrue(simulator_fresh.name(wire).endswith("_bfloat16_s320000"))
 
     def test_protocol_hit_is_within_10pct_of_the_median_or_inside_the_runs(self):
         runs = [8.0, 10.0, 13.0]
