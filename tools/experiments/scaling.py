@@ -131,16 +131,30 @@ def points_of(args):
             for system in SYSTEMS]
 
 
+HEADER = ["calibration", "model", "precision", "system", "machines", "bandwidth_gbps",
+          "samples_per_second", "iteration_seconds", "compute_s", "exposed_comm_s", "idle_s",
+          "sim_wall_s"]
+
+
 def run(args):
     """Simulates every point of the grid not in scaling.csv yet (all of them with --fresh),
-    --jobs at a time, and appends each row as it finishes (the report sorts them)."""
+    --jobs at a time, and appends each row as it finishes (the report sorts them). Without
+    --fresh it resumes a stopped run: the points already written are skipped."""
     path = os.path.join(RESULTS, "scaling.csv")
     done = set()
     if os.path.exists(path) and not args.fresh:
+        # A run stopped mid-write (killed for the quiet window) can leave a last row cut
+        # short, without its newline: it is dropped, and its point simulated again.
         with open(path) as f:
-            for r in csv.DictReader(f):
-                done.add((r["calibration"], r["model"], r["precision"], r["system"],
-                          r["machines"], r["bandwidth_gbps"]))
+            rows = list(csv.reader(f))
+        whole = [r for r in rows[1:] if len(r) == len(HEADER) and all(r)]
+        with open(path, "w", newline="") as f:
+            csv.writer(f).writerows([HEADER] + whole)
+        for r in whole:
+            done.add(tuple(r[:6]))
+        print(f"resuming: {len(whole)} points in {path}"
+              + (f", {len(rows) - 1 - len(whole)} cut-short rows dropped"
+                 if len(rows) - 1 > len(whole) else ""), flush=True)
     points = [p for p in points_of(args)
               if (p[0], p[1], p[2], p[3], str(p[4]), str(p[5])) not in done]
 
@@ -155,9 +169,7 @@ def run(args):
             concurrent.futures.ThreadPoolExecutor(max(1, args.jobs)) as pool:
         w = csv.writer(f)
         if new:
-            w.writerow(["calibration", "model", "precision", "system", "machines",
-                        "bandwidth_gbps", "samples_per_second", "iteration_seconds", "compute_s",
-                        "exposed_comm_s", "idle_s", "sim_wall_s"])
+            w.writerow(HEADER)
         # The largest clusters first, so that the long runs do not end up alone at the end.
         points.sort(key=lambda p: -p[4])
         for (cal, model, precision, system, m, bw), r, wall in pool.map(one, points):

@@ -143,6 +143,36 @@ class SimulatorTest(unittest.TestCase):
         self.assertIn("--profile=" + scaling.profile_path("vgg19", "bf16"), r["args"])
         self.assertTrue(r["args"][1].endswith("scaling_vgg19_b64_bf16_h200.json"))
 
+    def test_scaling_run_resumes_skipping_written_points_and_drops_a_cut_short_row(self):
+        with tempfile.TemporaryDirectory() as d:
+            for precision in scaling.PRECISIONS:
+                open(os.path.join(d, f"scaling_resnet50_b64_{precision}_h200.json"), "w").close()
+            path = os.path.join(d, "scaling.csv")
+            with open(path, "w") as f:
+                # One whole row (a value the stand-in never gives), then a row cut short by
+                # a kill: no newline, 7 of its 12 fields.
+                f.write(",".join(scaling.HEADER) + "\n"
+                        "measured,resnet50,fp32,p3,4,10,111.0,0.1,0.03,0.07,0.0,0.1\n"
+                        "measured,resnet50,fp32,baseline,4,10,95")
+            args = mock.Mock(models="resnet50", machines="4", calibrations="measured",
+                             fresh=False, jobs=2, sim=None)
+            with mock.patch.object(scaling, "RESULTS", d), \
+                    mock.patch.object(scaling, "PROFILES", d):
+                scaling.run(args)
+            with open(path) as f:
+                rows = [l.rstrip("\n").split(",") for l in f]
+        self.assertEqual(rows[0], scaling.HEADER)
+        keys = [tuple(r[:6]) for r in rows[1:]]
+        # 2 precisions x 3 bandwidths x 3 systems, each once, every row whole.
+        self.assertEqual(len(keys), 18)
+        self.assertEqual(len(set(keys)), 18)
+        self.assertTrue(all(len(r) == 12 and all(r) for r in rows[1:]))
+        sps = {k: r[6] for k, r in zip(keys, rows[1:])}
+        self.assertEqual(sps[("measured", "resnet50", "fp32", "p3", "4", "10")], "111.0")
+        # The cut-short point was simulated again: the stand-in's 64 x 4 / (0.2 + 0.1 / 10).
+        self.assertEqual(sps[("measured", "resnet50", "fp32", "baseline", "4", "10")],
+                         str(round(64 * 4 / 0.21, 2)))
+
     def test_scaling_compute_scale_fits_the_zoo_iteration_and_bf16_needs_an_eager_ratio(self):
         profile = {"blocks": [{"forward_s": 0.01, "backward_s": 0.03, "params": [1000]}]}
         with tempfile.TemporaryDirectory() as d:
