@@ -7,6 +7,7 @@ ring all-reduce for ResNet-50, VGG-19 and the Sockeye-shaped LSTM at 4-64 machin
   /usr/bin/python3 tools/experiments/scaling.py profiles   # configs/sim/profiles/scaling_*_h200.json
   /usr/bin/python3 tools/experiments/scaling.py run --jobs 2   # docs/results/simulator/scaling.csv
   /usr/bin/python3 tools/experiments/scaling.py report     # the tables and plots in scaling.md
+  /usr/bin/python3 tools/experiments/scaling.py before_after --before=OLD.csv   # the History table
 
 Compute: the per-block times of the zoo's own models measured on an H200 (libtorch 2.11,
 fp32, batch 64; configs/sim/profiles/*_h200.json, copies of ../shared/data/gpu_profiles),
@@ -279,14 +280,39 @@ def report(args):
     markdown.rewrite_block(os.path.join(RESULTS, "scaling.md"), BEGIN, END, "\n".join(lines[:-1]))
 
 
+def before_after(before_rows, after_rows, machines=4, calibration="measured",
+                 precision="fp32"):
+    """The markdown table of P3 and the baseline, before -> after, per model and bandwidth
+    on `machines` machines (two scaling.csv's, as rows): samples/s and P3 ÷ baseline."""
+    def index(rows):
+        return {(r["model"], r["system"], int(float(r["bandwidth_gbps"]))):
+                float(r["samples_per_second"]) for r in rows
+                if (r["calibration"], r["precision"], int(r["machines"])) ==
+                (calibration, precision, machines)}
+    old, new = index(before_rows), index(after_rows)
+    lines = [f"| model, {machines} machines, `{calibration}`, {precision} | Gbit/s | "
+             "P3 before → after | baseline before → after | P3 ÷ baseline before → after |",
+             "|---|---:|---:|---:|---:|"]
+    for model in H200:
+        for b in BANDWIDTHS:
+            k = [(model, s, b) for s in ("p3", "baseline")]
+            if not all(x in old and x in new for x in k):
+                continue
+            (p0, b0), (p1, b1) = [old[x] for x in k], [new[x] for x in k]
+            lines.append(f"| {NAMES[model]} | {b} | {p0:.0f} → {p1:.0f} | {b0:.0f} → {b1:.0f} "
+                         f"({b1 / b0:.2f}×) | {p0 / b0:.2f} → {p1 / b1:.2f} |")
+    return lines
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("command", choices=["profiles", "run", "report"])
+    ap.add_argument("command", choices=["profiles", "run", "report", "before_after"])
     ap.add_argument("--models", default="resnet50,vgg19,seq2seq_lstm")
     ap.add_argument("--machines", default=",".join(map(str, MACHINES)))
     ap.add_argument("--calibrations", default="measured,wire")
     ap.add_argument("--fresh", action="store_true")
+    ap.add_argument("--before", help="before_after: an earlier scaling.csv (e.g. from git show)")
     ap.add_argument("--sim", default=None,
                     help="the p3_sim binary (default: $P3_SIM, else bazel-bin's)")
     ap.add_argument("--jobs", type=int, default=1,
@@ -296,6 +322,9 @@ def main():
         profiles(args)
     elif args.command == "run":
         run(args)
+    elif args.command == "before_after":
+        print("\n".join(before_after(csv_io.read_rows(args.before),
+                                      csv_io.read_rows(os.path.join(RESULTS, "scaling.csv")))))
     else:
         report(args)
 

@@ -173,6 +173,21 @@ class SimulatorTest(unittest.TestCase):
         self.assertEqual(sps[("measured", "resnet50", "fp32", "baseline", "4", "10")],
                          str(round(64 * 4 / 0.21, 2)))
 
+    def test_scaling_before_after_pairs_p3_and_baseline_on_4_machines_only(self):
+        def rows(p3, base):
+            out = []
+            for system, sps in (("p3", p3), ("baseline", base)):
+                for m, cal in ((4, "measured"), (8, "measured"), (4, "wire")):
+                    out.append({"calibration": cal, "model": "vgg19", "precision": "fp32",
+                                "system": system, "machines": str(m), "bandwidth_gbps": "10",
+                                "samples_per_second": str(sps * (m if cal == "wire" or m == 8
+                                                                 else 1))})
+            return out
+        lines = scaling.before_after(rows(400.0, 200.0), rows(400.0, 250.0))
+        self.assertEqual(len(lines), 3)  # header, rule, VGG-19 at 10 Gbit/s: nothing else
+        self.assertEqual(lines[2], "| VGG-19 | 10 | 400 → 400 | 200 → 250 (1.25×) | "
+                                   "2.00 → 1.60 |")
+
     def test_scaling_compute_scale_fits_the_zoo_iteration_and_bf16_needs_an_eager_ratio(self):
         profile = {"blocks": [{"forward_s": 0.01, "backward_s": 0.03, "params": [1000]}]}
         with tempfile.TemporaryDirectory() as d:
