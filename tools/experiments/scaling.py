@@ -8,6 +8,7 @@ ring all-reduce for ResNet-50, VGG-19 and the Sockeye-shaped LSTM at 4-64 machin
   /usr/bin/python3 tools/experiments/scaling.py run --jobs 2   # docs/results/simulator/scaling.csv
   /usr/bin/python3 tools/experiments/scaling.py report     # the tables and plots in scaling.md
   /usr/bin/python3 tools/experiments/scaling.py before_after --before=OLD.csv   # the History table
+  /usr/bin/python3 tools/experiments/scaling.py buffer_whatif   # scaling_buffer_whatif.csv
 
 Compute: the per-block times of the zoo's own models measured on an H200 (libtorch 2.11,
 fp32, batch 64; configs/sim/profiles/*_h200.json, copies of ../shared/data/gpu_profiles),
@@ -304,10 +305,47 @@ def before_after(before_rows, after_rows, machines=4, calibration="measured",
     return lines
 
 
+BUFFERS = [1 << 20, 4 << 20, 16 << 20]
+
+
+def calibration_with_buffer(calibration, kernel_buffer_bytes, folder):
+    """A copy of `calibration` (a path relative to the repository) in `folder` with its
+    kernel_buffer_bytes replaced; returns the copy's path."""
+    with open(os.path.join(paths.ROOT, calibration)) as f:
+        c = json.load(f)
+    c["kernel_buffer_bytes"] = kernel_buffer_bytes
+    out = os.path.join(folder, f"{os.path.basename(calibration)[:-5]}_{kernel_buffer_bytes}.json")
+    with open(out, "w") as f:
+        json.dump(c, f, indent=1)
+    return out
+
+
+def buffer_whatif(args):
+    """What-if: P3 and the baseline on 4 machines, fp32, with the kernel send buffer of
+    BUFFERS in place of the GPU calibrations' 1 MiB; scaling_buffer_whatif.csv."""
+    import tempfile
+    rows = []
+    with tempfile.TemporaryDirectory() as d:
+        for cal in args.calibrations.split(","):
+            for model in args.models.split(","):
+                for bw in BANDWIDTHS:
+                    for kb in BUFFERS:
+                        path = calibration_with_buffer(CALIBRATIONS[cal], kb, d)
+                        for system in ("p3", "baseline"):
+                            r = sim(model, "fp32", system, 4, bw, path, binary=args.sim)
+                            rows.append({"calibration": cal, "model": model, "system": system,
+                                         "machines": 4, "bandwidth_gbps": bw,
+                                         "kernel_buffer_bytes": kb, "samples_per_second":
+                                         round(r["samples_per_second"], 2)})
+                            print(*rows[-1].values(), flush=True)
+    csv_io.write_rows(os.path.join(RESULTS, "scaling_buffer_whatif.csv"), rows)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("command", choices=["profiles", "run", "report", "before_after"])
+    ap.add_argument("command", choices=["profiles", "run", "report", "before_after",
+                                             "buffer_whatif"])
     ap.add_argument("--models", default="resnet50,vgg19,seq2seq_lstm")
     ap.add_argument("--machines", default=",".join(map(str, MACHINES)))
     ap.add_argument("--calibrations", default="measured,wire")
@@ -322,6 +360,8 @@ def main():
         profiles(args)
     elif args.command == "run":
         run(args)
+    elif args.command == "buffer_whatif":
+        buffer_whatif(args)
     elif args.command == "before_after":
         print("\n".join(before_after(csv_io.read_rows(args.before),
                                       csv_io.read_rows(os.path.join(RESULTS, "scaling.csv")))))

@@ -1,6 +1,8 @@
 """The simulator page's scripts (docs/results/simulator): how simulator.py reads measured
 points and asks p3_sim for its predictions (against a stand-in p3_sim), the calibration's
 readers, the noise statistics, the scale-out grid, and the host-contention table."""
+import csv
+import json
 import os
 import tempfile
 import unittest
@@ -187,6 +189,27 @@ class SimulatorTest(unittest.TestCase):
         self.assertEqual(len(lines), 3)  # header, rule, VGG-19 at 10 Gbit/s: nothing else
         self.assertEqual(lines[2], "| VGG-19 | 10 | 400 → 400 | 200 → 250 (1.25×) | "
                                    "2.00 → 1.60 |")
+
+    def test_scaling_buffer_whatif_replaces_only_the_kernel_buffer_and_writes_each_point(self):
+        with tempfile.TemporaryDirectory() as d:
+            cal = os.path.join(d, "cal.json")
+            with open(cal, "w") as f:
+                f.write('{"latency_s": 2.5e-05, "kernel_buffer_bytes": 1048576}')
+            copy = scaling.calibration_with_buffer(cal, 4 << 20, d)
+            with open(copy) as f:
+                self.assertEqual(json.load(f), {"latency_s": 2.5e-05,
+                                                "kernel_buffer_bytes": 4194304})
+            args = mock.Mock(models="vgg19", calibrations="measured", sim=None)
+            with mock.patch.object(scaling, "RESULTS", d), \
+                    mock.patch.dict(scaling.CALIBRATIONS, {"measured": cal}):
+                scaling.buffer_whatif(args)
+            with open(os.path.join(d, "scaling_buffer_whatif.csv")) as f:
+                rows = list(csv.DictReader(f))
+        # 3 bandwidths x 3 buffers x 2 systems, on 4 machines.
+        self.assertEqual(len(rows), 18)
+        self.assertEqual({r["kernel_buffer_bytes"] for r in rows},
+                         {str(b) for b in scaling.BUFFERS})
+        self.assertEqual({r["machines"] for r in rows}, {"4"})
 
     def test_scaling_compute_scale_fits_the_zoo_iteration_and_bf16_needs_an_eager_ratio(self):
         profile = {"blocks": [{"forward_s": 0.01, "backward_s": 0.03, "params": [1000]}]}
