@@ -7,6 +7,8 @@ ring all-reduce for ResNet-50, VGG-19 and the Sockeye-shaped LSTM at 4-64 machin
   /usr/bin/python3 tools/experiments/scaling.py profiles   # configs/sim/profiles/scaling_*_h200.json
   /usr/bin/python3 tools/experiments/scaling.py run --jobs 2   # docs/results/simulator/scaling.csv
   /usr/bin/python3 tools/experiments/scaling.py report     # the tables and plots in scaling.md
+  /usr/bin/python3 tools/experiments/scaling.py before_after --before=OLD.csv   # the History table
+  /usr/bin/python3 tools/experiments/scaling.py buffer_whatif   # scaling_buffer_whatif.csv
 
 Compute: the per-block times of the zoo's own models measured on an H200 (libtorch 2.11,
 fp32, batch 64; configs/sim/profiles/*_h200.json, copies of ../shared/data/gpu_profiles),
@@ -131,16 +133,30 @@ def points_of(args):
             for system in SYSTEMS]
 
 
+HEADER = ["calibration", "model", "precision", "system", "machines", "bandwidth_gbps",
+          "samples_per_second", "iteration_seconds", "compute_s", "exposed_comm_s", "idle_s",
+          "sim_wall_s"]
+
+
 def run(args):
     """Simulates every point of the grid not in scaling.csv yet (all of them with --fresh),
-    --jobs at a time, and appends each row as it finishes (the report sorts them)."""
+    --jobs at a time, and appends each row as it finishes (the report sorts them). Without
+    --fresh it resumes a stopped run: the points already written are skipped."""
     path = os.path.join(RESULTS, "scaling.csv")
     done = set()
     if os.path.exists(path) and not args.fresh:
+        # A run stopped mid-write (killed for the quiet window) can leave a last row cut
+        # short, without its newline: it is dropped, and its point simulated again.
         with open(path) as f:
-            for r in csv.DictReader(f):
-                done.add((r["calibration"], r["model"], r["precision"], r["system"],
-                          r["machines"], r["bandwidth_gbps"]))
+            rows = list(csv.reader(f))
+        whole = [r for r in rows[1:] if len(r) == len(HEADER) and all(r)]
+        with open(path, "w", newline="") as f:
+            csv.writer(f).writerows([HEADER] + whole)
+        for r in whole:
+            done.add(tuple(r[:6]))
+        print(f"resuming: {len(whole)} points in {path}"
+              + (f", {len(rows) - 1 - len(whole)} cut-short rows dropped"
+                 if len(rows) - 1 > len(whole) else ""), flush=True)
     points = [p for p in points_of(args)
               if (p[0], p[1], p[2], p[3], str(p[4]), str(p[5])) not in done]
 
@@ -155,9 +171,7 @@ def run(args):
             concurrent.futures.ThreadPoolExecutor(max(1, args.jobs)) as pool:
         w = csv.writer(f)
         if new:
-            w.writerow(["calibration", "model", "precision", "system", "machines",
-                        "bandwidth_gbps", "samples_per_second", "iteration_seconds", "compute_s",
-                        "exposed_comm_s", "idle_s", "sim_wall_s"])
+            w.writerow(HEADER)
         # The largest clusters first, so that the long runs do not end up alone at the end.
         points.sort(key=lambda p: -p[4])
         for (cal, model, precision, system, m, bw), r, wall in pool.map(one, points):
@@ -267,14 +281,76 @@ def report(args):
     markdown.rewrite_block(os.path.join(RESULTS, "scaling.md"), BEGIN, END, "\n".join(lines[:-1]))
 
 
+def before_after(before_rows, after_rows, machines=4, calibration="measured",
+                 precision="fp32"):
+    """The markdown table of P3 and the baseline, before -> after, per model and bandwidth
+    on `machines` machines (two scaling.csv's, as rows): samples/s and P3 ÷ baseline."""
+    def index(rows):
+        return {(r["model"], r["system"], int(float(r["bandwidth_gbps"]))):
+                float(r["samples_per_second"]) for r in rows
+                if (r["calibration"], r["precision"], int(r["machines"])) ==
+                (calibration, precision, machines)}
+    old, new = index(before_rows), index(after_rows)
+    lines = [f"| model, {machines} machines, `{calibration}`, {precision} | Gbit/s | "
+             "P3 before → after | baseline before → after | P3 ÷ baseline before → after |",
+             "|---|---:|---:|---:|---:|"]
+    for model in H200:
+        for b in BANDWIDTHS:
+            k = [(model, s, b) for s in ("p3", "baseline")]
+            if not all(x in old and x in new for x in k):
+                continue
+            (p0, b0), (p1, b1) = [old[x] for x in k], [new[x] for x in k]
+            lines.append(f"| {NAMES[model]} | {b} | {p0:.0f} → {p1:.0f} | {b0:.0f} → {b1:.0f} "
+                         f"({b1 / b0:.2f}×) | {p0 / b0:.2f} → {p1 / b1:.2f} |")
+    return lines
+
+
+BUFFERS = [1 << 20, 4 << 20, 16 << 20]
+
+
+def calibration_with_buffer(calibration, kernel_buffer_bytes, folder):
+    """A copy of `calibration` (a path relative to the repository) in `folder` with its
+    kernel_buffer_bytes replaced; returns the copy's path."""
+    with open(os.path.join(paths.ROOT, calibration)) as f:
+        c = json.load(f)
+    c["kernel_buffer_bytes"] = kernel_buffer_bytes
+    out = os.path.join(folder, f"{os.path.basename(calibration)[:-5]}_{kernel_buffer_bytes}.json")
+    with open(out, "w") as f:
+        json.dump(c, f, indent=1)
+    return out
+
+
+def buffer_whatif(args):
+    """What-if: P3 and the baseline on 4 machines, fp32, with the kernel send buffer of
+    BUFFERS in place of the GPU calibrations' 1 MiB; scaling_buffer_whatif.csv."""
+    import tempfile
+    rows = []
+    with tempfile.TemporaryDirectory() as d:
+        for cal in args.calibrations.split(","):
+            for model in args.models.split(","):
+                for bw in BANDWIDTHS:
+                    for kb in BUFFERS:
+                        path = calibration_with_buffer(CALIBRATIONS[cal], kb, d)
+                        for system in ("p3", "baseline"):
+                            r = sim(model, "fp32", system, 4, bw, path, binary=args.sim)
+                            rows.append({"calibration": cal, "model": model, "system": system,
+                                         "machines": 4, "bandwidth_gbps": bw,
+                                         "kernel_buffer_bytes": kb, "samples_per_second":
+                                         round(r["samples_per_second"], 2)})
+                            print(*rows[-1].values(), flush=True)
+    csv_io.write_rows(os.path.join(RESULTS, "scaling_buffer_whatif.csv"), rows)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("command", choices=["profiles", "run", "report"])
+    ap.add_argument("command", choices=["profiles", "run", "report", "before_after",
+                                             "buffer_whatif"])
     ap.add_argument("--models", default="resnet50,vgg19,seq2seq_lstm")
     ap.add_argument("--machines", default=",".join(map(str, MACHINES)))
     ap.add_argument("--calibrations", default="measured,wire")
     ap.add_argument("--fresh", action="store_true")
+    ap.add_argument("--before", help="before_after: an earlier scaling.csv (e.g. from git show)")
     ap.add_argument("--sim", default=None,
                     help="the p3_sim binary (default: $P3_SIM, else bazel-bin's)")
     ap.add_argument("--jobs", type=int, default=1,
@@ -284,6 +360,11 @@ def main():
         profiles(args)
     elif args.command == "run":
         run(args)
+    elif args.command == "buffer_whatif":
+        buffer_whatif(args)
+    elif args.command == "before_after":
+        print("\n".join(before_after(csv_io.read_rows(args.before),
+                                      csv_io.read_rows(os.path.join(RESULTS, "scaling.csv")))))
     else:
         report(args)
 
