@@ -182,6 +182,23 @@ CATCH_TEST_CASE("slice_params absent, no profile: 40000, said in one line; expli
   CATCH_CHECK(TuningOverrides(report) ==
               std::vector<std::string>{"scheduling.slice_params=40000"});
 
+  // The user's own worker program: model.name's profile is not its model's.
+  options.iterations = 4;
+  options.warmup_iterations = 1;
+  const TuningReport own =
+      TuneConfig(Config({"model.name=mlp", "worker.command=python3 train.py"}), options);
+  CATCH_CHECK(!own.searched);
+  CATCH_CHECK(own.slice_params == 40000);
+  CATCH_REQUIRE(TuningLogLines(own).size() == 1);
+  CATCH_CHECK(absl::StrContains(TuningLogLines(own)[0],
+                                "not searched (worker.command runs your own program"));
+  CATCH_CHECK(TuningOverrides(own) == std::vector<std::string>{"scheduling.slice_params=40000"});
+  // An explicit 0 predicts with model.name's profile, as it did.
+  CATCH_CHECK(TuneConfig(Config({"model.name=mlp", "worker.command=python3 train.py",
+                                 "scheduling.slice_params=0"}),
+                         options)
+                  .searched);
+
   // Explicit sizes, 40000 included, are not automatic: nothing searched or printed.
   for (const char* n : {"40000", "123"}) {
     const TuningReport fixed =

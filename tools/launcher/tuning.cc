@@ -105,11 +105,19 @@ TuningReport TuneGrid(const config::ExperimentConfig& config, const TuningOption
     r.reason = absl::StrCat("mode \"", config.mode(), "\" has no communication to tune");
     return r;
   }
-  const sim::SearchedKnobs knobs = sim::KnobsToSearch(r.slice_auto, r.credit_auto, *mode);
+  // The default with the user's own worker program: model.name need not be the model it
+  // trains, so its profile predicts nothing (an explicit 0 still predicts with it).
+  const bool own_program = r.slice_absent && config.worker().has_command();
+  const sim::SearchedKnobs knobs =
+      sim::KnobsToSearch(r.slice_auto && !own_program, r.credit_auto, *mode);
   const bool search_slice = knobs.slice;
   const bool search_credit = knobs.credit;
   std::vector<std::string> notes;
-  if (r.slice_auto && !search_slice) {
+  if (own_program) {
+    notes.push_back(
+        "worker.command runs your own program, whose model need not be model.name's: no "
+        "profile to predict its slice size from (slice_params: 0 predicts with model.name's)");
+  } else if (r.slice_auto && !search_slice) {
     notes.push_back(absl::StrCat("mode \"", config.mode(),
                                  "\" sends whole tensors (split at split_threshold): "
                                  "slice_params has no effect"));

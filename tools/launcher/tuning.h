@@ -9,7 +9,8 @@
 // resolved config), prints the table and writes it into summary.json ("tuning").
 //
 // No search, and the defaults (slice_params 40000, credit_bytes 0), with the reason in
-// the report, when: the model has no profile, the mode has nothing to tune (local; a mode
+// the report, when: the model has no profile (or, for an absent slice_params, the workers
+// run the user's own program, worker.command), the mode has nothing to tune (local; a mode
 // that sends whole tensors for the slice size), the processes run on other hosts (the
 // config does not give their link rate), or no point could be simulated. An absent
 // slice_params in a mode where the slice size means nothing (local, whole tensors) is
