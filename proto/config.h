@@ -71,16 +71,20 @@ inline constexpr int kMaxProcesses = 64;
 // with no coordinator (docs/checkpoints.md).
 inline constexpr int64_t kResumeNewestCommon = -1;
 
-// scheduling.slice_params = 0 (set explicitly) and scheduling.credit_bytes = -1:
+// scheduling.slice_params absent (the default) or 0, and scheduling.credit_bytes = -1:
 // automatic. launch_cluster resolves them before any process starts
-// (tools/launcher/tuning.h) and passes the values chosen to every process.
+// (tools/launcher/tuning.h) and passes the values chosen to every process. An explicit
+// 0 also turns the online search on for long runs; an absent field does not.
 inline constexpr int64_t kAutoSliceParams = 0;
 inline constexpr int64_t kAutoCreditBytes = -1;
+// slice_params absent or 0.
 bool SliceParamsAuto(const ExperimentConfig& config);
+// slice_params absent (FillDefaults leaves it absent): automatic as the default.
+bool SliceParamsAbsent(const ExperimentConfig& config);
 bool CreditBytesAuto(const ExperimentConfig& config);
 // The slice size and credit a process uses: the config's values, and for an automatic
-// one that nobody resolved (a process started without the launcher) the defaults,
-// 40000 and 0 -- the same on every process, so that they still agree on the plan.
+// one that nobody resolved (absent or 0 in a process started without the launcher) the
+// defaults, 40000 and 0 -- the same on every process, so that they still agree on the plan.
 int64_t EffectiveSliceParams(const ExperimentConfig& config);
 // scheduling.owner_params, or with online_search and no stripes given the ones its search
 // needs (p3/core/slice_search.h: 4 x the slice size, at most 1000000); 0: none.

@@ -119,8 +119,8 @@ void FillDefaults(ExperimentConfig* config) {
   if (training->precision().empty()) training->set_precision("fp32");
 
   SchedulingConfig* scheduling = config->mutable_scheduling();
-  // Absent: the default; an explicit 0 is kept (automatic, resolved by launch_cluster).
-  if (!scheduling->has_slice_params()) scheduling->set_slice_params(kDefaultSliceParams);
+  // slice_params stays absent (automatic, resolved by launch_cluster; a process started
+  // without it reads absent as kDefaultSliceParams: EffectiveSliceParams).
   if (scheduling->split_threshold() == 0) {
     scheduling->set_split_threshold(kDefaultSplitThreshold);
   }
@@ -176,8 +176,12 @@ void FillDefaults(ExperimentConfig* config) {
 }
 
 bool SliceParamsAuto(const ExperimentConfig& config) {
-  return config.scheduling().has_slice_params() &&
+  return !config.scheduling().has_slice_params() ||
          config.scheduling().slice_params() == kAutoSliceParams;
+}
+
+bool SliceParamsAbsent(const ExperimentConfig& config) {
+  return !config.scheduling().has_slice_params();
 }
 
 bool CreditBytesAuto(const ExperimentConfig& config) {

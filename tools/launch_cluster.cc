@@ -146,6 +146,10 @@ ABSL_FLAG(std::string, kube_checkpoint_claim, "",
           "server pod, for --kubernetes with --max_restarts and checkpoints: a failed server "
           "restarts from the newest checkpoint all servers have (default: "
           "--kube_output_claim).");
+ABSL_FLAG(bool, tune_only, false,
+          "Do not run: print what a run of this config would choose for an automatic "
+          "scheduling.slice_params / credit_bytes (the simulator's table, the choice, and "
+          "summary.json's \"tuning\" as one JSON line), then exit.");
 ABSL_FLAG(std::string, collect, "",
           "Do not run: read the results a run left in this output folder (its "
           "config.textproto, results/, traces/), write summary.json and trace.json, print the "
@@ -372,6 +376,11 @@ int Main(int argc, char** argv) {
     const TuningReport report = TuneConfig(*config, tuning);
     for (const std::string& line : TuningLogLines(report)) std::cout << "[p3] " << line << "\n";
     std::cout << std::flush;
+    // An absent slice_params where nothing was searched (a mode without slices): the
+    // resolved config still states the size every process reads.
+    if (!config->scheduling().has_slice_params()) {
+      config->mutable_scheduling()->set_slice_params(config::EffectiveSliceParams(*config));
+    }
     const std::vector<std::string> chosen = TuningOverrides(report);
     for (const std::string& override_text : chosen) {
       absl::Status applied = config::ApplyOverride(override_text, &*config);
@@ -387,6 +396,14 @@ int Main(int argc, char** argv) {
     options.tuning = TuningJson(report);
     return 0;
   };
+  if (absl::GetFlag(FLAGS_tune_only)) {
+    if (const int status = tune(); status != 0) return status;
+    if (!options.tuning.is_null()) std::cout << "[p3] tuning: " << options.tuning.dump() << "\n";
+    std::cout << "[p3] --tune_only: slice_params " << config::EffectiveSliceParams(*config)
+              << ", credit_bytes " << config::EffectiveCreditBytes(*config) << "; nothing run"
+              << std::endl;
+    return 0;
+  }
   if (kubernetes || slurm) {
     if (const int status = tune(); status != 0) return status;
   }

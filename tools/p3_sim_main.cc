@@ -179,8 +179,8 @@ int Main(int argc, char** argv) {
   options.warmup_iterations = absl::GetFlag(FLAGS_warmup);
   options.trace = !absl::GetFlag(FLAGS_trace).empty();
   options.equal_split = absl::GetFlag(FLAGS_equal_split);
-  // scheduling.slice_params 0 / credit_bytes -1 (automatic): the search launch_cluster
-  // runs (p3/sim/tune.h), with this command's options, then the chosen point.
+  // scheduling.slice_params absent or 0 / credit_bytes -1 (automatic): the search
+  // launch_cluster runs (p3/sim/tune.h), with this command's options, then the chosen point.
   const p3::sim::SearchedKnobs knobs =
       p3::sim::KnobsToSearch(p3::config::SliceParamsAuto(*config),
                              p3::config::CreditBytesAuto(*config), options.mode, options.allreduce);
@@ -209,7 +209,8 @@ int Main(int argc, char** argv) {
     }
     options.slice_params = choice->candidates[choice->chosen].point.slice_params;
     options.credit_bytes = choice->candidates[choice->chosen].point.credit_bytes;
-  } else if (p3::config::SliceParamsAuto(*config) || p3::config::CreditBytesAuto(*config)) {
+  } else if ((p3::config::SliceParamsAuto(*config) && !p3::config::SliceParamsAbsent(*config)) ||
+             p3::config::CreditBytesAuto(*config)) {
     std::printf("automatic slice_params / credit_bytes: nothing to search in this mode; the "
                 "defaults\n");
   }

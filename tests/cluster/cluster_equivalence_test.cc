@@ -176,6 +176,29 @@ CATCH_TEST_CASE("slices and tensors sent in parts train the same parameters as s
   }
 }
 
+// The launcher's automatic slice size (scheduling.slice_params absent or 0) may differ from
+// run to run of one config: it must not change what is trained. Without ownership stripes
+// (the default), another size also deals the slices to other servers.
+CATCH_TEST_CASE("every slice size trains bit for bit the same parameters, without stripes") {
+  torch::set_num_threads(1);
+  for (int workers : {2, 3}) {
+    RunSpec spec{.mode = Mode::kP3, .workers = workers, .servers = 2};
+    const ClusterResult base = TrainCluster(spec);  // kSliceParams (50)
+    for (int64_t slice_params : {int64_t{7}, int64_t{20}, int64_t{400}, int64_t{100000}}) {
+      CATCH_CAPTURE(workers, slice_params);
+      spec.slice_params = slice_params;
+      const ClusterResult other = TrainCluster(spec);
+      for (int r = 0; r < workers; ++r) {
+        CATCH_CAPTURE(r, base.status[r].ToString(), other.status[r].ToString());
+        CATCH_REQUIRE(base.status[r].ok());
+        CATCH_REQUIRE(other.status[r].ok());
+        CATCH_CHECK(other.final_slice_params[r] == slice_params);
+        CATCH_CHECK(torch::equal(other.params[r], base.params[r]));
+      }
+    }
+  }
+}
+
 CATCH_TEST_CASE("the trained parameters actually move away from the initial ones") {
   torch::set_num_threads(1);
   const torch::Tensor initial = Flatten(*MakeModel(1));

@@ -179,7 +179,7 @@ ClusterResult TrainCluster(const RunSpec& spec) {
       wo.rank = r;
       wo.num_workers = workers;
       wo.mode = spec.mode;
-      wo.slice_params = kSliceParams;
+      wo.slice_params = spec.slice_params;
       wo.split_threshold = 1000;  // fc2's weight (1200) is split over the servers
       wo.peer_timeout = absl::Seconds(30);
       wo.max_message_params = spec.max_message_params;

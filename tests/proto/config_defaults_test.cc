@@ -10,6 +10,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "tests/proto/config_test_util.h"
 
 namespace p3::config {
@@ -47,7 +48,9 @@ CATCH_TEST_CASE("an empty config gets every default from config.proto") {
   CATCH_CHECK(config->training().evaluate());
   CATCH_CHECK(config->training().log_every() == 20);
   CATCH_CHECK(config->training().threads() == 1);
-  CATCH_CHECK(config->scheduling().slice_params() == 40000);
+  // Absent: automatic, resolved by launch_cluster; 40000 in a process started without it.
+  CATCH_CHECK(!config->scheduling().has_slice_params());
+  CATCH_CHECK(EffectiveSliceParams(*config) == 40000);
   CATCH_CHECK(config->scheduling().split_threshold() == 1000000);
   CATCH_CHECK(config->scheduling().credit_bytes() == 0);  // one message at a time
   CATCH_CHECK(config->scheduling().wire_dtype() == "float32");
@@ -151,12 +154,27 @@ CATCH_TEST_CASE("a zero non-optional field means its default, in the file and in
   CATCH_CHECK(config->training().batch_size() == 32);
 }
 
-CATCH_TEST_CASE("slice_params: absent is the default 40000, an explicit 0 is automatic and kept") {
+CATCH_TEST_CASE("slice_params: absent and an explicit 0 are automatic, told apart; N is N") {
   absl::StatusOr<ExperimentConfig> config = ParseConfig("scheduling { credit_bytes: 4096 }", {});
   CATCH_REQUIRE(config.ok());
-  CATCH_CHECK(config->scheduling().slice_params() == 40000);
-  CATCH_CHECK(!SliceParamsAuto(*config));
+  CATCH_CHECK(!config->scheduling().has_slice_params());
+  CATCH_CHECK(SliceParamsAuto(*config));
+  CATCH_CHECK(SliceParamsAbsent(*config));
+  // A process started without the launcher: the default, the same on every process.
   CATCH_CHECK(EffectiveSliceParams(*config) == 40000);
+  // The resolved config keeps it absent (no "slice_params: 40000" written for it).
+  absl::StatusOr<ExperimentConfig> absent_again = ParseConfig(ConfigToText(*config), {});
+  CATCH_REQUIRE(absent_again.ok());
+  CATCH_CHECK(SliceParamsAbsent(*absent_again));
+
+  // An explicit N means exactly N, 40000 included.
+  for (const int64_t n : {int64_t{40000}, int64_t{123}}) {
+    config = ParseConfig(absl::StrCat("scheduling { slice_params: ", n, " }"), {});
+    CATCH_REQUIRE(config.ok());
+    CATCH_CHECK(!SliceParamsAuto(*config));
+    CATCH_CHECK(!SliceParamsAbsent(*config));
+    CATCH_CHECK(EffectiveSliceParams(*config) == n);
+  }
 
   for (const auto& [text, overrides] :
        {std::make_pair(std::string("scheduling { slice_params: 0 }"), std::vector<std::string>{}),
@@ -165,6 +183,7 @@ CATCH_TEST_CASE("slice_params: absent is the default 40000, an explicit 0 is aut
     CATCH_REQUIRE(config.ok());
     CATCH_CHECK(config->scheduling().slice_params() == 0);
     CATCH_CHECK(SliceParamsAuto(*config));
+    CATCH_CHECK(!SliceParamsAbsent(*config));
     // A process started without the launcher: the default, the same on every process.
     CATCH_CHECK(EffectiveSliceParams(*config) == 40000);
     // The resolved config keeps "automatic": loading it again does not turn it into 40000.
@@ -188,7 +207,6 @@ CATCH_TEST_CASE("credit_bytes -1 is automatic; a process without the launcher re
   CATCH_CHECK(config->scheduling().credit_bytes() == -1);
   CATCH_CHECK(CreditBytesAuto(*config));
   CATCH_CHECK(EffectiveCreditBytes(*config) == 0);
-  CATCH_CHECK(!SliceParamsAuto(*config));  // only what was asked for
 
   config = ParseConfig("", {});
   CATCH_REQUIRE(config.ok());

@@ -463,15 +463,47 @@ else
   ok
 fi
 
-# --- no automatic value: no search, no "tuning" in summary.json -------------------------
-case_name=no_auto
+# --- slice_params absent (configs/default.textproto): automatic as the default -------
+# The success run above: small_cnn has a committed profile, so the simulator chose; every
+# process got the choice; no online search (only an explicit 0 turns it on).
+case_name=absent_is_automatic
 out_dir="$TMP/success"
-if json_check "$out_dir/summary.json" '"tuning" not in s' &&
-   ! grep -q 'automatic scheduling' "$TMP/success.out"; then
-  ok
+output="$TMP/success.out"
+chosen=$(/usr/bin/python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["tuning"]["slice_params"])' \
+  "$out_dir/summary.json" 2>/dev/null)
+if ! json_check "$out_dir/summary.json" \
+    '(lambda t: t["searched"] and t["slice_params_auto"] and t["slice_params_absent"] and len(t["grid"]) == 8 and t["profile"].endswith("configs/sim/profiles/small_cnn_b32_cpu.json") and "online_search" not in t)(s["tuning"])'; then
+  fail "summary.json's \"tuning\" does not record the default's search"
+elif [[ -z "$chosen" || "$chosen" == 0 ]]; then
+  fail "no concrete slice size chosen: '$chosen'"
+elif [[ $(grep -l "^fake_p3_\(server\|worker\) [01]: scheduling slice_params $chosen credit_bytes 0\$" \
+          "$out_dir"/logs/{server_0,server_1,worker_0,worker_1}.log | wc -l) -ne 4 ]]; then
+  fail "not every process got slice_params $chosen"
+elif ! grep -q "^  slice_params: $chosen\$" "$out_dir/config.textproto" ||
+     grep -q "online_search" "$out_dir/config.textproto"; then
+  fail "the resolved config does not hold the choice, or turns the online search on"
+elif ! grep -q '^\[p3\] automatic scheduling.slice_params (absent: the default): 8 points simulated in ' "$output" ||
+     grep -q '^\[p3\] online search' "$output"; then
+  fail "the default's search is not printed as such"
 else
-  output="$TMP/success.out"
+  ok
+fi
+
+# --- an explicit slice_params: exactly it, no search, no "tuning" in summary.json -------
+case_name=no_auto
+out_dir="$TMP/no_auto"
+launch --config=configs/default.textproto --set=output_dir="$out_dir" \
+  --set=training.iterations=2 --set=scheduling.slice_params=40000
+if [[ $rc -ne 0 ]]; then
+  fail "exit status $rc, expected 0"
+elif ! json_check "$out_dir/summary.json" '"tuning" not in s' ||
+     grep -q 'automatic scheduling' "$output"; then
   fail "a run with fixed values has a search"
+elif [[ $(grep -l "^fake_p3_\(server\|worker\) [01]: scheduling slice_params 40000 credit_bytes 0\$" \
+          "$out_dir"/logs/{server_0,server_1,worker_0,worker_1}.log | wc -l) -ne 4 ]]; then
+  fail "not every process got slice_params 40000"
+else
+  ok
 fi
 
 finish_cases

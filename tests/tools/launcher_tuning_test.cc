@@ -121,6 +121,123 @@ CATCH_TEST_CASE("slice_params 0: the grid is simulated and the best point given 
   CATCH_CHECK(TuneConfig(config, options).slice_params == report.slice_params);
 }
 
+CATCH_TEST_CASE("slice_params absent: the grid chooses as with 0, and the online search stays off") {
+  TuningOptions options;
+  options.profile_dir = MlpProfileDir("absent");
+  options.cpu_cores_per_host = 2;
+  options.iterations = 4;
+  options.warmup_iterations = 1;
+  // An epoch-long run (no training.iterations): with 0 the online search would be on.
+  const config::ExperimentConfig absent =
+      Config({"model.name=mlp", "network.bandwidth_gbps=1"});
+  CATCH_REQUIRE(!absent.scheduling().has_slice_params());
+  CATCH_CHECK(NeedsTuning(absent));
+  const TuningReport report = TuneConfig(absent, options);
+  CATCH_REQUIRE(report.searched);
+  CATCH_CHECK(report.slice_auto);
+  CATCH_CHECK(report.slice_absent);
+  CATCH_REQUIRE(report.choice.has_value());
+  CATCH_CHECK(report.choice->candidates.size() == 8);
+  // The same choice as an explicit 0 ...
+  const TuningReport zero =
+      TuneConfig(Config({"model.name=mlp", "network.bandwidth_gbps=1", "scheduling.slice_params=0"}),
+                 options);
+  CATCH_CHECK(report.slice_params == zero.slice_params);
+  CATCH_CHECK(zero.online_search);
+  // ... but no re-plans during the run: only the size is given to every process.
+  CATCH_CHECK(!report.online_search);
+  CATCH_CHECK(report.online_reason.empty());
+  CATCH_CHECK(TuningOverrides(report) ==
+              std::vector<std::string>{"scheduling.slice_params=" +
+                                       std::to_string(report.slice_params)});
+  const std::string lines = Lines(report);
+  CATCH_CHECK(absl::StrContains(
+      lines, "automatic scheduling.slice_params (absent: the default): 8 points simulated"));
+  CATCH_CHECK(!absl::StrContains(lines, "online search"));
+  CATCH_CHECK(TuningJson(report)["slice_params_absent"] == true);
+  CATCH_CHECK(TuningJson(zero)["slice_params_absent"] == false);
+  CATCH_CHECK(!TuningJson(report).contains("online_search"));
+  // online_search: true in the config still turns it on.
+  CATCH_CHECK(TuneConfig(Config({"model.name=mlp", "network.bandwidth_gbps=1",
+                                 "scheduling.online_search=true"}),
+                         options)
+                  .online_search);
+}
+
+CATCH_TEST_CASE("slice_params absent, no profile: 40000, said in one line; explicit N stays N") {
+  TuningOptions options;
+  options.profile_dir = MlpProfileDir("absent_no_profile");
+  // small_cnn: no profile in this folder (a user's own model is the same case).
+  const TuningReport report = TuneConfig(Config({}), options);
+  CATCH_CHECK(!report.searched);
+  CATCH_CHECK(report.slice_params == 40000);
+  CATCH_CHECK(!report.online_search);
+  const std::vector<std::string> lines = TuningLogLines(report);
+  CATCH_REQUIRE(lines.size() == 1);
+  CATCH_CHECK(lines[0] ==
+              "automatic scheduling.slice_params (absent: the default): not searched (no "
+              "simulator profile for model \"small_cnn\" in " + options.profile_dir +
+              " (small_cnn_b<batch>_cpu.json; docs/simulator.md, \"Profile files\")); the "
+              "defaults: slice_params 40000, credit_bytes 0");
+  CATCH_CHECK(TuningOverrides(report) ==
+              std::vector<std::string>{"scheduling.slice_params=40000"});
+
+  // The user's own worker program: model.name's profile is not its model's.
+  options.iterations = 4;
+  options.warmup_iterations = 1;
+  const TuningReport own =
+      TuneConfig(Config({"model.name=mlp", "worker.command=python3 train.py"}), options);
+  CATCH_CHECK(!own.searched);
+  CATCH_CHECK(own.slice_params == 40000);
+  CATCH_REQUIRE(TuningLogLines(own).size() == 1);
+  CATCH_CHECK(absl::StrContains(TuningLogLines(own)[0],
+                                "not searched (worker.command runs your own program"));
+  CATCH_CHECK(TuningOverrides(own) == std::vector<std::string>{"scheduling.slice_params=40000"});
+  // An explicit 0 predicts with model.name's profile, as it did.
+  CATCH_CHECK(TuneConfig(Config({"model.name=mlp", "worker.command=python3 train.py",
+                                 "scheduling.slice_params=0"}),
+                         options)
+                  .searched);
+
+  // Explicit sizes, 40000 included, are not automatic: nothing searched or printed.
+  for (const char* n : {"40000", "123"}) {
+    const TuningReport fixed =
+        TuneConfig(Config({"model.name=mlp", std::string("scheduling.slice_params=") + n}),
+                   options);
+    CATCH_CHECK(!fixed.slice_auto);
+    CATCH_CHECK(!fixed.searched);
+    CATCH_CHECK(std::to_string(fixed.slice_params) == n);
+    CATCH_CHECK(TuningLogLines(fixed).empty());
+    CATCH_CHECK(TuningOverrides(fixed).empty());
+  }
+}
+
+CATCH_TEST_CASE("slice_params absent where the size means nothing: nothing searched or printed") {
+  TuningOptions options;
+  options.profile_dir = MlpProfileDir("absent_no_slices");
+  for (const char* mode : {"local", "baseline", "priority_only"}) {
+    CATCH_CAPTURE(mode);
+    const TuningReport report =
+        TuneConfig(Config({"model.name=mlp", std::string("mode=") + mode}), options);
+    CATCH_CHECK(!report.slice_auto);
+    CATCH_CHECK(!report.searched);
+    CATCH_CHECK(report.slice_params == 40000);
+    CATCH_CHECK(TuningLogLines(report).empty());
+    CATCH_CHECK(TuningOverrides(report).empty());
+  }
+  // With credit_bytes -1 the credit is still searched (baseline), without the slice size.
+  options.iterations = 4;
+  options.warmup_iterations = 1;
+  const TuningReport credit = TuneConfig(
+      Config({"model.name=mlp", "mode=baseline", "scheduling.credit_bytes=-1"}), options);
+  CATCH_CHECK(credit.searched);
+  CATCH_CHECK(!credit.slice_auto);
+  CATCH_CHECK(credit.choice->candidates.size() == 4);
+  for (const std::string& o : TuningOverrides(credit)) {
+    CATCH_CHECK(!absl::StrContains(o, "slice_params"));
+  }
+}
+
 CATCH_TEST_CASE("the search simulates the config's wire dtype: a bfloat16 wire's points are faster") {
   TuningOptions options;
   options.profile_dir = MlpProfileDir("search_wire");

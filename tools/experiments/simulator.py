@@ -305,7 +305,8 @@ SLICE_SWEEP = "simulator/slice_tuning_sweep.csv"
 
 def sweep():
     """The slice sweeps of slice_tuning_sweep.csv against the launcher's search's predictions
-    (ResNet-50, calibration_cpu.json, 6 iterations of which 2 left out, compute_scale 1)."""
+    (ResNet-50, the `current` set's calibration, calibration_cpu_2026-12-01.json, which was
+    the launcher's until issue 36; 6 iterations of which 2 left out, compute_scale 1)."""
     runs = raw_csv.group(raw_csv.read_finished(sp.results(SLICE_SWEEP)),
                          lambda r: (float(r["bandwidth_gbps"]), int(r["slice_params"])))
     print("| Gbit/s | slice | measured median samples/s | min | max | predicted | "

@@ -461,9 +461,31 @@ def write_calibration(path, cal):
         f.write("\n")
 
 
+def write_launcher_calibration(root=None):
+    """Writes the launcher's calibration (sp.LAUNCHER's file) as a copy of its set's
+    committed file, with the set named at the head of `_source`; returns the path."""
+    root = root or paths.ROOT
+    s = sp.SETS[sp.LAUNCHER["set"]]
+    with open(os.path.join(root, s["file"])) as f:
+        cal = json.load(f)
+    cal["_source"] = (f"the launcher's calibration (tools/launch_cluster.cc): calibration set "
+                      f"{sp.LAUNCHER['set']}, a copy of {s['file']} written by "
+                      f"tools/experiments/simulator.py calibrate --only={sp.LAUNCHER['set']} "
+                      f"(or --only=launcher); that set's: " + cal["_source"])
+    path = os.path.join(root, sp.LAUNCHER["file"])
+    write_calibration(path, cal)
+    return path
+
+
 def calibrate(only=""):
     """Fits every calibration set of SETS (or those named in `only`, comma-separated) and
-    writes its file; the ring factor is fitted with the current set and reused."""
+    writes its file; the ring factor is fitted with the current set and reused. The
+    launcher's calibration (sp.LAUNCHER) is written after its set; `only` "launcher"
+    copies the set's committed file alone, fitting nothing."""
+    names = only.split(",") if only else []
+    if names and all(n == "launcher" for n in names):
+        print(f"wrote {write_launcher_calibration()} from {sp.SETS[sp.LAUNCHER['set']]['file']}")
+        return
     ring = {}
     first = True
     speed = shared_host_compute_speed()
@@ -480,7 +502,7 @@ def calibrate(only=""):
     print(f"the streaming run's own update: {streaming_update:.4f} s per GB crossing "
           f"({STREAMING_BREAKDOWN}, {STREAMING_BREAKDOWN_LABEL})")
     for name, s in sp.SETS.items():
-        if only and name not in only.split(","):
+        if only and name not in names:
             if first and name == "current":
                 # The ring factor is fitted on the current calibration only; reuse it.
                 with open(os.path.join(paths.ROOT, s["file"])) as f:
@@ -538,3 +560,6 @@ def calibrate(only=""):
                 g = with_temporary(as_streaming, lambda p: simulate_streaming(p, rate, n))
                 print(f"  {rate:4} Gbit/s{'' if n == STREAMING_SLICE_PARAMS else f', {n}'}: "
                       f"measured {measured[rate]['goodput']:.2f}, simulated {g:.2f} Gbit/s")
+    if not names or sp.LAUNCHER["set"] in names or "launcher" in names:
+        print(f"wrote {write_launcher_calibration()} (the launcher's) from "
+              f"{sp.SETS[sp.LAUNCHER['set']]['file']}")

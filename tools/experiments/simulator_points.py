@@ -86,8 +86,10 @@ CPU_BREAKDOWN = {"fresh-5": "simulator/cpu_breakdown_fresh5.csv",
 
 # Each calibration set: the binaries it stands for, its streaming CSV, and what differs.
 SETS = {
+    # The sets `current` and `current-interleaved` (2026-12-01's binaries). Until issue 36
+    # this was also the launcher's calibration (configs/sim/calibration_cpu.json, LAUNCHER).
     "current": {
-        "file": "configs/sim/calibration_cpu.json",
+        "file": "configs/sim/calibration_cpu_2026-12-01.json",
         "streaming": "docs/results/streaming/streaming_after.csv",
         "binaries": "fa7c300 / 8730c80 (zero-copy streams, shared memory, one send order per link)",
         "extra": {},
@@ -206,6 +208,12 @@ SETS = {
         "extra": {},
     },
 }
+# The launcher's calibration (tools/launch_cluster.cc: it chooses the automatic slice size
+# and credit, docs/simulator.md): a copy of one set's, the newest sitting whose streaming
+# CSV has two slice sizes, so that the per-message cost is told from the per-byte one.
+# `simulator.py calibrate --only=<set>` writes both files; `--only=launcher` copies the
+# set's committed file alone. No measured set is predicted with this file.
+LAUNCHER = {"file": "configs/sim/calibration_cpu.json", "set": "auto-2026-12-05"}
 # The calibration each measured set is predicted with (default: "current").
 SET_CALIBRATION = {"2026-12-02": "2026-12-02", "2026-11-30": "2026-11-30", "fresh-3": "fresh-3",
                    "fresh-4": "fresh-4", "fresh-5": "fresh-5", "cc-bbr": "cc-2026-12-02",

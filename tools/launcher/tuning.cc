@@ -82,6 +82,7 @@ namespace {
 TuningReport TuneGrid(const config::ExperimentConfig& config, const TuningOptions& options) {
   TuningReport r;
   r.slice_auto = config::SliceParamsAuto(config);
+  r.slice_absent = config::SliceParamsAbsent(config);
   r.credit_auto = config::CreditBytesAuto(config);
   r.slice_params = config::EffectiveSliceParams(config);
   r.credit_bytes = config::EffectiveCreditBytes(config);
@@ -92,15 +93,31 @@ TuningReport TuneGrid(const config::ExperimentConfig& config, const TuningOption
   if (!r.slice_auto && !r.credit_auto) return r;
 
   absl::StatusOr<Mode> mode = ParseMode(config.mode());
+  const bool sliced = mode.ok() && *mode != Mode::kLocal &&
+                      sim::KnobsToSearch(true, false, *mode).slice;
+  if (r.slice_absent && !sliced) {
+    // The default in a mode whose slice size means nothing: nothing was asked for.
+    r.slice_auto = false;
+    r.slice_absent = false;
+    if (!r.credit_auto) return r;
+  }
   if (!mode.ok() || *mode == Mode::kLocal) {
     r.reason = absl::StrCat("mode \"", config.mode(), "\" has no communication to tune");
     return r;
   }
-  const sim::SearchedKnobs knobs = sim::KnobsToSearch(r.slice_auto, r.credit_auto, *mode);
+  // The default with the user's own worker program: model.name need not be the model it
+  // trains, so its profile predicts nothing (an explicit 0 still predicts with it).
+  const bool own_program = r.slice_absent && config.worker().has_command();
+  const sim::SearchedKnobs knobs =
+      sim::KnobsToSearch(r.slice_auto && !own_program, r.credit_auto, *mode);
   const bool search_slice = knobs.slice;
   const bool search_credit = knobs.credit;
   std::vector<std::string> notes;
-  if (r.slice_auto && !search_slice) {
+  if (own_program) {
+    notes.push_back(
+        "worker.command runs your own program, whose model need not be model.name's: no "
+        "profile to predict its slice size from (slice_params: 0 predicts with model.name's)");
+  } else if (r.slice_auto && !search_slice) {
     notes.push_back(absl::StrCat("mode \"", config.mode(),
                                  "\" sends whole tensors (split at split_threshold): "
                                  "slice_params has no effect"));
@@ -176,7 +193,9 @@ TuningReport TuneGrid(const config::ExperimentConfig& config, const TuningOption
 void DecideOnlineSearch(const config::ExperimentConfig& config, TuningReport* r) {
   const config::SchedulingConfig& scheduling = config.scheduling();
   r->online_search_in_config = scheduling.has_online_search();
-  if (!r->online_search_in_config && !r->slice_auto) return;  // not asked for
+  // Not asked for: an absent slice_params is automatic as the default, and the default
+  // does not re-plan during the run (docs/config.md, scheduling.online_search).
+  if (!r->online_search_in_config && (!r->slice_auto || r->slice_absent)) return;
   // What the workers will search (p3/core/slice_search.h), from the size every process gets.
   const int64_t owner = scheduling.owner_params() > 0 ? scheduling.owner_params()
                                                       : SliceSearchOwnerParams(r->slice_params);
@@ -225,7 +244,10 @@ namespace {
 std::vector<std::string> GridLogLines(const TuningReport& r) {
   std::vector<std::string> lines;
   std::vector<std::string> what;
-  if (r.slice_auto) what.push_back("scheduling.slice_params");
+  if (r.slice_auto) {
+    what.push_back(r.slice_absent ? "scheduling.slice_params (absent: the default)"
+                                  : "scheduling.slice_params");
+  }
   if (r.credit_auto) what.push_back("scheduling.credit_bytes");
   if (what.empty()) return lines;
   const std::string subject = absl::StrCat("automatic ", absl::StrJoin(what, " and "));
@@ -303,6 +325,7 @@ Json OnlineSearchJson(const TuningReport& r) {
 Json TuningJson(const TuningReport& r) {
   Json j;
   j["slice_params_auto"] = r.slice_auto;
+  j["slice_params_absent"] = r.slice_absent;
   j["credit_bytes_auto"] = r.credit_auto;
   j["slice_params"] = r.slice_params;
   j["credit_bytes"] = r.credit_bytes;

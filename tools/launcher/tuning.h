@@ -1,6 +1,7 @@
 // Automatic slice size and credit: what launch_cluster does, before any process starts,
-// for a config with scheduling.slice_params = 0 or scheduling.credit_bytes = -1
-// (proto/config.h; docs/simulator.md, "Automatic slice size and credit"). It runs the
+// for a config with scheduling.slice_params absent (the default) or 0, or
+// scheduling.credit_bytes = -1 (proto/config.h; docs/simulator.md, "Automatic slice size
+// and credit"). It runs the
 // simulator (p3/sim) on this config for every point of a grid (p3/sim/tune.h: slice
 // sizes 10 k .. 1 M, credits 0 .. 16 MiB), with the committed profile of the model and
 // the calibration of this machine's data path, and picks the best predicted throughput.
@@ -8,9 +9,12 @@
 // resolved config), prints the table and writes it into summary.json ("tuning").
 //
 // No search, and the defaults (slice_params 40000, credit_bytes 0), with the reason in
-// the report, when: the model has no profile, the mode has nothing to tune (local; a mode
+// the report, when: the model has no profile (or, for an absent slice_params, the workers
+// run the user's own program, worker.command), the mode has nothing to tune (local; a mode
 // that sends whole tensors for the slice size), the processes run on other hosts (the
-// config does not give their link rate), or no point could be simulated.
+// config does not give their link rate), or no point could be simulated. An absent
+// slice_params in a mode where the slice size means nothing (local, whole tensors) is
+// not reported at all: nothing was asked for.
 //
 // Example:
 //   if (NeedsTuning(config)) {
@@ -56,8 +60,10 @@ struct TuningOptions {
 };
 
 struct TuningReport {
-  // What the config asked for.
+  // What the config asked for; slice_absent: slice_auto because the field is absent
+  // (automatic as the default: no online search unless the config turns it on).
   bool slice_auto = false;
+  bool slice_absent = false;
   bool credit_auto = false;
   // The values every process gets (the config's when not automatic).
   int64_t slice_params = 0;
@@ -79,7 +85,7 @@ struct TuningReport {
   // Wall-clock seconds the search took.
   double seconds = 0;
   // The online search (scheduling.online_search) after the prediction: on when the config
-  // says so, or leaves it absent with slice_params automatic and nothing rules it out.
+  // says so, or leaves it absent with slice_params 0 (explicitly) and nothing rules it out.
   bool online_search = false;
   bool online_search_in_config = false;  // explicit in the config: no override
   // Why it is off ("" when on, or when the slice size was not automatic).
@@ -103,7 +109,7 @@ std::string FindProfile(const std::string& dir, const std::string& model, int64_
                         int64_t image_size);
 
 // Searches what the config leaves automatic (see above), then decides the online search:
-// on with an automatic slice size unless the config sets it, the mode does not re-plan
+// on with slice_params 0 (not absent) unless the config sets it, the mode does not re-plan
 // (no slices, or values pulled), the wire is float16, checkpoints are on, or the run is
 // shorter than ten times the search (training.iterations). Never fails: without a
 // prediction it keeps the defaults and says why in `reason`.
