@@ -23,6 +23,15 @@ direction (bench_streaming_main.cc's header), so the two compare like for like. 
 shared-memory row sets goodput (one direction, as in every row) against one thread's
 memcpy on the same machine, in Gbit/s.
 
+iperf3 --bidir (on unless --no_iperf3_bidir; after the one-way iperf3, as long, on the
+same link): both directions at once, P3's own pattern. On the shaped links each direction
+has its own tbf, but on loopback both directions share the same cores, so one-way iperf3
+is not the TCP floor for this traffic. `iperf3_bidir_gbps` is the mean of its two
+directions' received rates (the same traffic split evenly, as ours is; both are kept, as
+iperf3_bidir_up_gbps and iperf3_bidir_down_gbps), and its host CPU per GB counts both
+directions' bytes, as ours does. Context beside the issue's target, never instead of it:
+`ratio` stays goodput ÷ one-way iperf3.
+
 Which code ran: the CSV's `commit` is the commit the bench_streaming binary was built
 from and `server_commit` the p3_server binary's, as each binary carries it
 (p3/base/build_commit.h; "+dirty": built from a tree with changes to tracked files).
@@ -59,7 +68,12 @@ FIELDS = ["date", "commit", "server_commit", "driver_commit", "rate_gbps", "run"
           "iperf3_receiver_cpu_percent", "shared_memory", "memcpy_gbps", "goodput_to_memcpy",
           "memcpy_cpu_s_per_gb", "memcpy_bytes",
           "seconds", "bytes_sent", "bytes_received", "params", "tensors", "slice_params",
-          "iterations", "worker_max_rss_mb", "load1_start", "load1_end"]
+          "iterations", "worker_max_rss_mb", "load1_start", "load1_end",
+          # iperf3 --bidir (columns added later, so at the end: older CSVs lack them)
+          "iperf3_bidir_gbps", "iperf3_bidir_up_gbps", "iperf3_bidir_down_gbps",
+          "iperf3_bidir_bytes", "iperf3_bidir_host_busy_s", "iperf3_bidir_softirq_s",
+          "iperf3_bidir_host_cpu_s_per_gb", "iperf3_bidir_cpu_s_per_gb",
+          "ratio_to_iperf3_bidir", "cpu_ratio_to_iperf3_bidir"]
 BEGIN = "<!-- streaming-table:begin (tools/bench_streaming.py) -->"
 END = "<!-- streaming-table:end -->"
 
@@ -76,10 +90,11 @@ def build_commit(path):
 def run_once(a, rate, rep, out_dir, shared=False):
     """One run of the benchmark: at `rate` (0: loopback), or `shared` (memory, colocated)."""
     iterations = a.iterations or (SHARED_MEMORY_ITERATIONS if shared else ITERATIONS.get(rate, 8))
-    cmd = [a.bench, f"--server_binary={a.server}", f"--bandwidth_gbps={rate}",
-           f"--iperf3_seconds={a.iperf3_seconds:g}", f"--params={a.params}",
-           f"--slice_params={a.slice_params}", f"--iterations={iterations}",
-           f"--out_dir={out_dir}"] + (["--shared_memory"] if shared else [])
+    cmd = ([a.bench, f"--server_binary={a.server}", f"--bandwidth_gbps={rate}",
+            f"--iperf3_seconds={a.iperf3_seconds:g}", f"--params={a.params}",
+            f"--slice_params={a.slice_params}", f"--iterations={iterations}",
+            f"--out_dir={out_dir}", f"--iperf3_bidir={str(not a.no_iperf3_bidir).lower()}"]
+           + (["--shared_memory"] if shared else []))
     print("[bench] " + " ".join(cmd), flush=True)
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=a.timeout)
     if p.returncode != 0:
@@ -92,7 +107,9 @@ def run_once(a, rate, rep, out_dir, shared=False):
     print("[bench]   " + " ".join(f"{k}={row[k]}" for k in
                                   ["rate_gbps", "shared_memory", "iperf3_gbps", "goodput_gbps",
                                    "ratio", "host_cpu_s_per_gb", "cpu_ratio_to_iperf3",
-                                   "goodput_to_memcpy", "load1_start"]), flush=True)
+                                   "iperf3_bidir_gbps", "ratio_to_iperf3_bidir",
+                                   "cpu_ratio_to_iperf3_bidir", "goodput_to_memcpy",
+                                   "load1_start"]), flush=True)
     return row
 
 
@@ -116,16 +133,20 @@ def table(rows):
     # iperf3 CPU and memcpy columns appear once a run has them ("–" in the rows without).
     host = all(r.get("host_cpu_s_per_gb") for r in rows)
     iperf3_cpu = any(r.get("iperf3_host_cpu_s_per_gb") for r in rows)
+    bidir = any(r.get("iperf3_bidir_gbps") for r in rows)
     memcpy = any(r.get("memcpy_gbps") for r in rows)
     head = ("| rate (Gbit/s) | iperf3 (Gbit/s) | p3 goodput (Gbit/s) | ratio | CPU s/GB "
             "| worker / server CPU s per GB | "
             + ("host CPU s/GB (of it softirq) | " if host else "")
             + ("iperf3 host CPU s/GB (of it softirq) | p3 ÷ iperf3 host CPU | "
                if iperf3_cpu else "")
+            + ("iperf3 bidir Gbit/s each way | p3 ÷ iperf3 bidir | iperf3 bidir host CPU s/GB "
+               "(of it softirq) | p3 ÷ iperf3 bidir host CPU | " if bidir else "")
             + ("memcpy Gbit/s (CPU s/GB) | goodput ÷ memcpy | " if memcpy else "")
             + "runs | load1 |")
     lines = [head, "|---|---:|---:|---:|---:|---:|" + ("---:|" if host else "")
-             + ("---:|---:|" if iperf3_cpu else "") + ("---:|---:|" if memcpy else "")
+             + ("---:|---:|" if iperf3_cpu else "") + ("---:|---:|---:|---:|" if bidir else "")
+             + ("---:|---:|" if memcpy else "")
              + "---:|---|"]
 
     def values(rs, k):
@@ -148,6 +169,9 @@ def table(rows):
     def iperf3_gb(r):
         return float(r.get("iperf3_bytes") or 0) / 1e9
 
+    def iperf3_bidir_gb(r):  # both directions' bytes, as ours
+        return float(r.get("iperf3_bidir_bytes") or 0) / 1e9
+
     for key in sorted(groups, key=lambda k: (k[1], k[0] == 0, k[0])):
         rs = groups[key]
         loads = [float(r["load1_start"]) for r in rs]
@@ -163,6 +187,12 @@ def table(rows):
             if cell != "–":
                 cell += f" ({per_gb(rs, 'iperf3_softirq_s', iperf3_gb)})"
             cells += [cell, rng(rs, "cpu_ratio_to_iperf3", ".2f")]
+        if bidir:
+            cell = rng(rs, "iperf3_bidir_host_cpu_s_per_gb", ".2f")
+            if cell != "–":
+                cell += f" ({per_gb(rs, 'iperf3_bidir_softirq_s', iperf3_bidir_gb)})"
+            cells += [rng(rs, "iperf3_bidir_gbps", ".2f"), rng(rs, "ratio_to_iperf3_bidir", ".2f"),
+                      cell, rng(rs, "cpu_ratio_to_iperf3_bidir", ".2f")]
         if memcpy:
             cell = rng(rs, "memcpy_gbps", ".1f")
             if cell != "–":
@@ -203,6 +233,9 @@ def main():
     ap.add_argument("--runs", type=int, default=3, help="repetitions per rate (median)")
     ap.add_argument("--iperf3_seconds", type=int, default=2,
                     help="iperf3 on the same link before each run (whole seconds); 0: none")
+    ap.add_argument("--no_iperf3_bidir", action="store_true",
+                    help="skip iperf3 --bidir after the one-way iperf3 (default: run it, as "
+                         "long, on the same link: the reference for both directions at once)")
     ap.add_argument("--shared_memory", action="store_true",
                     help="also run the shared-memory (colocated) path in each round, with "
                          "memcpy measured beside it")

@@ -15,7 +15,9 @@
 // own code (tools/launcher/netem.h: namespaces, a bridge, tbf both ways), runs the server
 // on machine 1 and itself (the worker) on machine 0. With --iperf3_seconds > 0 it first
 // measures the same link (or loopback) with iperf3, worker's machine -> server's machine:
-// its rate, and the host's CPU for it measured as for our run.
+// its rate, and the host's CPU for it measured as for our run. Then (unless
+// --iperf3_bidir=false) iperf3 --bidir for as long on the same link: both directions at
+// once, P3's own pattern, where on loopback both directions share the same cores.
 //
 // Measured window: after --warmup iterations and a Sync() (every value of the current
 // version arrived), `--iterations` more iterations and a final Sync(). In that window:
@@ -42,6 +44,21 @@
 //   cpu_ratio_to_iperf3       host_cpu_s_per_gb / iperf3_host_cpu_s_per_gb (the issue's
 //                             target: <= 1.25); absent when iperf3's window had no tick
 //   ratio                     goodput_up_gbps / iperf3_gbps
+// With --iperf3_bidir (iperf3 --bidir: its GB are both directions' received bytes, as ours):
+//   iperf3_bidir_up_gbps, iperf3_bidir_down_gbps
+//                             each direction's received rate (client -> server: the
+//                             gradients' way; server -> client: the values')
+//   iperf3_bidir_gbps         their mean: the rate per direction of the same traffic split
+//                             evenly, as ours is (iperf3's two streams need not balance;
+//                             on loopback what one takes of the cores the other cannot
+//                             have, so the lower one would understate the link)
+//   iperf3_bidir_host_cpu_s_per_gb  host busy s over the client's run / both directions' GB
+//                             (iperf3_bidir_host_busy_s, iperf3_bidir_softirq_s,
+//                             iperf3_bidir_bytes)
+//   iperf3_bidir_cpu_s_per_gb iperf3's own figures, as iperf3_cpu_s_per_gb
+//   ratio_to_iperf3_bidir     goodput_up_gbps / iperf3_bidir_gbps (context beside `ratio`,
+//                             which stays the target)
+//   cpu_ratio_to_iperf3_bidir host_cpu_s_per_gb / iperf3_bidir_host_cpu_s_per_gb
 // With --shared_memory it first times memcpy on this machine (one thread, one buffer
 // of the gradients' size, at least 64 MiB, into another; median of --memcpy_runs):
 //   memcpy_gbps               Gbit/s of payload copied, the unit of goodput
@@ -51,9 +68,7 @@
 //                             beside host_cpu_s_per_gb
 // Prints one JSON object on stdout (and writes it to --result_json). Exit status 0, or 1
 // with the reason on stderr.
-#include <netinet/in.h>
 #include <sys/resource.h>
-#include <sys/socket.h>
 #include <time.h>
 #include <torch/torch.h>
 #include <unistd.h>
@@ -87,6 +102,7 @@
 #include "p3/base/stats.h"
 #include "p3/base/status_macros.h"
 #include "proto/program.h"
+#include "tools/iperf3_run.h"
 #include "tools/launcher/netem.h"
 #include "tools/launcher/process_supervisor.h"
 #include "worker/worker.h"
@@ -101,6 +117,9 @@ ABSL_FLAG(int, warmup, 2, "iterations before the measured window");
 ABSL_FLAG(int, iterations, 5, "iterations measured");
 ABSL_FLAG(double, iperf3_seconds, 0,
           "measure the same link with iperf3 first, whole seconds; 0: skip");
+ABSL_FLAG(bool, iperf3_bidir, true,
+          "with --iperf3_seconds: also iperf3 --bidir on the same link for as long, after the "
+          "one-way run (both directions at once, as P3's streaming moves them)");
 ABSL_FLAG(std::string, out_dir, "",
           "folder for the server's config, logs; default: a temporary one");
 ABSL_FLAG(std::string, result_json, "", "also write the result here");
@@ -175,157 +194,11 @@ absl::StatusOr<double> OtherProcessCpuSeconds(pid_t pid) {
   return static_cast<double>(utime + stime) / static_cast<double>(sysconf(_SC_CLK_TCK));
 }
 
-// The host's cores, from the first line of /proc/stat (clock ticks): the work of every
-// process and of the kernel outside any (softirq in an idle core's context: the emulated
-// links' forwarding, tbf's timers), and the softirq share of it. Steal is not work.
-// Kept in ticks, so that the difference of two readings is exact: busy >= softirq holds
-// for the differences too (in seconds, rounding could put busy a hair below softirq).
-struct HostCpu {
-  int64_t busy_ticks = 0;
-  int64_t softirq_ticks = 0;
-};
-
-// The host's work between two readings.
-HostCpu Elapsed(const HostCpu& from, const HostCpu& to) {
-  return HostCpu{to.busy_ticks - from.busy_ticks, to.softirq_ticks - from.softirq_ticks};
-}
-
-double TicksToSeconds(int64_t ticks) {
-  return static_cast<double>(ticks) / static_cast<double>(sysconf(_SC_CLK_TCK));
-}
-
-absl::StatusOr<HostCpu> ReadHostCpu() {
-  std::ifstream in("/proc/stat");
-  std::string cpu;
-  int64_t user = 0, nice = 0, system = 0, idle = 0, iowait = 0, irq = 0, softirq = 0;
-  if (!(in >> cpu >> user >> nice >> system >> idle >> iowait >> irq >> softirq) ||
-      cpu != "cpu") {
-    return absl::InternalError("malformed /proc/stat");
-  }
-  return HostCpu{user + nice + system + irq + softirq, irq + softirq};
-}
-
 double Load1() {
   std::ifstream in("/proc/loadavg");
   double load = -1;
   in >> load;
   return load;
-}
-
-// A port that was free a moment ago (for iperf3, which cannot report the one it bound).
-absl::StatusOr<int> FreePort() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) return absl::InternalError("socket() failed");
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof(addr);
-  int port = -1;
-  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
-      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0) {
-    port = ntohs(addr.sin_port);
-  }
-  close(fd);
-  if (port < 0) return absl::InternalError("no free port");
-  return port;
-}
-
-// Waits for child `id` to end, at most `timeout`; its exit status must be 0.
-absl::Status WaitForExit(ProcessSupervisor* sup, int id, const std::string& what,
-                         const std::string& log, absl::Duration timeout) {
-  const absl::Time deadline = absl::Now() + timeout;
-  while (sup->process(id).running && absl::Now() < deadline) {
-    sup->WaitForEvent(deadline - absl::Now());
-    if (sup->interrupt_signal() != 0) return sup->InterruptedError();
-  }
-  if (sup->process(id).running) {
-    return absl::DeadlineExceededError(
-        absl::StrCat(what, " did not exit within ", absl::FormatDuration(timeout), "; log: ", log));
-  }
-  if (!sup->process(id).exited_cleanly()) {
-    return absl::InternalError(
-        absl::StrCat(what, " ", launcher::DescribeWaitStatus(sup->process(id).wait_status), ":\n",
-                     launcher::TailOfFile(log, 10)));
-  }
-  return absl::OkStatus();
-}
-
-// Waits until `text` appears in the file at `path` (a child's log) or the child ends.
-absl::Status WaitForText(ProcessSupervisor* sup, int id, const std::string& path,
-                         const std::string& text, absl::Duration timeout) {
-  sup->WatchFile(path);
-  const absl::Time deadline = absl::Now() + timeout;
-  // A log not there yet reads as empty.
-  while (ReadFile(path).value_or("").find(text) == std::string::npos) {
-    if (!sup->process(id).running) {
-      return absl::InternalError(absl::StrCat(path, ": the process ended before '", text, "':\n",
-                                              launcher::TailOfFile(path, 10)));
-    }
-    if (absl::Now() >= deadline)
-      return absl::DeadlineExceededError(absl::StrCat(path, ": no '", text, "'"));
-    sup->WaitForEvent(absl::Milliseconds(200));
-    if (sup->interrupt_signal() != 0) return sup->InterruptedError();
-  }
-  return absl::OkStatus();
-}
-
-// What iperf3 measured on a link, one direction (its client sends, its server receives).
-struct Iperf3Result {
-  double gbps = 0;     // The receiver's rate.
-  int64_t bytes = 0;   // Payload the receiver got: one direction only.
-  double seconds = 0;  // iperf3's own test time.
-  // The whole host over the client's run, read from /proc/stat as for our window: the
-  // client's start and its closing exchange of results are in it too (milliseconds).
-  HostCpu host;
-  // iperf3's own figures (getrusage of each process over its test, as a percentage of
-  // one core): the client's and the server's.
-  double sender_cpu_percent = 0;
-  double receiver_cpu_percent = 0;
-};
-
-// iperf3 from `client_ns` to `host` in `server_ns` for `seconds` (whole seconds: iperf3's
-// -t truncates, and -t 0 never ends).
-absl::StatusOr<Iperf3Result> RunIperf3(ProcessSupervisor* sup, const std::string& dir,
-                                       const std::string& host, const std::string& server_ns,
-                                       const std::string& client_ns, int seconds) {
-  P3_ASSIGN_OR_RETURN(int port, FreePort());
-  const std::string server_log = dir + "/iperf3_server.log";
-  const std::string client_log = dir + "/iperf3_client.json";
-  P3_ASSIGN_OR_RETURN(
-      int server, sup->Start(ProcessSpec{.argv = {"iperf3", "-s", "-1", "--forceflush", "-B", host,
-                                                  "-p", absl::StrCat(port)},
-                                         .log_path = server_log,
-                                         .ns_path = server_ns,
-                                         .label = "iperf3 server"}));
-  P3_RETURN_IF_ERROR(WaitForText(sup, server, server_log, "listening", absl::Seconds(10)));
-  P3_ASSIGN_OR_RETURN(HostCpu host0, ReadHostCpu());
-  P3_ASSIGN_OR_RETURN(
-      int client, sup->Start(ProcessSpec{.argv = {"iperf3", "-c", host, "-p", absl::StrCat(port),
-                                                  "-t", absl::StrCat(seconds), "-J"},
-                                         .log_path = client_log,
-                                         .ns_path = client_ns,
-                                         .label = "iperf3 client"}));
-  P3_RETURN_IF_ERROR(
-      WaitForExit(sup, client, "iperf3 client", client_log, absl::Seconds(seconds + 20)));
-  P3_ASSIGN_OR_RETURN(HostCpu host1, ReadHostCpu());
-  P3_RETURN_IF_ERROR(WaitForExit(sup, server, "iperf3 server", server_log, absl::Seconds(10)));
-  try {
-    P3_ASSIGN_OR_RETURN(const std::string report, ReadFile(client_log));
-    const nlohmann::json j = nlohmann::json::parse(report);
-    const nlohmann::json& received = j.at("end").at("sum_received");
-    const nlohmann::json& cpu = j.at("end").at("cpu_utilization_percent");
-    Iperf3Result r;
-    r.gbps = received.at("bits_per_second").get<double>() / 1e9;
-    r.bytes = received.at("bytes").get<int64_t>();
-    r.seconds = received.at("seconds").get<double>();
-    r.host = Elapsed(host0, host1);
-    r.sender_cpu_percent = cpu.at("host_total").get<double>();
-    r.receiver_cpu_percent = cpu.at("remote_total").get<double>();
-    if (r.bytes <= 0) return absl::InternalError(absl::StrCat(client_log, ": no bytes received"));
-    return r;
-  } catch (const nlohmann::json::exception& e) {
-    return absl::InternalError(absl::StrCat(client_log, ": ", e.what()));
-  }
 }
 
 // One thread copying `bytes` between two buffers: the yardstick of the shared-memory path.
@@ -408,10 +281,19 @@ absl::StatusOr<nlohmann::json> Run() {
   result["network"] = gbps > 0 ? "netem" : "loopback";
   result["bandwidth_gbps"] = gbps;
   result["load1_start"] = Load1();
-  std::optional<Iperf3Result> iperf3;
+  std::optional<Iperf3Result> iperf3, iperf3_bidir;
   if (iperf3_seconds > 0) {
-    P3_ASSIGN_OR_RETURN(iperf3, RunIperf3(sup.get(), dir, host, server_ns, worker_ns,
-                                          static_cast<int>(iperf3_seconds)));
+    Iperf3Options link{.dir = dir,
+                       .host = host,
+                       .server_ns = server_ns,
+                       .client_ns = worker_ns,
+                       .seconds = static_cast<int>(iperf3_seconds)};
+    P3_ASSIGN_OR_RETURN(iperf3, RunIperf3(sup.get(), link));
+    if (absl::GetFlag(FLAGS_iperf3_bidir)) {
+      link.bidir = true;
+      link.name = "iperf3_bidir";
+      P3_ASSIGN_OR_RETURN(iperf3_bidir, RunIperf3(sup.get(), link));
+    }
   }
   const bool shared = absl::GetFlag(FLAGS_shared_memory);
   std::optional<MemcpyResult> copy;
@@ -549,6 +431,23 @@ absl::StatusOr<nlohmann::json> Run() {
     if (iperf3_busy_s > 0) {
       result["cpu_ratio_to_iperf3"] = host_busy_s / gb_moved / iperf3_host_per_gb;
     }
+  }
+  if (iperf3_bidir.has_value()) {
+    const double gb = iperf3_bidir->total_bytes() / 1e9;
+    const double busy_s = TicksToSeconds(iperf3_bidir->host.busy_ticks);
+    const double bidir_gbps = (iperf3_bidir->gbps + iperf3_bidir->reverse_gbps) / 2;
+    result["iperf3_bidir_gbps"] = bidir_gbps;
+    result["iperf3_bidir_up_gbps"] = iperf3_bidir->gbps;
+    result["iperf3_bidir_down_gbps"] = iperf3_bidir->reverse_gbps;
+    result["iperf3_bidir_bytes"] = iperf3_bidir->total_bytes();
+    result["iperf3_bidir_host_busy_s"] = busy_s;
+    result["iperf3_bidir_softirq_s"] = TicksToSeconds(iperf3_bidir->host.softirq_ticks);
+    result["iperf3_bidir_host_cpu_s_per_gb"] = busy_s / gb;
+    result["iperf3_bidir_cpu_s_per_gb"] =
+        (iperf3_bidir->sender_cpu_percent + iperf3_bidir->receiver_cpu_percent) / 100 *
+        iperf3_bidir->seconds / gb;
+    result["ratio_to_iperf3_bidir"] = goodput / bidir_gbps;
+    if (busy_s > 0) result["cpu_ratio_to_iperf3_bidir"] = host_busy_s / gb_moved / (busy_s / gb);
   }
   if (copy.has_value()) {
     result["memcpy_bytes"] = memcpy_bytes;

@@ -2,7 +2,8 @@
 # Smoke test of //tools:bench_streaming (docs/results/streaming/streaming.md): a few iterations of
 # the real worker library against the real p3_server on loopback (no network emulation,
 # no iperf3), checking the exit status and that the bytes reported are exactly those of
-# the iterations measured; iperf3 on loopback first (1 s) for its CPU per GB beside ours;
+# the iterations measured; iperf3 on loopback first (1 s) for its CPU per GB beside ours,
+# one way and --bidir (or one way only with --iperf3_bidir=false);
 # the shared-memory path with memcpy beside it; bad command lines; bench_streaming.py's
 # table from a CSV (older columns and the new ones), its --append (a loopback run added to
 # an older CSV; a foreign CSV refused) and its --shared_memory, with the commit each
@@ -37,7 +38,7 @@ elif check_json 'r["network"] == "loopback" and r["params"] == 400000' &&
   check_json 'r["worker_cpu_s"] > 0 and r["server_cpu_s"] >= 0' &&
   check_json 'r["host_busy_s"] >= r["host_softirq_s"] >= 0 and r["host_cpu_s_per_gb"] >= 0' &&
   check_json 'r["worker_max_rss_mb"] > 0 and r["build_commit"] != ""' &&
-  check_json '"iperf3_gbps" not in r'; then
+  check_json '"iperf3_gbps" not in r and "iperf3_bidir_gbps" not in r'; then
   if [[ ! -s "$TMP/result.json" ]] || ! grep -q '"bytes_sent":4800000' "$TMP/result.json"; then
     fail "--result_json not written"
   elif ! grep -q "all workers done" "$TMP/loopback/server.log"; then
@@ -47,7 +48,7 @@ elif check_json 'r["network"] == "loopback" and r["params"] == 400000' &&
   fi
 fi
 
-case_name="loopback after 1 s of iperf3: both host CPU figures per GB, and their ratio"
+case_name="loopback after 1 s of iperf3 and 1 s of iperf3 --bidir: host CPU per GB of each, and the ratios"
 output="$TMP/iperf3.out"
 if ! command -v iperf3 >/dev/null; then
   p3_skip "$case_name" "iperf3 is not installed"
@@ -65,8 +66,40 @@ else
     check_json 'abs(r["cpu_ratio_to_iperf3"] - r["host_cpu_s_per_gb"] / r["iperf3_host_cpu_s_per_gb"]) < 1e-9' &&
     check_json 'r["cpu_ratio_to_iperf3"] > 0 and r["iperf3_cpu_s_per_gb"] > 0' &&
     check_json 'r["iperf3_sender_cpu_percent"] > 0 and r["iperf3_receiver_cpu_percent"] > 0' &&
+    check_json 'r["iperf3_bidir_up_gbps"] > 0 and r["iperf3_bidir_down_gbps"] > 0' &&
+    check_json 'abs(r["iperf3_bidir_gbps"] - (r["iperf3_bidir_up_gbps"] + r["iperf3_bidir_down_gbps"]) / 2) < 1e-9' &&
+    check_json 'abs(r["ratio_to_iperf3_bidir"] - r["goodput_up_gbps"] / r["iperf3_bidir_gbps"]) < 1e-9' &&
+    check_json 'r["iperf3_bidir_host_busy_s"] >= r["iperf3_bidir_softirq_s"] >= 0 and r["iperf3_bidir_cpu_s_per_gb"] > 0' &&
+    check_json 'abs(r["iperf3_bidir_host_cpu_s_per_gb"] - r["iperf3_bidir_host_busy_s"] / (r["iperf3_bidir_bytes"] / 1e9)) < 1e-9' &&
+    check_json 'abs(r["cpu_ratio_to_iperf3_bidir"] - r["host_cpu_s_per_gb"] / r["iperf3_bidir_host_cpu_s_per_gb"]) < 1e-9' &&
     check_json '"memcpy_gbps" not in r'; then
-    ok
+    # Each direction was received (bytes both ways: more than a one-way second of either).
+    if ! grep -q '"sum_received_bidir_reverse"' "$TMP/iperf3/iperf3_bidir_client.json"; then
+      fail "no iperf3 --bidir report beside the one-way one"
+    else
+      ok
+    fi
+  fi
+fi
+
+case_name="--iperf3_bidir=false: the one-way iperf3 only"
+output="$TMP/iperf3_oneway.out"
+if ! command -v iperf3 >/dev/null; then
+  p3_skip "$case_name" "iperf3 is not installed"
+else
+  "$BENCH" --server_binary="$SERVER" --params=400000 --tensors=4 --slice_params=10000 \
+    --warmup=1 --iterations=2 --iperf3_seconds=1 --iperf3_bidir=false \
+    --out_dir="$TMP/iperf3_oneway" >"$output" 2>&1
+  rc=$?
+  if [[ $rc -ne 0 ]]; then
+    fail "exit status $rc"
+  elif check_json 'r["iperf3_gbps"] > 0' &&
+    check_json 'not any(k.startswith("iperf3_bidir") or k.endswith("iperf3_bidir") for k in r)'; then
+    if [[ -e "$TMP/iperf3_oneway/iperf3_bidir_client.json" ]]; then
+      fail "iperf3 --bidir ran"
+    else
+      ok
+    fi
   fi
 fi
 
@@ -173,6 +206,26 @@ else
   ok
 fi
 
+case_name="bench_streaming.py --report: iperf3 --bidir's columns beside one-way iperf3's, blank where a run lacks them"
+output="$TMP/report_bidir.out"
+{
+  head -1 "$TMP/n.csv" | sed 's/$/,iperf3_bidir_gbps,iperf3_bidir_bytes,iperf3_bidir_softirq_s,iperf3_bidir_host_cpu_s_per_gb,ratio_to_iperf3_bidir,cpu_ratio_to_iperf3_bidir/'
+  sed -n 2p "$TMP/n.csv" | sed 's/$/,,,,,,/'  # a run from before --bidir
+  sed -n 3p "$TMP/n.csv" | sed 's/$/,5.0,2000000000,0.2,0.6,0.5,2.0/'
+} >"$TMP/b.csv"
+"$PY" tools/bench_streaming.py --report --csv="$TMP/b.csv" --md="$TMP/s.md" >"$output" 2>&1
+rc=$?
+if [[ $rc -ne 0 ]]; then
+  fail "exit status $rc"
+elif ! grep -q '| p3 ÷ iperf3 host CPU | iperf3 bidir Gbit/s each way | p3 ÷ iperf3 bidir | iperf3 bidir host CPU s/GB (of it softirq) | p3 ÷ iperf3 bidir host CPU | runs | load1 |$' "$TMP/s.md" ||
+  ! grep -q '^| 1 | 0.95 (0.95–0.95) | 0.90 (0.90–0.90) | .* | – | – | – | – | – | – | 1 | 1.5–1.5 |$' "$TMP/s.md" ||
+  ! grep -q '^| unlimited (loopback) | 10.00 (10.00–10.00) | 2.50 (2.50–2.50) | .* | 0.50 (0.50–0.50) (0.05) | 2.40 (2.40–2.40) | 5.00 (5.00–5.00) | 0.50 (0.50–0.50) | 0.60 (0.60–0.60) (0.10) | 2.00 (2.00–2.00) | 1 | 3.0–3.0 |$' "$TMP/s.md"; then
+  cp "$TMP/s.md" "$output"
+  fail "unexpected table"
+else
+  ok
+fi
+
 case_name="bench_streaming.py --append: a loopback run added after an older CSV's runs"
 output="$TMP/append.out"
 cp "$TMP/s.csv" "$TMP/a.csv"
@@ -191,9 +244,12 @@ new = rows[4]
 assert new["rate_gbps"] == "0.0" and new["run"] == "3", new  # runs continue after 0 - 2
 assert float(new["goodput_gbps"]) > 0 and new["host_busy_s"] != "", new
 assert rows[0]["host_busy_s"] == "", rows[0]  # the older runs had no host columns
+assert rows[0]["iperf3_bidir_gbps"] == "" and new["iperf3_bidir_gbps"] == "", rows  # no iperf3
 PY
 then
   fail "unexpected CSV"
+elif ! grep -q -- "--iperf3_bidir=true" "$output"; then
+  fail "iperf3 --bidir not asked for by default"
 elif ! grep -q "wrote 1 runs to .* after the 4 it had" "$output"; then
   fail "no count of the runs kept"
 else
@@ -221,7 +277,7 @@ fi
 case_name="bench_streaming.py --shared_memory: loopback, then the shared-memory path, in one command"
 output="$TMP/py_shared.out"
 "$PY" tools/bench_streaming.py --rates=0 --shared_memory --runs=1 --iperf3_seconds=0 \
-  --params=400000 --slice_params=10000 --iterations=2 --bench="$BENCH" --server="$SERVER" \
+  --no_iperf3_bidir --params=400000 --slice_params=10000 --iterations=2 --bench="$BENCH" --server="$SERVER" \
   --out_dir="$TMP/py_shared" --csv="$TMP/py_shared.csv" --md= >"$output" 2>&1
 rc=$?
 if [[ $rc -ne 0 ]]; then
@@ -238,6 +294,8 @@ assert all(r["commit"] not in ("", "unknown") and r["server_commit"] not in ("",
 PY
 then
   fail "unexpected CSV"
+elif [[ $(grep -c -- "--iperf3_bidir=false" "$output") -ne 2 ]]; then
+  fail "--no_iperf3_bidir not passed on to each run"
 elif ! grep -q '^| shared memory (colocated) | – | ' "$output" ||
   ! grep -q '^| unlimited (loopback) | – | .* | – | – | 1 | ' "$output"; then
   fail "no shared-memory row in the table"

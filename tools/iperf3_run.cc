@@ -1,0 +1,166 @@
+#include "tools/iperf3_run.h"
+
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "nlohmann/json.hpp"
+#include "p3/base/file_util.h"
+#include "p3/base/status_macros.h"
+
+namespace p3::tools {
+
+using launcher::ProcessSpec;
+using launcher::ProcessSupervisor;
+
+HostCpu Elapsed(const HostCpu& from, const HostCpu& to) {
+  return HostCpu{to.busy_ticks - from.busy_ticks, to.softirq_ticks - from.softirq_ticks};
+}
+
+double TicksToSeconds(int64_t ticks) {
+  return static_cast<double>(ticks) / static_cast<double>(sysconf(_SC_CLK_TCK));
+}
+
+absl::StatusOr<HostCpu> ReadHostCpu() {
+  std::ifstream in("/proc/stat");
+  std::string cpu;
+  int64_t user = 0, nice = 0, system = 0, idle = 0, iowait = 0, irq = 0, softirq = 0;
+  if (!(in >> cpu >> user >> nice >> system >> idle >> iowait >> irq >> softirq) || cpu != "cpu") {
+    return absl::InternalError("malformed /proc/stat");
+  }
+  return HostCpu{user + nice + system + irq + softirq, irq + softirq};
+}
+
+absl::Status WaitForExit(ProcessSupervisor* sup, int id, const std::string& what,
+                         const std::string& log, absl::Duration timeout) {
+  const absl::Time deadline = absl::Now() + timeout;
+  while (sup->process(id).running && absl::Now() < deadline) {
+    sup->WaitForEvent(deadline - absl::Now());
+    if (sup->interrupt_signal() != 0) return sup->InterruptedError();
+  }
+  if (sup->process(id).running) {
+    return absl::DeadlineExceededError(
+        absl::StrCat(what, " did not exit within ", absl::FormatDuration(timeout), "; log: ", log));
+  }
+  if (!sup->process(id).exited_cleanly()) {
+    return absl::InternalError(
+        absl::StrCat(what, " ", launcher::DescribeWaitStatus(sup->process(id).wait_status), ":\n",
+                     launcher::TailOfFile(log, 10)));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status WaitForText(ProcessSupervisor* sup, int id, const std::string& path,
+                         const std::string& text, absl::Duration timeout) {
+  sup->WatchFile(path);
+  const absl::Time deadline = absl::Now() + timeout;
+  // A log not there yet reads as empty.
+  while (ReadFile(path).value_or("").find(text) == std::string::npos) {
+    if (!sup->process(id).running) {
+      return absl::InternalError(absl::StrCat(path, ": the process ended before '", text, "':\n",
+                                              launcher::TailOfFile(path, 10)));
+    }
+    if (absl::Now() >= deadline)
+      return absl::DeadlineExceededError(absl::StrCat(path, ": no '", text, "'"));
+    sup->WaitForEvent(absl::Milliseconds(200));
+    if (sup->interrupt_signal() != 0) return sup->InterruptedError();
+  }
+  return absl::OkStatus();
+}
+
+namespace {
+
+// A port that was free a moment ago (for iperf3, which cannot report the one it bound).
+absl::StatusOr<int> FreePort() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return absl::InternalError("socket() failed");
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(addr);
+  int port = -1;
+  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
+      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0) {
+    port = ntohs(addr.sin_port);
+  }
+  close(fd);
+  if (port < 0) return absl::InternalError("no free port");
+  return port;
+}
+
+}  // namespace
+
+absl::StatusOr<Iperf3Result> ParseIperf3Report(const std::string& json, bool bidir) {
+  try {
+    const nlohmann::json j = nlohmann::json::parse(json);
+    const nlohmann::json& end = j.at("end");
+    const nlohmann::json& received = end.at("sum_received");
+    const nlohmann::json& cpu = end.at("cpu_utilization_percent");
+    Iperf3Result r;
+    r.bidir = bidir;
+    r.gbps = received.at("bits_per_second").get<double>() / 1e9;
+    r.bytes = received.at("bytes").get<int64_t>();
+    r.seconds = received.at("seconds").get<double>();
+    r.sender_cpu_percent = cpu.at("host_total").get<double>();
+    r.receiver_cpu_percent = cpu.at("remote_total").get<double>();
+    if (r.bytes <= 0) return absl::InternalError("no bytes received");
+    if (bidir) {
+      if (!end.contains("sum_received_bidir_reverse")) {
+        return absl::InternalError(
+            "no end.sum_received_bidir_reverse: not an iperf3 --bidir report");
+      }
+      const nlohmann::json& reverse = end.at("sum_received_bidir_reverse");
+      r.reverse_gbps = reverse.at("bits_per_second").get<double>() / 1e9;
+      r.reverse_bytes = reverse.at("bytes").get<int64_t>();
+      if (r.reverse_bytes <= 0) return absl::InternalError("no bytes received in reverse");
+    }
+    return r;
+  } catch (const nlohmann::json::exception& e) {
+    return absl::InternalError(e.what());
+  }
+}
+
+absl::StatusOr<Iperf3Result> RunIperf3(ProcessSupervisor* sup, const Iperf3Options& options) {
+  if (options.dir.empty() || options.host.empty()) {
+    return absl::InvalidArgumentError("RunIperf3: dir and host are required");
+  }
+  if (options.seconds < 1) {
+    return absl::InvalidArgumentError("RunIperf3: seconds must be >= 1 (-t 0 never ends)");
+  }
+  P3_ASSIGN_OR_RETURN(int port, FreePort());
+  const std::string server_log = absl::StrCat(options.dir, "/", options.name, "_server.log");
+  const std::string client_log = absl::StrCat(options.dir, "/", options.name, "_client.json");
+  P3_ASSIGN_OR_RETURN(int server,
+                      sup->Start(ProcessSpec{.argv = {"iperf3", "-s", "-1", "--forceflush", "-B",
+                                                      options.host, "-p", absl::StrCat(port)},
+                                             .log_path = server_log,
+                                             .ns_path = options.server_ns,
+                                             .label = options.name + " server"}));
+  P3_RETURN_IF_ERROR(WaitForText(sup, server, server_log, "listening", absl::Seconds(10)));
+  std::vector<std::string> argv = {
+      "iperf3", "-c", options.host, "-p", absl::StrCat(port), "-t", absl::StrCat(options.seconds),
+      "-J"};
+  if (options.bidir) argv.push_back("--bidir");
+  P3_ASSIGN_OR_RETURN(HostCpu host0, ReadHostCpu());
+  P3_ASSIGN_OR_RETURN(int client, sup->Start(ProcessSpec{.argv = argv,
+                                                         .log_path = client_log,
+                                                         .ns_path = options.client_ns,
+                                                         .label = options.name + " client"}));
+  P3_RETURN_IF_ERROR(WaitForExit(sup, client, options.name + " client", client_log,
+                                 absl::Seconds(options.seconds + 20)));
+  P3_ASSIGN_OR_RETURN(HostCpu host1, ReadHostCpu());
+  P3_RETURN_IF_ERROR(
+      WaitForExit(sup, server, options.name + " server", server_log, absl::Seconds(10)));
+  P3_ASSIGN_OR_RETURN(const std::string report, ReadFile(client_log));
+  absl::StatusOr<Iperf3Result> r = ParseIperf3Report(report, options.bidir);
+  if (!r.ok()) return absl::InternalError(absl::StrCat(client_log, ": ", r.status().message()));
+  r->host = Elapsed(host0, host1);
+  return r;
+}
+
+}  // namespace p3::tools
