@@ -118,17 +118,22 @@ def is_shared(row):
     return str(row.get("shared_memory") or "0").strip().lower() in ("1", "true")
 
 
-def fmt_rate(key):
-    rate, shared = key
-    if shared:
-        return "shared memory (colocated)"
-    return "unlimited (loopback)" if rate == 0 else f"{rate:g}"
+def fmt_rate(key, sizes=False):
+    """A table row's label; with `sizes` (the rows hold more than one slice size), the
+    slice size too."""
+    rate, shared, slice_params = key
+    label = ("shared memory (colocated)" if shared
+             else "unlimited (loopback)" if rate == 0 else f"{rate:g}")
+    return f"{label}, slices of {slice_params:,}" if sizes else label
 
 
 def table(rows):
+    # One row per rate (and shared memory), and per slice size where the runs have several.
     groups = {}
     for r in rows:
-        groups.setdefault((float(r["rate_gbps"]), is_shared(r)), []).append(r)
+        key = (float(r["rate_gbps"]), is_shared(r), int(float(r.get("slice_params") or 0)))
+        groups.setdefault(key, []).append(r)
+    sizes = len({k[2] for k in groups}) > 1
     # Runs of binaries from before the host's CPU was recorded have no host column; the
     # iperf3 CPU and memcpy columns appear once a run has them ("–" in the rows without).
     host = all(r.get("host_cpu_s_per_gb") for r in rows)
@@ -172,10 +177,10 @@ def table(rows):
     def iperf3_bidir_gb(r):  # both directions' bytes, as ours
         return float(r.get("iperf3_bidir_bytes") or 0) / 1e9
 
-    for key in sorted(groups, key=lambda k: (k[1], k[0] == 0, k[0])):
+    for key in sorted(groups, key=lambda k: (k[1], k[0] == 0, k[0], k[2])):
         rs = groups[key]
         loads = [float(r["load1_start"]) for r in rs]
-        cells = [fmt_rate(key), rng(rs, "iperf3_gbps", ".2f"), rng(rs, "goodput_gbps", ".2f"),
+        cells = [fmt_rate(key, sizes), rng(rs, "iperf3_gbps", ".2f"), rng(rs, "goodput_gbps", ".2f"),
                  rng(rs, "ratio", ".2f"), rng(rs, "cpu_s_per_gb", ".2f"),
                  f"{per_gb(rs, 'worker_cpu_s', both_ways_gb)} / "
                  f"{per_gb(rs, 'server_cpu_s', both_ways_gb)}"]

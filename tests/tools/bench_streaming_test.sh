@@ -226,6 +226,25 @@ else
   ok
 fi
 
+case_name="bench_streaming.py --report: a row per rate and slice size where the runs have several sizes"
+output="$TMP/report_sizes.out"
+{
+  cat "$TMP/s.csv"
+  sed -n 5p "$TMP/s.csv" | sed 's/,40000,10,/,640000,10,/; s/,2.5,0.25,1.6,/,5.0,0.5,0.8,/'
+} >"$TMP/z.csv"
+"$PY" tools/bench_streaming.py --report --csv="$TMP/z.csv" --md="$TMP/s.md" >"$output" 2>&1
+rc=$?
+if [[ $rc -ne 0 ]]; then
+  fail "exit status $rc"
+elif ! grep -q '^| 1, slices of 40,000 | 0.95 (0.95–0.96) | 0.85 (0.80–0.90) |' "$TMP/s.md" ||
+  ! grep -q '^| unlimited (loopback), slices of 40,000 | 10.00 (10.00–10.00) | 2.50 (2.50–2.50) | 0.25 (0.25–0.25) | 1.60 ' "$TMP/s.md" ||
+  ! grep -q '^| unlimited (loopback), slices of 640,000 | 10.00 (10.00–10.00) | 5.00 (5.00–5.00) | 0.50 (0.50–0.50) | 0.80 ' "$TMP/s.md"; then
+  cp "$TMP/s.md" "$output"
+  fail "unexpected table"
+else
+  ok
+fi
+
 case_name="bench_streaming.py --append: a loopback run added after an older CSV's runs"
 output="$TMP/append.out"
 cp "$TMP/s.csv" "$TMP/a.csv"
