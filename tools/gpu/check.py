@@ -39,6 +39,20 @@ MODES = ["p3", "baseline", "slicing_only", "priority_only", "values_only",
 WEIGHTS = ["spectrain", "pipedream", "stale", "vanilla", "data_parallel"]
 
 
+def iperf3_flags():
+    """bench_streaming's iperf3 flags on this machine: none without iperf3; --bidir only
+    where its iperf3 has the option (3.7 and later), so an older one still gives the
+    one-way reference instead of failing the run."""
+    if not shutil.which("iperf3"):
+        return []
+    try:
+        out = subprocess.run(["iperf3", "--help"], capture_output=True, text=True, timeout=10)
+        bidir = "--bidir" in out.stdout + out.stderr
+    except (OSError, subprocess.SubprocessError):
+        bidir = False
+    return ["--iperf3_seconds=2", f"--iperf3_bidir={'true' if bidir else 'false'}"]
+
+
 class Check:
     def __init__(self, args):
         self.args = args
@@ -269,8 +283,9 @@ output_dir: "{os.path.join(self.out, "runs", name)}"
         a = self.args
         params = 2_000_000 if a.quick else 25_000_000
         # iperf3 beside the loopback run where the machine has it (its CPU per GB is the
-        # floor for TCP); the shared-memory run times memcpy itself.
-        loopback = ["--iperf3_seconds=2"] if shutil.which("iperf3") else []
+        # floor for TCP), with --bidir too where that iperf3 has it (3.7 and later: both
+        # directions at once, as P3's traffic); the shared-memory run times memcpy itself.
+        loopback = iperf3_flags()
         for name, extra in [("loopback", loopback), ("shared memory", ["--shared_memory"])]:
             result = os.path.join(self.logs, f"e_{name.replace(' ', '_')}.json")
             ok, _ = self.run(f"e_{name.replace(' ', '_')}",
@@ -288,6 +303,12 @@ output_dir: "{os.path.join(self.out, "runs", name)}"
                               f"{r['ratio']:.2f}")
             if "cpu_ratio_to_iperf3" in r:
                 detail.append(f"host CPU per GB ÷ iperf3's {r['cpu_ratio_to_iperf3']:.2f}")
+            if "iperf3_bidir_gbps" in r:
+                detail.append(f"iperf3 --bidir {r['iperf3_bidir_gbps']:.2f} Gbit/s each way, "
+                              f"goodput ÷ it {r['ratio_to_iperf3_bidir']:.2f}")
+            if "cpu_ratio_to_iperf3_bidir" in r:
+                detail.append("host CPU per GB ÷ iperf3 --bidir's "
+                              f"{r['cpu_ratio_to_iperf3_bidir']:.2f}")
             if "memcpy_gbps" in r:
                 detail.append(f"memcpy {r['memcpy_gbps']:.1f} Gbit/s, goodput ÷ memcpy "
                               f"{r['goodput_to_memcpy']:.2f}")
