@@ -1,0 +1,215 @@
+#!/usr/bin/env python3
+"""Why the simulator over-predicted what larger slices gain (issue 36; simulator.md, "Why
+larger slices were predicted too fast"): what-ifs over the sets with P3 at several slice
+sizes and a two-size calibration (auto-2026-12-05, fresh-2026-12-05d, and
+slices-2026-12-05 with the two-size what-if of simulator_two_sizes.py from
+auto-2026-12-05's streaming runs). Each set's points are predicted with its base
+calibration and with one change at a time; every point's ratio, protocol hit and the
+simulated CPU per iteration (preemption, send + receive) go to a CSV. Nothing else is
+written; p3/sim and the committed calibrations are not touched.
+
+Variants (each on the set's base calibration):
+  * base: as validated (slices-2026-12-05: also `one-size`, its committed calibration);
+  * preempt0: preempt_s = 0 (no computation pays for a woken communication thread);
+  * preempt_rate: preempt_s at the point's own simulated preemption rate: the sitting's
+    cost at 1,000 wake-ups a second scaled by (rate / 1,000) ^ k, k from
+    preemption_cost.csv (2026-12-02: 1,000 and 4,000 a second on the computation's core),
+    the rate clamped to the measured 1,000 - 4,000; rate and cost iterated twice;
+  * preempt_flat: on a shaped link, the preemptions a P3 point's computation pays per
+    iteration held at what the same point pays at slices of 40,000 (preempt_s scaled by
+    that ratio, iterated twice): wake-ups that follow the bytes (a reader outpacing a
+    shaped link sleeps and wakes several times per large message), not the messages; the
+    bound of that mechanism. Loopback (the reader finds the bytes there), other systems
+    and points at 40,000 as base;
+  * per_message_shaped: per_message_s from the CPU per GB difference between the two slice
+    sizes on the shaped links (median over 2.5 and 5 Gbit/s) instead of loopback's; the
+    per-byte costs keep the 40,000 loopback CPU per GB.
+
+  bazel build //tools:p3_sim
+  /usr/bin/python3 tools/experiments/simulator_slice_gain.py \\
+      --csv=docs/results/simulator/slice_gain_whatif_2026-12-05.csv
+"""
+import argparse
+import csv
+import json
+import math
+import os
+import statistics
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+import simulator  # noqa: E402
+import simulator_calibration as c  # noqa: E402
+import simulator_noise  # noqa: E402
+import simulator_points as sp  # noqa: E402
+import simulator_two_sizes as two  # noqa: E402
+from results_lib import csv_io, paths  # noqa: E402
+
+SETS = ("auto-2026-12-05", "slices-2026-12-05", "fresh-2026-12-05d")
+# The streaming CSV with two slice sizes that slices-2026-12-05's what-if borrows.
+SLICES_TWO_SIZE_FROM = "docs/results/streaming/streaming_auto_2026-12-05.csv"
+LARGE = 640000
+VARIANTS = ("one-size", "base", "preempt0", "preempt_rate", "preempt_flat",
+            "per_message_shaped")
+PREEMPT_RATES = ("same:1000:0", "same:4000:0")
+FIELDS = ["set", "variant", "model", "system", "bandwidth", "workers", "slice_params",
+          "wire_dtype", "placement", "measured", "runs_min", "runs_max", "predicted", "ratio",
+          "protocol_hit", "checkable", "fitted", "preempt_s", "per_message_s",
+          "cpu_preempt_s", "cpu_send_recv_s", "cpu_total_s", "preemptions_per_s"]
+
+
+def preempt_exponent(path=None):
+    """k in cost per preemption ~ rate ^ k: the medians of preemption_cost.csv's
+    us_per_preemption at 1,000 and 4,000 wake-ups a second (no copy)."""
+    rows = csv_io.read_rows(path or sp.results("simulator/preemption_cost.csv"))
+    med = [statistics.median(float(r["us_per_preemption"]) for r in rows
+                             if r["condition"] == cond and r["us_per_preemption"])
+           for cond in PREEMPT_RATES]
+    return math.log(med[1] / med[0]) / math.log(4.0), med
+
+
+def shaped_per_message(path, update):
+    """(per_message_s, send_s_per_byte) from the shaped links' CPU per GB difference
+    between 40,000 and LARGE (median over the rates measured at both), the per-byte cost
+    from the 40,000 loopback CPU per GB less that per-message cost."""
+    small, large = c.streaming_measured(path), c.streaming_measured(path, LARGE)
+    diffs = [small[r]["cpu_s_per_gb"] - large[r]["cpu_s_per_gb"] for r in large if r > 0]
+    m = statistics.median(diffs) * 1e-9 / (2 * (1 / c.STREAMING_MESSAGE_BYTES - 1 / (LARGE * 4)))
+    comm = (small[0.0]["cpu_s_per_gb"] - update) * 1e-9
+    m = min(max(m, 0.0), comm / 2 * c.STREAMING_MESSAGE_BYTES)
+    return m, comm / 2 - m / c.STREAMING_MESSAGE_BYTES, diffs
+
+
+def run_point(p, cal, scale, extra):
+    r = c.with_temporary(cal, lambda path: simulator.predict(p, path, scale, extra))
+    return r
+
+
+def preemptions_per_s(p, r, preempt):
+    """Preemptions a second of each computation in the simulated run."""
+    if not preempt:
+        return 0.0
+    return r["cpu_s_per_iteration"]["preempt"] / preempt / r["iteration_seconds"] / \
+        max(1, int(p["workers"]))
+
+
+def rate_preempt(base, rate, k):
+    return base * (min(max(rate, 1000.0), 4000.0) / 1000.0) ** k
+
+
+def row_of(set_name, variant, p, r, cal, runs, preempt_rate_s=None):
+    row = dict(p, predicted=r["samples_per_second"])
+    simulator.score_rows([row], runs)
+    cpu = r["cpu_s_per_iteration"]
+    return {"set": set_name, "variant": variant,
+            **{k: p.get(k, "") for k in ("model", "system", "bandwidth", "workers",
+                                         "slice_params", "wire_dtype", "placement",
+                                         "measured")},
+            "runs_min": row["runs_min"], "runs_max": row["runs_max"],
+            "predicted": round(r["samples_per_second"], 3),
+            "ratio": round(r["samples_per_second"] / p["measured"], 4),
+            "protocol_hit": row["protocol_hit"], "checkable": row["checkable"],
+            "fitted": p["system"] == "local", "preempt_s": cal["preempt_s"],
+            "per_message_s": cal["per_message_s"],
+            "cpu_preempt_s": round(cpu["preempt"], 5),
+            "cpu_send_recv_s": round(cpu["send"] + cpu["receive"], 5),
+            "cpu_total_s": round(cpu["total"], 5),
+            "preemptions_per_s": round(preempt_rate_s if preempt_rate_s is not None else
+                                       preemptions_per_s(p, r, cal["preempt_s"]), 1)}
+
+
+def bases(set_name, update):
+    """[(label, calibration)] of a set's base: its committed calibration, or for
+    slices-2026-12-05 the two-size what-if (and its committed one-size one)."""
+    s = sp.SETS[sp.SET_CALIBRATION.get(set_name, "current")]
+    with open(os.path.join(paths.ROOT, s["file"])) as f:
+        committed = json.load(f)
+    if set_name != "slices-2026-12-05":
+        return [("base", committed)], os.path.join(paths.ROOT, s["streaming"])
+    borrowed = os.path.join(paths.ROOT, SLICES_TWO_SIZE_FROM)
+    diff = (c.streaming_measured(borrowed)[0.0]["cpu_s_per_gb"] -
+            c.streaming_measured(borrowed, LARGE)[0.0]["cpu_s_per_gb"])
+    own = os.path.join(paths.ROOT, s["streaming"])
+    alt = two.two_size_calibration(committed, c.streaming_measured(own), diff, update,
+                                   c.shm_measured(own))
+    return [("one-size", committed), ("base", alt)], borrowed
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--sets", default=",".join(SETS))
+    ap.add_argument("--csv", required=True)
+    a = ap.parse_args()
+    update = c.streaming_update_s_per_gb()
+    k, med = preempt_exponent()
+    print(f"preemption cost: {med[0]:.1f} us at 1,000/s, {med[1]:.1f} at 4,000/s: k = {k:.3f}")
+    runs = simulator_noise.point_runs()
+    pts_all = sp.points()
+    out = []
+    for set_name in a.sets.split(","):
+        s = sp.SETS[sp.SET_CALIBRATION.get(set_name, "current")]
+        pts = [p for p in pts_all if p["set"] == set_name]
+        base_list, two_size_csv = bases(set_name, update)
+        base = dict(base_list[-1][1])
+        m, b, diffs = shaped_per_message(two_size_csv, update)
+        print(f"{set_name}: shaped CPU per GB differences {[round(d, 3) for d in diffs]} "
+              f"-> per_message {m * 1e6:.1f} us, {b * 1e9:.4f} ns a byte "
+              f"(base {base['per_message_s'] * 1e6:.1f} us, {base['send_s_per_byte'] * 1e9:.4f})")
+        shaped = dict(base, per_message_s=m, send_s_per_byte=b, recv_s_per_byte=b)
+        shm = c.shm_measured(os.path.join(paths.ROOT, s["streaming"]))
+        if shm is None:
+            shm = c.shm_measured(sp.results(c.SHM_STREAMING))
+        shaped["shm_s_per_byte"] = c.shm_s_per_byte(shm, update, m)
+        variants = base_list + [("preempt0", dict(base, preempt_s=0.0)),
+                                ("per_message_shaped", shaped)]
+        scales = {}
+        for p in pts:
+            if p["model"] not in scales:
+                scales[p["model"]] = c.with_temporary(base, lambda path: c.compute_scale(
+                    p["model"], sp.local_of(pts, set_name, p["model"]), path))
+            scale = scales[p["model"]]
+            for label, cal in variants:
+                out.append(row_of(set_name, label, p, run_point(p, cal, scale, s["extra"]),
+                                  cal, runs))
+            # preempt_rate: the cost at the point's own simulated rate, iterated twice.
+            cal = dict(base)
+            for _ in range(2):
+                r = run_point(p, cal, scale, s["extra"])
+                rate = preemptions_per_s(p, r, cal["preempt_s"])
+                cal = dict(base, preempt_s=rate_preempt(base["preempt_s"], rate, k))
+            r = run_point(p, cal, scale, s["extra"])
+            out.append(row_of(set_name, "preempt_rate", p, r, cal, runs, rate))
+            cal = dict(base)
+            if p["system"] == "p3" and int(p["slice_params"]) != c.STREAMING_SLICE_PARAMS \
+                    and float(p["bandwidth"]) > 0 and base["preempt_s"] > 0:
+                at40 = run_point(dict(p, slice_params=c.STREAMING_SLICE_PARAMS), base, scale,
+                                 s["extra"])["cpu_s_per_iteration"]["preempt"]
+                for _ in range(2):
+                    own = run_point(p, cal, scale, s["extra"])["cpu_s_per_iteration"]["preempt"]
+                    if own > 0:
+                        cal = dict(base, preempt_s=cal["preempt_s"] * at40 / own)
+            out.append(row_of(set_name, "preempt_flat", p, run_point(p, cal, scale, s["extra"]),
+                              cal, runs))
+        summarize(out, set_name)
+    with open(a.csv, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=FIELDS)
+        w.writeheader()
+        w.writerows(out)
+
+
+def summarize(out, set_name):
+    for v in VARIANTS:
+        rows = [r for r in out if r["set"] == set_name and r["variant"] == v
+                and not r["fitted"] and r["checkable"]]
+        if not rows:
+            continue
+        err = statistics.median(abs(r["ratio"] - 1) for r in rows)
+        p3 = " ".join(f"{r['bandwidth']}/{r['slice_params']}:{r['ratio']:.3f}" for r in rows
+                      if r["system"] == "p3" and r["model"] == "resnet50")
+        print(f"{set_name} {v}: {sum(bool(r['protocol_hit']) for r in rows)} of {len(rows)} "
+              f"hits, median |error| {err:.3f}; ResNet-50 P3 {p3}")
+
+
+if __name__ == "__main__":
+    main()
