@@ -15,12 +15,13 @@ Variants (each on the set's base calibration):
     cost at 1,000 wake-ups a second scaled by (rate / 1,000) ^ k, k from
     preemption_cost.csv (2026-12-02: 1,000 and 4,000 a second on the computation's core),
     the rate clamped to the measured 1,000 - 4,000; rate and cost iterated twice;
-  * preempt_flat: on a shaped link, the preemptions a P3 point's computation pays per
-    iteration held at what the same point pays at slices of 40,000 (preempt_s scaled by
-    that ratio, iterated twice): wake-ups that follow the bytes (a reader outpacing a
-    shaped link sleeps and wakes several times per large message), not the messages; the
-    bound of that mechanism. Loopback (the reader finds the bytes there), other systems
-    and points at 40,000 as base;
+  * wake_160kB, wake_640kB: on a shaped link, wake-ups that follow the bytes, not the
+    messages (a reader outpacing the link sleeps and wakes several times per large
+    message; a writer on a full send buffer likewise), one per W bytes at most: a P3
+    point whose messages are longer than W pays per iteration the preemptions the same
+    point pays at slices of W bytes (preempt_s scaled by that ratio, iterated twice), for
+    W = 160 kB (a 40,000-value slice) and 640 kB. Loopback (the reader finds the bytes
+    there), other systems and points with shorter messages as base;
   * per_message_shaped: per_message_s from the CPU per GB difference between the two slice
     sizes on the shaped links (median over 2.5 and 5 Gbit/s) instead of loopback's; the
     per-byte costs keep the 40,000 loopback CPU per GB.
@@ -49,7 +50,10 @@ SETS = ("auto-2026-12-05", "slices-2026-12-05", "fresh-2026-12-05d")
 # The streaming CSV with two slice sizes that slices-2026-12-05's what-if borrows.
 SLICES_TWO_SIZE_FROM = "docs/results/streaming/streaming_auto_2026-12-05.csv"
 LARGE = 640000
-VARIANTS = ("one-size", "base", "preempt0", "preempt_rate", "preempt_flat",
+# The bytes a communication thread on a shaped link handles per wake-up in the wake_*
+# variants: a 40,000-value slice, and four.
+WAKE_BYTES = (160000, 640000)
+VARIANTS = ("one-size", "base", "preempt0", "preempt_rate", "wake_160kB", "wake_640kB",
             "per_message_shaped")
 PREEMPT_RATES = ("same:1000:0", "same:4000:0")
 FIELDS = ["set", "variant", "model", "system", "bandwidth", "workers", "slice_params",
@@ -95,6 +99,29 @@ def preemptions_per_s(p, r, preempt):
 
 def rate_preempt(base, rate, k):
     return base * (min(max(rate, 1000.0), 4000.0) / 1000.0) ** k
+
+
+def reference_slice_params(p, wake_bytes):
+    """The slice size whose messages are wake_bytes long on p's wire (2 bytes a value on
+    the bfloat16 wire, else 4)."""
+    return wake_bytes // (2 if p.get("wire_dtype") == "bfloat16" else 4)
+
+
+def wake_bytes_calibration(p, base, scale, extra, wake_bytes):
+    """base with preempt_s scaled so that a P3 point on a shaped link whose slices are
+    longer than wake_bytes pays, per iteration, the preemptions the same point pays at
+    slices of wake_bytes (iterated twice); base elsewhere."""
+    ref = reference_slice_params(p, wake_bytes)
+    if p["system"] != "p3" or int(p["slice_params"]) <= ref or float(p["bandwidth"]) <= 0 \
+            or base["preempt_s"] <= 0:
+        return dict(base)
+    want = run_point(dict(p, slice_params=ref), base, scale, extra)["cpu_s_per_iteration"]["preempt"]
+    cal = dict(base)
+    for _ in range(2):
+        own = run_point(p, cal, scale, extra)["cpu_s_per_iteration"]["preempt"]
+        if own > 0:
+            cal = dict(base, preempt_s=cal["preempt_s"] * want / own)
+    return cal
 
 
 def row_of(set_name, variant, p, r, cal, runs, preempt_rate_s=None):
@@ -180,17 +207,10 @@ def main():
                 cal = dict(base, preempt_s=rate_preempt(base["preempt_s"], rate, k))
             r = run_point(p, cal, scale, s["extra"])
             out.append(row_of(set_name, "preempt_rate", p, r, cal, runs, rate))
-            cal = dict(base)
-            if p["system"] == "p3" and int(p["slice_params"]) != c.STREAMING_SLICE_PARAMS \
-                    and float(p["bandwidth"]) > 0 and base["preempt_s"] > 0:
-                at40 = run_point(dict(p, slice_params=c.STREAMING_SLICE_PARAMS), base, scale,
-                                 s["extra"])["cpu_s_per_iteration"]["preempt"]
-                for _ in range(2):
-                    own = run_point(p, cal, scale, s["extra"])["cpu_s_per_iteration"]["preempt"]
-                    if own > 0:
-                        cal = dict(base, preempt_s=cal["preempt_s"] * at40 / own)
-            out.append(row_of(set_name, "preempt_flat", p, run_point(p, cal, scale, s["extra"]),
-                              cal, runs))
+            for wake_bytes in WAKE_BYTES:
+                cal = wake_bytes_calibration(p, base, scale, s["extra"], wake_bytes)
+                out.append(row_of(set_name, f"wake_{wake_bytes // 1000}kB", p,
+                                  run_point(p, cal, scale, s["extra"]), cal, runs))
         summarize(out, set_name)
     with open(a.csv, "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=FIELDS)

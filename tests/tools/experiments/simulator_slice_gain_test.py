@@ -32,6 +32,19 @@ class PreemptionRateTest(unittest.TestCase):
         self.assertAlmostEqual(sg.rate_preempt(30e-6, 16000.0, -1.0), 7.5e-6)
 
 
+class WakeBytesTest(unittest.TestCase):
+    def test_reference_slice_is_in_bytes_of_the_wire(self):
+        self.assertEqual(sg.reference_slice_params({"wire_dtype": ""}, 160000), 40000)
+        self.assertEqual(sg.reference_slice_params({"wire_dtype": "bfloat16"}, 160000), 80000)
+
+    def test_points_off_the_shaped_links_or_with_short_messages_keep_the_base(self):
+        base = {"preempt_s": 30e-6, "per_message_s": 1e-5}
+        for p in ({"system": "p3", "slice_params": 320000, "bandwidth": 0.0},
+                  {"system": "p3", "slice_params": 40000, "bandwidth": 4.0},
+                  {"system": "ddp", "slice_params": 320000, "bandwidth": 4.0}):
+            self.assertEqual(sg.wake_bytes_calibration(p, base, 1.0, {}, 160000), base)
+
+
 class ShapedPerMessageTest(unittest.TestCase):
     def test_the_shaped_difference_gives_its_per_message_cost_back(self):
         m_shaped, m_loop, b, update = 20e-6, 10e-6, 0.3e-9, 0.05
