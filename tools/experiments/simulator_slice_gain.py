@@ -29,6 +29,8 @@ Variants (each on the set's base calibration):
   bazel build //tools:p3_sim
   /usr/bin/python3 tools/experiments/simulator_slice_gain.py \\
       --csv=docs/results/simulator/slice_gain_whatif_2026-12-05.csv
+  ... --variants=base,wake_160kB --sets=<others> --csv=...   # the other sets
+  ... --sweep --csv=docs/results/simulator/slice_gain_sweep_whatif_2026-12-05.csv
 """
 import argparse
 import csv
@@ -162,12 +164,75 @@ def bases(set_name, update):
     return [("one-size", committed), ("base", alt)], borrowed
 
 
+def shaped_calibration(set_name, s, base, two_size_csv, update):
+    """base with per_message_s and the per-byte costs of shaped_per_message, and
+    shm_s_per_byte again."""
+    m, b, diffs = shaped_per_message(two_size_csv, update)
+    print(f"{set_name}: shaped CPU per GB differences {[round(d, 3) for d in diffs]} "
+          f"-> per_message {m * 1e6:.1f} us, {b * 1e9:.4f} ns a byte "
+          f"(base {base['per_message_s'] * 1e6:.1f} us, {base['send_s_per_byte'] * 1e9:.4f})")
+    shaped = dict(base, per_message_s=m, send_s_per_byte=b, recv_s_per_byte=b)
+    shm = c.shm_measured(os.path.join(paths.ROOT, s["streaming"]))
+    if shm is None:
+        shm = c.shm_measured(sp.results(c.SHM_STREAMING))
+    shaped["shm_s_per_byte"] = c.shm_s_per_byte(shm, update, m)
+    return shaped
+
+
+SWEEP_FIELDS = ["bandwidth", "slice_params", "runs", "measured", "base", "wake_160kB",
+                "measured_gain", "base_gain", "wake_160kB_gain"]
+
+
+def sweep_whatif(path):
+    """The slice sweep of 2026-12-01 (simulator/slice_tuning_sweep.csv, ResNet-50 P3 at
+    10,000 - 1,000,000, scored by `simulator.py sweep` with the `current` calibration, 6
+    iterations of which 2 left out, compute_scale 1) with base and wake_160kB; the gains
+    over 40,000 at each rate. Writes a CSV at path."""
+    groups = {}
+    for r in csv_io.read_rows(sp.results(simulator.SLICE_SWEEP)):
+        if r["status"] == "ok":
+            groups.setdefault((float(r["bandwidth_gbps"]), int(r["slice_params"])), []).append(
+                float(r["samples_per_second"]))
+    with open(os.path.join(paths.ROOT, sp.SETS["current"]["file"])) as f:
+        base = json.load(f)
+    got = {}
+    for (bw, n), v in sorted(groups.items()):
+        p = {"model": "resnet50", "system": "p3", "bandwidth": bw, "slice_params": n,
+             "workers": 2, "iterations": 6, "warmup": 2}
+        wake = wake_bytes_calibration(p, base, 1.0, {}, WAKE_BYTES[0])
+        got[(bw, n)] = (len(v), statistics.median(v),
+                        run_point(p, base, 1.0, {})["samples_per_second"],
+                        run_point(p, wake, 1.0, {})["samples_per_second"])
+    out = []
+    for (bw, n), (runs, m, b, w) in sorted(got.items()):
+        _, m0, b0, w0 = got[(bw, c.STREAMING_SLICE_PARAMS)]
+        out.append({"bandwidth": bw, "slice_params": n, "runs": runs, "measured": round(m, 3),
+                    "base": round(b, 3), "wake_160kB": round(w, 3),
+                    "measured_gain": round(m / m0 - 1, 4), "base_gain": round(b / b0 - 1, 4),
+                    "wake_160kB_gain": round(w / w0 - 1, 4)})
+        print(f"{bw:g} Gbit/s {n:,}: gain over 40,000 measured {100 * (m / m0 - 1):+.1f} %, "
+              f"base {100 * (b / b0 - 1):+.1f}, wake_160kB {100 * (w / w0 - 1):+.1f}")
+    with open(path, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=SWEEP_FIELDS)
+        w.writeheader()
+        w.writerows(out)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--sets", default=",".join(SETS))
+    ap.add_argument("--variants", default=",".join(VARIANTS),
+                    help="the variants to run (per_message_shaped needs a set whose streaming "
+                         "CSV has slices of 640,000)")
+    ap.add_argument("--sweep", action="store_true",
+                    help="instead: the 2026-12-01 slice sweep with base and wake_160kB")
     ap.add_argument("--csv", required=True)
     a = ap.parse_args()
+    if a.sweep:
+        sweep_whatif(a.csv)
+        return
+    wanted = set(a.variants.split(","))
     update = c.streaming_update_s_per_gb()
     k, med = preempt_exponent()
     print(f"preemption cost: {med[0]:.1f} us at 1,000/s, {med[1]:.1f} at 4,000/s: k = {k:.3f}")
@@ -179,17 +244,11 @@ def main():
         pts = [p for p in pts_all if p["set"] == set_name]
         base_list, two_size_csv = bases(set_name, update)
         base = dict(base_list[-1][1])
-        m, b, diffs = shaped_per_message(two_size_csv, update)
-        print(f"{set_name}: shaped CPU per GB differences {[round(d, 3) for d in diffs]} "
-              f"-> per_message {m * 1e6:.1f} us, {b * 1e9:.4f} ns a byte "
-              f"(base {base['per_message_s'] * 1e6:.1f} us, {base['send_s_per_byte'] * 1e9:.4f})")
-        shaped = dict(base, per_message_s=m, send_s_per_byte=b, recv_s_per_byte=b)
-        shm = c.shm_measured(os.path.join(paths.ROOT, s["streaming"]))
-        if shm is None:
-            shm = c.shm_measured(sp.results(c.SHM_STREAMING))
-        shaped["shm_s_per_byte"] = c.shm_s_per_byte(shm, update, m)
-        variants = base_list + [("preempt0", dict(base, preempt_s=0.0)),
-                                ("per_message_shaped", shaped)]
+        variants = base_list + [("preempt0", dict(base, preempt_s=0.0))]
+        if "per_message_shaped" in wanted:
+            variants.append(("per_message_shaped", shaped_calibration(
+                set_name, s, base, two_size_csv, update)))
+        variants = [(label, cal) for label, cal in variants if label in wanted]
         scales = {}
         for p in pts:
             if p["model"] not in scales:
@@ -199,15 +258,18 @@ def main():
             for label, cal in variants:
                 out.append(row_of(set_name, label, p, run_point(p, cal, scale, s["extra"]),
                                   cal, runs))
-            # preempt_rate: the cost at the point's own simulated rate, iterated twice.
-            cal = dict(base)
-            for _ in range(2):
+            if "preempt_rate" in wanted:
+                # The cost at the point's own simulated rate, iterated twice.
+                cal = dict(base)
+                for _ in range(2):
+                    r = run_point(p, cal, scale, s["extra"])
+                    rate = preemptions_per_s(p, r, cal["preempt_s"])
+                    cal = dict(base, preempt_s=rate_preempt(base["preempt_s"], rate, k))
                 r = run_point(p, cal, scale, s["extra"])
-                rate = preemptions_per_s(p, r, cal["preempt_s"])
-                cal = dict(base, preempt_s=rate_preempt(base["preempt_s"], rate, k))
-            r = run_point(p, cal, scale, s["extra"])
-            out.append(row_of(set_name, "preempt_rate", p, r, cal, runs, rate))
+                out.append(row_of(set_name, "preempt_rate", p, r, cal, runs, rate))
             for wake_bytes in WAKE_BYTES:
+                if f"wake_{wake_bytes // 1000}kB" not in wanted:
+                    continue
                 cal = wake_bytes_calibration(p, base, scale, s["extra"], wake_bytes)
                 out.append(row_of(set_name, f"wake_{wake_bytes // 1000}kB", p,
                                   run_point(p, cal, scale, s["extra"]), cal, runs))
