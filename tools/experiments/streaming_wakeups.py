@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Wake-ups, context switches and system calls per slice of the data path
 (docs/results/streaming/streaming.md, "Wake-ups and system calls per slice"), beside
-iperf3's per as many bytes, on loopback (or, for the benchmark, an emulated link: --bandwidth_gbps).
+iperf3's per as many bytes, on loopback (the benchmark also over an emulated link:
+--bandwidth_gbps, as root).
 
 One slice's round trip is its gradient up (slice_params x 4 bytes) and its values down
 (as many again). A bench_streaming run is recorded under `perf record` with scheduler
