@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Wake-ups, context switches and system calls per slice of the data path
 (docs/results/streaming/streaming.md, "Wake-ups and system calls per slice"), beside
-iperf3's per as many bytes, both on loopback.
+iperf3's per as many bytes, on loopback (the benchmark also over an emulated link:
+--bandwidth_gbps, as root).
 
 One slice's round trip is its gradient up (slice_params x 4 bytes) and its values down
 (as many again). A bench_streaming run is recorded under `perf record` with scheduler
@@ -173,6 +174,8 @@ def measure_p3(a, iterations, raw):
         data = os.path.join(d, "perf.data")
         cmd = [a.bench, f"--server_binary={a.server}", f"--iterations={iterations}",
                f"--params={a.params}", f"--slice_params={a.slice_params}", f"--out_dir={d}/out"]
+        if a.bandwidth_gbps:  # an emulated link (root), without its iperf3 runs
+            cmd += [f"--bandwidth_gbps={a.bandwidth_gbps:g}", "--iperf3_seconds=0"]
         run = record(cmd, data, a.perf, environment(a.env))
         if run.returncode != 0:
             raise SystemExit(f"streaming_wakeups: {' '.join(cmd)} failed:\n{run.stderr}")
@@ -384,6 +387,8 @@ def main(argv=None):
     ap.add_argument("--server", default=os.path.join(ROOT, "bazel-bin/server/p3_server"))
     ap.add_argument("--params", type=int, default=25_000_000)
     ap.add_argument("--slice_params", type=int, default=40_000)
+    ap.add_argument("--bandwidth_gbps", type=float, default=0,
+                    help="the benchmark over an emulated link of this rate (root; 0: loopback)")
     ap.add_argument("--short", type=int, default=1, help="iterations of the short run")
     ap.add_argument("--long", type=int, default=11, help="iterations of the long run")
     ap.add_argument("--iperf3", action="store_true", help="measure iperf3 instead")
