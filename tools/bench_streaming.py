@@ -25,11 +25,14 @@ memcpy on the same machine, in Gbit/s.
 
 iperf3 --bidir (on unless --no_iperf3_bidir; after the one-way iperf3, as long, on the
 same link): both directions at once, P3's own pattern. On the shaped links each direction
-has its own tbf, but on loopback both directions share the same cores, so one-way iperf3
-is not the TCP floor for this traffic. `iperf3_bidir_gbps` is the mean of its two
-directions' received rates (the same traffic split evenly, as ours is; both are kept, as
-iperf3_bidir_up_gbps and iperf3_bidir_down_gbps), and its host CPU per GB counts both
-directions' bytes, as ours does. Context beside the issue's target, never instead of it:
+has its own tbf and it matches one way. On loopback it is bound by iperf3's own threading
+(3.12: one thread per end, sending and receiving), not by TCP: two opposite one-way pairs
+move about twice as much each way there (tools/experiments/iperf3_directions.py;
+docs/results/streaming/streaming.md, "Both directions at once").
+`iperf3_bidir_gbps` is the mean of its two directions' received rates (the same traffic
+split evenly, as ours is; both are kept, as iperf3_bidir_up_gbps and
+iperf3_bidir_down_gbps), and its host CPU per GB counts both directions' bytes, as ours
+does. Context beside the issue's target, never instead of it:
 `ratio` stays goodput ÷ one-way iperf3.
 
 Which code ran: the CSV's `commit` is the commit the bench_streaming binary was built

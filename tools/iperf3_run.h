@@ -1,6 +1,9 @@
 // iperf3 on a link, and the host's CPU over it: the TCP reference of bench_streaming
 // (tools/bench_streaming_main.cc, docs/results/streaming/streaming.md), one direction or
 // both at once (iperf3 --bidir, as P3's streaming moves gradients up and values down).
+// iperf3 3.12 runs one thread per end, so on loopback --bidir is bound by that thread
+// (about half the one-way rate each way here), not by TCP: two opposite one-way pairs
+// move 0.93 of it (tools/experiments/iperf3_directions.py).
 //
 // Example:
 //   ProcessSupervisor* sup = ...;  // started while the caller has one thread

@@ -304,7 +304,8 @@ output_dir: "{os.path.join(self.out, "runs", name)}"
             if "cpu_ratio_to_iperf3" in r:
                 detail.append(f"host CPU per GB ÷ iperf3's {r['cpu_ratio_to_iperf3']:.2f}")
             if "iperf3_bidir_gbps" in r:
-                detail.append(f"iperf3 --bidir {r['iperf3_bidir_gbps']:.2f} Gbit/s each way, "
+                detail.append(f"iperf3 --bidir (one thread per end) "
+                              f"{r['iperf3_bidir_gbps']:.2f} Gbit/s each way, "
                               f"goodput ÷ it {r['ratio_to_iperf3_bidir']:.2f}")
             if "cpu_ratio_to_iperf3_bidir" in r:
                 detail.append("host CPU per GB ÷ iperf3 --bidir's "
