@@ -23,13 +23,15 @@ direction (bench_streaming_main.cc's header), so the two compare like for like. 
 shared-memory row sets goodput (one direction, as in every row) against one thread's
 memcpy on the same machine, in Gbit/s.
 
-iperf3 --bidir (on unless --no_iperf3_bidir; after the one-way iperf3, as long, on the
-same link): both directions at once, P3's own pattern. On the shaped links each direction
-has its own tbf and it matches one way. On loopback it is bound by iperf3's own threading
-(3.12: one thread per end, sending and receiving), not by TCP: two opposite one-way pairs
-move about twice as much each way there (tools/experiments/iperf3_directions.py;
-docs/results/streaming/streaming.md, "Both directions at once").
-`iperf3_bidir_gbps` is the mean of its two directions' received rates (the same traffic
+Both directions at once (on unless --no_iperf3_bidir; after the one-way iperf3, as long,
+on the same link), P3's own pattern: two opposite one-way iperf3 pairs started together
+(`iperf3_bidir_method` two_pairs, bench_streaming's default), each direction with its own
+sender and receiver process. On the shaped links each direction has its own tbf and it
+matches one way. iperf3 --bidir (the CSV's runs before the column, 2026-12-05 17:06) is
+bound on loopback by iperf3's own threading (3.12: one thread per end, sending and
+receiving), not by TCP: the two pairs move about twice as much each way there
+(tools/experiments/iperf3_directions.py; docs/results/streaming/streaming.md, "Both
+directions at once"). `iperf3_bidir_gbps` is the mean of its two directions' received rates (the same traffic
 split evenly, as ours is; both are kept, as iperf3_bidir_up_gbps and
 iperf3_bidir_down_gbps), and its host CPU per GB counts both directions' bytes, as ours
 does. Context beside the issue's target, never instead of it:
@@ -76,7 +78,10 @@ FIELDS = ["date", "commit", "server_commit", "driver_commit", "rate_gbps", "run"
           "iperf3_bidir_gbps", "iperf3_bidir_up_gbps", "iperf3_bidir_down_gbps",
           "iperf3_bidir_bytes", "iperf3_bidir_host_busy_s", "iperf3_bidir_softirq_s",
           "iperf3_bidir_host_cpu_s_per_gb", "iperf3_bidir_cpu_s_per_gb",
-          "ratio_to_iperf3_bidir", "cpu_ratio_to_iperf3_bidir"]
+          "ratio_to_iperf3_bidir", "cpu_ratio_to_iperf3_bidir",
+          # how both directions were loaded: two_pairs (the default since 2026-12-05
+          # evening) or bidir (iperf3 --bidir; blank in the rows before the column)
+          "iperf3_bidir_method"]
 BEGIN = "<!-- streaming-table:begin (tools/bench_streaming.py) -->"
 END = "<!-- streaming-table:end -->"
 

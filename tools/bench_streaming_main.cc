@@ -16,8 +16,11 @@
 // on machine 1 and itself (the worker) on machine 0. With --iperf3_seconds > 0 it first
 // measures the same link (or loopback) with iperf3, worker's machine -> server's machine:
 // its rate, and the host's CPU for it measured as for our run. Then (unless
-// --iperf3_bidir=false) iperf3 --bidir for as long on the same link: both directions at
-// once, P3's own pattern, where on loopback both directions share the same cores.
+// --iperf3_bidir=false) both directions at once for as long on the same link, P3's own
+// pattern, where on loopback both directions share the same cores: by default as two
+// opposite one-way iperf3 pairs started together (--iperf3_bidir_method=two_pairs), or
+// as iperf3 --bidir (=bidir), whose one thread per end halves loopback's rate
+// (tools/iperf3_run.h).
 //
 // Measured window: after --warmup iterations and a Sync() (every value of the current
 // version arrived), `--iterations` more iterations and a final Sync(). In that window:
@@ -44,7 +47,9 @@
 //   cpu_ratio_to_iperf3       host_cpu_s_per_gb / iperf3_host_cpu_s_per_gb (the issue's
 //                             target: <= 1.25); absent when iperf3's window had no tick
 //   ratio                     goodput_up_gbps / iperf3_gbps
-// With --iperf3_bidir (iperf3 --bidir: its GB are both directions' received bytes, as ours):
+// With --iperf3_bidir (both directions at once: its GB are both directions' received
+// bytes, as ours):
+//   iperf3_bidir_method       "two_pairs" or "bidir" (--iperf3_bidir_method)
 //   iperf3_bidir_up_gbps, iperf3_bidir_down_gbps
 //                             each direction's received rate (client -> server: the
 //                             gradients' way; server -> client: the values')
@@ -118,8 +123,12 @@ ABSL_FLAG(int, iterations, 5, "iterations measured");
 ABSL_FLAG(double, iperf3_seconds, 0,
           "measure the same link with iperf3 first, whole seconds; 0: skip");
 ABSL_FLAG(bool, iperf3_bidir, true,
-          "with --iperf3_seconds: also iperf3 --bidir on the same link for as long, after the "
-          "one-way run (both directions at once, as P3's streaming moves them)");
+          "with --iperf3_seconds: also both directions at once on the same link for as long, "
+          "after the one-way run (as P3's streaming moves them)");
+ABSL_FLAG(std::string, iperf3_bidir_method, "two_pairs",
+          "how --iperf3_bidir loads both directions: two_pairs (two opposite one-way iperf3 "
+          "tests at once: a sender and a receiver process per direction) or bidir (iperf3 "
+          "--bidir: one thread per end, which halves loopback)");
 ABSL_FLAG(std::string, out_dir, "",
           "folder for the server's config, logs; default: a temporary one");
 ABSL_FLAG(std::string, result_json, "", "also write the result here");
@@ -250,6 +259,11 @@ absl::StatusOr<nlohmann::json> Run() {
     return absl::InvalidArgumentError(
         "--iperf3_seconds takes whole seconds (iperf3's -t truncates, and -t 0 never ends)");
   }
+  const std::string bidir_method = absl::GetFlag(FLAGS_iperf3_bidir_method);
+  if (bidir_method != "two_pairs" && bidir_method != "bidir") {
+    return absl::InvalidArgumentError(absl::StrCat("--iperf3_bidir_method: \"", bidir_method,
+                                                   "\" is not two_pairs or bidir"));
+  }
   const int memcpy_runs = absl::GetFlag(FLAGS_memcpy_runs);
   if (memcpy_runs < 1) return absl::InvalidArgumentError("--memcpy_runs must be >= 1");
   std::string dir = absl::GetFlag(FLAGS_out_dir);
@@ -291,6 +305,7 @@ absl::StatusOr<nlohmann::json> Run() {
     P3_ASSIGN_OR_RETURN(iperf3, RunIperf3(sup.get(), link));
     if (absl::GetFlag(FLAGS_iperf3_bidir)) {
       link.bidir = true;
+      link.two_pairs = bidir_method == "two_pairs";
       link.name = "iperf3_bidir";
       P3_ASSIGN_OR_RETURN(iperf3_bidir, RunIperf3(sup.get(), link));
     }
@@ -436,6 +451,7 @@ absl::StatusOr<nlohmann::json> Run() {
     const double gb = iperf3_bidir->total_bytes() / 1e9;
     const double busy_s = TicksToSeconds(iperf3_bidir->host.busy_ticks);
     const double bidir_gbps = (iperf3_bidir->gbps + iperf3_bidir->reverse_gbps) / 2;
+    result["iperf3_bidir_method"] = bidir_method;
     result["iperf3_bidir_gbps"] = bidir_gbps;
     result["iperf3_bidir_up_gbps"] = iperf3_bidir->gbps;
     result["iperf3_bidir_down_gbps"] = iperf3_bidir->reverse_gbps;

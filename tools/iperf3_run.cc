@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <fstream>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -125,6 +126,53 @@ absl::StatusOr<Iperf3Result> ParseIperf3Report(const std::string& json, bool bid
   }
 }
 
+namespace {
+
+// One iperf3 server (-1: one test) listening in `ns`, on a free port; returns its id and
+// port.
+absl::StatusOr<std::pair<int, int>> StartServer(ProcessSupervisor* sup,
+                                                const Iperf3Options& options,
+                                                const std::string& name) {
+  P3_ASSIGN_OR_RETURN(int port, FreePort());
+  const std::string log = absl::StrCat(options.dir, "/", name, "_server.log");
+  P3_ASSIGN_OR_RETURN(int server,
+                      sup->Start(ProcessSpec{.argv = {"iperf3", "-s", "-1", "--forceflush", "-B",
+                                                      options.host, "-p", absl::StrCat(port)},
+                                             .log_path = log,
+                                             .ns_path = options.server_ns,
+                                             .label = name + " server"}));
+  P3_RETURN_IF_ERROR(WaitForText(sup, server, log, "listening", absl::Seconds(10)));
+  return std::make_pair(server, port);
+}
+
+absl::StatusOr<int> StartClient(ProcessSupervisor* sup, const Iperf3Options& options,
+                                const std::string& name, int port,
+                                const std::vector<std::string>& extra) {
+  std::vector<std::string> argv = {
+      "iperf3", "-c", options.host, "-p", absl::StrCat(port), "-t", absl::StrCat(options.seconds),
+      "-J"};
+  argv.insert(argv.end(), extra.begin(), extra.end());
+  return sup->Start(ProcessSpec{.argv = argv,
+                                .log_path = absl::StrCat(options.dir, "/", name, "_client.json"),
+                                .ns_path = options.client_ns,
+                                .label = name + " client"});
+}
+
+// The client's report of a finished pair, parsed.
+absl::StatusOr<Iperf3Result> Finish(ProcessSupervisor* sup, const Iperf3Options& options,
+                                    const std::string& name, int server, bool bidir) {
+  const std::string client_log = absl::StrCat(options.dir, "/", name, "_client.json");
+  const std::string server_log = absl::StrCat(options.dir, "/", name, "_server.log");
+  P3_RETURN_IF_ERROR(
+      WaitForExit(sup, server, name + " server", server_log, absl::Seconds(10)));
+  P3_ASSIGN_OR_RETURN(const std::string report, ReadFile(client_log));
+  absl::StatusOr<Iperf3Result> r = ParseIperf3Report(report, bidir);
+  if (!r.ok()) return absl::InternalError(absl::StrCat(client_log, ": ", r.status().message()));
+  return r;
+}
+
+}  // namespace
+
 absl::StatusOr<Iperf3Result> RunIperf3(ProcessSupervisor* sup, const Iperf3Options& options) {
   if (options.dir.empty() || options.host.empty()) {
     return absl::InvalidArgumentError("RunIperf3: dir and host are required");
@@ -132,34 +180,46 @@ absl::StatusOr<Iperf3Result> RunIperf3(ProcessSupervisor* sup, const Iperf3Optio
   if (options.seconds < 1) {
     return absl::InvalidArgumentError("RunIperf3: seconds must be >= 1 (-t 0 never ends)");
   }
-  P3_ASSIGN_OR_RETURN(int port, FreePort());
-  const std::string server_log = absl::StrCat(options.dir, "/", options.name, "_server.log");
-  const std::string client_log = absl::StrCat(options.dir, "/", options.name, "_client.json");
-  P3_ASSIGN_OR_RETURN(int server,
-                      sup->Start(ProcessSpec{.argv = {"iperf3", "-s", "-1", "--forceflush", "-B",
-                                                      options.host, "-p", absl::StrCat(port)},
-                                             .log_path = server_log,
-                                             .ns_path = options.server_ns,
-                                             .label = options.name + " server"}));
-  P3_RETURN_IF_ERROR(WaitForText(sup, server, server_log, "listening", absl::Seconds(10)));
-  std::vector<std::string> argv = {
-      "iperf3", "-c", options.host, "-p", absl::StrCat(port), "-t", absl::StrCat(options.seconds),
-      "-J"};
-  if (options.bidir) argv.push_back("--bidir");
+  const bool pairs = options.bidir && options.two_pairs;
+  const std::string reverse_name = options.name + "_reverse";
+  P3_ASSIGN_OR_RETURN(auto forward, StartServer(sup, options, options.name));
+  std::pair<int, int> reverse{-1, -1};
+  if (pairs) {
+    P3_ASSIGN_OR_RETURN(reverse, StartServer(sup, options, reverse_name));
+  }
+  const absl::Duration limit = absl::Seconds(options.seconds + 20);
   P3_ASSIGN_OR_RETURN(HostCpu host0, ReadHostCpu());
-  P3_ASSIGN_OR_RETURN(int client, sup->Start(ProcessSpec{.argv = argv,
-                                                         .log_path = client_log,
-                                                         .ns_path = options.client_ns,
-                                                         .label = options.name + " client"}));
-  P3_RETURN_IF_ERROR(WaitForExit(sup, client, options.name + " client", client_log,
-                                 absl::Seconds(options.seconds + 20)));
+  std::vector<std::string> extra;
+  if (options.bidir && !pairs) extra.push_back("--bidir");
+  P3_ASSIGN_OR_RETURN(int client, StartClient(sup, options, options.name, forward.second, extra));
+  int reverse_client = -1;
+  if (pairs) {
+    P3_ASSIGN_OR_RETURN(reverse_client,
+                        StartClient(sup, options, reverse_name, reverse.second, {"-R"}));
+  }
+  P3_RETURN_IF_ERROR(WaitForExit(sup, client, options.name + " client",
+                                 absl::StrCat(options.dir, "/", options.name, "_client.json"),
+                                 limit));
+  if (pairs) {
+    P3_RETURN_IF_ERROR(WaitForExit(sup, reverse_client, reverse_name + " client",
+                                   absl::StrCat(options.dir, "/", reverse_name, "_client.json"),
+                                   limit));
+  }
   P3_ASSIGN_OR_RETURN(HostCpu host1, ReadHostCpu());
-  P3_RETURN_IF_ERROR(
-      WaitForExit(sup, server, options.name + " server", server_log, absl::Seconds(10)));
-  P3_ASSIGN_OR_RETURN(const std::string report, ReadFile(client_log));
-  absl::StatusOr<Iperf3Result> r = ParseIperf3Report(report, options.bidir);
-  if (!r.ok()) return absl::InternalError(absl::StrCat(client_log, ": ", r.status().message()));
-  r->host = Elapsed(host0, host1);
+  P3_ASSIGN_OR_RETURN(Iperf3Result r,
+                      Finish(sup, options, options.name, forward.first, options.bidir && !pairs));
+  if (pairs) {
+    // -R: the reverse client receives; its report's sum_received is the server -> client
+    // direction, host_total its receiver's CPU and remote_total its sender's.
+    P3_ASSIGN_OR_RETURN(Iperf3Result back,
+                        Finish(sup, options, reverse_name, reverse.first, /*bidir=*/false));
+    r.bidir = true;
+    r.reverse_gbps = back.gbps;
+    r.reverse_bytes = back.bytes;
+    r.sender_cpu_percent += back.receiver_cpu_percent;
+    r.receiver_cpu_percent += back.sender_cpu_percent;
+  }
+  r.host = Elapsed(host0, host1);
   return r;
 }
 

@@ -3,7 +3,8 @@
 // both at once (iperf3 --bidir, as P3's streaming moves gradients up and values down).
 // iperf3 3.12 runs one thread per end, so on loopback --bidir is bound by that thread
 // (about half the one-way rate each way here), not by TCP: two opposite one-way pairs
-// move 0.93 of it (tools/experiments/iperf3_directions.py).
+// move 0.93 of it (tools/experiments/iperf3_directions.py); bench_streaming takes the
+// two pairs (Iperf3Options::two_pairs) as its both-directions reference.
 //
 // Example:
 //   ProcessSupervisor* sup = ...;  // started while the caller has one thread
@@ -92,14 +93,24 @@ struct Iperf3Options {
   std::string client_ns;
   // Whole seconds (iperf3's -t truncates, and -t 0 never ends). Default: 2.
   int seconds = 2;
-  // Both directions at once (iperf3 --bidir). Default: one direction.
+  // Both directions at once. Default: one direction.
   bool bidir = false;
+  // With bidir: as two independent one-way tests in opposite directions started
+  // together (a second server, and a second client with -R: its server sends), so each
+  // direction has its own sending and receiving process, as P3's worker and server each
+  // have a writer and a reader thread. Without it, iperf3 --bidir (one thread per end).
+  // Logs <name>_server.log / <name>_client.json for the forward pair and
+  // <name>_reverse_server.log / <name>_reverse_client.json for the other.
+  bool two_pairs = false;
   // Prefix of the log files. Default: "iperf3".
   std::string name = "iperf3";
 };
 
 // Runs an iperf3 server (-1: one test) in `server_ns` and a client in `client_ns` for
-// `seconds`, with the host's CPU read around the client's run.
+// `seconds` (two of each with two_pairs), with the host's CPU read around the clients'
+// run. With two_pairs the result is as --bidir's: the forward pair's figures, the reverse
+// pair's as reverse_*, and iperf3's own CPU of all four processes (sender: the forward
+// client and the reverse server; receiver: the other two).
 absl::StatusOr<Iperf3Result> RunIperf3(launcher::ProcessSupervisor* sup,
                                        const Iperf3Options& options);
 

@@ -48,7 +48,7 @@ elif check_json 'r["network"] == "loopback" and r["params"] == 400000' &&
   fi
 fi
 
-case_name="loopback after 1 s of iperf3 and 1 s of iperf3 --bidir: host CPU per GB of each, and the ratios"
+case_name="loopback after 1 s of iperf3 and 1 s of both directions (two opposite pairs): host CPU per GB of each, and the ratios"
 output="$TMP/iperf3.out"
 if ! command -v iperf3 >/dev/null; then
   p3_skip "$case_name" "iperf3 is not installed"
@@ -72,14 +72,52 @@ else
     check_json 'r["iperf3_bidir_host_busy_s"] >= r["iperf3_bidir_softirq_s"] >= 0 and r["iperf3_bidir_cpu_s_per_gb"] > 0' &&
     check_json 'abs(r["iperf3_bidir_host_cpu_s_per_gb"] - r["iperf3_bidir_host_busy_s"] / (r["iperf3_bidir_bytes"] / 1e9)) < 1e-9' &&
     check_json 'abs(r["cpu_ratio_to_iperf3_bidir"] - r["host_cpu_s_per_gb"] / r["iperf3_bidir_host_cpu_s_per_gb"]) < 1e-9' &&
+    check_json 'r["iperf3_bidir_method"] == "two_pairs"' &&
     check_json '"memcpy_gbps" not in r'; then
-    # Each direction was received (bytes both ways: more than a one-way second of either).
-    if ! grep -q '"sum_received_bidir_reverse"' "$TMP/iperf3/iperf3_bidir_client.json"; then
-      fail "no iperf3 --bidir report beside the one-way one"
+    # Two one-way pairs, the second reversed (-R): two reports, neither of them --bidir's.
+    if [[ ! -s "$TMP/iperf3/iperf3_bidir_client.json" || ! -s "$TMP/iperf3/iperf3_bidir_reverse_client.json" ]] ||
+      grep -q '"sum_received_bidir_reverse"' "$TMP/iperf3/iperf3_bidir_client.json" ||
+      ! grep -q '"reverse":[[:space:]]*1' "$TMP/iperf3/iperf3_bidir_reverse_client.json"; then
+      fail "no two opposite one-way reports beside the one-way one"
     else
       ok
     fi
   fi
+fi
+
+case_name="--iperf3_bidir_method=bidir: iperf3 --bidir's one report, both directions"
+output="$TMP/iperf3_bidir.out"
+if ! command -v iperf3 >/dev/null; then
+  p3_skip "$case_name" "iperf3 is not installed"
+else
+  "$BENCH" --server_binary="$SERVER" --params=400000 --tensors=4 --slice_params=10000 \
+    --warmup=1 --iterations=2 --iperf3_seconds=1 --iperf3_bidir_method=bidir \
+    --out_dir="$TMP/iperf3_bidir" >"$output" 2>&1
+  rc=$?
+  if [[ $rc -ne 0 ]]; then
+    fail "exit status $rc"
+  elif check_json 'r["iperf3_bidir_method"] == "bidir"' &&
+    check_json 'r["iperf3_bidir_up_gbps"] > 0 and r["iperf3_bidir_down_gbps"] > 0'; then
+    if ! grep -q '"sum_received_bidir_reverse"' "$TMP/iperf3_bidir/iperf3_bidir_client.json" ||
+      [[ -e "$TMP/iperf3_bidir/iperf3_bidir_reverse_client.json" ]]; then
+      fail "not one iperf3 --bidir report"
+    else
+      ok
+    fi
+  fi
+fi
+
+case_name="--iperf3_bidir_method takes two_pairs or bidir, and says so"
+output="$TMP/iperf3_method.out"
+"$BENCH" --server_binary="$SERVER" --params=400000 --iterations=1 --warmup=1 \
+  --iperf3_bidir_method=sideways --out_dir="$TMP/iperf3_method" >"$output" 2>&1
+rc=$?
+if [[ $rc -eq 0 ]]; then
+  fail "a bad --iperf3_bidir_method was accepted"
+elif ! grep -q 'iperf3_bidir_method: "sideways" is not two_pairs or bidir' "$output"; then
+  fail "no clear error"
+else
+  ok
 fi
 
 case_name="--iperf3_bidir=false: the one-way iperf3 only"
