@@ -113,10 +113,11 @@ struct Calibration {
   // it max(1, B / this) times, each charged like one wake-up above (a reader outpacing
   // the link drains what it let through and sleeps again; a writer on a full send
   // buffer is woken as the wire frees it). Loopback and shared memory: one wake-up a
-  // message. Default: 0 (one wake-up a message everywhere). The CPU calibrations:
-  // 249,000 bytes, from the sleeps per round trip of both processes' threads on a
-  // 5 Gbit/s link, 10.3 times as many at messages of 2.56 MB as at 160 kB
-  // (docs/results/streaming/wakeups_shaped_2026-12-05.csv; simulator_calibration.py).
+  // message. Default: 0 (one wake-up a message everywhere), as in the CPU calibrations:
+  // the measured 249,000 bytes (the sleeps per round trip of both processes' threads on
+  // a 5 Gbit/s link, 10.3 times as many at messages of 2.56 MB as at 160 kB,
+  // docs/results/streaming/wakeups_shaped_2026-12-05.csv) lost validation hits
+  // (docs/results/simulator/simulator.md, "Preemptions per bytes on a shaped link").
   double shaped_bytes_per_wake = 0;
   // Core-seconds of CPU a computation loses per core-second of communication work
   // (sending, receiving, the server's update) on its host while it computes: the

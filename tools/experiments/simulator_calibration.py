@@ -35,10 +35,10 @@ compute_scale. Used by tools/experiments/simulator.py (`calibrate`, and every pr
     No point of the validation enters it either. A set whose sitting ran that script
     (SETS' "preemption": fresh-2026-12-05b on) takes its own, and its own
     comm_interference: both differ between VMs;
-  * shaped_bytes_per_wake: a thread on a shaped link wakes once per so many bytes (at least
-    once a message), from the sleeps at two slice sizes on a 5 Gbit/s link
-    (WAKEUPS_SHAPED, shaped_bytes_per_wake()): the same for every set (the data path's and
-    the kernel's behaviour, measured once). No validation point enters it;
+  * shaped_bytes_per_wake: 0 (off). `calibrate --wake_per_bytes` (a what-if: it lost hits
+    of fresh sets, simulator.md, "Preemptions per bytes on a shaped link") writes, in every
+    set, the bytes per wake-up of a thread on a shaped link measured from the sleeps at
+    two slice sizes on a 5 Gbit/s link (WAKEUPS_SHAPED, shaped_bytes_per_wake());
   * comm_interference: the computation's CPU lost per core-second of communication on
     its host, from the same CSV: a core copying 8 MB buffers without pause beside the
     computation (no preemption), its extra core-seconds over the copier's, median of the
@@ -505,11 +505,12 @@ def write_launcher_calibration(root=None):
     return path
 
 
-def calibrate(only=""):
+def calibrate(only="", wake_per_bytes=False):
     """Fits every calibration set of SETS (or those named in `only`, comma-separated) and
     writes its file; the ring factor is fitted with the current set and reused. The
     launcher's calibration (sp.LAUNCHER) is written after its set; `only` "launcher"
-    copies the set's committed file alone, fitting nothing."""
+    copies the set's committed file alone, fitting nothing. shaped_bytes_per_wake: 0 (off),
+    or with wake_per_bytes the measured shaped_bytes_per_wake() (a what-if: it lost hits)."""
     names = only.split(",") if only else []
     if names and all(n == "launcher" for n in names):
         print(f"wrote {write_launcher_calibration()} from {sp.SETS[sp.LAUNCHER['set']]['file']}")
@@ -526,8 +527,9 @@ def calibrate(only=""):
     interference = comm_interference(speed)
     print(f"comm_interference {interference:.4f} (preemption_cost.csv, {INTERFERENCE_CONDITION}, "
           f"less 1 / {speed:.4f} - 1)")
-    wake = shaped_bytes_per_wake()
-    print(f"shaped_bytes_per_wake {wake:.0f} ({WAKEUPS_SHAPED}, {' vs '.join(WAKEUPS_LABELS)})")
+    wake = shaped_bytes_per_wake() if wake_per_bytes else 0.0
+    print(f"shaped_bytes_per_wake {wake:.0f} (measured {shaped_bytes_per_wake():.0f}, "
+          f"{WAKEUPS_SHAPED}; 0: off, unless --wake_per_bytes)")
     streaming_update = streaming_update_s_per_gb()
     print(f"the streaming run's own update: {streaming_update:.4f} s per GB crossing "
           f"({STREAMING_BREAKDOWN}, {STREAMING_BREAKDOWN_LABEL})")
