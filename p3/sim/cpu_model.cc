@@ -21,7 +21,7 @@ int Simulation::MachineOfProc(int proc) const {
 }
 
 void Simulation::Cpu(int machine, double work, double CpuBreakdown::*kind,
-                     double core_s_per_work, std::function<void()> done) {
+                     double core_s_per_work, double wakes, std::function<void()> done) {
   if (cpu_.empty()) {
     cpu_work_.*kind += work;
     At(now() + work, std::move(done));
@@ -29,13 +29,14 @@ void Simulation::Cpu(int machine, double work, double CpuBreakdown::*kind,
   }
   cpu_work_.*kind += work * core_s_per_work;
   const int host = HostOfMachine(machine);
-  const bool wakes = kind == &CpuBreakdown::send_s || kind == &CpuBreakdown::recv_s;
+  const bool woken = kind == &CpuBreakdown::send_s || kind == &CpuBreakdown::recv_s;
   std::vector<int64_t>& computing = host_compute_[host];
-  if (wakes && cal_.preempt_s > 0 && !computing.empty() &&
+  if (woken && cal_.preempt_s > 0 && !computing.empty() &&
       static_cast<double>(computing.size()) >= o_.cpu_cores_per_host) {
     // Every core is computing: the woken thread preempts one of the running jobs, each
-    // alike (more jobs than computations when other messages are being handled too).
-    const double lost = cal_.preempt_s / host_jobs_[host];
+    // alike (more jobs than computations when other messages are being handled too);
+    // `wakes` times for a message that wakes its thread several times.
+    const double lost = wakes * cal_.preempt_s / host_jobs_[host];
     for (int64_t id : computing) {
       // A computation's unit of work costs 1 / shared_host_compute_speed core-seconds.
       fluid_.AddWork(id, lost * cal_.shared_host_compute_speed);
@@ -76,6 +77,11 @@ void Simulation::Cpu(int machine, double work, double CpuBreakdown::*kind,
                        done();
                      });
   computing.push_back(*id);
+}
+
+double Simulation::Wakeups(const Conn& c, const Msg& m) const {
+  if (c.kind != ConnKind::kNetwork || cal_.shaped_bytes_per_wake <= 0) return 1.0;
+  return std::max(1.0, static_cast<double>(m.bytes) / cal_.shaped_bytes_per_wake);
 }
 
 double Simulation::ShapedExtra() const {

@@ -171,7 +171,16 @@ class Simulation {
     Cpu(machine, work, kind, 1.0, std::move(done));
   }
   void Cpu(int machine, double work, double CpuBreakdown::*kind, double core_s_per_work,
-           std::function<void()> done);
+           std::function<void()> done) {
+    Cpu(machine, work, kind, core_s_per_work, 1.0, std::move(done));
+  }
+  // The same, for a writer or reader (kind send_s or recv_s) that wakes `wakes` times
+  // for its message: each wake-up is charged as a preemption (Calibration::preempt_s).
+  void Cpu(int machine, double work, double CpuBreakdown::*kind, double core_s_per_work,
+           double wakes, std::function<void()> done);
+  // How many times the writer or reader of m on c wakes: max(1, bytes /
+  // Calibration::shaped_bytes_per_wake) on a shaped link, 1 elsewhere or when that is 0.
+  double Wakeups(const Conn& c, const Msg& m) const;
   // Encoding (or decoding) m's values for a 16-bit wire: CPU seconds, 0 for float32.
   double ConversionCost(const Msg& m, bool encode) const;
   double SendCost(const Conn& c, const Msg& m) const;

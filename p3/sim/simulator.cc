@@ -55,6 +55,9 @@ absl::StatusOr<SimResult> Simulation::Run() {
   if (!(o_.calibration.preempt_s >= 0)) {
     return absl::InvalidArgumentError("calibration.preempt_s must be >= 0");
   }
+  if (!(o_.calibration.shaped_bytes_per_wake >= 0)) {
+    return absl::InvalidArgumentError("calibration.shaped_bytes_per_wake must be >= 0");
+  }
   if (!(o_.calibration.comm_interference >= 0)) {
     return absl::InvalidArgumentError("calibration.comm_interference must be >= 0");
   }

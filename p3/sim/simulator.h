@@ -108,6 +108,17 @@ struct Calibration {
   // (none). Measured without a cluster by tools/experiments/simulator_preemption_cost.py: 17 – 39 µs
   // (docs/results/simulator/simulator.md, "What a preemption costs the computation").
   double preempt_s = 0;
+  // Bytes a communication thread on a shaped link (ConnKind::kNetwork: bandwidth_gbps > 0,
+  // two machines) handles per wake-up: writing or reading a message of B bytes there wakes
+  // it max(1, B / this) times, each charged like one wake-up above (a reader outpacing
+  // the link drains what it let through and sleeps again; a writer on a full send
+  // buffer is woken as the wire frees it). Loopback and shared memory: one wake-up a
+  // message. Default: 0 (one wake-up a message everywhere), as in the CPU calibrations:
+  // the measured 249,000 bytes (the sleeps per round trip of both processes' threads on
+  // a 5 Gbit/s link, 10.3 times as many at messages of 2.56 MB as at 160 kB,
+  // docs/results/streaming/wakeups_shaped_2026-12-05.csv) lost validation hits
+  // (docs/results/simulator/simulator.md, "Preemptions per bytes on a shaped link").
+  double shaped_bytes_per_wake = 0;
   // Core-seconds of CPU a computation loses per core-second of communication work
   // (sending, receiving, the server's update) on its host while it computes: the
   // copies' memory traffic slows the computation on the other cores, with no

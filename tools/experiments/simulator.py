@@ -416,6 +416,9 @@ def main():
     ap.add_argument("--only", default="",
                     help="calibrate: only these calibration sets (comma-separated names of "
                          "simulator_points.SETS)")
+    ap.add_argument("--wake_per_bytes", action="store_true",
+                    help="calibrate: shaped_bytes_per_wake as measured (streaming_wakeups.py on "
+                         "a 5 Gbit/s link), not 0: the what-if of issue 36")
     ap.add_argument("--file", default="",
                     help="fresh: the CSV in docs/results to write (one of "
                          "simulator_points.FRESH_SETS' or SITTING_SETS' files)")
@@ -425,7 +428,7 @@ def main():
     if args.command == "fresh":
         fresh(args)
     elif args.command == "calibrate":
-        calibration.calibrate(args.only)
+        calibration.calibrate(args.only, args.wake_per_bytes)
     elif args.command == "validate":
         validate()
     elif args.command == "sweep":

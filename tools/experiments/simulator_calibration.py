@@ -35,6 +35,10 @@ compute_scale. Used by tools/experiments/simulator.py (`calibrate`, and every pr
     No point of the validation enters it either. A set whose sitting ran that script
     (SETS' "preemption": fresh-2026-12-05b on) takes its own, and its own
     comm_interference: both differ between VMs;
+  * shaped_bytes_per_wake: 0 (off). `calibrate --wake_per_bytes` (a what-if: it lost hits
+    of fresh sets, simulator.md, "Preemptions per bytes on a shaped link") writes, in every
+    set, the bytes per wake-up of a thread on a shaped link measured from the sleeps at
+    two slice sizes on a 5 Gbit/s link (WAKEUPS_SHAPED, shaped_bytes_per_wake());
   * comm_interference: the computation's CPU lost per core-second of communication on
     its host, from the same CSV: a core copying 8 MB buffers without pause beside the
     computation (no preemption), its extra core-seconds over the copier's, median of the
@@ -85,6 +89,11 @@ RING_DEFAULT = {"ring_send_s_per_byte": 0.4e-9, "ring_recv_s_per_byte": 0.4e-9,
 # The disturber of simulator_preemption_cost.py whose wake-up rate is the cluster's: a
 # worker's main thread was preempted 550 - 1,150 times a second in fresh-5's runs.
 PREEMPT_CONDITION = "same:1000:0"
+# The wake-ups of a communication thread on a shaped link: streaming_wakeups.py's sleeps
+# of both processes' threads on a 5 Gbit/s link at slices of 40,000 and 640,000 (3 runs
+# each, 2026-12-05, the data path of 537d43f): shaped_bytes_per_wake.
+WAKEUPS_SHAPED = "streaming/wakeups_shaped_2026-12-05.csv"
+WAKEUPS_LABELS = ("5g_s40000", "5g_s640000")
 # The disturber of simulator_preemption_cost.py that copies on the other core (memory
 # traffic, no preemption): what communication beside a computation costs it.
 INTERFERENCE_CONDITION = "other:8388608"
@@ -289,6 +298,24 @@ def shared_host_compute_speed():
     return statistics.median(pairs) / 2
 
 
+def shaped_bytes_per_wake(path=None, labels=WAKEUPS_LABELS):
+    """Calibration::shaped_bytes_per_wake: the bytes a thread on a shaped link handles per
+    wake-up, from the sleeps per round trip (both processes, every thread; median of the
+    runs) at a small and a large slice size. With max(1, B / W) wake-ups a message of B
+    bytes and the small message no longer than W, the sleeps grow by B_large / W: W is the
+    large message's bytes over that ratio (to the nearest 1,000 bytes)."""
+    sleeps = {}
+    for r in csv_io.read_rows(path or sp.results(WAKEUPS_SHAPED)):
+        if r["metric"] == "sleeps" and r["process"] in ("worker", "server") \
+                and r["label"] in labels:
+            key = (r["label"], r["run"])
+            sleeps[key] = sleeps.get(key, 0.0) + float(r["per_round_trip"])
+    small, large = (statistics.median(v for (lab, _), v in sleeps.items() if lab == label)
+                    for label in labels)
+    large_bytes = 4 * int(labels[1].rsplit("_s", 1)[1])
+    return round(large_bytes / (large / small), -3)
+
+
 def preempt_s(path=None):
     """CPU seconds a single-thread ResNet-50 computation lost per preemption, beside a
     thread on its core waking 1,000 times a second (simulator/preemption_cost.csv, or a
@@ -353,7 +380,7 @@ def comm_interference(speed, path=None):
 
 
 def streaming_costs(name, s, measured, speed, preempt, update, streaming_update,
-                    interference=0.0):
+                    interference=0.0, bytes_per_wake=0.0):
     """A calibration's CPU costs of communication from its streaming CSV's medians:
     `streaming_update` (CPU s per GB crossing) is the streaming server's own update, which
     the measured CPU holds; `update` (s per byte and worker) is the cluster's, which the
@@ -380,7 +407,8 @@ def streaming_costs(name, s, measured, speed, preempt, update, streaming_update,
             "send_s_per_byte": send, "recv_s_per_byte": send,
             "shaped_s_per_byte_at_1g": extra[1.0] * 1e-9, "shaped_exponent": exponent,
             "shared_host_compute_speed": speed, "preempt_s": preempt,
-            "update_s_per_byte": update, "comm_interference": interference}
+            "update_s_per_byte": update, "comm_interference": interference,
+            "shaped_bytes_per_wake": bytes_per_wake}
 
 
 def per_byte_less_messages(cal, per_message):
@@ -477,11 +505,12 @@ def write_launcher_calibration(root=None):
     return path
 
 
-def calibrate(only=""):
+def calibrate(only="", wake_per_bytes=False):
     """Fits every calibration set of SETS (or those named in `only`, comma-separated) and
     writes its file; the ring factor is fitted with the current set and reused. The
     launcher's calibration (sp.LAUNCHER) is written after its set; `only` "launcher"
-    copies the set's committed file alone, fitting nothing."""
+    copies the set's committed file alone, fitting nothing. shaped_bytes_per_wake: 0 (off),
+    or with wake_per_bytes the measured shaped_bytes_per_wake() (a what-if: it lost hits)."""
     names = only.split(",") if only else []
     if names and all(n == "launcher" for n in names):
         print(f"wrote {write_launcher_calibration()} from {sp.SETS[sp.LAUNCHER['set']]['file']}")
@@ -498,6 +527,9 @@ def calibrate(only=""):
     interference = comm_interference(speed)
     print(f"comm_interference {interference:.4f} (preemption_cost.csv, {INTERFERENCE_CONDITION}, "
           f"less 1 / {speed:.4f} - 1)")
+    wake = shaped_bytes_per_wake() if wake_per_bytes else 0.0
+    print(f"shaped_bytes_per_wake {wake:.0f} (measured {shaped_bytes_per_wake():.0f}, "
+          f"{WAKEUPS_SHAPED}; 0: off, unless --wake_per_bytes)")
     streaming_update = streaming_update_s_per_gb()
     print(f"the streaming run's own update: {streaming_update:.4f} s per GB crossing "
           f"({STREAMING_BREAKDOWN}, {STREAMING_BREAKDOWN_LABEL})")
@@ -519,7 +551,7 @@ def calibrate(only=""):
             print(f"{name}: the sitting's own preempt_s {own_preempt * 1e6:.1f} us, "
                   f"comm_interference {own_interference:.4f} ({s['preemption']})")
         cal = streaming_costs(name, s, m, speed, own_preempt, update, streaming_update,
-                              own_interference)
+                              own_interference, wake)
         second = second_slice_size(os.path.join(paths.ROOT, s["streaming"]))
         m2 = second and streaming_measured(os.path.join(paths.ROOT, s["streaming"]), second)
         if second:

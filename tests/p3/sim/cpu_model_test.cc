@@ -61,5 +61,42 @@ CATCH_TEST_CASE("two computations on two cores share one charge of interference 
   CATCH_CHECK(one_core->cpu.interference_s == 0);
 }
 
+CATCH_TEST_CASE("on a shaped link a large message wakes its thread once per shaped_bytes_per_wake bytes") {
+  // Both cores of the workers' host compute block 0 while block 1's gradients (slices of
+  // 40,000 values, 160 kB messages) are written: each wake-up costs preempt_s.
+  SimOptions o = TwoWorkersOnOneHost(2);
+  o.bandwidth_gbps = 10;  // the workers and servers on different machines: a shaped link
+  o.calibration.preempt_s = 100e-6;
+  absl::StatusOr<SimResult> per_message = Simulate(o);  // shaped_bytes_per_wake 0: off
+  CATCH_REQUIRE(per_message.ok());
+  CATCH_REQUIRE(per_message->cpu.preempt_s > 0);
+  // 40 kB per wake-up: four wake-ups for each 160 kB message, four times the charge
+  // (within what the longer computation changes of when the writes fall).
+  o.calibration.shaped_bytes_per_wake = 40000;
+  absl::StatusOr<SimResult> per_bytes = Simulate(o);
+  CATCH_REQUIRE(per_bytes.ok());
+  CATCH_CHECK(per_bytes->cpu.preempt_s > 2.5 * per_message->cpu.preempt_s);
+  CATCH_CHECK(per_bytes->iteration_seconds > per_message->iteration_seconds);
+  // Messages shorter than W still wake their thread once: the charge is unchanged.
+  o.calibration.shaped_bytes_per_wake = 1e9;
+  absl::StatusOr<SimResult> at_least_one = Simulate(o);
+  CATCH_REQUIRE(at_least_one.ok());
+  CATCH_CHECK(at_least_one->cpu.preempt_s == per_message->cpu.preempt_s);
+  CATCH_CHECK(at_least_one->iteration_seconds == per_message->iteration_seconds);
+  // On loopback (no rate) one wake-up a message, whatever W.
+  o.bandwidth_gbps = 0;
+  o.calibration.shaped_bytes_per_wake = 0;
+  absl::StatusOr<SimResult> loopback_off = Simulate(o);
+  o.calibration.shaped_bytes_per_wake = 40000;
+  absl::StatusOr<SimResult> loopback_on = Simulate(o);
+  CATCH_REQUIRE(loopback_off.ok());
+  CATCH_REQUIRE(loopback_on.ok());
+  CATCH_CHECK(loopback_on->cpu.preempt_s > 0);
+  CATCH_CHECK(loopback_on->cpu.preempt_s == loopback_off->cpu.preempt_s);
+  CATCH_CHECK(loopback_on->iteration_seconds == loopback_off->iteration_seconds);
+  o.calibration.shaped_bytes_per_wake = -1;
+  CATCH_CHECK(Simulate(o).status().code() == absl::StatusCode::kInvalidArgument);
+}
+
 }  // namespace
 }  // namespace p3::sim

@@ -162,5 +162,33 @@ class TwoSizeFitTest(unittest.TestCase):
         self.assertEqual(alt["other"], 1)
 
 
+
+class ShapedBytesPerWakeTest(unittest.TestCase):
+    def test_bytes_per_wake_is_the_large_message_over_the_growth_of_the_sleeps(self):
+        # Per run, the sleeps of every thread of both processes add up; the medians of the
+        # runs (not their means) are compared; other processes and metrics are left out.
+        # 40,000 -> 640,000 values (160 kB -> 2.56 MB): sleeps 5 -> 50, W = 2.56 MB / 10.
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "w.csv")
+            with open(path, "w") as f:
+                f.write("label,run,process,thread,metric,per_round_trip\n")
+                for label, runs in (("5g_s40000", (5, 4, 90)), ("5g_s640000", (50, 49, 51))):
+                    for run, sleeps in enumerate(runs):
+                        f.write(f"{label},{run},worker,reader,sleeps,{sleeps * 0.75}\n")
+                        f.write(f"{label},{run},server,writer,sleeps,{sleeps * 0.25}\n")
+                        f.write(f"{label},{run},tc,tc,sleeps,1000\n")
+                        f.write(f"{label},{run},worker,reader,syscalls,1000\n")
+            self.assertEqual(cal.shaped_bytes_per_wake(path), 256000)
+
+    def test_streaming_costs_write_the_bytes_per_wake_given_and_zero_by_default(self):
+        measured = {r: {"cpu_s_per_gb": 1.0 + r / 10, "commit": "c", "runs": 3}
+                    for r in cal.RATES}
+        s = {"streaming": "s.csv", "binaries": "b"}
+        self.assertEqual(cal.streaming_costs("x", s, measured, 1.0, 0.0, 0.0, 0.0)
+                         ["shaped_bytes_per_wake"], 0.0)
+        self.assertEqual(cal.streaming_costs("x", s, measured, 1.0, 0.0, 0.0, 0.0, 0.0, 249000.0)
+                         ["shaped_bytes_per_wake"], 249000.0)
+
+
 if __name__ == "__main__":
     unittest.main()
