@@ -10,6 +10,7 @@
 //   bench_streaming --server_binary=bazel-bin/server/p3_server                  # loopback
 //   bench_streaming --server_binary=... --bandwidth_gbps=2.5 --iperf3_seconds=3  # root
 //   bench_streaming --server_binary=... --shared_memory       # the colocated path
+//   bench_streaming --server_binary=... --bandwidth_gbps=5 --trace_json=/tmp/t.json  # timeline
 //
 // With --bandwidth_gbps > 0 it builds a 2-machine emulated network with the launcher's
 // own code (tools/launcher/netem.h: namespaces, a bridge, tbf both ways), runs the server
@@ -106,6 +107,7 @@
 #include "p3/base/file_util.h"
 #include "p3/base/stats.h"
 #include "p3/base/status_macros.h"
+#include "p3/base/trace.h"
 #include "proto/program.h"
 #include "tools/iperf3_run.h"
 #include "tools/launcher/netem.h"
@@ -135,6 +137,10 @@ ABSL_FLAG(std::string, result_json, "", "also write the result here");
 ABSL_FLAG(bool, shared_memory, false,
           "worker and server on this machine exchange values through shared memory (the "
           "colocated path); loopback only. Also measures memcpy on this machine");
+ABSL_FLAG(std::string, trace_json, "",
+          "also record the worker's timeline (compute, waits for parameters, each slice sent "
+          "and received) and write it here as Chrome trace JSON, as worker 0 of a launcher's "
+          "trace (pid 100): tools/experiments/link_idle.py analyse reads it");
 ABSL_FLAG(int, memcpy_runs, 5, "with --shared_memory: timed memcpy runs (median)");
 
 namespace p3::tools {
@@ -354,7 +360,11 @@ absl::StatusOr<nlohmann::json> Run() {
   torch::set_num_threads(1);
   const int64_t per_tensor = params / tensors;
   auto model = std::make_shared<StreamingModel>(tensors, per_tensor);
+  // Declared before the worker, which records into it until it is destroyed.
+  const std::string trace_path = absl::GetFlag(FLAGS_trace_json);
+  TraceRecorder trace({.enabled = !trace_path.empty(), .process_name = "worker 0", .pid = 100});
   WorkerOptions options;
+  options.trace = &trace;
   options.servers = {absl::StrCat(host, ":", port)};
   options.slice_params = absl::GetFlag(FLAGS_slice_params);
   if (shared) options.shared_memory_servers = {0};
@@ -383,6 +393,7 @@ absl::StatusOr<nlohmann::json> Run() {
 
   P3_RETURN_IF_ERROR(worker->Finish());
   worker.reset();
+  if (!trace_path.empty()) P3_RETURN_IF_ERROR(trace.WriteJson(trace_path));
   P3_RETURN_IF_ERROR(WaitForExit(sup.get(), server, "server", server_log, absl::Seconds(30)));
   if (net != nullptr) P3_RETURN_IF_ERROR(net->Destroy());
 
@@ -401,6 +412,9 @@ absl::StatusOr<nlohmann::json> Run() {
   result["warmup"] = warmup;
   result["iterations"] = iterations;
   result["seconds"] = seconds;
+  // The measured window on the trace's clock (microseconds of the wall clock).
+  result["window_start_us"] = absl::ToUnixMicros(t0);
+  result["window_end_us"] = absl::ToUnixMicros(t1);
   result["bytes_sent"] = sent;
   result["bytes_received"] = received;
   // Each direction carries P x 4 bytes per iteration; iperf3 measures one direction.

@@ -304,6 +304,8 @@ def analyse(use, timelines, first_iteration):
             for d, name in enumerate(DIRECTIONS):
                 idle = (1 - u[d]) * (b - a)
                 unused[d] += idle
+                if not timelines[int(name[1])]:
+                    continue  # no worker on that machine (bench_streaming's server's)
                 label = label_at(timelines[int(name[1])], mid)
                 by_label[label] = by_label.get(label, 0.0) + idle
         rows.append({"iteration": it, "span_s": round(hi - lo, 4),
@@ -330,14 +332,15 @@ def cmd_analyse(a):
     for r in rows:
         print(" ".join(str(r[k]) for k in r))
     spans = [r["span_s"] for r in rows]
-    unused = [statistics.mean(r[f"{d}_unused_s"] for d in DIRECTIONS) for r in rows]
+    worked = [d for d in DIRECTIONS if timelines[int(d[1])]]
+    unused = [statistics.mean(r[f"{d}_unused_s"] for d in worked) for r in rows]
     total = sum(by_label.values())
     print(f"median span {statistics.median(spans):.3f} s; unused link time per iteration and "
           f"direction: median {statistics.median(unused):.3f} s "
           f"({100 * statistics.median(unused) / statistics.median(spans):.1f} % of the span)")
     print("what the machine's own worker did while its link was unused "
           "(seconds per iteration and direction, share):")
-    n = len(rows) * len(DIRECTIONS)
+    n = len(rows) * len(worked)
     for label, x in sorted(by_label.items(), key=lambda kv: -kv[1]):
         if x / n >= 0.001:
             print(f"  {label:24s} {x / n:.3f} s  {100 * x / total:5.1f} %")

@@ -99,6 +99,27 @@ class LinkIdleTest(unittest.TestCase):
         self.assertAlmostEqual(by_label["loss+step"], 0.2, places=3)
         self.assertAlmostEqual(sum(by_label.values()), 0.8, places=3)
 
+    def test_a_machine_without_a_worker_is_counted_but_not_attributed(self):
+        # bench_streaming: its worker on machine 0, the server alone on machine 1.
+        events = load(worker_trace(100))
+        timelines = [link_idle.worker_timeline(events, r) for r in range(2)]
+        self.assertEqual(timelines[1], [])
+        rate = 1e9 / 8 * 0.957
+        samples, c = [], [0, 0, 0, 0]
+        t = 0.0
+        while t < 3.0 + 1e-9:
+            samples.append((round(t, 2), list(c)))
+            nxt = round(t + 0.05, 2)
+            mid = (t + nxt) / 2 % 1.0
+            for d in range(4):  # every direction idle during backward b
+                c[d] += 0 if 0.5 < mid < 0.8 else int(rate * 0.05)
+            t = nxt
+        rows, by_label = link_idle.analyse(link_idle.link_use(samples, 1), timelines, 3)
+        self.assertAlmostEqual(rows[0]["m1_up_unused_s"], 0.3, places=3)
+        # Machine 0's two directions only: 2 iterations x 2 directions x 0.3 s.
+        self.assertAlmostEqual(by_label["backward b"], 1.2, places=3)
+        self.assertAlmostEqual(sum(by_label.values()), 1.2, places=3)
+
     def test_slices_of_the_plan_map_to_their_tensor_and_block(self):
         blocks = [{"name": "a", "params": [5, 2]}, {"name": "b", "params": [9]}]
         self.assertEqual(link_idle.slice_tensors(blocks, 4),
