@@ -41,10 +41,11 @@ BEGIN = "<!-- sim-table:begin (tools/experiments/simulator.py validate) -->"
 END = "<!-- sim-table:end -->"
 
 
-def predict(p, cal, scale, extra):
+def predict(p, cal, scale, extra, more_flags=()):
     """The simulator's result for measured point p with calibration file cal, over as many
     iterations (and warm-up) as p's runs made: the whole-tensor modes' simulated
-    iterations lengthen as a run goes on, so the count matters."""
+    iterations lengthen as a run goes on, so the count matters. more_flags: p3_sim flags
+    added at the end (e.g. --trace=PATH)."""
     profile = calibration.profile(f"{p['model']}_b{sp.BATCH[p['model']]}_cpu.json")
     sets = [f"network.bandwidth_gbps={p['bandwidth']}",
             f"scheduling.slice_params={p['slice_params']}"]
@@ -69,7 +70,7 @@ def predict(p, cal, scale, extra):
     elif p["workers"] == 3:
         flags = [f for f in flags if not f.startswith("--machines_per_host")]
         flags.append("--machines_per_host=3")
-    flags += [f"--iterations={p['iterations']}", f"--warmup={p['warmup']}"]
+    flags += [f"--iterations={p['iterations']}", f"--warmup={p['warmup']}"] + list(more_flags)
     return p3_sim.run(f"configs/bench/{p['model']}.textproto", profile, cal, sets, flags)
 
 
