@@ -72,6 +72,8 @@
 //                             the values come down at the same time, as much again
 //   memcpy_cpu_s_per_gb       the copying thread's CPU s per GB copied (clock_gettime),
 //                             beside host_cpu_s_per_gb
+// The worker's and the server's heaps are in transparent huge pages, as a launcher's
+// processes' are (p3/base/allocator.h); GLIBC_TUNABLES=glibc.malloc.hugetlb=0 turns that off.
 // Prints one JSON object on stdout (and writes it to --result_json). Exit status 0, or 1
 // with the reason on stderr.
 #include <sys/resource.h>
@@ -82,6 +84,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -102,6 +105,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "models/model.h"
+#include "p3/base/allocator.h"
 #include "nlohmann/json.hpp"
 #include "p3/base/build_commit.h"
 #include "p3/base/file_util.h"
@@ -492,6 +496,15 @@ absl::StatusOr<nlohmann::json> Run() {
 }  // namespace p3::tools
 
 int main(int argc, char** argv) {
+  // This process is the worker: its heap in huge pages, as the launcher's workers' are, and
+  // the server's too (it inherits the environment). glibc reads the tunable only when a
+  // process starts, so the benchmark starts itself again, once, with it; a GLIBC_TUNABLES
+  // that already sets glibc.malloc.hugetlb (=0: off) is kept (p3/base/allocator.h).
+  if (const char* tunables = std::getenv("GLIBC_TUNABLES");
+      tunables == nullptr || p3::TunablesWithHugePageHeap(tunables) != tunables) {
+    if (p3::RequestHugePageHeapForChildren().ok()) execv("/proc/self/exe", argv);
+    // execv returned: go on with the heap as it is.
+  }
   // As p3_worker and p3_server do, before any thread (p3/base/allocator.h).
   p3::Program program("bench_streaming", argc, argv, {.allocator = p3::AllocatorOptions{}});
   absl::StatusOr<nlohmann::json> result = p3::tools::Run();

@@ -46,6 +46,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/time.h"
+#include "p3/base/allocator.h"
 #include "p3/base/file_util.h"
 #include "proto/config.h"
 #include "proto/config.pb.h"
@@ -182,6 +183,11 @@ int Main(int argc, char** argv) {
   Program program("launch_cluster", argc, argv,
                   {.usage = kUsage, .skip_lock_order_checks = true, .config_overrides = true});
   if (absl::Status none = program.NoArguments(); !none.ok()) return program.Fail(2, none.message());
+  // Every process started from here on (workers, servers) grows its heap in huge pages
+  // unless GLIBC_TUNABLES already says otherwise (p3/base/allocator.h).
+  if (absl::Status huge = RequestHugePageHeapForChildren(); !huge.ok()) {
+    return program.Fail(1, huge.message());
+  }
   const std::vector<std::string>& overrides = program.overrides();
   if (absl::GetFlag(FLAGS_cleanup_network)) return CleanupStaleNetworks();
 

@@ -1,5 +1,12 @@
 #include "p3/base/allocator.h"
 
+#include <cstdlib>
+#include <string>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/string_view.h"
+
 #if defined(__GLIBC__)
 #include <malloc.h>
 #endif
@@ -25,6 +32,26 @@ absl::Status TuneAllocatorForLargeMessages(const AllocatorOptions& options) {
   (void)options;
   return absl::UnimplementedError("allocator tuning needs glibc");
 #endif
+}
+
+std::string TunablesWithHugePageHeap(const char* current) {
+  constexpr absl::string_view kName = "glibc.malloc.hugetlb";
+  const std::string value = current != nullptr ? current : "";
+  for (absl::string_view tunable : absl::StrSplit(value, ':')) {
+    if (absl::StartsWith(tunable, kName) && absl::StartsWith(tunable.substr(kName.size()), "=")) {
+      return value;
+    }
+  }
+  const std::string setting = std::string(kName) + "=1";
+  return value.empty() ? setting : value + ":" + setting;
+}
+
+absl::Status RequestHugePageHeapForChildren() {
+  const std::string value = TunablesWithHugePageHeap(std::getenv("GLIBC_TUNABLES"));
+  if (setenv("GLIBC_TUNABLES", value.c_str(), /*overwrite=*/1) != 0) {
+    return absl::InternalError("setenv(GLIBC_TUNABLES) failed");
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace p3

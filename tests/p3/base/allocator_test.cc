@@ -8,12 +8,105 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <sstream>
+#include <string>
 #include <thread>
 
 #include <catch2/catch.hpp>
 
+#include "tests/testing/skip.h"
+
 namespace p3 {
 namespace {
+
+// kB of this process's anonymous memory in transparent huge pages.
+long AnonHugePagesKb() {
+  std::ifstream in("/proc/self/smaps_rollup");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("AnonHugePages:", 0) == 0) return std::stol(line.substr(14));
+  }
+  return -1;
+}
+
+// Run before main() in every process of this binary: in the child that the huge-page case
+// below starts (P3_ALLOCATOR_TEST_HEAP_CHILD set), it tunes the allocator as p3_worker does,
+// grows the heap by 64 MiB, touches it and exits: 1 if any of it is in huge pages, 0 if
+// none, 3 if the tuning failed. Elsewhere it does nothing.
+const bool kHeapChild = [] {
+  if (std::getenv("P3_ALLOCATOR_TEST_HEAP_CHILD") == nullptr) return false;
+  if (!TuneAllocatorForLargeMessages().ok()) _exit(3);
+  constexpr size_t kBytes = 64 << 20;
+  char* buffer = static_cast<char*>(std::malloc(kBytes));
+  if (buffer == nullptr) _exit(3);
+  std::memset(buffer, 1, kBytes);
+  _exit(AnonHugePagesKb() > 0 ? 1 : 0);
+}();
+
+// Starts this test binary again with `tunables` as GLIBC_TUNABLES (null: unset) as the heap
+// child above; returns its exit status.
+int HeapChild(const char* tunables) {
+  const pid_t child = fork();
+  CATCH_REQUIRE(child >= 0);
+  if (child == 0) {
+    setenv("P3_ALLOCATOR_TEST_HEAP_CHILD", "1", 1);
+    if (tunables != nullptr) {
+      setenv("GLIBC_TUNABLES", tunables, 1);
+    } else {
+      unsetenv("GLIBC_TUNABLES");
+    }
+    char* const argv[] = {const_cast<char*>("allocator_test"), nullptr};
+    execv("/proc/self/exe", argv);
+    _exit(4);
+  }
+  int status = 0;
+  CATCH_REQUIRE(waitpid(child, &status, 0) == child);
+  CATCH_REQUIRE(WIFEXITED(status));
+  return WEXITSTATUS(status);
+}
+
+CATCH_TEST_CASE("the huge-page tunable is added to GLIBC_TUNABLES, and a setting of it already there wins") {
+  CATCH_CHECK(TunablesWithHugePageHeap(nullptr) == "glibc.malloc.hugetlb=1");
+  CATCH_CHECK(TunablesWithHugePageHeap("") == "glibc.malloc.hugetlb=1");
+  CATCH_CHECK(TunablesWithHugePageHeap("glibc.malloc.arena_max=2") ==
+              "glibc.malloc.arena_max=2:glibc.malloc.hugetlb=1");
+  CATCH_CHECK(TunablesWithHugePageHeap("glibc.malloc.hugetlb=0") == "glibc.malloc.hugetlb=0");
+  CATCH_CHECK(TunablesWithHugePageHeap("glibc.malloc.arena_max=2:glibc.malloc.hugetlb=2") ==
+              "glibc.malloc.arena_max=2:glibc.malloc.hugetlb=2");
+  // Only that exact name counts.
+  CATCH_CHECK(TunablesWithHugePageHeap("glibc.malloc.hugetlbx=0") ==
+              "glibc.malloc.hugetlbx=0:glibc.malloc.hugetlb=1");
+}
+
+CATCH_TEST_CASE("a process started after the request grows its heap in huge pages") {
+  CATCH_REQUIRE_FALSE(kHeapChild);
+  const char* saved = std::getenv("GLIBC_TUNABLES");
+  const std::string restore = saved != nullptr ? saved : "";
+  unsetenv("GLIBC_TUNABLES");
+  CATCH_REQUIRE(RequestHugePageHeapForChildren().ok());
+  const std::string requested = std::getenv("GLIBC_TUNABLES");
+  CATCH_CHECK(requested == "glibc.malloc.hugetlb=1");
+  if (saved != nullptr) {
+    setenv("GLIBC_TUNABLES", restore.c_str(), 1);
+  } else {
+    unsetenv("GLIBC_TUNABLES");
+  }
+
+  std::ifstream mode_file("/sys/kernel/mm/transparent_hugepage/enabled");
+  std::stringstream mode;
+  mode << mode_file.rdbuf();
+  if (!mode_file || mode.str().find("[never]") != std::string::npos) {
+    testing::ReportSkip("huge pages for the heap", "transparent huge pages are off in this kernel");
+    return;
+  }
+  CATCH_CHECK(HeapChild(requested.c_str()) == 1);
+  // Where the kernel gives huge pages only when asked ([madvise]), none without the tunable.
+  if (mode.str().find("[madvise]") != std::string::npos) {
+    CATCH_CHECK(HeapChild("glibc.malloc.hugetlb=0") == 0);
+    CATCH_CHECK(HeapChild(nullptr) == 0);
+  }
+}
 
 long MinorFaults() {
   rusage usage{};
