@@ -56,8 +56,9 @@ absl::Status TuneAllocatorForLargeMessages(const AllocatorOptions& options = {})
 // glibc (2.35 and later) advises huge pages for the memory its heap takes when the tunable
 // glibc.malloc.hugetlb=1 is set, a fault per 2 MiB; glibc reads the tunable only when a
 // process starts, so mallopt() cannot set it. Measured (docs/results/streaming/streaming.md,
-// "Huge pages for the heap"): VGG-19 on an unlimited link about 15 % faster, the streaming
-// benchmark's worker a third of its page faults' CPU; ResNet-50 unchanged.
+// "Huge pages for the heap"), on a 2-vCPU guest where page faults are dear: VGG-19 on an
+// unlimited link 16 % faster (4 rounds), ResNet-50 0 - 5 %, the streaming benchmark on
+// loopback 1.3 - 1.4 times the goodput at 0.76 of the CPU per GB.
 //
 // The GLIBC_TUNABLES value `current` (null or empty: none) with glibc.malloc.hugetlb=1
 // added. A `current` that already sets glibc.malloc.hugetlb is returned unchanged: the
