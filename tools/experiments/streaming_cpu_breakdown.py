@@ -62,13 +62,10 @@ FIELDS = ["label", "commit", "mode", "run", "group", "share", "cpu_s_per_gb", "c
           "samples", "run_cpu_s_per_gb", "goodput_gbps", "slice_params"]
 
 
-def our_pids(task_lines, bench):
-    """perf report --tasks lines ("pid tid ppid | comm") -> the thread ids of the run (what
-    perf's sort key `pid` shows): the threads of the process perf started from `bench` (its
-    name, as the kernel truncates it to 15 characters) and of every process descending
-    from it."""
-    procs = {}  # pid -> (ppid, comm), processes only (pid == tid)
-    threads = []  # (pid, tid)
+def parse_tasks(task_lines):
+    """perf report --tasks lines ("pid tid ppid | comm") -> ({pid: (ppid, comm)} of the
+    processes (pid == tid), [(pid, tid)] of every thread)."""
+    procs, threads = {}, []
     for line in task_lines:
         head, sep, comm = line.partition("|")
         fields = head.split()
@@ -78,6 +75,15 @@ def our_pids(task_lines, bench):
         threads.append((pid, tid))
         if pid == tid:
             procs[pid] = (ppid, comm.strip())
+    return procs, threads
+
+
+def our_pids(task_lines, bench):
+    """perf report --tasks lines ("pid tid ppid | comm") -> the thread ids of the run (what
+    perf's sort key `pid` shows): the threads of the process perf started from `bench` (its
+    name, as the kernel truncates it to 15 characters) and of every process descending
+    from it."""
+    procs, threads = parse_tasks(task_lines)
     name = os.path.basename(bench)[:15]
     pids = {pid for pid, (ppid, comm) in procs.items()
             if comm == name and procs.get(ppid, (0, ""))[1] == "perf"}

@@ -118,16 +118,7 @@ def kind_of(comm, parent_comm):
 
 def process_kinds(task_lines, tids):
     """perf report --tasks lines and the run's thread ids -> {thread id: kind}."""
-    procs, threads = {}, []
-    for line in task_lines:
-        head, sep, comm = line.partition("|")
-        fields = head.split()
-        if not sep or len(fields) != 3 or not all(f.isdigit() for f in fields):
-            continue
-        pid, tid, ppid = (int(f) for f in fields)
-        threads.append((pid, tid))
-        if pid == tid:
-            procs[pid] = (ppid, comm.strip())
+    procs, threads = streaming.parse_tasks(task_lines)
     kinds = {}
     for pid, tid in threads:
         if tid in tids and pid in procs:

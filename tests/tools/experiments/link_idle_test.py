@@ -39,6 +39,23 @@ def worker_trace(pid):
     return ev
 
 
+def link_samples(idle):
+    """Counters sampled every 50 ms over 3 s of a 1 Gbit/s link: direction d carries a
+    saturated link's bytes in a sample unless idle(d, the sample's middle within its 1 s
+    iteration)."""
+    rate = 1e9 / 8 * 0.957
+    samples, c = [], [0, 0, 0, 0]
+    t = 0.0
+    while t < 3.0 + 1e-9:
+        samples.append((round(t, 2), list(c)))
+        nxt = round(t + 0.05, 2)
+        mid = (t + nxt) / 2 % 1.0
+        for d in range(4):
+            c[d] += 0 if idle(d, mid) else int(rate * 0.05)
+        t = nxt
+    return samples
+
+
 def load(events):
     """The events as trace_events() reads them back from a trace file."""
     with tempfile.TemporaryDirectory() as d:
@@ -76,19 +93,10 @@ class LinkIdleTest(unittest.TestCase):
         events = load(worker_trace(100) + worker_trace(101))
         timelines = [link_idle.worker_timeline(events, r) for r in range(2)]
         self.assertIn((0.0, 0.2, "wait a", 3), timelines[0])
-        rate = 1e9 / 8 * 0.957
         # Every direction busy, except machine 0's upload idle during backward b (0.5-0.8
         # of each iteration) and machine 1's download idle during the loss (0.4-0.5).
-        samples, c = [], [0, 0, 0, 0]
-        t = 0.0
-        while t < 3.0 + 1e-9:
-            samples.append((round(t, 2), list(c)))
-            nxt = round(t + 0.05, 2)
-            mid = (t + nxt) / 2 % 1.0
-            for d in range(4):
-                idle = (d == 0 and 0.5 < mid < 0.8) or (d == 3 and 0.4 < mid < 0.5)
-                c[d] += 0 if idle else int(rate * 0.05)
-            t = nxt
+        samples = link_samples(lambda d, mid: (d == 0 and 0.5 < mid < 0.8) or
+                               (d == 3 and 0.4 < mid < 0.5))
         rows, by_label = link_idle.analyse(link_idle.link_use(samples, 1), timelines, 3)
         self.assertEqual([r["iteration"] for r in rows], [3, 4])
         self.assertAlmostEqual(rows[0]["span_s"], 1.0)
@@ -104,16 +112,7 @@ class LinkIdleTest(unittest.TestCase):
         events = load(worker_trace(100))
         timelines = [link_idle.worker_timeline(events, r) for r in range(2)]
         self.assertEqual(timelines[1], [])
-        rate = 1e9 / 8 * 0.957
-        samples, c = [], [0, 0, 0, 0]
-        t = 0.0
-        while t < 3.0 + 1e-9:
-            samples.append((round(t, 2), list(c)))
-            nxt = round(t + 0.05, 2)
-            mid = (t + nxt) / 2 % 1.0
-            for d in range(4):  # every direction idle during backward b
-                c[d] += 0 if 0.5 < mid < 0.8 else int(rate * 0.05)
-            t = nxt
+        samples = link_samples(lambda d, mid: 0.5 < mid < 0.8)  # all idle in backward b
         rows, by_label = link_idle.analyse(link_idle.link_use(samples, 1), timelines, 3)
         self.assertAlmostEqual(rows[0]["m1_up_unused_s"], 0.3, places=3)
         # Machine 0's two directions only: 2 iterations x 2 directions x 0.3 s.
