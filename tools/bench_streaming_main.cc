@@ -74,6 +74,8 @@
 //                             beside host_cpu_s_per_gb
 // The worker's and the server's heaps are in transparent huge pages, as a launcher's
 // processes' are (p3/base/allocator.h); GLIBC_TUNABLES=glibc.malloc.hugetlb=0 turns that off.
+//   glibc_tunables            GLIBC_TUNABLES as both processes started
+//   window_start_us, window_end_us  the measured window on --trace_json's clock
 // Prints one JSON object on stdout (and writes it to --result_json). Exit status 0, or 1
 // with the reason on stderr.
 #include <sys/resource.h>
@@ -302,6 +304,10 @@ absl::StatusOr<nlohmann::json> Run() {
   }
   nlohmann::json result;
   result["build_commit"] = BuildCommit();  // "unstamped" unless built with --config=stamp
+  // As this process (the worker) and the server started: glibc.malloc.hugetlb=1 unless
+  // the caller set it otherwise (main()).
+  const char* tunables = std::getenv("GLIBC_TUNABLES");
+  result["glibc_tunables"] = tunables != nullptr ? tunables : "";
   result["network"] = gbps > 0 ? "netem" : "loopback";
   result["bandwidth_gbps"] = gbps;
   result["load1_start"] = Load1();

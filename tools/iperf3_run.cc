@@ -128,13 +128,21 @@ absl::StatusOr<Iperf3Result> ParseIperf3Report(const std::string& json, bool bid
 
 namespace {
 
+// The client's report or the server's log of the pair `name`, in options.dir.
+std::string ClientReport(const Iperf3Options& options, const std::string& name) {
+  return absl::StrCat(options.dir, "/", name, "_client.json");
+}
+std::string ServerLog(const Iperf3Options& options, const std::string& name) {
+  return absl::StrCat(options.dir, "/", name, "_server.log");
+}
+
 // One iperf3 server (-1: one test) listening in `ns`, on a free port; returns its id and
 // port.
 absl::StatusOr<std::pair<int, int>> StartServer(ProcessSupervisor* sup,
                                                 const Iperf3Options& options,
                                                 const std::string& name) {
   P3_ASSIGN_OR_RETURN(int port, FreePort());
-  const std::string log = absl::StrCat(options.dir, "/", name, "_server.log");
+  const std::string log = ServerLog(options, name);
   P3_ASSIGN_OR_RETURN(int server,
                       sup->Start(ProcessSpec{.argv = {"iperf3", "-s", "-1", "--forceflush", "-B",
                                                       options.host, "-p", absl::StrCat(port)},
@@ -153,7 +161,7 @@ absl::StatusOr<int> StartClient(ProcessSupervisor* sup, const Iperf3Options& opt
       "-J"};
   argv.insert(argv.end(), extra.begin(), extra.end());
   return sup->Start(ProcessSpec{.argv = argv,
-                                .log_path = absl::StrCat(options.dir, "/", name, "_client.json"),
+                                .log_path = ClientReport(options, name),
                                 .ns_path = options.client_ns,
                                 .label = name + " client"});
 }
@@ -161,10 +169,9 @@ absl::StatusOr<int> StartClient(ProcessSupervisor* sup, const Iperf3Options& opt
 // The client's report of a finished pair, parsed.
 absl::StatusOr<Iperf3Result> Finish(ProcessSupervisor* sup, const Iperf3Options& options,
                                     const std::string& name, int server, bool bidir) {
-  const std::string client_log = absl::StrCat(options.dir, "/", name, "_client.json");
-  const std::string server_log = absl::StrCat(options.dir, "/", name, "_server.log");
+  const std::string client_log = ClientReport(options, name);
   P3_RETURN_IF_ERROR(
-      WaitForExit(sup, server, name + " server", server_log, absl::Seconds(10)));
+      WaitForExit(sup, server, name + " server", ServerLog(options, name), absl::Seconds(10)));
   P3_ASSIGN_OR_RETURN(const std::string report, ReadFile(client_log));
   absl::StatusOr<Iperf3Result> r = ParseIperf3Report(report, bidir);
   if (!r.ok()) return absl::InternalError(absl::StrCat(client_log, ": ", r.status().message()));
@@ -198,12 +205,10 @@ absl::StatusOr<Iperf3Result> RunIperf3(ProcessSupervisor* sup, const Iperf3Optio
                         StartClient(sup, options, reverse_name, reverse.second, {"-R"}));
   }
   P3_RETURN_IF_ERROR(WaitForExit(sup, client, options.name + " client",
-                                 absl::StrCat(options.dir, "/", options.name, "_client.json"),
-                                 limit));
+                                 ClientReport(options, options.name), limit));
   if (pairs) {
     P3_RETURN_IF_ERROR(WaitForExit(sup, reverse_client, reverse_name + " client",
-                                   absl::StrCat(options.dir, "/", reverse_name, "_client.json"),
-                                   limit));
+                                   ClientReport(options, reverse_name), limit));
   }
   P3_ASSIGN_OR_RETURN(HostCpu host1, ReadHostCpu());
   P3_ASSIGN_OR_RETURN(Iperf3Result r,

@@ -7,7 +7,8 @@
 # the shared-memory path with memcpy beside it; bad command lines; bench_streaming.py's
 # table from a CSV (older columns and the new ones), its --append (a loopback run added to
 # an older CSV; a foreign CSV refused) and its --shared_memory, with the commit each
-# binary was built from read from the binary. Nothing here needs root.
+# binary was built from read from the binary; the heaps in huge pages and --trace_json.
+# Nothing here needs root.
 # Runs from the runfiles tree (bazel test), where the paths below are relative.
 set -uo pipefail
 
@@ -329,6 +330,45 @@ elif ! cmp -s "$TMP/other.csv" "$TMP/other_before.csv"; then
   fail "the file was changed"
 else
   ok
+fi
+
+case_name="the heaps in huge pages unless GLIBC_TUNABLES says otherwise; --trace_json: the worker's timeline"
+output="$TMP/huge.out"
+env -u GLIBC_TUNABLES "$BENCH" --server_binary="$SERVER" --params=400000 --tensors=4 \
+  --slice_params=10000 --warmup=1 --iterations=2 --out_dir="$TMP/huge" \
+  --trace_json="$TMP/huge_trace.json" >"$output" 2>&1
+rc=$?
+if [[ $rc -ne 0 ]]; then
+  fail "exit status $rc"
+elif check_json 'r["glibc_tunables"] == "glibc.malloc.hugetlb=1"' &&
+  check_json 'r["window_start_us"] < r["window_end_us"]'; then
+  if ! "$PY" - "$TMP/huge_trace.json" "$output" >>"$output.check" 2>&1 <<'PY'
+import json, sys
+events = json.load(open(sys.argv[1]))["traceEvents"]
+r = json.loads(open(sys.argv[2]).read().strip().splitlines()[-1])
+tracks = {e["args"]["name"] for e in events if e.get("name") == "thread_name" and e["pid"] == 100}
+assert {"compute", "send to server 0", "receive from server 0"} <= tracks, tracks
+done = [e for e in events if e.get("ph") == "X"]
+assert all(e["pid"] == 100 for e in done), "not worker 0's"
+# Every slice of the measured window's 2 iterations went up and came back: 40 a way each.
+inside = [e for e in done if r["window_start_us"] <= e["ts"] <= r["window_end_us"]]
+assert sum(e["name"].startswith("gradient ") for e in inside) == 80, inside[:3]
+assert sum(e["name"].startswith("params ") for e in inside) == 80, inside[:3]
+PY
+  then
+    fail "the trace is not the worker's timeline"
+  else
+    output="$TMP/huge_off.out"
+    GLIBC_TUNABLES=glibc.malloc.hugetlb=0 "$BENCH" --server_binary="$SERVER" --params=400000 \
+      --tensors=4 --slice_params=10000 --warmup=1 --iterations=1 --out_dir="$TMP/huge_off" \
+      >"$output" 2>&1
+    rc=$?
+    if [[ $rc -ne 0 ]]; then
+      fail "exit status $rc with GLIBC_TUNABLES=glibc.malloc.hugetlb=0"
+    elif check_json 'r["glibc_tunables"] == "glibc.malloc.hugetlb=0"'; then
+      ok
+    fi
+  fi
 fi
 
 case_name="bench_streaming.py --shared_memory: loopback, then the shared-memory path, in one command"

@@ -33,7 +33,6 @@ Variants (each on the set's base calibration):
   ... --sweep --csv=docs/results/simulator/slice_gain_sweep_whatif_2026-12-05.csv
 """
 import argparse
-import csv
 import json
 import math
 import os
@@ -212,10 +211,7 @@ def sweep_whatif(path):
                     "wake_160kB_gain": round(w / w0 - 1, 4)})
         print(f"{bw:g} Gbit/s {n:,}: gain over 40,000 measured {100 * (m / m0 - 1):+.1f} %, "
               f"base {100 * (b / b0 - 1):+.1f}, wake_160kB {100 * (w / w0 - 1):+.1f}")
-    with open(path, "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=SWEEP_FIELDS)
-        w.writeheader()
-        w.writerows(out)
+    csv_io.write_rows(path, out, SWEEP_FIELDS)
 
 
 def main():
@@ -274,10 +270,7 @@ def main():
                 out.append(row_of(set_name, f"wake_{wake_bytes // 1000}kB", p,
                                   run_point(p, cal, scale, s["extra"]), cal, runs))
         summarize(out, set_name)
-    with open(a.csv, "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=FIELDS)
-        w.writeheader()
-        w.writerows(out)
+    csv_io.write_rows(a.csv, out, FIELDS)
 
 
 def summarize(out, set_name):

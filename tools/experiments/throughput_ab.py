@@ -13,17 +13,18 @@ of the per-round B / A, per model, system and bandwidth.
 """
 import argparse
 import collections
-import csv
+import os
 import statistics
 import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from results_lib import csv_io  # noqa: E402
 
 
 def read(path):
     """{(model, system, bandwidth): [samples/s of the ok runs, in time order]}."""
     out = collections.OrderedDict()
-    with open(path) as f:
-        rows = sorted(csv.DictReader(f), key=lambda r: r["time_utc"])
-    for r in rows:
+    for r in sorted(csv_io.read_rows(path), key=lambda r: r["time_utc"]):
         if r.get("status", "ok") != "ok":
             continue
         key = (r["model"], r["system"], float(r["bandwidth_gbps"]))
@@ -75,11 +76,8 @@ def main(argv=None):
         sys.exit("throughput_ab: no configuration is in both files")
     print(table(rows))
     if a.csv:
-        with open(a.csv, "w", newline="") as f:
-            w = csv.DictWriter(f, fieldnames=list(rows[0]))
-            w.writeheader()
-            for r in rows:
-                w.writerow({k: round(v, 4) if isinstance(v, float) else v for k, v in r.items()})
+        csv_io.write_rows(a.csv, [{k: round(v, 4) if isinstance(v, float) else v
+                                   for k, v in r.items()} for r in rows])
 
 
 if __name__ == "__main__":

@@ -28,7 +28,6 @@ spinlock taken with interrupts off: a paravirtual guest defers the timer's inter
 are given to the first caller that is not such a frame.
 """
 import argparse
-import csv
 import glob
 import json
 import os
@@ -40,7 +39,9 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 import streaming_cpu_breakdown as streaming  # noqa: E402  (the groups, the run's pids)
+from results_lib import csv_io  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 PY = "/usr/bin/python3"
@@ -216,7 +217,7 @@ def record(a):
         rc = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT).returncode
     stop.set()
     watcher.join()
-    rows = list(csv.DictReader(open(os.path.join(bench_out, "raw.csv"))))
+    rows = csv_io.read_rows(os.path.join(bench_out, "raw.csv"))
     meta = {"system": a.system, "model": a.model, "bandwidth": a.bandwidth, "rc": rc,
             "period_ns": a.period_ms * 1000000,
             "iterations": iterations, "warmup": warmup, "window": marks,
@@ -364,17 +365,14 @@ def table(rows):
 
 
 def analyse(a):
-    keep = list(csv.DictReader(open(a.csv))) if a.append and os.path.exists(a.csv) else []
+    keep = csv_io.read_rows(a.csv) if a.append and os.path.exists(a.csv) else []
     new = []
     for d in a.dirs:
         meta, counts, iterations, whole = analyse_dir(d, a.perf)
         run = 1 + len({(r["run"]) for r in keep + new
                        if r["label"] == a.label and r["system"] == meta["system"]})
         new += rows_for(a.label, run, meta, counts, iterations, whole)
-    with open(a.csv, "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=FIELDS)
-        w.writeheader()
-        w.writerows(keep + new)
+    csv_io.write_rows(a.csv, keep + new, FIELDS)
     print(table([r for r in keep + new if r["label"] == a.label]))
     return 0
 
@@ -412,7 +410,7 @@ def main(argv=None):
         return analyse(a)
     if a.cmd == "sites":
         return sites(a)
-    rows = list(csv.DictReader(open(a.csv)))
+    rows = csv_io.read_rows(a.csv)
     print(table([r for r in rows if not a.label or r["label"] == a.label]))
     return 0
 

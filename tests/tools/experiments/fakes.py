@@ -9,6 +9,8 @@ deterministic, so that a test can assert what a script does with it.
 import os
 import stat
 import subprocess
+import tempfile
+import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 TESTDATA = os.path.join(HERE, "testdata")
@@ -104,6 +106,18 @@ def launcher(folder):
 
 def p3_sim(folder):
     return write_executable(folder, "p3_sim", P3_SIM)
+
+
+class FakeP3SimTest(unittest.TestCase):
+    """A test case whose scripts find the stand-in p3_sim (P3_SIM) in self.tmp.name."""
+
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory()
+        os.environ["P3_SIM"] = p3_sim(self.tmp.name)
+
+    def tearDown(self):
+        del os.environ["P3_SIM"]
+        self.tmp.cleanup()
 
 
 def pipeline_train(folder):

@@ -12,15 +12,7 @@ import fakes
 import scaling
 
 
-class ScalingTest(unittest.TestCase):
-    def setUp(self):
-        self.tmp = tempfile.TemporaryDirectory()
-        os.environ["P3_SIM"] = fakes.p3_sim(self.tmp.name)
-
-    def tearDown(self):
-        del os.environ["P3_SIM"]
-        self.tmp.cleanup()
-
+class ScalingTest(fakes.FakeP3SimTest):
     def test_scaling_asks_for_each_system_on_16_cores_with_the_precisions_profile(self):
         r = scaling.sim("resnet50", "fp32", "allreduce", 8, 25, "c.json")
         self.assertIn("--allreduce", r["args"])

@@ -30,15 +30,7 @@ def simulator_protocol_sets():
     return protocol.FRESH_SETS
 
 
-class SimulatorTest(unittest.TestCase):
-    def setUp(self):
-        self.tmp = tempfile.TemporaryDirectory()
-        os.environ["P3_SIM"] = fakes.p3_sim(self.tmp.name)
-
-    def tearDown(self):
-        del os.environ["P3_SIM"]
-        self.tmp.cleanup()
-
+class SimulatorTest(fakes.FakeP3SimTest):
     def test_run_points_are_medians_per_point_with_the_wire_dtype(self):
         rows = raw_csv.read(f"{T}/wire_dtype_raw.csv")
         pts = {(p["system"], p["wire_dtype"]): p for p in sp.run_points("wire", "w.csv", rows)}
