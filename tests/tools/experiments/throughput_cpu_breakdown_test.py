@@ -1,12 +1,12 @@
 """tools/experiments/throughput_cpu_breakdown.py (docs/results/throughput): perf's samples
 of a training run read from `perf script`, counted by process kind and group in the timed
 window, and the table of P3 against DDP, on canned perf output (no perf, no run)."""
-import csv
 import os
 import tempfile
 import unittest
 
 import throughput_cpu_breakdown as breakdown
+from results_lib import csv_io
 
 # perf report --tasks: pid tid ppid | comm
 TASKS = [
@@ -109,12 +109,8 @@ class ThroughputCpuBreakdownTest(unittest.TestCase):
             rows += breakdown.rows_for("x", run, meta, counts, 2, 1.0)
         with tempfile.TemporaryDirectory() as d:
             path = os.path.join(d, "b.csv")
-            with open(path, "w", newline="") as f:
-                w = csv.DictWriter(f, fieldnames=breakdown.FIELDS)
-                w.writeheader()
-                w.writerows(rows)
-            with open(path) as f:
-                back = list(csv.DictReader(f))
+            csv_io.write_rows(path, rows, breakdown.FIELDS)
+            back = csv_io.read_rows(path)
         text = breakdown.table(back)
         # 1 sample = 1 ms over 2 iterations: 0.5 ms per iteration.
         self.assertIn("| server: the optimizer | 0.0 | 0.5 | – | 0.5 | 0.0 | 0.0 | +0.5 |", text)
