@@ -44,7 +44,22 @@ PY = "/usr/bin/python3"
 
 # The allocator settings p3's binaries make for themselves (p3/base/allocator.h), given to the
 # DDP peer's Python processes so that neither side pays page faults the other does not.
-GLIBC_TUNABLES = "glibc.malloc.mmap_max=0:glibc.malloc.trim_threshold=1073741824"
+GLIBC_TUNABLES_BASE = "glibc.malloc.mmap_max=0:glibc.malloc.trim_threshold=1073741824"
+HUGE_PAGE_TUNABLE = "glibc.malloc.hugetlb"
+
+
+def peer_glibc_tunables(environ=None):
+    """GLIBC_TUNABLES for a peer's Python processes (DDP, Python workers): the settings p3's
+    binaries make for themselves, and the heap in huge pages as the launcher gives every p3
+    process it starts (tools/launch_cluster.cc, RequestHugePageHeapForChildren): a
+    glibc.malloc.hugetlb already in this process's GLIBC_TUNABLES wins, as it does there, so
+    that GLIBC_TUNABLES=glibc.malloc.hugetlb=0 turns huge pages off on both sides."""
+    own = (os.environ if environ is None else environ).get("GLIBC_TUNABLES", "")
+    huge = [t for t in own.split(":") if t.split("=")[0] == HUGE_PAGE_TUNABLE]
+    return GLIBC_TUNABLES_BASE + ":" + (huge[-1] if huge else HUGE_PAGE_TUNABLE + "=1")
+
+
+GLIBC_TUNABLES = peer_glibc_tunables()
 
 
 def congestion_control(a):

@@ -117,6 +117,29 @@ class BenchThroughputTest(unittest.TestCase):
         self.assertEqual(out[2], "1 0.200 0.400 0.100 nan")
 
 
+class PeerTunablesTest(unittest.TestCase):
+    """The DDP peer's (and Python workers') heap in huge pages, as the launcher gives p3's."""
+
+    def tunables(self, environ):
+        import importlib.util
+        spec = importlib.util.spec_from_file_location(
+            "bench_throughput_module", os.path.join(TOOLS, "bench_throughput.py"))
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return module.peer_glibc_tunables(environ)
+
+    def test_huge_pages_unless_glibc_tunables_says_otherwise(self):
+        base = "glibc.malloc.mmap_max=0:glibc.malloc.trim_threshold=1073741824"
+        self.assertEqual(self.tunables({}), base + ":glibc.malloc.hugetlb=1")
+        self.assertEqual(self.tunables({"GLIBC_TUNABLES": "glibc.malloc.arena_max=2"}),
+                         base + ":glibc.malloc.hugetlb=1")
+        self.assertEqual(self.tunables({"GLIBC_TUNABLES": "glibc.malloc.hugetlb=0"}),
+                         base + ":glibc.malloc.hugetlb=0")
+        self.assertEqual(
+            self.tunables({"GLIBC_TUNABLES": "glibc.malloc.hugetlb=2:glibc.malloc.hugetlbx=0"}),
+            base + ":glibc.malloc.hugetlb=2")
+
+
 class DdpPeerTest(unittest.TestCase):
     def test_two_ranks_of_a_small_model_on_loopback(self):
         probe = fakes.run([fakes.PY, "-c", "import torch, torchvision"], check=False)
