@@ -304,6 +304,7 @@ absl::Status ValidateConfig(const ExperimentConfig& config) {
   }
   check.OneOf("scheduling.wire_dtype", scheduling.wire_dtype(), kWireDTypes);
   check.IntAtLeast("scheduling.owner_params", scheduling.owner_params(), 0);
+  check.IntAtLeast("scheduling.pack_params", scheduling.pack_params(), 0);
   if (!(scheduling.stalled_write_s() >= 0) || std::isinf(scheduling.stalled_write_s())) {
     check.Add("scheduling.stalled_write_s",
               absl::StrCat("must be 0 (never) or a positive number of seconds, got ",

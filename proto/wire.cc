@@ -20,6 +20,7 @@ absl::Status FromGrpcStatus(const grpc::Status& s) {
 }
 
 uint32_t HelloProtocolVersion(const ClusterSignature& sig) {
+  if (sig.plan.pack_params > 0) return 5;
   if (sig.plan.owner_params > 0) return 4;
   return sig.wire_dtype == WireDType::kFloat32 ? 2 : 3;
 }
@@ -39,6 +40,7 @@ void SignatureToHello(const ClusterSignature& sig, wire::Hello* hello) {
   plan->set_slice_params(sig.plan.slice_params);
   plan->set_split_threshold(sig.plan.split_threshold);
   plan->set_owner_params(sig.plan.owner_params);
+  plan->set_pack_params(sig.plan.pack_params);
   hello->set_values_on_push(sig.values_on_push);
   hello->set_priority(sig.priority);
   switch (sig.wire_dtype) {
@@ -117,6 +119,16 @@ absl::StatusOr<ClusterSignature> SignatureFromHello(const wire::Hello& hello) {
         hello.protocol_version()));
   }
   sig.plan.owner_params = plan.owner_params();
+  if (plan.pack_params() < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("hello.plan.pack_params: ", plan.pack_params(), "; allowed >= 0"));
+  }
+  if (plan.pack_params() > 0 && hello.protocol_version() < 5) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "hello.plan.pack_params: packs need protocol version 5; the Hello says ",
+        hello.protocol_version()));
+  }
+  sig.plan.pack_params = plan.pack_params();
   sig.plan.num_servers = sig.num_servers;
   sig.values_on_push = hello.values_on_push();
   sig.priority = hello.priority();

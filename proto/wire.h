@@ -26,13 +26,14 @@ namespace p3 {
 // would ignore wire_dtype and misread 16-bit values, refuses a 16-bit worker's Hello.
 // Version 4 added ownership stripes (SlicePlanSpec.owner_params) and Replan; a Hello
 // whose plan has stripes announces 4, so that an older server, which would ignore the
-// stripes and plan differently, refuses it.
+// stripes and plan differently, refuses it. Version 5 added packs
+// (SlicePlanSpec.pack_params), announced the same way.
 // A server accepts kMinProtocolVersion .. kProtocolVersion.
-inline constexpr uint32_t kProtocolVersion = 4;
+inline constexpr uint32_t kProtocolVersion = 5;
 inline constexpr uint32_t kMinProtocolVersion = 2;
 
-// The version a Hello announces: 4 for a plan with ownership stripes, else 2 for a
-// float32 stream and 3 for a 16-bit one.
+// The version a Hello announces: 5 for a plan with packs, 4 for one with ownership
+// stripes, else 2 for a float32 stream and 3 for a 16-bit one.
 uint32_t HelloProtocolVersion(const ClusterSignature& sig);
 
 // A SharedSlices message (several slices' shared-memory descriptors in one, a colocated

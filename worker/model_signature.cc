@@ -19,6 +19,7 @@ absl::StatusOr<ModelSignature> DescribeModel(const WorkerOptions& options,
   sig.plan.granularity = traits.sliced ? Granularity::kSliced : Granularity::kTensor;
   sig.plan.slice_params = options.slice_params;
   sig.plan.owner_params = traits.sliced ? options.owner_params : 0;
+  sig.plan.pack_params = traits.sliced ? options.pack_params : 0;
   sig.plan.split_threshold = options.split_threshold;
   sig.plan.num_servers = sig.num_servers;
   sig.values_on_push = traits.values_on_push;

@@ -23,7 +23,7 @@ ParameterWaits::ParameterWaits(const ParameterWaitOptions& options, VersionTrack
 }
 
 std::pair<int, int> ParameterWaits::BlockSlices(int block, const SlicePlan& plan) const {
-  return {plan.first_slice(block_tensors_[block]), plan.first_slice(block_tensors_[block + 1])};
+  return plan.tensors_slices(block_tensors_[block], block_tensors_[block + 1]);
 }
 
 absl::Status ParameterWaits::WaitForBlock(int block, uint64_t version, const SlicePlan& plan) {

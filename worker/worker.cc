@@ -3,10 +3,12 @@
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <iostream>
 #include <limits>
 #include <map>
+#include <memory>
 #include <string>
 #include <utility>
 
@@ -384,6 +386,7 @@ class Worker::Impl : public TransportListener {
         !s.ok()) {
       return Fail(s);
     }
+    ResetPacks();
     last_gradient_time_ = absl::Now();
     last_traced_block_ = -1;
     loss_scale_ = loss_scale;
@@ -434,24 +437,49 @@ class Worker::Impl : public TransportListener {
       }
     }
     const SlicePlan& plan = core_.plan();
+    const auto [first, last] = plan.tensor_slices(t);
+    const bool packed = plan.is_pack(first);
     if (staging_ != nullptr) {
       // The slices go once their own copy is done, from the staging thread; the plan cannot
       // change before Drain() (Backward's start), and the iteration is this one.
-      const int first = plan.first_slice(t);
-      const int last = plan.first_slice(t + 1);
       const int64_t iteration = iteration_;
       const bool send = traits_.overlap_backward;
-      staging_->GradientToHost(plan.tensor_offset(t), grad, [this, first, last, iteration, send] {
-        if (!send) return;
-        for (int id = first; id < last; ++id) SendGradient(id, iteration);
-      });
+      staging_->GradientToHost(plan.tensor_offset(t), grad,
+                               [this, first = first, last = last, packed, iteration, send] {
+                                 if (send) SendReady(first, last, packed, iteration);
+                               });
       return;
     }
-    // Our own Backward (not armed_): End() drops autograd's tensor before anyone sees it.
-    buffers_.SetGradient(t, plan.tensor_offset(t), grad, /*alias=*/!armed_);
+    // Our own Backward (not armed_): End() drops autograd's tensor before anyone sees it. A
+    // pack is sent from the gradient buffer, where its tensors lie side by side.
+    buffers_.SetGradient(t, plan.tensor_offset(t), grad, /*alias=*/!armed_ && !packed);
     if (!traits_.overlap_backward) return;
-    for (int id = plan.first_slice(t); id < plan.first_slice(t + 1); ++id) {
-      SendGradient(id, iteration_);
+    SendReady(first, last, packed, iteration_);
+  }
+
+  // Tensor gradient in: sends its slices [first, last), or its pack `first` once the pack's
+  // last gradient is in.
+  void SendReady(int first, int last, bool packed, int64_t iteration) {
+    if (packed) {
+      if (pack_pending_[first].fetch_sub(1, std::memory_order_acq_rel) == 1) {
+        SendGradient(first, iteration);
+      }
+      return;
+    }
+    for (int id = first; id < last; ++id) SendGradient(id, iteration);
+  }
+
+  // Before a backward pass (and after a re-plan): every pack waits for all its tensors.
+  void ResetPacks() {
+    const SlicePlan& plan = core_.plan();
+    if (plan.options().pack_params < 1) return;
+    const size_t n = plan.slices().size();
+    if (pack_pending_size_ != n) {
+      pack_pending_ = std::make_unique<std::atomic<int>[]>(n);
+      pack_pending_size_ = n;
+    }
+    for (const Slice& s : plan.slices()) {
+      pack_pending_[s.id].store(s.last_tensor - s.tensor + 1, std::memory_order_relaxed);
     }
   }
 
@@ -521,6 +549,10 @@ class Worker::Impl : public TransportListener {
   int64_t iteration_ = 0;
   int64_t all_ready_ = -1;  // the iteration whose blocks are all ready (no forward overlap)
   bool armed_ = false;      // from Arm() to the end of that backward pass
+  // Per slice of the plan in force: a pack's tensors whose gradient is still to come in
+  // this backward pass (ResetPacks). The staging thread counts down too.
+  std::unique_ptr<std::atomic<int>[]> pack_pending_;
+  size_t pack_pending_size_ = 0;
 
   // The first failure; every call after it reports that one.
   FirstFailure failure_;

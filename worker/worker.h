@@ -69,6 +69,9 @@ struct WorkerOptions {
   // state between servers (checkpoints record the plan they were taken under).
   // 0: none. Default: 0.
   int64_t owner_params = 0;
+  // Packs (SlicePlanOptions::pack_params), for modes that slice: consecutive tensors of
+  // fewer than this many parameters each share one slice. 0: none. Default: 0.
+  int64_t pack_params = 0;
   // Tensors above this are split over the servers, for modes that do not. Default: 1,000,000.
   int64_t split_threshold = kDefaultSplitThreshold;
   // The most values one message carries; a larger slice or tensor travels as consecutive

@@ -45,12 +45,14 @@ std::string DescribeDifference(const ClusterSignature& got, const ClusterSignatu
   if (got.plan.granularity != want.plan.granularity ||
       got.plan.slice_params != want.plan.slice_params ||
       got.plan.split_threshold != want.plan.split_threshold ||
-      got.plan.owner_params != want.plan.owner_params) {
+      got.plan.owner_params != want.plan.owner_params ||
+      got.plan.pack_params != want.plan.pack_params) {
     return absl::StrCat("slice plan (", GranularityName(got.plan.granularity), ", ",
                         got.plan.slice_params, ", ", got.plan.split_threshold, ", owner ",
-                        got.plan.owner_params, ") differs from (",
+                        got.plan.owner_params, ", pack ", got.plan.pack_params, ") differs from (",
                         GranularityName(want.plan.granularity), ", ", want.plan.slice_params, ", ",
-                        want.plan.split_threshold, ", owner ", want.plan.owner_params, ")");
+                        want.plan.split_threshold, ", owner ", want.plan.owner_params, ", pack ",
+                        want.plan.pack_params, ")");
   }
   if (got.values_on_push != want.values_on_push || got.priority != want.priority) {
     return "scheduling mode differs from the other workers'";

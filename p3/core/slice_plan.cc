@@ -24,28 +24,86 @@ absl::StatusOr<SlicePlan> SlicePlan::Create(const std::vector<TensorEntry>& tens
     return absl::InvalidArgumentError(
         absl::StrCat("owner_params: ", options.owner_params, " is out of range; allowed >= 0"));
   }
+  if (options.pack_params < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("pack_params: ", options.pack_params, " is out of range; allowed >= 0"));
+  }
   if (tensors.empty()) return absl::InvalidArgumentError("a model needs at least one tensor");
 
   SlicePlan plan;
   plan.options_ = options;
   plan.tensors_ = tensors;
   plan.server_slices_.resize(options.num_servers);
-  int next_server = 0;
-  int server = 0;
+  const int num_tensors = static_cast<int>(tensors.size());
   int64_t offset = 0;
-  for (int t = 0; t < static_cast<int>(tensors.size()); ++t) {
-    const int64_t n = tensors[t].numel;
-    if (n < 1) {
+  for (const TensorEntry& tensor : tensors) {
+    if (tensor.numel < 1) {
       return absl::InvalidArgumentError(
-          absl::StrCat("tensor \"", tensors[t].name, "\" has ", n, " parameters"));
+          absl::StrCat("tensor \"", tensor.name, "\" has ", tensor.numel, " parameters"));
     }
-    if (n > kMaxPlanParams - offset) {
+    if (tensor.numel > kMaxPlanParams - offset) {
       return absl::InvalidArgumentError(
           absl::StrCat("the model has more than ", kMaxPlanParams, " parameters"));
     }
-    const bool striped = options.granularity == Granularity::kSliced && options.owner_params > 0;
+    plan.tensor_offsets_.push_back(offset);
+    offset += tensor.numel;
+  }
+  plan.total_params_ = offset;
+  const bool sliced = options.granularity == Granularity::kSliced;
+  const bool striped = sliced && options.owner_params > 0;
+  const bool packing = sliced && options.pack_params > 0;
+  int next_server = 0;
+  int server = 0;
+  // Gives the next server in the round robin (by slice, or by stripe or pack).
+  auto take_server = [&] {
+    server = next_server;
+    next_server = (next_server + 1) % options.num_servers;
+    return server;
+  };
+  auto add_slice = [&](int first_tensor, int last_tensor, int64_t at, int64_t length) {
+    Slice s;
+    s.id = static_cast<int>(plan.slices_.size());
+    s.tensor = first_tensor;
+    s.last_tensor = last_tensor;
+    s.offset = at;
+    s.length = length;
+    s.server = server;
+    s.priority = first_tensor;
+    plan.server_slices_[s.server].push_back(s.id);
+    plan.slices_.push_back(s);
+  };
+  auto too_many = [&](int64_t pieces) -> absl::Status {
+    if (static_cast<int64_t>(plan.slices_.size()) + pieces > kMaxPlanSlices) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "the plan would have more than ", kMaxPlanSlices, " slices; raise slice_params"));
+    }
+    return absl::OkStatus();
+  };
+  plan.first_slice_.resize(num_tensors);
+  plan.end_slice_.resize(num_tensors);
+  for (int t = 0; t < num_tensors;) {
+    const int64_t n = tensors[t].numel;
+    if (packing && n < options.pack_params) {
+      // A pack: this small tensor and the small ones after it, as many as fit.
+      int end = t;
+      int64_t length = 0;
+      while (end < num_tensors && tensors[end].numel < options.pack_params &&
+             length + tensors[end].numel <= options.pack_params) {
+        length += tensors[end].numel;
+        ++end;
+      }
+      if (absl::Status s = too_many(1); !s.ok()) return s;
+      take_server();
+      for (int u = t; u < end; ++u) {
+        plan.first_slice_[u] = static_cast<int>(plan.slices_.size());
+        plan.end_slice_[u] = plan.first_slice_[u] + 1;
+      }
+      add_slice(t, end - 1, plan.tensor_offsets_[t], length);
+      t = end;
+      continue;
+    }
     int64_t pieces = options.num_servers;
-    if (options.granularity == Granularity::kSliced) {
+    if (sliced) {
       if (striped) {
         // Whole stripes, and the slices of the last, shorter one.
         const int64_t per_stripe =
@@ -59,12 +117,8 @@ absl::StatusOr<SlicePlan> SlicePlan::Create(const std::vector<TensorEntry>& tens
         pieces = (n + options.slice_params - 1) / options.slice_params;
       }
     }
-    if (static_cast<int64_t>(plan.slices_.size()) + pieces > kMaxPlanSlices) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "the plan would have more than ", kMaxPlanSlices, " slices; raise slice_params"));
-    }
-    plan.tensor_offsets_.push_back(offset);
-    plan.first_slice_.push_back(static_cast<int>(plan.slices_.size()));
+    if (absl::Status s = too_many(pieces); !s.ok()) return s;
+    plan.first_slice_[t] = static_cast<int>(plan.slices_.size());
 
     // Boundaries of the pieces of this tensor.
     std::vector<int64_t> cuts;  // piece starts, relative to the tensor
@@ -77,7 +131,7 @@ absl::StatusOr<SlicePlan> SlicePlan::Create(const std::vector<TensorEntry>& tens
           new_stripe.push_back(start == stripe);
         }
       }
-    } else if (options.granularity == Granularity::kSliced) {
+    } else if (sliced) {
       for (int64_t start = 0; start < n; start += options.slice_params) cuts.push_back(start);
     } else if (n > options.split_threshold && options.num_servers > 1) {
       const int64_t parts = options.num_servers;
@@ -88,25 +142,22 @@ absl::StatusOr<SlicePlan> SlicePlan::Create(const std::vector<TensorEntry>& tens
     for (size_t p = 0; p < cuts.size(); ++p) {
       const int64_t end = p + 1 < cuts.size() ? cuts[p + 1] : n;
       // Round-robin by slice, or striped by stripe: a stripe's slices share its server.
-      if (!striped || new_stripe[p]) {
-        server = next_server;
-        next_server = (next_server + 1) % options.num_servers;
-      }
-      Slice s;
-      s.id = static_cast<int>(plan.slices_.size());
-      s.tensor = t;
-      s.offset = offset + cuts[p];
-      s.length = end - cuts[p];
-      s.server = server;
-      s.priority = t;
-      plan.server_slices_[s.server].push_back(s.id);
-      plan.slices_.push_back(s);
+      if (!striped || new_stripe[p]) take_server();
+      add_slice(t, t, plan.tensor_offsets_[t] + cuts[p], end - cuts[p]);
     }
-    offset += n;
+    plan.end_slice_[t] = static_cast<int>(plan.slices_.size());
+    ++t;
   }
-  plan.first_slice_.push_back(static_cast<int>(plan.slices_.size()));
-  plan.total_params_ = offset;
   return plan;
+}
+
+std::pair<int, int> SlicePlan::tensors_slices(int t_begin, int t_end) const {
+  if (t_begin >= t_end) {
+    const int at = t_begin < static_cast<int>(tensors_.size()) ? first_slice_[t_begin]
+                                                                : static_cast<int>(slices_.size());
+    return {at, at};
+  }
+  return {first_slice_[t_begin], end_slice_[t_end - 1]};
 }
 
 absl::StatusOr<SlicePlan> SlicePlan::WithSliceParams(int64_t slice_params) const {

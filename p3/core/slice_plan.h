@@ -12,6 +12,9 @@
 //                                                      options);
 //   // plan->slices(): fc1.w [0,40000) -> server 0, [40000,80000) -> server 1,
 //   //                 [80000,100000) -> server 0, fc1.b [0,10) -> server 1.
+//   options.pack_params = 1000;  // small neighbours share a slice
+//   // SlicePlan::Create({{"bn.w", 64}, {"bn.b", 64}, {"fc.w", 5000}}, options):
+//   //   bn.w + bn.b [0,128) -> server 0 (one pack), fc.w [128,5128) -> server 1.
 //
 // A SlicePlan is immutable and safe to share between threads.
 #ifndef P3_P3_CORE_SLICE_PLAN_H_
@@ -20,6 +23,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -68,6 +72,17 @@ struct SlicePlanOptions {
   // "Re-plan"). 0: every slice is its own stripe (slice i to server i mod S).
   // Default: 0. Must be >= 0.
   int64_t owner_params = 0;
+  // Packs (kSliced): when > 0, consecutive tensors of fewer than this many parameters each
+  // share one slice, as many as fit in pack_params parameters (a slice holding several
+  // tensors is a pack; a small tensor without small neighbours is a slice of its own). A
+  // pack goes whole to one server, as a stripe of its own in the round robin; it is never
+  // cut, whatever slice_params is (so a re-plan keeps it), and has the priority of its
+  // first tensor, the one the forward pass needs first. It cuts the messages of a model
+  // with many small tensors (ResNet-50: 109 BatchNorm tensors of 161) without changing
+  // any result on a float32 or bfloat16 wire, the servers' arithmetic being per value; a
+  // float16 wire scales each slice by its own exponent, so packs round differently there.
+  // Default: 0 (no packs). Must be >= 0.
+  int64_t pack_params = 0;
   // Tensors with more parameters are split over the servers (kTensor). Default: 1,000,000.
   int64_t split_threshold = kDefaultSplitThreshold;
   // Number of servers. Default: 1. Must be >= 1.
@@ -80,9 +95,10 @@ struct TensorEntry {
 };
 
 struct Slice {
-  int id = 0;          // index in SlicePlan::slices()
-  int tensor = 0;      // index of the tensor, in forward order
-  int64_t offset = 0;  // first parameter, in the flat buffer of all parameters
+  int id = 0;           // index in SlicePlan::slices()
+  int tensor = 0;       // index of its (first) tensor, in forward order
+  int last_tensor = 0;  // index of its last tensor: > tensor for a pack of several
+  int64_t offset = 0;   // first parameter, in the flat buffer of all parameters
   int64_t length = 0;  // number of parameters
   int server = 0;      // the server that owns it
   int priority = 0;    // smaller is more urgent: the tensor's forward index
@@ -108,8 +124,15 @@ class SlicePlan {
 
   // Offset of tensor `t` in the flat buffer of all parameters.
   int64_t tensor_offset(int t) const { return tensor_offsets_[t]; }
-  // Slices of tensor `t` are slices()[first_slice(t)] .. slices()[first_slice(t+1) - 1].
-  int first_slice(int t) const { return first_slice_[t]; }
+  // The slices holding tensor `t`: slices()[first] .. slices()[last - 1] for {first, last};
+  // for a tensor in a pack, the pack alone.
+  std::pair<int, int> tensor_slices(int t) const { return {first_slice_[t], end_slice_[t]}; }
+  // The slices holding any of tensors [t_begin, t_end) (t_end may be tensors().size()); an
+  // empty range when t_begin == t_end. A pack that holds tensors on both sides of a bound
+  // belongs to both neighbouring ranges.
+  std::pair<int, int> tensors_slices(int t_begin, int t_end) const;
+  // Whether slice `id` is a pack of more than one tensor.
+  bool is_pack(int id) const { return slices_[id].last_tensor > slices_[id].tensor; }
   int64_t total_params() const { return total_params_; }
   // Ids of the slices owned by `server`, in forward order.
   const std::vector<int>& server_slices(int server) const { return server_slices_[server]; }
@@ -121,7 +144,8 @@ class SlicePlan {
   std::vector<TensorEntry> tensors_;
   std::vector<Slice> slices_;
   std::vector<int64_t> tensor_offsets_;
-  std::vector<int> first_slice_;  // size tensors + 1
+  std::vector<int> first_slice_;  // per tensor: the first slice holding it
+  std::vector<int> end_slice_;    // per tensor: one past the last slice holding it
   std::vector<std::vector<int>> server_slices_;
   int64_t total_params_ = 0;
 };

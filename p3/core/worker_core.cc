@@ -353,9 +353,11 @@ absl::Status WorkerCore::Replan(SlicePlan plan, uint64_t version) {
   if (plan.total_params() != current.total_params() ||
       plan.tensors().size() != current.tensors().size() ||
       next.num_servers != now.num_servers || next.granularity != Granularity::kSliced ||
-      now.owner_params < 1 || next.owner_params != now.owner_params) {
+      now.owner_params < 1 || next.owner_params != now.owner_params ||
+      next.pack_params != now.pack_params) {
     return absl::InvalidArgumentError(
-        "a re-plan must keep the tensors, the servers and the ownership stripes (owner_params)");
+        "a re-plan must keep the tensors, the servers, the ownership stripes (owner_params) "
+        "and the packs (pack_params)");
   }
   for (size_t id = 0; id < slices_.size(); ++id) {
     SliceState& state = *slices_[id];

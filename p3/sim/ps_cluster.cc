@@ -21,6 +21,7 @@ absl::Status Simulation::Setup() {
   SlicePlanOptions plan_options;
   plan_options.granularity = traits_.sliced ? Granularity::kSliced : Granularity::kTensor;
   plan_options.slice_params = o_.slice_params;
+  plan_options.pack_params = traits_.sliced ? o_.pack_params : 0;
   plan_options.split_threshold = o_.split_threshold;
   plan_options.num_servers = o_.servers;
   const std::vector<TensorEntry> tensors = ProfileTensors(o_.profile);

@@ -45,6 +45,7 @@ absl::Status ApplyConfig(const config::ExperimentConfig& config, SimOptions* opt
   // Automatic values (0, -1) that nobody resolved: the defaults, as a process would.
   // tools/launcher/tuning.h searches them with p3/sim/tune.h.
   options->slice_params = config::EffectiveSliceParams(config);
+  options->pack_params = config.scheduling().pack_params();
   options->split_threshold = config.scheduling().split_threshold();
   options->max_message_params = config.scheduling().max_message_params();
   options->credit_bytes = config::EffectiveCreditBytes(config);
@@ -182,6 +183,7 @@ std::string ResultJson(const SimOptions& o, const SimResult& r) {
   j["shared_memory"] = o.shared_memory;
   j["bandwidth_gbps"] = o.bandwidth_gbps;
   j["slice_params"] = o.slice_params;
+  j["pack_params"] = o.pack_params;
   j["credit_bytes"] = o.credit_bytes;
   j["wire_dtype"] = WireDTypeName(o.wire_dtype);
   j["cpu_cores_per_host"] = o.cpu_cores_per_host;

@@ -138,8 +138,8 @@ absl::StatusOr<SimResult> Simulation::Run() {
       return absl::InvalidArgumentError(absl::StrCat("cannot set up the cluster: ", s.message()));
     }
     for (int b = 0; b < static_cast<int>(o_.profile.blocks.size()); ++b) {
-      block_slices_.emplace_back(plan_->first_slice(block_tensors_[b].first),
-                                 plan_->first_slice(block_tensors_[b].second));
+      block_slices_.push_back(
+          plan_->tensors_slices(block_tensors_[b].first, block_tensors_[b].second));
     }
   }
   if (o_.allreduce) {

@@ -212,6 +212,7 @@ struct SimOptions {
   // Slicing (p3/core/slice_plan.h), message parts and credit (p3/core/send_queue.h), as in the
   // config's `scheduling`. Defaults: the config's.
   int64_t slice_params = kDefaultSliceParams;
+  int64_t pack_params = 0;
   int64_t split_threshold = kDefaultSplitThreshold;
   int64_t max_message_params = kDefaultMaxMessageParams;
   int64_t credit_bytes = 0;

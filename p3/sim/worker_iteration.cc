@@ -118,11 +118,12 @@ void Simulation::BackwardBlock(WorkerState& w) {
         if (--bucket_pending_[w.rank][bucket] == 0) BucketReady(bucket);
       }
     } else if (o_.mode != Mode::kLocal && traits_.overlap_backward) {
-      // Autograd produces a block's gradients last parameter first.
+      // Autograd produces a block's gradients last parameter first; a pack goes with its
+      // first tensor's, the last of its gradients.
       for (int t = last_tensor - 1; t >= first_tensor; --t) {
-        for (int id = plan_->first_slice(t); id < plan_->first_slice(t + 1); ++id) {
-          GradientToHost(w, id);
-        }
+        const auto [first, last] = plan_->tensor_slices(t);
+        if (plan_->slices()[first].tensor != t) continue;
+        for (int id = first; id < last; ++id) GradientToHost(w, id);
       }
     }
     if (--w.block >= 0) {

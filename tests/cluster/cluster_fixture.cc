@@ -185,6 +185,7 @@ ClusterResult TrainCluster(const RunSpec& spec) {
       wo.max_message_params = spec.max_message_params;
       wo.wire_dtype = spec.wire_dtype;
       wo.owner_params = spec.owner_params;
+      wo.pack_params = spec.pack_params;
       if (spec.shared_memory && r < spec.servers) wo.shared_memory_servers = {r};
       auto worker = Worker::Create(wo, model);
       if (!worker.ok()) {

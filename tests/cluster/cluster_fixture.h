@@ -81,6 +81,7 @@ struct RunSpec {
   bool average_buffers = false;  // Worker::AverageBuffers() after the last step
   WireDType wire_dtype = WireDType::kFloat32;  // scheduling.wire_dtype, both sides
   int64_t owner_params = 0;                    // ownership stripes (WorkerOptions)
+  int64_t pack_params = 0;                     // packs of small tensors (WorkerOptions)
   int64_t slice_params = kSliceParams;         // the plan's slice size (WorkerOptions)
   // Re-plans rank 0 requests: (before iteration, slice_params).
   std::vector<std::pair<int64_t, int64_t>> replans;

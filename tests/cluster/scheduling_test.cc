@@ -301,7 +301,7 @@ RunResult Run(const RunSpec& spec, const std::string& name) {
   const SlicePlan& plan = (*worker)->plan();
   // TestMlp: block b has tensors 2b and 2b+1.
   for (const Slice& slice : plan.slices()) result.slice_block.push_back(slice.tensor / 2);
-  result.last_block_first_slice = plan.first_slice(4);
+  result.last_block_first_slice = plan.tensor_slices(4).first;
   if (proxy != nullptr) {
     proxy->Hold(result.last_block_first_slice, static_cast<uint64_t>(kHeldIteration + 1));
   }

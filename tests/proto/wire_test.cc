@@ -127,6 +127,31 @@ CATCH_TEST_CASE("ownership stripes travel in the Hello as protocol version 4; ol
   CATCH_CHECK(Names(SignatureFromHello(parsed).status(), "hello.plan.owner_params: -1"));
 }
 
+CATCH_TEST_CASE("packs travel in the Hello as protocol version 5; older Hellos cannot have them") {
+  ClusterSignature sig = ExampleSignature();
+  sig.plan.owner_params = 80000;
+  sig.plan.pack_params = 65536;
+  wire::Hello parsed;
+  CATCH_REQUIRE(parsed.ParseFromString(HelloOf(sig).SerializeAsString()));
+  CATCH_CHECK(parsed.protocol_version() == 5);
+  absl::StatusOr<ClusterSignature> back = SignatureFromHello(parsed);
+  CATCH_REQUIRE(back.ok());
+  CATCH_CHECK(back->plan.pack_params == 65536);
+  CATCH_CHECK(DescribeDifference(*back, sig).empty());
+  // A worker without packs plans differently: named as a difference.
+  ClusterSignature other = sig;
+  other.plan.pack_params = 0;
+  CATCH_CHECK(Names(absl::InvalidArgumentError(DescribeDifference(other, sig)), "pack 0"));
+  // Packs in a Hello that claims version 4 (a server of version 4 would ignore them).
+  parsed.set_protocol_version(4);
+  absl::Status s = SignatureFromHello(parsed).status();
+  CATCH_CHECK(s.code() == absl::StatusCode::kInvalidArgument);
+  CATCH_CHECK(Names(s, "hello.plan.pack_params: packs need protocol version 5"));
+  parsed.set_protocol_version(5);
+  parsed.mutable_plan()->set_pack_params(-1);
+  CATCH_CHECK(Names(SignatureFromHello(parsed).status(), "hello.plan.pack_params: -1"));
+}
+
 CATCH_TEST_CASE("a signature survives serialisation of its Hello") {
   const ClusterSignature sig = ExampleSignature();
   wire::Hello parsed;
@@ -151,7 +176,7 @@ CATCH_TEST_CASE("a malformed Hello is refused naming the bad field") {
   CATCH_CHECK(Names(s, "hello.protocol_version"));
   s = RefusalOf([](wire::Hello* h) { h->set_protocol_version(kMinProtocolVersion - 1); });
   CATCH_CHECK(s.code() == absl::StatusCode::kFailedPrecondition);
-  CATCH_CHECK(Names(s, "this server speaks 2 to 4"));
+  CATCH_CHECK(Names(s, "this server speaks 2 to 5"));
 
   s = RefusalOf([](wire::Hello* h) { h->set_num_workers(0); });
   CATCH_CHECK(s.code() == absl::StatusCode::kInvalidArgument);

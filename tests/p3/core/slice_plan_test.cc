@@ -44,8 +44,11 @@ CATCH_TEST_CASE("the last slice of a tensor is short and slices never span two t
   CATCH_CHECK(s[3].offset == 100);
   CATCH_CHECK(s[3].length == 10);
   CATCH_CHECK(plan->total_params() == 110);
-  CATCH_CHECK(plan->first_slice(1) == 3);
-  CATCH_CHECK(plan->first_slice(2) == 4);
+  CATCH_CHECK(plan->tensor_slices(0) == std::make_pair(0, 3));
+  CATCH_CHECK(plan->tensor_slices(1) == std::make_pair(3, 4));
+  CATCH_CHECK(plan->tensors_slices(0, 2) == std::make_pair(0, 4));
+  CATCH_CHECK(plan->tensors_slices(2, 2) == std::make_pair(4, 4));
+  CATCH_CHECK_FALSE(plan->is_pack(3));
   CATCH_CHECK(plan->tensor_offset(1) == 100);
 }
 
@@ -168,6 +171,100 @@ CATCH_TEST_CASE("bad plan options and empty tensors are refused with the field n
   auto c = SlicePlan::Create({{"w", 10}}, o);
   CATCH_REQUIRE_FALSE(c.ok());
   CATCH_CHECK(c.status().message().find("owner_params") != std::string::npos);
+  o.owner_params = 0;
+  o.pack_params = -1;
+  auto d = SlicePlan::Create({{"w", 10}}, o);
+  CATCH_REQUIRE_FALSE(d.ok());
+  CATCH_CHECK(d.status().message().find("pack_params") != std::string::npos);
+}
+
+// A model's small tensors around a large one: conv.w (500), bn.w, bn.b (8 each), fc.w
+// (30), fc.b (4), then out.w (500) and out.b (4).
+std::vector<TensorEntry> SmallAndLarge() {
+  return {{"conv.w", 500}, {"bn.w", 8}, {"bn.b", 8}, {"fc.w", 30},
+          {"fc.b", 4},     {"out.w", 500}, {"out.b", 4}};
+}
+
+CATCH_TEST_CASE("with packs, consecutive small tensors share one slice up to pack_params values") {
+  SlicePlanOptions o = Sliced(200, 2);
+  o.pack_params = 50;
+  auto plan = SlicePlan::Create(SmallAndLarge(), o);
+  CATCH_REQUIRE(plan.ok());
+  const auto& s = plan->slices();
+  // conv.w in 3 slices, one pack, out.w in 3 slices, out.b alone.
+  CATCH_REQUIRE(s.size() == 3 + 1 + 3 + 1);
+  const Slice& pack = s[3];
+  CATCH_CHECK(pack.tensor == 1);
+  CATCH_CHECK(pack.last_tensor == 4);  // bn.w, bn.b, fc.w, fc.b: 50 values, at the bound
+  CATCH_CHECK(pack.offset == 500);
+  CATCH_CHECK(pack.length == 50);
+  CATCH_CHECK(pack.priority == 1);  // its first tensor's: the forward pass needs it first
+  CATCH_CHECK(plan->is_pack(3));
+  for (int t = 1; t <= 4; ++t) CATCH_CHECK(plan->tensor_slices(t) == std::make_pair(3, 4));
+  // A small tensor after a large one, with no small neighbour: a slice of its own.
+  CATCH_CHECK(s[7].tensor == 6);
+  CATCH_CHECK(s[7].last_tensor == 6);
+  CATCH_CHECK_FALSE(plan->is_pack(7));
+  // A range of tensors holds the pack that holds any of them: on both sides of a bound.
+  CATCH_CHECK(plan->tensors_slices(0, 2) == std::make_pair(0, 4));
+  CATCH_CHECK(plan->tensors_slices(2, 5) == std::make_pair(3, 4));
+  CATCH_CHECK(plan->tensors_slices(3, 3) == std::make_pair(3, 3));
+  // Every value is in exactly one slice, in order.
+  int64_t at = 0;
+  for (const Slice& slice : s) {
+    CATCH_CHECK(slice.offset == at);
+    at += slice.length;
+  }
+  CATCH_CHECK(at == plan->total_params());
+  // Round robin: the pack counts as one slice.
+  CATCH_CHECK(pack.server == 1);
+  CATCH_CHECK(s[4].server == 0);
+}
+
+CATCH_TEST_CASE("a pack is never cut and keeps its server whatever the slice size") {
+  SlicePlanOptions o = Sliced(10, 3);
+  o.owner_params = 100;
+  o.pack_params = 50;
+  auto plan = SlicePlan::Create(SmallAndLarge(), o);
+  CATCH_REQUIRE(plan.ok());
+  for (int64_t size : {5, 20, 100, 1000}) {
+    auto other = plan->WithSliceParams(size);
+    CATCH_REQUIRE(other.ok());
+    const auto [first, last] = other->tensor_slices(2);
+    CATCH_REQUIRE(last == first + 1);
+    const Slice& pack = other->slices()[first];
+    CATCH_CHECK(pack.offset == 500);
+    CATCH_CHECK(pack.length == 50);
+    // Ownership stays: each value on the same server in both plans.
+    for (const Slice& a : plan->slices()) {
+      for (const Slice& b : other->slices()) {
+        if (b.offset < a.offset + a.length && a.offset < b.offset + b.length) {
+          CATCH_CHECK(a.server == b.server);
+        }
+      }
+    }
+  }
+}
+
+CATCH_TEST_CASE("without packs, or with tensor granularity, pack_params changes nothing") {
+  SlicePlanOptions o = Sliced(200, 2);
+  auto plain = SlicePlan::Create(SmallAndLarge(), o);
+  o.pack_params = 1;  // no tensor has fewer than 1 value
+  auto one = SlicePlan::Create(SmallAndLarge(), o);
+  CATCH_REQUIRE(plain.ok());
+  CATCH_REQUIRE(one.ok());
+  CATCH_REQUIRE(one->slices().size() == plain->slices().size());
+  for (size_t i = 0; i < plain->slices().size(); ++i) {
+    CATCH_CHECK(one->slices()[i].offset == plain->slices()[i].offset);
+    CATCH_CHECK(one->slices()[i].server == plain->slices()[i].server);
+  }
+  SlicePlanOptions t;
+  t.granularity = Granularity::kTensor;
+  t.num_servers = 2;
+  t.pack_params = 1000;
+  auto tensor = SlicePlan::Create(SmallAndLarge(), t);
+  CATCH_REQUIRE(tensor.ok());
+  CATCH_CHECK(tensor->slices().size() == SmallAndLarge().size());
 }
 
 }  // namespace
