@@ -234,6 +234,9 @@ int Main(int argc, char** argv) {
     options.plot_command = {absl::GetFlag(FLAGS_python), resolve(absl::GetFlag(FLAGS_plot_script))};
   }
   options.ssh_command = absl::StrSplit(absl::GetFlag(FLAGS_ssh), ' ', absl::SkipEmpty());
+  // GLIBC_TUNABLES as set above: processes on other hosts get it too (ssh, Slurm and
+  // Kubernetes pass none of this environment on).
+  options.environment = ForwardedEnvironment();
   const bool check_network_only = absl::GetFlag(FLAGS_check_network);
   if (options.server_port < 0 || options.server_port + config::kMaxProcesses > 65535) {
     return program.Fail(2, absl::StrCat("--server_port=", options.server_port,
@@ -425,6 +428,7 @@ int Main(int argc, char** argv) {
     kube.output_claim = absl::GetFlag(FLAGS_kube_output_claim);
     kube.max_restarts = options.max_restarts;
     kube.checkpoint_claim = absl::GetFlag(FLAGS_kube_checkpoint_claim);
+    kube.environment = options.environment;
     const absl::Status status = GenerateKubernetes(*config, kube);
     return status.ok() ? 0 : program.Fail(1, status.message());
   }
@@ -440,6 +444,7 @@ int Main(int argc, char** argv) {
     job.partition = absl::GetFlag(FLAGS_slurm_partition);
     job.time_limit = absl::GetFlag(FLAGS_slurm_time);
     job.max_restarts = options.max_restarts;
+    job.environment = options.environment;
     const absl::Status status = GenerateSlurm(*config, job);
     if (status.ok()) return 0;
     return program.Fail(absl::IsInvalidArgument(status) ? 2 : 1, status.message());

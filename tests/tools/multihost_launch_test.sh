@@ -12,6 +12,9 @@
 #   - worker.command (a program of the user's own instead of p3_worker) through each back
 #     end: the manifests and the batch script carry the command and set the P3_*
 #     environment; under Slurm and ssh the program runs and records it.
+#   - GLIBC_TUNABLES (the heap in huge pages, docs/launcher.md) as the launcher has it
+#     reaches the processes of every back end, none of which passes the launcher's
+#     environment on: glibc.malloc.hugetlb=1 added, or the user's =0 kept.
 #   - ssh: when Debian's sshd is installed and we are root, a throwaway sshd on a free
 #     loopback port (own host key, own authorized key, in a temp folder) runs the
 #     processes of `launch_cluster --hosts`; it is stopped at the end. Otherwise those
@@ -73,7 +76,7 @@ if [[ "$cases" != ssh ]]; then
 case_name=kubernetes
 out_dir="$TMP/kube"
 output="$TMP/$case_name.out"
-"$LAUNCHER" --config="$CONFIG" --kubernetes --set=output_dir="$out_dir" --set=name=P3_Kube \
+env -u GLIBC_TUNABLES "$LAUNCHER" --config="$CONFIG" --kubernetes --set=output_dir="$out_dir" --set=name=P3_Kube \
   --set=cluster.workers=3 --set=trace=true --kube_image=registry.example/p3:1 \
   --kube_namespace=ml --server_port=7000 >"$output" 2>&1
 rc=$?
@@ -104,6 +107,9 @@ worker = job["template"]["spec"]["containers"][0]["args"][0]
 assert 'r="$JOB_COMPLETION_INDEX"' in worker and '--rank="$r"' in worker, worker
 assert "--servers=p3-p3-kube-server-0.p3-p3-kube-servers:7000,p3-p3-kube-server-1.p3-p3-kube-servers:7000 " in worker
 assert "--trace_file=/var/p3/out/traces/worker_$r.json" in worker
+huge = [{"name": "GLIBC_TUNABLES", "value": "glibc.malloc.hugetlb=1"}]
+assert server["env"] == huge, server.get("env")
+assert job["template"]["spec"]["containers"][0]["env"] == huge
 text = config_map["data"]["config.textproto"]
 assert 'output_dir: "/var/p3/out"' in text and "workers: 3" in text, text
 open(sys.argv[2], "w").write(text)
@@ -120,7 +126,8 @@ fi
 case_name=kubernetes_worker_program
 out_dir="$TMP/kube_program"
 output="$TMP/$case_name.out"
-"$LAUNCHER" --config="$CONFIG" --kubernetes --set=output_dir="$out_dir" --set=name=prog \
+GLIBC_TUNABLES=glibc.malloc.hugetlb=0 "$LAUNCHER" --config="$CONFIG" --kubernetes \
+  --set=output_dir="$out_dir" --set=name=prog \
   --max_restarts=1 --set=worker.command="python3 train.py --note 'it''s \"quoted\"'" >"$output" 2>&1
 rc=$?
 if [[ $rc -ne 0 ]]; then
@@ -132,7 +139,8 @@ job = docs[3]["spec"]
 container = job["template"]["spec"]["containers"][0]
 script = container["args"][0]
 env = {v["name"]: v["value"] for v in container["env"]}
-assert env == {"P3_WORKER_COMMAND": "python3 train.py --note 'it''s \"quoted\"'"}, env
+assert env == {"P3_WORKER_COMMAND": "python3 train.py --note 'it''s \"quoted\"'",
+               "GLIBC_TUNABLES": "glibc.malloc.hugetlb=0"}, env
 assert 'exec /bin/sh -c "$P3_WORKER_COMMAND"' in script and "p3_worker" not in script, script
 for name, value in [("P3_RANK", '"$r"'), ("P3_WORLD_SIZE", "2"),
                     ("P3_SERVERS", "p3-prog-server-0.p3-prog-servers:50051,p3-prog-server-1.p3-prog-servers:50051"),
@@ -144,9 +152,12 @@ for name, value in [("P3_RANK", '"$r"'), ("P3_WORLD_SIZE", "2"),
 # A container restarted in its pod (restartPolicy OnFailure) rejoins with P3_REJOIN=1.
 assert job["template"]["spec"]["restartPolicy"] == "OnFailure"
 assert "[ -e /var/p3/state/started ] && rejoin=1" in script and "rejoin=0" in script, script
+# The user's GLIBC_TUNABLES, in the server containers too.
+server = docs[2]["spec"]["template"]["spec"]["containers"][0]
+assert server["env"] == [{"name": "GLIBC_TUNABLES", "value": "glibc.malloc.hugetlb=0"}], server
 EOF
 then
-  fail "the worker Job does not run worker.command with the P3_* environment"
+  fail "the worker Job does not run worker.command with the P3_* environment and GLIBC_TUNABLES"
 else
   # The worker container's script, run here by sh twice (a restart in the same pod):
   # the environment its command gets.
@@ -216,7 +227,8 @@ for pid in "${pids[@]}"; do wait "$pid" || rc=1; done
 exit $rc
 EOF
 chmod +x "$TMP/bin/srun"
-"$LAUNCHER" --config="$CONFIG" --slurm --set=output_dir="$out_dir" --set=training.iterations=5 \
+env -u GLIBC_TUNABLES "$LAUNCHER" --config="$CONFIG" --slurm --set=output_dir="$out_dir" \
+  --set=training.iterations=5 \
   --set=trace=true --server_binary="$FAKE_SERVER" --worker_binary="$FAKE_WORKER" \
   --slurm_partition=cpu --slurm_task_script="$TASK_SCRIPT" >"$output" 2>&1
 rc=$?
@@ -228,6 +240,8 @@ elif ! grep -q "^\[p3\] submit with: sbatch $batch\$" "$output" ||
      [[ ! -x "$out_dir/slurm/p3_slurm_task.sh" ]] ||
      ! grep -q "output_dir: \"$out_dir\"" "$out_dir/config.textproto"; then
   fail "the batch script, the task script or the config is missing or wrong"
+elif ! grep -qx "export GLIBC_TUNABLES='glibc.malloc.hugetlb=1'" "$batch"; then
+  fail "the batch script does not give the tasks the heap in huge pages (GLIBC_TUNABLES)"
 else
   # "Submit" it: its srun is the stand-in above; servers bind and advertise loopback.
   PATH="$TMP/bin:$PATH" P3_BIND_HOST=127.0.0.1 P3_ADVERTISE_HOST=127.0.0.1 \
@@ -254,7 +268,8 @@ case_name=slurm_worker_program
 out_dir="$TMP/slurm_program"
 output="$TMP/$case_name.out"
 # Rank 1's program fails at its first start: the task starts it again with P3_REJOIN=1.
-"$LAUNCHER" --config="$CONFIG" --slurm --set=output_dir="$out_dir" --set=training.iterations=4 \
+# The user's GLIBC_TUNABLES when the files are written is what the tasks get.
+GLIBC_TUNABLES=glibc.malloc.hugetlb=0 "$LAUNCHER" --config="$CONFIG" --slurm --set=output_dir="$out_dir" --set=training.iterations=4 \
   --server_binary="$FAKE_SERVER" --worker_binary=/nonexistent/p3_worker --max_restarts=1 \
   --slurm_task_script="$TASK_SCRIPT" --set=worker.command="FAIL_FIRST_RANK=1 $PROGRAM" >"$output" 2>&1
 rc=$?
@@ -264,7 +279,7 @@ if [[ $rc -ne 0 ]]; then
 elif ! grep -qF -- "'--worker_command=FAIL_FIRST_RANK=1 $PROGRAM'" "$batch"; then
   fail "the batch script does not pass worker.command to the task script"
 else
-  PATH="$TMP/bin:$PATH" P3_BIND_HOST=127.0.0.1 P3_ADVERTISE_HOST=127.0.0.1 \
+  env -u GLIBC_TUNABLES PATH="$TMP/bin:$PATH" P3_BIND_HOST=127.0.0.1 P3_ADVERTISE_HOST=127.0.0.1 \
     timeout 120 bash "$batch" >"$output" 2>&1
   rc=$?
   ports="$(cat "$out_dir/ports/server_0.port" 2>/dev/null),$(cat "$out_dir/ports/server_1.port" 2>/dev/null)"
@@ -274,6 +289,9 @@ else
     fail "rank 0's program did not get the environment"
   elif [[ ! -s "$out_dir/env_1_0.txt" ]] || ! env_check "$out_dir/env_1_1.txt" "e['P3_RANK'] == '1' and e['P3_REJOIN'] == '1'"; then
     fail "rank 1's program was not started again with P3_REJOIN=1"
+  elif [[ "$(cat "$out_dir/tunables_0_0.txt" "$out_dir/tunables_1_1.txt" 2>&1)" != \
+          "$(printf 'glibc.malloc.hugetlb=0\nglibc.malloc.hugetlb=0')" ]]; then
+    fail "the programs did not get the launcher's GLIBC_TUNABLES: $(cat "$out_dir"/tunables_* 2>&1)"
   elif ! grep -q 'restarting it with P3_REJOIN=1 (restart 1 of 1)' "$out_dir/logs/worker_1.log"; then
     fail "the task script does not say it restarts the program"
   elif ! json_check "$out_dir/summary.json" 's["iterations"] == 4 and s["worker_program"]["results_missing"] == []'; then
@@ -438,10 +456,11 @@ fi
 
 case_name=ssh_worker_program
 # worker.command over ssh: the environment reaches the program on its host (ssh forwards
-# none of the launcher's), with the hosts' addresses.
+# none of the launcher's), with the hosts' addresses, and so does GLIBC_TUNABLES with the
+# heap in huge pages.
 out_dir="$TMP/ssh_program"
 output="$TMP/$case_name.out"
-timeout 120 "$LAUNCHER" --config="$CONFIG" --hosts="$TMP/hosts.txt" --ssh="$SSH" \
+env -u GLIBC_TUNABLES timeout 120 "$LAUNCHER" --config="$CONFIG" --hosts="$TMP/hosts.txt" --ssh="$SSH" \
   --server_binary="$FAKE_SERVER" --worker_binary=/nonexistent/p3_worker --kill_grace_s=2 \
   --set=output_dir="$out_dir" --set=training.iterations=3 --set=worker.command="$PROGRAM" >"$output" 2>&1
 rc=$?
@@ -450,6 +469,9 @@ if [[ $rc -ne 0 ]]; then
   fail "exit status $rc, expected 0"
 elif ! env_check "$out_dir/env_1_0.txt" "set($P3_NAMES) <= set(e) and e['P3_RANK'] == '1' and e['P3_WORLD_SIZE'] == '2' and e['P3_SERVERS'] == '127.0.0.1:' + '$ports'.replace(',', ',127.0.0.1:') and e['P3_CONFIG'] == '$out_dir/config.textproto' and e['P3_RESULT_FILE'] == '$out_dir/results/worker_1.json' and e['P3_REJOIN'] == '0' and e['P3_RUN_DIR'] == '$out_dir'"; then
   fail "the program on host 1 did not get the environment"
+elif [[ "$(cat "$out_dir/tunables_0_0.txt" "$out_dir/tunables_1_0.txt" 2>&1)" != \
+        "$(printf 'glibc.malloc.hugetlb=1\nglibc.malloc.hugetlb=1')" ]]; then
+  fail "the programs on the hosts did not get GLIBC_TUNABLES=glibc.malloc.hugetlb=1: $(cat "$out_dir"/tunables_* 2>&1)"
 elif ! json_check "$out_dir/summary.json" 's["iterations"] == 3 and s["worker_program"]["results_missing"] == []'; then
   fail "summary.json lacks the programs' results"
 else

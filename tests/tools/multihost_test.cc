@@ -22,6 +22,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "p3/base/allocator.h"
 #include "proto/config.h"
 #include "tools/launcher/worker_program.h"
 
@@ -100,6 +101,14 @@ ShellResult RunShell(const std::string& script, bool close_when_ready = false) {
   return result;
 }
 
+int Occurrences(const std::string& text, const std::string& part) {
+  int count = 0;
+  for (size_t at = text.find(part); at != std::string::npos; at = text.find(part, at + 1)) {
+    ++count;
+  }
+  return count;
+}
+
 config::ExperimentConfig Config(const std::string& text) {
   absl::StatusOr<config::ExperimentConfig> config = config::ParseConfig(text, {});
   CATCH_REQUIRE(config.ok());
@@ -168,6 +177,55 @@ CATCH_TEST_CASE("the remote script prepares the host, runs the process and keeps
   CATCH_CHECK(ReadFile(process.config_path) == process.config_text);
   CATCH_CHECK(!fs::exists(process.config_path + ".worker_0.tmp"));
   CATCH_CHECK(ReadFile(dir + "/where") == dir + "\n");
+}
+
+CATCH_TEST_CASE("the remote script exports the process's environment, quoted") {
+  const std::string dir = TempDir("remote_env");
+  RemoteProcess process;
+  process.working_directory = dir;
+  process.argv = {"/bin/sh", "-c", "printf '%s|%s' \"$GLIBC_TUNABLES\" \"$P3_NOTE\" > env"};
+  process.environment = {{"GLIBC_TUNABLES", "glibc.malloc.hugetlb=1"},
+                         {"P3_NOTE", "it's $HOME; `x`"}};
+  const std::string script = RemoteScript(process);
+  CATCH_CHECK(absl::StrContains(script, "\nexport GLIBC_TUNABLES='glibc.malloc.hugetlb=1'\n"));
+  CATCH_CHECK(RunShell(script).status == 0);
+  CATCH_CHECK(ReadFile(dir + "/env") == "glibc.malloc.hugetlb=1|it's $HOME; `x`");
+  process.environment.clear();
+  CATCH_CHECK_FALSE(absl::StrContains(RemoteScript(process), "export "));
+}
+
+// The launcher's chain: RequestHugePageHeapForChildren() (launch_cluster's first step),
+// then ForwardedEnvironment() for the processes on other hosts.
+std::string ForwardedAfterHugePageRequest(const char* user_tunables) {
+  if (user_tunables == nullptr) {
+    unsetenv("GLIBC_TUNABLES");
+  } else {
+    setenv("GLIBC_TUNABLES", user_tunables, 1);
+  }
+  CATCH_REQUIRE(RequestHugePageHeapForChildren().ok());
+  RemoteProcess process;
+  process.argv = {"p3_worker"};
+  process.environment = ForwardedEnvironment();
+  unsetenv("GLIBC_TUNABLES");
+  return RemoteScript(process);
+}
+
+CATCH_TEST_CASE("processes on other hosts get the heap in huge pages, or the user's setting") {
+  const char* before = std::getenv("GLIBC_TUNABLES");
+  const std::string saved = before != nullptr ? before : "";
+  const bool was_set = before != nullptr;
+  CATCH_CHECK(absl::StrContains(ForwardedAfterHugePageRequest(nullptr),
+                                "\nexport GLIBC_TUNABLES='glibc.malloc.hugetlb=1'\n"));
+  // The user's =0 is what goes; other tunables are kept.
+  const std::string off = ForwardedAfterHugePageRequest("glibc.malloc.hugetlb=0");
+  CATCH_CHECK(absl::StrContains(off, "\nexport GLIBC_TUNABLES='glibc.malloc.hugetlb=0'\n"));
+  CATCH_CHECK_FALSE(absl::StrContains(off, "hugetlb=1"));
+  CATCH_CHECK(absl::StrContains(
+      ForwardedAfterHugePageRequest("glibc.malloc.mmap_max=0"),
+      "\nexport GLIBC_TUNABLES='glibc.malloc.mmap_max=0:glibc.malloc.hugetlb=1'\n"));
+  // Nothing set, nothing forwarded.
+  CATCH_CHECK(ForwardedEnvironment().empty());
+  if (was_set) setenv("GLIBC_TUNABLES", saved.c_str(), 1);
 }
 
 CATCH_TEST_CASE("when ssh's stdin closes, the remote process gets SIGTERM") {
@@ -257,6 +315,18 @@ CATCH_TEST_CASE("the Slurm script starts machines x tasks-per-node tasks in bloc
   options.max_restarts = 2;
   CATCH_CHECK(absl::StrContains(SlurmBatchScript(config, options),
                                 "    --peer_timeout_s=60 --trace --max_restarts=2 \\\n"));
+  CATCH_CHECK_FALSE(absl::StrContains(script, "export "));
+}
+
+CATCH_TEST_CASE("the Slurm script exports the launcher's variables before srun") {
+  SlurmOptions options;
+  options.output_dir = "/shared/out";
+  options.environment = {{"GLIBC_TUNABLES", "glibc.malloc.hugetlb=1"}};
+  const std::string script = SlurmBatchScript(Config(""), options);
+  const size_t exported = script.find("\nexport GLIBC_TUNABLES='glibc.malloc.hugetlb=1'\n");
+  CATCH_REQUIRE(exported != std::string::npos);
+  // srun passes the batch script's environment on to the tasks.
+  CATCH_CHECK(exported < script.find("\nsrun "));
 }
 
 CATCH_TEST_CASE("Kubernetes: a StatefulSet of servers behind a headless Service, an Indexed Job") {
@@ -361,6 +431,22 @@ CATCH_TEST_CASE("worker.command: the batch script hands it to the task script, q
   CATCH_CHECK(absl::StrContains(
       script, R"(    '--worker_command=python3 train.py --note '\''it s'\''' || srun_status=$?)"));
   CATCH_CHECK(!absl::StrContains(SlurmBatchScript(Config(""), options), "--worker_command"));
+}
+
+CATCH_TEST_CASE("Kubernetes: every container gets the launcher's variables") {
+  KubernetesOptions options;
+  options.environment = {{"GLIBC_TUNABLES", "glibc.malloc.hugetlb=1"}};
+  const std::string entry =
+      "        - name: GLIBC_TUNABLES\n          value: \"glibc.malloc.hugetlb=1\"\n";
+  for (const char* text : {"", "worker { command: \"python3 train.py\" }"}) {
+    CATCH_CAPTURE(text);
+    const std::string yaml = KubernetesManifests(Config(text), "", options);
+    // One env list per container (the server's, the worker's), each with the variable.
+    CATCH_CHECK(Occurrences(yaml, "        env:\n") == 2);
+    CATCH_CHECK(Occurrences(yaml, entry) == 2);
+  }
+  CATCH_CHECK_FALSE(
+      absl::StrContains(KubernetesManifests(Config(""), "", KubernetesOptions()), "env:"));
 }
 
 CATCH_TEST_CASE("worker.command on Kubernetes: the command in the container's environment") {

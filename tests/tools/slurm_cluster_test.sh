@@ -12,7 +12,8 @@
 #     the job; --collect still runs and names worker 1 on n2 as the first failure.
 #   - slurm_server_killed: the real binaries; server 1's process is killed (SIGKILL) once
 #     training runs; --collect names server 1 on n2 as the first failure, the others as
-#     following or stopped.
+#     following or stopped. Before the kill, the server's environment holds the
+#     GLIBC_TUNABLES the batch script exports (the heap in huge pages): srun passed it on.
 #
 # Skipped (tests/testing/skip.sh) when not root or when munge / Slurm are not installed
 # (tools/install_deps.sh installs them). Adding a case: call submit_generated with the
@@ -31,6 +32,8 @@ FAKE_SERVER="$PWD/tests/tools/fake_p3_server"
 FAKE_WORKER="$PWD/tests/tools/fake_p3_worker"
 TMP="${TEST_TMPDIR:-$(mktemp -d)}"
 JOB_TIMEOUT_S="${P3_SLURM_JOB_TIMEOUT_S:-90}"
+# The processes' GLIBC_TUNABLES must come from the batch script, not from sbatch's caller.
+unset GLIBC_TUNABLES
 
 if reason=$(slurm_cluster_missing); then
   p3_skip "Slurm cases (slurm_job, slurm_worker_fails, slurm_server_killed)" "$reason"
@@ -184,9 +187,16 @@ else
   done
   # The p3_server process of server 1 (its task script's command line has no --server_index).
   server_pid=$(pgrep -f -- "--server_index=1 --port_file=$out_dir/ports/server_1.port")
-  [[ -n "$server_pid" ]] && kill -KILL $server_pid
+  server_tunables=""
+  if [[ -n "$server_pid" ]]; then
+    server_tunables=$(tr '\0' '\n' <"/proc/$server_pid/environ" | grep '^GLIBC_TUNABLES=')
+    kill -KILL $server_pid
+  fi
   if [[ -z "$server_pid" ]]; then
     fail "server 1 was not found running once training had started"
+    await_job
+  elif [[ "$server_tunables" != GLIBC_TUNABLES=glibc.malloc.hugetlb=1 ]]; then
+    fail "server 1 ran without the heap in huge pages: '$server_tunables'"
     await_job
   elif ! await_job; then
     fail "the job did not end after server 1 was killed"

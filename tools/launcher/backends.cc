@@ -86,6 +86,7 @@ absl::Status GenerateSlurm(config::ExperimentConfig config, const SlurmJobOption
   slurm.partition = options.partition;
   slurm.time_limit = options.time_limit;
   slurm.max_restarts = options.max_restarts;
+  slurm.environment = options.environment;
   const std::string config_path = (out / "config.textproto").string();
   const std::string batch = (out / "slurm" / "p3.sbatch").string();
   P3_RETURN_IF_ERROR(WriteFile(
@@ -118,6 +119,7 @@ absl::Status GenerateKubernetes(config::ExperimentConfig config,
   if (options.server_port > 0) kube.server_port = options.server_port;
   kube.output_claim = options.output_claim;
   kube.max_restarts = options.max_restarts;
+  kube.environment = options.environment;
   const config::CheckpointConfig& checkpoint = config.checkpoint();
   if (options.max_restarts > 0 && !checkpoint.dir().empty() && checkpoint.every() > 0) {
     // The StatefulSet restarts a failed server with the same command: it must find the

@@ -65,6 +65,9 @@ struct SlurmJobOptions {
   // Restarts of a failed worker within its task, with --rejoin (launch_cluster
   // --max_restarts; per worker task, unlike the local launcher's total). Default: 0.
   int max_restarts = 0;
+  // Exported by the batch script for every task (SlurmOptions::environment); launch_cluster:
+  // ForwardedEnvironment(). Default: none.
+  Environment environment;
   // Where to say what was written. Default: std::cout. Not owned.
   std::ostream* out = &std::cout;
 };
@@ -98,6 +101,9 @@ struct KubernetesJobOptions {
   // ReadWriteMany PersistentVolumeClaim for the servers' checkpoints; empty: output_claim.
   // One of the two is then required. Default: empty.
   std::string checkpoint_claim;
+  // Set in every container (KubernetesOptions::environment); launch_cluster:
+  // ForwardedEnvironment(). Default: none.
+  Environment environment;
   // Where to say what was written and the kubectl commands. Default: std::cout. Not owned.
   std::ostream* out = &std::cout;
 };

@@ -70,6 +70,10 @@ struct LauncherOptions {
   std::vector<Host> hosts;
   // The ssh command with --hosts. Default: {"ssh"}.
   std::vector<std::string> ssh_command = {"ssh"};
+  // With hosts: exported for every process started over ssh, which passes none of the
+  // launcher's environment on (the local processes inherit all of it); launch_cluster:
+  // ForwardedEnvironment(). Default: none.
+  Environment environment;
   // Servers listen on server_port + index when > 0; 0: OS-chosen, read from port files.
   // Default: 0.
   int server_port = 0;

@@ -64,6 +64,7 @@ absl::Status Launcher::StartProcess(Child& child, std::vector<std::string> argv)
     remote.config_path = RemotePath(config_out_);
     remote.working_directory = options_.working_dir;
     remote.argv = spec.argv;
+    remote.environment = options_.environment;
     remote.tag = child.name();
     spec.argv = SshArgv(options_.ssh_command, *child.host, RemoteScript(remote));
     spec.stdin_pipe = true;

@@ -1,6 +1,7 @@
 #include "tools/launcher/multihost.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -83,6 +84,24 @@ absl::StatusOr<std::vector<Host>> ParseHostFile(absl::string_view text) {
   return hosts;
 }
 
+Environment ForwardedEnvironment() {
+  Environment environment;
+  for (const char* name : kForwardedVariables) {
+    if (const char* value = std::getenv(name); value != nullptr) {
+      environment.emplace_back(name, value);
+    }
+  }
+  return environment;
+}
+
+std::string ShellExports(const Environment& environment) {
+  std::string lines;
+  for (const auto& [name, value] : environment) {
+    absl::StrAppend(&lines, "export ", name, "=", ShellQuote(value), "\n");
+  }
+  return lines;
+}
+
 std::string ShellQuote(absl::string_view text) {
   return absl::StrCat("'", absl::StrReplaceAll(text, {{"'", "'\\''"}}), "'");
 }
@@ -116,6 +135,7 @@ std::string RemoteScript(const RemoteProcess& process) {
                     ShellQuote(process.config_path), "\n");
   }
   absl::StrAppend(&script, "cd ", ShellQuote(process.working_directory), " 2>/dev/null || cd /\n",
+                  ShellExports(process.environment),
                   // The process must not read the connection; the watchdog does.
                   "exec 3<&0\n", ShellCommand(process.argv), " </dev/null &\n", "pid=$!\n",
                   // EOF on stdin: ssh ended (stopped by the launcher, or the launcher died).
@@ -186,7 +206,10 @@ std::string SlurmBatchScript(const config::ExperimentConfig& config, const Slurm
       "rm -f \"$OUT\"/summary.json \"$OUT\"/trace.json \"$OUT\"/ports/* \"$OUT\"/results/* "
       "\"$OUT\"/records/* \"$OUT\"/traces/*\n",
       "mkdir -p \"$OUT\"/logs \"$OUT\"/ports \"$OUT\"/results \"$OUT\"/records \"$OUT\"/traces\n",
-      "# Block distribution: task p runs on node p / ", per_node,
+      options.environment.empty()
+          ? ""
+          : "# From launch_cluster's environment (docs/multihost.md); srun passes them on.\n",
+      ShellExports(options.environment), "# Block distribution: task p runs on node p / ", per_node,
       "; the task script derives its role from SLURM_PROCID.\n", "srun_status=0\n",
       "srun --ntasks=", tasks, " --ntasks-per-node=", per_node,
       " --distribution=block --kill-on-bad-exit=1 \\\n", "  ", ShellQuote(options.task_script),
@@ -262,6 +285,11 @@ std::string KubernetesManifests(const config::ExperimentConfig& config,
       checkpoints ? absl::StrCat("      - name: checkpoints\n        persistentVolumeClaim:\n",
                                  "          claimName: ", options.checkpoint_claim, "\n")
                   : "";
+  // The variables every container gets: the entries of an `env:` list.
+  std::string env;
+  for (const auto& [name, value] : options.environment) {
+    absl::StrAppend(&env, "        - name: ", name, "\n          value: ", YamlString(value), "\n");
+  }
   const std::string trace_server =
       config.trace() ? " --trace_file=/var/p3/out/traces/server_$i.json" : "";
   const std::string trace_worker =
@@ -304,8 +332,9 @@ std::string KubernetesManifests(const config::ExperimentConfig& config,
       " --config=/etc/p3/config.textproto --server_index=\"$i\" --port=", port,
       " --set=cluster.host=0.0.0.0 --port_file=/var/p3/out/ports/server_$i.port", trace_server,
       "\n", "          # Done: stay up, or the StatefulSet would start the server again.\n",
-      "          exec sleep infinity\n", "        ports:\n        - name: grpc\n",
-      "          containerPort: ", port, "\n", server_mounts, pod_volumes(), server_volumes);
+      "          exec sleep infinity\n", env.empty() ? "" : "        env:\n", env,
+      "        ports:\n        - name: grpc\n", "          containerPort: ", port, "\n",
+      server_mounts, pod_volumes(), server_volumes);
   // The worker containers' command: p3_worker, or worker.command with the P3_*
   // environment (tools/launcher/worker_program.h).
   const bool program = config.worker().has_command();
@@ -329,7 +358,7 @@ std::string KubernetesManifests(const config::ExperimentConfig& config,
         "            P3_REJOIN=\"$rejoin\" P3_RUN_DIR=/var/p3/out\n",
         "          exec /bin/sh -c \"$P3_WORKER_COMMAND\"\n",
         "        env:\n        - name: P3_WORKER_COMMAND\n          value: ",
-        YamlString(config.worker().command()), "\n");
+        YamlString(config.worker().command()), "\n", env);
   } else {
     absl::StrAppend(
         &run_worker,
@@ -343,7 +372,7 @@ std::string KubernetesManifests(const config::ExperimentConfig& config,
         absl::StrJoin(addresses, ","),
         " --result_file=/var/p3/out/results/worker_$r.json"
         " --records_file=/var/p3/out/records/worker_$r.csv",
-        trace_worker, restart ? " $rejoin" : "", "\n");
+        trace_worker, restart ? " $rejoin" : "", "\n", env.empty() ? "" : "        env:\n", env);
   }
   absl::StrAppend(
       &yaml, "---\napiVersion: batch/v1\nkind: Job\nmetadata:\n  name: ", job, "\n", ns,

@@ -2,6 +2,9 @@
 // launch_cluster that are pure text — host files, the ssh command lines, the Slurm batch
 // script and the Kubernetes manifests — so tests can check them without a cluster.
 //
+// The one thing here that is not pure text: ForwardedEnvironment() reads this process's
+// environment.
+//
 // Placement is the config's (proto/config.h: WorkerMachine / ServerMachine): with
 // placement "colocated", machine (host) i runs worker i and server i.
 //
@@ -18,6 +21,7 @@
 #define P3_TOOLS_LAUNCHER_MULTIHOST_H_
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -38,6 +42,23 @@ struct Host {
 // Parses a host file: one host per line, `<ssh destination> [<address>]`; '#' starts a
 // comment; blank lines are skipped. Errors name the line (1-based).
 absl::StatusOr<std::vector<Host>> ParseHostFile(absl::string_view text);
+
+// Environment variables: (name, value) pairs, in order. Names are shell variable names.
+using Environment = std::vector<std::pair<std::string, std::string>>;
+
+// The variables of the launcher's environment that the processes it starts elsewhere (over
+// ssh, as Slurm tasks, in Kubernetes pods) get too, as the launcher has them: none of those
+// passes the launcher's environment on. GLIBC_TUNABLES: launch_cluster adds
+// glibc.malloc.hugetlb=1 to it unless it names that tunable already, so that its processes
+// grow their heaps in huge pages (p3/base/allocator.h, RequestHugePageHeapForChildren).
+inline constexpr const char* kForwardedVariables[] = {"GLIBC_TUNABLES"};
+
+// Those of kForwardedVariables that this process's environment sets, with their values
+// (an empty value included), in kForwardedVariables' order.
+Environment ForwardedEnvironment();
+
+// One `export NAME='value'` line per variable (value quoted by ShellQuote).
+std::string ShellExports(const Environment& environment);
 
 // `text` quoted for a POSIX shell: 'text' with every ' written as '\''.
 std::string ShellQuote(absl::string_view text);
@@ -63,14 +84,17 @@ struct RemoteProcess {
   std::string working_directory;
   // The process's command line.
   std::vector<std::string> argv;
+  // Exported for the process (ssh passes none of the launcher's environment on).
+  // Default: none.
+  Environment environment;
   // Unique per process; names the temporary config file.
   std::string tag = "p";
 };
 
-// The POSIX shell script that prepares `process`'s host and runs it. The process runs in
-// the background while the script reads its stdin (the ssh connection); when that ends —
-// the launcher stopped ssh, or died — the script sends the process and its children
-// SIGTERM. The script exits with the process's exit status.
+// The POSIX shell script that prepares `process`'s host and runs it, with its environment
+// exported. The process runs in the background while the script reads its stdin (the ssh
+// connection); when that ends — the launcher stopped ssh, or died — the script sends the
+// process and its children SIGTERM. The script exits with the process's exit status.
 std::string RemoteScript(const RemoteProcess& process);
 
 // Kubernetes / DNS-1123 form of an experiment name: lower case, [a-z0-9-], at most 40
@@ -91,6 +115,9 @@ struct SlurmOptions {
   // Restarts of a failed worker, in its task, with --rejoin (the config must have
   // cluster.rejoin_timeout_s > 0). Default: 0.
   int max_restarts = 0;
+  // Exported by the batch script before its srun, which passes the script's environment
+  // on to the tasks (srun's --export=ALL, its default). Default: none.
+  Environment environment;
 };
 // The config's worker.command, if any, is passed to the task script
 // (--worker_command=...), which runs it instead of worker_binary with the P3_*
@@ -132,6 +159,8 @@ struct KubernetesOptions {
   // the StatefulSet with the same command, resumes from the newest checkpoint that all
   // servers have. Empty: no checkpoint volume. Default: empty.
   std::string checkpoint_claim;
+  // Set in every server and worker container (`env:`). Default: none.
+  Environment environment;
 };
 
 // Where the servers' checkpoint volume is mounted (KubernetesOptions::checkpoint_claim).
