@@ -86,6 +86,8 @@ bool CreditBytesAuto(const ExperimentConfig& config);
 // one that nobody resolved (absent or 0 in a process started without the launcher) the
 // defaults, 40000 and 0 -- the same on every process, so that they still agree on the plan.
 int64_t EffectiveSliceParams(const ExperimentConfig& config);
+// scheduling.pack_params, or kDefaultPackParams (65536) when absent; 0: no packs.
+int64_t EffectivePackParams(const ExperimentConfig& config);
 // scheduling.owner_params, or with online_search and no stripes given the ones its search
 // needs (p3/core/slice_search.h: 4 x the slice size, at most 1000000); 0: none.
 int64_t EffectiveOwnerParams(const ExperimentConfig& config);

@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "p3/core/mode.h"
+#include "p3/core/slice_plan.h"
 #include "p3/core/slice_search.h"
 
 namespace p3::config {
@@ -186,6 +187,11 @@ bool SliceParamsAbsent(const ExperimentConfig& config) {
 
 bool CreditBytesAuto(const ExperimentConfig& config) {
   return config.scheduling().credit_bytes() == kAutoCreditBytes;
+}
+
+int64_t EffectivePackParams(const ExperimentConfig& config) {
+  return config.scheduling().has_pack_params() ? config.scheduling().pack_params()
+                                               : kDefaultPackParams;
 }
 
 int64_t EffectiveSliceParams(const ExperimentConfig& config) {

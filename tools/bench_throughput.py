@@ -133,6 +133,9 @@ def run_p3(a, mode, bw, slice_params, workers=2, trace=False, tag="", wire_dtype
             row["slice_params"] = s.get("tuning", {}).get("slice_params",
                                                           raw_csv.DEFAULT_SLICE_PARAMS)
             row["slice_auto"] = 1
+        pack = runs.resolved_pack_params(out)
+        if pack is not None:
+            row["pack_params"] = pack
         row["status"] = "ok"
     else:
         row["status"] = f"failed:{rc}"

@@ -390,6 +390,10 @@ int Main(int argc, char** argv) {
     if (!config->scheduling().has_slice_params()) {
       config->mutable_scheduling()->set_slice_params(config::EffectiveSliceParams(*config));
     }
+    // The same for the packs' default.
+    if (!config->scheduling().has_pack_params()) {
+      config->mutable_scheduling()->set_pack_params(config::EffectivePackParams(*config));
+    }
     const std::vector<std::string> chosen = TuningOverrides(report);
     for (const std::string& override_text : chosen) {
       absl::Status applied = config::ApplyOverride(override_text, &*config);

@@ -131,7 +131,7 @@ absl::StatusOr<WorkerOptions> WorkerOptionsFromConfig(const config::ExperimentCo
   // takes the defaults and they still agree on the plan.
   wo.slice_params = config::EffectiveSliceParams(config);
   wo.owner_params = config::EffectiveOwnerParams(config);
-  wo.pack_params = config.scheduling().pack_params();
+  wo.pack_params = config::EffectivePackParams(config);
   wo.split_threshold = config.scheduling().split_threshold();
   wo.max_message_params = config.scheduling().max_message_params();
   wo.credit_bytes = config::EffectiveCreditBytes(config);

@@ -32,6 +32,10 @@ namespace p3 {
 
 inline constexpr int64_t kDefaultSliceParams = 40000;       // the P3 paper's
 inline constexpr int64_t kDefaultSplitThreshold = 1000000;  // MXNet's bigarray bound
+// A config's default pack size (scheduling.pack_params absent): ResNet-50's 109 tensors
+// under 10,000 values travel in 37 packs (docs/results/throughput/throughput.md, "Packs").
+// SlicePlanOptions and WorkerOptions default to no packs.
+inline constexpr int64_t kDefaultPackParams = 65536;
 // The most values one message carries; larger slices travel in parts (docs/protocol.md).
 inline constexpr int64_t kDefaultMaxMessageParams = int64_t{1} << 20;
 

@@ -45,7 +45,7 @@ absl::Status ApplyConfig(const config::ExperimentConfig& config, SimOptions* opt
   // Automatic values (0, -1) that nobody resolved: the defaults, as a process would.
   // tools/launcher/tuning.h searches them with p3/sim/tune.h.
   options->slice_params = config::EffectiveSliceParams(config);
-  options->pack_params = config.scheduling().pack_params();
+  options->pack_params = config::EffectivePackParams(config);
   options->split_threshold = config.scheduling().split_threshold();
   options->max_message_params = config.scheduling().max_message_params();
   options->credit_bytes = config::EffectiveCreditBytes(config);

@@ -167,6 +167,16 @@ CATCH_TEST_CASE("slice_params: absent and an explicit 0 are automatic, told apar
   CATCH_REQUIRE(absent_again.ok());
   CATCH_CHECK(SliceParamsAbsent(*absent_again));
 
+  // Packs: absent is the default, 0 none, N exactly N.
+  CATCH_CHECK(!config->scheduling().has_pack_params());
+  CATCH_CHECK(EffectivePackParams(*config) == 65536);
+  for (const int64_t n : {int64_t{0}, int64_t{1000}}) {
+    absl::StatusOr<ExperimentConfig> packed =
+        ParseConfig(absl::StrCat("scheduling { pack_params: ", n, " }"), {});
+    CATCH_REQUIRE(packed.ok());
+    CATCH_CHECK(EffectivePackParams(*packed) == n);
+  }
+
   // An explicit N means exactly N, 40000 included.
   for (const int64_t n : {int64_t{40000}, int64_t{123}}) {
     config = ParseConfig(absl::StrCat("scheduling { slice_params: ", n, " }"), {});

@@ -209,7 +209,8 @@ CATCH_TEST_CASE("online_search: refused where a re-plan cannot happen, naming th
   for (const auto& [text, reason] : std::vector<std::pair<std::string, std::string>>{
            {"mode: \"baseline\" scheduling { online_search: true }", "mode baseline"},
            {"scheduling { online_search: true wire_dtype: \"float16\" }", "float16"},
-           {"scheduling { owner_params: -2 }", "scheduling.owner_params"}}) {
+           {"scheduling { owner_params: -2 }", "scheduling.owner_params"},
+           {"scheduling { pack_params: -1 }", "scheduling.pack_params"}}) {
     CATCH_CAPTURE(text);
     absl::StatusOr<ExperimentConfig> config = ParseConfig(text, {});
     CATCH_REQUIRE(!config.ok());

@@ -48,7 +48,9 @@ def predict(p, cal, scale, extra, more_flags=()):
     added at the end (e.g. --trace=PATH)."""
     profile = calibration.profile(f"{p['model']}_b{sp.BATCH[p['model']]}_cpu.json")
     sets = [f"network.bandwidth_gbps={p['bandwidth']}",
-            f"scheduling.slice_params={p['slice_params']}"]
+            f"scheduling.slice_params={p['slice_params']}",
+            # The packs the runs had: none before they existed (2026-12-05).
+            f"scheduling.pack_params={p.get('pack_params', 0)}"]
     if extra.get("shared_memory") is False:
         sets.append("scheduling.shared_memory=false")
     if p.get("wire_dtype"):
@@ -318,7 +320,8 @@ def sweep():
         r = p3_sim.run("configs/bench/resnet50.textproto",
                        calibration.profile("resnet50_b8_cpu.json"), sp.SETS["current"]["file"],
                        ["mode=p3", f"network.bandwidth_gbps={bw}",
-                        f"scheduling.slice_params={slice_params}"],
+                        f"scheduling.slice_params={slice_params}",
+                        "scheduling.pack_params=0"],  # runs from before packs
                        sp.HOST + ["--iterations=6", "--warmup=2"])
         measured = statistics.median(v)
         ratios.append(r["samples_per_second"] / measured)

@@ -26,7 +26,7 @@ def point_runs():
     groups = {}
 
     def add(set_name, rows):
-        for (model, mode, bw, workers, slices, placement, wire, _, _), v in \
+        for (model, mode, bw, workers, slices, placement, wire, _, _, _), v in \
                 sp.run_groups(rows).items():
             groups.setdefault((set_name, model, mode, bw, workers, slices, placement, wire),
                               []).extend(v)

@@ -36,6 +36,18 @@ def summary(run_dir):
         return json.load(f)
 
 
+def resolved_pack_params(run_dir):
+    """scheduling.pack_params in the config the launcher wrote for the run's processes
+    (it states the default when the config left it out); None when it says nothing."""
+    try:
+        with open(os.path.join(run_dir, "config.textproto")) as f:
+            text = f.read()
+    except OSError:
+        return None
+    m = re.search(r"^\s*pack_params:\s*(\d+)\s*$", text, re.M)
+    return int(m.group(1)) if m else None
+
+
 def summary_or_empty(run_dir):
     """summary.json, or {} when the run wrote none (it failed)."""
     try:
