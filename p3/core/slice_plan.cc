@@ -8,6 +8,22 @@ namespace p3 {
 
 absl::StatusOr<SlicePlan> SlicePlan::Create(const std::vector<TensorEntry>& tensors,
                                             const SlicePlanOptions& options) {
+  absl::StatusOr<SlicePlan> plan = Build(tensors, options, /*packs=*/true);
+  if (!plan.ok() || options.pack_params < 1) return plan;
+  // Packs that would leave a server without a slice (a model of a few packs): the plan
+  // without them, when it has a slice for every server.
+  auto every_server = [](const SlicePlan& p) {
+    return std::none_of(p.server_slices_.begin(), p.server_slices_.end(),
+                        [](const std::vector<int>& s) { return s.empty(); });
+  };
+  if (every_server(*plan)) return plan;
+  absl::StatusOr<SlicePlan> unpacked = Build(tensors, options, /*packs=*/false);
+  if (unpacked.ok() && every_server(*unpacked)) return unpacked;
+  return plan;
+}
+
+absl::StatusOr<SlicePlan> SlicePlan::Build(const std::vector<TensorEntry>& tensors,
+                                           const SlicePlanOptions& options, bool packs) {
   if (options.num_servers < 1) {
     return absl::InvalidArgumentError(
         absl::StrCat("num_servers: ", options.num_servers, " is out of range; allowed >= 1"));
@@ -51,7 +67,7 @@ absl::StatusOr<SlicePlan> SlicePlan::Create(const std::vector<TensorEntry>& tens
   plan.total_params_ = offset;
   const bool sliced = options.granularity == Granularity::kSliced;
   const bool striped = sliced && options.owner_params > 0;
-  const bool packing = sliced && options.pack_params > 0;
+  const bool packing = packs && sliced && options.pack_params > 0;
   int next_server = 0;
   int server = 0;
   // Gives the next server in the round robin (by slice, or by stripe or pack).

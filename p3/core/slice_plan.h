@@ -111,7 +111,9 @@ struct Slice {
 class SlicePlan {
  public:
   // Fails on an empty tensor list, a tensor with no parameters, bad options, or more than
-  // kMaxPlanParams parameters or kMaxPlanSlices slices.
+  // kMaxPlanParams parameters or kMaxPlanSlices slices. Packs that would leave a server
+  // without a slice (a model of a few packs) are left out when the plan without them has
+  // a slice for every server; options() still says pack_params.
   static absl::StatusOr<SlicePlan> Create(const std::vector<TensorEntry>& tensors,
                                           const SlicePlanOptions& options);
 
@@ -143,6 +145,9 @@ class SlicePlan {
 
  private:
   SlicePlan() = default;
+  // Create's plan, with packs where `packs` and options.pack_params > 0.
+  static absl::StatusOr<SlicePlan> Build(const std::vector<TensorEntry>& tensors,
+                                         const SlicePlanOptions& options, bool packs);
 
   SlicePlanOptions options_;
   std::vector<TensorEntry> tensors_;

@@ -246,6 +246,27 @@ CATCH_TEST_CASE("a pack is never cut and keeps its server whatever the slice siz
   }
 }
 
+CATCH_TEST_CASE("packs that would leave a server without a slice are left out") {
+  // Three small tensors, one pack of 30: server 1 would own nothing.
+  SlicePlanOptions o = Sliced(8, 2);
+  o.pack_params = 100;
+  auto plan = SlicePlan::Create({{"a", 10}, {"b", 10}, {"c", 10}}, o);
+  CATCH_REQUIRE(plan.ok());
+  CATCH_CHECK(plan->slices().size() == 6);  // each tensor in slices of 8, as without packs
+  CATCH_CHECK_FALSE(plan->is_pack(0));
+  CATCH_CHECK(plan->server_slices(1).size() == 3);
+  CATCH_CHECK(plan->options().pack_params == 100);
+  // With a slice for each server the packs stay.
+  auto two = SlicePlan::Create({{"a", 10}, {"b", 10}, {"big", 500}, {"c", 10}, {"d", 10}}, o);
+  CATCH_REQUIRE(two.ok());
+  CATCH_CHECK(two->is_pack(0));
+  // One server: a single pack is fine.
+  o.num_servers = 1;
+  auto one = SlicePlan::Create({{"a", 10}, {"b", 10}, {"c", 10}}, o);
+  CATCH_REQUIRE(one.ok());
+  CATCH_CHECK(one->slices().size() == 1);
+}
+
 CATCH_TEST_CASE("without packs, or with tensor granularity, pack_params changes nothing") {
   SlicePlanOptions o = Sliced(200, 2);
   auto plain = SlicePlan::Create(SmallAndLarge(), o);
