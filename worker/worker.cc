@@ -11,6 +11,7 @@
 #include <memory>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "models/model.h"
@@ -443,11 +444,9 @@ class Worker::Impl : public TransportListener {
       // The slices go once their own copy is done, from the staging thread; the plan cannot
       // change before Drain() (Backward's start), and the iteration is this one.
       const int64_t iteration = iteration_;
-      const bool send = traits_.overlap_backward;
-      staging_->GradientToHost(plan.tensor_offset(t), grad,
-                               [this, first = first, last = last, packed, iteration, send] {
-                                 if (send) SendReady(first, last, packed, iteration);
-                               });
+      staging_->GradientToHost(plan.tensor_offset(t), grad, [=, first = first, last = last] {
+        if (traits_.overlap_backward) SendReady(first, last, packed, iteration);
+      });
       return;
     }
     // Our own Backward (not armed_): End() drops autograd's tensor before anyone sees it. A
@@ -460,27 +459,21 @@ class Worker::Impl : public TransportListener {
   // Tensor gradient in: sends its slices [first, last), or its pack `first` once the pack's
   // last gradient is in.
   void SendReady(int first, int last, bool packed, int64_t iteration) {
-    if (packed) {
-      if (pack_pending_[first].fetch_sub(1, std::memory_order_acq_rel) == 1) {
-        SendGradient(first, iteration);
-      }
-      return;
+    if (!packed) {
+      for (int id = first; id < last; ++id) SendGradient(id, iteration);
+    } else if (pack_pending_[first].fetch_sub(1, std::memory_order_acq_rel) == 1) {
+      SendGradient(first, iteration);
     }
-    for (int id = first; id < last; ++id) SendGradient(id, iteration);
   }
 
   // Before a backward pass (and after a re-plan): every pack waits for all its tensors.
   void ResetPacks() {
     const SlicePlan& plan = core_.plan();
     if (plan.options().pack_params < 1) return;
-    const size_t n = plan.slices().size();
-    if (pack_pending_size_ != n) {
-      pack_pending_ = std::make_unique<std::atomic<int>[]>(n);
-      pack_pending_size_ = n;
+    if (pack_pending_.size() != plan.slices().size()) {
+      pack_pending_ = std::vector<std::atomic<int>>(plan.slices().size());
     }
-    for (const Slice& s : plan.slices()) {
-      pack_pending_[s.id].store(s.last_tensor - s.tensor + 1, std::memory_order_relaxed);
-    }
+    for (const Slice& s : plan.slices()) pack_pending_[s.id] = s.last_tensor - s.tensor + 1;
   }
 
   void SendGradient(int slice_id, int64_t iteration) {
@@ -551,8 +544,7 @@ class Worker::Impl : public TransportListener {
   bool armed_ = false;      // from Arm() to the end of that backward pass
   // Per slice of the plan in force: a pack's tensors whose gradient is still to come in
   // this backward pass (ResetPacks). The staging thread counts down too.
-  std::unique_ptr<std::atomic<int>[]> pack_pending_;
-  size_t pack_pending_size_ = 0;
+  std::vector<std::atomic<int>> pack_pending_;
 
   // The first failure; every call after it reports that one.
   FirstFailure failure_;

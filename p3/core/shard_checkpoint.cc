@@ -21,8 +21,14 @@ absl::Status ParameterShard::Restore() {
     return mismatch(absl::StrCat("it is server ", ckpt.server_index, "'s"));
   }
   if (ckpt.slices.size() != owned_slices_) {
-    return mismatch(
-        absl::StrCat("it holds ", ckpt.slices.size(), " slices; this server owns ", owned_slices_));
+    std::string why =
+        absl::StrCat("it holds ", ckpt.slices.size(), " slices; this server owns ", owned_slices_);
+    if (plan_.has_value() && plan_->options().pack_params > 0) {
+      // Packs are the config's default since 2026-12-05: a checkpoint from before them.
+      absl::StrAppend(&why, " in packs of ", plan_->options().pack_params,
+                      " (a checkpoint taken without packs needs scheduling.pack_params: 0)");
+    }
+    return mismatch(why);
   }
   for (const SliceCheckpoint& s : ckpt.slices) {
     if (s.slice_id < 0 || s.slice_id >= static_cast<int>(slices_.size()) ||
