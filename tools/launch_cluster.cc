@@ -374,6 +374,11 @@ int Main(int argc, char** argv) {
   // process starts (after every check), and every process gets the values through the
   // resolved config. Returns an exit status, 0 to go on.
   auto tune = [&]() -> int {
+    // An absent pack_params: the resolved config states the default every process reads,
+    // tuned or not (tools/bench_throughput.py records it from there).
+    if (!config->scheduling().has_pack_params()) {
+      config->mutable_scheduling()->set_pack_params(config::EffectivePackParams(*config));
+    }
     if (!NeedsTuning(*config)) return 0;
     TuningOptions tuning;
     // The calibration of this data path on this kind of machine (docs/simulator.md); the
@@ -389,10 +394,6 @@ int Main(int argc, char** argv) {
     // resolved config still states the size every process reads.
     if (!config->scheduling().has_slice_params()) {
       config->mutable_scheduling()->set_slice_params(config::EffectiveSliceParams(*config));
-    }
-    // The same for the packs' default.
-    if (!config->scheduling().has_pack_params()) {
-      config->mutable_scheduling()->set_pack_params(config::EffectivePackParams(*config));
     }
     const std::vector<std::string> chosen = TuningOverrides(report);
     for (const std::string& override_text : chosen) {
