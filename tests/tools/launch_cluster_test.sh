@@ -489,7 +489,8 @@ else
   ok
 fi
 
-# --- an explicit slice_params: exactly it, no search, no "tuning" in summary.json -------
+# --- an explicit slice_params: exactly it, no search, no "tuning" in summary.json; the
+# --- resolved config still states the packs' default (bench_throughput reads it there) --
 case_name=no_auto
 out_dir="$TMP/no_auto"
 launch --config=configs/default.textproto --set=output_dir="$out_dir" \
@@ -502,6 +503,8 @@ elif ! json_check "$out_dir/summary.json" '"tuning" not in s' ||
 elif [[ $(grep -l "^fake_p3_\(server\|worker\) [01]: scheduling slice_params 40000 credit_bytes 0\$" \
           "$out_dir"/logs/{server_0,server_1,worker_0,worker_1}.log | wc -l) -ne 4 ]]; then
   fail "not every process got slice_params 40000"
+elif ! grep -q '^  pack_params: 65536$' "$out_dir/config.textproto"; then
+  fail "the resolved config of a run without tuning does not state pack_params 65536"
 else
   ok
 fi
