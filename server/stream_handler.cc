@@ -50,9 +50,19 @@ absl::Status ParameterServer::Impl::Serve(grpc::ServerContext* context, TrainStr
       P3_RETURN_IF_ERROR(CheckRejoinHello(shard_, hello, options_.shard.server_index));
       P3_RETURN_IF_ERROR(EndOldStreamLocked(static_cast<int>(hello.rank())));
     }
-    // Refused: only this stream ends.
-    P3_ASSIGN_OR_RETURN(HelloResult joined,
-                        HandleHello(&shard_, hello, options_.shard.server_index));
+    // Refused: only this stream ends, unless the restored checkpoint does not fit the
+    // model: every later Hello would be refused alike, and the server would wait for
+    // workers forever (a launcher stops it; a lone p3_server or a Kubernetes pod did not
+    // stop), so the run fails, naming the refusal.
+    absl::StatusOr<HelloResult> hello_result =
+        HandleHello(&shard_, hello, options_.shard.server_index);
+    if (!hello_result.ok()) {
+      if (absl::Status refusal = shard_.restore_refusal(); !refusal.ok()) {
+        FailLocked(static_cast<int>(hello.rank()), refusal);
+      }
+      return hello_result.status();
+    }
+    HelloResult joined = *std::move(hello_result);
     rank = joined.rank;
     initial = std::move(joined.out);
     conn = std::make_unique<Connection>();

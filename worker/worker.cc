@@ -121,17 +121,8 @@ class Worker::Impl : public TransportListener {
                          .stalled_after = options_.stalled_write});
     const TransportFactory open =
         options_.transport_factory ? options_.transport_factory : OpenServerConnection;
-    for (int s = 0; s < static_cast<int>(options_.servers.size()); ++s) {
-      const TransportOptions link = LinkOptionsFor(options_, sig, s, send_queue_.get(),
-                                                   buffers_.shared(), &core_, this);
-      P3_ASSIGN_OR_RETURN(std::unique_ptr<Transport> transport, open(link));
-      if (!link.shared_memory_name.empty() && !transport->shared_memory()) {
-        std::cerr << "worker " << options_.rank << ": server " << s
-                  << " did not map the shared memory (see its log); values go over the stream"
-                  << std::endl;
-      }
-      transports_.push_back(std::move(transport));
-    }
+    P3_ASSIGN_OR_RETURN(transports_, OpenTransports(options_, sig, open, send_queue_.get(),
+                                                    buffers_.shared(), &core_, this));
     // Every server has answered: no one else needs the name.
     if (buffers_.shared() != nullptr) buffers_.shared()->Unlink();
     std::vector<uint64_t> starts;

@@ -1,6 +1,10 @@
 #include "worker/worker_options.h"
 
 #include <algorithm>
+#include <iostream>
+#include <memory>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "p3/core/mode.h"
@@ -42,6 +46,33 @@ TransportOptions LinkOptionsFor(const WorkerOptions& options, const ClusterSigna
   link.core = core;
   link.listener = listener;
   return link;
+}
+
+absl::StatusOr<std::vector<std::unique_ptr<Transport>>> OpenTransports(
+    const WorkerOptions& options, const ClusterSignature& sig, const TransportFactory& open,
+    SendQueue<Upstream>* send_queue, const SharedRegion* shared, TransportCore* core,
+    TransportListener* listener) {
+  std::vector<std::unique_ptr<Transport>> transports;
+  absl::Status refused;
+  for (int s = 0; s < static_cast<int>(options.servers.size()); ++s) {
+    const TransportOptions link =
+        LinkOptionsFor(options, sig, s, send_queue, shared, core, listener);
+    absl::StatusOr<std::unique_ptr<Transport>> transport = open(link);
+    if (!transport.ok()) {
+      // A rejoining process stops at once: its servers wait for it rejoin_timeout at most.
+      if (options.rejoin) return transport.status();
+      refused.Update(transport.status());
+      continue;
+    }
+    if (!link.shared_memory_name.empty() && !(*transport)->shared_memory()) {
+      std::cerr << "worker " << options.rank << ": server " << s
+                << " did not map the shared memory (see its log); values go over the stream"
+                << std::endl;
+    }
+    transports.push_back(*std::move(transport));
+  }
+  if (!refused.ok()) return refused;
+  return transports;
 }
 
 absl::Status CheckWorkerOptions(const WorkerOptions& options) {

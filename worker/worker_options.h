@@ -3,7 +3,11 @@
 #ifndef P3_WORKER_WORKER_OPTIONS_H_
 #define P3_WORKER_WORKER_OPTIONS_H_
 
+#include <memory>
+#include <vector>
+
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "worker/elastic_membership.h"
 
 #include "p3/core/cluster_signature.h"
@@ -21,6 +25,16 @@ namespace p3 {
 TransportOptions LinkOptionsFor(const WorkerOptions& options, const ClusterSignature& sig, int s,
                                 SendQueue<Upstream>* send_queue, const SharedRegion* shared,
                                 TransportCore* core, TransportListener* listener);
+
+// A transport to every server, opened with `open` in server order (LinkOptionsFor each).
+// Every server hears the Hello, also after one refused it: a server this worker never
+// reached would wait for it forever, while each one reached ends its run when the worker
+// leaves (or refuses it too). Returns the first refusal, once every server has answered
+// (a rejoining process: at once, as its servers wait for it rejoin_timeout at most).
+absl::StatusOr<std::vector<std::unique_ptr<Transport>>> OpenTransports(
+    const WorkerOptions& options, const ClusterSignature& sig, const TransportFactory& open,
+    SendQueue<Upstream>* send_queue, const SharedRegion* shared, TransportCore* core,
+    TransportListener* listener);
 
 // InvalidArgument naming the option that a Worker cannot run with (mode local, no
 // servers, a rank out of range, elastic in a mode that pulls values).

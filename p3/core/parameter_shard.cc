@@ -95,21 +95,27 @@ absl::StatusOr<std::vector<ToWorker>> ParameterShard::Join(const ClusterSignatur
       return absl::InvalidArgumentError(
           absl::StrCat("worker ", rank, "'s model cannot be planned: ", plan.status().message()));
     }
+    // The restored checkpoint does not fit the model the first worker brings: no Hello
+    // can start this run (restore_refusal()).
+    auto refuse_restore = [&](absl::Status refusal) {
+      restore_refusal_ = refusal;
+      return refusal;
+    };
     // A checkpoint taken under a re-plan holds that plan's slices.
     std::optional<SlicePlan> next;  // a re-plan that took effect at the checkpoint
     if (restores_plan) {
       const ShardCheckpoint& ckpt = *options_.restore;
       if (plan_options.granularity != Granularity::kSliced || plan_options.owner_params < 1) {
-        return absl::FailedPreconditionError(absl::StrCat(
+        return refuse_restore(absl::FailedPreconditionError(absl::StrCat(
             "the checkpoint of iteration ", ckpt.iteration, " was taken under a re-plan, ",
-            "which needs ownership stripes (scheduling.owner_params); this plan has none"));
+            "which needs ownership stripes (scheduling.owner_params); this plan has none")));
       }
       auto cut = [&](int64_t size) -> absl::StatusOr<SlicePlan> {
         absl::StatusOr<SlicePlan> cut = plan->WithSliceParams(size);
         if (cut.ok()) return cut;
-        return absl::FailedPreconditionError(
+        return refuse_restore(absl::FailedPreconditionError(
             absl::StrCat("the checkpoint of iteration ", ckpt.iteration, " is cut in slices of ",
-                         size, ", which this model cannot take: ", cut.status().message()));
+                         size, ", which this model cannot take: ", cut.status().message())));
       };
       if (ckpt.slice_params > 0) {
         P3_ASSIGN_OR_RETURN(SlicePlan taken, cut(ckpt.slice_params));
@@ -137,7 +143,7 @@ absl::StatusOr<std::vector<ToWorker>> ParameterShard::Join(const ClusterSignatur
         signature_.reset();
         plan_.reset();
         slices_.clear();
-        return restored;
+        return refuse_restore(restored);
       }
       if (options_.restore->slice_params > 0) plan_from_ = options_.restore->iteration;
       if (next.has_value()) {
@@ -230,6 +236,11 @@ bool ParameterShard::Finish(int rank) {
     if (expected && !finished_[r]) return false;
   }
   return !finished_.empty();
+}
+
+absl::Status ParameterShard::restore_refusal() const {
+  absl::MutexLock lock(&mu_);
+  return restore_refusal_;
 }
 
 bool ParameterShard::initialized() const {

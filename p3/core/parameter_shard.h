@@ -300,6 +300,12 @@ class ParameterShard {
   // Every slice has its initial values (or the restored checkpoint's).
   bool initialized() const;
 
+  // Why a Join refused the restored checkpoint (ShardOptions::restore) for the model of
+  // the Hello that was to fix it, e.g. other slice counts; OK while none has. Such a shard
+  // cannot start: every Hello of that model is refused the same way, so the server fails
+  // its run instead of waiting for workers it would refuse.
+  absl::Status restore_refusal() const;
+
   // Every worker has joined this shard at least once: the run has started here. Until
   // then this shard belongs to a new process — a first start or a restart from a
   // checkpoint — and no slice has moved past start_version().
@@ -511,6 +517,7 @@ class ParameterShard {
   // Builds the slices of pending_replan_'s plan from the current ones and retires them.
   void SwitchPlanLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool configured_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Status restore_refusal_ ABSL_GUARDED_BY(mu_);
   bool everyone_joined_ ABSL_GUARDED_BY(mu_) = false;
 
   // Checkpoint in the making, per iteration: slices captured so far.

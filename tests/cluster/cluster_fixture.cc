@@ -2,6 +2,7 @@
 
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <memory>
 #include <string>
@@ -227,16 +228,21 @@ ClusterResult TrainCluster(const RunSpec& spec) {
     });
   }
   for (auto& t : threads) t.join();
+  const bool workers_ok = std::all_of(result.status.begin(), result.status.end(),
+                                      [](const absl::Status& s) { return s.ok(); });
   for (auto& server : ps) {
     if (spec.finish) {
-      CATCH_CHECK(server->Wait().ok());
+      result.server_status.push_back(server->Wait());
+      if (workers_ok) CATCH_CHECK(result.server_status.back().ok());
     } else {
       server->Shutdown();  // the crash: nobody finishes
     }
   }
   ps.clear();  // no handler thread runs any more
   absl::MutexLock lock(&checkpoint_writes->mu);
-  if (spec.checkpoint_every > 0) CATCH_CHECK_FALSE(checkpoint_writes->statuses.empty());
+  if (spec.checkpoint_every > 0 && workers_ok) {
+    CATCH_CHECK_FALSE(checkpoint_writes->statuses.empty());
+  }
   for (const absl::Status& written : checkpoint_writes->statuses) {
     CATCH_CAPTURE(written.ToString());
     CATCH_CHECK(written.ok());

@@ -94,6 +94,9 @@ struct ClusterResult {
   std::vector<torch::Tensor> buffers_before;
   std::vector<torch::Tensor> buffers_after;
   std::vector<absl::Status> status;
+  // Per server, what Wait() returned (spec.finish only): checked to be OK by TrainCluster
+  // when every worker's status is; a run whose workers failed leaves it to the test.
+  std::vector<absl::Status> server_status;
   std::vector<WorkerStats> stats;
   std::vector<int> replans;  // per worker, that took effect
   std::vector<int64_t> final_slice_params;  // per worker
