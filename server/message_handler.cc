@@ -219,6 +219,8 @@ absl::Status HandleWorkerMessage(ParameterShard* shard, int rank, const wire::Wo
       handled->membership = std::move(change);
       return absl::OkStatus();
     }
+    case wire::WorkerMessage::kReached:
+      return shard->Reached(rank, msg.reached().version());
     case wire::WorkerMessage::kDone:
       handled->done = true;
       handled->all_done = shard->Finish(rank);

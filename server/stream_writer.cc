@@ -59,6 +59,7 @@ void ParameterServer::Impl::WriteLoop(Connection* conn, TrainStream* stream) {
           w->set_current_version(conn->current_version);
           w->set_plan_slice_params(conn->plan.slice_params);
           w->set_plan_from_iteration(conn->plan.from_iteration);
+          w->set_wants_reached(shard_.wants_reached());
           break;
         }
         case Downstream::Kind::kStall: {

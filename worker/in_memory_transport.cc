@@ -198,6 +198,8 @@ absl::Status InMemoryServer::Handle(int rank, const Upstream& up, int64_t max_me
       return shard_.Replan(rank, up.from_iteration, up.slice_params);
     case Upstream::Kind::kMembership:
       return shard_.ChangeMembership(rank, up.from_iteration, *up.present);
+    case Upstream::Kind::kReached:
+      return shard_.Reached(rank, up.version);
     case Upstream::Kind::kDone:
       return absl::OkStatus();
   }
@@ -255,6 +257,7 @@ class InMemoryTransport : public Transport {
   void Shutdown() override;
   uint64_t start_version() const override { return start_version_; }
   PlanInForce plan_in_force() const override { return server_->shard().plan_in_force(); }
+  bool wants_reached() const override { return server_->shard().wants_reached(); }
   int64_t bytes_sent() const override { return bytes_sent_.load(); }
   int64_t bytes_received() const override { return bytes_received_.load(); }
 

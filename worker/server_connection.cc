@@ -64,6 +64,9 @@ void ToWire(const Upstream& up, wire::WorkerMessage* msg) {
       msg->mutable_membership()->set_from_iteration(up.from_iteration);
       for (int r : *up.present) msg->mutable_membership()->add_present(static_cast<uint32_t>(r));
       break;
+    case Upstream::Kind::kReached:
+      msg->mutable_reached()->set_version(up.version);
+      break;
     case Upstream::Kind::kInit:
     case Upstream::Kind::kGradient:
       break;
@@ -75,6 +78,7 @@ std::string TraceCounter(const Upstream& up) {
   switch (up.kind) {
     case Upstream::Kind::kPull:
     case Upstream::Kind::kResume:
+    case Upstream::Kind::kReached:
       return absl::StrCat("\"version\": ", up.version);
     case Upstream::Kind::kBuffers:
       return absl::StrCat("\"round\": ", up.round);

@@ -71,6 +71,7 @@ class ServerConnection : public Transport {
                        .slice_params = welcome_.plan_slice_params()};
   }
   bool shared_memory() const override { return welcome_.shared_memory(); }
+  bool wants_reached() const override { return welcome_.wants_reached(); }
   int64_t bytes_sent() const override { return bytes_sent_.load(); }
   int64_t bytes_received() const override { return bytes_received_.load(); }
   int64_t bytes_shared() const override { return bytes_shared_.load(); }

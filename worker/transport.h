@@ -180,6 +180,10 @@ class Transport {
   // values travel through it.
   virtual bool shared_memory() const { return false; }
 
+  // The server owns no slice and writes checkpoints (its Welcome): worker 0 tells it each
+  // version it holds every value of (Upstream::Kind::kReached), which it checkpoints by.
+  virtual bool wants_reached() const { return false; }
+
   // Bytes of values sent and received through the link's stream (not shared memory).
   virtual int64_t bytes_sent() const = 0;
   virtual int64_t bytes_received() const = 0;

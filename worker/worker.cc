@@ -235,6 +235,7 @@ class Worker::Impl : public TransportListener {
         !s.ok()) {
       return Fail(s);
     }
+    NoteReached();
     if (staging_ != nullptr) {
       // Whatever reads the parameters next (evaluation, an export's copy to the host) runs
       // on the device after this copy.
@@ -372,6 +373,7 @@ class Worker::Impl : public TransportListener {
     }
     // Every gradient of the last iteration is on its way (the forward pass needed them).
     if (staging_ != nullptr) staging_->Drain();
+    NoteReached();
     // A re-plan takes effect here: the forward pass has every value of this iteration (the
     // old plan's last), and no gradient of it has been sent.
     if (absl::Status s = replans_.SwitchIfDue(static_cast<uint64_t>(iteration_)).status();
@@ -479,6 +481,12 @@ class Worker::Impl : public TransportListener {
     transports_[m->server]->Send(*m);
   }
 
+  // Rank 0 holds every value of this iteration: the servers that own no slice hear it.
+  void NoteReached() {
+    if (options_.rank != 0 || reached_ >= iteration_) return;
+    SendReached(transports_, static_cast<uint64_t>(reached_ = iteration_));
+  }
+
   bool tracing() const { return options_.trace != nullptr && options_.trace->enabled(); }
 
   // How long a wait for the servers may last: a peer that died may be awaited for
@@ -531,6 +539,7 @@ class Worker::Impl : public TransportListener {
   absl::Time last_gradient_time_;
   int last_traced_block_ = -1;
   int64_t iteration_ = 0;
+  int64_t reached_ = 0;  // the last iteration NoteReached() told
   int64_t all_ready_ = -1;  // the iteration whose blocks are all ready (no forward overlap)
   bool armed_ = false;      // from Arm() to the end of that backward pass
   // Per slice of the plan in force: a pack's tensors whose gradient is still to come in

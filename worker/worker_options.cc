@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <iostream>
+#include <limits>
 #include <memory>
 #include <utility>
 #include <vector>
@@ -73,6 +74,17 @@ absl::StatusOr<std::vector<std::unique_ptr<Transport>>> OpenTransports(
   }
   if (!refused.ok()) return refused;
   return transports;
+}
+
+void SendReached(const std::vector<std::unique_ptr<Transport>>& transports, uint64_t version) {
+  for (int s = 0; s < static_cast<int>(transports.size()); ++s) {
+    if (!transports[s]->wants_reached()) continue;
+    // After everything queued before it: a re-plan or membership change of this version.
+    transports[s]->Send(ToServer{
+        .server = s,
+        .message = Upstream{.kind = Upstream::Kind::kReached, .version = version},
+        .priority = std::numeric_limits<int64_t>::max()});
+  }
 }
 
 absl::Status CheckWorkerOptions(const WorkerOptions& options) {

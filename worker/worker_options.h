@@ -36,6 +36,10 @@ absl::StatusOr<std::vector<std::unique_ptr<Transport>>> OpenTransports(
     SendQueue<Upstream>* send_queue, const SharedRegion* shared, TransportCore* core,
     TransportListener* listener);
 
+// Worker 0 holds `version` of every slice: Reached{version} to each server whose Welcome
+// asked for it (Transport::wants_reached: it owns no slice, and checkpoints by it).
+void SendReached(const std::vector<std::unique_ptr<Transport>>& transports, uint64_t version);
+
 // InvalidArgument naming the option that a Worker cannot run with (mode local, no
 // servers, a rank out of range, elastic in a mode that pulls values).
 absl::Status CheckWorkerOptions(const WorkerOptions& options);

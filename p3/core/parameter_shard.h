@@ -218,6 +218,19 @@ class ParameterShard {
   // from_iteration; and the new plan can be made.
   absl::Status Replan(int rank, uint64_t from_iteration, int64_t slice_params);
 
+  // Worker 0 holds version `version` of every slice (docs/checkpoints.md, "A server that
+  // owns no slice"): sent only to a shard that wants_reached(), which sees no gradient and
+  // writes its checkpoints by it. A checkpoint version (checkpoint_every) past the start
+  // version and past every one reached before goes to `on_checkpoint`, on this thread: no
+  // slices, the plan and membership of that version, as the other servers' checkpoints of
+  // it have. An older version is ignored (a rejoined worker 0 says it again). Refused,
+  // changing nothing, from a rank other than 0, one that has not joined, or by a shard
+  // that owns slices.
+  absl::Status Reached(int rank, uint64_t version);
+  // This shard owns no slice of the plan (a model of fewer slices than servers) and writes
+  // checkpoints: the Welcome asks worker 0 for Reached(). False before the first Join.
+  bool wants_reached() const;
+
   // Elastic membership (ShardOptions::initial_workers > 0): from iteration `from_iteration`
   // on, the ranks of `present` (increasing) take part: their gradients of an iteration are
   // summed in rank order and divided by their count, versions from `from_iteration` on
@@ -509,6 +522,12 @@ class ParameterShard {
   // completion (SliceAdvanced), which takes mu_ only when it is set.
   std::atomic<bool> replan_pending_{false};
   int replans_ ABSL_GUARDED_BY(mu_) = 0;
+  // The plans re-plans switched to: from_iteration -> slice_params (a checkpoint of a
+  // shard without slices names the plan of its version from them), and the newest version
+  // Reached() so far.
+  std::map<uint64_t, int64_t> switches_ ABSL_GUARDED_BY(mu_);
+  uint64_t reached_ ABSL_GUARDED_BY(mu_) = 0;
+  bool WantsReachedLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // plan_in_force().from_iteration: 0 while plan_ is the first signature's.
   uint64_t plan_from_ ABSL_GUARDED_BY(mu_) = 0;
   // A slice reached `version` (Gradient, after the slice's lock is released): counts it

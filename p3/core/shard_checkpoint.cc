@@ -1,5 +1,6 @@
-// ParameterShard's checkpoints: a restored checkpoint applied at the first Join, and the
-// slices of an iteration gathered into one checkpoint as they reach it.
+// ParameterShard's checkpoints: a restored checkpoint applied at the first Join, the
+// slices of an iteration gathered into one checkpoint as they reach it, and the empty
+// checkpoints of a shard that owns no slice (Reached).
 #include "p3/core/parameter_shard.h"
 
 #include <algorithm>
@@ -114,6 +115,58 @@ void ParameterShard::AddToCheckpoint(uint64_t version, SliceCheckpoint slice) {
     }
   }
   if (options_.on_checkpoint) options_.on_checkpoint(*std::move(complete));
+}
+
+bool ParameterShard::WantsReachedLocked() const {
+  return configured_ && owned_slices_ == 0 && options_.keep_values &&
+         options_.checkpoint_every > 0 && options_.on_checkpoint != nullptr;
+}
+
+bool ParameterShard::wants_reached() const {
+  absl::MutexLock lock(&mu_);
+  return WantsReachedLocked();
+}
+
+absl::Status ParameterShard::Reached(int rank, uint64_t version) {
+  ShardCheckpoint ckpt;
+  {
+    absl::MutexLock lock(&mu_);
+    if (!configured_ || rank < 0 || rank >= static_cast<int>(joined_.size()) || !joined_[rank]) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("reached from worker ", rank, ", which has not joined"));
+    }
+    if (rank != 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("reached from worker ", rank, "; only worker 0 sends it"));
+    }
+    if (owned_slices_ > 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "reached sent to server ", options_.server_index, ", which owns slices"));
+    }
+    if (version <= std::max(reached_, start_version())) return absl::OkStatus();
+    reached_ = version;
+    if (!WantsReachedLocked() || version % options_.checkpoint_every != 0) {
+      return absl::OkStatus();
+    }
+    // What a server with slices records at this version (AddToCheckpoint): the plan its
+    // slices were cut in, a re-plan that takes effect at it, the membership up to it.
+    // Re-plans and membership changes reach every server before the iteration they start
+    // at, so before worker 0 holds a version they are part of.
+    ckpt.iteration = version;
+    ckpt.server_index = options_.server_index;
+    if (options_.restore.has_value()) ckpt.slice_params = options_.restore->slice_params;
+    for (const auto& [from, slice_params] : switches_) {
+      if (from < version) ckpt.slice_params = slice_params;
+      if (from == version) ckpt.replan_slice_params = slice_params;
+    }
+    if (elastic()) {
+      for (const MembershipChange& c : membership_.changes()) {
+        if (c.from_iteration <= version) ckpt.membership.push_back(c);
+      }
+    }
+  }
+  options_.on_checkpoint(std::move(ckpt));
+  return absl::OkStatus();
 }
 
 }  // namespace p3

@@ -196,6 +196,7 @@ void ParameterShard::SwitchPlanLocked() {
   }
   slices_ = std::move(fresh);
   owned_slices_ = plan.server_slices(options_.server_index).size();
+  switches_[version] = plan.options().slice_params;
   plan_ = std::move(plan);
   plan_from_ = version;
   ++replans_;

@@ -42,14 +42,19 @@ struct Upstream {
   // p3/core/buffer_average.h); not part of the WorkerCore's protocol state.
   // kReplan: rank 0's re-plan, to every server; not part of the WorkerCore's protocol
   // state either. kMembership: rank 0's membership change (elastic runs), likewise.
-  enum class Kind { kInit, kGradient, kPull, kDone, kResume, kBuffers, kReplan, kMembership };
+  // kReached: rank 0 holds every slice at `version`, to a server that owns no slice
+  // (Transport::wants_reached), likewise.
+  enum class Kind {
+    kInit, kGradient, kPull, kDone, kResume, kBuffers, kReplan, kMembership, kReached
+  };
   Kind kind = Kind::kGradient;
   // kInit, kGradient, kPull: the slice, in the plan that was current when the message
   // was made.
   int slice_id = 0;
   // kGradient: the iteration whose gradient this is.
   uint64_t iteration = 0;
-  // kPull: the version wanted; kResume: the version the worker resumes at.
+  // kPull: the version wanted; kResume: the version the worker resumes at; kReached: the
+  // version every slice has reached.
   uint64_t version = 0;
   // kBuffers: the exchange's round (the iteration every worker calls AverageBuffers at),
   // and this worker's float32 buffers.

@@ -60,6 +60,42 @@ CATCH_TEST_CASE("a run interrupted and resumed from checkpoints ends with the sa
   }
 }
 
+// A model of fewer slices than servers: the server that owns none sees no gradient, and
+// writes its (empty) checkpoints by worker 0's Reached, so that every server has them.
+CATCH_TEST_CASE("a server that owns no slice checkpoints in step with the others, and the "
+                "run resumes from their newest common checkpoint") {
+  torch::set_num_threads(1);
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  const std::string dir = std::string(tmp != nullptr ? tmp : "/tmp") + "/resume_empty_test";
+  CATCH_REQUIRE(std::system(("rm -rf " + dir).c_str()) == 0);
+  // The test model's 6 tensors in slices of 100,000: one slice each, none for server 6.
+  RunSpec spec{.workers = 2, .servers = 7, .steps = 8};
+  spec.slice_params = 100000;
+  ClusterResult uninterrupted = TrainCluster(spec);
+  for (int r = 0; r < 2; ++r) CATCH_REQUIRE(uninterrupted.status[r].ok());
+
+  RunSpec first = spec;
+  first.steps = 4;
+  first.checkpoint_dir = dir;
+  first.checkpoint_every = 2;
+  ClusterResult stopped = TrainCluster(first);
+  for (int r = 0; r < 2; ++r) CATCH_REQUIRE(stopped.status[r].ok());
+  auto empty = ReadLatestCheckpoint(dir + "/server_6", 0);
+  CATCH_REQUIRE(empty.ok());
+  CATCH_CHECK(empty->iteration == 4);
+  CATCH_CHECK(empty->slices.empty());
+  CATCH_CHECK(NewestCommonCheckpoint(dir, 7) == 4);  // what checkpoint.resume_iteration -1 finds
+
+  RunSpec resume = first;
+  resume.steps = 8;
+  resume.resume = true;
+  ClusterResult resumed = TrainCluster(resume);
+  for (int r = 0; r < 2; ++r) {
+    CATCH_REQUIRE(resumed.status[r].ok());
+    CATCH_CHECK(torch::equal(resumed.params[r], uninterrupted.params[r]));  // bit for bit
+  }
+}
+
 // Packs are the config's default since 2026-12-05: a checkpoint taken before them has other
 // slices. Both sides end, naming the way out, where the servers used to wait for workers
 // they had refused (the run hung; under launch_cluster the launcher stopped them).

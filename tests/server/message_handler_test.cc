@@ -148,6 +148,27 @@ CATCH_TEST_CASE("buffers sent to a server other than server 0 are refused") {
   CATCH_CHECK(Mentions(out.status(), "not server 0"));
 }
 
+CATCH_TEST_CASE("a Reached reaches the shard: a server without slices checkpoints by it") {
+  ShardOptions o;
+  o.server_index = 1;  // "w" is one slice, server 0's
+  o.checkpoint_every = 2;
+  std::vector<uint64_t> saved;
+  o.on_checkpoint = [&saved](ShardCheckpoint c) { saved.push_back(c.iteration); };
+  ParameterShard shard(o);
+  ClusterSignature sig;
+  sig.num_servers = 2;
+  sig.tensors = {{"w", {5}, "float32"}};
+  sig.plan.granularity = Granularity::kSliced;
+  sig.plan.slice_params = 5;
+  CATCH_REQUIRE(shard.Join(sig, 0).ok());
+  wire::WorkerMessage msg;
+  msg.mutable_reached()->set_version(2);
+  Handled handled;
+  CATCH_REQUIRE(HandleWorkerMessage(&shard, 0, msg, &handled, nullptr).ok());
+  CATCH_CHECK(handled.out.empty());
+  CATCH_CHECK(saved == std::vector<uint64_t>{2});
+}
+
 CATCH_TEST_CASE("a Hello with rejoin is taken as a rejoin, and the Resume hands out the values") {
   ShardOptions options = Fixture::Options();
   options.num_workers = 1;
