@@ -3,12 +3,15 @@
 //
 // Input layout: byte 0 picks the scenario (bit 0: values on push; bit 1: parse the first
 // chunk as the Hello instead of using a valid one; bits 2-3: the wire dtype, 1 bfloat16,
-// 2 float16, else float32). The rest is a sequence of chunks,
+// 2 float16, else float32; bit 4: the shard is server 4 of 5, which owns none of the 4
+// slices and checkpoints by worker 0's Reached messages). The rest is a sequence of chunks,
 // each a 2-byte little-endian length, a rank byte (0 or 1) and that many bytes of a
 // serialized WorkerMessage.
 //
 // Whatever the bytes, the handler must not crash, and every answer must be well formed:
-// parameter messages carry exactly the slice's number of values (encoded on a 16-bit wire).
+// parameter messages carry exactly the slice's number of values (encoded on a 16-bit wire),
+// and a checkpoint holds every slice the shard owns, at a version of the checkpoint
+// interval, each one after the last.
 //
 // Differential: a second shard gets every message through the servers' real receive path
 // instead (proto/wire_codec.h's Decode over the bytes cut into two gRPC slices, then the
@@ -46,10 +49,14 @@ p3::WireDType DTypeOf(uint8_t scenario) {
   }
 }
 
-p3::wire::Hello ValidHello(int rank, bool values_on_push, p3::WireDType dtype) {
+// Bit 4 of the scenario byte: the shard is server kSlicelessServer of kSlicelessServer + 1,
+// and owns none of the model's 4 slices (the round robin gives servers 0 - 3 one each).
+constexpr int kSlicelessServer = 4;
+
+p3::wire::Hello ValidHello(int rank, bool values_on_push, p3::WireDType dtype, bool sliceless) {
   p3::ClusterSignature sig;
   sig.num_workers = 2;
-  sig.num_servers = 1;
+  sig.num_servers = sliceless ? kSlicelessServer + 1 : 1;
   sig.tensors = {{"w", {4, 5}, "float32"}, {"b", {5}, "float32"}};
   sig.plan.slice_params = 8;  // w: 3 slices (8, 8, 4), b: 1 slice
   sig.values_on_push = values_on_push;
@@ -57,6 +64,7 @@ p3::wire::Hello ValidHello(int rank, bool values_on_push, p3::WireDType dtype) {
   p3::wire::Hello hello;
   p3::SignatureToHello(sig, &hello);
   hello.set_rank(rank);
+  hello.set_server_index(sliceless ? kSlicelessServer : 0);
   return hello;
 }
 
@@ -129,6 +137,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const bool values_on_push = data[0] & 1;
   const bool fuzz_hello = data[0] & 2;
   const p3::WireDType dtype = DTypeOf(data[0]);
+  const bool sliceless = data[0] & 16;
+  const int server = sliceless ? kSlicelessServer : 0;
   size_t pos = 1;
   auto next_chunk = [&](int* rank, std::string* bytes) {
     if (pos + 3 > size) return false;
@@ -143,11 +153,22 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
 
   p3::ShardOptions options;
   options.num_workers = 2;
+  options.server_index = server;
   options.checkpoint_every = 2;
-  options.on_checkpoint = [](p3::ShardCheckpoint c) { Check(c.slices.size() == 4); };
   options.wire_dtype = dtype;
-  p3::ParameterShard shard(options);
-  p3::ParameterShard twin(options);  // the same messages through the codec
+  // Each shard's checkpoints: every slice it owns, at versions of the interval, in order.
+  auto checks_checkpoints = [&](uint64_t* last) {
+    p3::ShardOptions o = options;
+    o.on_checkpoint = [last, sliceless](p3::ShardCheckpoint c) {
+      Check(c.slices.size() == (sliceless ? 0u : 4u) && c.iteration % 2 == 0 &&
+            c.iteration > *last);
+      *last = c.iteration;
+    };
+    return o;
+  };
+  uint64_t last_checkpoint[2] = {0, 0};
+  p3::ParameterShard shard(checks_checkpoints(&last_checkpoint[0]));
+  p3::ParameterShard twin(checks_checkpoints(&last_checkpoint[1]));  // through the codec
 
   bool joined[2] = {false, false};
   int rank = 0;
@@ -155,8 +176,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (fuzz_hello && next_chunk(&rank, &bytes)) {
     p3::wire::Hello hello;
     if (hello.ParseFromString(bytes)) {
-      auto result = p3::HandleHello(&shard, hello, 0);
-      auto twin_result = p3::HandleHello(&twin, hello, 0);
+      auto result = p3::HandleHello(&shard, hello, server);
+      auto twin_result = p3::HandleHello(&twin, hello, server);
       Check(result.ok() == twin_result.ok());
       if (result.ok()) {
         joined[result->rank] = true;
@@ -166,8 +187,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   for (int r = 0; r < 2; ++r) {
     if (joined[r]) continue;
-    auto result = p3::HandleHello(&shard, ValidHello(r, values_on_push, dtype), 0);
-    auto twin_result = p3::HandleHello(&twin, ValidHello(r, values_on_push, dtype), 0);
+    const p3::wire::Hello hello = ValidHello(r, values_on_push, dtype, sliceless);
+    auto result = p3::HandleHello(&shard, hello, server);
+    auto twin_result = p3::HandleHello(&twin, hello, server);
     Check(result.ok() == twin_result.ok());
     if (result.ok()) joined[r] = true;  // refused when a fuzzed Hello fixed another model
   }
@@ -197,7 +219,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
 // wire (with and without values on push) and on the 16-bit ones.
 std::vector<std::string> FuzzSeeds() {
   std::vector<std::string> seeds;
-  for (int scenario : {0, 1, 1 | (1 << 2), 1 | (2 << 2), 0 | (2 << 2)}) {
+  for (int scenario : {0, 1, 1 | (1 << 2), 1 | (2 << 2), 0 | (2 << 2), 1 | (1 << 4)}) {
     const p3::WireDType dtype = DTypeOf(static_cast<uint8_t>(scenario));
     std::string input(1, static_cast<char>(scenario));
     auto add = [&](int rank, const p3::wire::WorkerMessage& msg) {
@@ -208,6 +230,25 @@ std::vector<std::string> FuzzSeeds() {
       input += bytes;
     };
     const int64_t lengths[] = {8, 8, 4, 5};
+    if (scenario & (1 << 4)) {
+      // Server 4 owns no slice: worker 0 says which versions it holds; worker 1's Reached,
+      // a version told again and a gradient are refused or ignored.
+      for (uint64_t v : {1, 2, 2, 3, 4}) {
+        p3::wire::WorkerMessage reached;
+        reached.mutable_reached()->set_version(v);
+        add(v == 3 ? 1 : 0, reached);
+      }
+      p3::wire::WorkerMessage grad;
+      grad.mutable_gradient()->set_slice_id(0);
+      grad.mutable_gradient()->set_values(std::string(8 * sizeof(float), '\x02'));
+      add(0, grad);
+      p3::wire::WorkerMessage done;
+      done.mutable_done();
+      add(0, done);
+      add(1, done);
+      seeds.push_back(input);
+      continue;
+    }
     for (int s = 0; s < 4; ++s) {
       p3::wire::WorkerMessage init;
       init.mutable_init()->set_slice_id(s);
