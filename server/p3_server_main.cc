@@ -12,6 +12,7 @@
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
 #include "p3/base/build_commit.h"
+#include "p3/base/thread_policy.h"
 #include "p3/base/trace.h"
 #include "proto/program.h"
 #include "server/parameter_server.h"
@@ -36,6 +37,13 @@ int main(int argc, char** argv) {
                                   .out = &std::cout,
                                   .err = &std::cerr};
   program.set_name(absl::StrCat("p3_server ", process.index));
+  // Every thread of the server is a communication thread: before any starts, so that all
+  // inherit it (scheduling.batch_io_threads; p3/base/thread_policy.h).
+  if (config->scheduling().batch_io_threads()) {
+    if (absl::Status batch = p3::ScheduleThisThreadAsBatch(); !batch.ok()) {
+      program.Warn(absl::StrCat("the threads keep their CPU policy: ", batch.message()));
+    }
+  }
   absl::StatusOr<p3::ServerOptions> options = p3::ServerOptionsFromConfig(*config, process);
   if (!options.ok()) return program.Fail(2, options.status().message());
   absl::StatusOr<std::optional<p3::ShardCheckpoint>> restore =

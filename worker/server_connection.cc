@@ -15,6 +15,7 @@
 #include "p3/base/log_line.h"
 #include "p3/base/status_macros.h"
 #include "p3/base/thread_name.h"
+#include "p3/base/thread_policy.h"
 #include "p3/core/stall_report.h"
 #include "p3/core/wire_dtype.h"
 #include "proto/raw_train.h"
@@ -212,16 +213,26 @@ absl::StatusOr<std::unique_ptr<ServerConnection>> ServerConnection::Open(
   // Named for profiles and wake-up counts (docs/results/streaming/streaming.md).
   conn->writer_ = std::thread([c = conn.get()] {
     NameThisThread(absl::StrCat("p3-send-s", c->options_.server_index));
+    c->YieldToComputation();
     c->WriteLoop();
   });
   conn->reader_ = std::thread([c = conn.get()] {
     NameThisThread(absl::StrCat("p3-recv-s", c->options_.server_index));
+    c->YieldToComputation();
     c->ReadLoop();
   });
   return conn;
 }
 
 ServerConnection::~ServerConnection() { Shutdown(); }
+
+void ServerConnection::YieldToComputation() {
+  if (!options_.batch_io_threads) return;
+  if (absl::Status s = ScheduleThisThreadAsBatch(); !s.ok()) {
+    LogLine(absl::StrCat("worker ", options_.rank, ": server ", options_.server_index,
+                         "'s link threads keep their CPU policy: ", s.message()));
+  }
+}
 
 void ServerConnection::Send(const ToServer& message) {
   send_queue_->Push(lane_, message.message, message.priority, message.tiebreak, message.bytes);

@@ -89,6 +89,8 @@ class ServerConnection : public Transport {
   // as one SharedSlices message (a single one as a plain descriptor). Traces each and
   // releases them together.
   bool WriteSharedGradients(SendQueue<Upstream>::Item first, absl::Time start);
+  // On the writer and reader threads: SCHED_BATCH when options_.batch_io_threads.
+  void YieldToComputation();
   void WriteLoop();
   void ReadLoop();
   // Hands a received slice message's values to the core.

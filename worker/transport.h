@@ -139,6 +139,10 @@ struct TransportOptions {
   // messages wait in the send queue, which orders them. With it set, a shared-memory
   // link writes one slice per message (no SharedSlices). Default: none.
   std::function<void(const Upstream&)> before_write;
+  // The link's writer and reader threads put themselves in SCHED_BATCH: they do not
+  // preempt a computing thread when they wake (p3/base/thread_policy.h;
+  // WorkerOptions::batch_io_threads). Default: false.
+  bool batch_io_threads = false;
   // Where received values and acks go (the worker's WorkerCore), and where everything else
   // goes. Not owned; both must outlive the transport. Required.
   TransportCore* core = nullptr;

@@ -87,6 +87,11 @@ struct WorkerOptions {
   // stalled_after; scheduling.stalled_write_s). absl::InfiniteDuration(): never.
   // Default: 1 s.
   absl::Duration stalled_write = absl::Seconds(1);
+  // The links' writer and reader threads run in SCHED_BATCH: woken, they wait for a free
+  // core or the end of the running thread's time slice instead of preempting the
+  // computation (p3/base/thread_policy.h; scheduling.batch_io_threads). The threads
+  // that call Worker's methods keep their policy. Default: true.
+  bool batch_io_threads = true;
   // How gradients go up and values come down (scheduling.wire_dtype): float32, or 16 bits
   // (bfloat16; float16 scaled per slice by a power of two). The parameters stay float32:
   // they are the servers' float32 master values rounded to this dtype. The servers must

@@ -8,6 +8,7 @@
 
 #include <torch/torch.h>
 
+#include <atomic>
 #include <catch2/catch.hpp>
 #include <functional>
 #include <map>
@@ -23,6 +24,7 @@
 #include "models/model.h"
 #include "p3/core/mode.h"
 #include "p3/core/optimizer.h"
+#include "p3/base/thread_policy.h"
 #include "p3/core/parameter_shard.h"
 #include "p3/core/wire_dtype.h"
 #include "server/parameter_server.h"
@@ -67,6 +69,7 @@ struct RunSpec {
   // Called on the writer thread of a transport before each gradient write.
   std::function<void(int server, int slice, int64_t iteration)> before_gradient_write;
   absl::Duration stalled_write = absl::Seconds(1);  // WorkerOptions::stalled_write
+  bool batch_io_threads = true;                      // WorkerOptions::batch_io_threads
 };
 
 struct RunResult {
@@ -77,6 +80,7 @@ struct RunResult {
   std::vector<torch::Tensor> buffers_before;
   std::vector<torch::Tensor> buffers_after;
   std::vector<absl::Status> server_status;  // Wait() of each server
+  std::vector<int> training_batch;  // each training thread in SCHED_BATCH at its end (0 / 1)
 };
 
 // `spec.workers` workers, one thread each, on the servers at `addresses` (already up),
@@ -86,6 +90,7 @@ RunResult Train(const RunSpec& spec, const std::vector<std::string>& addresses,
   RunResult result;
   result.params.resize(spec.workers);
   result.status.resize(spec.workers);
+  result.training_batch.resize(spec.workers);
   result.replans.resize(spec.workers);
   result.slice_params.resize(spec.workers);
   result.buffers_before.resize(spec.workers);
@@ -121,6 +126,7 @@ RunResult Train(const RunSpec& spec, const std::vector<std::string>& addresses,
       wo.owner_params = spec.owner_params;
       wo.before_gradient_write = spec.before_gradient_write;
       wo.stalled_write = spec.stalled_write;
+      wo.batch_io_threads = spec.batch_io_threads;
       wo.transport_factory = factory;
       absl::StatusOr<std::unique_ptr<Worker>> worker = Worker::Create(wo, model);
       if (!worker.ok()) {
@@ -144,6 +150,7 @@ RunResult Train(const RunSpec& spec, const std::vector<std::string>& addresses,
         result.buffers_after[r] = FloatBuffers(*model);
       }
       if (status.ok()) status = (*worker)->Finish();
+      result.training_batch[r] = ThisThreadIsBatch();
       result.replans[r] = (*worker)->replans();
       result.slice_params[r] = (*worker)->plan().options().slice_params;
       result.params[r] = Flatten(*model);
@@ -283,6 +290,28 @@ CATCH_TEST_CASE("the in-memory transport trains bit for bit what gRPC streams tr
         CATCH_CHECK(torch::equal(memory.params[r], grpc.params[r]));
       }
     }
+  }
+}
+
+CATCH_TEST_CASE("the links' writers yield to the computation (SCHED_BATCH); training threads do not") {
+  torch::set_num_threads(1);
+  for (bool batch : {true, false}) {
+    CATCH_CAPTURE(batch);
+    std::atomic<int> writes{0};
+    std::atomic<int> batch_writes{0};
+    RunSpec spec;
+    spec.grpc = true;
+    spec.steps = 2;
+    spec.batch_io_threads = batch;
+    spec.before_gradient_write = [&](int, int, int64_t) {
+      ++writes;
+      if (ThisThreadIsBatch()) ++batch_writes;
+    };
+    const RunResult run = Run(spec);
+    RequireOk(run);
+    CATCH_CHECK(writes.load() > 0);
+    CATCH_CHECK(batch_writes.load() == (batch ? writes.load() : 0));
+    for (int training : run.training_batch) CATCH_CHECK(training == 0);
   }
 }
 
