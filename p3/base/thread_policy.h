@@ -11,10 +11,11 @@
 //
 // Measured (docs/results/throughput/throughput.md, "Wake-up preemption"), ResNet-50, 2
 // workers + 2 servers on 2 cores: the servers and the workers' writer and reader threads in
-// SCHED_BATCH, the training threads not, 1.036 and 1.080 times as fast on an unlimited link
-// (6 and 8 rounds), 1.050 at 5 Gbit/s, 1.001 at 1 Gbit/s; every thread in SCHED_BATCH
-// (training too) lost 1 - 2 % at 1 Gbit/s, where a computation that waits for a
-// communication thread's time slice is on the critical path.
+// SCHED_BATCH, the training threads not, 1.036 - 1.080 times as fast on an unlimited link
+// (3 sets, 15 of 19 rounds faster), 1.050 at 5 Gbit/s, 0.988 - 1.001 at 1 Gbit/s (within
+// the rounds' noise); every thread in SCHED_BATCH (training too) lost 1 - 2 % at 1 Gbit/s,
+// where a computation that waits for a communication thread's time slice is on the
+// critical path.
 //
 // Example (a connection's writer thread):
 //   writer_ = std::thread([this] {
