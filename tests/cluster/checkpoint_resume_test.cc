@@ -3,7 +3,6 @@
 #include <torch/torch.h>
 
 #include <catch2/catch.hpp>
-#include <cstdlib>
 #include <string>
 
 #include "absl/status/status.h"
@@ -12,15 +11,14 @@
 #include "p3/core/lr_schedule.h"
 #include "p3/core/optimizer.h"
 #include "tests/cluster/cluster_fixture.h"
+#include "tests/testing/temp_dir.h"
 
 namespace p3::cluster_test {
 namespace {
 
 CATCH_TEST_CASE("a run interrupted and resumed from checkpoints ends with the same parameters") {
   torch::set_num_threads(1);
-  const char* tmp = std::getenv("TEST_TMPDIR");
-  const std::string dir = std::string(tmp != nullptr ? tmp : "/tmp") + "/resume_test";
-  CATCH_REQUIRE(std::system(("rm -rf " + dir).c_str()) == 0);
+  const std::string dir = p3::testing::FreshDir("resume_test");
   constexpr int kTotal = 8;
   // A schedule whose rate changes at iterations 1, 2, 3 and 6: the resumed servers must
   // take up the rate of iteration 4, not of iteration 0.
@@ -65,9 +63,7 @@ CATCH_TEST_CASE("a run interrupted and resumed from checkpoints ends with the sa
 CATCH_TEST_CASE("a server that owns no slice checkpoints in step with the others, and the "
                 "run resumes from their newest common checkpoint") {
   torch::set_num_threads(1);
-  const char* tmp = std::getenv("TEST_TMPDIR");
-  const std::string dir = std::string(tmp != nullptr ? tmp : "/tmp") + "/resume_empty_test";
-  CATCH_REQUIRE(std::system(("rm -rf " + dir).c_str()) == 0);
+  const std::string dir = p3::testing::FreshDir("resume_empty_test");
   // The test model's 6 tensors in slices of 100,000: one slice each, none for server 6.
   RunSpec spec{.workers = 2, .servers = 7, .steps = 8};
   spec.slice_params = 100000;
@@ -102,9 +98,7 @@ CATCH_TEST_CASE("a server that owns no slice checkpoints in step with the others
 CATCH_TEST_CASE("checkpoints without packs resumed with packs: workers and servers fail, naming "
                 "scheduling.pack_params: 0") {
   torch::set_num_threads(1);
-  const char* tmp = std::getenv("TEST_TMPDIR");
-  const std::string dir = std::string(tmp != nullptr ? tmp : "/tmp") + "/resume_packs_test";
-  CATCH_REQUIRE(std::system(("rm -rf " + dir).c_str()) == 0);
+  const std::string dir = p3::testing::FreshDir("resume_packs_test");
   TrainCluster(RunSpec{.workers = 2,
                        .servers = 2,
                        .steps = 3,
