@@ -10,6 +10,9 @@ small process of this script, that either
 
   same:R:B   shares core 0: wakes R times per second and each time copies B bytes
              (a slice's worth of memory traffic through the core's caches), or
+  batch:R:B  as same:R:B, the disturber in SCHED_BATCH: the policy of the cluster's
+             communication threads since scheduling.batch_io_threads (cd526dc), under
+             which a waking thread does not preempt the computation at once,
   other:B    runs on core 1: copies B bytes without pause (memory bandwidth and the
              shared cache, no preemption),
   none       is not started.
@@ -52,24 +55,27 @@ FIELDS = ["time_utc", "round", "condition", "iterations", "seconds_per_iteration
 
 
 def parse_condition(c):
-    """'none' | 'same:R:B' | 'other:B' -> (where, wakes per second, bytes)."""
+    """'none' | 'same:R:B' | 'batch:R:B' | 'other:B' -> (where, wakes per second, bytes)."""
     parts = c.split(":")
     try:
         if parts == ["none"]:
             return "none", 0, 0
-        if parts[0] == "same" and len(parts) == 3 and float(parts[1]) > 0 and int(parts[2]) >= 0:
-            return "same", float(parts[1]), int(parts[2])
+        if parts[0] in ("same", "batch") and len(parts) == 3 and float(parts[1]) > 0 and int(parts[2]) >= 0:
+            return parts[0], float(parts[1]), int(parts[2])
         if parts[0] == "other" and len(parts) == 2 and int(parts[1]) > 0:
             return "other", 0, int(parts[1])
     except ValueError:
         pass
-    sys.exit(f"--conditions: bad condition {c!r} (none, same:RATE:BYTES or other:BYTES)")
+    sys.exit(f"--conditions: bad condition {c!r} (none, same:RATE:BYTES, batch:RATE:BYTES or other:BYTES)")
 
 
 def disturb(spec):
     """The disturber's loop (this script with --disturb); runs until killed."""
     where, rate, size = parse_condition(spec)
-    os.sched_setaffinity(0, {0 if where == "same" else 1})
+    os.sched_setaffinity(0, {1 if where == "other" else 0})
+    if where == "batch":
+        # As p3/base/thread_policy.h's ScheduleThisThreadAsBatch: nice unchanged.
+        os.sched_setscheduler(0, os.SCHED_BATCH, os.sched_param(0))
     import numpy as np  # after the pinning; one BLAS thread (see run_condition)
     src = np.ones(max(size // 4, 1), dtype=np.float32)
     dst = np.empty_like(src)
@@ -184,7 +190,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--conditions", default=DEFAULT_CONDITIONS,
-                    help="comma-separated: none, same:RATE:BYTES, other:BYTES")
+                    help="comma-separated: none, same:RATE:BYTES, batch:RATE:BYTES, other:BYTES")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--first_round", type=int, default=1,
                     help="the first round's number (a sitting that runs one round at a time)")

@@ -166,8 +166,12 @@ class SimulatorTest(fakes.FakeP3SimTest):
         self.assertEqual(simulator_preemption_cost.parse_condition("same:1000:0"),
                          ("same", 1000.0, 0))
         self.assertEqual(simulator_preemption_cost.parse_condition("other:64"), ("other", 0, 64))
+        self.assertEqual(simulator_preemption_cost.parse_condition("batch:1000:4096"),
+                         ("batch", 1000.0, 4096))
         with self.assertRaises(SystemExit):
             simulator_preemption_cost.parse_condition("same:fast")
+        with self.assertRaises(SystemExit):
+            simulator_preemption_cost.parse_condition("batch:1000")
 
     def test_streaming_costs_take_off_the_streaming_runs_own_update(self):
         m = {0.0: {"cpu_s_per_gb": 1.6, "commit": "c", "runs": 3},
