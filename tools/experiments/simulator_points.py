@@ -38,7 +38,10 @@ FRESH_SETS = [("fresh", "simulator/simulator_fresh_raw.csv"),
               ("fresh-2026-12-05c", "simulator/simulator_fresh_2026-12-05c_raw.csv"),
               # The fourth, frozen after the kernel buffer in bytes and the two-size fit
               # (its streaming runs at two slice sizes: its own two-size calibration).
-              ("fresh-2026-12-05d", "simulator/simulator_fresh_2026-12-05d_raw.csv")]
+              ("fresh-2026-12-05d", "simulator/simulator_fresh_2026-12-05d_raw.csv"),
+              # The fifth, the first under the packs and SCHED_BATCH defaults (its P3 and
+              # baseline runs state pack_params 65,536; the model simulates the packs).
+              ("fresh-2026-12-06", "simulator/simulator_fresh_2026-12-06_raw.csv")]
 # Ordinary sets measured with tools/bench_throughput.py run in one sitting, every run's
 # raw.csv row copied as it was written (`simulator.py fresh --commit=`): set name, file.
 # Neither fresh (their configurations were fitted on in earlier sets, no prediction was
@@ -173,6 +176,15 @@ SETS = {
         "binaries": "the commit of simulator_fresh.py measure (streaming in the same rounds)",
         "extra": {},
     },
+    # As fresh-2026-12-05d's (two slice sizes, shared memory, its own preemption runs),
+    # under the defaults since cd526dc (packs, communication threads in SCHED_BATCH).
+    "fresh-2026-12-06": {
+        "file": "configs/sim/calibration_cpu_fresh_2026-12-06.json",
+        "streaming": "docs/results/streaming/streaming_fresh_2026-12-06.csv",
+        "preemption": "simulator/preemption_cost_fresh_2026-12-06.csv",
+        "binaries": "the commit of simulator_fresh.py measure (streaming in the same rounds)",
+        "extra": {},
+    },
     # P3 against DDP (SITTING_SETS), main 3387c10: the streaming benchmark (5 runs a rate,
     # shared memory rows too, which the calibration leaves out) and 3 rounds of
     # simulator_preemption_cost.py right after the points' rounds.
@@ -222,6 +234,7 @@ SET_CALIBRATION = {"2026-12-02": "2026-12-02", "2026-11-30": "2026-11-30", "fres
                    "fresh-2026-12-05b": "fresh-2026-12-05b",
                    "fresh-2026-12-05c": "fresh-2026-12-05c",
                    "fresh-2026-12-05d": "fresh-2026-12-05d",
+                   "fresh-2026-12-06": "fresh-2026-12-06",
                    "ddp-2026-12-05": "ddp-2026-12-05",
                    "slices-2026-12-05": "slices-2026-12-05",
                    "auto-2026-12-05": "auto-2026-12-05"}

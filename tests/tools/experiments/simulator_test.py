@@ -467,6 +467,52 @@ class SimulatorTest(fakes.FakeP3SimTest):
         self.assertIn(f"o/{simulator_fresh.name(wire)}=colocated", collected[0])
         self.assertTrue(simulator_fresh.name(wire).endswith("_bfloat16_s320000"))
 
+    def test_a_sets_packs_reach_its_p3_and_baseline_runs_and_predictions_not_ddp(self):
+        packed = simulator_fresh.points_of("fresh-2026-12-06")
+        by_system = {p["system"]: p for p in packed}
+        self.assertEqual(by_system["p3"]["pack_params"], 65536)
+        self.assertEqual(by_system["baseline"]["pack_params"], 65536)
+        self.assertEqual(by_system["ddp"]["pack_params"], 0)
+        # A set from before packs: none anywhere (its predictions stay as committed).
+        self.assertEqual({p["pack_params"] for p in simulator_fresh.points_of(
+            "fresh-2026-12-05d")}, {0})
+        calls = []
+        with tempfile.TemporaryDirectory() as d, \
+                mock.patch.object(simulator_fresh.subprocess, "run",
+                                  lambda a, check: calls.append(a)):
+            simulator_fresh.measure(mock.Mock(set="fresh-2026-12-06", out=d, rounds=1))
+            simulator_fresh.bench(simulator_fresh.points_of("fresh-2026-12-05d")[0], d, 43, 3)
+        benches = [c for c in calls if c[1].endswith("bench_throughput.py")]
+        flag = "--set=scheduling.pack_params=65536"
+        for c in benches[:-1]:
+            self.assertEqual(flag in c, "--modes=p3" in c or "--modes=baseline" in c, c)
+        self.assertEqual(sum(flag in c for c in benches), 5)
+        self.assertFalse([a for a in benches[-1] if "pack_params" in a])
+        # The prediction simulates the packs the runs are given (validation: the packs
+        # their rows record), and none for DDP.
+        runs = []
+        with mock.patch.object(simulator.p3_sim, "run",
+                               lambda *a: runs.append(a) or {"samples_per_second": 1.0}):
+            simulator.predict(by_system["p3"], "c.json", 1.0, {})
+            simulator.predict(by_system["ddp"], "c.json", 1.0, {})
+        self.assertIn("scheduling.pack_params=65536", runs[0][3])
+        self.assertIn("scheduling.pack_params=0", runs[1][3])
+        # The predictions' CSV says each point's packs; an older set's has no such column.
+        written = {}
+        local = [dict(p, set="fresh-2026-12-05d", system="local", measured=10.0)
+                 for p in packed]
+        with tempfile.TemporaryDirectory() as d, \
+                mock.patch.object(simulator_fresh.sp, "points", lambda: local), \
+                mock.patch.object(simulator_fresh.sp, "results", lambda n: os.path.join(d, "x")), \
+                mock.patch.object(simulator_fresh.calibration, "compute_scale", lambda *a: 1.0), \
+                mock.patch.object(simulator_fresh.simulator, "predict",
+                                  lambda *a: {"samples_per_second": 1.0}), \
+                mock.patch.object(simulator_fresh.csv_io, "write_rows",
+                                  lambda path, rows: written.setdefault("rows", rows)):
+            simulator_fresh.predict(mock.Mock(set="fresh-2026-12-06"))
+        self.assertEqual([r["pack_params"] for r in written["rows"]],
+                         [p["pack_params"] for p in packed])
+
     def test_protocol_hit_is_within_10pct_of_the_median_or_inside_the_runs(self):
         runs = [8.0, 10.0, 13.0]
         # 11 % above the median but inside the runs: a hit.
