@@ -9,10 +9,13 @@
 #include <chrono>
 #include <map>
 #include <memory>
+#include <string>
 #include <thread>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "p3/base/status_macros.h"
 #include "proto/wire.h"
 #include "server/parameter_server_impl.h"
@@ -146,13 +149,26 @@ void ParameterServer::Impl::Fail(int rank, const absl::Status& status) {
 
 void ParameterServer::Impl::FailLocked(int rank, const absl::Status& status) {
   if (!failure_.ok()) return;
-  failure_ = absl::Status(status.code(), absl::StrCat("worker ", rank, ": ", status.message()));
+  failure_ = absl::Status(status.code(), absl::StrCat("worker ", rank, ": ", status.message(),
+                                                       NeverJoinedLocked()));
   for (auto& [other, conn] : streams_) {
     if (other == rank) continue;
     // Ahead of everything queued, in FIFO modes too.
     conn->Push(Downstream{.kind = Downstream::Kind::kAbort, .abort = failure_},
                SendQueue<Downstream>::kUrgent, 0, 0);
   }
+}
+
+std::string ParameterServer::Impl::NeverJoinedLocked() const {
+  const int initial = options_.shard.initial_workers > 0 ? options_.shard.initial_workers
+                                                         : options_.shard.num_workers;
+  std::vector<int> missing;
+  for (int rank = 0; rank < initial; ++rank) {
+    if (joined_.count(rank) == 0) missing.push_back(rank);
+  }
+  if (missing.empty()) return "";
+  return absl::StrCat("; ", missing.size() == 1 ? "worker " : "workers ",
+                      absl::StrJoin(missing, ", "), " never said Hello to this server");
 }
 
 absl::StatusOr<std::unique_ptr<ParameterServer>> ParameterServer::Start(

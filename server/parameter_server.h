@@ -12,11 +12,14 @@
 // Failure handling: a refused handshake ends only that stream, with a status saying
 // why. Once a worker has joined, synchronous training needs it: if its stream breaks or
 // it sends a malformed message, every stream is ended with an error naming that worker,
-// and Wait() returns that error. A dead worker's connection is detected by TCP or by
-// keepalive pings within `peer_timeout`. With `rejoin_timeout` > 0, a worker whose stream
-// breaks after the initial values are in may instead be replaced: the server waits that
-// long for a Hello with `rejoin` of the same rank (docs/protocol.md, "Rejoining worker")
-// while the other workers simply wait for their parameters; past it, it fails as above.
+// and Wait() returns that error, which also names the workers of the starting membership
+// that never said Hello (a worker that never came fails the others' waits for parameters
+// within their peer_timeout; their streams end, and so does the server's run). A dead
+// worker's connection is detected by TCP or by keepalive pings within `peer_timeout`.
+// With `rejoin_timeout` > 0, a worker whose stream breaks after the initial values are in
+// may instead be replaced: the server waits that long for a Hello with `rejoin` of the
+// same rank (docs/protocol.md, "Rejoining worker") while the other workers simply wait
+// for their parameters; past it, it fails as above.
 //
 // Example:
 //   ServerOptions options;

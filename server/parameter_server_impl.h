@@ -25,6 +25,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -182,6 +183,10 @@ class ParameterServer::Impl {
   // Worker `rank` broke the run: every other stream is told why and ended.
   void Fail(int rank, const absl::Status& status);
   void FailLocked(int rank, const absl::Status& status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // "; worker 1 never said Hello to this server" (or "workers 1, 3 ...") when ranks of the
+  // starting membership have not joined: a run that fails before they come (its joined
+  // workers timed out waiting for their gradients) says who was missing. Else "".
+  std::string NeverJoinedLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const ServerOptions options_;
   RawTrainService service_;
@@ -197,6 +202,8 @@ class ParameterServer::Impl {
 
   absl::Mutex mu_;
   std::map<int, Connection*> streams_ ABSL_GUARDED_BY(mu_);
+  // Every rank whose Hello this server accepted (joined or rejoined), for NeverJoinedLocked.
+  std::set<int> joined_ ABSL_GUARDED_BY(mu_);
   // The send order of the streams that cross the network; made at the first join.
   std::unique_ptr<SendQueue<Downstream>> link_ ABSL_GUARDED_BY(mu_);
   absl::Status failure_ ABSL_GUARDED_BY(mu_);

@@ -42,6 +42,12 @@ CATCH_TEST_CASE("a worker that never comes gives the others an error in bounded 
   CATCH_REQUIRE((*worker)->Backward(model->Loss(*out, y)).ok());
   auto next = (*worker)->Forward(x);  // needs worker 1's gradients: never comes
   CATCH_CHECK(absl::IsDeadlineExceeded(next.status()));
+  // The worker gives up; its stream ends, and with it the server's run, which says that
+  // worker 1 never came (a lone p3_server ends instead of waiting for it).
+  worker->reset();
+  const absl::Status ended = (*server)->Wait();
+  CATCH_CHECK(!ended.ok());
+  CATCH_CHECK(absl::StrContains(ended.message(), "worker 1 never said Hello to this server"));
   (*server)->Shutdown();
 }
 
