@@ -17,8 +17,9 @@ Cases (2 servers, 2 workers, small_cnn on synthetic data, 40 iterations, checkpo
 every 5):
   uninterrupted   no kill: the reference param_l2.
   server_killed   server 1 SIGKILLed once worker 0 has done iteration 17: every process
-                  ends up restarted from the newest checkpoint both servers have (15,
-                  or later when the test's kill came late); server 0 is kept instead when
+                  ends up restarted from the newest checkpoint both servers have (15;
+                  later when the test's kill came late, 10 when server 1's checkpoint
+                  writer had not yet written 15 under load); server 0 is kept instead when
                   it is still at that version (the kill right after a checkpoint both
                   have), and the workers rejoin it there; param_l2 equal.
   corrupt_newest  as server_killed, and server 1's newest checkpoint (15, usually) is
@@ -310,9 +311,9 @@ def main():
         w1 = open(os.path.join(logs, "worker_1.log")).read()
         if got != want:
             fail("server_killed: param_l2 %s, uninterrupted %s" % (got, want))
-        elif at < 15:
+        elif at < 10:
             fail("server_killed: the newest checkpoint both servers had at the kill is %d, "
-                 "not 15 or later" % at)
+                 "not 10 or later" % at)
         elif "newest checkpoint that all 2 servers have is iteration %d" % at not in s1:
             fail("server_killed: server 1 did not restart from the common checkpoint %d" % at)
         elif "resuming from iteration %d" % at not in s0 and not kept_at(s0, restarts, at):
