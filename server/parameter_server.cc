@@ -150,7 +150,7 @@ void ParameterServer::Impl::Fail(int rank, const absl::Status& status) {
 void ParameterServer::Impl::FailLocked(int rank, const absl::Status& status) {
   if (!failure_.ok()) return;
   failure_ = absl::Status(status.code(), absl::StrCat("worker ", rank, ": ", status.message(),
-                                                       NeverJoinedLocked()));
+                                                       NotJoinedLocked(rank)));
   for (auto& [other, conn] : streams_) {
     if (other == rank) continue;
     // Ahead of everything queued, in FIFO modes too.
@@ -159,16 +159,20 @@ void ParameterServer::Impl::FailLocked(int rank, const absl::Status& status) {
   }
 }
 
-std::string ParameterServer::Impl::NeverJoinedLocked() const {
+std::string ParameterServer::Impl::NotJoinedLocked(int rank) const {
+  // A worker refused at its Hello (the restored checkpoint does not fit) is not a run that
+  // started without some of its workers.
+  if (joined_.count(rank) == 0) return "";
   const int initial = options_.shard.initial_workers > 0 ? options_.shard.initial_workers
                                                          : options_.shard.num_workers;
   std::vector<int> missing;
-  for (int rank = 0; rank < initial; ++rank) {
-    if (joined_.count(rank) == 0) missing.push_back(rank);
+  for (int r = 0; r < initial; ++r) {
+    if (joined_.count(r) == 0) missing.push_back(r);
   }
   if (missing.empty()) return "";
   return absl::StrCat("; ", missing.size() == 1 ? "worker " : "workers ",
-                      absl::StrJoin(missing, ", "), " never said Hello to this server");
+                      absl::StrJoin(missing, ", "), missing.size() == 1 ? " has" : " have",
+                      " not joined this server");
 }
 
 absl::StatusOr<std::unique_ptr<ParameterServer>> ParameterServer::Start(

@@ -13,7 +13,7 @@
 // why. Once a worker has joined, synchronous training needs it: if its stream breaks or
 // it sends a malformed message, every stream is ended with an error naming that worker,
 // and Wait() returns that error, which also names the workers of the starting membership
-// that never said Hello (a worker that never came fails the others' waits for parameters
+// that have not joined (a worker that never came fails the others' waits for parameters
 // within their peer_timeout; their streams end, and so does the server's run). A dead
 // worker's connection is detected by TCP or by keepalive pings within `peer_timeout`.
 // With `rejoin_timeout` > 0, a worker whose stream breaks after the initial values are in

@@ -183,10 +183,11 @@ class ParameterServer::Impl {
   // Worker `rank` broke the run: every other stream is told why and ended.
   void Fail(int rank, const absl::Status& status);
   void FailLocked(int rank, const absl::Status& status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // "; worker 1 never said Hello to this server" (or "workers 1, 3 ...") when ranks of the
-  // starting membership have not joined: a run that fails before they come (its joined
-  // workers timed out waiting for their gradients) says who was missing. Else "".
-  std::string NeverJoinedLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // "; worker 1 has not joined this server" (or "workers 1, 3 have ...") when ranks of the
+  // starting membership have not joined: a run that fails
+  // before they come (its joined workers timed out waiting for their gradients) says who
+  // was missing. "" when there are none, or when `rank` itself has not joined (refused).
+  std::string NotJoinedLocked(int rank) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const ServerOptions options_;
   RawTrainService service_;
@@ -202,7 +203,7 @@ class ParameterServer::Impl {
 
   absl::Mutex mu_;
   std::map<int, Connection*> streams_ ABSL_GUARDED_BY(mu_);
-  // Every rank whose Hello this server accepted (joined or rejoined), for NeverJoinedLocked.
+  // Every rank whose Hello this server accepted (joined or rejoined), for NotJoinedLocked.
   std::set<int> joined_ ABSL_GUARDED_BY(mu_);
   // The send order of the streams that cross the network; made at the first join.
   std::unique_ptr<SendQueue<Downstream>> link_ ABSL_GUARDED_BY(mu_);

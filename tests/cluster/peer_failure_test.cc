@@ -47,7 +47,7 @@ CATCH_TEST_CASE("a worker that never comes gives the others an error in bounded 
   worker->reset();
   const absl::Status ended = (*server)->Wait();
   CATCH_CHECK(!ended.ok());
-  CATCH_CHECK(absl::StrContains(ended.message(), "worker 1 never said Hello to this server"));
+  CATCH_CHECK(absl::StrContains(ended.message(), "worker 1 has not joined this server"));
   (*server)->Shutdown();
 }
 
