@@ -196,7 +196,9 @@ class Transport {
 };
 
 // Opens the link `options` describes: connects and completes the handshake, or returns
-// why not (the server's refusal, a timeout, ...).
+// why not (the server's refusal, a timeout, ...). The worker calls it once per server, for
+// all its servers at once, each call on a thread of its own (worker/worker_options.h,
+// OpenTransports): a factory must allow concurrent calls.
 using TransportFactory =
     std::function<absl::StatusOr<std::unique_ptr<Transport>>(const TransportOptions& options)>;
 

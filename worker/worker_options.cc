@@ -4,6 +4,7 @@
 #include <iostream>
 #include <limits>
 #include <memory>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -54,26 +55,32 @@ absl::StatusOr<std::vector<std::unique_ptr<Transport>>> OpenTransports(
     const WorkerOptions& options, const ClusterSignature& sig, const TransportFactory& open,
     SendQueue<Upstream>* send_queue, const SharedRegion* shared, TransportCore* core,
     TransportListener* listener) {
-  std::vector<std::unique_ptr<Transport>> transports;
-  absl::Status refused;
-  for (int s = 0; s < static_cast<int>(options.servers.size()); ++s) {
-    const TransportOptions link =
-        LinkOptionsFor(options, sig, s, send_queue, shared, core, listener);
-    absl::StatusOr<std::unique_ptr<Transport>> transport = open(link);
-    if (!transport.ok()) {
-      // A rejoining process stops at once: its servers wait for it rejoin_timeout at most.
-      if (options.rejoin) return transport.status();
-      refused.Update(transport.status());
-      continue;
+  const int num_servers = static_cast<int>(options.servers.size());
+  std::vector<TransportOptions> links;
+  for (int s = 0; s < num_servers; ++s) {
+    links.push_back(LinkOptionsFor(options, sig, s, send_queue, shared, core, listener));
+  }
+  // All at once: servers that do not answer cost one peer_timeout together, not one each.
+  std::vector<absl::StatusOr<std::unique_ptr<Transport>>> opened;
+  for (int s = 0; s < num_servers; ++s) opened.emplace_back(absl::UnknownError("not opened"));
+  {
+    std::vector<std::thread> openers;
+    for (int s = 1; s < num_servers; ++s) {
+      openers.emplace_back([&, s] { opened[s] = open(links[s]); });
     }
-    if (!link.shared_memory_name.empty() && !(*transport)->shared_memory()) {
+    if (num_servers > 0) opened[0] = open(links[0]);
+    for (std::thread& t : openers) t.join();
+  }
+  std::vector<std::unique_ptr<Transport>> transports;
+  for (int s = 0; s < num_servers; ++s) {
+    if (!opened[s].ok()) return opened[s].status();  // the first in server order
+    if (!links[s].shared_memory_name.empty() && !(*opened[s])->shared_memory()) {
       std::cerr << "worker " << options.rank << ": server " << s
                 << " did not map the shared memory (see its log); values go over the stream"
                 << std::endl;
     }
-    transports.push_back(*std::move(transport));
+    transports.push_back(*std::move(opened[s]));
   }
-  if (!refused.ok()) return refused;
   return transports;
 }
 

@@ -26,11 +26,13 @@ TransportOptions LinkOptionsFor(const WorkerOptions& options, const ClusterSigna
                                 SendQueue<Upstream>* send_queue, const SharedRegion* shared,
                                 TransportCore* core, TransportListener* listener);
 
-// A transport to every server, opened with `open` in server order (LinkOptionsFor each).
-// Every server hears the Hello, also after one refused it: a server this worker never
-// reached would wait for it forever, while each one reached ends its run when the worker
-// leaves (or refuses it too). Returns the first refusal, once every server has answered
-// (a rejoining process: at once, as its servers wait for it rejoin_timeout at most).
+// A transport to every server, each opened with `open` (LinkOptionsFor each) on a thread
+// of its own, all at once: servers that do not answer cost the worker's start one
+// peer_timeout together, not one each. Every server hears the Hello, also when another
+// refuses it: a server this worker never reached would wait for it forever, while each
+// one reached ends its run when the worker leaves (or refuses it too). Returns the
+// transports in server order, or the first refusal in server order once every server
+// has answered (the transports opened are closed again).
 absl::StatusOr<std::vector<std::unique_ptr<Transport>>> OpenTransports(
     const WorkerOptions& options, const ClusterSignature& sig, const TransportFactory& open,
     SendQueue<Upstream>* send_queue, const SharedRegion* shared, TransportCore* core,

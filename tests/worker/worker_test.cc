@@ -3,7 +3,7 @@
 // workers on two servers train what a local loop trains, in p3 and with Acks (baseline),
 // and bit for bit what gRPC streams train; a failed server gives the workers its error,
 // not a hang; a parameter without a gradient is refused; re-plans and the buffers' mean
-// go through the seam too.
+// go through the seam too; the servers are opened all at once.
 #include "worker/worker.h"
 
 #include <torch/torch.h>
@@ -21,6 +21,8 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "models/model.h"
 #include "p3/core/mode.h"
 #include "p3/core/optimizer.h"
@@ -338,6 +340,50 @@ CATCH_TEST_CASE("a worker whose server fails gets that server's error, not a han
   CATCH_CHECK(servers[1]->Wait() == absl::UnavailableError("server 1 crashed"));
   // Server 0 saw the workers leave before their Done.
   CATCH_CHECK(absl::StrContains(servers[0]->Wait().message(), "before it was done"));
+}
+
+CATCH_TEST_CASE("a worker opens all its servers at once and reports the first refusal in server order") {
+  torch::set_num_threads(1);
+  InMemoryServer server0(ShardOptions{.server_index = 0, .num_workers = 1});
+  const TransportFactory memory = InMemoryTransportFactory({&server0});
+  absl::Mutex mu;
+  int arrived = 0;
+  bool server2_answered = false;
+  std::vector<bool> together(3, false);
+  // Each call waits for the other two before it answers: opened one after another, the
+  // first would wait alone (20 s) and the others would come after it had answered.
+  // Server 0 links; servers 1 and 2 refuse, server 2 first.
+  const TransportFactory open =
+      [&](const TransportOptions& link) -> absl::StatusOr<std::unique_ptr<Transport>> {
+    const int s = link.server_index;
+    {
+      absl::MutexLock lock(&mu);
+      ++arrived;
+      together[s] = mu.AwaitWithTimeout(
+          absl::Condition(+[](int* n) { return *n >= 3; }, &arrived), absl::Seconds(20));
+    }
+    if (s == 0) return memory(link);
+    if (s == 1) {
+      absl::MutexLock lock(&mu);
+      mu.AwaitWithTimeout(absl::Condition(&server2_answered), absl::Seconds(20));
+      return absl::UnavailableError("server 1 is down");
+    }
+    absl::MutexLock lock(&mu);
+    server2_answered = true;
+    return absl::UnavailableError("server 2 is down");
+  };
+  WorkerOptions wo;
+  wo.servers = {"memory:0", "memory:1", "memory:2"};
+  wo.peer_timeout = absl::Seconds(30);
+  wo.transport_factory = open;
+  absl::StatusOr<std::unique_ptr<Worker>> worker =
+      Worker::Create(wo, MakeTestMlp(1));
+  CATCH_CAPTURE(worker.status().ToString());
+  CATCH_CHECK(together == std::vector<bool>{true, true, true});
+  CATCH_CHECK(absl::IsUnavailable(worker.status()));
+  CATCH_CHECK(absl::StrContains(worker.status().message(), "server 1 is down"));
+  // The link to server 0 was closed again: its run ends instead of waiting for the worker.
+  CATCH_CHECK(absl::StrContains(server0.Wait().message(), "worker 0 disconnected"));
 }
 
 // TestMlp's shape with a parameter the loss never reaches, in block 1.
