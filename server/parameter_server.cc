@@ -162,12 +162,13 @@ void ParameterServer::Impl::FailLocked(int rank, const absl::Status& status) {
 std::string ParameterServer::Impl::NotJoinedLocked(int rank) const {
   // A worker refused at its Hello (the restored checkpoint does not fit) is not a run that
   // started without some of its workers.
-  if (joined_.count(rank) == 0) return "";
+  const std::vector<int> joined = shard_.joined_ranks();
+  if (!std::binary_search(joined.begin(), joined.end(), rank)) return "";
   const int initial = options_.shard.initial_workers > 0 ? options_.shard.initial_workers
                                                          : options_.shard.num_workers;
   std::vector<int> missing;
   for (int r = 0; r < initial; ++r) {
-    if (joined_.count(r) == 0) missing.push_back(r);
+    if (!std::binary_search(joined.begin(), joined.end(), r)) missing.push_back(r);
   }
   if (missing.empty()) return "";
   return absl::StrCat("; ", missing.size() == 1 ? "worker " : "workers ",

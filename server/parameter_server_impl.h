@@ -25,7 +25,6 @@
 #include <cstdint>
 #include <map>
 #include <memory>
-#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -203,8 +202,6 @@ class ParameterServer::Impl {
 
   absl::Mutex mu_;
   std::map<int, Connection*> streams_ ABSL_GUARDED_BY(mu_);
-  // Every rank whose Hello this server accepted (joined or rejoined), for NotJoinedLocked.
-  std::set<int> joined_ ABSL_GUARDED_BY(mu_);
   // The send order of the streams that cross the network; made at the first join.
   std::unique_ptr<SendQueue<Downstream>> link_ ABSL_GUARDED_BY(mu_);
   absl::Status failure_ ABSL_GUARDED_BY(mu_);

@@ -64,7 +64,6 @@ absl::Status ParameterServer::Impl::Serve(grpc::ServerContext* context, TrainStr
     }
     HelloResult joined = *std::move(hello_result);
     rank = joined.rank;
-    joined_.insert(rank);
     initial = std::move(joined.out);
     conn = std::make_unique<Connection>();
     conn->rank = rank;

@@ -211,6 +211,11 @@ absl::StatusOr<ParameterShard::SliceState*> ParameterShard::Lookup(int rank, int
   return slices_[slice_id].get();
 }
 
+std::vector<int> ParameterShard::joined_ranks() const {
+  absl::MutexLock lock(&mu_);
+  return JoinedRanksLocked();
+}
+
 std::vector<int> ParameterShard::JoinedRanksLocked() const {
   std::vector<int> ranks;
   for (int r = 0; r < static_cast<int>(joined_.size()); ++r) {

@@ -247,6 +247,9 @@ class ParameterShard {
   absl::Status ChangeMembership(int rank, uint64_t from_iteration, std::vector<int> present);
   // The present sets so far, the first from the start (not elastic: every rank).
   std::vector<MembershipChange> Membership() const;
+  // The ranks whose Hello this shard accepted (joined, or rejoined), in order; empty
+  // before the first.
+  std::vector<int> joined_ranks() const;
 
   // Re-plans that have taken effect so far.
   int replans() const;
