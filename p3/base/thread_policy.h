@@ -9,13 +9,13 @@
 // running thread's time slice ends or it blocks. Nothing else about scheduling changes,
 // and where a core is idle (a GPU host's CPU cores) the woken thread takes it at once.
 //
-// Measured (docs/results/throughput/throughput.md, "Wake-up preemption"), ResNet-50, 2
-// workers + 2 servers on 2 cores: the servers and the workers' writer and reader threads in
-// SCHED_BATCH, the training threads not, 1.036 - 1.080 times as fast on an unlimited link
-// (3 sets, 15 of 19 rounds faster), 1.050 at 5 Gbit/s, 0.988 - 1.001 at 1 Gbit/s (within
-// the rounds' noise); every thread in SCHED_BATCH (training too) lost 1 - 2 % at 1 Gbit/s,
-// where a computation that waits for a communication thread's time slice is on the
-// critical path.
+// Measured (docs/results/throughput/throughput.md, "The communication threads alone in
+// SCHED_BATCH"), ResNet-50, 2 workers + 2 servers on 2 cores: the servers and the
+// workers' writer and reader threads in SCHED_BATCH, the training threads not, 1.036 -
+// 1.080 times as fast on an unlimited link (3 sets, 15 of 19 rounds faster), 1.050 at 5
+// Gbit/s, 0.988 - 1.001 at 1 Gbit/s (within the rounds' noise). Every thread in
+// SCHED_BATCH, training too ("Wake-up preemption"), lost 1 - 2 % at 1 Gbit/s, where a
+// computation that waits for a communication thread's time slice is on the critical path.
 //
 // Example (a connection's writer thread):
 //   writer_ = std::thread([this] {
