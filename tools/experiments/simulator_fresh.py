@@ -11,7 +11,8 @@ them is measured, then measured in interleaved rounds with a streaming run per r
   # commit those two files, then, as root (about 5 min a round on a quiet 2-core host):
   bazel build //tools:bench_streaming //tools:launch_cluster //worker:p3_worker //server:p3_server
   sudo $S measure --set=fresh-2026-12-06 --rounds=5       # into out/fresh1206
-  $S collect --set=fresh-2026-12-06   # raw runs + streaming CSV into docs/results
+  $S collect --set=fresh-2026-12-06   # raw runs + streaming CSV into docs/results; each row
+                                      # with the commit its servers were built from
   /usr/bin/python3 tools/experiments/simulator.py calibrate --only=fresh-2026-12-06
   /usr/bin/python3 tools/experiments/simulator.py validate   # scored as a fresh set
 
@@ -20,7 +21,9 @@ measured into out/fresh1205, the second into out/fresh1205b, and so on.
 Every run's 1-minute load average is in its raw.csv row (`load1`).
 """
 import argparse
+import glob
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -229,14 +232,35 @@ def measure(args):
             bench(p, os.path.join(args.out, name(p)), p["iterations"], p["warmup"])
 
 
+def binaries_commit(out):
+    """The commit that every run's p3_server under `out` says it was built from (its log's
+    first line), '' when no log says one; exits when the runs disagree."""
+    said = set()
+    for log in glob.glob(os.path.join(out, "*", "runs", "*", "logs", "server_*.log")):
+        with open(log, errors="replace") as f:
+            m = re.match(r"\S+ \d+ built from (\S+)", f.readline())
+        if m and m.group(1) != "unstamped":
+            said.add(m.group(1))
+    if len(said) > 1:
+        sys.exit(f"the runs under {out} come from binaries of several commits "
+                 f"({', '.join(sorted(said))}): give the one to record with --commit")
+    return said.pop() if said else ""
+
+
 def collect(args):
     """The measured runs into docs/results (simulator.py fresh's layout) and the streaming
-    runs into docs/results/streaming."""
+    runs into docs/results/streaming. The rows' commit: --commit, else the binaries' own
+    (their servers' logs), else the tree's HEAD (unstamped binaries: said)."""
     dirs = [f"{os.path.join(args.out, f'local_{m}')}=colocated"
             for m in FRESH[args.set]["iterations"]]
     dirs += [f"{os.path.join(args.out, name(p))}={p['placement']}" for p in points_of(args.set)]
+    commit = args.commit or binaries_commit(args.out)
+    if not commit:
+        print("the servers' logs name no stamped build: the rows take this tree's HEAD "
+              "(give the binaries' commit with --commit)")
     subprocess.run([sys.executable, os.path.join(paths.ROOT, "tools/experiments/simulator.py"),
-                    "fresh", f"--file={dict(sp.FRESH_SETS)[args.set]}"] + dirs, check=True)
+                    "fresh", f"--file={dict(sp.FRESH_SETS)[args.set]}"]
+                   + ([f"--commit={commit}"] if commit else []) + dirs, check=True)
     shutil.copy(os.path.join(args.out, "streaming.csv"),
                 os.path.join(paths.ROOT, sp.SETS[args.set]["streaming"]))
     own = sp.SETS[args.set].get("preemption")
@@ -256,6 +280,9 @@ def main():
                     help="the fresh set (default: the newest)")
     ap.add_argument("--out", default="",
                     help="measure, collect: the runs' folder (default: the set's, e.g. out/fresh1205c)")
+    ap.add_argument("--commit", default="",
+                    help="collect: the binaries' commit for the rows (default: the one the "
+                    "runs' servers say they were built from)")
     args = ap.parse_args()
     args.out = args.out or FRESH[args.set]["out"]
     {"predict": predict, "measure": measure, "collect": collect}[args.command](args)
