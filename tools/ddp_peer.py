@@ -104,13 +104,30 @@ class Transformer(nn.Module):
         return self.output(out.transpose(0, 1))
 
 
+def small_input_aux(aux):
+    """torchvision's InceptionAux.forward, with models/inception.cc's pool: torchvision's
+    (5x5, stride 3) needs the 17x17 maps of 299x299 images; smaller maps (75x75 images:
+    3x3) are pooled adaptively to 5x5, as the zoo's are."""
+    def forward(x):
+        if x.shape[2] >= 17 and x.shape[3] >= 17:
+            x = nn.functional.avg_pool2d(x, kernel_size=5, stride=3)
+        else:
+            x = nn.functional.adaptive_avg_pool2d(x, 5)
+        x = aux.conv1(aux.conv0(x))
+        x = nn.functional.adaptive_avg_pool2d(x, 1)
+        return aux.fc(torch.flatten(x, 1))
+    return forward
+
+
 def make_model(name, num_classes, vocab):
     import torchvision
     if name in ("resnet50", "vgg19", "vgg16"):
         return getattr(torchvision.models, name)(num_classes=num_classes)
     if name == "inception_v3":  # with the auxiliary classifier, as the zoo's
-        return torchvision.models.inception_v3(num_classes=num_classes, aux_logits=True,
-                                               init_weights=False)
+        model = torchvision.models.inception_v3(num_classes=num_classes, aux_logits=True,
+                                                init_weights=False)
+        model.AuxLogits.forward = small_input_aux(model.AuxLogits)
+        return model
     if name == "transformer":
         return Transformer(vocab)
     if name == "seq2seq_lstm":

@@ -168,5 +168,24 @@ class DdpPeerTest(unittest.TestCase):
         self.assertGreater(r0["samples_per_second"], 0)
 
 
+    def test_inception_v3_takes_75_pixel_images_with_the_zoos_auxiliary_pool(self):
+        probe = fakes.run([fakes.PY, "-c", "import torch, torchvision"], check=False)
+        if probe.returncode != 0:
+            fakes.skip(self, "ddp_peer", "python3-torch or python3-torchvision is not installed")
+        code = (
+            "import sys, torch\n"
+            f"sys.path.insert(0, {TOOLS!r})\n"
+            "import ddp_peer\n"
+            "torch.set_num_threads(1)\n"
+            "m = ddp_peer.make_model('inception_v3', 1000, 0).train()\n"
+            "out = m(torch.randn(2, 3, 75, 75))\n"  # torchvision's own pool: 768x0x0, refused
+            "print(tuple(out.logits.shape), tuple(out.aux_logits.shape),"
+            " sum(p.numel() for p in m.parameters()))\n")
+        run = fakes.run([fakes.PY, "-c", code], check=False)
+        self.assertEqual(run.returncode, 0, run.stdout + run.stderr)
+        # The zoo's count (models/inception.cc; configs/sim/profiles/inception_v3_b8_i75_cpu.json).
+        self.assertEqual(run.stdout.split()[-1], "27161264")
+        self.assertIn("(2, 1000) (2, 1000)", run.stdout)
+
 if __name__ == "__main__":
     unittest.main()
