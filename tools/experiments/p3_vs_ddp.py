@@ -26,8 +26,9 @@ import sys
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 from results_lib import csv_io, models, raw_csv  # noqa: E402
 
-MODELS = ["resnet50", "vgg19", "seq2seq_lstm"]
-NAMES = {"resnet50": "ResNet-50", "vgg19": "VGG-19", "seq2seq_lstm": "LSTM"}
+MODELS = ["resnet50", "vgg19", "seq2seq_lstm", "inception_v3", "transformer"]
+NAMES = {"resnet50": "ResNet-50", "vgg19": "VGG-19", "seq2seq_lstm": "LSTM",
+         "inception_v3": "Inception-v3", "transformer": "Transformer"}
 FIELDS = ["sweep", "model", "bandwidth_gbps", "runs", "p3_median_sps", "p3_min_sps",
           "p3_max_sps", "ddp_median_sps", "ddp_min_sps", "ddp_max_sps", "p3_over_ddp",
           "p3_over_ddp_min", "p3_over_ddp_max", "bound_sps", "p3_over_bound", "load1_median",
@@ -123,8 +124,11 @@ def plot(rows, path):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     sweeps = list(dict.fromkeys(r["sweep"] for r in rows))
-    fig, axes = plt.subplots(1, len(MODELS), figsize=(12, 3.8), sharey=True)
-    for ax, model in zip(axes, MODELS):
+    present = [m for m in MODELS if any(r["model"] == m for r in rows)]
+    fig, axes = plt.subplots(1, len(present), figsize=(4 * len(present), 3.8), sharey=True,
+                             squeeze=False)
+    axes = axes[0]
+    for ax, model in zip(axes, present):
         for i, s in enumerate(sweeps):
             pts = [r for r in rows if r["sweep"] == s and r["model"] == model]
             if not pts:
