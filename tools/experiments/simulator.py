@@ -46,7 +46,7 @@ def predict(p, cal, scale, extra, more_flags=()):
     iterations (and warm-up) as p's runs made: the whole-tensor modes' simulated
     iterations lengthen as a run goes on, so the count matters. more_flags: p3_sim flags
     added at the end (e.g. --trace=PATH)."""
-    profile = calibration.profile(f"{p['model']}_b{sp.BATCH[p['model']]}_cpu.json")
+    profile = calibration.profile(sp.profile_name(p["model"]))
     sets = [f"network.bandwidth_gbps={p['bandwidth']}",
             f"scheduling.slice_params={p['slice_params']}",
             # The packs the runs had: none before they existed (2026-12-05).
@@ -207,7 +207,7 @@ def score_rows(rows, runs):
                  checkable=s["checkable"], protocol_hit=s["hit"])
 
 
-SET_ORDER = ("fresh-2026-12-06", "fresh-2026-12-05d", "auto-2026-12-05", "slices-2026-12-05",
+SET_ORDER = ("models-2026-12-06", "fresh-2026-12-06", "fresh-2026-12-05d", "auto-2026-12-05", "slices-2026-12-05",
              "fresh-2026-12-05c", "ddp-2026-12-05", "fresh-2026-12-05b", "fresh-2026-12-05", "2026-12-03", "wire",
              "2026-12-02", "cc-bbr", "cc-cubic", "fresh-5", "fresh-4", "fresh-3", "fresh-2",
              "fresh", "current-interleaved", "current", "2026-11-30")

@@ -243,7 +243,7 @@ def simulate_streaming(cal_path, rate, slice_params=STREAMING_SLICE_PARAMS):
 
 def compute_scale(model, local_sps, cal):
     """The compute_scale at which the simulated `local` matches the measured one."""
-    prof = profile(f"{model}_b{sp.BATCH[model]}_cpu.json")
+    prof = profile(sp.profile_name(model))
     cfg = f"configs/bench/{model}.textproto"
     it = []
     for scale in (1.0, 2.0):

@@ -11,7 +11,16 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from results_lib import csv_io, paths, raw_csv, textproto  # noqa: E402
 
 HOST = ["--cpu_cores_per_host=2", "--machines_per_host=2"]  # 2 emulated machines, 2 cores
-BATCH = {"resnet50": 8, "vgg19": 4, "seq2seq_lstm": 16}
+BATCH = {"resnet50": 8, "vgg19": 4, "seq2seq_lstm": 16, "transformer": 8, "inception_v3": 8}
+# The committed profile of each model at BATCH (configs/sim/profiles/): <model>_b<batch>_cpu.json
+# but where the name says more (Inception-v3's 75x75 images).
+PROFILE_NAMES = {"inception_v3": "inception_v3_b8_i75_cpu.json"}
+
+
+def profile_name(model):
+    return PROFILE_NAMES.get(model, f"{model}_b{BATCH[model]}_cpu.json")
+
+
 # Points measured for the validation alone (`fresh`): set name, file.
 # fresh: 2 or 3 runs of 10 timed iterations per point (2026-12-01 14:58); fresh-2: 5
 # interleaved rounds of 40 timed iterations (2026-12-01 21:17); fresh-3: 3 such rounds,
@@ -53,13 +62,18 @@ FRESH_SETS = [("fresh", "simulator/simulator_fresh_raw.csv"),
 # (given 0, recorded as its choice) against DDP, ResNet-50 at 2.5, 5 Gbit/s and unlimited
 # and VGG-19 at 5 and unlimited, 5 interleaved rounds; then the streaming benchmark, the
 # preemption runs and the `local` runs of both models.
+# models-2026-12-06: Inception-v3 and the Transformer, P3 at every default against DDP at
+# 1, 2.5 Gbit/s and unlimited, 5 interleaved rounds (binaries cd526dc; throughput.md), their
+# `local` runs 3 interleaved rounds right after; predicted with fresh-2026-12-06's
+# calibration (the same VM and data path, that morning's sitting: none of its own).
 # auto-2026-12-05: P3 at the launcher's automatic slice size against DDP (ResNet-50 and
 # VGG-19 at 2.5, 5 Gbit/s and unlimited, the LSTM at 1) and ResNet-50 at 640,000, 5
 # interleaved rounds; then the streaming benchmark at slices of 40,000 and of 640,000 (the
 # calibration's two sizes), the preemption runs and the three models' `local` runs.
 SITTING_SETS = [("ddp-2026-12-05", "simulator/simulator_ddp_2026-12-05_raw.csv"),
                 ("slices-2026-12-05", "simulator/simulator_slices_2026-12-05_raw.csv"),
-                ("auto-2026-12-05", "simulator/simulator_auto_2026-12-05_raw.csv")]
+                ("auto-2026-12-05", "simulator/simulator_auto_2026-12-05_raw.csv"),
+                ("models-2026-12-06", "simulator/simulator_models_2026-12-06_raw.csv")]
 # The full sweeps of tools/bench_throughput.py (every mode, the peer and `local`), as
 # aggregated by its `report`: set name, file.
 SWEEP_SETS = [("2026-12-02", "throughput/throughput.csv"),
@@ -237,7 +251,8 @@ SET_CALIBRATION = {"2026-12-02": "2026-12-02", "2026-11-30": "2026-11-30", "fres
                    "fresh-2026-12-06": "fresh-2026-12-06",
                    "ddp-2026-12-05": "ddp-2026-12-05",
                    "slices-2026-12-05": "slices-2026-12-05",
-                   "auto-2026-12-05": "auto-2026-12-05"}
+                   "auto-2026-12-05": "auto-2026-12-05",
+                   "models-2026-12-06": "fresh-2026-12-06"}
 # The point whose measurement fits the factor on gloo's ring costs (fit_ring), in every
 # calibration: the same point of a later set (ddp-2026-12-05's) is checked, not fitted.
 RING_POINT = ("current-interleaved", "resnet50", "ddp", 0.0, 2)

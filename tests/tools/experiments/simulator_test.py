@@ -45,12 +45,23 @@ class SimulatorTest(fakes.FakeP3SimTest):
                         + sp.WIRE_SETS):
             self.assertIn("file", sp.calibration_of(name))
         self.assertEqual(sp.calibration_of("cc-bbr")["file"], "configs/sim/calibration_cpu_cc.json")
-        # A sitting's set has its own calibration, with its own preemption runs, and is
-        # in the page's tables (SET_ORDER) but not scored as fresh.
+        # A sitting's set has a calibration with preemption runs (its own, or a sitting's
+        # of the same VM that day: models-2026-12-06), and is in the page's tables
+        # (SET_ORDER) but not scored as fresh.
         for name, _ in sp.SITTING_SETS:
             self.assertIn("preemption", sp.calibration_of(name))
             self.assertIn(name, simulator.SET_ORDER)
             self.assertNotIn(name, protocol.FRESH_SETS)
+
+    def test_every_model_a_set_runs_has_a_committed_profile(self):
+        for model in sp.BATCH:
+            path = os.path.join(sp.paths.ROOT, "configs", "sim", "profiles",
+                                sp.profile_name(model))
+            self.assertTrue(os.path.exists(path), path)
+            self.assertEqual(load_at(path)["batch"], sp.BATCH[model])
+        self.assertEqual(sp.profile_name("inception_v3"), "inception_v3_b8_i75_cpu.json")
+        models = {p["model"] for p in sp.points() if p["set"] == "models-2026-12-06"}
+        self.assertEqual(models, {"inception_v3", "transformer"})
 
     def test_the_launchers_calibration_is_its_sets_with_the_set_named(self):
         # The committed file: the set's values exactly, and a set measured at two slice
