@@ -343,8 +343,9 @@ the committed numbers themselves as well, compare this file's table with the mea
 medians and the runs' min – max.
 """,
     },
-    # The first set on the two models only models-2026-12-06 had run (not fresh), at a
-    # rate neither ran: 5 Gbit/s; and Inception-v3's baseline, which no set ran.
+    # The first set on the two models only models-2026-12-06 had run (not fresh), at rates
+    # neither ran (5 Gbit/s; Inception-v3 at 2), and Inception-v3's baseline, which no
+    # set ran.
     "fresh-2026-12-06b": {
         "predictions": "simulator/fresh_predictions_2026-12-06b", "out": "out/fresh1206b",
         "iterations": {"transformer": (17, 2), "inception_v3": (17, 2)},
@@ -356,6 +357,7 @@ medians and the runs' min – max.
         "points": [("inception_v3", "p3", 5.0, 2, "colocated", "", 320000),
                    ("inception_v3", "ddp", 5.0),
                    ("inception_v3", "baseline", 1.0),
+                   ("inception_v3", "p3", 2.0),
                    ("transformer", "p3", 5.0, 2, "colocated", "", 320000),
                    ("transformer", "ddp", 5.0)],
         "notes": """
@@ -372,6 +374,7 @@ those rates and nothing else. The frozen model is that of `fresh-2026-12-06`'s s
 | Inception-v3 P3, 5 Gbit/s, 320,000 | a rate between the measured 2.5 Gbit/s (1.04) and unlimited (0.93) for a model of 18 blocks and many small tensors (packs) |
 | Inception-v3 DDP, 5 Gbit/s | gloo's share on a model whose 2.5 Gbit/s point was predicted 12 % too fast |
 | Inception-v3 baseline, 1 Gbit/s | the classic parameter server (whole tensors, values pulled) on an architecture it never ran |
+| Inception-v3 P3, 2 Gbit/s, 40,000 | between 1 Gbit/s (1.02, 40,000) and 2.5 Gbit/s (1.04, 320,000), at the smaller slices |
 | Transformer P3, 5 Gbit/s, 320,000 | large embedding and output blocks at a rate where the link no longer bounds (unlimited was predicted 10 % slow) |
 | Transformer DDP, 5 Gbit/s | gloo's share between 2.5 Gbit/s (1.03) and unlimited (0.89) |
 
@@ -385,7 +388,7 @@ As root, from the repository root, with stamped binaries of the commit that hold
 file's predictions or its parent (`P3_LAUNCHER`, `P3_SERVER`, `P3_WORKER`, and
 bazel-bin's bench_streaming and p3_server for the streaming runs). A round: the streaming
 runs at 40,000 (every rate and shared memory) and at 640,000 (2.5, 5 Gbit/s, loopback),
-one round of simulator_preemption_cost.py, both models' `local`, then the 5 points in a
+one round of simulator_preemption_cost.py, both models' `local`, then the 6 points in a
 rotated order; about 4.5 minutes a round.
 
 ```sh
