@@ -320,11 +320,15 @@ def preempt_s(path=None):
     """CPU seconds a single-thread ResNet-50 computation lost per preemption, beside a
     thread on its core waking 1,000 times a second (simulator/preemption_cost.csv, or a
     sitting's own at path; median of the rounds). Measured without a cluster: no
-    validation point enters it."""
+    validation point enters it. A median below 0 (rounds whose difference is noise, as in
+    fresh-2026-12-06b's: -20 to +59 us) is taken as 0: a preemption costs nothing less."""
     costs = [float(r["us_per_preemption"])
              for r in csv_io.read_rows(path or sp.results("simulator/preemption_cost.csv"))
              if r["condition"] == PREEMPT_CONDITION and r["us_per_preemption"]]
-    return statistics.median(costs) * 1e-6
+    median = statistics.median(costs)
+    if median < 0:
+        print(f"preempt_s: the rounds' median {median:.1f} us < 0 ({path}), taken as 0")
+    return max(0.0, median) * 1e-6
 
 
 def sitting_preemption(s, speed, preempt, interference):

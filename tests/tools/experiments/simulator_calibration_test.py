@@ -35,6 +35,23 @@ def write_rows(path, sizes, per_message=12e-6, per_byte=0.3e-9, noise=(0.98, 1.0
                     f.write(f"{rate},{run},{rate or 8.0},{cpu},1.0,1.0,c,{n}\n")
 
 
+class PreemptionCostTest(unittest.TestCase):
+    def test_a_sittings_preemption_cost_is_its_rounds_median_and_never_below_zero(self):
+        def write(path, costs):
+            with open(path, "w") as f:
+                f.write("round,condition,us_per_preemption\n")
+                for i, c in enumerate(costs):
+                    f.write(f"{i},{cal.PREEMPT_CONDITION},{c}\n{i},none,\n")
+
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "p.csv")
+            write(path, [20.0, 31.5, 40.0])
+            self.assertAlmostEqual(cal.preempt_s(path), 31.5e-6)
+            # fresh-2026-12-06b's rounds: noise about a cost of tens of us, median < 0.
+            write(path, [-17.8, -9.1, 29.1, -20.0, 58.6])
+            self.assertEqual(cal.preempt_s(path), 0.0)
+
+
 class TwoSizeFitTest(unittest.TestCase):
     def test_two_sizes_give_back_the_per_message_and_per_byte_costs(self):
         with tempfile.TemporaryDirectory() as d:
