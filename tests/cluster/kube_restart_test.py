@@ -163,12 +163,19 @@ def checkpoints(folder):
 
 
 def kept_at(server_log, restarts, at):
-    """Server 0 was not restarted and both workers rejoined it at version `at`: when the
-    kill comes right after a checkpoint both servers have, before server 0 moves past it,
-    there is nothing for server 0 to go back to."""
-    return restarts.get("server_0", 0) == 0 and all(
-        "worker %d rejoined; its slices here are at version %d " % (rank, at) in server_log
-        for rank in (0, 1))
+    """Server 0 was not restarted and both workers rejoined it at version `at` or later:
+    when the kill comes right after a checkpoint both servers have, server 0 has nothing
+    to go back to. It may have moved past it (version at + 1: it had every gradient of
+    iteration `at` while server 1 had not yet written a newer checkpoint); the workers then
+    resume at the oldest version, and param_l2 (checked first) shows the run unchanged."""
+    if restarts.get("server_0", 0) != 0:
+        return False
+    for rank in (0, 1):
+        m = re.search(r"worker %d rejoined; its slices here are at version (\d+) " % rank,
+                      server_log)
+        if not m or int(m.group(1)) < at:
+            return False
+    return True
 
 
 def run_cluster(tmp, name, kill=False, corrupt_newest=False):
@@ -317,8 +324,8 @@ def main():
         elif "newest checkpoint that all 2 servers have is iteration %d" % at not in s1:
             fail("server_killed: server 1 did not restart from the common checkpoint %d" % at)
         elif "resuming from iteration %d" % at not in s0 and not kept_at(s0, restarts, at):
-            fail("server_killed: server 0 was neither restarted from iteration %d nor kept "
-                 "there for the rejoining workers" % at)
+            fail("server_killed: server 0 was neither restarted from iteration %d nor kept at "
+                 "it or later for the rejoining workers" % at)
         elif re.search(other, s0 + s1):
             fail("server_killed: a server resumed from another iteration than %d" % at)
         elif not re.search(r"^RESUMED iteration=%d$" % at, w1, re.M):

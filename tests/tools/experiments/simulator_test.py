@@ -60,8 +60,7 @@ class SimulatorTest(fakes.FakeP3SimTest):
             self.assertTrue(os.path.exists(path), path)
             self.assertEqual(load_at(path)["batch"], sp.BATCH[model])
         self.assertEqual(sp.profile_name("inception_v3"), "inception_v3_b8_i75_cpu.json")
-        models = {p["model"] for p in sp.points() if p["set"] == "models-2026-12-06"}
-        self.assertEqual(models, {"inception_v3", "transformer"})
+        self.assertEqual(sp.calibration_of("models-2026-12-06"), sp.SETS["fresh-2026-12-06"])
 
     def test_the_launchers_calibration_is_its_sets_with_the_set_named(self):
         # The committed file: the set's values exactly, and a set measured at two slice
