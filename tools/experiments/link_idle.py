@@ -200,6 +200,22 @@ def trace_events(path):
     return [dict(e, track=tracks.get((e["pid"], e["tid"]), "")) for e in ev if e.get("ph") == "X"]
 
 
+def require_no_packs(trace_path):
+    """Exits when the traced run packed small tensors (scheduling.pack_params > 0 in the
+    config.textproto beside its trace.json; the launcher's default since 31c53d8):
+    slice_tensors() numbers the slices of a plan without packs, so a packed run's slice ids
+    name the wrong tensors. A run without the field predates packs."""
+    config = os.path.join(os.path.dirname(os.path.abspath(trace_path)), "config.textproto")
+    if not os.path.exists(config):
+        return
+    with open(config) as f:
+        m = re.search(r"^\s*pack_params:\s*(\d+)", f.read(), re.M)
+    if m and int(m.group(1)) > 0:
+        sys.exit(f"{trace_path}: the run packed small tensors (pack_params {m.group(1)}); the "
+                 "slices map to tensors only without packs: trace it with "
+                 "--set=scheduling.pack_params=0")
+
+
 def slice_tensors(blocks, slice_params):
     """[(block name, tensor index, parameters of the tensor)] per slice id of P3's plan
     (p3/core/slice_plan.h, no ownership stripes): each tensor, in forward order, cut into
@@ -322,6 +338,7 @@ def cmd_analyse(a):
     events = trace_events(a.trace)
     slices = None
     if a.profile:
+        require_no_packs(a.trace)
         with open(a.profile) as f:
             slices = slice_tensors(json.load(f)["blocks"], a.slice_params)
     timelines = [worker_timeline(events, r, slices) for r in range(2)]
@@ -432,6 +449,7 @@ def cmd_bound(a):
           "models/model_bench.cc)")
     report(a, params, span, "profile")
     if a.trace:
+        require_no_packs(a.trace)
         events = trace_events(a.trace)
         order, times = block_times_from_trace(events, a.rank, a.first_iteration)
         print(f"traced, worker {a.rank}, medians over iterations >= {a.first_iteration} (s; "

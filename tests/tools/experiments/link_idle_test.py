@@ -170,6 +170,21 @@ class LinkIdleTest(unittest.TestCase):
         self.assertAlmostEqual(ratio, link_s / (link_s + 0.4))
         self.assertLess(ratio, 0.84)
 
+    def test_a_trace_of_a_run_with_packs_is_refused_for_the_per_tensor_cut(self):
+        with tempfile.TemporaryDirectory() as d:
+            trace = os.path.join(d, "trace.json")
+            link_idle.require_no_packs(trace)  # no config beside it: a run before packs
+            for packs, refused in (("0", False), ("65536", True)):
+                with open(os.path.join(d, "config.textproto"), "w") as f:
+                    f.write("scheduling {\n  slice_params: 40000\n"
+                            f"  pack_params: {packs}\n}}\n")
+                if refused:
+                    with self.assertRaises(SystemExit) as e:
+                        link_idle.require_no_packs(trace)
+                    self.assertIn("pack_params=0", str(e.exception))
+                else:
+                    link_idle.require_no_packs(trace)
+
     def test_levers_pair_each_config_with_its_rounds_default(self):
         rows = [{"status": "ok", "samples_per_second": str(v), "load1": "1.5"}
                 for v in (10, 11, 12, 12, 14, 15)]
