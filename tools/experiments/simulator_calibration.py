@@ -320,8 +320,7 @@ def preempt_s(path=None):
     """CPU seconds a single-thread ResNet-50 computation lost per preemption, beside a
     thread on its core waking 1,000 times a second (simulator/preemption_cost.csv, or a
     sitting's own at path; median of the rounds). Measured without a cluster: no
-    validation point enters it. A median below 0 (rounds whose difference is noise, as in
-    fresh-2026-12-06b's: -20 to +59 us) is taken as 0: a preemption costs nothing less."""
+    validation point enters it. A median below 0 (noise: fresh-2026-12-06b's) is taken as 0."""
     costs = [float(r["us_per_preemption"])
              for r in csv_io.read_rows(path or sp.results("simulator/preemption_cost.csv"))
              if r["condition"] == PREEMPT_CONDITION and r["us_per_preemption"]]

@@ -12,13 +12,14 @@ from results_lib import csv_io, paths, raw_csv, textproto  # noqa: E402
 
 HOST = ["--cpu_cores_per_host=2", "--machines_per_host=2"]  # 2 emulated machines, 2 cores
 BATCH = {"resnet50": 8, "vgg19": 4, "seq2seq_lstm": 16, "transformer": 8, "inception_v3": 8}
-# The committed profile of each model at BATCH (configs/sim/profiles/): <model>_b<batch>_cpu.json
-# but where the name says more (Inception-v3's 75x75 images).
-PROFILE_NAMES = {"inception_v3": "inception_v3_b8_i75_cpu.json"}
 
 
 def profile_name(model):
-    return PROFILE_NAMES.get(model, f"{model}_b{BATCH[model]}_cpu.json")
+    """The committed profile (configs/sim/profiles/) of a model at BATCH and its bench
+    config's image size, named as the launcher and p3_sim find one (FindProfile,
+    tools/launcher/tuning.h): <model>_b<batch>_cpu.json, _i<size>_cpu.json above 32 x 32."""
+    size = textproto.int_field(textproto.bench_config(model), "image_size", 0)
+    return f"{model}_b{BATCH[model]}" + (f"_i{size}" if size > 32 else "") + "_cpu.json"
 
 
 # Points measured for the validation alone (`fresh`): set name, file.

@@ -327,25 +327,6 @@ class SimulatorTest(fakes.FakeP3SimTest):
         self.assertIn("--wire_dtypes=bfloat16", calls[1])
         self.assertIn("--bandwidths=2.5", calls[1])
 
-    def test_collect_records_the_commit_the_runs_servers_were_built_from(self):
-        def server_log(out, point, run, first_line):
-            logs = os.path.join(out, point, "runs", run, "logs")
-            os.makedirs(logs, exist_ok=True)
-            with open(os.path.join(logs, "server_0.log"), "w") as f:
-                f.write(first_line + "\nlistening\n")
-
-        with tempfile.TemporaryDirectory() as out:
-            self.assertEqual(simulator_fresh.binaries_commit(out), "")  # no runs
-            server_log(out, "local_resnet50", "r0", "p3_server 0 built from unstamped")
-            self.assertEqual(simulator_fresh.binaries_commit(out), "")  # unstamped: HEAD
-            server_log(out, "resnet50_p3_6g", "r0", "p3_server 0 built from 7978e46")
-            server_log(out, "resnet50_p3_6g", "r1", "p3_server 1 built from 7978e46")
-            self.assertEqual(simulator_fresh.binaries_commit(out), "7978e46")
-            server_log(out, "vgg19_p3_3g", "r0", "p3_server 0 built from cd526dc")
-            with self.assertRaises(SystemExit) as mixed:
-                simulator_fresh.binaries_commit(out)
-            self.assertIn("7978e46, cd526dc", str(mixed.exception))
-
     def test_a_fresh_ddp_point_runs_bench_throughputs_ddp_and_no_p3_mode(self):
         ddp = next(p for p in simulator_fresh.points_of("fresh-2026-12-05c")
                    if p["system"] == "ddp" and p["bandwidth"] == 3.0)
