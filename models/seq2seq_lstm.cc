@@ -3,6 +3,7 @@
 #include <torch/torch.h>
 
 #include "absl/strings/str_cat.h"
+#include "models/output_pieces.h"
 #include "models/sequence.h"
 
 namespace p3::models {
@@ -60,7 +61,7 @@ Seq2SeqLstm::Seq2SeqLstm(const Seq2SeqLstmOptions& options) {
   nn::LSTM dec0 = register_module("decoder0", Lstm(h, h, false));
   nn::LSTM dec1 = register_module("decoder1", Lstm(h, h, false));
   auto attention = register_module("attention", Attention(h));
-  auto output = register_module("output", nn::Linear(h, v));
+  nn::Linear output(h, v);  // in pieces: made as with one, unregistered, then cut
 
   AddBlock("embed", {source_embed, target_embed},
            [source_embed, target_embed](const torch::Tensor& tokens) {
@@ -77,7 +78,16 @@ Seq2SeqLstm::Seq2SeqLstm(const Seq2SeqLstmOptions& options) {
   AddBlock("decoder.1", {dec1.ptr()},
            [dec1](const torch::Tensor& x) mutable { return RunOnHalf(dec1, x, false); });
   AddModuleBlock("attention", attention);
-  AddModuleBlock("output", output);
+  if (options.output_pieces <= 1) {
+    AddModuleBlock("output", register_module("output", output));
+  } else {
+    auto pieces = register_module("output", nn::ModuleList());
+    for (OutputPiece& p : CutOutput(output, options.output_pieces,
+                                    [](const torch::Tensor& x) { return x; })) {
+      pieces->push_back(p.module);
+      AddBlock(p.name, {p.module}, p.fn);
+    }
+  }
 }
 
 torch::Tensor Seq2SeqLstm::Loss(const torch::Tensor& output, const torch::Tensor& target) {

@@ -2,7 +2,7 @@
 // (bidirectional first layer), a 2-layer LSTM decoder, MLP attention and an output layer.
 // Tokens flow between blocks as models/sequence.h describes.
 //
-// Blocks, in forward order (7):
+// Blocks, in forward order (7, or 6 + output_pieces):
 //   "embed":     source and target embeddings, vocab_size x hidden_size each
 //   "encoder.0": bidirectional LSTM, hidden_size/2 per direction, on the source half
 //   "encoder.1": LSTM(hidden_size) on the source half
@@ -11,7 +11,9 @@
 //   "attention": MLP attention of each decoder state over the encoder states
 //                (score v' tanh(W_q h + W_k s)), then tanh(W_c [h; context]); returns
 //                [B, L, hidden_size]
-//   "output":    Linear(hidden_size, vocab_size): logits [B, L, vocab_size]
+//   "output":    Linear(hidden_size, vocab_size): logits [B, L, vocab_size]; with
+//                output_pieces > 1, "output.0" .. instead, its rows in that many blocks
+//                (models/output_pieces.h)
 // 58,114,816 parameters at the defaults (vocab 32,000, hidden 512). Differences from
 // Sockeye's RNN decoder: no input feeding (so each decoder layer runs over the whole
 // sequence at once, the decoder starts from a zero state) and no dropout.
@@ -34,6 +36,9 @@ namespace p3::models {
 struct Seq2SeqLstmOptions {
   int64_t vocab_size = 32000;  // Shared by source and target. Default: 32,000.
   int64_t hidden_size = 512;   // Also the embedding size; even. Default: 512.
+  // The output projection in this many blocks "output.0" .. (models/output_pieces.h);
+  // 1: one block "output". Default: 1.
+  int64_t output_pieces = 1;
 };
 
 class Seq2SeqLstm : public BlockListModel {

@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "models/init.h"
+#include "models/output_pieces.h"
 #include "models/sequence.h"
 
 namespace p3::models {
@@ -75,9 +76,14 @@ Transformer::Transformer(const TransformerOptions& options) {
     });
   }
 
-  auto output = register_module("output", nn::Linear(d, options.vocab_size));
-  AddBlock("output", {output},
-           [output](const torch::Tensor& x) { return output->forward(TargetHalf(x)); });
+  // In pieces, the whole layer is made (and initialised) as with one piece, unregistered,
+  // then cut: the same random draws, the same initial values.
+  nn::Linear output(d, options.vocab_size);
+  if (options.output_pieces <= 1) {
+    auto whole = register_module("output", output);
+    AddBlock("output", {whole},
+             [whole](const torch::Tensor& x) { return whole->forward(TargetHalf(x)); });
+  }
 
   // As torch.nn.Transformer._reset_parameters: Xavier for every matrix of the layers.
   for (const torch::Tensor& p : encoder->parameters()) {
@@ -89,6 +95,13 @@ Transformer::Transformer(const TransformerOptions& options) {
   Normal(embed->weight, 0, 1.0 / std::sqrt(static_cast<double>(d)));
   XavierUniform(output->weight);
   Constant(output->bias, 0);
+  if (options.output_pieces > 1) {
+    auto pieces = register_module("output", nn::ModuleList());
+    for (OutputPiece& p : CutOutput(output, options.output_pieces, TargetHalf)) {
+      pieces->push_back(p.module);
+      AddBlock(p.name, {p.module}, p.fn);
+    }
+  }
 }
 
 torch::Tensor Transformer::Loss(const torch::Tensor& output, const torch::Tensor& target) {

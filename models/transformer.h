@@ -3,12 +3,14 @@
 // ReLU, dropout 0.1), sinusoidal positions, one embedding shared by source and target.
 // Tokens flow between blocks as models/sequence.h describes.
 //
-// Blocks, in forward order (2 + encoder_layers + decoder_layers):
+// Blocks, in forward order (1 + encoder_layers + decoder_layers + output_pieces):
 //   "embed":                    shared embedding * sqrt(d_model) + positions, both halves
 //   "encoder.0" .. "encoder.5": self-attention + feed-forward on the source half
 //   "decoder.0" .. "decoder.5": causal self-attention + attention over the encoder's
 //                               output + feed-forward on the target half
-//   "output":                   Linear(d_model, vocab_size): logits [B, L, vocab_size]
+//   "output":                   Linear(d_model, vocab_size): logits [B, L, vocab_size];
+//                               with output_pieces > 1, "output.0" .. instead, its rows
+//                               in that many blocks (models/output_pieces.h)
 // 76,938,496 parameters at the defaults (vocab 32,000). Unlike the paper, the output
 // layer is not tied to the embedding (every parameter belongs to exactly one block);
 // there are no padding masks. Initialisation as torch.nn.Transformer's (Xavier uniform for
@@ -37,6 +39,9 @@ struct TransformerOptions {
   int64_t encoder_layers = 6;  // Default: 6.
   int64_t decoder_layers = 6;  // Default: 6.
   double dropout = 0.1;        // Default: 0.1.
+  // The output projection in this many blocks "output.0" .. (models/output_pieces.h);
+  // 1: one block "output". Default: 1.
+  int64_t output_pieces = 1;
 };
 
 class Transformer : public BlockListModel {

@@ -106,6 +106,7 @@ absl::StatusOr<std::shared_ptr<BlockModel>> MakeSeq2SeqLstm(const ModelOptions& 
   P3_RETURN_IF_ERROR(CheckVocab(o));
   Seq2SeqLstmOptions options;
   options.vocab_size = o.vocab_size > 0 ? o.vocab_size : kDefaultVocab;
+  options.output_pieces = std::max<int64_t>(1, o.output_pieces);
   return std::make_shared<Seq2SeqLstm>(options);
 }
 
@@ -113,6 +114,7 @@ absl::StatusOr<std::shared_ptr<BlockModel>> MakeTransformer(const ModelOptions& 
   P3_RETURN_IF_ERROR(CheckVocab(o));
   TransformerOptions options;
   options.vocab_size = o.vocab_size > 0 ? o.vocab_size : kDefaultVocab;
+  options.output_pieces = std::max<int64_t>(1, o.output_pieces);
   return std::make_shared<Transformer>(options);
 }
 
@@ -148,6 +150,16 @@ absl::StatusOr<std::shared_ptr<BlockModel>> CreateModel(const ModelOptions& opti
       options.seq_len < 0) {
     return absl::InvalidArgumentError(
         "image_size, in_channels, vocab_size and seq_len must be >= 0 (0: model default)");
+  }
+  if (options.output_pieces > 1 && options.name != "seq2seq_lstm" &&
+      options.name != "transformer") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "output_pieces applies to seq2seq_lstm and transformer only (0 or 1 for \"",
+        options.name, "\"), got ", options.output_pieces));
+  }
+  if (options.output_pieces < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("output_pieces must be >= 0 (0: one block), got ", options.output_pieces));
   }
   for (const auto& [name, factory] : Factories()) {
     if (name != options.name) continue;

@@ -47,6 +47,10 @@ struct ModelOptions {
   // Sequence length of the sequence models. They take any length, so this is only
   // recorded for data and benchmarks. Default: 0.
   int64_t seq_len = 0;
+  // The sequence models' output projection in this many blocks, for the data path to
+  // overlap it (models/output_pieces.h); 0 or 1: one block. Others: 0 or 1 only.
+  // Default: 0.
+  int64_t output_pieces = 0;
   // Seed of the parameter initialisation: same options, same parameters. Default: 1.
   uint64_t seed = 1;
 };

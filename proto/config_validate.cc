@@ -196,6 +196,13 @@ absl::Status ValidateConfig(const ExperimentConfig& config) {
   check.IntAtLeast("model.in_channels", model.in_channels(), 0);
   check.IntAtLeast("model.vocab_size", model.vocab_size(), 0);
   check.IntAtLeast("model.seq_len", model.seq_len(), 0);
+  check.IntAtLeast("model.output_pieces", model.output_pieces(), 0);
+  if (model.output_pieces() > 1 && model.name() != "seq2seq_lstm" &&
+      model.name() != "transformer") {
+    check.Add("model.output_pieces",
+              "applies to the sequence models only (seq2seq_lstm, transformer); 0 or 1 for \"" +
+                  model.name() + "\"");
+  }
   if (!model.init_from().empty() && config.mode() == kPipelineMode) {
     check.Add("model.init_from", "is not supported in mode \"pipeline\" (leave it empty)");
   }

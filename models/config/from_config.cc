@@ -13,6 +13,7 @@ ModelOptions ModelOptionsFromConfig(const config::ExperimentConfig& config) {
   options.in_channels = m.in_channels();
   options.vocab_size = m.vocab_size();
   options.seq_len = m.seq_len();
+  options.output_pieces = m.output_pieces();
   options.seed = config.training().seed();
   return options;
 }

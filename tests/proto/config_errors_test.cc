@@ -271,5 +271,19 @@ CATCH_TEST_CASE("worker.command: blank, or in a mode without servers, is refused
   CATCH_CHECK(!config->has_worker());
 }
 
+
+CATCH_TEST_CASE("model.output_pieces: only the sequence models take more than one, named") {
+  absl::StatusOr<ExperimentConfig> config =
+      ParseConfig("model { name: \"transformer\" output_pieces: 4 }", {});
+  CATCH_REQUIRE(config.ok());
+  CATCH_CHECK(config->model().output_pieces() == 4);
+  CATCH_CHECK(ParseConfig("model { name: \"resnet50\" output_pieces: 1 }", {}).ok());
+  const std::string error = ErrorOf("model { name: \"resnet50\" output_pieces: 2 }");
+  CATCH_INFO(error);
+  CATCH_CHECK(absl::StartsWith(error, "model.output_pieces: applies to the sequence models only"));
+  CATCH_CHECK(absl::StrContains(ErrorOf("model { name: \"transformer\" output_pieces: -1 }"),
+                                "model.output_pieces"));
+}
+
 }  // namespace
 }  // namespace p3::config
