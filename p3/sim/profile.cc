@@ -52,6 +52,30 @@ absl::StatusOr<Profile> LoadProfile(const std::string& path) {
   return p;
 }
 
+absl::StatusOr<Profile> CutOutputBlock(Profile profile, int64_t pieces) {
+  if (pieces <= 1) return profile;
+  const ProfileBlock whole = profile.blocks.back();
+  const int64_t rows = whole.params.size() == 2 ? whole.params[1] : 0;
+  if (rows < 1 || whole.params[0] % rows != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the profile's last block \"", whole.name,
+        "\" is not an output projection (a weight of rows x inputs and a bias of rows)"));
+  }
+  if (pieces > rows) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "output_pieces ", pieces, " exceeds the output projection's ", rows, " rows"));
+  }
+  const int64_t in = whole.params[0] / rows;
+  profile.blocks.pop_back();
+  for (int64_t i = 0; i < pieces; ++i) {
+    const int64_t own = rows / pieces + (i < rows % pieces ? 1 : 0);
+    const double share = static_cast<double>(own) / static_cast<double>(rows);
+    profile.blocks.push_back({absl::StrCat(whole.name, ".", i), whole.forward_s * share,
+                              whole.backward_s * share, {own * in, own}});
+  }
+  return profile;
+}
+
 std::vector<TensorEntry> ProfileTensors(const Profile& profile) {
   std::vector<TensorEntry> out;
   for (const ProfileBlock& b : profile.blocks) {

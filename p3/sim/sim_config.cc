@@ -66,6 +66,17 @@ absl::Status ApplyConfig(const config::ExperimentConfig& config, SimOptions* opt
                                             options->profile.batch, " to ", batch);
     options->profile.batch = batch;
   }
+  if (config.model().output_pieces() > 1) {
+    absl::StatusOr<Profile> cut = CutOutputBlock(options->profile, config.model().output_pieces());
+    if (!cut.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("model.output_pieces: ", cut.status().message()));
+    }
+    options->profile = *std::move(cut);
+    options->profile.source += absl::StrCat("; the last block cut into ",
+                                            config.model().output_pieces(),
+                                            " pieces by rows (p3/sim/profile.h, CutOutputBlock)");
+  }
   return absl::OkStatus();
 }
 

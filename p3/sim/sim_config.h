@@ -29,7 +29,8 @@ absl::Status CheckSimulatable(const config::ExperimentConfig& config);
 // Sets mode, workers, servers, placement, shared memory, bandwidth, slicing, parts and
 // credit from a loaded (defaulted, validated) config. The profile's times are for
 // profile.batch samples; a different training.batch_size scales them linearly (stated
-// in ResultJson's "notes"). Fails as CheckSimulatable does.
+// in ResultJson's "notes"); model.output_pieces > 1 cuts its last block
+// (CutOutputBlock). Fails as CheckSimulatable does, or naming model.output_pieces.
 absl::Status ApplyConfig(const config::ExperimentConfig& config, SimOptions* options);
 
 // Overrides the fields of `calibration` named in the JSON object in `path` (the field

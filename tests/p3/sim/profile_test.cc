@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <string>
+#include <vector>
 
 #include "absl/strings/match.h"
 
@@ -69,6 +70,27 @@ CATCH_TEST_CASE("a profile with a bad field is refused naming the field") {
       error_of("{\"batch\": 1, \"blocks\": [{\"name\": \"b\", \"forward_s\": 1, "
                "\"backward_s\": 1, \"params\": [0]}]}"),
       "params of b must be sizes >= 1"));
+}
+
+CATCH_TEST_CASE("an output block cut into pieces: rows as the model cuts them, times by rows") {
+  Profile profile;
+  profile.blocks = {{"embed", 0.1, 0.2, {40}}, {"output", 1.0, 2.0, {10 * 4, 10}}};
+  absl::StatusOr<Profile> cut = CutOutputBlock(profile, 3);
+  CATCH_REQUIRE(cut.ok());
+  CATCH_REQUIRE(cut->blocks.size() == 4);
+  CATCH_CHECK(cut->blocks[0].name == "embed");
+  // 10 rows: 4, 3, 3, as models/output_pieces.h.
+  CATCH_CHECK(cut->blocks[1].name == "output.0");
+  CATCH_CHECK(cut->blocks[1].params == std::vector<int64_t>{16, 4});
+  CATCH_CHECK(cut->blocks[3].name == "output.2");
+  CATCH_CHECK(cut->blocks[3].params == std::vector<int64_t>{12, 3});
+  CATCH_CHECK(cut->blocks[1].forward_s == Approx(0.4));
+  CATCH_CHECK(cut->blocks[2].backward_s == Approx(0.6));
+  CATCH_CHECK(CutOutputBlock(profile, 1)->blocks.size() == 2);
+  CATCH_CHECK(!CutOutputBlock(profile, 11).ok());
+  profile.blocks.back().params = {40};  // no bias: not an output projection
+  CATCH_CHECK(absl::StrContains(CutOutputBlock(profile, 2).status().message(),
+                                "not an output projection"));
 }
 
 }  // namespace

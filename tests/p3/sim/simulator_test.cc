@@ -538,6 +538,21 @@ CATCH_TEST_CASE("a config sets mode, cluster, network and scheduling; another ba
   CATCH_CHECK(o.profile.blocks[0].forward_s == Approx(1.0));
 }
 
+CATCH_TEST_CASE("model.output_pieces cuts the profile's output block; a bad one names the field") {
+  absl::StatusOr<config::ExperimentConfig> cfg =
+      config::ParseConfig("model { name: \"transformer\" output_pieces: 2 }", {});
+  CATCH_REQUIRE(cfg.ok());
+  SimOptions o;
+  o.profile.batch = cfg->training().batch_size();
+  o.profile.blocks = {{"embed", 0.1, 0.1, {6}}, {"output", 0.2, 0.4, {6, 3}}};
+  CATCH_REQUIRE(ApplyConfig(*cfg, &o).ok());
+  CATCH_REQUIRE(o.profile.blocks.size() == 3);
+  CATCH_CHECK(o.profile.blocks[2].name == "output.1");
+  CATCH_CHECK(o.profile.blocks[2].params == std::vector<int64_t>{2, 1});
+  o.profile.blocks = {{"output", 0.2, 0.4, {6}}};
+  CATCH_CHECK(absl::StartsWith(ApplyConfig(*cfg, &o).message(), "model.output_pieces: "));
+}
+
 CATCH_TEST_CASE("a calibration file with an unknown field is refused by name") {
   const std::string path = std::string(std::getenv("TEST_TMPDIR")) + "/cal.json";
   std::ofstream(path) << "{\"latency_s\": 0.001, \"latnecy\": 2}";
