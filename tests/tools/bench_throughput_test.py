@@ -62,6 +62,11 @@ class BenchThroughputTest(unittest.TestCase):
             self.assertIn("--set=scheduling.slice_params=0", f.read().split())
         self.assertEqual([raw_csv.slice_auto(r) for r in rows], [True, False])
 
+    def test_the_output_projections_pieces_are_recorded_from_the_resolved_config(self):
+        rows = self.p3_runs(["--set=model.output_pieces=8"], [])
+        self.assertEqual([r["output_pieces"] for r in rows], ["8", ""])
+        self.assertEqual([raw_csv.output_pieces(r) for r in rows], [8, 1])
+
     def test_a_run_traced_through_set_is_marked_traced(self):
         rows = self.p3_runs(["--set=trace=true"], [])
         self.assertEqual([raw_csv.is_traced(r) for r in rows], [True, False])

@@ -55,6 +55,8 @@ def predict(p, cal, scale, extra, more_flags=()):
         sets.append("scheduling.shared_memory=false")
     if p.get("wire_dtype"):
         sets.append(f"scheduling.wire_dtype={p['wire_dtype']}")
+    if int(p.get("output_pieces") or 1) > 1 and p["system"] != "ddp":
+        sets.append(f"model.output_pieces={p['output_pieces']}")
     flags = sp.HOST + [f"--compute_scale={scale}"]
     system = p["system"]
     if system == "ddp":
@@ -189,7 +191,8 @@ def validate():
 def run_key(r):
     """A validation row's key in simulator_noise.point_runs()."""
     return (r["set"], r["model"], r["system"], float(r["bandwidth"]), int(r["workers"]),
-            int(r["slice_params"]), r.get("placement") or "", r.get("wire_dtype") or "")
+            int(r["slice_params"]), r.get("placement") or "", r.get("wire_dtype") or "",
+            int(r.get("output_pieces") or 1))
 
 
 def score_rows(rows, runs):
@@ -249,6 +252,8 @@ def write_table(rows):
             mark = (" (fitted)" if r["fitted"] else " (not checkable)" if not r["checkable"]
                     else "" if r["protocol_hit"] else " **✗**")
             system = r["system"] + (f", {r['wire_dtype']} wire" if r.get("wire_dtype") else "")
+            if int(r.get("output_pieces") or 1) > 1:
+                system += f", output in {r['output_pieces']} pieces"
             lines.append(f"| {r['model']} | {system} | {bw} | {r['workers']} | "
                          f"{r.get('placement') or 'colocated'} | {r['slice_params']} | "
                          f"{r['measured']:.2f} | {r['runs_min']:.2f} – {r['runs_max']:.2f} | "

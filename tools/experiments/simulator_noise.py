@@ -21,15 +21,15 @@ MEDIAN_VAR = {1: 1.0, 2: 0.5, 3: 0.4487, 4: 0.3433, 5: 0.2868}
 def point_runs():
     """The samples/s of every run behind each validated point, keyed as the rows of
     simulator_validation.csv: (set, model, system, bandwidth, workers, slice_params,
-    placement, wire dtype). For throughput_2026-11-30.csv, which keeps only min, median and
+    placement, wire dtype, output pieces). For throughput_2026-11-30.csv, which keeps only min, median and
     max, a point's runs are known where it has at most 3; else (min, max) stand in."""
     groups = {}
 
     def add(set_name, rows):
-        for (model, mode, bw, workers, slices, placement, wire, _, _, _), v in \
+        for (model, mode, bw, workers, slices, placement, wire, _, _, _, pieces), v in \
                 sp.run_groups(rows).items():
-            groups.setdefault((set_name, model, mode, bw, workers, slices, placement, wire),
-                              []).extend(v)
+            groups.setdefault((set_name, model, mode, bw, workers, slices, placement, wire,
+                               pieces), []).extend(v)
 
     for set_name, _, rows in sp.raw_sets():
         add(set_name, rows)
@@ -40,7 +40,7 @@ def point_runs():
         lo, med, hi = float(r["min_sps"]), float(r["median_sps"]), float(r["max_sps"])
         groups[("2026-11-30", r["model"], r["mode"], float(r["bandwidth_gbps"]),
                 int(r["workers"]), int(r["slice_params"] or raw_csv.DEFAULT_SLICE_PARAMS),
-                "", "")] = {1: [med], 2: [lo, hi], 3: [lo, med, hi]}.get(n, [lo, hi])
+                "", "", 1)] = {1: [med], 2: [lo, hi], 3: [lo, med, hi]}.get(n, [lo, hi])
     return groups
 
 
@@ -54,7 +54,8 @@ def noise():
     by_set = {}
     for r in checked:
         key = (r["set"], r["model"], r["system"], float(r["bandwidth"]), int(r["workers"]),
-               int(r["slice_params"]), r.get("placement", ""), r.get("wire_dtype", ""))
+               int(r["slice_params"]), r.get("placement", ""), r.get("wire_dtype", ""),
+               int(r.get("output_pieces") or 1))
         v = runs.get(key)
         if v is None:
             sys.exit(f"noise: no runs on record for {key}")

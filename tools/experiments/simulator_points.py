@@ -337,13 +337,14 @@ def run_groups(rows):
     """The samples/s of the finished runs in bench_throughput.py raw.csv rows, per model,
     mode, bandwidth, workers, slice size (DDP's runs have none: the default), placement,
     wire dtype (where the CSV has them; float32 and none as ""), iteration count and
-    warm-up, and packs (none in a row that records none: every run before them)."""
+    warm-up, packs (none in a row that records none: every run before them) and the output
+    projection's pieces (1, whole, in a row that records none)."""
     def key(r):
         wire = raw_csv.wire_dtype(r)
         return (r["model"], r["mode"], float(r["bandwidth_gbps"]), int(r["workers"]),
                 raw_csv.slice_params(r), r.get("placement", ""),
                 "" if wire in (None, "float32") else wire, int(r["iterations"]),
-                int(r["warmup"]), raw_csv.pack_params(r))
+                int(r["warmup"]), raw_csv.pack_params(r), raw_csv.output_pieces(r))
     return raw_csv.group(raw_csv.finished(rows), key)
 
 
@@ -352,8 +353,9 @@ def run_points(set_name, source, rows):
     return [{"set": set_name, "model": model, "system": mode, "bandwidth": bw,
              "workers": workers, "slice_params": slices, "placement": placement,
              "measured": statistics.median(v), "runs": len(v), "source": source,
-             "iterations": its, "warmup": warm, "wire_dtype": wire, "pack_params": packs}
-            for (model, mode, bw, workers, slices, placement, wire, its, warm, packs), v
+             "iterations": its, "warmup": warm, "wire_dtype": wire, "pack_params": packs,
+             "output_pieces": pieces}
+            for (model, mode, bw, workers, slices, placement, wire, its, warm, packs, pieces), v
             in sorted(run_groups(rows).items())]
 
 

@@ -8,7 +8,8 @@ from results_lib import csv_io
 FIELDS = ["time_utc", "model", "system", "mode", "bandwidth_gbps", "batch_per_worker", "workers",
           "slice_params", "iterations", "warmup", "samples_per_second", "mean_samples_per_second",
           "rank0_samples_per_second", "wall_seconds", "bytes_sent_rank0", "load1", "status",
-          "output_dir", "wire_dtype", "congestion_control", "slice_auto", "pack_params"]
+          "output_dir", "wire_dtype", "congestion_control", "slice_auto", "pack_params",
+          "output_pieces"]
 # The slice size of runs that record none (DDP) or ran the default.
 DEFAULT_SLICE_PARAMS = 40000
 
@@ -17,6 +18,13 @@ def pack_params(row):
     """The packs a run trained with (scheduling.pack_params, as its resolved config says):
     0 for a row that records none -- every run before packs existed, DDP and local."""
     return int(row.get("pack_params") or 0)
+
+
+def output_pieces(row):
+    """The pieces of a sequence model's output projection the run trained with
+    (model.output_pieces, above 1 only): 1, the layer whole, for a row that records none --
+    every run before the option existed, DDP and local."""
+    return max(1, int(row.get("output_pieces") or 1))
 
 
 def read(path):

@@ -48,6 +48,18 @@ def resolved_pack_params(run_dir):
     return int(m.group(1)) if m else None
 
 
+def resolved_output_pieces(run_dir):
+    """model.output_pieces in the config the launcher wrote for the run's processes; None
+    when it says nothing (the default: the output projection whole) or cannot be read."""
+    try:
+        with open(os.path.join(run_dir, "config.textproto")) as f:
+            text = f.read()
+    except OSError:
+        return None
+    m = re.search(r"^\s*output_pieces:\s*(\d+)\s*$", text, re.M)
+    return int(m.group(1)) if m else None
+
+
 def summary_or_empty(run_dir):
     """summary.json, or {} when the run wrote none (it failed)."""
     try:

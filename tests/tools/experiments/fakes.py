@@ -50,6 +50,10 @@ json.dump({"iterations": iterations, "param_l2": l2},
           open(os.path.join(out, "results", "worker_0.json"), "w"))
 with open(os.path.join(out, "args"), "w") as f:
     f.write("\n".join(sys.argv[1:]) + "\n")
+# The resolved config, as far as the benchmark reads it back.
+with open(os.path.join(out, "config.textproto"), "w") as f:
+    if "model.output_pieces" in sets:
+        f.write("model {\n  output_pieces: %s\n}\n" % sets["model.output_pieces"])
 '''
 
 P3_SIM = r'''#!/usr/bin/python3

@@ -103,5 +103,51 @@ class P3VersusDdpTest(unittest.TestCase):
         self.assertIn("give LABEL=path", p.stderr)
 
 
+class OutputPiecesTest(unittest.TestCase):
+    def write_run(self, folder, t, mode, sps, pieces=""):
+        """One finished run of the Transformer at 1 Gbit/s in folder/raw.csv (the merge's
+        layout: <model>/{k<pieces>,ddp}/raw.csv); `pieces` as bench_throughput records it."""
+        path = os.path.join(folder, "raw.csv")
+        new = not os.path.exists(path)
+        os.makedirs(folder, exist_ok=True)
+        with open(path, "a", newline="") as f:
+            w = csv.writer(f)
+            if new:
+                w.writerow(["time_utc", "model", "system", "mode", "bandwidth_gbps",
+                            "batch_per_worker", "workers", "slice_params", "samples_per_second",
+                            "load1", "status", "output_dir", "wire_dtype", "output_pieces"])
+            w.writerow([t, "transformer", "ddp" if mode == "ddp" else "p3", mode, 1, 8, 2,
+                        "" if mode == "ddp" else 40000, sps, 1.0, "ok", f"out/{t}", "float32",
+                        pieces])
+
+    def test_each_piece_count_against_the_whole_layer_and_ddp_round_by_round(self):
+        with tempfile.TemporaryDirectory() as d:
+            runs = os.path.join(d, "runs", "transformer")
+            # Two rounds: whole 5.0, 6.0; 8 pieces 6.0, 6.0 (the first run recorded no
+            # column: the merge takes the folder's count); DDP 5.0, 4.0.
+            self.write_run(os.path.join(runs, "k1"), "t1", "p3", 5.0)
+            self.write_run(os.path.join(runs, "k8"), "t2", "p3", 6.0)
+            self.write_run(os.path.join(runs, "ddp"), "t3", "ddp", 5.0)
+            self.write_run(os.path.join(runs, "k1"), "t4", "p3", 6.0)
+            self.write_run(os.path.join(runs, "k8"), "t5", "p3", 6.0, pieces=8)
+            self.write_run(os.path.join(runs, "ddp"), "t6", "ddp", 4.0)
+            raw = os.path.join(d, "raw.csv")
+            fakes.run_script("output_pieces.py", "merge", os.path.join(d, "runs"), raw)
+            with open(raw) as f:
+                merged = list(csv.DictReader(f))
+            self.assertEqual([r["time_utc"] for r in merged], ["t1", "t2", "t3", "t4", "t5", "t6"])
+            self.assertEqual([r["output_pieces"] for r in merged], ["", "8", "", "", "8", ""])
+            out_csv = os.path.join(d, "points.csv")
+            out = fakes.run_script("output_pieces.py", "table", raw, f"--csv={out_csv}")
+            with open(out_csv) as f:
+                rows = {r["output_pieces"]: r for r in csv.DictReader(f)}
+        # Per round: 8 pieces / whole 1.2, 1.0 (median 1.1); / DDP 1.2, 1.5 (1.35).
+        self.assertEqual(rows["8"]["over_whole"], "1.1")
+        self.assertEqual(rows["8"]["over_ddp"], "1.35")
+        self.assertEqual(rows["1"]["over_ddp"], "1.25")
+        self.assertEqual(rows["0"]["p3_median_sps"], "4.5")  # DDP's runs
+        self.assertIn("| Transformer | 1 Gbit/s | P3, 8 pieces | 6.00 (6.00 – 6.00) | **1.100**", out)
+
+
 if __name__ == "__main__":
     unittest.main()
