@@ -55,8 +55,10 @@ def predict(p, cal, scale, extra, more_flags=()):
         sets.append("scheduling.shared_memory=false")
     if p.get("wire_dtype"):
         sets.append(f"scheduling.wire_dtype={p['wire_dtype']}")
-    if int(p.get("output_pieces") or 1) > 1 and p["system"] != "ddp":
-        sets.append(f"model.output_pieces={p['output_pieces']}")
+    # The output projection as the runs had it (whole before the option existed), whatever
+    # configs/bench says now; DDP's peer runs it whole.
+    pieces = 1 if p["system"] == "ddp" else int(p.get("output_pieces") or 1)
+    sets.append(f"model.output_pieces={pieces}")
     flags = sp.HOST + [f"--compute_scale={scale}"]
     system = p["system"]
     if system == "ddp":
@@ -210,7 +212,7 @@ def score_rows(rows, runs):
                  checkable=s["checkable"], protocol_hit=s["hit"])
 
 
-SET_ORDER = ("fresh-2026-12-06b", "models-2026-12-06", "fresh-2026-12-06", "fresh-2026-12-05d", "auto-2026-12-05", "slices-2026-12-05",
+SET_ORDER = ("pieces-2026-12-06", "fresh-2026-12-06b", "models-2026-12-06", "fresh-2026-12-06", "fresh-2026-12-05d", "auto-2026-12-05", "slices-2026-12-05",
              "fresh-2026-12-05c", "ddp-2026-12-05", "fresh-2026-12-05b", "fresh-2026-12-05", "2026-12-03", "wire",
              "2026-12-02", "cc-bbr", "cc-cubic", "fresh-5", "fresh-4", "fresh-3", "fresh-2",
              "fresh", "current-interleaved", "current", "2026-11-30")

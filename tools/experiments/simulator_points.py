@@ -70,6 +70,12 @@ FRESH_SETS = [("fresh", "simulator/simulator_fresh_raw.csv"),
 # 1, 2.5 Gbit/s and unlimited, 5 interleaved rounds (binaries cd526dc; throughput.md), their
 # `local` runs 3 interleaved rounds right after; predicted with fresh-2026-12-06's
 # calibration (the same VM and data path, that morning's sitting: none of its own).
+# pieces-2026-12-06: the Transformer and the LSTM with the output projection whole and in
+# 8 and 16 pieces (model.output_pieces) against DDP at 1 Gbit/s, 5 interleaved rounds,
+# then whole and 8 pieces at unlimited (DDP beside) and 2.5 Gbit/s, 3 rounds, and 3 rounds
+# of both models' `local` (binaries d34ecf4; throughput.md); predicted with
+# fresh-2026-12-06b's calibration (the same VM, that morning). Its 1 Gbit/s predictions
+# were committed before the runs (output_pieces_predicted_2026-12-06.csv).
 # auto-2026-12-05: P3 at the launcher's automatic slice size against DDP (ResNet-50 and
 # VGG-19 at 2.5, 5 Gbit/s and unlimited, the LSTM at 1) and ResNet-50 at 640,000, 5
 # interleaved rounds; then the streaming benchmark at slices of 40,000 and of 640,000 (the
@@ -77,7 +83,8 @@ FRESH_SETS = [("fresh", "simulator/simulator_fresh_raw.csv"),
 SITTING_SETS = [("ddp-2026-12-05", "simulator/simulator_ddp_2026-12-05_raw.csv"),
                 ("slices-2026-12-05", "simulator/simulator_slices_2026-12-05_raw.csv"),
                 ("auto-2026-12-05", "simulator/simulator_auto_2026-12-05_raw.csv"),
-                ("models-2026-12-06", "simulator/simulator_models_2026-12-06_raw.csv")]
+                ("models-2026-12-06", "simulator/simulator_models_2026-12-06_raw.csv"),
+                ("pieces-2026-12-06", "throughput/output_pieces_2026-12-06_raw.csv")]
 # The full sweeps of tools/bench_throughput.py (every mode, the peer and `local`), as
 # aggregated by its `report`: set name, file.
 SWEEP_SETS = [("2026-12-02", "throughput/throughput.csv"),
@@ -264,7 +271,8 @@ SET_CALIBRATION = {"2026-12-02": "2026-12-02", "2026-11-30": "2026-11-30", "fres
                    "ddp-2026-12-05": "ddp-2026-12-05",
                    "slices-2026-12-05": "slices-2026-12-05",
                    "auto-2026-12-05": "auto-2026-12-05",
-                   "models-2026-12-06": "fresh-2026-12-06"}
+                   "models-2026-12-06": "fresh-2026-12-06",
+                   "pieces-2026-12-06": "fresh-2026-12-06b"}
 # The point whose measurement fits the factor on gloo's ring costs (fit_ring), in every
 # calibration: the same point of a later set (ddp-2026-12-05's) is checked, not fitted.
 RING_POINT = ("current-interleaved", "resnet50", "ddp", 0.0, 2)

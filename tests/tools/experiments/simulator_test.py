@@ -124,7 +124,7 @@ class SimulatorTest(fakes.FakeP3SimTest):
         cut = simulator.predict(dict(p, system="p3", workers=2, output_pieces=8), "cal.json",
                                 1.0, {})["args"]
         self.assertIn("--set=model.output_pieces=8", cut)
-        self.assertNotIn("--set=model.output_pieces=8", args)
+        self.assertIn("--set=model.output_pieces=1", args)  # whole, whatever the config says
 
     def test_streaming_medians_per_rate(self):
         m = simulator_calibration.streaming_measured(f"{T}/streaming.csv")
