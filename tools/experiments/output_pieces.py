@@ -29,7 +29,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from results_lib import csv_io, models, raw_csv  # noqa: E402
 
 NAMES = {"seq2seq_lstm": "LSTM", "transformer": "Transformer"}
-FIELDS = ["model", "bandwidth_gbps", "output_pieces", "rounds", "p3_median_sps",
+FIELDS = ["model", "bandwidth_gbps", "output_pieces", "rounds", "slices", "p3_median_sps",
           "p3_min_sps", "p3_max_sps", "over_whole", "over_whole_min", "over_whole_max",
           "over_ddp", "over_ddp_min", "over_ddp_max", "ddp_median_sps", "bound_sps",
           "p3_over_bound", "predicted_sps", "load1_median"]
@@ -59,6 +59,7 @@ def median_range(values):
 def points(path, predicted_path=None):
     runs = collections.defaultdict(list)  # (model, bw, pieces) -> samples/s in time order
     loads = collections.defaultdict(list)
+    slices = collections.defaultdict(set)  # the sizes the runs had (the launcher's choice)
     batch = {}
     for r in sorted(raw_csv.read_finished(path), key=lambda r: r["time_utc"]):
         if r["mode"] not in ("p3", "ddp"):
@@ -66,6 +67,8 @@ def points(path, predicted_path=None):
         pieces = 0 if r["mode"] == "ddp" else raw_csv.output_pieces(r)  # 0: DDP's runs
         key = (r["model"], float(r["bandwidth_gbps"]), pieces)
         runs[key].append(raw_csv.samples(r))
+        if r["mode"] != "ddp":
+            slices[key].add(raw_csv.slice_params(r))
         batch[r["model"]] = int(r["batch_per_worker"])
         if r.get("load1"):
             loads[key].append(float(r["load1"]))
@@ -84,7 +87,9 @@ def points(path, predicted_path=None):
         bound = models.bandwidth_bound(model, bw, batch[model])
         med, lo, hi = median_range(sps)
         row = {"model": model, "bandwidth_gbps": bw, "output_pieces": pieces,
-               "rounds": len(sps), "p3_median_sps": round(med, 3), "p3_min_sps": lo,
+               "rounds": len(sps),
+               "slices": "/".join(str(x) for x in sorted(slices[(model, bw, pieces)])),
+               "p3_median_sps": round(med, 3), "p3_min_sps": lo,
                "p3_max_sps": hi, "ddp_median_sps": round(statistics.median(ddp), 3)
                if ddp else "",
                "bound_sps": "" if bound == float("inf") else round(bound, 3),
@@ -104,10 +109,10 @@ def points(path, predicted_path=None):
 
 
 def table(rows):
-    lines = ["| model | link | output | samples/s, median (min – max) | ÷ whole, rounds' median "
+    lines = ["| model | link | output | slices | samples/s, median (min – max) | ÷ whole, rounds' median "
              "(min – max) | ÷ DDP, rounds' median (min – max) | ÷ bound | predicted "
              "samples/s | rounds |",
-             "|---|---|---|---:|---:|---:|---:|---:|---:|"]
+             "|---|---|---|---:|---:|---:|---:|---:|---:|---:|"]
     for r in rows:
         bw = "unlimited" if r["bandwidth_gbps"] == 0 else f"{r['bandwidth_gbps']:g} Gbit/s"
         what = ("DDP (whole)" if r["output_pieces"] == 0 else
@@ -119,7 +124,7 @@ def table(rows):
             return f"**{r[name]:.3f}** ({r[name + '_min']:.3f} – {r[name + '_max']:.3f})"
         pred = r["predicted_sps"]
         lines.append(
-            f"| {NAMES.get(r['model'], r['model'])} | {bw} | {what} | "
+            f"| {NAMES.get(r['model'], r['model'])} | {bw} | {what} | {r['slices'] or '–'} | "
             f"{r['p3_median_sps']:.2f} ({r['p3_min_sps']:.2f} – {r['p3_max_sps']:.2f}) | "
             f"{ratio('over_whole') if r['output_pieces'] > 1 else '–'} | {ratio('over_ddp')} | "
             f"{'–' if r['p3_over_bound'] == '' else format(r['p3_over_bound'], '.3f')} | "

@@ -36,28 +36,28 @@ def summary(run_dir):
         return json.load(f)
 
 
-def resolved_pack_params(run_dir):
-    """scheduling.pack_params in the config the launcher wrote for the run's processes
-    (it states the default when the config left it out); None when it says nothing."""
+def resolved_int(run_dir, field):
+    """An integer field (its last name, e.g. "pack_params") in the config the launcher
+    wrote for the run's processes; None when it says nothing or cannot be read."""
     try:
         with open(os.path.join(run_dir, "config.textproto")) as f:
             text = f.read()
     except OSError:
         return None
-    m = re.search(r"^\s*pack_params:\s*(\d+)\s*$", text, re.M)
+    m = re.search(rf"^\s*{field}:\s*(\d+)\s*$", text, re.M)
     return int(m.group(1)) if m else None
+
+
+def resolved_pack_params(run_dir):
+    """scheduling.pack_params of the run (the launcher states the default when the config
+    left it out); None when its config says nothing."""
+    return resolved_int(run_dir, "pack_params")
 
 
 def resolved_output_pieces(run_dir):
-    """model.output_pieces in the config the launcher wrote for the run's processes; None
-    when it says nothing (the default: the output projection whole) or cannot be read."""
-    try:
-        with open(os.path.join(run_dir, "config.textproto")) as f:
-            text = f.read()
-    except OSError:
-        return None
-    m = re.search(r"^\s*output_pieces:\s*(\d+)\s*$", text, re.M)
-    return int(m.group(1)) if m else None
+    """model.output_pieces of the run; None when its config says nothing (the default: the
+    output projection whole)."""
+    return resolved_int(run_dir, "output_pieces")
 
 
 def summary_or_empty(run_dir):

@@ -146,7 +146,7 @@ class OutputPiecesTest(unittest.TestCase):
         self.assertEqual(rows["8"]["over_ddp"], "1.35")
         self.assertEqual(rows["1"]["over_ddp"], "1.25")
         self.assertEqual(rows["0"]["p3_median_sps"], "4.5")  # DDP's runs
-        self.assertIn("| Transformer | 1 Gbit/s | P3, 8 pieces | 6.00 (6.00 – 6.00) | **1.100**", out)
+        self.assertIn("| Transformer | 1 Gbit/s | P3, 8 pieces | 40000 | 6.00 (6.00 – 6.00) | **1.100**", out)
 
 
 if __name__ == "__main__":
