@@ -39,6 +39,8 @@ ABSL_FLAG(int64_t, runs, 5, "timed runs per model (after one untimed warm-up run
 ABSL_FLAG(int64_t, num_classes, 1000, "classes of the image models");
 ABSL_FLAG(int64_t, vocab_size, 0, "vocabulary of the sequence models; 0: model default");
 ABSL_FLAG(int64_t, seq_len, 16, "source and target length of the sequence models");
+ABSL_FLAG(int64_t, output_pieces, 0,
+          "the sequence models' output projection in this many blocks (model.output_pieces)");
 ABSL_FLAG(int64_t, threads, 0, "libtorch intra-op threads; 0: libtorch's default");
 ABSL_FLAG(std::string, dump, "", "print the parameters of this model and exit");
 ABSL_FLAG(std::string, device, "cpu", "cpu, cuda or cuda:<i>: where the table's models run");
@@ -131,6 +133,7 @@ int Profile(const std::string& path, const std::string& name, int64_t batch, int
   options.name = name;
   options.num_classes = IsTenClassModel(name) ? 10 : classes;
   options.vocab_size = vocab_flag;
+  if (IsSequenceModel(name)) options.output_pieces = absl::GetFlag(FLAGS_output_pieces);
   if (!IsSequenceModel(name) && name != "mlp") options.image_size = BenchImageSize(name);
   absl::StatusOr<std::shared_ptr<BlockModel>> created = CreateModel(options);
   if (!created.ok()) {
@@ -270,6 +273,7 @@ int main(int argc, char** argv) {
     options.name = name;
     options.num_classes = IsTenClassModel(name) ? 10 : classes;
     options.vocab_size = vocab_flag;
+    if (IsSequenceModel(name)) options.output_pieces = absl::GetFlag(FLAGS_output_pieces);
     absl::StatusOr<std::shared_ptr<BlockModel>> model = CreateModel(options);
     if (!model.ok()) {
       std::fprintf(stderr, "%s: %s\n", name.c_str(), std::string(model.status().message()).c_str());
@@ -280,8 +284,9 @@ int main(int argc, char** argv) {
     int64_t vocab = 0;
     for (const torch::Tensor& p : m.parameters()) num_params += p.numel();
     if (IsSequenceModel(name)) {
-      // The output layer's bias has one entry per token.
-      vocab = m.BlockParameters(m.num_blocks() - 1).back().size(0);
+      // The first block's embedding has one row per token (the output layer may be in
+      // pieces: model.output_pieces).
+      vocab = m.BlockParameters(0).front().size(0);
     }
     double difference = -1;
     if (absl::GetFlag(FLAGS_compare_cpu)) {
