@@ -136,11 +136,17 @@ def plot(rows, path):
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    groups = sorted({(r["model"], r["bandwidth_gbps"]) for r in rows},
-                    key=lambda k: (k[0], k[1] == 0, k[1]))
-    fig, axes = plt.subplots(1, len(groups), figsize=(4.2 * len(groups), 3.6), squeeze=False)
-    for ax, (model, bw) in zip(axes[0], groups):
+    model_list = sorted({r["model"] for r in rows})
+    links = sorted({r["bandwidth_gbps"] for r in rows}, key=lambda b: (b == 0, b))
+    fig, grid = plt.subplots(len(model_list), len(links), figsize=(3.6 * len(links),
+                                                                     3.2 * len(model_list)),
+                             squeeze=False)
+    for ax, (model, bw) in ((grid[i][j], (m, b)) for i, m in enumerate(model_list)
+                            for j, b in enumerate(links)):
         sel = [r for r in rows if (r["model"], r["bandwidth_gbps"]) == (model, bw)]
+        if not sel:
+            ax.axis("off")
+            continue
         labels = ["DDP" if r["output_pieces"] == 0 else
                   "whole" if r["output_pieces"] == 1 else f"{r['output_pieces']} pieces"
                   for r in sel]
