@@ -48,7 +48,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from results_lib import models  # noqa: E402
+from results_lib import models, runs  # noqa: E402
 
 DIRECTIONS = ["m0_up", "m0_down", "m1_up", "m1_down"]
 CLONE_NEWNET = 0x40000000
@@ -205,13 +205,9 @@ def require_no_packs(trace_path):
     config.textproto beside its trace.json; the launcher's default since 31c53d8):
     slice_tensors() numbers the slices of a plan without packs, so a packed run's slice ids
     name the wrong tensors. A run without the field predates packs."""
-    config = os.path.join(os.path.dirname(os.path.abspath(trace_path)), "config.textproto")
-    if not os.path.exists(config):
-        return
-    with open(config) as f:
-        m = re.search(r"^\s*pack_params:\s*(\d+)", f.read(), re.M)
-    if m and int(m.group(1)) > 0:
-        sys.exit(f"{trace_path}: the run packed small tensors (pack_params {m.group(1)}); the "
+    packs = runs.resolved_pack_params(os.path.dirname(os.path.abspath(trace_path)))
+    if packs:
+        sys.exit(f"{trace_path}: the run packed small tensors (pack_params {packs}); the "
                  "slices map to tensors only without packs: trace it with "
                  "--set=scheduling.pack_params=0")
 

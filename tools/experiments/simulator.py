@@ -190,20 +190,13 @@ def validate():
     write_table(rows)
 
 
-def run_key(r):
-    """A validation row's key in simulator_noise.point_runs()."""
-    return (r["set"], r["model"], r["system"], float(r["bandwidth"]), int(r["workers"]),
-            int(r["slice_params"]), r.get("placement") or "", r.get("wire_dtype") or "",
-            int(r.get("output_pieces") or 1))
-
-
 def score_rows(rows, runs):
     """Adds the protocol's columns to each validation row (simulator_protocol.py): the
     runs' min and max, checkable (enough runs), protocol_hit. A point's runs are taken
     from `runs` only when they are as many as the point's (or stand for them by their min
     and max, as for the sweep of 2026-11-30); else only its median is known."""
     for r in rows:
-        v = runs.get(run_key(r), [])
+        v = runs.get(simulator_noise.point_key(r), [])
         if len(v) != int(r["runs"]) and not (r["set"] == "2026-11-30" and v):
             v = []
         s = protocol.score_point(float(r["predicted"]), float(r["measured"]), v,

@@ -18,6 +18,13 @@ VALIDATION = "simulator/simulator_validation.csv"
 MEDIAN_VAR = {1: 1.0, 2: 0.5, 3: 0.4487, 4: 0.3433, 5: 0.2868}
 
 
+def point_key(r):
+    """A validation row's (or point's) key in point_runs()."""
+    return (r["set"], r["model"], r["system"], float(r["bandwidth"]), int(r["workers"]),
+            int(r["slice_params"]), r.get("placement") or "", r.get("wire_dtype") or "",
+            int(r.get("output_pieces") or 1))
+
+
 def point_runs():
     """The samples/s of every run behind each validated point, keyed as the rows of
     simulator_validation.csv: (set, model, system, bandwidth, workers, slice_params,
@@ -53,9 +60,7 @@ def noise():
                if r["fitted"] == "False"]
     by_set = {}
     for r in checked:
-        key = (r["set"], r["model"], r["system"], float(r["bandwidth"]), int(r["workers"]),
-               int(r["slice_params"]), r.get("placement", ""), r.get("wire_dtype", ""),
-               int(r.get("output_pieces") or 1))
+        key = point_key(r)
         v = runs.get(key)
         if v is None:
             sys.exit(f"noise: no runs on record for {key}")
