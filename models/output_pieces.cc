@@ -6,6 +6,8 @@
 #include <string>
 #include <utility>
 
+#include "models/output_rows.h"
+
 namespace p3::models {
 namespace {
 
@@ -40,7 +42,7 @@ std::vector<OutputPiece> CutOutput(const torch::nn::Linear& whole, int64_t piece
   std::vector<OutputPiece> out;
   int64_t start = 0;
   for (int64_t i = 0; i < pieces; ++i) {
-    const int64_t rows = vocab / pieces + (i < vocab % pieces ? 1 : 0);
+    const int64_t rows = OutputPieceRows(vocab, pieces, i);
     auto piece = std::make_shared<LinearPieceImpl>(
         whole->weight.narrow(0, start, rows).clone(), whole->bias.narrow(0, start, rows).clone());
     start += rows;

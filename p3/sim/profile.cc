@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "models/output_rows.h"
 #include "nlohmann/json.hpp"
 #include "p3/base/json_file.h"
 #include "p3/base/status_macros.h"
@@ -68,7 +69,7 @@ absl::StatusOr<Profile> CutOutputBlock(Profile profile, int64_t pieces) {
   const int64_t in = whole.params[0] / rows;
   profile.blocks.pop_back();
   for (int64_t i = 0; i < pieces; ++i) {
-    const int64_t own = rows / pieces + (i < rows % pieces ? 1 : 0);
+    const int64_t own = models::OutputPieceRows(rows, pieces, i);
     const double share = static_cast<double>(own) / static_cast<double>(rows);
     profile.blocks.push_back({absl::StrCat(whole.name, ".", i), whole.forward_s * share,
                               whole.backward_s * share, {own * in, own}});

@@ -39,10 +39,10 @@ struct Profile {
 // InvalidArgument naming the field or block that is wrong.
 absl::StatusOr<Profile> LoadProfile(const std::string& path);
 // `profile` with its last block, a sequence model's output projection (weight
-// [rows * in], bias [rows]), cut as model.output_pieces cuts the model
-// (models/output_pieces.h): blocks "<name>.0" .. with the first rows % pieces pieces one
-// row more than the rest, each with the block's forward and backward time in proportion
-// to its rows. The last block's backward in a profile includes the loss
+// [rows * in], bias [rows]), cut as model.output_pieces cuts the model, by the one rule
+// both use (models/output_rows.h): blocks "<name>.0" .. with the first rows % pieces
+// pieces one row more than the rest, each with the block's forward and backward time in
+// proportion to its rows. The last block's backward in a profile includes the loss
 // (models/model_bench.cc), which the model runs once before any piece's backward: spread
 // over the pieces here, so the time in which no piece's gradient exists is
 // under-estimated by up to the loss's share. pieces <= 1: unchanged. InvalidArgument when
