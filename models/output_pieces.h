@@ -33,6 +33,10 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "models/state_dict.h"
+
 namespace p3::models {
 
 struct OutputPiece {
@@ -46,6 +50,40 @@ struct OutputPiece {
 // first piece applies it. Throws std::invalid_argument for a count out of range.
 std::vector<OutputPiece> CutOutput(const torch::nn::Linear& whole, int64_t pieces,
                                    std::function<torch::Tensor(const torch::Tensor&)> input);
+
+// --- State dicts with the whole layer's names ---------------------------------------------
+//
+// A model in pieces names the layer's parameters "output.<i>.weight" and "output.<i>.bias";
+// the same model with one block, and PyTorch's module, name them "output.weight" [vocab, in]
+// and "output.bias" [vocab]. The trainer writes model.pt and reads model.init_from through
+// the two functions at the end, so a file is the same whatever output_pieces a run used.
+
+// `state` with the pieces' entries "<prefix>.<i>.weight" / ".bias" (i = 0 .. K-1) joined in
+// piece order into "<prefix>.weight" and "<prefix>.bias" (new tensors), in the place of the
+// first piece's entries: the names, order and values of the model with one block. A state
+// without "<prefix>.0.weight" is returned as it is. InvalidArgument, naming the entry, when
+// the pieces are not 0 .. K-1 each with a weight and a bias of matching rows and inputs.
+absl::StatusOr<StateDict> JoinOutputPieces(StateDict state,
+                                           const std::string& prefix = "output");
+
+// The inverse: "<prefix>.weight" and "<prefix>.bias" cut by rows into `pieces` pieces' entries
+// as CutOutput cuts the layer (views of the given tensors), in the weight's place. pieces <= 1,
+// or a state without "<prefix>.weight" (e.g. one already in pieces), is returned as it is.
+// InvalidArgument when the bias is missing or its rows differ from the weight's, or the
+// rows are fewer than the pieces.
+absl::StatusOr<StateDict> CutOutputPieces(StateDict state, int64_t pieces,
+                                          const std::string& prefix = "output");
+
+// SaveStateDict (models/state_dict.h) of a model built with `pieces` output pieces, its
+// entries joined (JoinOutputPieces): the file a model with one block would write.
+absl::Status SaveJoinedStateDict(torch::nn::Module& model, int64_t pieces,
+                                 const std::string& path);
+
+// LoadStateDict into a model built with `pieces` output pieces, from a file with the whole
+// layer's entries (cut by CutOutputPieces) or with the pieces' own. Errors as
+// LoadStateDict's, prefixed with the path.
+absl::Status LoadStateDictIntoPieces(const std::string& path, int64_t pieces,
+                                     torch::nn::Module& model);
 
 }  // namespace p3::models
 

@@ -17,8 +17,8 @@
 #include "models/data.h"
 #include "models/config/from_config.h"
 #include "models/model.h"
+#include "models/output_pieces.h"
 #include "models/sampler.h"
-#include "models/state_dict.h"
 #include "models/zoo.h"
 #include "p3/core/lr_schedule.h"
 #include "p3/core/mode.h"
@@ -513,12 +513,14 @@ absl::Status TrainLoop(const config::ExperimentConfig& config, const TrainerOpti
   return absl::OkStatus();
 }
 
-// Writes the state dict to `path` (creating its folder) and records where.
-absl::Status SaveModel(const std::string& path, models::BlockModel& model, TrainResult* result) {
+// Writes the state dict to `path` (creating its folder) and records where; output pieces
+// under the whole layer's names (models/output_pieces.h).
+absl::Status SaveModel(const std::string& path, int64_t output_pieces, models::BlockModel& model,
+                       TrainResult* result) {
   std::error_code error;
   const std::filesystem::path file = std::filesystem::absolute(path, error);
   if (file.has_parent_path()) std::filesystem::create_directories(file.parent_path(), error);
-  absl::Status saved = models::SaveStateDict(model, file.string());
+  absl::Status saved = models::SaveJoinedStateDict(model, output_pieces, file.string());
   if (!saved.ok()) {
     return absl::Status(saved.code(), absl::StrCat("output.model_file: ", saved.message()));
   }
@@ -536,7 +538,8 @@ absl::StatusOr<TrainResult> RunTraining(const config::ExperimentConfig& config,
   P3_ASSIGN_OR_RETURN(std::shared_ptr<models::BlockModel> model,
                       models::CreateModel(models::ModelOptionsFromConfig(config)));
   if (!config.model().init_from().empty()) {
-    absl::Status loaded = models::LoadStateDict(config.model().init_from(), *model);
+    absl::Status loaded = models::LoadStateDictIntoPieces(config.model().init_from(),
+                                                          config.model().output_pieces(), *model);
     if (!loaded.ok()) {
       return absl::Status(loaded.code(), absl::StrCat("model.init_from: ", loaded.message()));
     }
@@ -580,7 +583,8 @@ absl::StatusOr<TrainResult> RunTraining(const config::ExperimentConfig& config,
     result.records.clear();
   }
   if (!options.model_file.empty()) {
-    P3_RETURN_IF_ERROR(SaveModel(options.model_file, *backend.model, &result));
+    P3_RETURN_IF_ERROR(
+        SaveModel(options.model_file, config.model().output_pieces(), *backend.model, &result));
   }
   result.wall_seconds = absl::ToDoubleSeconds(absl::Now() - start);
   return result;

@@ -124,7 +124,8 @@ struct TrainResult {
 
 // Trains per `config` (defaults filled, validated) and returns the figures. With
 // model.init_from set, the model starts from that state dict (every rank loads it; rank 0's
-// values are the ones the servers take).
+// values are the ones the servers take). With model.output_pieces, model.pt and
+// init_from use the whole output layer's names (models/output_pieces.h).
 //
 // Leaves process-wide state alone: training.threads is applied by the caller (p3_worker's
 // main calls torch::set_num_threads before this), so a program that trains several

@@ -3,13 +3,16 @@
 #include <torch/torch.h>
 
 #include <catch2/catch.hpp>
+#include <cstdlib>
 #include <functional>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "models/output_pieces.h"
 #include "models/sequence.h"
+#include "models/state_dict.h"
 #include "models/zoo.h"
 #include "tests/models/models_test_util.h"
 
@@ -127,6 +130,87 @@ CATCH_TEST_CASE("output pieces: 1 is one block; other models and counts are refu
     CATCH_CHECK(model.status().code() == absl::StatusCode::kInvalidArgument);
     CATCH_CHECK(std::string(model.status().message()).find("pieces") != std::string::npos);
   }
+}
+
+void CheckSameState(const StateDict& got, const StateDict& want) {
+  CATCH_REQUIRE(got.size() == want.size());
+  for (size_t i = 0; i < want.size(); ++i) {
+    CATCH_INFO(want[i].first);
+    CATCH_CHECK(got[i].first == want[i].first);
+    CATCH_CHECK(torch::equal(got[i].second, want[i].second));
+  }
+}
+
+std::string TempPath(const std::string& name) {
+  const char* dir = std::getenv("TEST_TMPDIR");
+  return std::string(dir != nullptr ? dir : "/tmp") + "/" + name;
+}
+
+CATCH_TEST_CASE("output pieces: model.pt and init_from carry the whole layer's names") {
+  for (const std::string name : {"seq2seq_lstm", "transformer"}) {
+    CATCH_INFO(name);
+    std::shared_ptr<BlockModel> whole = Create(Options(name, 0));
+    std::shared_ptr<BlockModel> cut = Create(Options(name, 3));
+    // Joined, the pieces' state is the whole model's: names, order and values.
+    absl::StatusOr<StateDict> joined = JoinOutputPieces(ModuleState(*cut));
+    CATCH_REQUIRE(joined.ok());
+    CheckSameState(*joined, ModuleState(*whole));
+
+    // A whole layer's file (as PyTorch's module writes it) loads into the pieces.
+    {
+      torch::NoGradGuard no_grad;
+      for (auto& p : whole->parameters()) p.add_(torch::randn(p.sizes()));
+    }
+    const std::string whole_file = TempPath(name + "_whole.pt");
+    CATCH_REQUIRE(SaveStateDict(*whole, whole_file).ok());
+    absl::Status loaded = LoadStateDictIntoPieces(whole_file, 3, *cut);
+    CATCH_REQUIRE(loaded.ok());
+    CheckSameState(*JoinOutputPieces(ModuleState(*cut)), ModuleState(*whole));
+    CATCH_CHECK(cut->BlockParameters(cut->num_blocks() - 1)[0].size(0) == 16);
+
+    // What the pieces save is what the whole model saves.
+    const std::string cut_file = TempPath(name + "_cut.pt");
+    CATCH_REQUIRE(SaveJoinedStateDict(*cut, 3, cut_file).ok());
+    CheckSameState(*ReadStateDict(cut_file), *ReadStateDict(whole_file));
+
+    // A file in the pieces' own names (an earlier model.pt) still loads.
+    std::shared_ptr<BlockModel> again = Create(Options(name, 3));
+    const std::string pieces_file = TempPath(name + "_pieces.pt");
+    CATCH_REQUIRE(SaveStateDict(*cut, pieces_file).ok());
+    CATCH_REQUIRE(LoadStateDictIntoPieces(pieces_file, 3, *again).ok());
+    CheckSameState(ModuleState(*again), ModuleState(*cut));
+  }
+}
+
+CATCH_TEST_CASE("output pieces: state dicts that do not fit are refused, naming the entry") {
+  std::shared_ptr<BlockModel> cut = Create(Options("seq2seq_lstm", 3));
+  StateDict state = ModuleState(*cut);
+  StateDict missing;
+  for (const auto& entry : state) {
+    if (entry.first != "output.1.weight") missing.push_back(entry);
+  }
+  absl::StatusOr<StateDict> joined = JoinOutputPieces(missing);
+  CATCH_CHECK(joined.status().code() == absl::StatusCode::kInvalidArgument);
+  CATCH_CHECK(std::string(joined.status().message()).find("output.2.weight") != std::string::npos);
+
+  StateDict whole = *JoinOutputPieces(state);
+  absl::StatusOr<StateDict> too_many = CutOutputPieces(whole, kVocab + 1);
+  CATCH_CHECK(too_many.status().code() == absl::StatusCode::kInvalidArgument);
+  CATCH_CHECK(std::string(too_many.status().message()).find("fewer than") != std::string::npos);
+  StateDict no_bias;
+  for (const auto& entry : whole) {
+    if (entry.first != "output.bias") no_bias.push_back(entry);
+  }
+  CATCH_CHECK(CutOutputPieces(no_bias, 3).status().code() == absl::StatusCode::kInvalidArgument);
+
+  // Another vocabulary: the shape mismatch is named, with the file.
+  ModelOptions other = Options("seq2seq_lstm", 0);
+  other.vocab_size = kVocab + 10;
+  const std::string file = TempPath("other_vocab.pt");
+  CATCH_REQUIRE(SaveStateDict(*Create(other), file).ok());
+  absl::Status loaded = LoadStateDictIntoPieces(file, 3, *cut);
+  CATCH_CHECK(loaded.code() == absl::StatusCode::kInvalidArgument);
+  CATCH_CHECK(std::string(loaded.message()).find(file) != std::string::npos);
 }
 
 }  // namespace
