@@ -131,6 +131,7 @@ void FillDefaults(ExperimentConfig* config) {
   // credit_bytes stays 0, its default: one message at a time (-1, automatic, is kept).
   if (!scheduling->has_shared_memory()) scheduling->set_shared_memory(true);
   if (!scheduling->has_batch_io_threads()) scheduling->set_batch_io_threads(true);
+  if (!scheduling->has_sized_reads()) scheduling->set_sized_reads(true);
   if (!scheduling->has_stalled_write_s()) scheduling->set_stalled_write_s(kDefaultStalledWriteS);
   if (scheduling->wire_dtype().empty()) scheduling->set_wire_dtype("float32");
 

@@ -81,7 +81,10 @@ FIELDS = ["date", "commit", "server_commit", "driver_commit", "rate_gbps", "run"
           "ratio_to_iperf3_bidir", "cpu_ratio_to_iperf3_bidir",
           # how both directions were loaded: two_pairs (the default since 2026-12-05
           # evening) or bidir (iperf3 --bidir; blank in the rows before the column)
-          "iperf3_bidir_method"]
+          "iperf3_bidir_method",
+          # GRPC_EXPERIMENTS as both processes started: reads sized to the message since
+          # scheduling.sized_reads (blank in rows before the column, and where it was off)
+          "grpc_experiments"]
 BEGIN = "<!-- streaming-table:begin (tools/bench_streaming.py) -->"
 END = "<!-- streaming-table:end -->"
 

@@ -75,6 +75,9 @@
 // The worker's and the server's heaps are in transparent huge pages, as a launcher's
 // processes' are (p3/base/allocator.h); GLIBC_TUNABLES=glibc.malloc.hugetlb=0 turns that off.
 //   glibc_tunables            GLIBC_TUNABLES as both processes started
+// Reads are sized to the message, as the launcher's processes' are (scheduling.sized_reads,
+// p3/base/grpc_experiments.h), unless --sized_reads=false or GRPC_EXPERIMENTS is set:
+//   grpc_experiments          GRPC_EXPERIMENTS as both processes started
 //   window_start_us, window_end_us  the measured window on --trace_json's clock
 // Prints one JSON object on stdout (and writes it to --result_json). Exit status 0, or 1
 // with the reason on stderr.
@@ -111,6 +114,7 @@
 #include "p3/base/allocator.h"
 #include "p3/base/build_commit.h"
 #include "p3/base/file_util.h"
+#include "p3/base/grpc_experiments.h"
 #include "p3/base/stats.h"
 #include "p3/base/status_macros.h"
 #include "p3/base/trace.h"
@@ -148,6 +152,9 @@ ABSL_FLAG(std::string, trace_json, "",
           "and received) and write it here as Chrome trace JSON, as worker 0 of a launcher's "
           "trace (pid 100): tools/experiments/link_idle.py analyse reads it");
 ABSL_FLAG(int, memcpy_runs, 5, "with --shared_memory: timed memcpy runs (median)");
+ABSL_FLAG(bool, sized_reads, true,
+          "reads sized to the message in both processes (scheduling.sized_reads); a "
+          "GRPC_EXPERIMENTS in the environment wins");
 
 namespace p3::tools {
 namespace {
@@ -308,6 +315,8 @@ absl::StatusOr<nlohmann::json> Run() {
   // the caller set it otherwise (main()).
   const char* tunables = std::getenv("GLIBC_TUNABLES");
   result["glibc_tunables"] = tunables != nullptr ? tunables : "";
+  const char* experiments = std::getenv("GRPC_EXPERIMENTS");  // set in main()
+  result["grpc_experiments"] = experiments != nullptr ? experiments : "";
   result["network"] = gbps > 0 ? "netem" : "loopback";
   result["bandwidth_gbps"] = gbps;
   result["load1_start"] = Load1();
@@ -341,7 +350,9 @@ absl::StatusOr<nlohmann::json> Run() {
       config, absl::StrCat("name: \"bench_streaming\"\nmode: \"p3\"\n",
                            "cluster { workers: 1 servers: 1 host: \"", host, "\" }\n",
                            "optimizer { name: \"sgd\" lr: 0.001 momentum: 0 weight_decay: 0 }\n",
-                           "scheduling { slice_params: ", absl::GetFlag(FLAGS_slice_params), " }\n",
+                           "scheduling { slice_params: ", absl::GetFlag(FLAGS_slice_params),
+                           " sized_reads: ", absl::GetFlag(FLAGS_sized_reads) ? "true" : "false",
+                           " }\n",
                            "output_dir: \"", dir, "\"\n")));
   const std::string port_file = dir + "/server.port";
   const std::string server_log = dir + "/server.log";
@@ -513,6 +524,13 @@ int main(int argc, char** argv) {
   }
   // As p3_worker and p3_server do, before any thread (p3/base/allocator.h).
   p3::Program program("bench_streaming", argc, argv, {.allocator = p3::AllocatorOptions{}});
+  // Before gRPC's first use; the server inherits it (p3/base/grpc_experiments.h).
+  if (absl::GetFlag(FLAGS_sized_reads)) {
+    if (absl::StatusOr<bool> set = p3::RequestGrpcExperiments(p3::kSizedReadExperiments);
+        !set.ok()) {
+      program.Warn(absl::StrCat("reads are not sized to the message: ", set.status().message()));
+    }
+  }
   absl::StatusOr<nlohmann::json> result = p3::tools::Run();
   if (!result.ok()) return program.Fail(1, result.status().ToString());
   const std::string text = result->dump();

@@ -7,7 +7,8 @@
 # the shared-memory path with memcpy beside it; bad command lines; bench_streaming.py's
 # table from a CSV (older columns and the new ones), its --append (a loopback run added to
 # an older CSV; a foreign CSV refused) and its --shared_memory, with the commit each
-# binary was built from read from the binary; the heaps in huge pages and --trace_json.
+# binary was built from read from the binary; the heaps in huge pages and --trace_json;
+# reads sized to the message (GRPC_EXPERIMENTS) unless told otherwise.
 # Nothing here needs root.
 # Runs from the runfiles tree (bazel test), where the paths below are relative.
 set -uo pipefail
@@ -367,6 +368,42 @@ PY
       fail "exit status $rc with GLIBC_TUNABLES=glibc.malloc.hugetlb=0"
     elif check_json 'r["glibc_tunables"] == "glibc.malloc.hugetlb=0"'; then
       ok
+    fi
+  fi
+fi
+
+case_name="reads sized to the message unless told otherwise: GRPC_EXPERIMENTS set for both processes; --sized_reads=false or the environment's own value wins; exact byte counts at 160 kB messages"
+output="$TMP/sized.out"
+env -u GRPC_EXPERIMENTS "$BENCH" --server_binary="$SERVER" --params=800000 --tensors=4 \
+  --slice_params=40000 --warmup=1 --iterations=3 --out_dir="$TMP/sized" >"$output" 2>&1
+rc=$?
+if [[ $rc -ne 0 ]]; then
+  fail "exit status $rc"
+elif check_json 'r["grpc_experiments"] == "tcp_frame_size_tuning,tcp_rcv_lowat"' &&
+  check_json 'r["bytes_sent"] == 3 * 800000 * 4 and r["bytes_received"] == 3 * 800000 * 4'; then
+  if ! grep -q "sized_reads: true" "$TMP/sized/server.textproto"; then
+    fail "the server's config does not ask for sized reads"
+  else
+    output="$TMP/sized_off.out"
+    env -u GRPC_EXPERIMENTS "$BENCH" --server_binary="$SERVER" --params=400000 --tensors=4 \
+      --slice_params=10000 --warmup=1 --iterations=1 --sized_reads=false \
+      --out_dir="$TMP/sized_off" >"$output" 2>&1
+    rc=$?
+    if [[ $rc -ne 0 ]]; then
+      fail "exit status $rc with --sized_reads=false"
+    elif ! grep -q "sized_reads: false" "$TMP/sized_off/server.textproto"; then
+      fail "--sized_reads=false did not reach the server's config"
+    elif check_json 'r["grpc_experiments"] == ""'; then
+      output="$TMP/sized_env.out"
+      GRPC_EXPERIMENTS= "$BENCH" --server_binary="$SERVER" --params=400000 --tensors=4 \
+        --slice_params=10000 --warmup=1 --iterations=1 --out_dir="$TMP/sized_env" \
+        >"$output" 2>&1
+      rc=$?
+      if [[ $rc -ne 0 ]]; then
+        fail "exit status $rc with GRPC_EXPERIMENTS="
+      elif check_json 'r["grpc_experiments"] == ""'; then
+        ok
+      fi
     fi
   fi
 fi

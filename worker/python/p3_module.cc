@@ -21,6 +21,7 @@
 #include "models/data.h"
 #include "models/external_block_model.h"
 #include "models/sampler.h"
+#include "p3/base/grpc_experiments.h"
 #include "p3/base/trace.h"
 #include "p3/core/mode.h"
 #include "proto/config.h"
@@ -85,6 +86,9 @@ class PyWorker {
           "); the config's cluster.servers is ", config.cluster().servers())));
     }
     mode_ = config.mode();
+    // As p3_worker does, before the worker's first gRPC use (scheduling.sized_reads;
+    // p3/base/grpc_experiments.h): without effect where gRPC has already started here.
+    if (config.scheduling().sized_reads()) Take(RequestGrpcExperiments(kSizedReadExperiments));
     TrainerOptions trainer;
     trainer.rank = args.rank;
     trainer.servers = args.servers;

@@ -26,6 +26,7 @@
 #include "models/state_dict.h"
 #include "models/wrap.h"
 #include "p3/base/allocator.h"
+#include "p3/base/grpc_experiments.h"
 #include "p3/base/status_macros.h"
 #include "worker/worker.h"
 
@@ -162,6 +163,12 @@ int main(int argc, char** argv) {
   // Before any thread: large messages without page faults (p3/base/allocator.h).
   if (absl::Status tuned = p3::TuneAllocatorForLargeMessages(); !tuned.ok()) {
     std::cerr << "custom_trainer: " << tuned << " (continuing)" << std::endl;
+  }
+  // Before gRPC's first use: reads sized to the message, as p3_worker's
+  // (p3/base/grpc_experiments.h; a GRPC_EXPERIMENTS of the environment wins).
+  if (absl::StatusOr<bool> set = p3::RequestGrpcExperiments(p3::kSizedReadExperiments);
+      !set.ok()) {
+    std::cerr << "custom_trainer: " << set.status() << " (continuing)" << std::endl;
   }
   torch::set_num_threads(1);
   const absl::Status status = Train();
