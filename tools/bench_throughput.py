@@ -139,6 +139,9 @@ def run_p3(a, mode, bw, slice_params, workers=2, trace=False, tag="", wire_dtype
         pieces = runs.resolved_output_pieces(out)
         if pieces is not None and pieces > 1:
             row["output_pieces"] = pieces
+        experiments = runs.grpc_experiments(out)  # reads sized to the message, by default
+        if experiments:
+            row["grpc_experiments"] = experiments
         row["status"] = "ok"
     else:
         row["status"] = f"failed:{rc}"

@@ -44,10 +44,11 @@ class BenchThroughputTest(unittest.TestCase):
         self.assertIn("--set=training.iterations=6", args)
         self.assertIn("--set=scheduling.wire_dtype=float32", args)
 
-    def p3_runs(self, *variants):
+    def p3_runs(self, *variants, env_extra=None):
         """One ResNet-50 p3 run at 5 Gbit/s per entry of `variants` (extra arguments each)
         through the stand-in launcher; the raw.csv rows, in order."""
-        env = {"P3_LAUNCHER": fakes.launcher(self.dir), "BUILD_WORKSPACE_DIRECTORY": fakes.ROOT}
+        env = {"P3_LAUNCHER": fakes.launcher(self.dir), "BUILD_WORKSPACE_DIRECTORY": fakes.ROOT,
+               **(env_extra or {})}
         out = os.path.join(self.dir, "bench")
         for extra in variants:
             self.bench("run", "--model=resnet50", "--bandwidths=5", "--modes=p3",
@@ -66,6 +67,16 @@ class BenchThroughputTest(unittest.TestCase):
         rows = self.p3_runs(["--set=model.output_pieces=8"], [])
         self.assertEqual([r["output_pieces"] for r in rows], ["8", ""])
         self.assertEqual([raw_csv.output_pieces(r) for r in rows], [8, 1])
+
+    def test_the_grpc_experiments_are_recorded_from_the_config_and_the_environment(self):
+        rows = self.p3_runs(["--set=scheduling.sized_reads=true"],
+                            ["--set=scheduling.sized_reads=false"], [])
+        self.assertEqual([r["grpc_experiments"] for r in rows],
+                         ["tcp_frame_size_tuning,tcp_rcv_lowat", "", ""])
+        # The environment's own value wins in the processes, and so in the row.
+        rows = self.p3_runs(["--set=scheduling.sized_reads=true"],
+                            env_extra={"GRPC_EXPERIMENTS": "tcp_read_chunks"})
+        self.assertEqual(rows[-1]["grpc_experiments"], "tcp_read_chunks")
 
     def test_a_run_traced_through_set_is_marked_traced(self):
         rows = self.p3_runs(["--set=trace=true"], [])

@@ -9,7 +9,7 @@ FIELDS = ["time_utc", "model", "system", "mode", "bandwidth_gbps", "batch_per_wo
           "slice_params", "iterations", "warmup", "samples_per_second", "mean_samples_per_second",
           "rank0_samples_per_second", "wall_seconds", "bytes_sent_rank0", "load1", "status",
           "output_dir", "wire_dtype", "congestion_control", "slice_auto", "pack_params",
-          "output_pieces"]
+          "output_pieces", "grpc_experiments"]
 # The slice size of runs that record none (DDP) or ran the default.
 DEFAULT_SLICE_PARAMS = 40000
 

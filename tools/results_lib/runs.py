@@ -48,6 +48,34 @@ def resolved_int(run_dir, field):
     return int(m.group(1)) if m else None
 
 
+def resolved_bool(run_dir, field):
+    """A boolean field (its last name, e.g. "sized_reads") in the config the launcher wrote
+    for the run's processes; None when it says nothing or cannot be read."""
+    try:
+        with open(os.path.join(run_dir, "config.textproto")) as f:
+            text = f.read()
+    except OSError:
+        return None
+    m = re.search(rf"^\s*{field}:\s*(true|false)\s*$", text, re.M)
+    return m.group(1) == "true" if m else None
+
+
+# The GRPC_EXPERIMENTS that scheduling.sized_reads sets (p3/base/grpc_experiments.h).
+SIZED_READ_EXPERIMENTS = "tcp_frame_size_tuning,tcp_rcv_lowat"
+
+
+def grpc_experiments(run_dir, environ=None):
+    """The GRPC_EXPERIMENTS the run's processes ran with: the environment's own value where
+    it has one (it wins there, even empty), else SIZED_READ_EXPERIMENTS where the run's
+    config asks for reads sized to the message (scheduling.sized_reads), else ""; None
+    when the config says nothing (a run from before the field)."""
+    env = os.environ if environ is None else environ
+    if "GRPC_EXPERIMENTS" in env:
+        return env["GRPC_EXPERIMENTS"]
+    sized = resolved_bool(run_dir, "sized_reads")
+    return None if sized is None else SIZED_READ_EXPERIMENTS if sized else ""
+
+
 def resolved_pack_params(run_dir):
     """scheduling.pack_params of the run (the launcher states the default when the config
     left it out); None when its config says nothing."""

@@ -54,6 +54,8 @@ with open(os.path.join(out, "args"), "w") as f:
 with open(os.path.join(out, "config.textproto"), "w") as f:
     if "model.output_pieces" in sets:
         f.write("model {\n  output_pieces: %s\n}\n" % sets["model.output_pieces"])
+    if "scheduling.sized_reads" in sets:
+        f.write("scheduling {\n  sized_reads: %s\n}\n" % sets["scheduling.sized_reads"])
 '''
 
 P3_SIM = r'''#!/usr/bin/python3
