@@ -36,28 +36,29 @@ def summary(run_dir):
         return json.load(f)
 
 
+def _resolved(run_dir, field, value_pattern):
+    """The text of a field (its last name) whose value matches `value_pattern` in the config
+    the launcher wrote for the run's processes; None when it says nothing or cannot be read."""
+    try:
+        with open(os.path.join(run_dir, "config.textproto")) as f:
+            text = f.read()
+    except OSError:
+        return None
+    m = re.search(rf"^\s*{field}:\s*({value_pattern})\s*$", text, re.M)
+    return m.group(1) if m else None
+
+
 def resolved_int(run_dir, field):
     """An integer field (its last name, e.g. "pack_params") in the config the launcher
     wrote for the run's processes; None when it says nothing or cannot be read."""
-    try:
-        with open(os.path.join(run_dir, "config.textproto")) as f:
-            text = f.read()
-    except OSError:
-        return None
-    m = re.search(rf"^\s*{field}:\s*(\d+)\s*$", text, re.M)
-    return int(m.group(1)) if m else None
+    value = _resolved(run_dir, field, r"\d+")
+    return None if value is None else int(value)
 
 
 def resolved_bool(run_dir, field):
-    """A boolean field (its last name, e.g. "sized_reads") in the config the launcher wrote
-    for the run's processes; None when it says nothing or cannot be read."""
-    try:
-        with open(os.path.join(run_dir, "config.textproto")) as f:
-            text = f.read()
-    except OSError:
-        return None
-    m = re.search(rf"^\s*{field}:\s*(true|false)\s*$", text, re.M)
-    return m.group(1) == "true" if m else None
+    """A boolean field (its last name, e.g. "sized_reads"), as resolved_int reads one."""
+    value = _resolved(run_dir, field, "true|false")
+    return None if value is None else value == "true"
 
 
 # The GRPC_EXPERIMENTS that scheduling.sized_reads sets (p3/base/grpc_experiments.h).
