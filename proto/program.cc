@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "p3/base/file_util.h"
+#include "p3/base/grpc_experiments.h"
 #include "proto/config.h"
 
 namespace p3 {
@@ -44,6 +45,13 @@ absl::StatusOr<config::ExperimentConfig> Program::LoadConfig(const std::string& 
 int Program::Fail(int exit_code, absl::string_view message) const {
   Warn(message);
   return exit_code;
+}
+
+void Program::RequestSizedReads(bool on) const {
+  if (!on) return;
+  if (absl::StatusOr<bool> set = RequestGrpcExperiments(kSizedReadExperiments); !set.ok()) {
+    Warn(absl::StrCat("reads are not sized to the message: ", set.status().message()));
+  }
 }
 
 void Program::Warn(absl::string_view message) const {

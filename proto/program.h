@@ -94,6 +94,12 @@ class Program {
   // Prints "<name>: <message>" on stderr and goes on.
   void Warn(absl::string_view message) const;
 
+  // With `on` (scheduling.sized_reads), reads sized to the message for this process and
+  // those it starts (p3/base/grpc_experiments.h); a GRPC_EXPERIMENTS already in the
+  // environment wins. Call before gRPC's first use and before any thread starts. Where it
+  // cannot be set, warns and goes on.
+  void RequestSizedReads(bool on) const;
+
  private:
   std::string name_;
   std::vector<std::string> overrides_;

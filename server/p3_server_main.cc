@@ -12,7 +12,6 @@
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
 #include "p3/base/build_commit.h"
-#include "p3/base/grpc_experiments.h"
 #include "p3/base/thread_policy.h"
 #include "p3/base/trace.h"
 #include "proto/program.h"
@@ -39,12 +38,7 @@ int main(int argc, char** argv) {
                                   .err = &std::cerr};
   program.set_name(absl::StrCat("p3_server ", process.index));
   // Before gRPC's first use (scheduling.sized_reads; p3/base/grpc_experiments.h).
-  if (config->scheduling().sized_reads()) {
-    if (absl::StatusOr<bool> set = p3::RequestGrpcExperiments(p3::kSizedReadExperiments);
-        !set.ok()) {
-      program.Warn(absl::StrCat("reads are not sized to the message: ", set.status().message()));
-    }
-  }
+  program.RequestSizedReads(config->scheduling().sized_reads());
   // Every thread of the server is a communication thread: before any starts, so that all
   // inherit it (scheduling.batch_io_threads; p3/base/thread_policy.h).
   if (config->scheduling().batch_io_threads()) {

@@ -114,7 +114,6 @@
 #include "p3/base/allocator.h"
 #include "p3/base/build_commit.h"
 #include "p3/base/file_util.h"
-#include "p3/base/grpc_experiments.h"
 #include "p3/base/stats.h"
 #include "p3/base/status_macros.h"
 #include "p3/base/trace.h"
@@ -525,12 +524,7 @@ int main(int argc, char** argv) {
   // As p3_worker and p3_server do, before any thread (p3/base/allocator.h).
   p3::Program program("bench_streaming", argc, argv, {.allocator = p3::AllocatorOptions{}});
   // Before gRPC's first use; the server inherits it (p3/base/grpc_experiments.h).
-  if (absl::GetFlag(FLAGS_sized_reads)) {
-    if (absl::StatusOr<bool> set = p3::RequestGrpcExperiments(p3::kSizedReadExperiments);
-        !set.ok()) {
-      program.Warn(absl::StrCat("reads are not sized to the message: ", set.status().message()));
-    }
-  }
+  program.RequestSizedReads(absl::GetFlag(FLAGS_sized_reads));
   absl::StatusOr<nlohmann::json> result = p3::tools::Run();
   if (!result.ok()) return program.Fail(1, result.status().ToString());
   const std::string text = result->dump();

@@ -15,7 +15,6 @@
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "p3/base/grpc_experiments.h"
 #include "p3/base/trace.h"
 #include "proto/config_options.h"
 #include "proto/program.h"
@@ -53,12 +52,7 @@ int main(int argc, char** argv) {
   if (!config.ok()) return program.Fail(2, config.status().message());
   // Before any thread and gRPC's first use (scheduling.sized_reads;
   // p3/base/grpc_experiments.h).
-  if (config->scheduling().sized_reads()) {
-    if (absl::StatusOr<bool> set = p3::RequestGrpcExperiments(p3::kSizedReadExperiments);
-        !set.ok()) {
-      program.Warn(absl::StrCat("reads are not sized to the message: ", set.status().message()));
-    }
-  }
+  program.RequestSizedReads(config->scheduling().sized_reads());
   p3::TrainerOptions options;
   options.rank = absl::GetFlag(FLAGS_rank);
   const std::string servers = absl::GetFlag(FLAGS_servers);
