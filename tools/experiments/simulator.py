@@ -205,7 +205,7 @@ def score_rows(rows, runs):
                  checkable=s["checkable"], protocol_hit=s["hit"])
 
 
-SET_ORDER = ("pieces-2026-12-06", "fresh-2026-12-06b", "models-2026-12-06", "fresh-2026-12-06", "fresh-2026-12-05d", "auto-2026-12-05", "slices-2026-12-05",
+SET_ORDER = ("remeasure-2026-12-06", "pieces-2026-12-06", "fresh-2026-12-06b", "models-2026-12-06", "fresh-2026-12-06", "fresh-2026-12-05d", "auto-2026-12-05", "slices-2026-12-05",
              "fresh-2026-12-05c", "ddp-2026-12-05", "fresh-2026-12-05b", "fresh-2026-12-05", "2026-12-03", "wire",
              "2026-12-02", "cc-bbr", "cc-cubic", "fresh-5", "fresh-4", "fresh-3", "fresh-2",
              "fresh", "current-interleaved", "current", "2026-11-30")

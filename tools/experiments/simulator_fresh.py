@@ -95,13 +95,26 @@ def measured_before(set_name, pts):
     return [p for p in points_of(set_name) if kind(p) in seen]
 
 
+def earlier_scores(p):
+    """How the model scored p's configuration in every earlier set: "set ratio (hit)"."""
+    rows = csv_io.read_rows(sp.results("simulator/simulator_validation.csv"))
+    out = []
+    for r in rows:
+        if r["set"] == p["set"] or kind(r) != kind(p):
+            continue
+        verdict = ("**hit**" if r["protocol_hit"] == "True" else "miss") \
+            if r["checkable"] == "True" else "*not checkable*"
+        out.append(f"{r['set']} {float(r['ratio']):.3f} ({verdict})")
+    return "; ".join(out) or "none"
+
+
 def predict(args):
     """The frozen model's predictions, each with its predict_with set's calibration and
     compute_scale; refused where a point of the set was measured before (not fresh)."""
     fresh = FRESH[args.set]
     pts = sp.points()
     repeated = measured_before(args.set, pts)
-    if repeated:
+    if repeated and not fresh.get("remeasure"):
         raise SystemExit("predict: measured before, not fresh: "
                          + ", ".join(name(p) for p in repeated))
     commit = paths.git_commit(mark_dirty=True)
@@ -132,8 +145,15 @@ def predict(args):
               f"{os.path.basename(r['calibration'])} | {r['local_set']} ({r['local_sps']}) | "
               f"{r['compute_scale']} |" + (f" {r['pack_params']} |" if packs else "")
               for r in rows]
+    if fresh.get("remeasure"):
+        lines += ["", "Where each point was measured before, and how the model scored there "
+                  "(predicted ÷ measured; **hit** under the protocol, *not checkable* with too "
+                  "few runs), from simulator_validation.csv:", "",
+                  "| point | earlier sets |", "|---|---|"]
+        lines += [f"| {name(p)} | {earlier_scores(p)} |" for p in points_of(args.set)]
+    title = "Predictions before a re-measurement" if fresh.get("remeasure") else "Fresh predictions"
     with open(sp.results(fresh["predictions"] + ".md"), "w") as f:
-        f.write(f"# Fresh predictions, set `{args.set}` (frozen model {commit})\n\n"
+        f.write(f"# {title}, set `{args.set}` (frozen model {commit})\n\n"
                 "Made by `/usr/bin/python3 tools/experiments/simulator_fresh.py predict "
                 f"--set={args.set}` and committed before any run of these points; measured by "
                 "its `measure`, scored by `simulator.py validate` under the validation "

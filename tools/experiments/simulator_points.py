@@ -54,7 +54,10 @@ FRESH_SETS = [("fresh", "simulator/simulator_fresh_raw.csv"),
               ("fresh-2026-12-06", "simulator/simulator_fresh_2026-12-06_raw.csv"),
               # The sixth: Inception-v3 and the Transformer at 5 Gbit/s (after
               # models-2026-12-06, their first runs) and Inception-v3's baseline.
-              ("fresh-2026-12-06b", "simulator/simulator_fresh_2026-12-06b_raw.csv")]
+              ("fresh-2026-12-06b", "simulator/simulator_fresh_2026-12-06b_raw.csv"),
+              # Not fresh: earlier sets' missed configurations, measured again with
+              # today's binaries, predicted and committed first (simulator_fresh_sets.py).
+              ("remeasure-2026-12-06", "simulator/simulator_remeasure_2026-12-06_raw.csv")]
 # Ordinary sets measured with tools/bench_throughput.py run in one sitting, every run's
 # raw.csv row copied as it was written (`simulator.py fresh --commit=`): set name, file.
 # Neither fresh (their configurations were fitted on in earlier sets, no prediction was
@@ -217,6 +220,13 @@ SETS = {
         "binaries": "the commit of simulator_fresh.py measure (streaming in the same rounds)",
         "extra": {},
     },
+    "remeasure-2026-12-06": {
+        "file": "configs/sim/calibration_cpu_remeasure_2026-12-06.json",
+        "streaming": "docs/results/streaming/streaming_remeasure_2026-12-06.csv",
+        "preemption": "simulator/preemption_cost_remeasure_2026-12-06.csv",
+        "binaries": "the commit of simulator_fresh.py measure (streaming in the same rounds)",
+        "extra": {},
+    },
     # P3 against DDP (SITTING_SETS), main 3387c10: the streaming benchmark (5 runs a rate,
     # shared memory rows too, which the calibration leaves out) and 3 rounds of
     # simulator_preemption_cost.py right after the points' rounds.
@@ -268,6 +278,7 @@ SET_CALIBRATION = {"2026-12-02": "2026-12-02", "2026-11-30": "2026-11-30", "fres
                    "fresh-2026-12-05d": "fresh-2026-12-05d",
                    "fresh-2026-12-06": "fresh-2026-12-06",
                    "fresh-2026-12-06b": "fresh-2026-12-06b",
+                   "remeasure-2026-12-06": "remeasure-2026-12-06",
                    "ddp-2026-12-05": "ddp-2026-12-05",
                    "slices-2026-12-05": "slices-2026-12-05",
                    "auto-2026-12-05": "auto-2026-12-05",
