@@ -52,6 +52,7 @@ struct CheckpointWrites {
 
 std::shared_ptr<models::BlockModel> MakeModel(uint64_t seed, ModelKind kind) {
   if (kind == ModelKind::kBatchNorm) return MakeTestBnMlp(seed);
+  if (kind == ModelKind::kWide) return MakeTestWideMlp(seed);
   return MakeTestMlp(seed);
 }
 

@@ -35,8 +35,9 @@ inline constexpr int64_t kBatch = 4;  // per worker
 inline constexpr int64_t kSliceParams = 50;
 inline constexpr int kSteps = 4;
 
-// The model of a run: the plain MLP, or the one with batch normalisation.
-enum class ModelKind { kMlp, kBatchNorm };
+// The model of a run: the plain MLP, the one with batch normalisation, or the plain one
+// with a wide middle layer (1,048,576 weights: messages of real size at large slices).
+enum class ModelKind { kMlp, kBatchNorm, kWide };
 
 std::shared_ptr<models::BlockModel> MakeModel(uint64_t seed, ModelKind kind = ModelKind::kMlp);
 

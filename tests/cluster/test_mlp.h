@@ -14,10 +14,11 @@ namespace p3 {
 
 class TestMlp : public models::BlockModel {
  public:
-  TestMlp() {
-    fc1_ = register_module("fc1", torch::nn::Linear(12, 40));
-    fc2_ = register_module("fc2", torch::nn::Linear(40, 30));
-    fc3_ = register_module("fc3", torch::nn::Linear(30, 5));
+  // 12 inputs, hidden layers of `hidden1` and `hidden2`, 5 classes.
+  explicit TestMlp(int64_t hidden1 = 40, int64_t hidden2 = 30) {
+    fc1_ = register_module("fc1", torch::nn::Linear(12, hidden1));
+    fc2_ = register_module("fc2", torch::nn::Linear(hidden1, hidden2));
+    fc3_ = register_module("fc3", torch::nn::Linear(hidden2, 5));
   }
   int64_t num_blocks() const override { return 3; }
   torch::Tensor ForwardBlock(int64_t i, const torch::Tensor& x) override {
@@ -65,6 +66,14 @@ class TestBnMlp : public models::BlockModel {
   torch::nn::Linear fc1_{nullptr}, fc2_{nullptr}, fc3_{nullptr};
   torch::nn::BatchNorm1d bn1_{nullptr};
 };
+
+// The plain MLP with a wide middle layer (1024 x 1024 = 1,048,576 weights, 4 MB): messages
+// as large as a real model's largest slices. For what acts only on large messages (gRPC's
+// reads sized to the message: tests/cluster/sized_reads_equivalence_test.cc).
+inline std::shared_ptr<TestMlp> MakeTestWideMlp(uint64_t seed) {
+  torch::manual_seed(seed);
+  return std::make_shared<TestMlp>(1024, 1024);
+}
 
 inline std::shared_ptr<TestBnMlp> MakeTestBnMlp(uint64_t seed) {
   torch::manual_seed(seed);
