@@ -11,6 +11,7 @@ from unittest import mock
 import simulator_fresh
 import simulator_points as sp
 import simulator_protocol as protocol
+import simulator_swap_inputs
 
 REMEASURE = [n for n, f in simulator_fresh.FRESH.items() if f.get("remeasure")]
 
@@ -96,6 +97,19 @@ class RemeasureTest(unittest.TestCase):
         with mock.patch.object(simulator_fresh.sp, "points", lambda: [seen]), \
                 self.assertRaises(SystemExit):
             simulator_fresh.predict(mock.Mock(set=fresh))
+
+    def test_swap_inputs_swaps_each_differing_field_alone_with_its_partner(self):
+        a = {"_source": "a", "send_s_per_byte": 1, "recv_s_per_byte": 1, "preempt_s": 5,
+             "shaped_exponent": 0.1}
+        b = {"_source": "b", "send_s_per_byte": 2, "recv_s_per_byte": 3, "preempt_s": 5,
+             "shaped_exponent": 0.4}
+        got = dict(simulator_swap_inputs.swaps(a, b))
+        # The same preempt_s and the _source are not swapped; recv goes with send.
+        self.assertEqual(sorted(got), ["send_s_per_byte", "shaped_exponent"])
+        self.assertEqual(got["send_s_per_byte"],
+                         dict(a, send_s_per_byte=2, recv_s_per_byte=3))
+        self.assertEqual(got["shaped_exponent"], dict(a, shaped_exponent=0.4))
+        self.assertEqual(a["send_s_per_byte"], 1)  # a itself unchanged
 
 
 if __name__ == "__main__":
