@@ -4,7 +4,7 @@
 // at its first use: the variable is set before main() and before any gRPC call.
 //
 // The experiments act only on a message still arriving when its reader runs out of bytes
-// (gRPC 1.51 sets SO_RCVLOWAT only where more than 32 KiB are still to come):
+// (gRPC 1.51 sets SO_RCVLOWAT only where at least 32 KiB are still to come):
 // cluster_equivalence_test's slices of 50 values arrive whole. So the model here has a
 // 1,048,576-value layer sent in slices of that size, 4 MB a message (over two servers,
 // halves of 2 MB), larger than a loopback socket's first receive buffer (128 KiB here), and

@@ -110,7 +110,9 @@ def earlier_scores(p):
 
 def predict(args):
     """The frozen model's predictions, each with its predict_with set's calibration and
-    compute_scale; refused where a point of the set was measured before (not fresh)."""
+    compute_scale; refused where a point of the set was measured before (not fresh),
+    unless the set is a re-measurement ("remeasure"), whose page then lists the earlier
+    sets' scores of each point."""
     fresh = FRESH[args.set]
     pts = sp.points()
     repeated = measured_before(args.set, pts)
