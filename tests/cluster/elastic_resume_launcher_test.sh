@@ -15,7 +15,10 @@
 set -uo pipefail
 source tests/testing/skip.sh
 CHECK=tests/cluster/elastic_parameters_check.py  # the parameter vectors against local
-ITERATIONS=400
+# Long enough that `remove 2` lands before the resumed run ends: with 400 the resumed run
+# lasted about 2.5 s, and under a full parallel `bazel test //...` the removal once came
+# after its last iteration (2026-12-06).
+ITERATIONS=1000
 
 TMP="${TEST_TMPDIR:-$(mktemp -d)}"
 OUT="$TMP/first"
