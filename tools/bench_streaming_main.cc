@@ -11,6 +11,7 @@
 //   bench_streaming --server_binary=... --bandwidth_gbps=2.5 --iperf3_seconds=3  # root
 //   bench_streaming --server_binary=... --shared_memory       # the colocated path
 //   bench_streaming --server_binary=... --bandwidth_gbps=5 --trace_json=/tmp/t.json  # timeline
+//   bench_streaming --server_binary=... --bandwidth_gbps=1 --servers=3   # 3 streams, one link
 //
 // With --bandwidth_gbps > 0 it builds a 2-machine emulated network with the launcher's
 // own code (tools/launcher/netem.h: namespaces, a bridge, tbf both ways), runs the server
@@ -79,6 +80,13 @@
 // p3/base/grpc_experiments.h), unless --sized_reads=false or GRPC_EXPERIMENTS is set:
 //   grpc_experiments          GRPC_EXPERIMENTS as both processes started
 //   window_start_us, window_end_us  the measured window on --trace_json's clock
+// With --servers=N, N servers on the server's machine, a stream each from the worker (slice
+// i to server i mod N), share its link; server_cpu_s sums them. In the window, the threads'
+// context switches (tools/proc_stats.h; threads alive at both readings):
+//   servers
+//   worker_voluntary_switches, worker_involuntary_switches  the worker's threads: blocked
+//                             (each ends with a wake-up), and preempted while runnable
+//   server_voluntary_switches, server_involuntary_switches  every server's, summed
 // Prints one JSON object on stdout (and writes it to --result_json). Exit status 0, or 1
 // with the reason on stderr.
 #include <sys/resource.h>
@@ -119,6 +127,7 @@
 #include "p3/base/trace.h"
 #include "proto/program.h"
 #include "tools/iperf3_run.h"
+#include "tools/proc_stats.h"
 #include "tools/launcher/netem.h"
 #include "tools/launcher/process_supervisor.h"
 #include "worker/worker.h"
@@ -127,6 +136,9 @@ ABSL_FLAG(std::string, server_binary, "", "the p3_server executable (required)")
 ABSL_FLAG(double, bandwidth_gbps, 0,
           "emulated link per machine and direction (root); 0: loopback, no shaping");
 ABSL_FLAG(int64_t, params, 25'000'000, "parameters in total (4 bytes each, each direction)");
+ABSL_FLAG(int, servers, 1,
+          "p3_server processes on the server's machine, one stream each from the worker "
+          "(slice i to server i mod N): N streams share the one link");
 ABSL_FLAG(int, tensors, 10, "number of parameters (one block each), of equal size");
 ABSL_FLAG(int64_t, slice_params, 40'000, "slice size in parameters (scheduling.slice_params)");
 ABSL_FLAG(int, warmup, 2, "iterations before the measured window");
@@ -190,7 +202,7 @@ class StreamingModel : public models::BlockModel {
   std::vector<torch::Tensor> params_;
 };
 
-double ProcessCpuSeconds() {
+double SelfCpuSeconds() {
   rusage ru{};
   getrusage(RUSAGE_SELF, &ru);
   return ru.ru_utime.tv_sec + ru.ru_stime.tv_sec +
@@ -201,24 +213,6 @@ double ThreadCpuSeconds() {
   timespec ts{};
   clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
   return ts.tv_sec + 1e-9 * ts.tv_nsec;
-}
-
-// utime + stime of another process, from /proc/<pid>/stat (fields 14 and 15).
-absl::StatusOr<double> OtherProcessCpuSeconds(pid_t pid) {
-  std::ifstream in(absl::StrCat("/proc/", pid, "/stat"));
-  std::string line;
-  if (!std::getline(in, line)) return absl::NotFoundError(absl::StrCat("no /proc/", pid, "/stat"));
-  // The command name (field 2) may hold spaces: fields after it follow the last ')'.
-  const size_t close = line.rfind(')');
-  if (close == std::string::npos) return absl::InternalError("malformed /proc/<pid>/stat");
-  std::vector<std::string> fields = absl::StrSplit(line.substr(close + 2), ' ');
-  // fields[0] is field 3 (state); utime is field 14, stime 15.
-  int64_t utime = 0, stime = 0;
-  if (fields.size() < 13 || !absl::SimpleAtoi(fields[11], &utime) ||
-      !absl::SimpleAtoi(fields[12], &stime)) {
-    return absl::InternalError("malformed /proc/<pid>/stat");
-  }
-  return static_cast<double>(utime + stime) / static_cast<double>(sysconf(_SC_CLK_TCK));
 }
 
 double Load1() {
@@ -268,6 +262,11 @@ absl::StatusOr<nlohmann::json> Run() {
   if (absl::GetFlag(FLAGS_shared_memory) && gbps > 0) {
     return absl::InvalidArgumentError(
         "--shared_memory is the colocated path: it takes no --bandwidth_gbps (two machines)");
+  }
+  const int servers = absl::GetFlag(FLAGS_servers);
+  if (servers < 1 || servers > 8) return absl::InvalidArgumentError("--servers must be 1..8");
+  if (servers > 1 && absl::GetFlag(FLAGS_shared_memory)) {
+    return absl::InvalidArgumentError("--shared_memory takes one server (--servers=1)");
   }
   if (warmup < 1 || iterations < 1) {
     return absl::InvalidArgumentError("--warmup and --iterations must be >= 1");
@@ -343,31 +342,59 @@ absl::StatusOr<nlohmann::json> Run() {
     P3_ASSIGN_OR_RETURN(copy, MeasureMemcpy(memcpy_bytes, memcpy_runs));
   }
 
-  // The real server, with the optimizer reduced to plain SGD (no momentum, no decay).
+  // The real servers, with the optimizer reduced to plain SGD (no momentum, no decay),
+  // all on the server's machine: each listens on a port of its own.
   const std::string config = dir + "/server.textproto";
   P3_RETURN_IF_ERROR(WriteFileAtomically(
       config, absl::StrCat("name: \"bench_streaming\"\nmode: \"p3\"\n",
-                           "cluster { workers: 1 servers: 1 host: \"", host, "\" }\n",
+                           "cluster { workers: 1 servers: ", servers, " host: \"", host, "\" }\n",
                            "optimizer { name: \"sgd\" lr: 0.001 momentum: 0 weight_decay: 0 }\n",
                            "scheduling { slice_params: ", absl::GetFlag(FLAGS_slice_params),
                            " sized_reads: ", absl::GetFlag(FLAGS_sized_reads) ? "true" : "false",
                            " }\n",
                            "output_dir: \"", dir, "\"\n")));
-  const std::string port_file = dir + "/server.port";
-  const std::string server_log = dir + "/server.log";
-  std::filesystem::remove(port_file);
   sup->WatchFolder(dir);
-  P3_ASSIGN_OR_RETURN(
-      int server, sup->Start(ProcessSpec{.argv = {server_binary, "--config=" + config,
-                                                  "--server_index=0", "--port_file=" + port_file},
-                                         .log_path = server_log,
-                                         .ns_path = server_ns,
-                                         .label = "server"}));
-  P3_RETURN_IF_ERROR(
-      WaitForText(sup.get(), server, server_log, "listening on port", absl::Seconds(30)));
-  P3_ASSIGN_OR_RETURN(const std::string port_text, ReadFile(port_file));
-  const std::string port(absl::StripAsciiWhitespace(port_text));
-  const pid_t server_pid = sup->process(server).pid;
+  std::vector<int> server_ids;
+  std::vector<pid_t> server_pids;
+  std::vector<std::string> server_logs, addresses;
+  for (int s = 0; s < servers; ++s) {
+    // Server 0 keeps the single server's file names.
+    const std::string suffix = s == 0 ? "" : absl::StrCat("_", s);
+    const std::string port_file = dir + "/server" + suffix + ".port";
+    server_logs.push_back(dir + "/server" + suffix + ".log");
+    std::filesystem::remove(port_file);
+    P3_ASSIGN_OR_RETURN(
+        int id, sup->Start(ProcessSpec{.argv = {server_binary, "--config=" + config,
+                                                absl::StrCat("--server_index=", s),
+                                                "--port_file=" + port_file},
+                                       .log_path = server_logs.back(),
+                                       .ns_path = server_ns,
+                                       .label = absl::StrCat("server", suffix)}));
+    P3_RETURN_IF_ERROR(
+        WaitForText(sup.get(), id, server_logs.back(), "listening on port", absl::Seconds(30)));
+    P3_ASSIGN_OR_RETURN(const std::string port_text, ReadFile(port_file));
+    addresses.push_back(absl::StrCat(host, ":", absl::StripAsciiWhitespace(port_text)));
+    server_ids.push_back(id);
+    server_pids.push_back(sup->process(id).pid);
+  }
+  // Every server's CPU and threads' context switches, summed.
+  auto servers_cpu = [&]() -> absl::StatusOr<double> {
+    double sum = 0;
+    for (pid_t pid : server_pids) {
+      P3_ASSIGN_OR_RETURN(double one, ProcessCpuSeconds(pid));
+      sum += one;
+    }
+    return sum;
+  };
+  auto servers_switches = [&]() -> absl::StatusOr<ContextSwitches> {
+    ContextSwitches sum;
+    for (pid_t pid : server_pids) {
+      P3_ASSIGN_OR_RETURN(ContextSwitches one, ThreadContextSwitches(pid));
+      sum = {sum.voluntary + one.voluntary, sum.involuntary + one.involuntary,
+             sum.threads + one.threads};
+    }
+    return sum;
+  };
 
   // This process becomes the worker's machine: setns() applies to the calling thread,
   // and every thread started later (gRPC's, the connections') inherits it.
@@ -385,7 +412,7 @@ absl::StatusOr<nlohmann::json> Run() {
   TraceRecorder trace({.enabled = !trace_path.empty(), .process_name = "worker 0", .pid = 100});
   WorkerOptions options;
   options.trace = &trace;
-  options.servers = {absl::StrCat(host, ":", port)};
+  options.servers = addresses;
   options.slice_params = absl::GetFlag(FLAGS_slice_params);
   if (shared) options.shared_memory_servers = {0};
   P3_ASSIGN_OR_RETURN(std::unique_ptr<Worker> worker, Worker::Create(options, model));
@@ -399,22 +426,29 @@ absl::StatusOr<nlohmann::json> Run() {
   P3_RETURN_IF_ERROR(worker->Sync());
 
   const WorkerStats stats0 = worker->stats();
-  const double cpu0 = ProcessCpuSeconds(), thread0 = ThreadCpuSeconds();
-  P3_ASSIGN_OR_RETURN(double server0, OtherProcessCpuSeconds(server_pid));
+  const double cpu0 = SelfCpuSeconds(), thread0 = ThreadCpuSeconds();
+  P3_ASSIGN_OR_RETURN(double server0, servers_cpu());
+  P3_ASSIGN_OR_RETURN(ContextSwitches worker_sw0, ThreadContextSwitches(getpid()));
+  P3_ASSIGN_OR_RETURN(ContextSwitches server_sw0, servers_switches());
   P3_ASSIGN_OR_RETURN(HostCpu host0, ReadHostCpu());
   const absl::Time t0 = absl::Now();
   for (int i = 0; i < iterations; ++i) P3_RETURN_IF_ERROR(iterate());
   P3_RETURN_IF_ERROR(worker->Sync());
   const absl::Time t1 = absl::Now();
-  const double cpu1 = ProcessCpuSeconds(), thread1 = ThreadCpuSeconds();
-  P3_ASSIGN_OR_RETURN(double server1, OtherProcessCpuSeconds(server_pid));
+  const double cpu1 = SelfCpuSeconds(), thread1 = ThreadCpuSeconds();
+  P3_ASSIGN_OR_RETURN(double server1, servers_cpu());
+  P3_ASSIGN_OR_RETURN(ContextSwitches worker_sw1, ThreadContextSwitches(getpid()));
+  P3_ASSIGN_OR_RETURN(ContextSwitches server_sw1, servers_switches());
   P3_ASSIGN_OR_RETURN(HostCpu host1, ReadHostCpu());
   const WorkerStats stats1 = worker->stats();
 
   P3_RETURN_IF_ERROR(worker->Finish());
   worker.reset();
   if (!trace_path.empty()) P3_RETURN_IF_ERROR(trace.WriteJson(trace_path));
-  P3_RETURN_IF_ERROR(WaitForExit(sup.get(), server, "server", server_log, absl::Seconds(30)));
+  for (int s = 0; s < servers; ++s) {
+    P3_RETURN_IF_ERROR(WaitForExit(sup.get(), server_ids[s], absl::StrCat("server ", s),
+                                   server_logs[s], absl::Seconds(30)));
+  }
   if (net != nullptr) P3_RETURN_IF_ERROR(net->Destroy());
 
   const double seconds = absl::ToDoubleSeconds(t1 - t0);
@@ -443,6 +477,12 @@ absl::StatusOr<nlohmann::json> Run() {
   result["worker_cpu_s"] = worker_cpu;
   result["worker_training_thread_cpu_s"] = thread1 - thread0;
   result["server_cpu_s"] = server_cpu;
+  result["servers"] = servers;
+  const ContextSwitches worker_sw = worker_sw1 - worker_sw0, server_sw = server_sw1 - server_sw0;
+  result["worker_voluntary_switches"] = worker_sw.voluntary;
+  result["worker_involuntary_switches"] = worker_sw.involuntary;
+  result["server_voluntary_switches"] = server_sw.voluntary;
+  result["server_involuntary_switches"] = server_sw.involuntary;
   {
     // The worker's peak resident memory (its model's parameters, the flat buffers, gRPC's).
     rusage ru{};

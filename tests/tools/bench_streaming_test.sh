@@ -8,7 +8,8 @@
 # table from a CSV (older columns and the new ones), its --append (a loopback run added to
 # an older CSV; a foreign CSV refused) and its --shared_memory, with the commit each
 # binary was built from read from the binary; the heaps in huge pages and --trace_json;
-# reads sized to the message (GRPC_EXPERIMENTS) unless told otherwise.
+# reads sized to the message (GRPC_EXPERIMENTS) unless told otherwise; --servers (several
+# streams on one link) and the threads' context switches.
 # Nothing here needs root.
 # Runs from the runfiles tree (bazel test), where the paths below are relative.
 set -uo pipefail
@@ -40,6 +41,8 @@ elif check_json 'r["network"] == "loopback" and r["params"] == 400000' &&
   check_json 'r["worker_cpu_s"] > 0 and r["server_cpu_s"] >= 0' &&
   check_json 'r["host_busy_s"] >= r["host_softirq_s"] >= 0 and r["host_cpu_s_per_gb"] >= 0' &&
   check_json 'r["worker_max_rss_mb"] > 0 and r["build_commit"] != ""' &&
+  check_json 'r["servers"] == 1 and r["worker_voluntary_switches"] > 0 and r["server_voluntary_switches"] > 0' &&
+  check_json 'r["worker_involuntary_switches"] >= 0 and r["server_involuntary_switches"] >= 0' &&
   check_json '"iperf3_gbps" not in r and "iperf3_bidir_gbps" not in r'; then
   if [[ ! -s "$TMP/result.json" ]] || ! grep -q '"bytes_sent":4800000' "$TMP/result.json"; then
     fail "--result_json not written"
@@ -155,6 +158,39 @@ elif check_json 'r["shared_memory"] and r["bytes_sent"] == r["bytes_received"] =
   check_json 'r["memcpy_bytes"] == 64 << 20 and r["memcpy_gbps"] > 0 and r["memcpy_cpu_s_per_gb"] > 0' &&
   check_json 'abs(r["goodput_to_memcpy"] - r["goodput_up_gbps"] / r["memcpy_gbps"]) < 1e-9' &&
   check_json 'r["goodput_to_memcpy"] > 0 and "iperf3_gbps" not in r'; then
+  ok
+fi
+
+case_name="--servers=3: three servers share the worker's slices; exact byte counts, every server ends cleanly"
+output="$TMP/servers.out"
+"$BENCH" --server_binary="$SERVER" --params=400000 --tensors=4 --slice_params=10000 \
+  --warmup=1 --iterations=3 --servers=3 --out_dir="$TMP/servers" >"$output" 2>&1
+rc=$?
+if [[ $rc -ne 0 ]]; then
+  fail "exit status $rc"
+elif check_json 'r["servers"] == 3 and r["bytes_sent"] == r["bytes_received"] == 3 * 400000 * 4' &&
+  check_json 'r["server_voluntary_switches"] > 0 and r["server_cpu_s"] >= 0'; then
+  missing=""
+  for log in server.log server_1.log server_2.log; do
+    # The worker says goodbye to each of its streams; a server ends once its worker has.
+    grep -q "all workers done" "$TMP/servers/$log" || missing="$missing $log"
+  done
+  if [[ -n "$missing" ]]; then fail "not ended cleanly:$missing"; else ok; fi
+fi
+
+case_name="--servers out of 1..8, or several with --shared_memory: refused with the reason"
+output="$TMP/servers_bad.out"
+"$BENCH" --server_binary="$SERVER" --servers=0 --out_dir="$TMP/servers_bad" >"$output" 2>&1
+rc0=$?
+"$BENCH" --server_binary="$SERVER" --servers=2 --shared_memory --out_dir="$TMP/servers_bad" \
+  >>"$output" 2>&1
+rc1=$?
+if [[ $rc0 -ne 1 || $rc1 -ne 1 ]]; then
+  fail "exit status $rc0 / $rc1, expected 1 / 1"
+elif ! grep -q -- "--servers must be 1..8" "$output" ||
+  ! grep -q -- "--shared_memory takes one server" "$output"; then
+  fail "no reason given"
+else
   ok
 fi
 
