@@ -110,7 +110,7 @@ void Simulation::StartWrite(int conn, int msg) {
   msgs_[msg].popped = now();
   const Conn& c = conns_[conn];
   const double work = SendCost(c, msgs_[msg]);
-  const double wakes = Wakeups(c, msgs_[msg]);
+  const double wakes = Wakeups(c, msgs_[msg], /*sending=*/true);
   const int machine = MachineOfProc(c.src);
   At(now() + cal_.write_gap_s, [this, conn, msg, machine, work, wakes] {
     Cpu(machine, work, &CpuBreakdown::send_s, 1.0, wakes,
@@ -222,7 +222,7 @@ void Simulation::ReadNext(int conn) {
   c.inbox.pop_front();
   const double start = now();
   const double work = RecvCost(c, msgs_[msg]);
-  const double wakes = Wakeups(c, msgs_[msg]);
+  const double wakes = Wakeups(c, msgs_[msg], /*sending=*/false);
   Cpu(MachineOfProc(c.dst), work, &CpuBreakdown::recv_s, 1.0, wakes, [this, conn, msg, start] {
     Deliver(conn, msg, [this, conn, msg, start] {
       const Conn& cc = conns_[conn];

@@ -1,7 +1,8 @@
 // Where the simulated work runs and what it costs: each process's machine, the hosts'
 // cores shared by the computation and the message threads (with the preemptions
 // these cost the computation), and the CPU seconds of sending and receiving a message
-// (per message, per byte, shaped links, 16-bit conversion, shared memory).
+// (per message, per byte, shaped links and the streams sharing them, 16-bit conversion,
+// shared memory).
 #include "p3/sim/simulation.h"
 
 #include <algorithm>
@@ -79,9 +80,17 @@ void Simulation::Cpu(int machine, double work, double CpuBreakdown::*kind,
   computing.push_back(*id);
 }
 
-double Simulation::Wakeups(const Conn& c, const Msg& m) const {
-  if (c.kind != ConnKind::kNetwork || cal_.shaped_bytes_per_wake <= 0) return 1.0;
-  return std::max(1.0, static_cast<double>(m.bytes) / cal_.shaped_bytes_per_wake);
+double Simulation::OtherStreams(const Conn& c, bool sending) const {
+  const int k = sending ? c.streams_out : c.streams_in;
+  return c.kind == ConnKind::kNetwork && k > 0 ? 1.0 - 1.0 / k : 0.0;
+}
+
+double Simulation::Wakeups(const Conn& c, const Msg& m, bool sending) const {
+  if (c.kind != ConnKind::kNetwork) return 1.0;
+  const double bytes = static_cast<double>(m.bytes);
+  const double shared = cal_.shaped_stream_wakes_per_byte * OtherStreams(c, sending) * bytes;
+  if (cal_.shaped_bytes_per_wake <= 0) return 1.0 + shared;
+  return std::max(1.0, bytes / cal_.shaped_bytes_per_wake) + shared;
 }
 
 double Simulation::ShapedExtra() const {
@@ -106,7 +115,9 @@ double Simulation::SendCost(const Conn& c, const Msg& m) const {
                         : c.kind == ConnKind::kShm ? 0
                                                    : ConversionCost(m, true);
   if (c.kind == ConnKind::kShm) return per_message + encode;
-  const double extra = c.kind == ConnKind::kNetwork ? ShapedExtra() : 0;
+  const double extra = c.kind == ConnKind::kNetwork
+                          ? ShapedExtra() + cal_.shaped_stream_s_per_byte * OtherStreams(c, true)
+                          : 0;
   return per_message + encode + (cal_.send_s_per_byte + extra) * static_cast<double>(m.bytes);
 }
 
@@ -120,7 +131,9 @@ double Simulation::RecvCost(const Conn& c, const Msg& m) const {
     return per_message + round +
            cal_.shm_s_per_byte * static_cast<double>(m.values) * sizeof(float);
   }
-  const double extra = c.kind == ConnKind::kNetwork ? ShapedExtra() : 0;
+  const double extra = c.kind == ConnKind::kNetwork
+                          ? ShapedExtra() + cal_.shaped_stream_s_per_byte * OtherStreams(c, false)
+                          : 0;
   return per_message + ConversionCost(m, false) +
          (cal_.recv_s_per_byte + extra) * static_cast<double>(m.bytes);
 }

@@ -87,6 +87,15 @@ absl::Status Simulation::Setup() {
       }
     }
   }
+  // The network streams that share each stream's link ends, in its direction.
+  for (Conn& c : conns_) {
+    if (c.kind != ConnKind::kNetwork) continue;
+    for (const Conn& other : conns_) {
+      if (other.kind != ConnKind::kNetwork || other.upstream != c.upstream) continue;
+      c.streams_out += MachineOfProc(other.src) == MachineOfProc(c.src);
+      c.streams_in += MachineOfProc(other.dst) == MachineOfProc(c.dst);
+    }
+  }
   // Workers: the real protocol state and version tracker, no values.
   const int num_slices = static_cast<int>(plan_->slices().size());
   for (int w = 0; w < o_.workers; ++w) {

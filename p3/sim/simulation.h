@@ -93,6 +93,11 @@ struct Conn {
   bool reading = false;
   int send_track = 0;
   int recv_track = 0;
+  // Network streams in this one's direction (gradients or values) leaving its sender's
+  // machine, and entering its receiver's, this one included (Calibration::
+  // shaped_stream_s_per_byte): 0 for a stream that is not on the network.
+  int streams_out = 0;
+  int streams_in = 0;
 };
 
 struct Timer {
@@ -178,9 +183,13 @@ class Simulation {
   // for its message: each wake-up is charged as a preemption (Calibration::preempt_s).
   void Cpu(int machine, double work, double CpuBreakdown::*kind, double core_s_per_work,
            double wakes, std::function<void()> done);
-  // How many times the writer or reader of m on c wakes: max(1, bytes /
-  // Calibration::shaped_bytes_per_wake) on a shaped link, 1 elsewhere or when that is 0.
-  double Wakeups(const Conn& c, const Msg& m) const;
+  // How many times the writer (`sending`) or reader of m on c wakes: max(1, bytes /
+  // Calibration::shaped_bytes_per_wake) on a shaped link, 1 elsewhere or when that is 0;
+  // on a shaped link shared with other streams, shaped_stream_wakes_per_byte more a byte.
+  double Wakeups(const Conn& c, const Msg& m, bool sending) const;
+  // The share of other streams' bytes at c's sending (or receiving) end of a shaped link,
+  // 1 - 1/k (Conn::streams_out, streams_in); 0 elsewhere.
+  double OtherStreams(const Conn& c, bool sending) const;
   // Encoding (or decoding) m's values for a 16-bit wire: CPU seconds, 0 for float32.
   double ConversionCost(const Msg& m, bool encode) const;
   double SendCost(const Conn& c, const Msg& m) const;

@@ -58,6 +58,12 @@ absl::StatusOr<SimResult> Simulation::Run() {
   if (!(o_.calibration.shaped_bytes_per_wake >= 0)) {
     return absl::InvalidArgumentError("calibration.shaped_bytes_per_wake must be >= 0");
   }
+  if (!(o_.calibration.shaped_stream_s_per_byte >= 0)) {
+    return absl::InvalidArgumentError("calibration.shaped_stream_s_per_byte must be >= 0");
+  }
+  if (!(o_.calibration.shaped_stream_wakes_per_byte >= 0)) {
+    return absl::InvalidArgumentError("calibration.shaped_stream_wakes_per_byte must be >= 0");
+  }
   if (!(o_.calibration.comm_interference >= 0)) {
     return absl::InvalidArgumentError("calibration.comm_interference must be >= 0");
   }

@@ -119,6 +119,20 @@ struct Calibration {
   // docs/results/streaming/wakeups_shaped_2026-12-05.csv) lost validation hits
   // (docs/results/simulator/simulator.md, "Preemptions per bytes on a shaped link").
   double shaped_bytes_per_wake = 0;
+  // Streams that share a shaped link: a byte of a stream whose link end (the sender's
+  // machine's way out, the receiver's way in) carries k network streams in the same
+  // direction (gradients or values) costs each side shaped_stream_s_per_byte x (1 - 1/k)
+  // more CPU, and wakes its thread shaped_stream_wakes_per_byte x (1 - 1/k) more times
+  // (each charged as a wake-up above): the readers find the other streams' bytes between
+  // their own and drain smaller pieces. k is counted from the cluster's layout: 1 for
+  // each stream of 2 workers + 2 servers colocated, 2 for 3 + 3 colocated and for 2 + 2
+  // in separate placement. Defaults: 0 (none). The CPU calibrations: measured with no
+  // computation by tools/experiments/streaming_streams.py (bench_streaming with 1, 2 and 3
+  // servers on one emulated link), the same for every set: medians over rounds, links
+  // (1 and 2 Gbit/s) and k of (extra per GB) / (1 - 1/k), halved per side
+  // (docs/results/simulator/simulator.md, "Streams that share a link").
+  double shaped_stream_s_per_byte = 0;
+  double shaped_stream_wakes_per_byte = 0;
   // Core-seconds of CPU a computation loses per core-second of communication work
   // (sending, receiving, the server's update) on its host while it computes: the
   // copies' memory traffic slows the computation on the other cores, with no

@@ -39,6 +39,11 @@ compute_scale. Used by tools/experiments/simulator.py (`calibrate`, and every pr
     of fresh sets, simulator.md, "Preemptions per bytes on a shaped link") writes, in every
     set, the bytes per wake-up of a thread on a shaped link measured from the sleeps at
     two slice sizes on a 5 Gbit/s link (WAKEUPS_SHAPED, shaped_bytes_per_wake());
+  * shaped_stream_s_per_byte and shaped_stream_wakes_per_byte: what a byte on a shaped
+    link costs more, and how many more wake-ups, when other streams share the link in its
+    direction (3 + 3, separate placement), measured with no computation by
+    streaming_streams.py with 1 - 3 servers on one link (STREAMS_PER_LINK,
+    simulator_link_inputs.py); the same in every set. No validation point enters them;
   * comm_interference: the computation's CPU lost per core-second of communication on
     its host, from the same CSV: a core copying 8 MB buffers without pause beside the
     computation (no preemption), its extra core-seconds over the copier's, median of the
@@ -83,17 +88,14 @@ import tempfile
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 import simulator_points as sp  # noqa: E402
 from results_lib import csv_io, p3_sim, paths  # noqa: E402
+from simulator_link_inputs import (STREAMS_PER_LINK, WAKEUPS_SHAPED,  # noqa: E402,F401
+                                   shaped_bytes_per_wake, shaped_stream_costs)
 
 RING_DEFAULT = {"ring_send_s_per_byte": 0.4e-9, "ring_recv_s_per_byte": 0.4e-9,
                 "ring_reduce_s_per_byte": 0.3e-9}
 # The disturber of simulator_preemption_cost.py whose wake-up rate is the cluster's: a
 # worker's main thread was preempted 550 - 1,150 times a second in fresh-5's runs.
 PREEMPT_CONDITION = "same:1000:0"
-# The wake-ups of a communication thread on a shaped link: streaming_wakeups.py's sleeps
-# of both processes' threads on a 5 Gbit/s link at slices of 40,000 and 640,000 (3 runs
-# each, 2026-12-05, the data path of 537d43f): shaped_bytes_per_wake.
-WAKEUPS_SHAPED = "streaming/wakeups_shaped_2026-12-05.csv"
-WAKEUPS_LABELS = ("5g_s40000", "5g_s640000")
 # The disturber of simulator_preemption_cost.py that copies on the other core (memory
 # traffic, no preemption): what communication beside a computation costs it.
 INTERFERENCE_CONDITION = "other:8388608"
@@ -296,24 +298,6 @@ def shared_host_compute_speed():
              for r in csv_io.read_rows(sp.results("pipeline/pipeline_contention.csv"))
              if r["model"] == "resnet50"]
     return statistics.median(pairs) / 2
-
-
-def shaped_bytes_per_wake(path=None, labels=WAKEUPS_LABELS):
-    """Calibration::shaped_bytes_per_wake: the bytes a thread on a shaped link handles per
-    wake-up, from the sleeps per round trip (both processes, every thread; median of the
-    runs) at a small and a large slice size. With max(1, B / W) wake-ups a message of B
-    bytes and the small message no longer than W, the sleeps grow by B_large / W: W is the
-    large message's bytes over that ratio (to the nearest 1,000 bytes)."""
-    sleeps = {}
-    for r in csv_io.read_rows(path or sp.results(WAKEUPS_SHAPED)):
-        if r["metric"] == "sleeps" and r["process"] in ("worker", "server") \
-                and r["label"] in labels:
-            key = (r["label"], r["run"])
-            sleeps[key] = sleeps.get(key, 0.0) + float(r["per_round_trip"])
-    small, large = (statistics.median(v for (lab, _), v in sleeps.items() if lab == label)
-                    for label in labels)
-    large_bytes = 4 * int(labels[1].rsplit("_s", 1)[1])
-    return round(large_bytes / (large / small), -3)
 
 
 def preempt_s(path=None):
@@ -533,6 +517,10 @@ def calibrate(only="", wake_per_bytes=False):
     wake = shaped_bytes_per_wake() if wake_per_bytes else 0.0
     print(f"shaped_bytes_per_wake {wake:.0f} (measured {shaped_bytes_per_wake():.0f}, "
           f"{WAKEUPS_SHAPED}; 0: off, unless --wake_per_bytes)")
+    streams = shaped_stream_costs()
+    print(f"shaped_stream_s_per_byte {streams['shaped_stream_s_per_byte'] * 1e9:.3f} ns, "
+          f"shaped_stream_wakes_per_byte {streams['shaped_stream_wakes_per_byte']:.4g} "
+          f"({STREAMS_PER_LINK})")
     streaming_update = streaming_update_s_per_gb()
     print(f"the streaming run's own update: {streaming_update:.4f} s per GB crossing "
           f"({STREAMING_BREAKDOWN}, {STREAMING_BREAKDOWN_LABEL})")
@@ -555,6 +543,7 @@ def calibrate(only="", wake_per_bytes=False):
                   f"comm_interference {own_interference:.4f} ({s['preemption']})")
         cal = streaming_costs(name, s, m, speed, own_preempt, update, streaming_update,
                               own_interference, wake)
+        cal.update(streams)
         second = second_slice_size(os.path.join(paths.ROOT, s["streaming"]))
         m2 = second and streaming_measured(os.path.join(paths.ROOT, s["streaming"]), second)
         if second:

@@ -19,8 +19,9 @@ and preemptions (involuntary), per MB across.
       --csv=docs/results/streaming/streams_per_link_2026-12-06.csv     # the table again
 
 The table's last columns are per round against the round's N = 1 run: the extra CPU per
-GB, the extra sleeps per MB, and their quotient, the CPU of one extra sleep (µs): the
-per-stream cost the simulator's model has no input for.
+GB, the extra sleeps per MB, and their quotient, the CPU of one extra sleep (µs). Under
+it, the simulator's two inputs fitted from them (fit(): its per-stream cost on a shaped
+link, p3/sim Calibration::shaped_stream_s_per_byte and shaped_stream_wakes_per_byte).
 """
 import argparse
 import json
@@ -70,6 +71,35 @@ def per_run(r):
             "host_per_gb": float(r["host_busy_s"]) / gb,
             "softirq_per_gb": float(r["host_softirq_s"]) / gb,
             "sleeps_per_mb": sleeps / (gb * 1000), "preempted_per_mb": preempted / (gb * 1000)}
+
+
+def differences(rows):
+    """Per round, rate and N > 1, against that round's N = 1 run at the rate: (rate, N,
+    extra CPU s per GB, extra sleeps per MB), the processes' figures."""
+    by = {}
+    for r in rows:
+        by[(float(r["rate_gbps"]), int(r["servers"]), r["round"])] = per_run(r)
+    out = []
+    for (rate, n, rnd), f in sorted(by.items()):
+        one = by.get((rate, 1, rnd))
+        if n > 1 and one is not None:
+            out.append((rate, n, f["cpu_per_gb"] - one["cpu_per_gb"],
+                        f["sleeps_per_mb"] - one["sleeps_per_mb"]))
+    return out
+
+
+def fit(rows):
+    """The simulator's inputs (p3/sim Calibration::shaped_stream_s_per_byte and
+    shaped_stream_wakes_per_byte), per side: the medians over every round, rate and N > 1
+    of the extra per byte across divided by the other streams' share, 1 - 1/N, halved
+    (the worker and the servers each send and receive). Returns (s per byte, wake-ups per
+    byte, how many differences)."""
+    d = differences(rows)
+    if not d:
+        raise ValueError("no round with both one stream and more at one rate")
+    s_per_byte = statistics.median(dc / (1 - 1 / n) for _, n, dc, _ in d) / 2 * 1e-9
+    wakes_per_byte = statistics.median(ds / (1 - 1 / n) for _, n, _, ds in d) / 2 * 1e-6
+    return s_per_byte, wakes_per_byte, len(d)
 
 
 def table(rows):
@@ -128,7 +158,11 @@ def main():
     ap.add_argument("--report", action="store_true", help="only print the table of --csv")
     a = ap.parse_args()
     if a.report:
-        print(table(csv_io.read_rows(a.csv)))
+        rows = csv_io.read_rows(a.csv)
+        print(table(rows))
+        s_per_byte, wakes, n = fit(rows)
+        print(f"\nper side, over {n} differences: shaped_stream_s_per_byte {s_per_byte:.4g}, "
+              f"shaped_stream_wakes_per_byte {wakes:.4g}")
         return 0
     rates = [float(x) for x in a.rates.split(",")]
     ns = [int(x) for x in a.servers.split(",")]

@@ -55,6 +55,22 @@ class Table(unittest.TestCase):
         self.assertEqual(links, ["2 Gbit/s", "loopback"])
 
 
+class Fit(unittest.TestCase):
+    def test_per_side_per_byte_over_the_other_streams_share(self):
+        # Round 1: N = 2 adds 0.4 s/GB and 10 sleeps/MB (over a share of 1/2: 0.8, 20);
+        # N = 3 adds 0.6 and 16 (over 2/3: 0.9, 24). Round 2: N = 2 adds 0.35, 9 (0.7, 18).
+        rows = [row(1, 1, 1.5, 30000), row(1, 2, 1.9, 40000), row(1, 3, 2.1, 46000),
+                row(2, 1, 1.5, 30000), row(2, 2, 1.85, 39000)]
+        s_per_byte, wakes, n = ss.fit(rows)
+        self.assertEqual(n, 3)
+        self.assertAlmostEqual(s_per_byte, 0.8 / 2 * 1e-9)  # the median of 0.7, 0.8, 0.9
+        self.assertAlmostEqual(wakes, 20 / 2 * 1e-6)        # of 18, 20, 24 per MB
+
+    def test_no_one_stream_run_to_compare_with_is_an_error(self):
+        with self.assertRaisesRegex(ValueError, "one stream"):
+            ss.fit([row(1, 2, 1.9, 40000)])
+
+
 class Refusals(unittest.TestCase):
     def run_tool(self, *args):
         return subprocess.run([sys.executable, ss.__file__, *args], capture_output=True,

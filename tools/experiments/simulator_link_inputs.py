@@ -1,0 +1,53 @@
+"""The simulator's inputs about threads on a shaped link, measured with no computation
+(docs/results/simulator/simulator.md): what simulator_calibration.py writes into every
+calibration set alike (p3/sim Calibration):
+  * shaped_bytes_per_wake: the bytes a thread handles per wake-up (off by default: a
+    what-if that lost hits, "Preemptions per bytes on a shaped link");
+  * shaped_stream_s_per_byte, shaped_stream_wakes_per_byte: the CPU and the wake-ups a
+    byte costs more for each side when other streams share its link in its direction
+    ("Streams that share a link").
+"""
+import os
+import statistics
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+import simulator_points as sp  # noqa: E402
+import streaming_streams  # noqa: E402
+from results_lib import csv_io  # noqa: E402
+
+# The wake-ups of a communication thread on a shaped link: streaming_wakeups.py's sleeps
+# of both processes' threads on a 5 Gbit/s link at slices of 40,000 and 640,000 (3 runs
+# each, 2026-12-05, the data path of 537d43f): shaped_bytes_per_wake.
+WAKEUPS_SHAPED = "streaming/wakeups_shaped_2026-12-05.csv"
+WAKEUPS_LABELS = ("5g_s40000", "5g_s640000")
+# bench_streaming with 1, 2 and 3 servers on one emulated 1 and 2 Gbit/s link, 5
+# interleaved rounds (streaming_streams.py, 2026-12-06, binaries 02d40ed).
+STREAMS_PER_LINK = "streaming/streams_per_link_2026-12-06.csv"
+
+
+def shaped_bytes_per_wake(path=None, labels=WAKEUPS_LABELS):
+    """Calibration::shaped_bytes_per_wake: the bytes a thread on a shaped link handles per
+    wake-up, from the sleeps per round trip (both processes, every thread; median of the
+    runs) at a small and a large slice size. With max(1, B / W) wake-ups a message of B
+    bytes and the small message no longer than W, the sleeps grow by B_large / W: W is the
+    large message's bytes over that ratio (to the nearest 1,000 bytes)."""
+    sleeps = {}
+    for r in csv_io.read_rows(path or sp.results(WAKEUPS_SHAPED)):
+        if r["metric"] == "sleeps" and r["process"] in ("worker", "server") \
+                and r["label"] in labels:
+            key = (r["label"], r["run"])
+            sleeps[key] = sleeps.get(key, 0.0) + float(r["per_round_trip"])
+    small, large = (statistics.median(v for (lab, _), v in sleeps.items() if lab == label)
+                    for label in labels)
+    large_bytes = 4 * int(labels[1].rsplit("_s", 1)[1])
+    return round(large_bytes / (large / small), -3)
+
+
+def shaped_stream_costs(path=None):
+    """Calibration::shaped_stream_s_per_byte and shaped_stream_wakes_per_byte, per side,
+    from STREAMS_PER_LINK (or `path`): streaming_streams.fit, the medians over its rounds,
+    rates and stream counts of the extra per byte across over the other streams' share."""
+    s_per_byte, wakes, _ = streaming_streams.fit(
+        csv_io.read_rows(path or sp.results(STREAMS_PER_LINK)))
+    return {"shaped_stream_s_per_byte": s_per_byte, "shaped_stream_wakes_per_byte": wakes}
