@@ -76,6 +76,7 @@
 // The worker's and the server's heaps are in transparent huge pages, as a launcher's
 // processes' are (p3/base/allocator.h); GLIBC_TUNABLES=glibc.malloc.hugetlb=0 turns that off.
 //   glibc_tunables            GLIBC_TUNABLES as both processes started
+//   process_name              this process's name (/proc/self/comm): "bench_streaming"
 // Reads are sized to the message, as the launcher's processes' are (scheduling.sized_reads,
 // p3/base/grpc_experiments.h), unless --sized_reads=false or GRPC_EXPERIMENTS is set:
 //   grpc_experiments          GRPC_EXPERIMENTS as both processes started
@@ -313,6 +314,13 @@ absl::StatusOr<nlohmann::json> Run() {
   // the caller set it otherwise (main()).
   const char* tunables = std::getenv("GLIBC_TUNABLES");
   result["glibc_tunables"] = tunables != nullptr ? tunables : "";
+  {
+    // The name the kernel gave this process (after starting itself again: its own file's).
+    std::ifstream comm("/proc/self/comm");
+    std::string name;
+    std::getline(comm, name);
+    result["process_name"] = name;
+  }
   const char* experiments = std::getenv("GRPC_EXPERIMENTS");  // set in main()
   result["grpc_experiments"] = experiments != nullptr ? experiments : "";
   result["network"] = gbps > 0 ? "netem" : "loopback";
@@ -558,7 +566,14 @@ int main(int argc, char** argv) {
   // that already sets glibc.malloc.hugetlb (=0: off) is kept (p3/base/allocator.h).
   if (const char* tunables = std::getenv("GLIBC_TUNABLES");
       tunables == nullptr || p3::TunablesWithHugePageHeap(tunables) != tunables) {
-    if (p3::RequestHugePageHeapForChildren().ok()) execv("/proc/self/exe", argv);
+    // By its own path, not /proc/self/exe: the kernel names the process after the file
+    // executed, and perf (streaming_cpu_breakdown.py) and ps look for "bench_streaming".
+    char self[4096];
+    const ssize_t length = readlink("/proc/self/exe", self, sizeof(self) - 1);
+    if (length > 0) self[length] = '\0';
+    if (p3::RequestHugePageHeapForChildren().ok()) {
+      execv(length > 0 ? self : "/proc/self/exe", argv);
+    }
     // execv returned: go on with the heap as it is.
   }
   // As p3_worker and p3_server do, before any thread (p3/base/allocator.h).

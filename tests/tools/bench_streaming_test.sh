@@ -369,7 +369,7 @@ else
   ok
 fi
 
-case_name="the heaps in huge pages unless GLIBC_TUNABLES says otherwise; --trace_json: the worker's timeline"
+case_name="the heaps in huge pages unless GLIBC_TUNABLES says otherwise, the process started again under its own name; --trace_json: the worker's timeline"
 output="$TMP/huge.out"
 env -u GLIBC_TUNABLES "$BENCH" --server_binary="$SERVER" --params=400000 --tensors=4 \
   --slice_params=10000 --warmup=1 --iterations=2 --out_dir="$TMP/huge" \
@@ -378,6 +378,7 @@ rc=$?
 if [[ $rc -ne 0 ]]; then
   fail "exit status $rc"
 elif check_json 'r["glibc_tunables"] == "glibc.malloc.hugetlb=1"' &&
+  check_json 'r["process_name"] == "bench_streaming"' &&
   check_json 'r["window_start_us"] < r["window_end_us"]'; then
   if ! "$PY" - "$TMP/huge_trace.json" "$output" >>"$output.check" 2>&1 <<'PY'
 import json, sys
