@@ -576,8 +576,13 @@ int main(int argc, char** argv) {
     }
     // execv returned: go on with the heap as it is.
   }
-  // As p3_worker and p3_server do, before any thread (p3/base/allocator.h).
-  p3::Program program("bench_streaming", argc, argv, {.allocator = p3::AllocatorOptions{}});
+  // As p3_worker (worker/p3_worker_main.cc) and p3_server do, before any thread: one malloc
+  // arena (p3/base/allocator.h) and no lock-order checks (proto/program.h), so that the
+  // worker measured here is the launcher's. Until 2026-12-06 it had per-thread arenas and
+  // the checks (docs/results/streaming/streaming.md, "The benchmark's worker as p3_worker").
+  p3::Program program("bench_streaming", argc, argv,
+                      {.allocator = p3::AllocatorOptions{.one_arena = true},
+                       .skip_lock_order_checks = true});
   // Before gRPC's first use; the server inherits it (p3/base/grpc_experiments.h).
   program.RequestSizedReads(absl::GetFlag(FLAGS_sized_reads));
   absl::StatusOr<nlohmann::json> result = p3::tools::Run();
