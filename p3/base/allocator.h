@@ -38,7 +38,12 @@ struct AllocatorOptions {
   // p3_worker passes it too: with per-thread arenas each arena keeps its own peak, and a
   // long-lived process's RSS crept as new threads landed on other arenas (a server by
   // 5.7 MB per 100 rejoins in tools/rejoin_memory, a worker by 1.2-1.9 MB across 90 of its
-  // peers' rejoins; docs/results/reliability/soak.md).
+  // peers' rejoins; docs/results/reliability/soak.md). And per-thread arenas give a
+  // thread's heap back to the kernel once it empties, whatever M_TRIM_THRESHOLD says, so
+  // the next message faults it in again: the streaming benchmark's worker faulted 67 -
+  // 13,671 times in 8 s of steady state with them, 0 - 49 with one arena, and moved 1.21x
+  // as much on loopback (docs/results/streaming/streaming.md, "The benchmark's worker as
+  // p3_worker").
   bool one_arena = false;
 };
 
