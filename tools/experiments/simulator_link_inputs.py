@@ -22,8 +22,11 @@ from results_lib import csv_io  # noqa: E402
 WAKEUPS_SHAPED = "streaming/wakeups_shaped_2026-12-05.csv"
 WAKEUPS_LABELS = ("5g_s40000", "5g_s640000")
 # bench_streaming with 1, 2 and 3 servers on one emulated 1 and 2 Gbit/s link, 5
-# interleaved rounds (streaming_streams.py, 2026-12-06, binaries 02d40ed).
-STREAMS_PER_LINK = "streaming/streams_per_link_2026-12-06.csv"
+# interleaved rounds (streaming_streams.py, 2026-12-06 21:05, binaries c4f9bc5: the
+# benchmark's worker with one malloc arena, as p3_worker). The sitting of 20:32 (02d40ed,
+# the worker with per-thread arenas: streams_per_link_2026-12-06.csv) gave 0.403 ns and
+# 1.006e-5 a byte against this one's 0.428 and 0.990e-5.
+STREAMS_PER_LINK = "streaming/streams_per_link_2026-12-06b.csv"
 
 
 def shaped_bytes_per_wake(path=None, labels=WAKEUPS_LABELS):
