@@ -91,7 +91,6 @@
 // Prints one JSON object on stdout (and writes it to --result_json). Exit status 0, or 1
 // with the reason on stderr.
 #include <sys/resource.h>
-#include <time.h>
 #include <torch/torch.h>
 #include <unistd.h>
 
@@ -140,6 +139,9 @@ ABSL_FLAG(int64_t, params, 25'000'000, "parameters in total (4 bytes each, each 
 ABSL_FLAG(int, servers, 1,
           "p3_server processes on the server's machine, one stream each from the worker "
           "(slice i to server i mod N): N streams share the one link");
+ABSL_FLAG(int64_t, credit_bytes, 0,
+          "scheduling.credit_bytes of the worker and the servers: bytes handed to gRPC and "
+          "not yet in the kernel, shared by a process's streams (0: one message at a time)");
 ABSL_FLAG(int, tensors, 10, "number of parameters (one block each), of equal size");
 ABSL_FLAG(int64_t, slice_params, 40'000, "slice size in parameters (scheduling.slice_params)");
 ABSL_FLAG(int, warmup, 2, "iterations before the measured window");
@@ -203,26 +205,6 @@ class StreamingModel : public models::BlockModel {
   std::vector<torch::Tensor> params_;
 };
 
-double SelfCpuSeconds() {
-  rusage ru{};
-  getrusage(RUSAGE_SELF, &ru);
-  return ru.ru_utime.tv_sec + ru.ru_stime.tv_sec +
-         1e-6 * (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec);
-}
-
-double ThreadCpuSeconds() {
-  timespec ts{};
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return ts.tv_sec + 1e-9 * ts.tv_nsec;
-}
-
-double Load1() {
-  std::ifstream in("/proc/loadavg");
-  double load = -1;
-  in >> load;
-  return load;
-}
-
 // One thread copying `bytes` between two buffers: the yardstick of the shared-memory path.
 struct MemcpyResult {
   double gbps = 0;          // Median of the runs, bits of payload copied per second.
@@ -263,6 +245,9 @@ absl::StatusOr<nlohmann::json> Run() {
   if (absl::GetFlag(FLAGS_shared_memory) && gbps > 0) {
     return absl::InvalidArgumentError(
         "--shared_memory is the colocated path: it takes no --bandwidth_gbps (two machines)");
+  }
+  if (absl::GetFlag(FLAGS_credit_bytes) < 0) {
+    return absl::InvalidArgumentError("--credit_bytes must be >= 0");
   }
   const int servers = absl::GetFlag(FLAGS_servers);
   if (servers < 1 || servers > 8) return absl::InvalidArgumentError("--servers must be 1..8");
@@ -358,6 +343,7 @@ absl::StatusOr<nlohmann::json> Run() {
                            "cluster { workers: 1 servers: ", servers, " host: \"", host, "\" }\n",
                            "optimizer { name: \"sgd\" lr: 0.001 momentum: 0 weight_decay: 0 }\n",
                            "scheduling { slice_params: ", absl::GetFlag(FLAGS_slice_params),
+                           " credit_bytes: ", absl::GetFlag(FLAGS_credit_bytes),
                            " sized_reads: ", absl::GetFlag(FLAGS_sized_reads) ? "true" : "false",
                            " }\n",
                            "output_dir: \"", dir, "\"\n")));
@@ -422,6 +408,7 @@ absl::StatusOr<nlohmann::json> Run() {
   options.trace = &trace;
   options.servers = addresses;
   options.slice_params = absl::GetFlag(FLAGS_slice_params);
+  options.credit_bytes = absl::GetFlag(FLAGS_credit_bytes);
   if (shared) options.shared_memory_servers = {0};
   P3_ASSIGN_OR_RETURN(std::unique_ptr<Worker> worker, Worker::Create(options, model));
   const torch::Tensor input = torch::zeros({1});
@@ -471,6 +458,7 @@ absl::StatusOr<nlohmann::json> Run() {
   result["params"] = per_tensor * tensors;
   result["tensors"] = tensors;
   result["slice_params"] = absl::GetFlag(FLAGS_slice_params);
+  result["credit_bytes"] = absl::GetFlag(FLAGS_credit_bytes);
   result["warmup"] = warmup;
   result["iterations"] = iterations;
   result["seconds"] = seconds;

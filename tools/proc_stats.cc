@@ -1,5 +1,7 @@
 #include "tools/proc_stats.h"
 
+#include <sys/resource.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -50,6 +52,26 @@ absl::StatusOr<double> ProcessCpuSeconds(pid_t pid) {
   P3_ASSIGN_OR_RETURN(const std::string text, ReadProcFile(absl::StrCat("/proc/", pid, "/stat")));
   P3_ASSIGN_OR_RETURN(const int64_t ticks, ParseStatCpuTicks(text));
   return static_cast<double>(ticks) / static_cast<double>(sysconf(_SC_CLK_TCK));
+}
+
+double SelfCpuSeconds() {
+  rusage ru{};
+  getrusage(RUSAGE_SELF, &ru);
+  return ru.ru_utime.tv_sec + ru.ru_stime.tv_sec +
+         1e-6 * (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec);
+}
+
+double ThreadCpuSeconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return ts.tv_sec + 1e-9 * ts.tv_nsec;
+}
+
+double Load1() {
+  std::ifstream in("/proc/loadavg");
+  double load = -1;
+  if (!(in >> load)) return -1;
+  return load;
 }
 
 absl::StatusOr<ContextSwitches> ParseStatusSwitches(const std::string& status_text) {

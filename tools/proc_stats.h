@@ -1,4 +1,5 @@
-// A process's CPU time and its threads' context switches, read from /proc: what
+// A process's CPU time and its threads' context switches, read from /proc, and the
+// host's load: what
 // bench_streaming (tools/bench_streaming_main.cc) counts over its measured window for
 // the servers it started, and for itself.
 //
@@ -28,6 +29,14 @@ namespace p3::tools {
 // utime + stime of process `pid` (every thread, alive or ended), from /proc/<pid>/stat, in
 // seconds (clock ticks: 1/100 s here).
 absl::StatusOr<double> ProcessCpuSeconds(pid_t pid);
+
+// The calling process's CPU time, every thread (getrusage: microseconds), and the calling
+// thread's alone (CLOCK_THREAD_CPUTIME_ID), in seconds.
+double SelfCpuSeconds();
+double ThreadCpuSeconds();
+
+// The 1-minute load average (/proc/loadavg); -1 where it cannot be read.
+double Load1();
 
 // Context switches of a process's threads, summed over /proc/<pid>/task/*/status.
 struct ContextSwitches {

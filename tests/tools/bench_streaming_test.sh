@@ -161,15 +161,17 @@ elif check_json 'r["shared_memory"] and r["bytes_sent"] == r["bytes_received"] =
   ok
 fi
 
-case_name="--servers=3: three servers share the worker's slices; exact byte counts, every server ends cleanly"
+case_name="--servers=3 with a 1 MiB credit: three servers share the worker's slices; exact byte counts, every server ends cleanly"
 output="$TMP/servers.out"
 "$BENCH" --server_binary="$SERVER" --params=400000 --tensors=4 --slice_params=10000 \
-  --warmup=1 --iterations=3 --servers=3 --out_dir="$TMP/servers" >"$output" 2>&1
+  --warmup=1 --iterations=3 --servers=3 --credit_bytes=1048576 --out_dir="$TMP/servers" \
+  >"$output" 2>&1
 rc=$?
 if [[ $rc -ne 0 ]]; then
   fail "exit status $rc"
 elif check_json 'r["servers"] == 3 and r["bytes_sent"] == r["bytes_received"] == 3 * 400000 * 4' &&
-  check_json 'r["server_voluntary_switches"] > 0 and r["server_cpu_s"] >= 0'; then
+  check_json 'r["server_voluntary_switches"] > 0 and r["server_cpu_s"] >= 0' &&
+  check_json 'r["credit_bytes"] == 1048576'; then
   missing=""
   for log in server.log server_1.log server_2.log; do
     # The worker says goodbye to each of its streams; a server ends once its worker has.
@@ -178,17 +180,20 @@ elif check_json 'r["servers"] == 3 and r["bytes_sent"] == r["bytes_received"] ==
   if [[ -n "$missing" ]]; then fail "not ended cleanly:$missing"; else ok; fi
 fi
 
-case_name="--servers out of 1..8, or several with --shared_memory: refused with the reason"
+case_name="--servers out of 1..8, several with --shared_memory, or a negative --credit_bytes: refused with the reason"
 output="$TMP/servers_bad.out"
 "$BENCH" --server_binary="$SERVER" --servers=0 --out_dir="$TMP/servers_bad" >"$output" 2>&1
 rc0=$?
 "$BENCH" --server_binary="$SERVER" --servers=2 --shared_memory --out_dir="$TMP/servers_bad" \
   >>"$output" 2>&1
 rc1=$?
-if [[ $rc0 -ne 1 || $rc1 -ne 1 ]]; then
-  fail "exit status $rc0 / $rc1, expected 1 / 1"
+"$BENCH" --server_binary="$SERVER" --credit_bytes=-1 --out_dir="$TMP/servers_bad" >>"$output" 2>&1
+rc2=$?
+if [[ $rc0 -ne 1 || $rc1 -ne 1 || $rc2 -ne 1 ]]; then
+  fail "exit status $rc0 / $rc1 / $rc2, expected 1 / 1 / 1"
 elif ! grep -q -- "--servers must be 1..8" "$output" ||
-  ! grep -q -- "--shared_memory takes one server" "$output"; then
+  ! grep -q -- "--shared_memory takes one server" "$output" ||
+  ! grep -q -- "--credit_bytes must be >= 0" "$output"; then
   fail "no reason given"
 else
   ok

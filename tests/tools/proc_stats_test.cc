@@ -81,5 +81,16 @@ CATCH_TEST_CASE("CPU time burnt in this process shows in its utime + stime") {
   CATCH_CHECK(!ProcessCpuSeconds(-1).ok());
 }
 
+CATCH_TEST_CASE("this process's and this thread's CPU seconds grow with work; the load average is read") {
+  const double self0 = SelfCpuSeconds(), thread0 = ThreadCpuSeconds();
+  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(100);
+  volatile uint64_t spin = 0;
+  while (std::chrono::steady_clock::now() < until) spin = spin + 1;
+  const double thread_used = ThreadCpuSeconds() - thread0;
+  CATCH_CHECK(thread_used > 0.005);  // at least a twentieth of the 100 ms on a busy machine
+  CATCH_CHECK(SelfCpuSeconds() - self0 >= thread_used - 0.002);  // rusage: microseconds
+  CATCH_CHECK(Load1() >= 0);
+}
+
 }  // namespace
 }  // namespace p3::tools

@@ -39,7 +39,9 @@ FIELDS = ["date", "commit", "rate_gbps", "servers", "round", "slice_params", "pa
           "worker_cpu_s", "worker_training_thread_cpu_s", "server_cpu_s", "host_busy_s",
           "host_softirq_s", "worker_voluntary_switches", "worker_involuntary_switches",
           "server_voluntary_switches", "server_involuntary_switches", "load1_start",
-          "grpc_experiments"]
+          "grpc_experiments",
+          # added after the first files: absent there (0)
+          "credit_bytes"]
 # Measured iterations per rate: a window of a few seconds at 100 MB each way an iteration.
 ITERATIONS = {1.0: 4, 2.0: 6, 2.5: 8, 5.0: 10, 0.0: 10}
 
@@ -49,7 +51,8 @@ def run_once(a, rate, servers, rnd):
     out_dir = os.path.join(a.out_dir, f"r{rnd}_bw{rate:g}_n{servers}")
     cmd = [a.bench, f"--server_binary={a.server}", f"--bandwidth_gbps={rate:g}",
            f"--servers={servers}", f"--params={a.params}", f"--slice_params={a.slice_params}",
-           f"--iterations={a.iterations or ITERATIONS.get(rate, 8)}", f"--out_dir={out_dir}"]
+           f"--iterations={a.iterations or ITERATIONS.get(rate, 8)}", f"--out_dir={out_dir}",
+           f"--credit_bytes={a.credit_bytes}"]
     print("[streams] " + " ".join(cmd), flush=True)
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=a.timeout)
     if p.returncode != 0:
@@ -149,6 +152,8 @@ def main():
     ap.add_argument("--params", type=int, default=25_000_000)
     ap.add_argument("--slice_params", type=int, default=40_000)
     ap.add_argument("--iterations", type=int, default=0, help="0: per rate")
+    ap.add_argument("--credit_bytes", type=int, default=0,
+                    help="scheduling.credit_bytes of the worker and the servers")
     ap.add_argument("--timeout", type=float, default=300, help="seconds per run")
     ap.add_argument("--bench", default=os.path.join(paths.ROOT, "bazel-bin/tools/bench_streaming"))
     ap.add_argument("--server", default=os.path.join(paths.ROOT, "bazel-bin/server/p3_server"))
