@@ -2,6 +2,7 @@
 // beside computations is charged to them.
 #include <catch2/catch.hpp>
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -98,44 +99,42 @@ CATCH_TEST_CASE("on a shaped link a large message wakes its thread once per shap
   CATCH_CHECK(Simulate(o).status().code() == absl::StatusCode::kInvalidArgument);
 }
 
+// Simulate(o) with the calibration's `field` at 0 and at `value`: {off, on}.
+std::pair<SimResult, SimResult> OffAndOn(SimOptions o, double Calibration::*field, double value) {
+  o.calibration.*field = 0;
+  absl::StatusOr<SimResult> off = Simulate(o);
+  o.calibration.*field = value;
+  absl::StatusOr<SimResult> on = Simulate(o);
+  CATCH_REQUIRE(off.ok());
+  CATCH_REQUIRE(on.ok());
+  return {std::move(*off), std::move(*on)};
+}
+
 CATCH_TEST_CASE("a byte on a shaped link shared with another stream in its direction costs shaped_stream_s_per_byte x (1 - 1/k) more on each side") {
   // Separate placement, 2 + 2: each worker's machine sends 2 gradient streams (one to
   // each server) and each server's machine receives 2, and the values likewise: k = 2 at
-  // every end, so each side pays half of shaped_stream_s_per_byte a byte.
+  // every end, so each side pays half of shaped_stream_s_per_byte a byte (here as much
+  // again as send_s_per_byte; recv_s_per_byte is 0 in this setup).
   SimOptions o = TwoWorkersOnOneHost(2);
   o.bandwidth_gbps = 10;
-  absl::StatusOr<SimResult> alone = Simulate(o);
-  CATCH_REQUIRE(alone.ok());
-  CATCH_REQUIRE(alone->cpu.send_s > 0);
-  CATCH_REQUIRE(alone->cpu.recv_s == 0);  // recv_s_per_byte 0 in this setup
-  o.calibration.shaped_stream_s_per_byte = 1e-9;  // as much again as send_s_per_byte
-  absl::StatusOr<SimResult> shared = Simulate(o);
-  CATCH_REQUIRE(shared.ok());
-  CATCH_CHECK(shared->num_messages == alone->num_messages);
-  CATCH_CHECK(shared->cpu.send_s == Approx(1.5 * alone->cpu.send_s));
-  CATCH_CHECK(shared->cpu.recv_s == Approx(0.5 * alone->cpu.send_s));
+  auto [alone, shared] = OffAndOn(o, &Calibration::shaped_stream_s_per_byte, 1e-9);
+  CATCH_REQUIRE(alone.cpu.send_s > 0);
+  CATCH_REQUIRE(alone.cpu.recv_s == 0);
+  CATCH_CHECK(shared.num_messages == alone.num_messages);
+  CATCH_CHECK(shared.cpu.send_s == Approx(1.5 * alone.cpu.send_s));
+  CATCH_CHECK(shared.cpu.recv_s == Approx(0.5 * alone.cpu.send_s));
   // Colocated 2 + 2: each machine sends one stream each way over the network (the other
   // worker's server, the other server's worker): k = 1, nothing more.
   o.colocated = true;
-  o.calibration.shaped_stream_s_per_byte = 0;
-  absl::StatusOr<SimResult> colocated_off = Simulate(o);
-  o.calibration.shaped_stream_s_per_byte = 1e-9;
-  absl::StatusOr<SimResult> colocated_on = Simulate(o);
-  CATCH_REQUIRE(colocated_off.ok());
-  CATCH_REQUIRE(colocated_on.ok());
-  CATCH_CHECK(colocated_on->cpu.send_s > 0);
-  CATCH_CHECK(colocated_on->cpu.send_s == colocated_off->cpu.send_s);
-  CATCH_CHECK(colocated_on->iteration_seconds == colocated_off->iteration_seconds);
+  auto [colocated_off, colocated_on] = OffAndOn(o, &Calibration::shaped_stream_s_per_byte, 1e-9);
+  CATCH_CHECK(colocated_on.cpu.send_s > 0);
+  CATCH_CHECK(colocated_on.cpu.send_s == colocated_off.cpu.send_s);
+  CATCH_CHECK(colocated_on.iteration_seconds == colocated_off.iteration_seconds);
   // On loopback (no rate) nothing more either.
   o.colocated = false;
   o.bandwidth_gbps = 0;
-  o.calibration.shaped_stream_s_per_byte = 0;
-  absl::StatusOr<SimResult> loopback_off = Simulate(o);
-  o.calibration.shaped_stream_s_per_byte = 1e-9;
-  absl::StatusOr<SimResult> loopback_on = Simulate(o);
-  CATCH_REQUIRE(loopback_off.ok());
-  CATCH_REQUIRE(loopback_on.ok());
-  CATCH_CHECK(loopback_on->cpu.send_s == loopback_off->cpu.send_s);
+  auto [loopback_off, loopback_on] = OffAndOn(o, &Calibration::shaped_stream_s_per_byte, 1e-9);
+  CATCH_CHECK(loopback_on.cpu.send_s == loopback_off.cpu.send_s);
   o.calibration.shaped_stream_s_per_byte = -1;
   CATCH_CHECK(Simulate(o).status().code() == absl::StatusCode::kInvalidArgument);
 }
@@ -146,22 +145,15 @@ CATCH_TEST_CASE("a message on a shaped link shared with another stream wakes its
   SimOptions o = TwoWorkersOnOneHost(2);
   o.bandwidth_gbps = 10;
   o.calibration.preempt_s = 100e-6;
-  absl::StatusOr<SimResult> alone = Simulate(o);
-  CATCH_REQUIRE(alone.ok());
-  CATCH_REQUIRE(alone->cpu.preempt_s > 0);
-  o.calibration.shaped_stream_wakes_per_byte = 1.0 / 40000;
-  absl::StatusOr<SimResult> shared = Simulate(o);
-  CATCH_REQUIRE(shared.ok());
-  CATCH_CHECK(shared->cpu.preempt_s > 2.5 * alone->cpu.preempt_s);
-  CATCH_CHECK(shared->iteration_seconds > alone->iteration_seconds);
+  auto [alone, shared] = OffAndOn(o, &Calibration::shaped_stream_wakes_per_byte, 1.0 / 40000);
+  CATCH_REQUIRE(alone.cpu.preempt_s > 0);
+  CATCH_CHECK(shared.cpu.preempt_s > 2.5 * alone.cpu.preempt_s);
+  CATCH_CHECK(shared.iteration_seconds > alone.iteration_seconds);
   // Colocated 2 + 2 (k = 1): the charge is unchanged.
   o.colocated = true;
-  absl::StatusOr<SimResult> colocated_on = Simulate(o);
-  o.calibration.shaped_stream_wakes_per_byte = 0;
-  absl::StatusOr<SimResult> colocated_off = Simulate(o);
-  CATCH_REQUIRE(colocated_on.ok());
-  CATCH_REQUIRE(colocated_off.ok());
-  CATCH_CHECK(colocated_on->cpu.preempt_s == colocated_off->cpu.preempt_s);
+  auto [colocated_off, colocated_on] =
+      OffAndOn(o, &Calibration::shaped_stream_wakes_per_byte, 1.0 / 40000);
+  CATCH_CHECK(colocated_on.cpu.preempt_s == colocated_off.cpu.preempt_s);
   o.calibration.shaped_stream_wakes_per_byte = -1;
   CATCH_CHECK(Simulate(o).status().code() == absl::StatusCode::kInvalidArgument);
 }
