@@ -87,14 +87,19 @@ absl::Status Simulation::Setup() {
       }
     }
   }
-  // The network streams that share each stream's link ends, in its direction.
+  // The network streams that share each stream's link ends, in its direction: counted
+  // per (machine, direction), then read back by every stream.
+  std::vector<int> leaving(2 * num_machines_, 0), entering(2 * num_machines_, 0);
+  auto end = [this](int proc, bool upstream) { return 2 * MachineOfProc(proc) + upstream; };
+  for (const Conn& c : conns_) {
+    if (c.kind != ConnKind::kNetwork) continue;
+    ++leaving[end(c.src, c.upstream)];
+    ++entering[end(c.dst, c.upstream)];
+  }
   for (Conn& c : conns_) {
     if (c.kind != ConnKind::kNetwork) continue;
-    for (const Conn& other : conns_) {
-      if (other.kind != ConnKind::kNetwork || other.upstream != c.upstream) continue;
-      c.streams_out += MachineOfProc(other.src) == MachineOfProc(c.src);
-      c.streams_in += MachineOfProc(other.dst) == MachineOfProc(c.dst);
-    }
+    c.streams_out = leaving[end(c.src, c.upstream)];
+    c.streams_in = entering[end(c.dst, c.upstream)];
   }
   // Workers: the real protocol state and version tracker, no values.
   const int num_slices = static_cast<int>(plan_->slices().size());

@@ -123,8 +123,10 @@ struct Calibration {
   // machine's way out, the receiver's way in) carries k network streams in the same
   // direction (gradients or values) costs each side shaped_stream_s_per_byte x (1 - 1/k)
   // more CPU, and wakes its thread shaped_stream_wakes_per_byte x (1 - 1/k) more times
-  // (each charged as a wake-up above): the readers find the other streams' bytes between
-  // their own and drain smaller pieces. k is counted from the cluster's layout: 1 for
+  // (each charged as a wake-up above). Measured at credit 0 (credit_bytes, the default),
+  // where the writers of a process's streams take turns on its link; a 1 MiB credit
+  // removed about three quarters of the extra wake-ups (not modelled: the charge is the
+  // same whatever the credit). k is counted from the cluster's layout: 1 for
   // each stream of 2 workers + 2 servers colocated, 2 for 3 + 3 colocated and for 2 + 2
   // in separate placement. Defaults: 0 (none). The CPU calibrations: measured with no
   // computation by tools/experiments/streaming_streams.py (bench_streaming with 1, 2 and 3
