@@ -88,6 +88,7 @@
 //   worker_voluntary_switches, worker_involuntary_switches  the worker's threads: blocked
 //                             (each ends with a wake-up), and preempted while runnable
 //   server_voluntary_switches, server_involuntary_switches  every server's, summed
+//   credit_bytes              --credit_bytes, the worker's and the servers' credit
 // Prints one JSON object on stdout (and writes it to --result_json). Exit status 0, or 1
 // with the reason on stderr.
 #include <sys/resource.h>
@@ -111,9 +112,7 @@
 #include "absl/flags/flag.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
