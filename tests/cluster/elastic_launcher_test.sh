@@ -5,7 +5,8 @@
 # and rank 2's row of the end-of-run table shows its own iterations. Then mode local
 # replays that membership (--membership_from=summary.json) and ends with the cluster's
 # param_l2 within REPLAY_TOLERANCE (relative), while local with 2 workers throughout (the
-# same sample stream, no third worker) differs by more than 10 x REPLAY_TOLERANCE.
+# same sample stream, no third worker) differs: on the whole parameter vector where
+# /usr/bin/python3 has torch (elastic_parameters_check.py), else on param_l2.
 set -uo pipefail
 source tests/testing/skip.sh
 CHECK=tests/cluster/elastic_parameters_check.py  # the parameter vectors against local
@@ -91,8 +92,12 @@ echo "local runs done after ${SECONDS} s"
 # The final parameters: param_l2 (relative), and where python3 can read the state dicts
 # the relative L2 distance of the whole parameter vector. A replay within the tolerance; 2
 # workers throughout (its sample stream shifted after the 3-worker span) beyond it.
+# The control (2 workers throughout) is told apart on the whole parameter vector where
+# /usr/bin/python3 has torch: param_l2 is one norm, and two different vectors can share
+# it to 3e-8 (it happened, in a full parallel bazel test). Without torch, on param_l2.
+torch=0; /usr/bin/python3 -c 'import torch' 2>/dev/null && torch=1
 python3 - "$OUT/summary.json" "$TMP/replay/summary.json" "$TMP/two/summary.json" \
-  "$ITERATIONS" <<'PY' || fail "local against the elastic run (param_l2)"
+  "$ITERATIONS" "$torch" <<'PY' || fail "local against the elastic run (param_l2)"
 import json, sys
 elastic, replay, two = (json.load(open(f)) for f in sys.argv[1:4])
 tol = 5e-8
@@ -103,9 +108,9 @@ p = elastic["param_l2"]
 err, err_two = (abs(r["param_l2"] - p) / p for r in (replay, two))
 print("param_l2: elastic %.9f, local replay %.9f (relative error %.3g), local 2 workers %.9f "
       "(%.3g); tolerance %g" % (p, replay["param_l2"], err, two["param_l2"], err_two, tol))
-assert err <= tol and err_two > tol, (err, err_two)
+assert err <= tol and (sys.argv[5] == "1" or err_two > tol), (err, err_two)
 PY
-if /usr/bin/python3 -c 'import torch' 2>/dev/null; then
+if [ "$torch" = 1 ]; then
   /usr/bin/python3 "$CHECK" "$OUT/model.pt" "$TMP/replay/model.pt" "$TMP/two/model.pt" ||
     fail "local against the elastic run (parameters)"
 else
