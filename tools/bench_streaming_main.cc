@@ -102,7 +102,6 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <iostream>
 #include <memory>
 #include <optional>
@@ -298,13 +297,9 @@ absl::StatusOr<nlohmann::json> Run() {
   // the caller set it otherwise (main()).
   const char* tunables = std::getenv("GLIBC_TUNABLES");
   result["glibc_tunables"] = tunables != nullptr ? tunables : "";
-  {
-    // The name the kernel gave this process (after starting itself again: its own file's).
-    std::ifstream comm("/proc/self/comm");
-    std::string name;
-    std::getline(comm, name);
-    result["process_name"] = name;
-  }
+  // The name the kernel gave this process (after starting itself again: its own file's).
+  P3_ASSIGN_OR_RETURN(const std::string comm, ReadFile("/proc/self/comm"));
+  result["process_name"] = std::string(absl::StripAsciiWhitespace(comm));
   const char* experiments = std::getenv("GRPC_EXPERIMENTS");  // set in main()
   result["grpc_experiments"] = experiments != nullptr ? experiments : "";
   result["network"] = gbps > 0 ? "netem" : "loopback";
@@ -383,8 +378,7 @@ absl::StatusOr<nlohmann::json> Run() {
     ContextSwitches sum;
     for (pid_t pid : server_pids) {
       P3_ASSIGN_OR_RETURN(ContextSwitches one, ThreadContextSwitches(pid));
-      sum = {sum.voluntary + one.voluntary, sum.involuntary + one.involuntary,
-             sum.threads + one.threads};
+      sum = sum + one;
     }
     return sum;
   };

@@ -6,30 +6,18 @@
 
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 #include <system_error>
 #include <vector>
 
 #include "absl/status/status.h"
-#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "p3/base/file_util.h"
 #include "p3/base/status_macros.h"
 
 namespace p3::tools {
-namespace {
-
-absl::StatusOr<std::string> ReadProcFile(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return absl::NotFoundError(absl::StrCat("cannot read ", path));
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
-}  // namespace
 
 absl::StatusOr<int64_t> ParseStatCpuTicks(const std::string& stat_text) {
   // Fields after the command name follow its last ')'.
@@ -49,7 +37,7 @@ absl::StatusOr<int64_t> ParseStatCpuTicks(const std::string& stat_text) {
 }
 
 absl::StatusOr<double> ProcessCpuSeconds(pid_t pid) {
-  P3_ASSIGN_OR_RETURN(const std::string text, ReadProcFile(absl::StrCat("/proc/", pid, "/stat")));
+  P3_ASSIGN_OR_RETURN(const std::string text, ReadFile(absl::StrCat("/proc/", pid, "/stat")));
   P3_ASSIGN_OR_RETURN(const int64_t ticks, ParseStatCpuTicks(text));
   return static_cast<double>(ticks) / static_cast<double>(sysconf(_SC_CLK_TCK));
 }
@@ -107,12 +95,10 @@ absl::StatusOr<ContextSwitches> ThreadContextSwitches(pid_t pid) {
   if (ec) return absl::NotFoundError(absl::StrCat("cannot list ", dir, ": ", ec.message()));
   ContextSwitches sum;
   for (const auto& entry : it) {
-    absl::StatusOr<std::string> text = ReadProcFile(entry.path().string() + "/status");
+    absl::StatusOr<std::string> text = ReadFile(entry.path().string() + "/status");
     if (!text.ok()) continue;  // The thread ended after the listing.
     P3_ASSIGN_OR_RETURN(const ContextSwitches one, ParseStatusSwitches(*text));
-    sum.voluntary += one.voluntary;
-    sum.involuntary += one.involuntary;
-    sum.threads += 1;
+    sum = sum + one;
   }
   if (sum.threads == 0) return absl::NotFoundError(absl::StrCat("no thread readable in ", dir));
   return sum;

@@ -50,6 +50,11 @@ struct ContextSwitches {
   ContextSwitches operator-(const ContextSwitches& earlier) const {
     return {voluntary - earlier.voluntary, involuntary - earlier.involuntary, threads};
   }
+  // Two sets of threads together (two processes').
+  ContextSwitches operator+(const ContextSwitches& other) const {
+    return {voluntary + other.voluntary, involuntary + other.involuntary,
+            threads + other.threads};
+  }
 };
 
 absl::StatusOr<ContextSwitches> ThreadContextSwitches(pid_t pid);

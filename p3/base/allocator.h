@@ -41,9 +41,9 @@ struct AllocatorOptions {
   // peers' rejoins; docs/results/reliability/soak.md). And per-thread arenas give a
   // thread's heap back to the kernel once it empties, whatever M_TRIM_THRESHOLD says, so
   // the next message faults it in again: the streaming benchmark's worker faulted 67 -
-  // 13,671 times in 8 s of steady state with them, 0 - 49 with one arena, and moved 1.21x
-  // as much on loopback (docs/results/streaming/streaming.md, "The benchmark's worker as
-  // p3_worker").
+  // 13,671 times in 8 s of steady state with them, 0 - 49 with one arena (and no
+  // lock-order checks), and moved 1.21x as much on loopback
+  // (docs/results/streaming/streaming.md, "The benchmark's worker as p3_worker").
   bool one_arena = false;
 };
 

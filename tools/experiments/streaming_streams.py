@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """What one more stream on a link costs the data path, with no computation: the input the
 simulator lacks for its many-process points (issue 36;
-docs/results/simulator/simulator.md, "Streams per link, measured").
+docs/results/simulator/simulator.md, "Streams that share a link").
 
 bench_streaming with --servers=N moves the same bytes over one emulated link (or
 loopback) as N streams, one per server (slice i to server i mod N), as a worker of a
@@ -119,20 +119,15 @@ def table(rows):
            "| µs per extra sleep | runs |", "|---|---:|" + "---:|" * 10]
     by = {}
     for r in rows:
-        by.setdefault((float(r["rate_gbps"]), int(r["servers"])), {})[r["round"]] = per_run(r)
+        by.setdefault((float(r["rate_gbps"]), int(r["servers"])), []).append(per_run(r))
+    diffs = differences(rows)
     for (rate, n), runs in sorted(by.items(), key=lambda kv: (kv[0][0] == 0, kv[0])):
-        one = by.get((rate, 1), {})
-        extra_cpu, extra_sleeps, us = [], [], []
-        for rnd, f in runs.items():
-            if n == 1 or rnd not in one:
-                continue
-            dc = f["cpu_per_gb"] - one[rnd]["cpu_per_gb"]
-            ds = f["sleeps_per_mb"] - one[rnd]["sleeps_per_mb"]
-            extra_cpu.append(dc)
-            extra_sleeps.append(ds)
-            if ds > 0:  # s per GB / sleeps per MB = ms per sleep; µs: x 1000
-                us.append(dc / ds * 1000)
-        col = lambda k, fmt="{:.3f}", spread=False: med([f[k] for f in runs.values()], fmt, spread)
+        mine = [(dc, ds) for r_, n_, dc, ds in diffs if (r_, n_) == (rate, n)]
+        extra_cpu = [dc for dc, _ in mine]
+        extra_sleeps = [ds for _, ds in mine]
+        # s per GB / sleeps per MB = ms per sleep; µs: x 1000
+        us = [dc / ds * 1000 for dc, ds in mine if ds > 0]
+        col = lambda k, fmt="{:.3f}", spread=False: med([f[k] for f in runs], fmt, spread)
         link = f"{rate:g} Gbit/s" if rate > 0 else "loopback"
         out.append(f"| {link} | {n} | {col('goodput', '{:.2f}', True)} | "
                    f"{col('cpu_per_gb', '{:.3f}', True)} | {col('host_per_gb')} | "
