@@ -136,6 +136,9 @@ def run_p3(a, mode, bw, slice_params, workers=2, trace=False, tag="", wire_dtype
         pack = runs.resolved_pack_params(out)
         if pack is not None:
             row["pack_params"] = pack
+        credit = runs.resolved_credit_bytes(out)
+        if credit:
+            row["credit_bytes"] = credit
         pieces = runs.resolved_output_pieces(out)
         if pieces is not None and pieces > 1:
             row["output_pieces"] = pieces

@@ -85,12 +85,28 @@ double Simulation::OtherStreams(const Conn& c, bool sending) const {
   return c.kind == ConnKind::kNetwork && k > 0 ? 1.0 - 1.0 / k : 0.0;
 }
 
+double Simulation::Turns(const Conn& c, const Msg& m) const {
+  const int k = c.process_streams;
+  if (c.kind != ConnKind::kNetwork || k <= 1) return 0.0;
+  // The send queue's credit rule (Pump): one message always, more while they fit.
+  const int64_t fit = m.bytes > 0 ? o_.credit_bytes / m.bytes : k;
+  const int64_t in_flight = std::min<int64_t>(k, std::max<int64_t>(1, fit));
+  return static_cast<double>(k - in_flight) / (k - 1);
+}
+
 double Simulation::Wakeups(const Conn& c, const Msg& m, bool sending) const {
   if (c.kind != ConnKind::kNetwork) return 1.0;
   const double bytes = static_cast<double>(m.bytes);
-  const double shared = cal_.shaped_stream_wakes_per_byte * OtherStreams(c, sending) * bytes;
+  const double per_byte =
+      cal_.shaped_stream_wakes_per_byte + Turns(c, m) * cal_.shaped_stream_turns_wakes_per_byte;
+  const double shared = per_byte * OtherStreams(c, sending) * bytes;
   if (cal_.shaped_bytes_per_wake <= 0) return 1.0 + shared;
   return std::max(1.0, bytes / cal_.shaped_bytes_per_wake) + shared;
+}
+
+double Simulation::StreamsExtra(const Conn& c, const Msg& m, bool sending) const {
+  return OtherStreams(c, sending) *
+         (cal_.shaped_stream_s_per_byte + Turns(c, m) * cal_.shaped_stream_turns_s_per_byte);
 }
 
 double Simulation::ShapedExtra() const {
@@ -116,7 +132,7 @@ double Simulation::SendCost(const Conn& c, const Msg& m) const {
                                                    : ConversionCost(m, true);
   if (c.kind == ConnKind::kShm) return per_message + encode;
   const double extra = c.kind == ConnKind::kNetwork
-                          ? ShapedExtra() + cal_.shaped_stream_s_per_byte * OtherStreams(c, true)
+                          ? ShapedExtra() + StreamsExtra(c, m, /*sending=*/true)
                           : 0;
   return per_message + encode + (cal_.send_s_per_byte + extra) * static_cast<double>(m.bytes);
 }
@@ -132,7 +148,7 @@ double Simulation::RecvCost(const Conn& c, const Msg& m) const {
            cal_.shm_s_per_byte * static_cast<double>(m.values) * sizeof(float);
   }
   const double extra = c.kind == ConnKind::kNetwork
-                          ? ShapedExtra() + cal_.shaped_stream_s_per_byte * OtherStreams(c, false)
+                          ? ShapedExtra() + StreamsExtra(c, m, /*sending=*/false)
                           : 0;
   return per_message + ConversionCost(m, false) +
          (cal_.recv_s_per_byte + extra) * static_cast<double>(m.bytes);

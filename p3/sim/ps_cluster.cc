@@ -89,17 +89,21 @@ absl::Status Simulation::Setup() {
   }
   // The network streams that share each stream's link ends, in its direction: counted
   // per (machine, direction), then read back by every stream.
+  // And each sending process's own (a process sends in one direction only).
   std::vector<int> leaving(2 * num_machines_, 0), entering(2 * num_machines_, 0);
+  std::vector<int> sent_by(o_.workers + o_.servers, 0);
   auto end = [this](int proc, bool upstream) { return 2 * MachineOfProc(proc) + upstream; };
   for (const Conn& c : conns_) {
     if (c.kind != ConnKind::kNetwork) continue;
     ++leaving[end(c.src, c.upstream)];
     ++entering[end(c.dst, c.upstream)];
+    ++sent_by[c.src];
   }
   for (Conn& c : conns_) {
     if (c.kind != ConnKind::kNetwork) continue;
     c.streams_out = leaving[end(c.src, c.upstream)];
     c.streams_in = entering[end(c.dst, c.upstream)];
+    c.process_streams = sent_by[c.src];
   }
   // Workers: the real protocol state and version tracker, no values.
   const int num_slices = static_cast<int>(plan_->slices().size());

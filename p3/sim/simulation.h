@@ -98,6 +98,9 @@ struct Conn {
   // shaped_stream_s_per_byte): 0 for a stream that is not on the network.
   int streams_out = 0;
   int streams_in = 0;
+  // Network streams in this one's direction sent by its sending process, this one
+  // included (Calibration::shaped_stream_turns_s_per_byte): 0 off the network.
+  int process_streams = 0;
 };
 
 struct Timer {
@@ -190,6 +193,13 @@ class Simulation {
   // The share of other streams' bytes at c's sending (or receiving) end of a shaped link,
   // 1 - 1/k (Conn::streams_out, streams_in); 0 elsewhere.
   double OtherStreams(const Conn& c, bool sending) const;
+  // T of Calibration::shaped_stream_turns_s_per_byte for m on c: how far its sending
+  // process's writers take turns on the link (1 at credit 0 with several streams, 0 with
+  // one stream or a credit that holds a message of each).
+  double Turns(const Conn& c, const Msg& m) const;
+  // The CPU a byte of m costs one side more for the streams sharing c's link end:
+  // OtherStreams x (shaped_stream_s_per_byte + Turns x shaped_stream_turns_s_per_byte).
+  double StreamsExtra(const Conn& c, const Msg& m, bool sending) const;
   // Encoding (or decoding) m's values for a 16-bit wire: CPU seconds, 0 for float32.
   double ConversionCost(const Msg& m, bool encode) const;
   double SendCost(const Conn& c, const Msg& m) const;

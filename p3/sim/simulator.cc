@@ -55,19 +55,20 @@ absl::StatusOr<SimResult> Simulation::Run() {
   if (!(o_.calibration.preempt_s >= 0)) {
     return absl::InvalidArgumentError("calibration.preempt_s must be >= 0");
   }
-  if (!(o_.calibration.shaped_bytes_per_wake >= 0)) {
-    return absl::InvalidArgumentError("calibration.shaped_bytes_per_wake must be >= 0");
-  }
-  if (!(o_.calibration.shaped_stream_s_per_byte >= 0)) {
-    return absl::InvalidArgumentError("calibration.shaped_stream_s_per_byte must be >= 0");
-  }
-  if (!(o_.calibration.shaped_stream_wakes_per_byte >= 0)) {
-    return absl::InvalidArgumentError("calibration.shaped_stream_wakes_per_byte must be >= 0");
+  const Calibration& cal = o_.calibration;
+  for (const auto& [name, value] :
+       {std::pair<const char*, double>{"shaped_bytes_per_wake", cal.shaped_bytes_per_wake},
+        {"shaped_stream_s_per_byte", cal.shaped_stream_s_per_byte},
+        {"shaped_stream_wakes_per_byte", cal.shaped_stream_wakes_per_byte},
+        {"shaped_stream_turns_s_per_byte", cal.shaped_stream_turns_s_per_byte},
+        {"shaped_stream_turns_wakes_per_byte", cal.shaped_stream_turns_wakes_per_byte}}) {
+    if (!(value >= 0)) {
+      return absl::InvalidArgumentError(absl::StrCat("calibration.", name, " must be >= 0"));
+    }
   }
   if (!(o_.calibration.comm_interference >= 0)) {
     return absl::InvalidArgumentError("calibration.comm_interference must be >= 0");
   }
-  const Calibration& cal = o_.calibration;
   for (double cost : {cal.bf16_encode_s_per_value, cal.bf16_decode_s_per_value,
                       cal.f16_encode_s_per_value, cal.f16_decode_s_per_value}) {
     if (!(cost >= 0)) {

@@ -121,20 +121,29 @@ struct Calibration {
   double shaped_bytes_per_wake = 0;
   // Streams that share a shaped link: a byte of a stream whose link end (the sender's
   // machine's way out, the receiver's way in) carries k network streams in the same
-  // direction (gradients or values) costs each side shaped_stream_s_per_byte x (1 - 1/k)
-  // more CPU, and wakes its thread shaped_stream_wakes_per_byte x (1 - 1/k) more times
-  // (each charged as a wake-up above). Measured at credit 0 (credit_bytes, the default),
-  // where the writers of a process's streams take turns on its link; a 1 MiB credit
-  // removed about three quarters of the extra wake-ups (not modelled: the charge is the
-  // same whatever the credit). k is counted from the cluster's layout: 1 for
-  // each stream of 2 workers + 2 servers colocated, 2 for 3 + 3 colocated and for 2 + 2
-  // in separate placement. Defaults: 0 (none). The CPU calibrations: measured with no
-  // computation by tools/experiments/streaming_streams.py (bench_streaming with 1, 2 and 3
-  // servers on one emulated link), the same for every set: medians over rounds, links
-  // (1 and 2 Gbit/s) and k of (extra per GB) / (1 - 1/k), halved per side
+  // direction (gradients or values) costs each side (1 - 1/k) x (shaped_stream_s_per_byte
+  // + T x shaped_stream_turns_s_per_byte) more CPU, and wakes its thread (1 - 1/k) x
+  // (shaped_stream_wakes_per_byte + T x shaped_stream_turns_wakes_per_byte) more times
+  // (each charged as a wake-up above). The first term is the cost with the streams'
+  // messages written side by side; the second is what the writers of one process add
+  // when they take turns on its link: T = (k_p - n) / (k_p - 1) for a sending process
+  // with k_p > 1 network streams in that direction, n = min(k_p, max(1, floor(credit_bytes
+  // / the message's bytes))) of its messages in flight at once (the send queue's credit,
+  // one message always allowed), and T = 0 for a process with one stream. At credit 0
+  // (the default) T = 1; at a credit that holds a message of every stream, 0. k is
+  // counted from the cluster's layout: 1 for each stream of 2 workers + 2 servers
+  // colocated, 2 for 3 + 3 colocated and for 2 + 2 in separate placement (k_p the same
+  // there). Defaults: 0 (none). The CPU calibrations: measured with no computation by
+  // tools/experiments/streaming_streams.py (bench_streaming with 1, 2 and 3 servers on
+  // one emulated link; its worker sends every stream, each server one), at credit 0 and
+  // 1 MiB in each round: the 1 MiB medians over rounds and k of (extra per GB) / (1 -
+  // 1/k), halved per side, are the side-by-side terms; the turns terms are twice what
+  // credit 0 adds to them (only the gradients' direction takes turns there)
   // (docs/results/simulator/simulator.md, "Streams that share a link").
   double shaped_stream_s_per_byte = 0;
   double shaped_stream_wakes_per_byte = 0;
+  double shaped_stream_turns_s_per_byte = 0;
+  double shaped_stream_turns_wakes_per_byte = 0;
   // Core-seconds of CPU a computation loses per core-second of communication work
   // (sending, receiving, the server's update) on its host while it computes: the
   // copies' memory traffic slows the computation on the other cores, with no

@@ -59,6 +59,8 @@ def predict(p, cal, scale, extra, more_flags=()):
     # configs/bench says now; DDP's peer runs it whole.
     pieces = 1 if p["system"] == "ddp" else int(p.get("output_pieces") or 1)
     sets.append(f"model.output_pieces={pieces}")
+    # The send queues' credit the runs had (0 in every set before the column existed).
+    sets.append(f"scheduling.credit_bytes={int(p.get('credit_bytes') or 0)}")
     flags = sp.HOST + [f"--compute_scale={scale}"]
     system = p["system"]
     if system == "ddp":
@@ -205,7 +207,7 @@ def score_rows(rows, runs):
                  checkable=s["checkable"], protocol_hit=s["hit"])
 
 
-SET_ORDER = ("remeasure-2026-12-06", "pieces-2026-12-06", "fresh-2026-12-06b", "models-2026-12-06", "fresh-2026-12-06", "fresh-2026-12-05d", "auto-2026-12-05", "slices-2026-12-05",
+SET_ORDER = ("credit-2026-12-07", "remeasure-2026-12-06", "pieces-2026-12-06", "fresh-2026-12-06b", "models-2026-12-06", "fresh-2026-12-06", "fresh-2026-12-05d", "auto-2026-12-05", "slices-2026-12-05",
              "fresh-2026-12-05c", "ddp-2026-12-05", "fresh-2026-12-05b", "fresh-2026-12-05", "2026-12-03", "wire",
              "2026-12-02", "cc-bbr", "cc-cubic", "fresh-5", "fresh-4", "fresh-3", "fresh-2",
              "fresh", "current-interleaved", "current", "2026-11-30")
@@ -249,6 +251,8 @@ def write_table(rows):
             system = r["system"] + (f", {r['wire_dtype']} wire" if r.get("wire_dtype") else "")
             if int(r.get("output_pieces") or 1) > 1:
                 system += f", output in {r['output_pieces']} pieces"
+            if int(r.get("credit_bytes") or 0):
+                system += f", credit {int(r['credit_bytes']) / 2**20:g} MiB"
             lines.append(f"| {r['model']} | {system} | {bw} | {r['workers']} | "
                          f"{r.get('placement') or 'colocated'} | {r['slice_params']} | "
                          f"{r['measured']:.2f} | {r['runs_min']:.2f} – {r['runs_max']:.2f} | "

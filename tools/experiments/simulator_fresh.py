@@ -47,15 +47,17 @@ PACKED_SYSTEMS_EXCLUDE = ("ddp", "local")
 
 
 def point(set_name, model, system, bw, workers=2, placement="colocated", wire="",
-          slice_params=DEFAULT_SLICE_PARAMS):
+          slice_params=DEFAULT_SLICE_PARAMS, credit_bytes=0):
     """One point of a set. pack_params: the set's packs (scheduling.pack_params, its
     "pack_params"; absent: 0, none, as every set measured before packs existed) for the
-    systems the launcher runs, 0 for DDP and `local`; predict and the runs both take it."""
+    systems the launcher runs, 0 for DDP and `local`; predict and the runs both take it.
+    credit_bytes: scheduling.credit_bytes of the point's processes (0, the default)."""
     its, warm = FRESH[set_name]["iterations"][model]
     packs = 0 if system in PACKED_SYSTEMS_EXCLUDE else FRESH[set_name].get("pack_params", 0)
     return {"set": set_name, "model": model, "system": system, "bandwidth": bw,
             "workers": workers, "slice_params": slice_params, "placement": placement,
-            "wire_dtype": wire, "iterations": its, "warmup": warm, "pack_params": packs}
+            "wire_dtype": wire, "iterations": its, "warmup": warm, "pack_params": packs,
+            "credit_bytes": credit_bytes}
 
 
 def points_of(set_name):
@@ -66,7 +68,8 @@ def name(p):
     """A point's name (its runs' folder): a slice size other than the default is in it."""
     return (f"{p['model']}_{p['system']}_{p['bandwidth']:g}g_w{p['workers']}_{p['placement']}"
             + (f"_{p['wire_dtype']}" if p["wire_dtype"] else "")
-            + (f"_s{p['slice_params']}" if p["slice_params"] != DEFAULT_SLICE_PARAMS else ""))
+            + (f"_s{p['slice_params']}" if p["slice_params"] != DEFAULT_SLICE_PARAMS else "")
+            + (f"_c{p['credit_bytes']}" if p.get("credit_bytes") else ""))
 
 
 def predict_with(pts, fresh, model):
@@ -82,10 +85,10 @@ def predict_with(pts, fresh, model):
 
 def kind(p):
     """What makes a point a configuration: model, system, rate, workers, placement, wire
-    dtype, slice size."""
+    dtype, slice size, credit."""
     return (p["model"], p["system"], float(p["bandwidth"]), int(p["workers"]),
             p.get("placement") or "colocated", p.get("wire_dtype") or "",
-            int(p["slice_params"]))
+            int(p["slice_params"]), int(p.get("credit_bytes") or 0))
 
 
 def measured_before(set_name, pts):
@@ -120,6 +123,7 @@ def predict(args):
         raise SystemExit("predict: measured before, not fresh: "
                          + ", ".join(name(p) for p in repeated))
     commit = paths.git_commit(mark_dirty=True)
+    credits = any(p["credit_bytes"] for p in points_of(args.set))  # a column if any has one
     rows = []
     for p in points_of(args.set):
         with_name, cal_set, local = predict_with(pts, fresh, p["model"])
@@ -132,6 +136,7 @@ def predict(args):
                      # A set that names its packs says each point's (older sets' CSVs
                      # stay as they were committed: no packs, no column).
                      **({"pack_params": p["pack_params"]} if "pack_params" in fresh else {}),
+                     **({"credit_bytes": p["credit_bytes"]} if credits else {}),
                      "iterations": p["iterations"], "warmup": p["warmup"],
                      "predicted_sps": round(r["samples_per_second"], 3),
                      "calibration": cal_set["file"], "local_set": with_name,
@@ -141,11 +146,13 @@ def predict(args):
     csv_io.write_rows(sp.results(fresh["predictions"] + ".csv"), rows)
     packs = "pack_params" in fresh
     lines = ["| point | predicted samples/s | calibration | `local` of (samples/s) | "
-             "compute_scale |" + (" pack_params |" if packs else ""),
-             "|---|---:|---|---|---:|" + ("---:|" if packs else "")]
+             "compute_scale |" + (" pack_params |" if packs else "")
+             + (" credit_bytes |" if credits else ""),
+             "|---|---:|---|---|---:|" + ("---:|" if packs else "") + ("---:|" if credits else "")]
     lines += [f"| {r['point']} | {r['predicted_sps']:.2f} | "
               f"{os.path.basename(r['calibration'])} | {r['local_set']} ({r['local_sps']}) | "
               f"{r['compute_scale']} |" + (f" {r['pack_params']} |" if packs else "")
+              + (f" {r['credit_bytes']} |" if credits else "")
               for r in rows]
     if fresh.get("remeasure"):
         lines += ["", "Where each point was measured before, and how the model scored there "
@@ -153,7 +160,8 @@ def predict(args):
                   "few runs), from simulator_validation.csv:", "",
                   "| point | earlier sets |", "|---|---|"]
         lines += [f"| {name(p)} | {earlier_scores(p)} |" for p in points_of(args.set)]
-    title = "Predictions before a re-measurement" if fresh.get("remeasure") else "Fresh predictions"
+    title = fresh.get("title") or ("Predictions before a re-measurement"
+                                   if fresh.get("remeasure") else "Fresh predictions")
     with open(sp.results(fresh["predictions"] + ".md"), "w") as f:
         f.write(f"# {title}, set `{args.set}` (frozen model {commit})\n\n"
                 "Made by `/usr/bin/python3 tools/experiments/simulator_fresh.py predict "
@@ -189,6 +197,8 @@ def bench(p, out, iterations, warmup):
         if p.get("pack_params"):
             # Stated, not left to the launcher's default: the packs predict simulated.
             args.append(f"--set=scheduling.pack_params={p['pack_params']}")
+        if p.get("credit_bytes"):
+            args.append(f"--set=scheduling.credit_bytes={p['credit_bytes']}")
     print(" ".join(args), flush=True)
     subprocess.run(args, check=False)
 

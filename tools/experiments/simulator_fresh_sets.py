@@ -4,8 +4,8 @@ points, the iterations of each model's runs, where its predictions go, the measu
 whose calibration and `local` runs its committed predictions take, and its notes (the
 text under the predictions' table in docs/results/simulator/fresh_predictions_<set>.md).
 
-A point is (model, system, Gbit/s[, workers[, placement[, wire dtype[, slice size]]]]);
-simulator_fresh.point() makes the dict. A set's "pack_params" (scheduling.pack_params)
+A point is (model, system, Gbit/s[, workers[, placement[, wire dtype[, slice size[,
+credit]]]]]); simulator_fresh.point() makes the dict. A set's "pack_params" (scheduling.pack_params)
 is stated in its P3-family points and their runs; absent, 0 (none): every set before
 packs existed.
 """
@@ -458,6 +458,62 @@ bazel build --config=stamp //tools:p3_sim //tools:bench_streaming //tools:launch
 /usr/bin/python3 tools/experiments/simulator_fresh.py measure --set=remeasure-2026-12-06 --rounds=5   # into out/remeasure1206
 /usr/bin/python3 tools/experiments/simulator_fresh.py collect --set=remeasure-2026-12-06
 /usr/bin/python3 tools/experiments/simulator.py calibrate --only=remeasure-2026-12-06
+/usr/bin/python3 tools/experiments/simulator.py validate
+/usr/bin/python3 tools/experiments/simulator.py score
+```
+""",
+    },
+    # The send queue's credit where a process has several remote peers: each many-process
+    # point at credit 0 (measured before) and at 1 MiB (never measured), predicted by the
+    # model with the writers' turns (Calibration::shaped_stream_turns_s_per_byte) and
+    # committed before the runs. Not a fresh set: half its configurations were measured
+    # before, so it is scored with the ordinary sets.
+    "credit-2026-12-07": {
+        "predictions": "simulator/credit_predictions_2026-12-07", "out": "out/credit1207",
+        "remeasure": True,
+        "title": "Predictions before the credit's runs",
+        "iterations": {"resnet50": (23, 3)},
+        "predict_with": ("remeasure-2026-12-06",),
+        "streaming_args": ["--shared_memory"],
+        "second_streaming": {"slice_params": 640000, "rates": "2.5,5,0"},
+        "pack_params": 65536,
+        "points": [(*where, "", 40000, credit)
+                   for where in [("resnet50", "p3", 1.0, 3, "colocated"),
+                                 ("resnet50", "p3", 1.0, 2, "separate"),
+                                 ("resnet50", "p3", 2.5, 3, "colocated"),
+                                 ("resnet50", "p3", 2.5, 2, "separate")]
+                   for credit in (0, 1048576)],
+        "notes": """
+**Why these points.** `scheduling.credit_bytes` is 0 by default: each process hands gRPC
+one message at a time, so the writers of a process with several remote peers take turns
+on its link. With no computation (`bench_streaming --servers=N`, 5 rounds at 1 Gbit/s) a
+credit of 1 MiB took a byte's extra CPU on a shared link from 0.36 to 0.12 ns per side
+and its extra wake-ups from 1.1e-5 to 0.29e-5, at the same goodput
+([streams that share a link](simulator.md#streams-that-share-a-link-2026-12-06)). The
+model now charges the turns only where a process's credit cannot hold a message of each
+of its streams. These four points ask whether training gains what the model says, where
+it matters: ResNet-50's P3 at 1 and 2.5 Gbit/s with 3 workers + 3 servers colocated
+(each process has two remote peers) and 2 + 2 in separate placement (each worker sends
+to both servers over the network), at credit 0 and at 1 MiB, every other option at
+today's defaults (packs of 65,536 stated, 40,000 a slice, as the earlier sets ran). The
+committed numbers take `remeasure-2026-12-06`'s calibration and `local` runs; the scoring
+predicts them again from this sitting's own streaming, preemption and `local` runs. The
+model's answer: nearly nothing at 1 Gbit/s (the link bounds the iteration), a fifth or
+more at 2.5 Gbit/s. The 1 Gbit/s points at credit 0 were predicted 12 – 17 % too fast in
+the two sittings before this one (`remeasure-2026-12-06`, `fresh-2026-12-05`).
+
+## How the lead measures and scores it (the machine to itself: nothing else running)
+
+As root, from the repository root, with the binaries of the commit that holds this file
+or later. A round: the streaming runs at 40,000 (every rate and shared memory) and at
+640,000 (2.5, 5 Gbit/s and loopback), one round of the preemption runs, ResNet-50's
+`local`, then the 8 points once in a rotated order: about 9 minutes a round; 4 rounds.
+
+```sh
+bazel build --config=stamp //tools:p3_sim //tools:bench_streaming //tools:launch_cluster //worker:p3_worker //server:p3_server
+/usr/bin/python3 tools/experiments/simulator_fresh.py measure --set=credit-2026-12-07 --rounds=4   # into out/credit1207
+/usr/bin/python3 tools/experiments/simulator_fresh.py collect --set=credit-2026-12-07
+/usr/bin/python3 tools/experiments/simulator.py calibrate --only=credit-2026-12-07
 /usr/bin/python3 tools/experiments/simulator.py validate
 /usr/bin/python3 tools/experiments/simulator.py score
 ```

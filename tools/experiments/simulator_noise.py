@@ -22,21 +22,22 @@ def point_key(r):
     """A validation row's (or point's) key in point_runs()."""
     return (r["set"], r["model"], r["system"], float(r["bandwidth"]), int(r["workers"]),
             int(r["slice_params"]), r.get("placement") or "", r.get("wire_dtype") or "",
-            int(r.get("output_pieces") or 1))
+            int(r.get("output_pieces") or 1), int(r.get("credit_bytes") or 0))
 
 
 def point_runs():
     """The samples/s of every run behind each validated point, keyed as the rows of
     simulator_validation.csv: (set, model, system, bandwidth, workers, slice_params,
-    placement, wire dtype, output pieces). For throughput_2026-11-30.csv, which keeps only min, median and
-    max, a point's runs are known where it has at most 3; else (min, max) stand in."""
+    placement, wire dtype, output pieces, credit). For throughput_2026-11-30.csv, which
+    keeps only min, median and max, a point's runs are known where it has at most 3; else
+    (min, max) stand in."""
     groups = {}
 
     def add(set_name, rows):
-        for (model, mode, bw, workers, slices, placement, wire, _, _, _, pieces), v in \
-                sp.run_groups(rows).items():
+        for (model, mode, bw, workers, slices, placement, wire, _, _, _, pieces, credit), v \
+                in sp.run_groups(rows).items():
             groups.setdefault((set_name, model, mode, bw, workers, slices, placement, wire,
-                               pieces), []).extend(v)
+                               pieces, credit), []).extend(v)
 
     for set_name, _, rows in sp.raw_sets():
         add(set_name, rows)
@@ -47,7 +48,7 @@ def point_runs():
         lo, med, hi = float(r["min_sps"]), float(r["median_sps"]), float(r["max_sps"])
         groups[("2026-11-30", r["model"], r["mode"], float(r["bandwidth_gbps"]),
                 int(r["workers"]), int(r["slice_params"] or raw_csv.DEFAULT_SLICE_PARAMS),
-                "", "", 1)] = {1: [med], 2: [lo, hi], 3: [lo, med, hi]}.get(n, [lo, hi])
+                "", "", 1, 0)] = {1: [med], 2: [lo, hi], 3: [lo, med, hi]}.get(n, [lo, hi])
     return groups
 
 

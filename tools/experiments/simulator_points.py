@@ -57,7 +57,9 @@ FRESH_SETS = [("fresh", "simulator/simulator_fresh_raw.csv"),
               ("fresh-2026-12-06b", "simulator/simulator_fresh_2026-12-06b_raw.csv"),
               # Not fresh: earlier sets' missed configurations, measured again with
               # today's binaries, predicted and committed first (simulator_fresh_sets.py).
-              ("remeasure-2026-12-06", "simulator/simulator_remeasure_2026-12-06_raw.csv")]
+              ("remeasure-2026-12-06", "simulator/simulator_remeasure_2026-12-06_raw.csv"),
+              # Not fresh either: the many-process points at credit 0 and 1 MiB.
+              ("credit-2026-12-07", "simulator/simulator_credit_2026-12-07_raw.csv")]
 # Ordinary sets measured with tools/bench_throughput.py run in one sitting, every run's
 # raw.csv row copied as it was written (`simulator.py fresh --commit=`): set name, file.
 # Neither fresh (their configurations were fitted on in earlier sets, no prediction was
@@ -227,6 +229,13 @@ SETS = {
         "binaries": "the commit of simulator_fresh.py measure (streaming in the same rounds)",
         "extra": {},
     },
+    "credit-2026-12-07": {
+        "file": "configs/sim/calibration_cpu_credit_2026-12-07.json",
+        "streaming": "docs/results/streaming/streaming_credit_2026-12-07.csv",
+        "preemption": "simulator/preemption_cost_credit_2026-12-07.csv",
+        "binaries": "the commit of simulator_fresh.py measure (streaming in the same rounds)",
+        "extra": {},
+    },
     # P3 against DDP (SITTING_SETS), main 3387c10: the streaming benchmark (5 runs a rate,
     # shared memory rows too, which the calibration leaves out) and 3 rounds of
     # simulator_preemption_cost.py right after the points' rounds.
@@ -279,6 +288,7 @@ SET_CALIBRATION = {"2026-12-02": "2026-12-02", "2026-11-30": "2026-11-30", "fres
                    "fresh-2026-12-06": "fresh-2026-12-06",
                    "fresh-2026-12-06b": "fresh-2026-12-06b",
                    "remeasure-2026-12-06": "remeasure-2026-12-06",
+                   "credit-2026-12-07": "credit-2026-12-07",
                    "ddp-2026-12-05": "ddp-2026-12-05",
                    "slices-2026-12-05": "slices-2026-12-05",
                    "auto-2026-12-05": "auto-2026-12-05",
@@ -356,14 +366,16 @@ def run_groups(rows):
     """The samples/s of the finished runs in bench_throughput.py raw.csv rows, per model,
     mode, bandwidth, workers, slice size (DDP's runs have none: the default), placement,
     wire dtype (where the CSV has them; float32 and none as ""), iteration count and
-    warm-up, packs (none in a row that records none: every run before them) and the output
-    projection's pieces (1, whole, in a row that records none)."""
+    warm-up, packs (none in a row that records none: every run before them), the output
+    projection's pieces (1, whole, in a row that records none) and the send queues' credit
+    (0 in a row that records none)."""
     def key(r):
         wire = raw_csv.wire_dtype(r)
         return (r["model"], r["mode"], float(r["bandwidth_gbps"]), int(r["workers"]),
                 raw_csv.slice_params(r), r.get("placement", ""),
                 "" if wire in (None, "float32") else wire, int(r["iterations"]),
-                int(r["warmup"]), raw_csv.pack_params(r), raw_csv.output_pieces(r))
+                int(r["warmup"]), raw_csv.pack_params(r), raw_csv.output_pieces(r),
+                raw_csv.credit_bytes(r))
     return raw_csv.group(raw_csv.finished(rows), key)
 
 
@@ -373,9 +385,9 @@ def run_points(set_name, source, rows):
              "workers": workers, "slice_params": slices, "placement": placement,
              "measured": statistics.median(v), "runs": len(v), "source": source,
              "iterations": its, "warmup": warm, "wire_dtype": wire, "pack_params": packs,
-             "output_pieces": pieces}
-            for (model, mode, bw, workers, slices, placement, wire, its, warm, packs, pieces), v
-            in sorted(run_groups(rows).items())]
+             "output_pieces": pieces, "credit_bytes": credit}
+            for (model, mode, bw, workers, slices, placement, wire, its, warm, packs, pieces,
+                 credit), v in sorted(run_groups(rows).items())]
 
 
 def local_of(pts, set_name, model):

@@ -9,7 +9,7 @@ FIELDS = ["time_utc", "model", "system", "mode", "bandwidth_gbps", "batch_per_wo
           "slice_params", "iterations", "warmup", "samples_per_second", "mean_samples_per_second",
           "rank0_samples_per_second", "wall_seconds", "bytes_sent_rank0", "load1", "status",
           "output_dir", "wire_dtype", "congestion_control", "slice_auto", "pack_params",
-          "output_pieces", "grpc_experiments"]
+          "output_pieces", "grpc_experiments", "credit_bytes"]
 # The slice size of runs that record none (DDP) or ran the default.
 DEFAULT_SLICE_PARAMS = 40000
 
@@ -25,6 +25,13 @@ def output_pieces(row):
     (model.output_pieces, above 1 only): 1, the layer whole, for a row that records none --
     every run before the option existed, DDP and local."""
     return max(1, int(row.get("output_pieces") or 1))
+
+
+def credit_bytes(row):
+    """The credit of the run's send queues (scheduling.credit_bytes, as its resolved config
+    says): 0, one message at a time, for a row that records none -- every run before the
+    column existed (they all ran at 0), DDP and local."""
+    return int(row.get("credit_bytes") or 0)
 
 
 def read(path):

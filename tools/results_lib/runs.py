@@ -89,6 +89,12 @@ def resolved_output_pieces(run_dir):
     return resolved_int(run_dir, "output_pieces")
 
 
+def resolved_credit_bytes(run_dir):
+    """scheduling.credit_bytes of the run; None when its config says nothing (the default,
+    0) or holds -1 (automatic, which the launcher replaces with its choice)."""
+    return resolved_int(run_dir, "credit_bytes")
+
+
 def summary_or_empty(run_dir):
     """summary.json, or {} when the run wrote none (it failed)."""
     try:

@@ -158,5 +158,51 @@ CATCH_TEST_CASE("a message on a shaped link shared with another stream wakes its
   CATCH_CHECK(Simulate(o).status().code() == absl::StatusCode::kInvalidArgument);
 }
 
+CATCH_TEST_CASE("the writers of one process that take turns on a shaped link cost shaped_stream_turns_s_per_byte more a byte, unless the credit holds a message of each stream") {
+  // Separate placement, 2 + 2: each worker sends 2 gradient streams and each server 2
+  // value streams (k = k_p = 2), messages of 160 kB. At credit 0 the two writers of each
+  // process take turns: each side pays a further 0.5 x 1 ns a byte.
+  SimOptions o = TwoWorkersOnOneHost(2);
+  o.bandwidth_gbps = 10;
+  auto [side_by_side, turns] = OffAndOn(o, &Calibration::shaped_stream_turns_s_per_byte, 1e-9);
+  CATCH_REQUIRE(side_by_side.cpu.send_s > 0);
+  CATCH_CHECK(turns.cpu.send_s == Approx(1.5 * side_by_side.cpu.send_s));
+  CATCH_CHECK(turns.cpu.recv_s == Approx(0.5 * side_by_side.cpu.send_s));
+  // A credit below two messages still lets one in flight: the same turns.
+  o.credit_bytes = 200000;
+  auto [below_off, below_on] = OffAndOn(o, &Calibration::shaped_stream_turns_s_per_byte, 1e-9);
+  CATCH_CHECK(below_on.cpu.send_s == Approx(turns.cpu.send_s));
+  // A credit of two messages lets both streams write side by side: nothing more.
+  o.credit_bytes = 320000;
+  auto [both_off, both_on] = OffAndOn(o, &Calibration::shaped_stream_turns_s_per_byte, 1e-9);
+  CATCH_CHECK(both_on.cpu.send_s == both_off.cpu.send_s);
+  CATCH_CHECK(both_on.cpu.recv_s == both_off.cpu.recv_s);
+  // Colocated 2 + 2: one network stream per process, no turns whatever the credit.
+  o.credit_bytes = 0;
+  o.colocated = true;
+  auto [colocated_off, colocated_on] =
+      OffAndOn(o, &Calibration::shaped_stream_turns_s_per_byte, 1e-9);
+  CATCH_CHECK(colocated_on.cpu.send_s == colocated_off.cpu.send_s);
+  o.calibration.shaped_stream_turns_s_per_byte = -1;
+  CATCH_CHECK(Simulate(o).status().code() == absl::StatusCode::kInvalidArgument);
+}
+
+CATCH_TEST_CASE("writers that take turns on a shaped link wake shaped_stream_turns_wakes_per_byte x (1 - 1/k) more times a byte, and not with a credit that holds both") {
+  SimOptions o = TwoWorkersOnOneHost(2);
+  o.bandwidth_gbps = 10;
+  o.calibration.preempt_s = 100e-6;
+  auto [side_by_side, turns] =
+      OffAndOn(o, &Calibration::shaped_stream_turns_wakes_per_byte, 1.0 / 40000);
+  CATCH_REQUIRE(side_by_side.cpu.preempt_s > 0);
+  CATCH_CHECK(turns.cpu.preempt_s > 2.5 * side_by_side.cpu.preempt_s);
+  CATCH_CHECK(turns.iteration_seconds > side_by_side.iteration_seconds);
+  o.credit_bytes = 320000;
+  auto [both_off, both_on] =
+      OffAndOn(o, &Calibration::shaped_stream_turns_wakes_per_byte, 1.0 / 40000);
+  CATCH_CHECK(both_on.cpu.preempt_s == both_off.cpu.preempt_s);
+  o.calibration.shaped_stream_turns_wakes_per_byte = -1;
+  CATCH_CHECK(Simulate(o).status().code() == absl::StatusCode::kInvalidArgument);
+}
+
 }  // namespace
 }  // namespace p3::sim

@@ -163,10 +163,10 @@ class SimulatorTest(fakes.FakeP3SimTest):
             with open(f"{T}/sweep_aggregated.csv") as f:
                 self.assertIn("median_sps", f.readline())
             runs = simulator_noise.point_runs()
-        self.assertEqual(sorted(runs[("wire", "resnet50", "p3", 1.0, 2, 40000, "", "bfloat16", 1)]),
+        self.assertEqual(sorted(runs[("wire", "resnet50", "p3", 1.0, 2, 40000, "", "bfloat16", 1, 0)]),
                          [27.486, 28.614, 29.493])
         # An aggregated point of 2 runs stands for them by its min and max.
-        self.assertEqual(runs[("2026-11-30", "resnet50", "p3", 1.0, 2, 40000, "", "", 1)],
+        self.assertEqual(runs[("2026-11-30", "resnet50", "p3", 1.0, 2, 40000, "", "", 1, 0)],
                          [15.993, 17.183])
         self.assertEqual(simulator_noise.MEDIAN_VAR[1], 1.0)
 
@@ -572,10 +572,12 @@ class SimulatorTest(fakes.FakeP3SimTest):
         base = {"set": "s", "model": "resnet50", "system": "p3", "bandwidth": 1.0,
                 "workers": 2, "slice_params": 40000, "measured": 10.0, "predicted": 11.5}
         rows = [dict(base, runs=3), dict(base, system="baseline", runs=3)]
-        runs = {("s", "resnet50", "p3", 1.0, 2, 40000, "", "", 1): [9.0, 10.0, 12.0],
-                ("s", "resnet50", "baseline", 1.0, 2, 40000, "", "", 1): [9.0, 12.0],
-                # The same point with the output in pieces is another point.
-                ("s", "resnet50", "p3", 1.0, 2, 40000, "", "", 8): [20.0, 21.0, 22.0]}
+        runs = {("s", "resnet50", "p3", 1.0, 2, 40000, "", "", 1, 0): [9.0, 10.0, 12.0],
+                ("s", "resnet50", "baseline", 1.0, 2, 40000, "", "", 1, 0): [9.0, 12.0],
+                # The same point with the output in pieces, or at another credit, is
+                # another point.
+                ("s", "resnet50", "p3", 1.0, 2, 40000, "", "", 8, 0): [20.0, 21.0, 22.0],
+                ("s", "resnet50", "p3", 1.0, 2, 40000, "", "", 1, 1048576): [20.0, 21.0, 22.0]}
         simulator.score_rows(rows, runs)
         self.assertTrue(rows[0]["protocol_hit"])  # inside 9 - 12
         self.assertEqual(rows[0]["runs_max"], 12.0)
@@ -585,6 +587,9 @@ class SimulatorTest(fakes.FakeP3SimTest):
         pieces = [dict(base, runs=3, output_pieces=8)]
         simulator.score_rows(pieces, runs)
         self.assertEqual(pieces[0]["runs_max"], 22.0)
+        credit = [dict(base, runs=3, measured=21.0, credit_bytes=1048576)]
+        simulator.score_rows(credit, runs)
+        self.assertEqual(credit[0]["runs_min"], 20.0)
 
     def test_the_command_lines_start(self):
         for name in ("simulator.py", "simulator_cpu_breakdown.py", "simulator_side_by_side.py",
