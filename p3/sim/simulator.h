@@ -135,11 +135,16 @@ struct Calibration {
   // colocated, 2 for 3 + 3 colocated and for 2 + 2 in separate placement (k_p the same
   // there). Defaults: 0 (none). The CPU calibrations: measured with no computation by
   // tools/experiments/streaming_streams.py (bench_streaming with 1, 2 and 3 servers on
-  // one emulated link; its worker sends every stream, each server one), at credit 0 and
-  // 1 MiB in each round: the 1 MiB medians over rounds and k of (extra per GB) / (1 -
-  // 1/k), halved per side, are the side-by-side terms; the turns terms are twice what
-  // credit 0 adds to them (only the gradients' direction takes turns there)
-  // (docs/results/simulator/simulator.md, "Streams that share a link").
+  // one emulated link; its worker sends every stream, each server one): the medians over
+  // rounds, links and k of (extra per GB) / (1 - 1/k), halved per side, at credit 0, as
+  // shaped_stream_{s,wakes}_per_byte, and the turns terms 0: one charge at every credit.
+  // In the benchmark a 1 MiB credit cut the extra to a third, but in training it gained
+  // nothing (ResNet-50, 3 + 3 and separate placement, 1 and 2.5 Gbit/s, 4 rounds: 0.98 -
+  // 1.02 of credit 0), where the turns terms predicted +11 - 14 % at 2.5 Gbit/s. The
+  // what-if (simulator.py calibrate --stream_turns): the 1 MiB runs as the side-by-side
+  // terms and twice what credit 0 adds to them as the turns terms (only the gradients'
+  // direction takes turns in the benchmark) (docs/results/simulator/simulator.md,
+  // "Streams that share a link", "The credit where a process has several remote peers").
   double shaped_stream_s_per_byte = 0;
   double shaped_stream_wakes_per_byte = 0;
   double shaped_stream_turns_s_per_byte = 0;

@@ -427,6 +427,10 @@ def main():
     ap.add_argument("--wake_per_bytes", action="store_true",
                     help="calibrate: shaped_bytes_per_wake as measured (streaming_wakeups.py on "
                          "a 5 Gbit/s link), not 0: the what-if of issue 36")
+    ap.add_argument("--stream_turns", action="store_true",
+                    help="calibrate: the streams' charge split into side by side and the "
+                         "writers' turns at credit 0 (the what-if of issue 36), not one "
+                         "charge at every credit")
     ap.add_argument("--file", default="",
                     help="fresh: the CSV in docs/results to write (one of "
                          "simulator_points.FRESH_SETS' or SITTING_SETS' files)")
@@ -436,7 +440,7 @@ def main():
     if args.command == "fresh":
         fresh(args)
     elif args.command == "calibrate":
-        calibration.calibrate(args.only, args.wake_per_bytes)
+        calibration.calibrate(args.only, args.wake_per_bytes, args.stream_turns)
     elif args.command == "validate":
         validate()
     elif args.command == "sweep":

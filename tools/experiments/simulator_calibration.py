@@ -39,12 +39,15 @@ compute_scale. Used by tools/experiments/simulator.py (`calibrate`, and every pr
     of fresh sets, simulator.md, "Preemptions per bytes on a shaped link") writes, in every
     set, the bytes per wake-up of a thread on a shaped link measured from the sleeps at
     two slice sizes on a 5 Gbit/s link (WAKEUPS_SHAPED, shaped_bytes_per_wake());
-  * shaped_stream_{,turns_}{s,wakes}_per_byte: what a byte on a shaped link costs more,
-    and how many more wake-ups, when other streams share the link in its direction (3 +
-    3, separate placement), side by side and with one process's writers taking turns,
-    measured with no computation by streaming_streams.py with 1 - 3 servers on one link
-    at credit 0 and 1 MiB (STREAMS_CREDIT_0, STREAMS_CREDIT_1M, simulator_link_inputs.py);
-    the same in every set. No validation point enters them;
+  * shaped_stream_s_per_byte and shaped_stream_wakes_per_byte: what a byte on a shaped
+    link costs more, and how many more wake-ups, when other streams share the link in its
+    direction (3 + 3, separate placement), measured with no computation by
+    streaming_streams.py with 1 - 3 servers on one link (STREAMS_PER_LINK,
+    simulator_link_inputs.py); the same in every set. No validation point enters them.
+    shaped_stream_turns_{s,wakes}_per_byte: 0, unless `calibrate --stream_turns` (a
+    what-if: the same charge split into side by side and one process's writers taking
+    turns at credit 0, from runs at credit 0 and 1 MiB; training gained nothing from the
+    credit);
   * comm_interference: the computation's CPU lost per core-second of communication on
     its host, from the same CSV: a core copying 8 MB buffers without pause beside the
     computation (no preemption), its extra core-seconds over the copier's, median of the
@@ -89,7 +92,8 @@ import tempfile
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 import simulator_points as sp  # noqa: E402
 from results_lib import csv_io, p3_sim, paths  # noqa: E402
-from simulator_link_inputs import (STREAMS_CREDIT_0, STREAMS_CREDIT_1M, WAKEUPS_SHAPED,  # noqa: E402,F401
+from simulator_link_inputs import (STREAMS_CREDIT_0, STREAMS_CREDIT_1M, STREAMS_PER_LINK,
+                                   WAKEUPS_SHAPED,  # noqa: E402,F401
                                    shaped_bytes_per_wake, shaped_stream_costs)
 
 RING_DEFAULT = {"ring_send_s_per_byte": 0.4e-9, "ring_recv_s_per_byte": 0.4e-9,
@@ -493,12 +497,15 @@ def write_launcher_calibration(root=None):
     return path
 
 
-def calibrate(only="", wake_per_bytes=False):
+def calibrate(only="", wake_per_bytes=False, stream_turns=False):
     """Fits every calibration set of SETS (or those named in `only`, comma-separated) and
     writes its file; the ring factor is fitted with the current set and reused. The
     launcher's calibration (sp.LAUNCHER) is written after its set; `only` "launcher"
     copies the set's committed file alone, fitting nothing. shaped_bytes_per_wake: 0 (off),
-    or with wake_per_bytes the measured shaped_bytes_per_wake() (a what-if: it lost hits)."""
+    or with wake_per_bytes the measured shaped_bytes_per_wake() (a what-if: it lost hits).
+    stream_turns: the streams' charge split into side by side and the writers' turns at
+    credit 0 (a what-if: training gained nothing from the credit that removes the turns;
+    simulator_link_inputs.shaped_stream_costs)."""
     names = only.split(",") if only else []
     if names and all(n == "launcher" for n in names):
         print(f"wrote {write_launcher_calibration()} from {sp.SETS[sp.LAUNCHER['set']]['file']}")
@@ -518,12 +525,13 @@ def calibrate(only="", wake_per_bytes=False):
     wake = shaped_bytes_per_wake() if wake_per_bytes else 0.0
     print(f"shaped_bytes_per_wake {wake:.0f} (measured {shaped_bytes_per_wake():.0f}, "
           f"{WAKEUPS_SHAPED}; 0: off, unless --wake_per_bytes)")
-    streams = shaped_stream_costs()
+    streams = shaped_stream_costs(turns=stream_turns)
     print(f"shaped_stream_s_per_byte {streams['shaped_stream_s_per_byte'] * 1e9:.3f} ns, "
           f"shaped_stream_wakes_per_byte {streams['shaped_stream_wakes_per_byte']:.4g}, "
           f"turns {streams['shaped_stream_turns_s_per_byte'] * 1e9:.3f} ns, "
           f"{streams['shaped_stream_turns_wakes_per_byte']:.4g} "
-          f"({STREAMS_CREDIT_0}, {STREAMS_CREDIT_1M})")
+          f"({f'{STREAMS_CREDIT_0}, {STREAMS_CREDIT_1M}' if stream_turns else STREAMS_PER_LINK}"
+          f"{'' if stream_turns else '; turns 0 unless --stream_turns'})")
     streaming_update = streaming_update_s_per_gb()
     print(f"the streaming run's own update: {streaming_update:.4f} s per GB crossing "
           f"({STREAMING_BREAKDOWN}, {STREAMING_BREAKDOWN_LABEL})")

@@ -9,6 +9,7 @@ from unittest import mock
 
 import fakes
 import simulator_calibration as cal
+import simulator_link_inputs
 import simulator_two_sizes
 
 T = fakes.TESTDATA
@@ -205,6 +206,34 @@ class ShapedBytesPerWakeTest(unittest.TestCase):
                          ["shaped_bytes_per_wake"], 0.0)
         self.assertEqual(cal.streaming_costs("x", s, measured, 1.0, 0.0, 0.0, 0.0, 0.0, 249000.0)
                          ["shaped_bytes_per_wake"], 249000.0)
+
+
+class StreamCostsTest(unittest.TestCase):
+    # streaming_streams.fit per file: (s per byte, wake-ups per byte, differences).
+    FITS = {"link.csv": (0.43e-9, 1.0e-5, 20), "c0.csv": (0.36e-9, 1.1e-5, 10),
+            "c1m.csv": (0.12e-9, 0.3e-5, 10)}
+
+    def costs(self, **kw):
+        with mock.patch.object(simulator_link_inputs.csv_io, "read_rows", lambda path: path), \
+                mock.patch.object(simulator_link_inputs.streaming_streams, "fit",
+                                  lambda path: self.FITS[path]):
+            return simulator_link_inputs.shaped_stream_costs(
+                per_link="link.csv", credit_0="c0.csv", credit_1m="c1m.csv", **kw)
+
+    def test_one_charge_at_every_credit_by_default_from_the_credit_0_runs(self):
+        self.assertEqual(self.costs(), {"shaped_stream_s_per_byte": 0.43e-9,
+                                        "shaped_stream_wakes_per_byte": 1.0e-5,
+                                        "shaped_stream_turns_s_per_byte": 0.0,
+                                        "shaped_stream_turns_wakes_per_byte": 0.0})
+
+    def test_the_turns_what_if_splits_credit_0_into_side_by_side_and_twice_the_rest(self):
+        c = self.costs(turns=True)
+        self.assertEqual(c["shaped_stream_s_per_byte"], 0.12e-9)
+        self.assertAlmostEqual(c["shaped_stream_turns_s_per_byte"], 0.48e-9)
+        self.assertAlmostEqual(c["shaped_stream_turns_wakes_per_byte"], 1.6e-5)
+        # Half the turns (only the gradients' direction takes them) give credit 0 back.
+        self.assertAlmostEqual(c["shaped_stream_s_per_byte"]
+                               + c["shaped_stream_turns_s_per_byte"] / 2, 0.36e-9)
 
 
 if __name__ == "__main__":

@@ -41,6 +41,28 @@ class ThroughputAbTest(unittest.TestCase):
         self.assertEqual(row["faster_rounds"], 1)
         self.assertIn("**1.000**", throughput_ab.table([row]))
 
+    def test_one_csv_split_by_a_column_pairs_each_layout_with_itself(self):
+        header = HEADER + ["workers", "placement", "credit_bytes"]
+        rows = [["2026-12-07T00:01:00Z", "resnet50", "p3", "p3", "1.0", "10.0", "ok", "3", "colocated", ""],
+                ["2026-12-07T00:02:00Z", "resnet50", "p3", "p3", "1.0", "11.0", "ok", "3", "colocated", "1048576"],
+                ["2026-12-07T00:03:00Z", "resnet50", "p3", "p3", "1.0", "8.0", "ok", "2", "separate", "0"],
+                ["2026-12-07T00:04:00Z", "resnet50", "p3", "p3", "1.0", "6.0", "ok", "2", "separate", "1048576"]]
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "raw.csv")
+            with open(path, "w", newline="") as f:
+                w = csv.writer(f)
+                w.writerow(header)
+                w.writerows(rows)
+            got = throughput_ab.compare(*throughput_ab.split(path, "credit_bytes"))
+            with open(path, "a", newline="") as f:
+                csv.writer(f).writerow(["2026-12-07T00:05:00Z", "resnet50", "p3", "p3", "1.0",
+                                        "6.0", "ok", "2", "separate", "4194304"])
+            with self.assertRaises(SystemExit):
+                throughput_ab.split(path, "credit_bytes")
+        self.assertEqual([(r["workers"], r["placement"], r["ratio"]) for r in got],
+                         [("3", "colocated", 1.1), ("2", "separate", 0.75)])
+        self.assertIn("| 2 | separate |", throughput_ab.table(got))
+
 
 if __name__ == "__main__":
     unittest.main()
