@@ -139,8 +139,8 @@ struct Calibration {
   // rounds, links and k of (extra per GB) / (1 - 1/k), halved per side, at credit 0, as
   // shaped_stream_{s,wakes}_per_byte, and the turns terms 0: one charge at every credit.
   // In the benchmark a 1 MiB credit cut the extra to a third, but in training it gained
-  // nothing (ResNet-50, 3 + 3 and separate placement, 1 and 2.5 Gbit/s, 4 rounds: 0.98 -
-  // 1.02 of credit 0), where the turns terms predicted +11 - 14 % at 2.5 Gbit/s. The
+  // nothing (ResNet-50, 3 + 3 and separate placement, 1 and 2.5 Gbit/s, 4 rounds: 0.996 -
+  // 1.018 of credit 0), where the turns terms predicted +11 - 14 % at 2.5 Gbit/s. The
   // what-if (simulator.py calibrate --stream_turns): the 1 MiB runs as the side-by-side
   // terms and twice what credit 0 adds to them as the turns terms (only the gradients'
   // direction takes turns in the benchmark) (docs/results/simulator/simulator.md,

@@ -66,8 +66,9 @@ def shaped_stream_costs(turns=False, per_link=None, credit_0=None, credit_1m=Non
     STREAMS_PER_LINK (or `per_link`; credit 0: the medians over its rounds, rates and
     stream counts of the extra per byte across over the other streams' share, halved per
     side), and no turns term. A 1 MiB credit cut the benchmark's extra CPU and wake-ups
-    but gained nothing in training (credit-2026-12-07: 0.98 - 1.02 of credit 0 at 1 and
-    2.5 Gbit/s), where the turns term predicted +11 - 14 % at 2.5 Gbit/s.
+    but gained nothing in training (credit-2026-12-07: 0.996 - 1.018 of credit 0, the
+    rounds' medians, at 1 and 2.5 Gbit/s), where the turns term predicted +11 - 14 % at
+    2.5 Gbit/s.
 
     turns (the what-if): the credit sitting's figures, STREAMS_CREDIT_0 and
     STREAMS_CREDIT_1M. At 1 MiB every stream writes side by side: that fit is the

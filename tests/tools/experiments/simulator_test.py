@@ -574,8 +574,7 @@ class SimulatorTest(fakes.FakeP3SimTest):
         rows = [dict(base, runs=3), dict(base, system="baseline", runs=3)]
         runs = {("s", "resnet50", "p3", 1.0, 2, 40000, "", "", 1, 0): [9.0, 10.0, 12.0],
                 ("s", "resnet50", "baseline", 1.0, 2, 40000, "", "", 1, 0): [9.0, 12.0],
-                # The same point with the output in pieces, or at another credit, is
-                # another point.
+                # The output in pieces, or another credit: another point.
                 ("s", "resnet50", "p3", 1.0, 2, 40000, "", "", 8, 0): [20.0, 21.0, 22.0],
                 ("s", "resnet50", "p3", 1.0, 2, 40000, "", "", 1, 1048576): [20.0, 21.0, 22.0]}
         simulator.score_rows(rows, runs)
