@@ -60,7 +60,7 @@ def predict(p, cal, scale, extra, more_flags=()):
     pieces = 1 if p["system"] == "ddp" else int(p.get("output_pieces") or 1)
     sets.append(f"model.output_pieces={pieces}")
     # The send queues' credit the runs had (0 in every set before the column existed).
-    sets.append(f"scheduling.credit_bytes={int(p.get('credit_bytes') or 0)}")
+    sets.append(f"scheduling.credit_bytes={raw_csv.credit_bytes(p)}")
     flags = sp.HOST + [f"--compute_scale={scale}"]
     system = p["system"]
     if system == "ddp":
@@ -251,8 +251,8 @@ def write_table(rows):
             system = r["system"] + (f", {r['wire_dtype']} wire" if r.get("wire_dtype") else "")
             if int(r.get("output_pieces") or 1) > 1:
                 system += f", output in {r['output_pieces']} pieces"
-            if int(r.get("credit_bytes") or 0):
-                system += f", credit {int(r['credit_bytes']) / 2**20:g} MiB"
+            if raw_csv.credit_bytes(r):
+                system += f", credit {raw_csv.credit_bytes(r) / 2**20:g} MiB"
             lines.append(f"| {r['model']} | {system} | {bw} | {r['workers']} | "
                          f"{r.get('placement') or 'colocated'} | {r['slice_params']} | "
                          f"{r['measured']:.2f} | {r['runs_min']:.2f} – {r['runs_max']:.2f} | "

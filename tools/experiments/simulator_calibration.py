@@ -92,8 +92,8 @@ import tempfile
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 import simulator_points as sp  # noqa: E402
 from results_lib import csv_io, p3_sim, paths  # noqa: E402
-from simulator_link_inputs import (STREAMS_CREDIT_0, STREAMS_CREDIT_1M, STREAMS_PER_LINK,
-                                   WAKEUPS_SHAPED,  # noqa: E402,F401
+from simulator_link_inputs import (STREAMS_CREDIT_0, STREAMS_CREDIT_1M,  # noqa: E402,F401
+                                   STREAMS_PER_LINK, WAKEUPS_SHAPED,
                                    shaped_bytes_per_wake, shaped_stream_costs)
 
 RING_DEFAULT = {"ring_send_s_per_byte": 0.4e-9, "ring_recv_s_per_byte": 0.4e-9,
@@ -526,12 +526,12 @@ def calibrate(only="", wake_per_bytes=False, stream_turns=False):
     print(f"shaped_bytes_per_wake {wake:.0f} (measured {shaped_bytes_per_wake():.0f}, "
           f"{WAKEUPS_SHAPED}; 0: off, unless --wake_per_bytes)")
     streams = shaped_stream_costs(turns=stream_turns)
+    source = (f"{STREAMS_CREDIT_0}, {STREAMS_CREDIT_1M}" if stream_turns
+              else f"{STREAMS_PER_LINK}; turns 0 unless --stream_turns")
     print(f"shaped_stream_s_per_byte {streams['shaped_stream_s_per_byte'] * 1e9:.3f} ns, "
           f"shaped_stream_wakes_per_byte {streams['shaped_stream_wakes_per_byte']:.4g}, "
           f"turns {streams['shaped_stream_turns_s_per_byte'] * 1e9:.3f} ns, "
-          f"{streams['shaped_stream_turns_wakes_per_byte']:.4g} "
-          f"({f'{STREAMS_CREDIT_0}, {STREAMS_CREDIT_1M}' if stream_turns else STREAMS_PER_LINK}"
-          f"{'' if stream_turns else '; turns 0 unless --stream_turns'})")
+          f"{streams['shaped_stream_turns_wakes_per_byte']:.4g} ({source})")
     streaming_update = streaming_update_s_per_gb()
     print(f"the streaming run's own update: {streaming_update:.4f} s per GB crossing "
           f"({STREAMING_BREAKDOWN}, {STREAMING_BREAKDOWN_LABEL})")

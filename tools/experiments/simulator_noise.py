@@ -22,7 +22,7 @@ def point_key(r):
     """A validation row's (or point's) key in point_runs()."""
     return (r["set"], r["model"], r["system"], float(r["bandwidth"]), int(r["workers"]),
             int(r["slice_params"]), r.get("placement") or "", r.get("wire_dtype") or "",
-            int(r.get("output_pieces") or 1), int(r.get("credit_bytes") or 0))
+            int(r.get("output_pieces") or 1), raw_csv.credit_bytes(r))
 
 
 def point_runs():

@@ -30,7 +30,8 @@ def output_pieces(row):
 def credit_bytes(row):
     """The credit of the run's send queues (scheduling.credit_bytes, as its resolved config
     says): 0, one message at a time, for a row that records none -- every run before the
-    column existed (they all ran at 0), DDP and local."""
+    column existed (they all ran at 0), DDP and local. Also reads simulator points and
+    validation rows, which carry the same column."""
     return int(row.get("credit_bytes") or 0)
 
 

@@ -91,7 +91,7 @@ def resolved_output_pieces(run_dir):
 
 def resolved_credit_bytes(run_dir):
     """scheduling.credit_bytes of the run; None when its config says nothing (the default,
-    0) or holds -1 (automatic, which the launcher replaces with its choice)."""
+    0). An automatic credit (-1) is not left there: the launcher writes its choice."""
     return resolved_int(run_dir, "credit_bytes")
 
 
