@@ -382,16 +382,11 @@ absl::Status TrainLoop(const config::ExperimentConfig& config, const TrainerOpti
     result->membership = replay->changes();
   }
   std::optional<MembershipRequests> requests;
-  // What rank 0 has asked for so far: the present set of `first` (after a resume from
-  // checkpoints, the checkpoint's, whose changes the servers sent at Hello).
-  std::vector<int> requested;
-  if (cluster_elastic) {
-    MembershipSchedule known(config::MaxWorkers(config), config.cluster().workers());
-    for (const MembershipChange& c : backend.worker->MembershipChanges()) {
-      if (c.from_iteration > 0) P3_RETURN_IF_ERROR(known.Add(c.from_iteration, c.present));
-    }
-    requested = known.PresentAt(static_cast<uint64_t>(first));
-  }
+  // What rank 0 has asked for so far: the newest set it knows, read once its first
+  // iteration's values are in. After a resume from checkpoints the servers' changes
+  // (sent after the Welcome, ahead of any value on each stream) may still be on the way
+  // when this loop starts: read before, a resumed rank 0 refused `leave 2` as "not present".
+  std::optional<std::vector<int>> requested;
   if (cluster_elastic && options.rank == 0 && !options.membership_requests.empty()) {
     requests.emplace(options.membership_requests);
   }
@@ -409,23 +404,25 @@ absl::Status TrainLoop(const config::ExperimentConfig& config, const TrainerOpti
       batch = data.train->Get(stream.Indices(replay->SamplesBefore(it, batch_size), global_batch));
       result->samples_trained = replay->SamplesBefore(it + 1, batch_size);
     } else if (cluster_elastic) {
-      if (requests.has_value()) {
-        P3_ASSIGN_OR_RETURN(std::optional<std::vector<int>> next,
-                            requests->Poll(requested, options.progress));
-        if (next.has_value()) {
-          P3_ASSIGN_OR_RETURN(const uint64_t from, backend.worker->RequestMembership(*next));
-          requested = *next;
-          if (options.progress != nullptr) {
-            *options.progress << "MEMBERSHIP from_iteration=" << from << " present="
-                              << DescribeRanks(requested) << std::endl;
-          }
-        }
-      }
       P3_ASSIGN_OR_RETURN(const std::vector<int> present, backend.worker->Present());
       it = backend.worker->iteration();  // a joining worker's first iteration
       MembershipSchedule schedule(config::MaxWorkers(config), config.cluster().workers());
       for (const MembershipChange& c : backend.worker->MembershipChanges()) {
         if (c.from_iteration > 0) P3_RETURN_IF_ERROR(schedule.Add(c.from_iteration, c.present));
+      }
+      if (requests.has_value()) {
+        // A change asked for now takes effect at the next iteration, as before Present().
+        if (!requested.has_value()) requested = schedule.latest();
+        P3_ASSIGN_OR_RETURN(std::optional<std::vector<int>> next,
+                            requests->Poll(*requested, options.progress));
+        if (next.has_value()) {
+          P3_ASSIGN_OR_RETURN(const uint64_t from, backend.worker->RequestMembership(*next));
+          requested = *next;
+          if (options.progress != nullptr) {
+            *options.progress << "MEMBERSHIP from_iteration=" << from << " present="
+                              << DescribeRanks(*requested) << std::endl;
+          }
+        }
       }
       result->membership = schedule.changes();
       const auto place = std::find(present.begin(), present.end(), options.rank);

@@ -10,7 +10,12 @@
 set -uo pipefail
 source tests/testing/skip.sh
 CHECK=tests/cluster/elastic_parameters_check.py  # the parameter vectors against local
-ITERATIONS=800
+# The tanh MLP, not the small CNN: P3 and `local` round differently (per-worker sums
+# against one batch), and the small CNN's training amplifies that where oneDNN runs its
+# AVX2 kernels (a CPU without AVX-512, or DNNL_MAX_CPU_ISA=AVX2): 7.5e-8 apart on the
+# whole vector at iteration 40, 7e-5 by iteration 85, past the tolerance and near the
+# control. The MLP stays at 1e-7 with either kernel set (docs/reliability.md, 2026-12-07).
+ITERATIONS=4000
 
 TMP="${TEST_TMPDIR:-$(mktemp -d)}"
 OUT="$TMP/elastic_launch"
@@ -21,7 +26,7 @@ name: "elastic_launch"
 mode: "p3"
 output_dir: "$OUT"
 cluster { workers: 2 servers: 2 peer_timeout_s: 60 elastic { max_workers: 3 } }
-model { name: "small_cnn" }
+model { name: "mlp" image_size: 28 }
 data { dataset: "synthetic" synthetic_size: 512 }
 training { batch_size: 8 iterations: $ITERATIONS log_every: 5 evaluate: false }
 optimizer { lr: 0.01 }

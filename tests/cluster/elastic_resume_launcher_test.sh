@@ -15,10 +15,9 @@
 set -uo pipefail
 source tests/testing/skip.sh
 CHECK=tests/cluster/elastic_parameters_check.py  # the parameter vectors against local
-# Long enough that `remove 2` lands before the resumed run ends: with 400 the resumed run
-# lasted about 2.5 s, and under a full parallel `bazel test //...` the removal once came
-# after its last iteration (2026-12-06).
-ITERATIONS=1000
+# The tanh MLP, as in elastic_launcher_test (why there). Long enough that `remove 2` lands
+# well before the resumed run ends: 6000 iterations of it take about 12 s here.
+ITERATIONS=6000
 
 TMP="${TEST_TMPDIR:-$(mktemp -d)}"
 OUT="$TMP/first"
@@ -31,7 +30,7 @@ name: "elastic_resume"
 mode: "p3"
 output_dir: "$OUT"
 cluster { workers: 2 servers: 2 peer_timeout_s: 60 elastic { max_workers: 3 } }
-model { name: "small_cnn" }
+model { name: "mlp" image_size: 28 }
 data { dataset: "synthetic" synthetic_size: 512 }
 training { batch_size: 8 iterations: $ITERATIONS log_every: 5 evaluate: false }
 optimizer { lr: 0.01 }
