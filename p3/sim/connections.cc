@@ -153,8 +153,10 @@ void Simulation::Release(int conn, int msg) {
                                                     : "params ";
     TraceEvent(c.src, c.send_track, absl::StrCat(what, m.slice), c.upstream ? "send" : "send",
                m.popped, now(),
-               absl::StrCat("\"slice\": ", m.slice, ", \"iteration\": ", m.iteration,
-                            ", \"bytes\": ", m.bytes));
+               // Values name their version, as the real server's do; m.iteration is it.
+               absl::StrCat("\"slice\": ", m.slice,
+                            m.kind == MsgKind::kParams ? ", \"version\": " : ", \"iteration\": ",
+                            m.iteration, ", \"bytes\": ", m.bytes));
   }
   c.writing = false;
   c.queue->Release(c.lane, m.bytes);
@@ -231,10 +233,12 @@ void Simulation::ReadNext(int conn) {
         // The names and categories of the real server's and worker's events.
         TraceEvent(cc.dst, cc.recv_track,
                    !cc.upstream  ? absl::StrCat("params ", m.slice)
-                   : m.completed ? std::string("aggregate+update")
-                                 : std::string("aggregate"),
+                   : m.completed ? absl::StrCat("aggregate+update ", m.slice)
+                                 : absl::StrCat("aggregate ", m.slice),
                    !cc.upstream ? "receive" : m.completed ? "update" : "aggregate", start, now(),
-                   absl::StrCat("\"slice\": ", m.slice, ", \"iteration\": ", m.iteration));
+                   absl::StrCat("\"slice\": ", m.slice,
+                                cc.upstream ? ", \"iteration\": " : ", \"version\": ",
+                                m.iteration));
       }
       free_msgs_.push_back(msg);
       ReadNext(conn);

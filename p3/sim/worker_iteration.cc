@@ -48,9 +48,9 @@ void Simulation::StartIteration(WorkerState& w) {
 void Simulation::TryForward(WorkerState& w) {
   if (!w.waiting || !status_.ok()) return;
   const bool ps = !o_.allreduce && o_.mode != Mode::kLocal;
+  int first = 0, last = 0;  // the slices this block waits for
   if (ps) {
     const uint64_t version = static_cast<uint64_t>(w.iteration);
-    int first = 0, last = 0;
     if (traits_.overlap_forward) {
       std::tie(first, last) = block_slices_[w.block];
     } else if (w.block == 0) {
@@ -92,8 +92,9 @@ void Simulation::TryForward(WorkerState& w) {
   w.waiting = false;
   if (now() > w.wait_start) {
     w.wait_s[w.iteration] += now() - w.wait_start;
+    // As the real worker's (worker/parameter_waits.cc): the version and its slices.
     TraceEvent(w.proc, w.wait_track, absl::StrCat("wait v", w.iteration), "wait", w.wait_start,
-               now());
+               now(), absl::StrCat("\"first_slice\": ", first, ", \"last_slice\": ", last));
   }
   const ProfileBlock& b = o_.profile.blocks[w.block];
   Compute(w, b.forward_s, "forward " + b.name, "forward", [this, &w] {

@@ -20,7 +20,9 @@
 (namespace p3-<launcher pid>-br), enters that namespace and reads /proc/net/dev every
 --interval_s: on the bridge, port m<i>'s received bytes are what machine i uploaded (after
 its eth0's tbf) and its sent bytes what machine i downloaded (after the port's tbf). It
-writes one row per sample: wall-clock time (the trace's clock) and the four counters.
+writes one row per sample: wall-clock time (the trace's clock) and two counters per
+emulated machine (every m<i> port of the bridge: the servers' machines of a separate
+placement too).
 
 `analyse` turns consecutive samples into each direction's use of the link (bytes ÷ what a
 saturated link carries in that time, link_use()), and an iteration's **unused link time**
@@ -50,7 +52,7 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 from results_lib import models, runs  # noqa: E402
 
-DIRECTIONS = ["m0_up", "m0_down", "m1_up", "m1_down"]
+DIRECTIONS = ["m0_up", "m0_down", "m1_up", "m1_down"]  # two machines' (the default)
 CLONE_NEWNET = 0x40000000
 
 
@@ -67,12 +69,31 @@ def parse_net_dev(text):
     return out
 
 
-def sample_row(t, devs):
+def directions(machines):
+    """The CSV's counter columns for machines 0 .. machines - 1."""
+    return [f"m{i}_{d}" for i in range(machines) for d in ("up", "down")]
+
+
+def machine_of(direction):
+    """The machine of a counter column: 3 for "m3_up"."""
+    return int(direction[1:direction.index("_")])
+
+
+def machines_in(devs):
+    """How many bridge ports m0, m1, ... (consecutive from m0) a parsed /proc/net/dev has."""
+    n = 0
+    while f"m{n}" in devs:
+        n += 1
+    return n
+
+
+def sample_row(t, devs, machines=2):
     """One CSV row from a parsed /proc/net/dev: machine i's upload is what its bridge port
-    m<i> received, its download what the port sent. None until both ports exist."""
-    if "m0" not in devs or "m1" not in devs:
+    m<i> received, its download what the port sent, for machines 0 .. machines - 1. None
+    until every one of those ports exists."""
+    if machines_in(devs) < machines:
         return None
-    return [f"{t:.6f}", devs["m0"][0], devs["m0"][1], devs["m1"][0], devs["m1"][1]]
+    return [f"{t:.6f}"] + [x for i in range(machines) for x in devs[f"m{i}"]]
 
 
 def descendants_of(root_pid):
@@ -129,24 +150,27 @@ def cmd_record(a):
         sys.exit(f"link_idle: setns({ns}): {os.strerror(ctypes.get_errno())}")
     os.close(fd)
     print(f"[link_idle] sampling {ns} every {a.interval_s} s", flush=True)
-    rows = []
+    rows, machines = [], 0
     cpu0 = os.times()
     while child.poll() is None:
         try:
             with open("/proc/net/dev") as f:
-                row = sample_row(time.time(), parse_net_dev(f.read()))
+                devs = parse_net_dev(f.read())
         except OSError:
-            row = None
-        if row is not None:
-            rows.append(row)
-        elif rows:
-            break  # the run removed its network
+            devs = {}
+        if machines_in(devs) < 2:
+            if rows:
+                break  # the run removed its network
+        else:
+            machines = max(machines, machines_in(devs))
+            rows.append(sample_row(time.time(), devs, machines_in(devs)))
         time.sleep(a.interval_s)
     cpu1 = os.times()
     rc = child.wait()
+    rows = [r for r in rows if len(r) == 1 + 2 * machines]  # the ports all built
     with open(a.samples, "w", newline="") as f:
         w = csv.writer(f)
-        w.writerow(["time_s"] + DIRECTIONS)
+        w.writerow(["time_s"] + directions(machines))
         w.writerows(rows)
     busy = (cpu1.user - cpu0.user) + (cpu1.system - cpu0.system)
     span = float(rows[-1][0]) - float(rows[0][0]) if len(rows) > 1 else 0.0
@@ -157,10 +181,18 @@ def cmd_record(a):
 
 # ---- analyse ------------------------------------------------------------------------------
 
+def sample_directions(path):
+    """The counter columns of a samples CSV (older files: the two machines')."""
+    with open(path) as f:
+        return next(csv.reader(f))[1:]
+
+
 def read_samples(path):
+    """[(time, [counter of each of sample_directions(path)])]."""
+    names = sample_directions(path)
     with open(path) as f:
         rows = list(csv.DictReader(f))
-    return [(float(r["time_s"]), [int(r[d]) for d in DIRECTIONS]) for r in rows]
+    return [(float(r["time_s"]), [int(r[d]) for d in names]) for r in rows]
 
 
 def link_use(samples, bandwidth_gbps, goodput=models.TCP_GOODPUT):
@@ -298,54 +330,59 @@ def label_at(timeline, t):
     return "loss+step"
 
 
-def analyse(use, timelines, first_iteration):
+def analyse(use, timelines, first_iteration, names=DIRECTIONS):
     """(per-iteration rows, {label: unused seconds summed over the iterations and
-    directions}) from link_use() and each worker's timeline; iteration i spans from worker
-    0's start of i to its start of i + 1, for i >= first_iteration."""
+    directions}) from link_use() and each machine's worker's timeline (timelines[i]: the
+    worker on machine i; empty for a machine without one), the uses' directions named by
+    `names`; iteration i spans from worker 0's start of i to its start of i + 1, for
+    i >= first_iteration."""
     starts = iteration_starts(timelines[0])
     its = [i for i in sorted(starts) if i >= first_iteration and i + 1 in starts]
     rows, by_label = [], {}
     for it in its:
         lo, hi = starts[it], starts[it + 1]
-        unused = [0.0] * len(DIRECTIONS)
+        unused = [0.0] * len(names)
         for t0, t1, u in use:
             a, b = max(t0, lo), min(t1, hi)
             if b <= a:
                 continue
             mid = (a + b) / 2
-            for d, name in enumerate(DIRECTIONS):
+            for d, name in enumerate(names):
                 idle = (1 - u[d]) * (b - a)
                 unused[d] += idle
-                if not timelines[int(name[1])]:
-                    continue  # no worker on that machine (bench_streaming's server's)
-                label = label_at(timelines[int(name[1])], mid)
+                m = machine_of(name)
+                if m >= len(timelines) or not timelines[m]:
+                    continue  # no worker on that machine (a server's machine)
+                label = label_at(timelines[m], mid)
                 by_label[label] = by_label.get(label, 0.0) + idle
         rows.append({"iteration": it, "span_s": round(hi - lo, 4),
-                     **{f"{n}_unused_s": round(x, 4) for n, x in zip(DIRECTIONS, unused)}})
+                     **{f"{n}_unused_s": round(x, 4) for n, x in zip(names, unused)}})
     return rows, by_label
 
 
 def cmd_analyse(a):
+    names = sample_directions(a.samples)
     samples = read_samples(a.samples)
     use = link_use(samples, a.bandwidth)
     print("best 0.5 s of each direction, Gbit/s of counter bytes (a saturated link is "
           f"about {a.bandwidth * models.TCP_GOODPUT:.3f}): " +
-          " ".join(f"{d} {best_window(samples, i) / 1e9:.3f}" for i, d in enumerate(DIRECTIONS)))
+          " ".join(f"{d} {best_window(samples, i) / 1e9:.3f}" for i, d in enumerate(names)))
     events = trace_events(a.trace)
     slices = None
     if a.profile:
         require_no_packs(a.trace)
         with open(a.profile) as f:
             slices = slice_tensors(json.load(f)["blocks"], a.slice_params)
-    timelines = [worker_timeline(events, r, slices) for r in range(2)]
-    rows, by_label = analyse(use, timelines, a.first_iteration)
+    # Worker r is on machine r in either placement (docs/network.md).
+    timelines = [worker_timeline(events, r, slices) for r in range(len(names) // 2)]
+    rows, by_label = analyse(use, timelines, a.first_iteration, names)
     if not rows:
         sys.exit("link_idle: no complete iteration in both the samples and the trace")
-    print("iteration span_s " + " ".join(f"{d}_unused_s" for d in DIRECTIONS))
+    print("iteration span_s " + " ".join(f"{d}_unused_s" for d in names))
     for r in rows:
         print(" ".join(str(r[k]) for k in r))
     spans = [r["span_s"] for r in rows]
-    worked = [d for d in DIRECTIONS if timelines[int(d[1])]]
+    worked = [d for d in names if timelines[machine_of(d)]]
     unused = [statistics.mean(r[f"{d}_unused_s"] for d in worked) for r in rows]
     total = sum(by_label.values())
     print(f"median span {statistics.median(spans):.3f} s; unused link time per iteration and "

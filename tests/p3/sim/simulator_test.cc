@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "nlohmann/json.hpp"
 #include "p3/base/json_file.h"
 #include "p3/core/mode.h"
@@ -149,6 +150,41 @@ CATCH_TEST_CASE("p3's queue sends the first layer's slice ahead of later layers 
   const std::vector<int> fifo_order = SendOrder(*fifo);
   CATCH_REQUIRE(fifo_order.size() == 11);
   CATCH_CHECK(fifo_order.back() == 0);
+}
+
+CATCH_TEST_CASE("the trace names what the launcher's trace names: a wait's slices, a value's "
+                "version, the slice an update summed") {
+  // Two blocks of one slice each; what tools/experiments/value_waits.py reads in both.
+  SimOptions o = Separate(Blocks({1000, 1000}), 1, 1, 1e-4);
+  o.mode = Mode::kP3;
+  o.trace = true;
+  absl::StatusOr<SimResult> r = Simulate(o);
+  CATCH_REQUIRE(r.ok());
+  CATCH_REQUIRE(r->traces.size() == 2);  // the worker, the server
+  bool wait_of_block0 = false, value_version = false, update_named = false;
+  for (int i = 0; i < 2; ++i) {
+    const std::string path =
+        absl::StrCat(std::getenv("TEST_TMPDIR"), "/names", i, ".json");
+    CATCH_REQUIRE(r->traces[i]->WriteJson(path).ok());
+    absl::StatusOr<nlohmann::json> j = ReadJsonFile(path);
+    CATCH_REQUIRE(j.ok());
+    for (const nlohmann::json& e : (*j)["traceEvents"]) {
+      const std::string name = e.value("name", "");
+      const nlohmann::json args = e.value("args", nlohmann::json::object());
+      // Block 0's gradient goes last, so the next forward waits for its values.
+      if (name == "wait v2" && args.value("first_slice", -1) == 0 &&
+          args.value("last_slice", -1) == 1) {
+        wait_of_block0 = true;
+      }
+      if (name == "params 0" && args.value("version", -1) >= 1 && !args.contains("iteration")) {
+        value_version = true;
+      }
+      if (name == "aggregate+update 1" && args.value("slice", -1) == 1) update_named = true;
+    }
+  }
+  CATCH_CHECK(wait_of_block0);
+  CATCH_CHECK(value_version);
+  CATCH_CHECK(update_named);
 }
 
 CATCH_TEST_CASE("network.machines puts two workers on one machine: they share its NIC") {

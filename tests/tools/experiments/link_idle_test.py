@@ -119,6 +119,43 @@ class LinkIdleTest(unittest.TestCase):
         self.assertAlmostEqual(by_label["backward b"], 1.2, places=3)
         self.assertAlmostEqual(sum(by_label.values()), 1.2, places=3)
 
+    def test_every_machines_port_is_recorded_and_read_back_by_its_header(self):
+        # Separate placement: 2 workers' machines and 2 servers'; a row waits for all ports.
+        devs = dict(link_idle.parse_net_dev(NET_DEV), m2=(5, 6), m3=(7, 8))
+        self.assertEqual(link_idle.machines_in(devs), 4)
+        self.assertEqual(link_idle.machines_in(dict(devs, m5=(0, 0))), 4)  # consecutive only
+        self.assertEqual(link_idle.sample_row(1.5, devs, 4),
+                         ["1.500000", 1000, 2000, 3000, 4000, 5, 6, 7, 8])
+        self.assertIsNone(link_idle.sample_row(1.5, devs, 5))
+        names = link_idle.directions(4)
+        self.assertEqual(names[-2:], ["m3_up", "m3_down"])
+        self.assertEqual([link_idle.machine_of(n) for n in ("m3_up", "m12_down")], [3, 12])
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "s.csv")
+            with open(path, "w") as f:
+                f.write("time_s," + ",".join(names) + "\n1.5,1,2,3,4,5,6,7,8\n")
+            self.assertEqual(link_idle.sample_directions(path), names)
+            self.assertEqual(link_idle.read_samples(path), [(1.5, [1, 2, 3, 4, 5, 6, 7, 8])])
+
+    def test_a_servers_machine_is_counted_but_not_attributed_in_separate_placement(self):
+        # Workers on machines 0 and 1, servers on 2 and 3: only machine 3's upload idles,
+        # during backward b; its unused time is in its column and nobody's cause.
+        events = load(worker_trace(100) + worker_trace(101))
+        timelines = [link_idle.worker_timeline(events, r) for r in range(4)]
+        rate = 1e9 / 8 * 0.957
+        samples, c, t = [], [0] * 8, 0.0
+        while t < 3.0 + 1e-9:
+            samples.append((round(t, 2), list(c)))
+            mid = (t + 0.025) % 1.0
+            for d in range(8):
+                c[d] += 0 if (d == 6 and 0.5 < mid < 0.8) else int(rate * 0.05)
+            t = round(t + 0.05, 2)
+        rows, by_label = link_idle.analyse(link_idle.link_use(samples, 1), timelines, 3,
+                                           link_idle.directions(4))
+        self.assertAlmostEqual(rows[0]["m3_up_unused_s"], 0.3, places=3)
+        self.assertAlmostEqual(rows[0]["m0_up_unused_s"], 0.0, places=3)
+        self.assertAlmostEqual(sum(by_label.values()), 0.0, places=3)
+
     def test_slices_of_the_plan_map_to_their_tensor_and_block(self):
         blocks = [{"name": "a", "params": [5, 2]}, {"name": "b", "params": [9]}]
         self.assertEqual(link_idle.slice_tensors(blocks, 4),

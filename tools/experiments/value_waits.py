@@ -1,0 +1,232 @@
+#!/usr/bin/python3
+"""What a P3 worker waits for, from traced runs, real or simulated: each block's wait per
+iteration side by side, and what the first block's wait is made of
+(docs/results/simulator/simulator.md, "Separate placement at 1 Gbit/s, traced").
+
+  # each block's wait per iteration (and forward, backward), traces side by side
+  /usr/bin/python3 tools/experiments/value_waits.py blocks --trace=real=<run>/trace.json \\
+      --trace=model=/tmp/sim.json [--first_iteration=3] [--csv=F]
+  # the first block's wait cut into the spans of its last slice's round trip
+  /usr/bin/python3 tools/experiments/value_waits.py first --trace=<run>/trace.json \\
+      [--first_iteration=3] [--run=NAME --csv=F]
+
+Both read the launcher's trace (`trace=true`) and p3_sim's (`--trace`), which carry the
+same events: a worker's `wait v<version>` with the slices it waits for (first_slice,
+last_slice: the block's), `forward` / `backward` on its compute track, `gradient s` and
+`params s` on its send and receive tracks; a server's `aggregate s` (a slice's first
+gradient of an iteration) and `aggregate+update s` (its last) on each worker's track,
+and `params s` to each worker.
+
+`blocks`: a block is known by its slices; its wait per iteration is the waits' sum
+over the iterations from --first_iteration (both workers' alike) ÷ those iterations.
+
+`first`: block 0's wait (the narrowest wait from slice 0 in a version; the backward wrote
+its gradients last). Of its slices, the one that reached the worker last ended the wait;
+its way, from the worker handing the gradient to gRPC to the values arriving:
+  uplink     the worker's `gradient s` -> the server's aggregate of that worker's gradient
+             (the kernel's queues, the link, the server's reader);
+  others     -> the server's last aggregate of the slice (waiting for the slowest
+             worker's gradient: the workers' phase);
+  server     -> the server's `params s` write to this worker (sum, update, send queue);
+  downlink   -> the worker's `params s` receipt.
+The spans add up to the round trip; the wait is the part of it the worker's own work did
+not cover. A wait under 20 us is not traced (the values were in): that iteration has no
+row. The pure parts are tested by //tests/tools/experiments:value_waits_test.
+"""
+import argparse
+import collections
+import csv
+import json
+import os
+import statistics
+import sys
+
+SPANS = ("uplink", "others", "server", "downlink")
+
+
+def read_events(path):
+    """The trace's complete events, each with its track's name as "track"."""
+    with open(path) as f:
+        t = json.load(f)
+    ev = t["traceEvents"] if isinstance(t, dict) else t
+    tracks = {(e["pid"], e["tid"]): e["args"]["name"] for e in ev
+              if e.get("ph") == "M" and e.get("name") == "thread_name"}
+    return [dict(e, track=tracks.get((e["pid"], e["tid"]), "")) for e in ev if e.get("ph") == "X"]
+
+
+def is_worker(e):
+    return 100 <= e["pid"] < 200  # workers are pids 100 + rank, servers 200 + index
+
+
+def waits_of(events, first_iteration):
+    """[(worker, version, first_slice, last_slice, start_s, seconds)] of the block waits of
+    versions > first_iteration (the values of iteration first_iteration's gradients on)."""
+    out = []
+    for e in events:
+        a = e.get("args", {})
+        if is_worker(e) and e["name"].startswith("wait v") and "first_slice" in a:
+            version = int(e["name"][len("wait v"):])
+            if version > first_iteration:
+                out.append((e["pid"] - 100, version, a["first_slice"], a["last_slice"],
+                            e["ts"] / 1e6, e["dur"] / 1e6))
+    return out
+
+
+def block_names(events):
+    """{(first slice, last slice): block name}: the forward that follows each wait."""
+    forwards = collections.defaultdict(list)
+    for e in events:
+        if is_worker(e) and e["track"] == "compute" and e["name"].startswith("forward "):
+            forwards[e["pid"] - 100].append((e["ts"] / 1e6, e["name"][len("forward "):]))
+    for f in forwards.values():
+        f.sort()
+    names = {}
+    for w, _, first, last, start, dur in waits_of(events, -1):
+        after = [name for ts, name in forwards[w] if ts >= start + dur - 1e-6]
+        if after and (first, last) not in names:
+            names[(first, last)] = after[0]
+    return names
+
+
+def blocks(events, first_iteration):
+    """({(first, last slice): wait seconds per iteration and worker}, forward s, backward s
+    per iteration and worker): the waits of versions after first_iteration (the final
+    Sync's, over every slice, left out), the computation of those iterations that the
+    trace holds."""
+    waits = waits_of(events, first_iteration)
+    if not waits:
+        return {}, 0.0, 0.0
+    if any(w[2] > 0 for w in waits):  # several blocks: one wait over all is the final Sync's
+        every = max(w[3] for w in waits)
+        waits = [w for w in waits if (w[2], w[3]) != (0, every)]
+    versions = sorted({w[1] for w in waits})
+    workers = {w[0] for w in waits}
+    n = len(versions) * len(workers)
+    per = collections.defaultdict(float)
+    for w in waits:
+        per[(w[2], w[3])] += w[5] / n
+    compute = {"forward": 0.0, "backward": 0.0}
+    seen = set()  # (worker, iteration) with computation in the trace
+    for e in events:
+        it = e.get("args", {}).get("iteration")
+        if is_worker(e) and e["track"] == "compute" and it is not None and \
+                e["pid"] - 100 in workers and versions[0] <= it <= versions[-1]:
+            kind = e["name"].split(" ", 1)[0]
+            if kind in compute:
+                compute[kind] += e["dur"] / 1e6
+                seen.add((e["pid"], it))
+    return (dict(per), compute["forward"] / max(1, len(seen)),
+            compute["backward"] / max(1, len(seen)))
+
+
+def decompose(events, first_iteration):
+    """[{iteration, worker, slice, wait_s, round_trip_s, uplink_s, others_s, server_s,
+    downlink_s}] for each worker's block-0 wait of version i + 1, i >= first_iteration."""
+    grad, agg, sent, recv = {}, {}, {}, {}
+    for e in events:
+        name, a, ts = e["name"], e.get("args", {}), e["ts"] / 1e6
+        if is_worker(e):
+            w = e["pid"] - 100
+            if e["track"].startswith("send to server") and name.startswith("gradient "):
+                key = (w, a["slice"], a["iteration"])
+                grad[key] = min(grad.get(key, ts), ts)
+            elif e["track"].startswith("receive from server") and name.startswith("params "):
+                recv[(w, a["slice"], a["version"])] = ts
+        elif e["track"].startswith("from worker ") and name.startswith("aggregate"):
+            # Each starts on the gradient's receipt (server/stream_handler.cc).
+            agg.setdefault((a["slice"], a["iteration"]), {})[int(e["track"].split()[-1])] = ts
+        elif e["track"].startswith("to worker ") and name.startswith("params "):
+            sent[(int(e["track"].split()[-1]), a["slice"], a["version"])] = ts
+    waits = [w for w in waits_of(events, first_iteration) if w[2] == 0]
+    narrowest = min((w[3] for w in waits), default=0)
+    rows = []
+    for w, version, _, last, _, dur in sorted(waits, key=lambda x: (x[1], x[0])):
+        # A later block's wait may start at slice 0 too (a pack of small tensors leads the
+        # plan), and the final Sync's does; where block 0's own wait was not traced, the
+        # version has no row.
+        if last != narrowest:
+            continue
+        it = version - 1
+        arrived = [(recv[(w, s, version)], s) for s in range(last) if (w, s, version) in recv]
+        if not arrived:
+            continue
+        r, s = max(arrived)
+        g, by_worker, p = grad.get((w, s, it)), agg.get((s, it), {}), sent.get((w, s, version))
+        if g is None or w not in by_worker or p is None:
+            continue
+        own, latest = by_worker[w], max(by_worker.values())
+        rows.append({"iteration": it, "worker": w, "slice": s, "wait_s": round(dur, 6),
+                     "round_trip_s": round(r - g, 6), "uplink_s": round(own - g, 6),
+                     "others_s": round(latest - own, 6), "server_s": round(p - latest, 6),
+                     "downlink_s": round(r - p, 6)})
+    return rows
+
+
+def append_csv(path, rows):
+    new = not os.path.exists(path)
+    with open(path, "a", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(rows[0]))
+        if new:
+            w.writeheader()
+        w.writerows(rows)
+
+
+def cmd_blocks(a):
+    labels, results, names = [], [], {}
+    for spec in a.trace:
+        label, _, path = spec.rpartition("=")
+        labels.append(label or path)
+        events = read_events(path)
+        results.append(blocks(events, a.first_iteration))
+        names = {**block_names(events), **names}
+    keys = sorted(set().union(*(r[0] for r in results)))
+    print("| block (its slices) | " + " | ".join(f"{x} wait ms" for x in labels) + " |")
+    print("|---|" + "---:|" * len(labels))
+    rows = []
+    for k in keys:
+        print(f"| {names.get(k, '?')} ({k[0]} – {k[1] - 1}) | " +
+              " | ".join(f"{1e3 * r[0].get(k, 0.0):.1f}" for r in results) + " |")
+        rows += [{"trace": x, "block": names.get(k, ""), "slices": f"{k[0]}-{k[1] - 1}",
+                  "wait_s_per_iteration": round(r[0].get(k, 0.0), 6)}
+                 for x, r in zip(labels, results)]
+    for name, i in (("all waits", None), ("forward", 1), ("backward", 2)):
+        vals = [sum(r[0].values()) if i is None else r[i] for r in results]
+        print(f"| **{name}** | " + " | ".join(f"**{1e3 * v:.1f}**" for v in vals) + " |")
+        rows += [{"trace": x, "block": name, "slices": "", "wait_s_per_iteration": round(v, 6)}
+                 for x, v in zip(labels, vals)]
+    if a.csv:
+        append_csv(a.csv, rows)
+
+
+def cmd_first(a):
+    rows = decompose(read_events(a.trace[0]), a.first_iteration)
+    if not rows:
+        sys.exit("value_waits: no traced block-0 wait with all of its slice's events "
+                 "(a P3 run with trace=true?)")
+    cols = ("wait_s", "round_trip_s") + tuple(f"{x}_s" for x in SPANS)
+    print("| iteration | worker | slice | " + " | ".join(c[:-2] + " ms" for c in cols) + " |")
+    print("|---:|---:|---:|" + "---:|" * len(cols))
+    for r in rows:
+        print(f"| {r['iteration']} | {r['worker']} | {r['slice']} | " +
+              " | ".join(f"{1e3 * r[c]:.1f}" for c in cols) + " |")
+    print("| **median** | | | " + " | ".join(
+        f"**{1e3 * statistics.median(r[c] for r in rows):.1f}**" for c in cols) + " |")
+    print(f"{len(rows)} waits, iterations {rows[0]['iteration']} - {rows[-1]['iteration']}")
+    if a.csv:
+        append_csv(a.csv, [dict({"run": a.run}, **r) for r in rows])
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("what", choices=["blocks", "first"])
+    ap.add_argument("--trace", action="append", required=True,
+                    help="a trace.json (blocks: LABEL=PATH, repeatable)")
+    ap.add_argument("--first_iteration", type=int, default=3, help="the first after warm-up")
+    ap.add_argument("--run", default="", help="first: this run's label in --csv")
+    ap.add_argument("--csv", help="appends the rows printed")
+    a = ap.parse_args()
+    (cmd_blocks if a.what == "blocks" else cmd_first)(a)
+
+
+if __name__ == "__main__":
+    main()
