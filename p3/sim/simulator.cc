@@ -173,7 +173,13 @@ absl::StatusOr<SimResult> Simulation::Run() {
       }
     }
   }
-  for (WorkerState& w : workers_) StartIteration(w);
+  for (WorkerState& w : workers_) {
+    if (o_.worker_start_stagger_s > 0 && w.rank > 0) {
+      At(w.rank * o_.worker_start_stagger_s, [this, &w] { StartIteration(w); });
+    } else {
+      StartIteration(w);
+    }
+  }
   Loop();
   if (!status_.ok()) {
     return absl::InternalError(absl::StrCat("the core refused a message: ", status_.message()));

@@ -260,6 +260,10 @@ struct SimOptions {
   int iterations = 8;
   int warmup_iterations = 3;
   Calibration calibration;
+  // Worker r starts its first iteration r x this later (seconds). Real workers never start
+  // in the same instant; simulated ones do, and identical ones then stay in step.
+  // Default: 0.
+  double worker_start_stagger_s = 0;
   // Record a timeline in the real trace's format (docs/tracing.md). Default: false.
   bool trace = false;
   // Split each link and CPU equally among its jobs without handing on unused shares

@@ -9,6 +9,9 @@ iteration side by side, and what the first block's wait is made of
   # the first block's wait cut into the spans of its last slice's round trip
   /usr/bin/python3 tools/experiments/value_waits.py first --trace=<run>/trace.json \\
       [--first_iteration=3] [--run=NAME --csv=F]
+  # how far apart a slice's gradients reach its server, and how long values then wait
+  /usr/bin/python3 tools/experiments/value_waits.py servers --trace=real=<run>/trace.json \\
+      --trace=model=/tmp/sim.json [--first_iteration=3 --last_iteration=11] [--csv=F]
 
 Both read the launcher's trace (`trace=true`) and p3_sim's (`--trace`), which carry the
 same events: a worker's `wait v<version>` with the slices it waits for (first_slice,
@@ -31,7 +34,14 @@ its way, from the worker handing the gradient to gRPC to the values arriving:
   downlink   -> the worker's `params s` receipt.
 The spans add up to the round trip; the wait is the part of it the worker's own work did
 not cover. A wait under 20 us is not traced (the values were in): that iteration has no
-row. The pure parts are tested by //tests/tools/experiments:value_waits_test.
+row.
+
+`servers`: quantiles, per trace, of a slice's first-to-last gradient at its server (the
+workers' send orders apart), of its update to each values write (the values waiting in
+the server's send queue), and of a worker's last gradient write to its last value of the
+next version (the values' tail), over iterations --first_iteration .. --last_iteration.
+
+The pure parts are tested by //tests/tools/experiments:value_waits_test.
 """
 import argparse
 import collections
@@ -162,6 +172,44 @@ def decompose(events, first_iteration):
     return rows
 
 
+def quantiles(values, ps=(0.5, 0.75, 0.9, 1.0)):
+    """The values' quantiles at ps (nearest rank below), None without values."""
+    v = sorted(values)
+    return [v[int(p * (len(v) - 1))] if v else None for p in ps]
+
+
+def servers(events, first_iteration, last_iteration):
+    """For iterations first_iteration .. last_iteration: {"gradient_gap": a slice's first
+    to last gradient at its server, "write_lag": its update to each `params` write (the
+    values in the server's send queue), "values_tail": a worker's last gradient write to
+    its last value of the next version} as lists of seconds."""
+    first, last, writes = {}, {}, collections.defaultdict(list)
+    grads, values = collections.defaultdict(list), collections.defaultdict(list)
+    for e in events:
+        a, t = e.get("args", {}), e["ts"] / 1e6
+        if is_worker(e):
+            w = e["pid"] - 100
+            if e["track"].startswith("send to server") and e["name"].startswith("gradient "):
+                grads[(w, a["iteration"])].append(t)
+            elif e["track"].startswith("receive from server") and e["name"].startswith("params "):
+                values[(w, a["version"])].append(t)
+        elif e["track"].startswith("from worker ") and e["name"].startswith("aggregate"):
+            key = (e["pid"], a["slice"], a["iteration"])
+            if e["name"].startswith("aggregate+update"):
+                last[key] = t
+            else:
+                first[key] = min(first.get(key, t), t)
+        elif e["track"].startswith("to worker ") and e["name"].startswith("params "):
+            writes[(e["pid"], a["slice"], a["version"] - 1)].append(t)
+    ours = lambda it: first_iteration <= it <= last_iteration  # noqa: E731
+    return {
+        "gradient_gap": [last[k] - first[k] for k in last if k in first and ours(k[2])],
+        "write_lag": [t - last[k] for k in last if ours(k[2]) for t in writes.get(k, [])],
+        "values_tail": [max(values[(w, it + 1)]) - max(ts) for (w, it), ts in grads.items()
+                        if ours(it) and (w, it + 1) in values],
+    }
+
+
 def append_csv(path, rows):
     new = not os.path.exists(path)
     with open(path, "a", newline="") as f:
@@ -216,16 +264,36 @@ def cmd_first(a):
         append_csv(a.csv, [dict({"run": a.run}, **r) for r in rows])
 
 
+def cmd_servers(a):
+    print("| trace | what | n | median ms | p75 ms | p90 ms | max ms |")
+    print("|---|---|---:|---:|---:|---:|---:|")
+    rows = []
+    for spec in a.trace:
+        label, _, path = spec.rpartition("=")
+        for what, v in servers(read_events(path), a.first_iteration, a.last_iteration).items():
+            q = quantiles(v)
+            if q[0] is None:
+                continue
+            print(f"| {label or path} | {what} | {len(v)} | " +
+                  " | ".join(f"{1e3 * x:.1f}" for x in q) + " |")
+            rows.append({"trace": label or path, "what": what, "n": len(v),
+                         **{f"{k}_s": round(x, 6) for k, x in zip(("median", "p75", "p90", "max"), q)}})
+    if a.csv:
+        append_csv(a.csv, rows)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("what", choices=["blocks", "first"])
+    ap.add_argument("what", choices=["blocks", "first", "servers"])
     ap.add_argument("--trace", action="append", required=True,
                     help="a trace.json (blocks: LABEL=PATH, repeatable)")
     ap.add_argument("--first_iteration", type=int, default=3, help="the first after warm-up")
+    ap.add_argument("--last_iteration", type=int, default=11,
+                    help="servers: the last whose next version the run completed")
     ap.add_argument("--run", default="", help="first: this run's label in --csv")
     ap.add_argument("--csv", help="appends the rows printed")
     a = ap.parse_args()
-    (cmd_blocks if a.what == "blocks" else cmd_first)(a)
+    {"blocks": cmd_blocks, "first": cmd_first, "servers": cmd_servers}[a.what](a)
 
 
 if __name__ == "__main__":

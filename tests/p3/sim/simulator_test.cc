@@ -1,6 +1,7 @@
 #include "p3/sim/simulator.h"
 
 #include <catch2/catch.hpp>
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <string>
@@ -185,6 +186,30 @@ CATCH_TEST_CASE("the trace names what the launcher's trace names: a wait's slice
   CATCH_CHECK(wait_of_block0);
   CATCH_CHECK(value_version);
   CATCH_CHECK(update_named);
+}
+
+CATCH_TEST_CASE("a start stagger starts worker r's first forward r x the stagger later") {
+  Profile profile = Blocks({1000});
+  profile.blocks[0].forward_s = 1e-3;
+  SimOptions o = Separate(profile, 3, 1, 0);
+  o.mode = Mode::kP3;
+  o.trace = true;
+  o.worker_start_stagger_s = 0.25;
+  absl::StatusOr<SimResult> r = Simulate(o);
+  CATCH_REQUIRE(r.ok());
+  for (int w = 0; w < 3; ++w) {
+    const std::string path = absl::StrCat(std::getenv("TEST_TMPDIR"), "/stagger", w, ".json");
+    CATCH_REQUIRE(r->traces[w]->WriteJson(path).ok());
+    absl::StatusOr<nlohmann::json> j = ReadJsonFile(path);
+    CATCH_REQUIRE(j.ok());
+    double first = 1e9;
+    for (const nlohmann::json& e : (*j)["traceEvents"]) {
+      if (e.value("name", "") == "forward b0") first = std::min(first, e["ts"].get<double>());
+    }
+    // Its initial values need no wait (they are there before any iteration), so the
+    // first forward starts when the worker does.
+    CATCH_CHECK(first * 1e-6 == Approx(0.25 * w).margin(1e-6));
+  }
 }
 
 CATCH_TEST_CASE("network.machines puts two workers on one machine: they share its NIC") {

@@ -95,6 +95,21 @@ class ValueWaitsTest(unittest.TestCase):
         self.assertAlmostEqual(backward, 0.40)
         self.assertEqual(value_waits.block_names(events), {(0, 1): "a", (1, 2): "b"})
 
+    def test_a_slices_gradients_apart_its_values_queued_and_their_tail(self):
+        got = value_waits.servers(load(trace()), 3, 4)  # iterations 3 and 4
+        # Worker 0's gradient reached the server at +0.93, worker 1's at +0.99.
+        self.assertEqual(len(got["gradient_gap"]), 2)
+        for gap in got["gradient_gap"]:
+            self.assertAlmostEqual(gap, 0.06)
+        # Updated at +0.99 (its start), written to both workers at +1.00.
+        self.assertEqual(len(got["write_lag"]), 4)
+        for lag in got["write_lag"]:
+            self.assertAlmostEqual(lag, 0.01)
+        # Last gradient written -> last value in: 0.12 (worker 0), 0.08 (worker 1).
+        self.assertEqual(sorted(round(t, 6) for t in got["values_tail"]), [0.08, 0.08, 0.12, 0.12])
+        self.assertEqual(value_waits.quantiles([3, 1, 2, 4]), [2, 3, 3, 4])
+        self.assertEqual(value_waits.quantiles([]), [None] * 4)
+
     def test_the_final_syncs_wait_over_every_slice_is_left_out(self):
         ev = trace() + [x(100, 1, "wait v6", 3.5, 0.3, first_slice=0, last_slice=2)]
         per, _, _ = value_waits.blocks(load(ev), 3)
