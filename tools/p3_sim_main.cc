@@ -50,6 +50,8 @@ ABSL_FLAG(int32_t, warmup, 3, "first iterations left out of the figures");
 ABSL_FLAG(double, compute_scale, 0, "multiplies every profile time (0: the calibration's)");
 ABSL_FLAG(double, worker_start_stagger_s, 0,
           "worker r starts its first iteration r x this later (seconds)");
+ABSL_FLAG(double, compute_jitter, 0,
+          "relative sd of each worker's computation per iteration (seeded; 0: none)");
 ABSL_FLAG(bool, equal_split, false,
           "share links and CPUs equally without handing on unused shares: much faster on "
           "large clusters (docs/simulator.md)");
@@ -182,6 +184,7 @@ int Main(int argc, char** argv) {
   options.trace = !absl::GetFlag(FLAGS_trace).empty();
   options.equal_split = absl::GetFlag(FLAGS_equal_split);
   options.worker_start_stagger_s = absl::GetFlag(FLAGS_worker_start_stagger_s);
+  options.compute_jitter = absl::GetFlag(FLAGS_compute_jitter);
   // scheduling.slice_params absent or 0 / credit_bytes -1 (automatic): the search
   // launch_cluster runs (p3/sim/tune.h), with this command's options, then the chosen point.
   const p3::sim::SearchedKnobs knobs =

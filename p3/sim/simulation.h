@@ -22,6 +22,7 @@
 #include <memory>
 #include <optional>
 #include <queue>
+#include <random>
 #include <set>
 #include <string>
 #include <tuple>
@@ -139,6 +140,8 @@ struct WorkerState {
   int ready_block = -1;
   int ready_upto = 0;
   double wait_start = 0;
+  std::mt19937_64 rng;   // SimOptions::compute_jitter's draws
+  double jitter = 1.0;   // this iteration's factor on its computation
   std::vector<double> iteration_end;
   std::vector<double> compute_s;  // per iteration
   std::vector<double> wait_s;

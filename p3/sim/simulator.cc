@@ -133,6 +133,7 @@ absl::StatusOr<SimResult> Simulation::Run() {
     WorkerState& ws = workers_[w];
     ws.rank = w;
     ws.proc = w;
+    ws.rng.seed(o_.jitter_seed * 1000003 + static_cast<uint64_t>(w));
     ws.compute_s.assign(o_.iterations, 0);
     ws.wait_s.assign(o_.iterations, 0);
     if (o_.trace) {

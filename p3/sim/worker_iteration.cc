@@ -23,7 +23,7 @@ void Simulation::Compute(WorkerState& w, double seconds, const std::string& name
   // A block needs 1 / shared_host_compute_speed core-seconds per profile second, at most
   // one profile second per second: alone it runs at the profile's speed, and where it has
   // to share the cores (every core busy) it gets its share at the slower speed.
-  const double work = seconds * cal_.compute_scale;
+  const double work = seconds * cal_.compute_scale * w.jitter;
   const double core_s = 1.0 / cal_.shared_host_compute_speed;
   Cpu(machine, work, &CpuBreakdown::compute_s, core_s, [this, &w, start, name, category, done] {
     w.compute_s[w.iteration] += now() - start;
@@ -34,6 +34,10 @@ void Simulation::Compute(WorkerState& w, double seconds, const std::string& name
 }
 
 void Simulation::StartIteration(WorkerState& w) {
+  if (o_.compute_jitter > 0) {
+    std::normal_distribution<double> z(0.0, 1.0);
+    w.jitter = std::max(0.2, 1.0 + o_.compute_jitter * z(w.rng));
+  }
   if (o_.allreduce) {
     for (size_t b = 0; b < buckets_.size(); ++b) {
       bucket_pending_[w.rank][b] = static_cast<int>(buckets_[b].size());

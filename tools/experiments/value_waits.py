@@ -37,7 +37,7 @@ not cover. A wait under 20 us is not traced (the values were in): that iteration
 row.
 
 `servers`: quantiles, per trace, of a slice's first-to-last gradient at its server (the
-workers' send orders apart), of its update to each values write (the values waiting in
+workers' send orders apart) and of its last two gradients', of its update to each values write (the values waiting in
 the server's send queue), and of a worker's last gradient write to its last value of the
 next version (the values' tail), over iterations --first_iteration .. --last_iteration.
 
@@ -46,6 +46,7 @@ The pure parts are tested by //tests/tools/experiments:value_waits_test.
 import argparse
 import collections
 import csv
+import gzip
 import json
 import os
 import statistics
@@ -55,8 +56,9 @@ SPANS = ("uplink", "others", "server", "downlink")
 
 
 def read_events(path):
-    """The trace's complete events, each with its track's name as "track"."""
-    with open(path) as f:
+    """The trace's complete events, each with its track's name as "track" (a .gz file
+    read as its gzip'd JSON)."""
+    with (gzip.open(path, "rt") if path.endswith(".gz") else open(path)) as f:
         t = json.load(f)
     ev = t["traceEvents"] if isinstance(t, dict) else t
     tracks = {(e["pid"], e["tid"]): e["args"]["name"] for e in ev
@@ -100,12 +102,13 @@ def block_names(events):
 
 def blocks(events, first_iteration):
     """({(first, last slice): wait seconds per iteration and worker}, forward s, backward s
-    per iteration and worker): the waits of versions after first_iteration (the final
-    Sync's, over every slice, left out), the computation of those iterations that the
-    trace holds."""
+    per iteration and worker, the relative standard deviation of a worker's forward +
+    backward over those iterations and workers): the waits of versions after
+    first_iteration (the final Sync's, over every slice, left out), the computation of
+    those iterations that the trace holds."""
     waits = waits_of(events, first_iteration)
     if not waits:
-        return {}, 0.0, 0.0
+        return {}, 0.0, 0.0, 0.0
     if any(w[2] > 0 for w in waits):  # several blocks: one wait over all is the final Sync's
         every = max(w[3] for w in waits)
         waits = [w for w in waits if (w[2], w[3]) != (0, every)]
@@ -116,7 +119,7 @@ def blocks(events, first_iteration):
     for w in waits:
         per[(w[2], w[3])] += w[5] / n
     compute = {"forward": 0.0, "backward": 0.0}
-    seen = set()  # (worker, iteration) with computation in the trace
+    each = collections.defaultdict(float)  # (worker, iteration): forward + backward
     for e in events:
         it = e.get("args", {}).get("iteration")
         if is_worker(e) and e["track"] == "compute" and it is not None and \
@@ -124,9 +127,11 @@ def blocks(events, first_iteration):
             kind = e["name"].split(" ", 1)[0]
             if kind in compute:
                 compute[kind] += e["dur"] / 1e6
-                seen.add((e["pid"], it))
-    return (dict(per), compute["forward"] / max(1, len(seen)),
-            compute["backward"] / max(1, len(seen)))
+                each[(e["pid"], it)] += e["dur"] / 1e6
+    n = max(1, len(each))
+    spread = statistics.stdev(each.values()) / statistics.mean(each.values()) \
+        if len(each) > 1 else 0.0
+    return dict(per), compute["forward"] / n, compute["backward"] / n, spread
 
 
 def decompose(events, first_iteration):
@@ -180,10 +185,11 @@ def quantiles(values, ps=(0.5, 0.75, 0.9, 1.0)):
 
 def servers(events, first_iteration, last_iteration):
     """For iterations first_iteration .. last_iteration: {"gradient_gap": a slice's first
-    to last gradient at its server, "write_lag": its update to each `params` write (the
+    to last gradient at its server, "last_two_gap": its last two gradients' (with more than
+    two workers), "write_lag": its update to each `params` write (the
     values in the server's send queue), "values_tail": a worker's last gradient write to
     its last value of the next version} as lists of seconds."""
-    first, last, writes = {}, {}, collections.defaultdict(list)
+    arrivals, last, writes = collections.defaultdict(list), {}, collections.defaultdict(list)
     grads, values = collections.defaultdict(list), collections.defaultdict(list)
     for e in events:
         a, t = e.get("args", {}), e["ts"] / 1e6
@@ -195,15 +201,18 @@ def servers(events, first_iteration, last_iteration):
                 values[(w, a["version"])].append(t)
         elif e["track"].startswith("from worker ") and e["name"].startswith("aggregate"):
             key = (e["pid"], a["slice"], a["iteration"])
+            arrivals[key].append(t)
             if e["name"].startswith("aggregate+update"):
                 last[key] = t
-            else:
-                first[key] = min(first.get(key, t), t)
         elif e["track"].startswith("to worker ") and e["name"].startswith("params "):
             writes[(e["pid"], a["slice"], a["version"] - 1)].append(t)
     ours = lambda it: first_iteration <= it <= last_iteration  # noqa: E731
+    done = [k for k in last if ours(k[2]) and len(arrivals[k]) > 1]
     return {
-        "gradient_gap": [last[k] - first[k] for k in last if k in first and ours(k[2])],
+        "gradient_gap": [last[k] - min(arrivals[k]) for k in done],
+        # The last two: with a colocated worker (its gradient through shared memory,
+        # mostly first), the two slowest of the network's.
+        "last_two_gap": [last[k] - sorted(arrivals[k])[-2] for k in done],
         "write_lag": [t - last[k] for k in last if ours(k[2]) for t in writes.get(k, [])],
         "values_tail": [max(values[(w, it + 1)]) - max(ts) for (w, it), ts in grads.items()
                         if ours(it) and (w, it + 1) in values],
@@ -242,6 +251,11 @@ def cmd_blocks(a):
         print(f"| **{name}** | " + " | ".join(f"**{1e3 * v:.1f}**" for v in vals) + " |")
         rows += [{"trace": x, "block": name, "slices": "", "wait_s_per_iteration": round(v, 6)}
                  for x, v in zip(labels, vals)]
+    print("| forward + backward: sd ÷ mean over iterations and workers | " +
+          " | ".join(f"{r[3]:.3f}" for r in results) + " |")
+    for x, r in zip(labels, results):
+        rows.append({"trace": x, "block": "compute sd / mean", "slices": "",
+                     "wait_s_per_iteration": round(r[3], 4)})
     if a.csv:
         append_csv(a.csv, rows)
 

@@ -1,6 +1,7 @@
 """tools/experiments/value_waits.py (docs/results/simulator): each block's wait per
 iteration, and the first block's wait cut into its last slice's spans, on a made-up trace
 of 2 workers and 1 server (the launcher's and p3_sim's event names and arguments)."""
+import gzip
 import json
 import os
 import tempfile
@@ -51,10 +52,10 @@ def trace():
     return ev
 
 
-def load(events):
+def load(events, gz=False):
     with tempfile.TemporaryDirectory() as d:
-        path = os.path.join(d, "trace.json")
-        with open(path, "w") as f:
+        path = os.path.join(d, "trace.json" + (".gz" if gz else ""))
+        with (gzip.open(path, "wt") if gz else open(path, "w")) as f:
             json.dump({"traceEvents": events}, f)
         return value_waits.read_events(path)
 
@@ -77,6 +78,9 @@ class ValueWaitsTest(unittest.TestCase):
         self.assertAlmostEqual(w1["others_s"], 0.0)
         self.assertAlmostEqual(sum(w1[f"{s}_s"] for s in value_waits.SPANS), w1["round_trip_s"])
 
+    def test_a_gzipped_trace_reads_as_the_plain_one(self):
+        self.assertEqual(load(trace(), gz=True), load(trace()))
+
     def test_an_untraced_first_wait_gives_no_row(self):
         # Worker 1's block-a wait of version 5 under 20 us: not in the trace.
         ev = [e for e in trace() if not (e.get("pid") == 101 and e["name"] == "wait v5" and
@@ -87,19 +91,20 @@ class ValueWaitsTest(unittest.TestCase):
 
     def test_each_blocks_wait_per_iteration_and_its_name(self):
         events = load(trace())
-        per, forward, backward = value_waits.blocks(events, 3)
+        per, forward, backward, spread = value_waits.blocks(events, 3)
         # Versions 4 - 6, both workers: block a 0.06 and 0.07 s, block b 0.05 and 0.02 s.
         self.assertAlmostEqual(per[(0, 1)], (0.06 + 0.07) / 2)
         self.assertAlmostEqual(per[(1, 2)], (0.05 + 0.02) / 2)
         self.assertAlmostEqual(forward, 0.10)
         self.assertAlmostEqual(backward, 0.40)
+        self.assertAlmostEqual(spread, 0.0)  # every iteration computes alike
         self.assertEqual(value_waits.block_names(events), {(0, 1): "a", (1, 2): "b"})
 
     def test_a_slices_gradients_apart_its_values_queued_and_their_tail(self):
         got = value_waits.servers(load(trace()), 3, 4)  # iterations 3 and 4
         # Worker 0's gradient reached the server at +0.93, worker 1's at +0.99.
         self.assertEqual(len(got["gradient_gap"]), 2)
-        for gap in got["gradient_gap"]:
+        for gap in got["gradient_gap"] + got["last_two_gap"]:
             self.assertAlmostEqual(gap, 0.06)
         # Updated at +0.99 (its start), written to both workers at +1.00.
         self.assertEqual(len(got["write_lag"]), 4)
@@ -112,7 +117,7 @@ class ValueWaitsTest(unittest.TestCase):
 
     def test_the_final_syncs_wait_over_every_slice_is_left_out(self):
         ev = trace() + [x(100, 1, "wait v6", 3.5, 0.3, first_slice=0, last_slice=2)]
-        per, _, _ = value_waits.blocks(load(ev), 3)
+        per, _, _, _ = value_waits.blocks(load(ev), 3)
         self.assertNotIn((0, 2), per)
 
 
