@@ -37,7 +37,8 @@ not cover. A wait under 20 us is not traced (the values were in): that iteration
 row.
 
 `servers`: quantiles, per trace, of a slice's first-to-last gradient at its server (the
-workers' send orders apart) and of its last two gradients', of its update to each values write (the values waiting in
+workers' send orders apart) and of its last two gradients', of the workers' writes of
+its gradient (first to last), of its update to each values write (the values waiting in
 the server's send queue), and of a worker's last gradient write to its last value of the
 next version (the values' tail), over iterations --first_iteration .. --last_iteration.
 
@@ -186,17 +187,21 @@ def quantiles(values, ps=(0.5, 0.75, 0.9, 1.0)):
 def servers(events, first_iteration, last_iteration):
     """For iterations first_iteration .. last_iteration: {"gradient_gap": a slice's first
     to last gradient at its server, "last_two_gap": its last two gradients' (with more than
-    two workers), "write_lag": its update to each `params` write (the
+    two workers), "write_gap": the workers' writes of its gradient, first to last,
+    "write_lag": its update to each `params` write (the
     values in the server's send queue), "values_tail": a worker's last gradient write to
     its last value of the next version} as lists of seconds."""
     arrivals, last, writes = collections.defaultdict(list), {}, collections.defaultdict(list)
     grads, values = collections.defaultdict(list), collections.defaultdict(list)
+    written = collections.defaultdict(dict)  # (slice, iteration): {worker: first write}
     for e in events:
         a, t = e.get("args", {}), e["ts"] / 1e6
         if is_worker(e):
             w = e["pid"] - 100
             if e["track"].startswith("send to server") and e["name"].startswith("gradient "):
                 grads[(w, a["iteration"])].append(t)
+                mine = written[(a["slice"], a["iteration"])]
+                mine[w] = min(mine.get(w, t), t)
             elif e["track"].startswith("receive from server") and e["name"].startswith("params "):
                 values[(w, a["version"])].append(t)
         elif e["track"].startswith("from worker ") and e["name"].startswith("aggregate"):
@@ -213,6 +218,10 @@ def servers(events, first_iteration, last_iteration):
         # The last two: with a colocated worker (its gradient through shared memory,
         # mostly first), the two slowest of the network's.
         "last_two_gap": [last[k] - sorted(arrivals[k])[-2] for k in done],
+        # When the workers handed the same slice's gradient to gRPC, first to last: the
+        # part of the gap the network did not make.
+        "write_gap": [max(v.values()) - min(v.values()) for (s, it), v in written.items()
+                      if ours(it) and len(v) > 1],
         "write_lag": [t - last[k] for k in last if ours(k[2]) for t in writes.get(k, [])],
         "values_tail": [max(values[(w, it + 1)]) - max(ts) for (w, it), ts in grads.items()
                         if ours(it) and (w, it + 1) in values],

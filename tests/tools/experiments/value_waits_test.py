@@ -106,6 +106,10 @@ class ValueWaitsTest(unittest.TestCase):
         self.assertEqual(len(got["gradient_gap"]), 2)
         for gap in got["gradient_gap"] + got["last_two_gap"]:
             self.assertAlmostEqual(gap, 0.06)
+        # The workers wrote it at +0.90 and +0.95.
+        self.assertEqual(len(got["write_gap"]), 2)
+        for gap in got["write_gap"]:
+            self.assertAlmostEqual(gap, 0.05)
         # Updated at +0.99 (its start), written to both workers at +1.00.
         self.assertEqual(len(got["write_lag"]), 4)
         for lag in got["write_lag"]:
