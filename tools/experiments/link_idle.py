@@ -50,7 +50,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from results_lib import models, runs  # noqa: E402
+from results_lib import models, runs, trace_file  # noqa: E402
 
 DIRECTIONS = ["m0_up", "m0_down", "m1_up", "m1_down"]  # two machines' (the default)
 CLONE_NEWNET = 0x40000000
@@ -224,12 +224,7 @@ def best_window(samples, direction, seconds=0.5):
 
 
 def trace_events(path):
-    with open(path) as f:
-        t = json.load(f)
-    ev = t["traceEvents"] if isinstance(t, dict) else t
-    tracks = {(e["pid"], e["tid"]): e["args"]["name"] for e in ev
-              if e.get("ph") == "M" and e.get("name") == "thread_name"}
-    return [dict(e, track=tracks.get((e["pid"], e["tid"]), "")) for e in ev if e.get("ph") == "X"]
+    return trace_file.complete_events(path)  # a gzipped trace too
 
 
 def require_no_packs(trace_path):

@@ -47,11 +47,12 @@ The pure parts are tested by //tests/tools/experiments:value_waits_test.
 import argparse
 import collections
 import csv
-import gzip
-import json
 import os
 import statistics
 import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from results_lib import trace_file  # noqa: E402
 
 SPANS = ("uplink", "others", "server", "downlink")
 
@@ -59,12 +60,7 @@ SPANS = ("uplink", "others", "server", "downlink")
 def read_events(path):
     """The trace's complete events, each with its track's name as "track" (a .gz file
     read as its gzip'd JSON)."""
-    with (gzip.open(path, "rt") if path.endswith(".gz") else open(path)) as f:
-        t = json.load(f)
-    ev = t["traceEvents"] if isinstance(t, dict) else t
-    tracks = {(e["pid"], e["tid"]): e["args"]["name"] for e in ev
-              if e.get("ph") == "M" and e.get("name") == "thread_name"}
-    return [dict(e, track=tracks.get((e["pid"], e["tid"]), "")) for e in ev if e.get("ph") == "X"]
+    return trace_file.complete_events(path)
 
 
 def is_worker(e):
