@@ -267,7 +267,7 @@ struct SimOptions {
   // Relative standard deviation of a worker's computation per iteration: each worker's
   // iteration i computes every block x (1 + compute_jitter x z), z a standard normal
   // drawn for (worker, i) from a generator seeded by jitter_seed and the rank (at least
-  // x 0.2). Real workers never compute alike (a `local` run's iterations: 2.5 %, one
+  // x 0.2). Real workers never compute alike (a `local` run's iterations: 2.1 - 2.2 %, one
   // process alone); simulated ones do. Default: 0.
   double compute_jitter = 0;
   uint64_t jitter_seed = 1;

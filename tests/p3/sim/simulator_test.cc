@@ -1,7 +1,6 @@
 #include "p3/sim/simulator.h"
 
 #include <catch2/catch.hpp>
-#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <string>
@@ -22,29 +21,6 @@ namespace {
 
 constexpr double kRate = 1.25e8;  // 1 Gbit/s in bytes/s
 
-// One block per entry of `tensors` (one tensor each), with no compute time.
-Profile Blocks(const std::vector<int64_t>& tensors) {
-  Profile p;
-  p.model = "test";
-  p.batch = 1;
-  for (size_t i = 0; i < tensors.size(); ++i) {
-    p.blocks.push_back({"b" + std::to_string(i), 0.0, 0.0, {tensors[i]}});
-  }
-  return p;
-}
-
-SimOptions Separate(Profile profile, int workers, int servers, double latency) {
-  SimOptions o;
-  o.profile = std::move(profile);
-  o.workers = workers;
-  o.servers = servers;
-  o.colocated = false;
-  o.bandwidth_gbps = 1.0;
-  o.calibration = IdealCalibration(latency);
-  o.iterations = 4;
-  o.warmup_iterations = 1;
-  return o;
-}
 
 CATCH_TEST_CASE("one slice over one link: each way takes latency + bytes / rate") {
   const int64_t n = 10000;  // one slice of 40 kB
@@ -151,90 +127,6 @@ CATCH_TEST_CASE("p3's queue sends the first layer's slice ahead of later layers 
   const std::vector<int> fifo_order = SendOrder(*fifo);
   CATCH_REQUIRE(fifo_order.size() == 11);
   CATCH_CHECK(fifo_order.back() == 0);
-}
-
-CATCH_TEST_CASE("the trace names what the launcher's trace names: a wait's slices, a value's "
-                "version, the slice an update summed") {
-  // Two blocks of one slice each; what tools/experiments/value_waits.py reads in both.
-  SimOptions o = Separate(Blocks({1000, 1000}), 1, 1, 1e-4);
-  o.mode = Mode::kP3;
-  o.trace = true;
-  absl::StatusOr<SimResult> r = Simulate(o);
-  CATCH_REQUIRE(r.ok());
-  CATCH_REQUIRE(r->traces.size() == 2);  // the worker, the server
-  bool wait_of_block0 = false, value_version = false, update_named = false;
-  for (int i = 0; i < 2; ++i) {
-    const std::string path =
-        absl::StrCat(std::getenv("TEST_TMPDIR"), "/names", i, ".json");
-    CATCH_REQUIRE(r->traces[i]->WriteJson(path).ok());
-    absl::StatusOr<nlohmann::json> j = ReadJsonFile(path);
-    CATCH_REQUIRE(j.ok());
-    for (const nlohmann::json& e : (*j)["traceEvents"]) {
-      const std::string name = e.value("name", "");
-      const nlohmann::json args = e.value("args", nlohmann::json::object());
-      // Block 0's gradient goes last, so the next forward waits for its values.
-      if (name == "wait v2" && args.value("first_slice", -1) == 0 &&
-          args.value("last_slice", -1) == 1) {
-        wait_of_block0 = true;
-      }
-      if (name == "params 0" && args.value("version", -1) >= 1 && !args.contains("iteration")) {
-        value_version = true;
-      }
-      if (name == "aggregate+update 1" && args.value("slice", -1) == 1) update_named = true;
-    }
-  }
-  CATCH_CHECK(wait_of_block0);
-  CATCH_CHECK(value_version);
-  CATCH_CHECK(update_named);
-}
-
-CATCH_TEST_CASE("a start stagger starts worker r's first forward r x the stagger later") {
-  Profile profile = Blocks({1000});
-  profile.blocks[0].forward_s = 1e-3;
-  SimOptions o = Separate(profile, 3, 1, 0);
-  o.mode = Mode::kP3;
-  o.trace = true;
-  o.worker_start_stagger_s = 0.25;
-  absl::StatusOr<SimResult> r = Simulate(o);
-  CATCH_REQUIRE(r.ok());
-  for (int w = 0; w < 3; ++w) {
-    const std::string path = absl::StrCat(std::getenv("TEST_TMPDIR"), "/stagger", w, ".json");
-    CATCH_REQUIRE(r->traces[w]->WriteJson(path).ok());
-    absl::StatusOr<nlohmann::json> j = ReadJsonFile(path);
-    CATCH_REQUIRE(j.ok());
-    double first = 1e9;
-    for (const nlohmann::json& e : (*j)["traceEvents"]) {
-      if (e.value("name", "") == "forward b0") first = std::min(first, e["ts"].get<double>());
-    }
-    // Its initial values need no wait (they are there before any iteration), so the
-    // first forward starts when the worker does.
-    CATCH_CHECK(first * 1e-6 == Approx(0.25 * w).margin(1e-6));
-  }
-}
-
-CATCH_TEST_CASE("compute jitter draws each worker's iterations apart, the same for the same seed") {
-  Profile profile = Blocks({1000});
-  profile.blocks[0].forward_s = 0.01;
-  profile.blocks[0].backward_s = 0.02;
-  SimOptions o = Separate(profile, 2, 1, 0);
-  o.mode = Mode::kP3;
-  o.iterations = 20;
-  absl::StatusOr<SimResult> still = Simulate(o);
-  CATCH_REQUIRE(still.ok());
-  CATCH_CHECK(still->workers[0].compute_s == Approx(0.03).epsilon(1e-9));
-  o.compute_jitter = 0.2;
-  absl::StatusOr<SimResult> a = Simulate(o);
-  absl::StatusOr<SimResult> b = Simulate(o);
-  CATCH_REQUIRE(a.ok());
-  CATCH_REQUIRE(b.ok());
-  CATCH_CHECK(a->iteration_seconds == b->iteration_seconds);  // seeded: reproducible
-  CATCH_CHECK(a->workers[0].compute_s != a->workers[1].compute_s);
-  // 17 measured iterations of 1 + 0.2 z: the mean factor within 0.2 (4 standard errors).
-  CATCH_CHECK(a->workers[0].compute_s == Approx(0.03).margin(0.2 * 0.03));
-  o.jitter_seed = 2;
-  absl::StatusOr<SimResult> c = Simulate(o);
-  CATCH_REQUIRE(c.ok());
-  CATCH_CHECK(c->workers[0].compute_s != a->workers[0].compute_s);
 }
 
 CATCH_TEST_CASE("network.machines puts two workers on one machine: they share its NIC") {
