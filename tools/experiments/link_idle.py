@@ -158,12 +158,13 @@ def cmd_record(a):
                 devs = parse_net_dev(f.read())
         except OSError:
             devs = {}
-        if machines_in(devs) < 2:
+        n = machines_in(devs)
+        if n < 2:
             if rows:
                 break  # the run removed its network
         else:
-            machines = max(machines, machines_in(devs))
-            rows.append(sample_row(time.time(), devs, machines_in(devs)))
+            machines = max(machines, n)
+            rows.append(sample_row(time.time(), devs, n))
         time.sleep(a.interval_s)
     cpu1 = os.times()
     rc = child.wait()
@@ -189,10 +190,10 @@ def sample_directions(path):
 
 def read_samples(path):
     """[(time, [counter of each of sample_directions(path)])]."""
-    names = sample_directions(path)
     with open(path) as f:
-        rows = list(csv.DictReader(f))
-    return [(float(r["time_s"]), [int(r[d]) for d in names]) for r in rows]
+        reader = csv.DictReader(f)
+        names = reader.fieldnames[1:]
+        return [(float(r["time_s"]), [int(r[d]) for d in names]) for r in reader]
 
 
 def link_use(samples, bandwidth_gbps, goodput=models.TCP_GOODPUT):

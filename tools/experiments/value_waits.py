@@ -131,24 +131,41 @@ def blocks(events, first_iteration):
     return dict(per), compute["forward"] / n, compute["backward"] / n, spread
 
 
-def decompose(events, first_iteration):
-    """[{iteration, worker, slice, wait_s, round_trip_s, uplink_s, others_s, server_s,
-    downlink_s}] for each worker's block-0 wait of version i + 1, i >= first_iteration."""
-    grad, agg, sent, recv = {}, {}, {}, {}
+def slice_events(events):
+    """The per-slice events of a trace, in seconds: "written" {(worker, slice, iteration):
+    [its gradient writes]}, "received" {(worker, slice, version): the values' receipt},
+    "aggregated" {(server pid, slice, iteration): {worker: receipt of its gradient}},
+    "updated" {(server pid, slice, iteration): receipt of the gradient that completed it},
+    "value_writes" {(server pid, worker, slice, version): the values' write}."""
+    out = {k: {} for k in ("written", "received", "aggregated", "updated", "value_writes")}
     for e in events:
-        name, a, ts = e["name"], e.get("args", {}), e["ts"] / 1e6
+        name, a, t = e["name"], e.get("args", {}), e["ts"] / 1e6
         if is_worker(e):
             w = e["pid"] - 100
             if e["track"].startswith("send to server") and name.startswith("gradient "):
-                key = (w, a["slice"], a["iteration"])
-                grad[key] = min(grad.get(key, ts), ts)
+                out["written"].setdefault((w, a["slice"], a["iteration"]), []).append(t)
             elif e["track"].startswith("receive from server") and name.startswith("params "):
-                recv[(w, a["slice"], a["version"])] = ts
+                out["received"][(w, a["slice"], a["version"])] = t
         elif e["track"].startswith("from worker ") and name.startswith("aggregate"):
-            # Each starts on the gradient's receipt (server/stream_handler.cc).
-            agg.setdefault((a["slice"], a["iteration"]), {})[int(e["track"].split()[-1])] = ts
+            # Each starts on the gradient's receipt (server/stream_handler.cc); the last of
+            # a slice's is an `aggregate+update`.
+            key = (e["pid"], a["slice"], a["iteration"])
+            out["aggregated"].setdefault(key, {})[int(e["track"].split()[-1])] = t
+            if name.startswith("aggregate+update"):
+                out["updated"][key] = t
         elif e["track"].startswith("to worker ") and name.startswith("params "):
-            sent[(int(e["track"].split()[-1]), a["slice"], a["version"])] = ts
+            out["value_writes"][(e["pid"], int(e["track"].split()[-1]), a["slice"],
+                                 a["version"])] = t
+    return out
+
+
+def decompose(events, first_iteration):
+    """[{iteration, worker, slice, wait_s, round_trip_s, uplink_s, others_s, server_s,
+    downlink_s}] for each worker's block-0 wait of version i + 1, i >= first_iteration."""
+    ev = slice_events(events)
+    recv = ev["received"]
+    agg = {(s, it): by for (_, s, it), by in ev["aggregated"].items()}
+    sent = {(w, s, v): t for (_, w, s, v), t in ev["value_writes"].items()}
     waits = [w for w in waits_of(events, first_iteration) if w[2] == 0]
     narrowest = min((w[3] for w in waits), default=0)
     rows = []
@@ -163,10 +180,11 @@ def decompose(events, first_iteration):
         if not arrived:
             continue
         r, s = max(arrived)
-        g, by_worker, p = grad.get((w, s, it)), agg.get((s, it), {}), sent.get((w, s, version))
-        if g is None or w not in by_worker or p is None:
+        writes, by_worker = ev["written"].get((w, s, it)), agg.get((s, it), {})
+        p = sent.get((w, s, version))
+        if not writes or w not in by_worker or p is None:
             continue
-        own, latest = by_worker[w], max(by_worker.values())
+        g, own, latest = min(writes), by_worker[w], max(by_worker.values())
         rows.append({"iteration": it, "worker": w, "slice": s, "wait_s": round(dur, 6),
                      "round_trip_s": round(r - g, 6), "uplink_s": round(own - g, 6),
                      "others_s": round(latest - own, 6), "server_s": round(p - latest, 6),
@@ -184,36 +202,29 @@ def servers(events, first_iteration, last_iteration):
     """For iterations first_iteration .. last_iteration: {"gradient_gap": a slice's first
     to last gradient at its server, "last_two_gap": its last two gradients' (with more than
     two workers), "write_gap": the workers' writes of its gradient, first to last,
-    "write_lag": its update to each `params` write (the
-    values in the server's send queue), "values_tail": a worker's last gradient write to
-    its last value of the next version} as lists of seconds."""
-    arrivals, last, writes = collections.defaultdict(list), {}, collections.defaultdict(list)
-    grads, values = collections.defaultdict(list), collections.defaultdict(list)
+    "write_lag": its update to each `params` write (the values in the server's send
+    queue), "values_tail": a worker's last gradient write to its last value of the next
+    version} as lists of seconds."""
+    ev = slice_events(events)
+    arrivals, last = ev["aggregated"], ev["updated"]
+    writes = collections.defaultdict(list)  # (server pid, slice, iteration): values' writes
+    for (pid, _, sl, version), t in ev["value_writes"].items():
+        writes[(pid, sl, version - 1)].append(t)
+    grads = collections.defaultdict(list)  # (worker, iteration): its gradient writes
     written = collections.defaultdict(dict)  # (slice, iteration): {worker: first write}
-    for e in events:
-        a, t = e.get("args", {}), e["ts"] / 1e6
-        if is_worker(e):
-            w = e["pid"] - 100
-            if e["track"].startswith("send to server") and e["name"].startswith("gradient "):
-                grads[(w, a["iteration"])].append(t)
-                mine = written[(a["slice"], a["iteration"])]
-                mine[w] = min(mine.get(w, t), t)
-            elif e["track"].startswith("receive from server") and e["name"].startswith("params "):
-                values[(w, a["version"])].append(t)
-        elif e["track"].startswith("from worker ") and e["name"].startswith("aggregate"):
-            key = (e["pid"], a["slice"], a["iteration"])
-            arrivals[key].append(t)
-            if e["name"].startswith("aggregate+update"):
-                last[key] = t
-        elif e["track"].startswith("to worker ") and e["name"].startswith("params "):
-            writes[(e["pid"], a["slice"], a["version"] - 1)].append(t)
+    for (w, sl, it), ts in ev["written"].items():
+        grads[(w, it)] += ts
+        written[(sl, it)][w] = min(ts)
+    values = collections.defaultdict(list)  # (worker, version): its values' receipts
+    for (w, _, version), t in ev["received"].items():
+        values[(w, version)].append(t)
     ours = lambda it: first_iteration <= it <= last_iteration  # noqa: E731
     done = [k for k in last if ours(k[2]) and len(arrivals[k]) > 1]
     return {
-        "gradient_gap": [last[k] - min(arrivals[k]) for k in done],
+        "gradient_gap": [last[k] - min(arrivals[k].values()) for k in done],
         # The last two: with a colocated worker (its gradient through shared memory,
         # mostly first), the two slowest of the network's.
-        "last_two_gap": [last[k] - sorted(arrivals[k])[-2] for k in done],
+        "last_two_gap": [last[k] - sorted(arrivals[k].values())[-2] for k in done],
         # When the workers handed the same slice's gradient to gRPC, first to last: the
         # part of the gap the network did not make.
         "write_gap": [max(v.values()) - min(v.values()) for (s, it), v in written.items()
