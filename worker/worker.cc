@@ -9,6 +9,7 @@
 #include <limits>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -21,6 +22,7 @@
 #include "p3/core/send_queue.h"
 #include "p3/core/version_tracker.h"
 #include "p3/core/worker_core.h"
+#include "worker/backward_spans.h"
 #include "worker/buffer_exchange.h"
 #include "worker/copy_engine.h"
 #include "worker/device_staging.h"
@@ -381,8 +383,7 @@ class Worker::Impl : public TransportListener {
       return Fail(s);
     }
     ResetPacks();
-    last_gradient_time_ = absl::Now();
-    last_traced_block_ = -1;
+    backward_spans_.Begin(absl::Now());
     loss_scale_ = loss_scale;
     if (loss_scale_ != 1) {
       finite_ = torch::ones({}, torch::TensorOptions().dtype(torch::kBool).device(device));
@@ -394,6 +395,7 @@ class Worker::Impl : public TransportListener {
 
   // The end of a backward pass whose gradients the hooks have.
   absl::Status EndBackward() {
+    if (tracing()) TraceBackward(backward_spans_.End(absl::Now()));
     // Synchronous training needs every parameter's gradient from every worker.
     if (absl::Status missing = hooks_->CheckEveryGradient(options_.rank, iteration_);
         !missing.ok()) {
@@ -408,6 +410,13 @@ class Worker::Impl : public TransportListener {
     return failure();
   }
 
+  void TraceBackward(std::optional<BackwardSpans::Span> span) {
+    if (!span) return;
+    options_.trace->Complete(compute_track_, "backward " + model_->BlockName(span->block),
+                             "backward", span->start, span->end,
+                             absl::StrCat("\"iteration\": ", iteration_));
+  }
+
   // Autograd hook: runs on the training thread as soon as tensor `t`'s gradient exists.
   void OnGradient(int t, const torch::Tensor& scaled) {
     torch::Tensor grad = scaled;
@@ -418,18 +427,7 @@ class Worker::Impl : public TransportListener {
       grad = scaled * (1.0 / loss_scale_);
       finite_.logical_and_(torch::isfinite(grad).all());
     }
-    if (tracing()) {
-      // Backward of a block: from the previous gradient to this block's first one.
-      const int block = tensor_block_[t];
-      if (block != last_traced_block_) {
-        const absl::Time now = absl::Now();
-        options_.trace->Complete(compute_track_, "backward " + model_->BlockName(block), "backward",
-                                 last_gradient_time_, now,
-                                 absl::StrCat("\"iteration\": ", iteration_));
-        last_gradient_time_ = now;
-        last_traced_block_ = block;
-      }
-    }
+    if (tracing()) TraceBackward(backward_spans_.OnGradient(tensor_block_[t], absl::Now()));
     const SlicePlan& plan = core_.plan();
     const auto [first, last] = plan.tensor_slices(t);
     const bool packed = plan.is_pack(first);
@@ -536,8 +534,7 @@ class Worker::Impl : public TransportListener {
   ElasticMembership elastic_;
   bool joined_ = false;  // a joining worker has taken its first iteration (Present())
   std::unique_ptr<GradientHooks> hooks_;
-  absl::Time last_gradient_time_;
-  int last_traced_block_ = -1;
+  BackwardSpans backward_spans_;  // the training thread's
   int64_t iteration_ = 0;
   int64_t reached_ = 0;  // the last iteration NoteReached() told
   int64_t all_ready_ = -1;  // the iteration whose blocks are all ready (no forward overlap)
