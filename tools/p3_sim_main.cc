@@ -52,6 +52,10 @@ ABSL_FLAG(double, worker_start_stagger_s, 0,
           "worker r starts its first iteration r x this later (seconds)");
 ABSL_FLAG(double, compute_jitter, 0,
           "relative sd of each worker's computation per iteration (seeded; 0: none)");
+ABSL_FLAG(double, block_jitter, 0,
+          "sd of the log of each block's computation, per worker, iteration and block "
+          "(a log-normal factor of mean 1, seeded; 0: none)");
+ABSL_FLAG(uint64_t, jitter_seed, 1, "the seed of --compute_jitter's and --block_jitter's draws");
 ABSL_FLAG(bool, equal_split, false,
           "share links and CPUs equally without handing on unused shares: much faster on "
           "large clusters (docs/simulator.md)");
@@ -185,6 +189,8 @@ int Main(int argc, char** argv) {
   options.equal_split = absl::GetFlag(FLAGS_equal_split);
   options.worker_start_stagger_s = absl::GetFlag(FLAGS_worker_start_stagger_s);
   options.compute_jitter = absl::GetFlag(FLAGS_compute_jitter);
+  options.block_jitter = absl::GetFlag(FLAGS_block_jitter);
+  options.jitter_seed = absl::GetFlag(FLAGS_jitter_seed);
   // scheduling.slice_params absent or 0 / credit_bytes -1 (automatic): the search
   // launch_cluster runs (p3/sim/tune.h), with this command's options, then the chosen point.
   const p3::sim::SearchedKnobs knobs =

@@ -270,6 +270,13 @@ struct SimOptions {
   // x 0.2). Real workers never compute alike (a `local` run's iterations: 2.1 - 2.2 %, one
   // process alone); simulated ones do. Default: 0.
   double compute_jitter = 0;
+  // The same per block, for the variance that sharing the cores with the other processes
+  // brings (a `local` run, one process alone, has none: it is left out): each block's
+  // forward or backward x exp(block_jitter x z - block_jitter^2 / 2), a log-normal factor
+  // of mean 1, z drawn per (worker, iteration, block) from the same generator. Measured
+  // in 2 + 2 and 3 + 3 processes on 2 cores: 0.26 - 0.55, median 0.37, which the
+  // validation uses (docs/results/simulator/simulator.md, "Blocks that vary"). Default: 0.
+  double block_jitter = 0;
   uint64_t jitter_seed = 1;
   // Record a timeline in the real trace's format (docs/tracing.md). Default: false.
   bool trace = false;

@@ -5,6 +5,7 @@
 #include "p3/sim/simulation.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -23,7 +24,12 @@ void Simulation::Compute(WorkerState& w, double seconds, const std::string& name
   // A block needs 1 / shared_host_compute_speed core-seconds per profile second, at most
   // one profile second per second: alone it runs at the profile's speed, and where it has
   // to share the cores (every core busy) it gets its share at the slower speed.
-  const double work = seconds * cal_.compute_scale * w.jitter;
+  double factor = w.jitter;
+  if (o_.block_jitter > 0 && o_.mode != Mode::kLocal) {
+    std::normal_distribution<double> z(0.0, 1.0);
+    factor *= std::exp(o_.block_jitter * z(w.rng) - o_.block_jitter * o_.block_jitter / 2);
+  }
+  const double work = seconds * cal_.compute_scale * factor;
   const double core_s = 1.0 / cal_.shared_host_compute_speed;
   Cpu(machine, work, &CpuBreakdown::compute_s, core_s, [this, &w, start, name, category, done] {
     w.compute_s[w.iteration] += now() - start;

@@ -28,8 +28,8 @@ placement too).
 saturated link carries in that time, link_use()), and an iteration's **unused link time**
 = Σ (1 − use) × dt over its samples. Each sample is attributed to what worker i (the
 machine's own worker) was doing at its middle, from the trace's `compute` and `wait for
-parameters` tracks: `forward <block>`, `backward <block>` (a block's backward runs from
-the previous block's first gradient to its own; with --profile, to each of its tensors'
+parameters` tracks: `forward <block>`, `backward <block>` (to the block's last gradient;
+traces before 2026-12-07: to its first; with --profile, cut at each of its tensors'
 gradients, worker_timeline()), `wait <block>` (the forward waiting for that block's
 values), `loss+step` (between the forward's last block and the backward's start: the loss;
 and after the backward: the trainer's bookkeeping).
@@ -275,8 +275,8 @@ def worker_timeline(events, rank, slices=None):
     events, and its waits labelled by the block whose forward follows them. With `slices`
     (slice_tensors()), an iteration's backward is cut at each tensor's gradient instead of
     each block's first: `backward <block>` up to the gradient of each of the block's
-    tensors (the trace's own events end a block at its first gradient, which for a Linear
-    layer is the bias's, long before the weight's)."""
+    tensors (traces before 2026-12-07 end a block at its first gradient, which for a
+    Linear layer is the bias's, long before the weight's)."""
     mine = [e for e in events if e["pid"] == 100 + rank]
     compute = sorted((e for e in mine if e["track"] == "compute"), key=lambda e: e["ts"])
     out = [(e["ts"] / 1e6, (e["ts"] + e["dur"]) / 1e6, e["name"], e["args"]["iteration"])

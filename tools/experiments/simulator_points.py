@@ -11,6 +11,13 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from results_lib import csv_io, paths, raw_csv, textproto  # noqa: E402
 
 HOST = ["--cpu_cores_per_host=2", "--machines_per_host=2"]  # 2 emulated machines, 2 cores
+# How much each block's computation varies where processes share these 2 cores (p3_sim
+# --block_jitter; not in `local`): the median of 13 traced runs' time-weighted log sd, 3
+# models, 1 - unlimited Gbit/s, 2 + 2 and 3 + 3 (0.26 - 0.55; simulator.md, "Blocks that
+# vary"; docs/results/simulator/block_spread_2026-12-07/runs.csv). A prediction is the
+# median of JITTER_SEEDS seeds' runs.
+BLOCK_JITTER = 0.37
+JITTER_SEEDS = 5
 BATCH = {"resnet50": 8, "vgg19": 4, "seq2seq_lstm": 16, "transformer": 8, "inception_v3": 8}
 
 

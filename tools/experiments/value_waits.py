@@ -22,6 +22,9 @@ and `params s` to each worker.
 
 `blocks`: a block is known by its slices; its wait per iteration is the waits' sum
 over the iterations from --first_iteration (both workers' alike) ÷ those iterations.
+It also gives how much the computation varies: a worker's forward + backward from
+iteration to iteration, and each block's (p3_sim's --block_jitter; traces from before
+2026-12-07's backward spans name each backward by the block after it).
 
 `first`: block 0's wait (the narrowest wait from slice 0 in a version; the backward wrote
 its gradients last). Of its slices, the one that reached the worker last ended the wait;
@@ -47,6 +50,7 @@ The pure parts are tested by //tests/tools/experiments:value_waits_test.
 import argparse
 import collections
 import csv
+import math
 import os
 import statistics
 import sys
@@ -244,13 +248,30 @@ def append_csv(path, rows):
         w.writerows(rows)
 
 
+def block_spread(events, first_iteration):
+    """How much each block's computation varies: per `forward <block>` or `backward
+    <block>` of iterations from first_iteration (every worker's), the standard deviation of
+    its durations' logs; their mean weighted by each one's mean duration (p3_sim's
+    --block_jitter). 0 without three of any."""
+    durations = collections.defaultdict(list)
+    for e in events:
+        if is_worker(e) and e["track"] == "compute" and \
+                e.get("args", {}).get("iteration", -1) >= first_iteration:
+            durations[e["name"]].append(max(e["dur"], 1.0) / 1e6)
+    weighted = [(statistics.mean(v), statistics.pstdev([math.log(d) for d in v]))
+                for v in durations.values() if len(v) >= 3]
+    total = sum(m for m, _ in weighted)
+    return sum(m * sd for m, sd in weighted) / total if total else 0.0
+
+
 def cmd_blocks(a):
     labels, results, names = [], [], {}
     for spec in a.trace:
         label, _, path = spec.rpartition("=")
         labels.append(label or path)
         events = read_events(path)
-        results.append(blocks(events, a.first_iteration))
+        results.append(blocks(events, a.first_iteration) +
+                       (block_spread(events, a.first_iteration),))
         names = {**block_names(events), **names}
     keys = sorted(set().union(*(r[0] for r in results)))
     print("| block (its slices) | " + " | ".join(f"{x} wait ms" for x in labels) + " |")
@@ -269,9 +290,13 @@ def cmd_blocks(a):
                  for x, v in zip(labels, vals)]
     print("| forward + backward: sd ÷ mean over iterations and workers | " +
           " | ".join(f"{r[3]:.3f}" for r in results) + " |")
+    print("| each block's computation: sd of the log, weighted by its time | " +
+          " | ".join(f"{r[4]:.3f}" for r in results) + " |")
     for x, r in zip(labels, results):
         rows.append({"trace": x, "block": "compute sd / mean", "slices": "",
                      "wait_s_per_iteration": round(r[3], 4)})
+        rows.append({"trace": x, "block": "block log sd", "slices": "",
+                     "wait_s_per_iteration": round(r[4], 4)})
     if a.csv:
         append_csv(a.csv, rows)
 

@@ -3,6 +3,7 @@ iteration, and the first block's wait cut into its last slice's spans, on a made
 of 2 workers and 1 server (the launcher's and p3_sim's event names and arguments)."""
 import gzip
 import json
+import math
 import os
 import tempfile
 import unittest
@@ -118,6 +119,18 @@ class ValueWaitsTest(unittest.TestCase):
         self.assertEqual(sorted(round(t, 6) for t in got["values_tail"]), [0.08, 0.08, 0.12, 0.12])
         self.assertEqual(value_waits.quantiles([3, 1, 2, 4]), [2, 3, 3, 4])
         self.assertEqual(value_waits.quantiles([]), [None] * 4)
+
+    def test_each_blocks_spread_is_weighted_by_its_time(self):
+        self.assertAlmostEqual(value_waits.block_spread(load(trace()), 3), 0.0)
+        # Block b's backward 0.1, 0.2, 0.4 s (log sd ln 2 x sqrt(2/3)), the others still.
+        ev = [e for e in trace() if e.get("name") != "backward b"]
+        ev += [x(100, 0, "backward b", it - 2.5, d, iteration=it)
+               for it, d in ((3, 0.1), (4, 0.2), (5, 0.4))]
+        mean_b = 0.7 / 3
+        times = {"forward a": 0.05, "forward b": 0.05, "backward a": 0.2}
+        expected = mean_b * math.log(2) * math.sqrt(2 / 3) / (mean_b + sum(times.values()))
+        self.assertAlmostEqual(value_waits.block_spread(load(ev), 3), expected)
+        self.assertEqual(value_waits.block_spread(load(ev), 5), 0.0)  # one iteration: none
 
     def test_the_final_syncs_wait_over_every_slice_is_left_out(self):
         ev = trace() + [x(100, 1, "wait v6", 3.5, 0.3, first_slice=0, last_slice=2)]
