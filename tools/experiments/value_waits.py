@@ -12,6 +12,9 @@ iteration side by side, and what the first block's wait is made of
   # how far apart a slice's gradients reach its server, and how long values then wait
   /usr/bin/python3 tools/experiments/value_waits.py servers --trace=real=<run>/trace.json \\
       --trace=model=/tmp/sim.json [--first_iteration=3 --last_iteration=11] [--csv=F]
+  # which slices each worker writes while its backward still runs, and how alike
+  /usr/bin/python3 tools/experiments/value_waits.py early --trace=real=<run>/trace.json \\
+      --trace=model=/tmp/sim.json [--first_iteration=3] [--csv=F]
 
 Both read the launcher's trace (`trace=true`) and p3_sim's (`--trace`), which carry the
 same events: a worker's `wait v<version>` with the slices it waits for (first_slice,
@@ -44,6 +47,10 @@ workers' send orders apart) and of its last two gradients', of the workers' writ
 its gradient (first to last), of its update to each values write (the values waiting in
 the server's send queue), and of a worker's last gradient write to its last value of the
 next version (the values' tail), over iterations --first_iteration .. --last_iteration.
+
+`early`: per worker and iteration, the slices it handed to gRPC before its own backward
+ended (P3 writes what the backward has just produced, the most urgent so far), their
+share of its writes, and how alike two workers' such slices are.
 
 The pure parts are tested by //tests/tools/experiments:value_waits_test.
 """
@@ -239,6 +246,38 @@ def servers(events, first_iteration, last_iteration):
     }
 
 
+def early_writes(events, first_iteration):
+    """How alike the workers write during the backward: for each worker and iteration from
+    first_iteration, the slices it handed to gRPC before its backward ended (its last
+    `backward` span's end). {"share": each worker-iteration's share of its gradient
+    writes, "overlap": per iteration, |A ∩ B| ÷ |A ∪ B| of those slices, the mean over
+    pairs of workers}."""
+    ends, written = {}, collections.defaultdict(list)
+    for e in events:
+        it = e.get("args", {}).get("iteration", -1)
+        if not is_worker(e) or it < first_iteration:
+            continue
+        key = (e["pid"] - 100, it)
+        if e["track"] == "compute" and e["name"].startswith("backward "):
+            ends[key] = max(ends.get(key, 0.0), (e["ts"] + e["dur"]) / 1e6)
+        elif e["track"].startswith("send to server") and e["name"].startswith("gradient "):
+            written[key].append((e["ts"] / 1e6, e["args"]["slice"]))
+    early = collections.defaultdict(dict)  # iteration: {worker: its early slices}
+    share = []
+    for key, ws in sorted(written.items()):
+        if key in ends:
+            mine = {s for t, s in ws if t <= ends[key]}
+            early[key[1]][key[0]] = mine
+            share.append(len(mine) / len(ws))
+    overlap = []
+    for by_worker in early.values():
+        sets = list(by_worker.values())
+        pairs = [(a, b) for i, a in enumerate(sets) for b in sets[i + 1:] if a | b]
+        if pairs:
+            overlap.append(statistics.mean(len(a & b) / len(a | b) for a, b in pairs))
+    return {"share": share, "overlap": overlap}
+
+
 def append_csv(path, rows):
     new = not os.path.exists(path)
     with open(path, "a", newline="") as f:
@@ -337,18 +376,37 @@ def cmd_servers(a):
         append_csv(a.csv, rows)
 
 
+def cmd_early(a):
+    print("| trace | gradient writes before the writer's backward ended: median (min – max) | "
+          "the workers' early slices, in common ÷ in either: median (min – max) |")
+    print("|---|---:|---:|")
+    rows = []
+    for spec in a.trace:
+        label, _, path = spec.rpartition("=")
+        r = early_writes(read_events(path), a.first_iteration)
+        cells = [f"{statistics.median(v):.2f} ({min(v):.2f} – {max(v):.2f})" if v else "–"
+                 for v in (r["share"], r["overlap"])]
+        print(f"| {label or path} | {cells[0]} | {cells[1]} |")
+        rows += [{"trace": label or path, "what": k, "median": round(statistics.median(v), 4),
+                  "min": round(min(v), 4), "max": round(max(v), 4), "n": len(v)}
+                 for k, v in r.items() if v]
+    if a.csv:
+        append_csv(a.csv, rows)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("what", choices=["blocks", "first", "servers"])
+    ap.add_argument("what", choices=["blocks", "first", "servers", "early"])
     ap.add_argument("--trace", action="append", required=True,
-                    help="a trace.json (blocks: LABEL=PATH, repeatable)")
+                    help="a trace.json (blocks, servers, early: LABEL=PATH, repeatable)")
     ap.add_argument("--first_iteration", type=int, default=3, help="the first after warm-up")
     ap.add_argument("--last_iteration", type=int, default=11,
                     help="servers: the last whose next version the run completed")
     ap.add_argument("--run", default="", help="first: this run's label in --csv")
     ap.add_argument("--csv", help="appends the rows printed")
     a = ap.parse_args()
-    {"blocks": cmd_blocks, "first": cmd_first, "servers": cmd_servers}[a.what](a)
+    {"blocks": cmd_blocks, "first": cmd_first, "servers": cmd_servers,
+     "early": cmd_early}[a.what](a)
 
 
 if __name__ == "__main__":

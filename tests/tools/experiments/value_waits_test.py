@@ -132,6 +132,22 @@ class ValueWaitsTest(unittest.TestCase):
         self.assertAlmostEqual(value_waits.block_spread(load(ev), 3), expected)
         self.assertEqual(value_waits.block_spread(load(ev), 5), 0.0)  # one iteration: none
 
+    def test_the_slices_each_worker_writes_during_its_backward_and_how_alike(self):
+        # Iteration 3: both backwards end at 1.0. Worker 0 writes slices 3 and 2 before
+        # (0.5, 0.6), 1 and 0 after; worker 1 writes 3 and 1 before, 2 and 0 after.
+        ev = [track(100 + w, t, n) for w in (0, 1)
+              for t, n in ((0, "compute"), (2, "send to server 0"))]
+        for w, order in ((0, (3, 2, 1, 0)), (1, (3, 1, 2, 0))):
+            ev += [x(100 + w, 0, "backward b", 0.4, 0.3, iteration=3),
+                   x(100 + w, 0, "backward a", 0.7, 0.3, iteration=3)]
+            ev += [x(100 + w, 2, f"gradient {s}", 0.5 + 0.1 * i + (0.5 if i > 1 else 0),
+                     0.001, slice=s, iteration=3) for i, s in enumerate(order)]
+        r = value_waits.early_writes(load(ev), 3)
+        self.assertEqual(r["share"], [0.5, 0.5])
+        self.assertEqual(len(r["overlap"]), 1)
+        self.assertAlmostEqual(r["overlap"][0], 1 / 3)  # {3} of {1, 2, 3}
+        self.assertEqual(value_waits.early_writes(load(ev), 4), {"share": [], "overlap": []})
+
     def test_the_final_syncs_wait_over_every_slice_is_left_out(self):
         ev = trace() + [x(100, 1, "wait v6", 3.5, 0.3, first_slice=0, last_slice=2)]
         per, _, _, _ = value_waits.blocks(load(ev), 3)
