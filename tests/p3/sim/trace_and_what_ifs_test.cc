@@ -76,6 +76,22 @@ CATCH_TEST_CASE("a start stagger starts worker r's first forward r x the stagger
   }
 }
 
+// A jitter what-if in `o`: the same for the same seed and another for another, the two
+// workers computing unlike, and worker 0's mean computation within `margin` of `still_s`.
+void CheckDrawnApart(SimOptions o, double still_s, double margin) {
+  absl::StatusOr<SimResult> a = Simulate(o);
+  absl::StatusOr<SimResult> b = Simulate(o);
+  CATCH_REQUIRE(a.ok());
+  CATCH_REQUIRE(b.ok());
+  CATCH_CHECK(a->iteration_seconds == b->iteration_seconds);  // seeded: reproducible
+  CATCH_CHECK(a->workers[0].compute_s != a->workers[1].compute_s);
+  CATCH_CHECK(a->workers[0].compute_s == Approx(still_s).margin(margin));
+  o.jitter_seed = 2;
+  absl::StatusOr<SimResult> c = Simulate(o);
+  CATCH_REQUIRE(c.ok());
+  CATCH_CHECK(c->workers[0].compute_s != a->workers[0].compute_s);
+}
+
 CATCH_TEST_CASE("compute jitter draws each worker's iterations apart, the same for the same seed") {
   Profile profile = Blocks({1000});
   profile.blocks[0].forward_s = 0.01;
@@ -87,18 +103,8 @@ CATCH_TEST_CASE("compute jitter draws each worker's iterations apart, the same f
   CATCH_REQUIRE(still.ok());
   CATCH_CHECK(still->workers[0].compute_s == Approx(0.03).epsilon(1e-9));
   o.compute_jitter = 0.2;
-  absl::StatusOr<SimResult> a = Simulate(o);
-  absl::StatusOr<SimResult> b = Simulate(o);
-  CATCH_REQUIRE(a.ok());
-  CATCH_REQUIRE(b.ok());
-  CATCH_CHECK(a->iteration_seconds == b->iteration_seconds);  // seeded: reproducible
-  CATCH_CHECK(a->workers[0].compute_s != a->workers[1].compute_s);
   // 17 measured iterations of 1 + 0.2 z: the mean factor within 0.2 (4 standard errors).
-  CATCH_CHECK(a->workers[0].compute_s == Approx(0.03).margin(0.2 * 0.03));
-  o.jitter_seed = 2;
-  absl::StatusOr<SimResult> c = Simulate(o);
-  CATCH_REQUIRE(c.ok());
-  CATCH_CHECK(c->workers[0].compute_s != a->workers[0].compute_s);
+  CheckDrawnApart(o, 0.03, 0.2 * 0.03);
 }
 
 CATCH_TEST_CASE("block jitter varies each block apart, keeps the mean, and leaves local alone") {
@@ -111,20 +117,10 @@ CATCH_TEST_CASE("block jitter varies each block apart, keeps the mean, and leave
   o.mode = Mode::kP3;
   o.iterations = 40;
   o.block_jitter = 0.3;
-  absl::StatusOr<SimResult> a = Simulate(o);
-  absl::StatusOr<SimResult> b = Simulate(o);
-  CATCH_REQUIRE(a.ok());
-  CATCH_REQUIRE(b.ok());
-  CATCH_CHECK(a->iteration_seconds == b->iteration_seconds);  // seeded: reproducible
-  CATCH_CHECK(a->workers[0].compute_s != a->workers[1].compute_s);
   // 37 measured iterations of 8 blocks, each x a log-normal factor of mean 1 and sd 0.31:
   // an iteration's sd 0.014 s, the mean's 0.0023; within 0.0072 (3 of them) of the 0.12 s
   // a worker computes still.
-  CATCH_CHECK(a->workers[0].compute_s == Approx(0.12).margin(0.06 * 0.12));
-  o.jitter_seed = 2;
-  absl::StatusOr<SimResult> c = Simulate(o);
-  CATCH_REQUIRE(c.ok());
-  CATCH_CHECK(c->workers[0].compute_s != a->workers[0].compute_s);
+  CheckDrawnApart(o, 0.12, 0.06 * 0.12);
   // One process alone has no other to share the cores with: `local` computes as without.
   o.mode = Mode::kLocal;
   absl::StatusOr<SimResult> jittered = Simulate(o);
