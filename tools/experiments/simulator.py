@@ -41,13 +41,18 @@ VALIDATION = "simulator/simulator_validation.csv"
 PAGE = "simulator/simulator.md"
 BEGIN = "<!-- sim-table:begin (tools/experiments/simulator.py validate) -->"
 END = "<!-- sim-table:end -->"
+# Each block's computation varying, as on shared cores (p3_sim --block_jitter), and the
+# seeds of a prediction: the model's (simulator_points), or validate's --block_jitter and
+# --seeds (a what-if; --block_jitter=0: the model without).
+JITTER = {"block_jitter": sp.BLOCK_JITTER, "seeds": sp.JITTER_SEEDS}
 
 
 def predict(p, cal, scale, extra, more_flags=()):
     """The simulator's result for measured point p with calibration file cal, over as many
     iterations (and warm-up) as p's runs made: the whole-tensor modes' simulated
     iterations lengthen as a run goes on, so the count matters. more_flags: p3_sim flags
-    added at the end (e.g. --trace=PATH)."""
+    added at the end (e.g. --trace=PATH). With JITTER's block jitter (not for `local`),
+    the run of the median throughput over its seeds."""
     profile = calibration.profile(sp.profile_name(p["model"]))
     sets = [f"network.bandwidth_gbps={p['bandwidth']}",
             f"scheduling.slice_params={p['slice_params']}",
@@ -89,12 +94,6 @@ def predict(p, cal, scale, extra, more_flags=()):
         f"--block_jitter={JITTER['block_jitter']}", f"--jitter_seed={seed}"])
         for seed in range(1, JITTER["seeds"] + 1)), key=lambda r: r["samples_per_second"])
     return runs[len(runs) // 2]
-
-
-# Each block's computation varying, as on shared cores (p3_sim --block_jitter), and the
-# seeds of a prediction: the model's (simulator_points), or validate's --block_jitter and
-# --seeds (a what-if; --block_jitter=0: the model without).
-JITTER = {"block_jitter": sp.BLOCK_JITTER, "seeds": sp.JITTER_SEEDS}
 
 
 # The calibration's CPU costs of communication that `trial --cpu_factor` multiplies.

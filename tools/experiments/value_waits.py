@@ -16,7 +16,7 @@ iteration side by side, and what the first block's wait is made of
   /usr/bin/python3 tools/experiments/value_waits.py early --trace=real=<run>/trace.json \\
       --trace=model=/tmp/sim.json [--first_iteration=3] [--csv=F]
 
-Both read the launcher's trace (`trace=true`) and p3_sim's (`--trace`), which carry the
+All four read the launcher's trace (`trace=true`) and p3_sim's (`--trace`), which carry the
 same events: a worker's `wait v<version>` with the slices it waits for (first_slice,
 last_slice: the block's), `forward` / `backward` on its compute track, `gradient s` and
 `params s` on its send and receive tracks; a server's `aggregate s` (a slice's first
@@ -26,8 +26,9 @@ and `params s` to each worker.
 `blocks`: a block is known by its slices; its wait per iteration is the waits' sum
 over the iterations from --first_iteration (both workers' alike) ÷ those iterations.
 It also gives how much the computation varies: a worker's forward + backward from
-iteration to iteration, and each block's (p3_sim's --block_jitter; traces from before
-2026-12-07's backward spans name each backward by the block after it).
+iteration to iteration, and each block's (p3_sim's --block_jitter). In traces from before
+2026-12-07 each `backward <block>` span holds mostly the work of the block before it in
+the backward pass (worker/backward_spans.h).
 
 `first`: block 0's wait (the narrowest wait from slice 0 in a version; the backward wrote
 its gradients last). Of its slices, the one that reached the worker last ended the wait;
