@@ -18,36 +18,31 @@ compute_scale. Used by tools/experiments/simulator.py (`calibrate`, and every pr
     streaming run then uses the measured CPU per GB at both sizes
     (per_message_from_two_sizes; m kept within [0, what leaves b at 0]). Only the
     writer's gap is then left to the grid, on the goodput at both sizes' rates. A set
-    without a second size keeps the single-size fit, unchanged;
+    whose SETS entry names a "second_size" CSV takes that CSV's second size instead (a
+    sitting of the same data path on the same VM). Any other set keeps the one-size fit;
   * gloo's ring costs (the DDP peer; nothing like the streaming benchmark exists for
     it): the defaults of p3/sim/simulator.h times one factor, fitted so that ResNet-50's
     DDP point at unlimited bandwidth of the interleaved session (the most CPU-bound DDP
     point) is met; the same factor in every calibration (the peer did not change);
   * compute_scale per model and session: the `local` point of the same session (the
-    machine's speed moves by up to 30 % between sessions). That point is fitted, so it
-    is not a validation point;
+    machine's speed moves by up to 30 % between sessions), fitted: not a validation point;
   * shared_host_compute_speed: how fast one process computes while another runs on the
     other core, against alone: half the throughput of two single-thread ResNet-50 runs
     side by side over one run alone (pipeline/pipeline_contention.csv, median of the
     ResNet-50 pairs). No point of the validation enters it;
   * preempt_s: the computation's CPU lost per preemption by a thread waking on its core
-    1,000 times a second (simulator/preemption_cost.csv, simulator_preemption_cost.py).
-    No point of the validation enters it either. A set whose sitting ran that script
-    (SETS' "preemption": fresh-2026-12-05b on) takes its own, and its own
-    comm_interference: both differ between VMs;
-  * shaped_bytes_per_wake: 0 (off). `calibrate --wake_per_bytes` (a what-if: it lost hits
-    of fresh sets, simulator.md, "Preemptions per bytes on a shaped link") writes, in every
-    set, the bytes per wake-up of a thread on a shaped link measured from the sleeps at
-    two slice sizes on a 5 Gbit/s link (WAKEUPS_SHAPED, shaped_bytes_per_wake());
+    1,000 times a second (simulator/preemption_cost.csv, simulator_preemption_cost.py;
+    no validation point). A set whose sitting ran that script (SETS' "preemption")
+    takes its own, and its own comm_interference: both differ between VMs;
+  * shaped_bytes_per_wake: 0 (off); `calibrate --wake_per_bytes` (a what-if that lost
+    hits) writes a thread's bytes per wake-up on a shaped link (WAKEUPS_SHAPED);
   * shaped_stream_s_per_byte and shaped_stream_wakes_per_byte: what a byte on a shaped
     link costs more, and how many more wake-ups, when other streams share the link in its
     direction (3 + 3, separate placement), measured with no computation by
     streaming_streams.py with 1 - 3 servers on one link (STREAMS_PER_LINK,
     simulator_link_inputs.py); the same in every set. No validation point enters them.
     shaped_stream_turns_{s,wakes}_per_byte: 0, unless `calibrate --stream_turns` (a
-    what-if: the same charge split into side by side and one process's writers taking
-    turns at credit 0, from runs at credit 0 and 1 MiB; training gained nothing from the
-    credit);
+    what-if: the charge split into side by side and writers taking turns at credit 0);
   * comm_interference: the computation's CPU lost per core-second of communication on
     its host, from the same CSV: a core copying 8 MB buffers without pause beside the
     computation (no preemption), its extra core-seconds over the copier's, median of the
@@ -92,20 +87,18 @@ import tempfile
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 import simulator_points as sp  # noqa: E402
 from results_lib import csv_io, p3_sim, paths  # noqa: E402
-from simulator_link_inputs import (STREAMS_CREDIT_0, STREAMS_CREDIT_1M,  # noqa: E402,F401
-                                   STREAMS_PER_LINK, WAKEUPS_SHAPED,
-                                   shaped_bytes_per_wake, shaped_stream_costs)
+from simulator_link_inputs import (STREAMS_CREDIT_0, STREAMS_CREDIT_1M, STREAMS_PER_LINK,  # noqa
+                                   WAKEUPS_SHAPED, shaped_bytes_per_wake, shaped_stream_costs)
 
 RING_DEFAULT = {"ring_send_s_per_byte": 0.4e-9, "ring_recv_s_per_byte": 0.4e-9,
                 "ring_reduce_s_per_byte": 0.3e-9}
 # The disturber of simulator_preemption_cost.py whose wake-up rate is the cluster's: a
 # worker's main thread was preempted 550 - 1,150 times a second in fresh-5's runs.
 PREEMPT_CONDITION = "same:1000:0"
-# The disturber of simulator_preemption_cost.py that copies on the other core (memory
-# traffic, no preemption): what communication beside a computation costs it.
+# The disturber that copies on the other core (memory traffic, no preemption): what
+# communication beside a computation costs it.
 INTERFERENCE_CONDITION = "other:8388608"
-# The grid of the streaming fit.
-PER_MESSAGE_S = (5e-6, 10e-6, 20e-6, 40e-6)
+PER_MESSAGE_S = (5e-6, 10e-6, 20e-6, 40e-6)  # the grid of the streaming fit
 WRITE_GAP_S = (0.0, 30e-6, 60e-6, 120e-6, 200e-6)
 RATES = (1.0, 2.5, 5.0, 0.0)
 # The server hot-loop run whose build the validated sets ran: `old` (a gradient copied
@@ -113,16 +106,14 @@ RATES = (1.0, 2.5, 5.0, 0.0)
 # SGD with momentum and weight decay as configs/bench/*, slices of 40,000 out of cache.
 HOT_LOOP = "server_hot_loop/server_hot_loop_2026-12-04.csv"
 HOT_LOOP_BUILD = "old"
-# The workers the update cost is evaluated at: the validated clusters' (2; some 3).
-UPDATE_WORKERS = 2
+UPDATE_WORKERS = 2  # the update cost's workers: the validated clusters' (2; some 3)
 # The streaming benchmark's own update: `perf` of whole streaming runs on loopback
 # (streaming.md, "Where each CPU second goes"), the server's optimizer group, CPU s per GB
 # crossing, with the server of the validated sets' build (`before`, c4091e2).
 STREAMING_BREAKDOWN = "streaming/cpu_breakdown_2026-12-04.csv"
 STREAMING_BREAKDOWN_LABEL = "before"
 STREAMING_OPTIMIZER_GROUP = "server: the optimizer"
-# One worker: its server updates each parameter byte once while two bytes cross (the
-# gradient up, the value down).
+# One worker: its server updates each parameter byte once while two bytes cross.
 STREAMING_PARAM_BYTES_PER_CROSSING_BYTE = 0.5
 # The streaming benchmark's messages: slices of 40,000 float32 values, one part each, each
 # charged per_message_s by its writer and by its reader. A streaming CSV's rows of other
@@ -217,6 +208,15 @@ def second_slice_size(path):
              if not is_shared_memory(r) and float(r["rate_gbps"]) == 0.0} \
         - {STREAMING_SLICE_PARAMS}
     return max(sizes, key=lambda n: abs(math.log(n / STREAMING_SLICE_PARAMS)), default=None)
+
+
+def second_size_runs(s, root=None):
+    """(slice size, streaming_measured at it) of a calibration set's second size: from its
+    own streaming CSV, or from the CSV its SETS entry names as "second_size"; (None, None)
+    where that CSV has none."""
+    path = os.path.join(root or paths.ROOT, s.get("second_size", s["streaming"]))
+    n = second_slice_size(path)
+    return (n, streaming_measured(path, n)) if n else (None, None)
 
 
 def shm_measured(path):
@@ -555,13 +555,13 @@ def calibrate(only="", wake_per_bytes=False, stream_turns=False):
         cal = streaming_costs(name, s, m, speed, own_preempt, update, streaming_update,
                               own_interference, wake)
         cal.update(streams)
-        second = second_slice_size(os.path.join(paths.ROOT, s["streaming"]))
-        m2 = second and streaming_measured(os.path.join(paths.ROOT, s["streaming"]), second)
+        second, m2 = second_size_runs(s)
         if second:
             per_message, gap, per_byte = fit_messages_two_sizes(name, cal, m, second, m2,
                                                                 streaming_update)
             cal["_source"] += (f"; per_message_s with slices of {second} parameters too "
-                               f"(medians of {m2[0.0]['runs']} loopback runs)")
+                               f"(medians of {m2[0.0]['runs']} loopback runs"
+                               f"{', ' + s['second_size'] if 'second_size' in s else ''})")
         else:
             per_message, gap, per_byte = fit_messages(name, cal, m, streaming_update)
         cal.update(per_message_s=per_message, write_gap_s=gap, send_s_per_byte=per_byte,

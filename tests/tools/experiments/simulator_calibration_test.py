@@ -133,6 +133,20 @@ class TwoSizeFitTest(unittest.TestCase):
             # The shared-memory cost is the default size's only.
             self.assertIsNone(cal.shm_measured(path))
 
+    def test_a_set_takes_its_second_size_from_the_csv_its_entry_names(self):
+        with tempfile.TemporaryDirectory() as d:
+            write_rows(os.path.join(d, "one.csv"), (40000,))
+            write_rows(os.path.join(d, "two.csv"), (40000, 640000), per_message=12e-6)
+            own = {"streaming": "one.csv"}
+            self.assertEqual(cal.second_size_runs(own, root=d), (None, None))
+            n, runs = cal.second_size_runs(dict(own, second_size="two.csv"), root=d)
+            self.assertEqual(n, 640000)
+            self.assertAlmostEqual(runs[0.0]["cpu_s_per_gb"],
+                                   cpu_s_per_gb(12e-6, 0.3e-9, 640000))
+            # A set whose own CSV has the second size takes it from there.
+            n, runs = cal.second_size_runs({"streaming": "two.csv"}, root=d)
+            self.assertEqual(n, 640000)
+
     def test_the_joint_fit_picks_the_gap_from_both_sizes_goodput(self):
         small = {r: {"goodput": 4.0, "cpu_s_per_gb": cpu_s_per_gb(12e-6, 0.3e-9, 40000)}
                  for r in cal.RATES}
