@@ -18,7 +18,9 @@ committed measurements (docs/results/simulator/simulator.md).
   $S score [--before=OLD.csv]   # the protocol's hits per set (simulator_protocol.py)
   $S validate --block_jitter=0 --out=/tmp/v.csv   # a what-if (no block jitter); then
   $S score --after=/tmp/v.csv --before=docs/results/simulator/simulator_validation.csv
+  $S validate --out=/tmp/v.csv --calibration='{"shaped_s_per_byte_at_1g": 0}'  # fields replaced
   $S score --before=OLD.csv --system=ddp --bandwidth=1   # a part of the points only
+  $S score --inputs=own    # the sets whose sitting measured the model's inputs (or older)
 
 Which file holds which set of points: simulator_points.py. How each calibration is fitted
 (docs/simulator.md, "Calibration"): simulator_calibration.py. The noise: simulator_noise.py.
@@ -28,6 +30,7 @@ import json
 import os
 import statistics
 import sys
+import tempfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 import simulator_calibration as calibration  # noqa: E402
@@ -177,15 +180,27 @@ def trial_set(args, pts, set_name, cal, cal_set, path):
               f"{r['samples_per_second'] / p['measured']:.3f}", flush=True)
 
 
-def validate(out=""):
+def validate(out="", override=None):
     """Predicts every point and writes simulator_validation.csv and simulator.md's table,
-    or only the CSV `out` (a what-if)."""
+    or only the CSV `out` (a what-if). override: calibration fields that replace every
+    set's (a what-if; with `out` only)."""
+    if override and not out:
+        sys.exit("validate: a calibration override is a what-if: give --out too")
     pts = sp.points()
     scales = {}
     rows = []
+    overridden = {}
     for p in pts:
         cal_set = sp.calibration_of(p["set"])
         cal = cal_set["file"]
+        if override:
+            if cal not in overridden:
+                with open(os.path.join(paths.ROOT, cal)) as f:
+                    fields = dict(json.load(f), **override)
+                with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
+                    json.dump(fields, f)
+                overridden[cal] = f.name
+            cal = overridden[cal]
         key = (p["set"], p["model"])
         if key not in scales:
             scales[key] = calibration.compute_scale(p["model"],
@@ -203,6 +218,8 @@ def validate(out=""):
         print(f"{p['set']:20} {p['model']:13} {system:14} {p['bandwidth']:4} w{p['workers']} "
               f"s{p['slice_params']:<8} measured {p['measured']:7.2f} predicted "
               f"{r['samples_per_second']:7.2f} ratio {ratio:.2f}", flush=True)
+    for path in overridden.values():
+        os.unlink(path)
     score_rows(rows, simulator_noise.point_runs())
     csv_io.write_rows(out or sp.results(VALIDATION), rows)  # every set's columns
     if not out:
@@ -283,9 +300,11 @@ def write_table(rows):
 def score(args):
     """The protocol's scores per set from simulator_validation.csv (or --after), beside
     those of another validation CSV (--before) where given: nothing is simulated."""
-    def only(rows):  # --system, --bandwidth: a part of every set's points
+    def only(rows):  # --system, --bandwidth, --inputs: a part of the points
         return [r for r in rows if (not args.system or r["system"] == args.system)
-                and (args.bandwidth is None or float(r["bandwidth"]) == args.bandwidth)]
+                and (args.bandwidth is None or float(r["bandwidth"]) == args.bandwidth)
+                and (not args.inputs or
+                     ("preemption" in sp.calibration_of(r["set"])) == (args.inputs == "own"))]
     after = protocol.summary(ordered(only(read_validation(args.after or None))))
     if not args.before:
         print("\n".join(protocol.table(after)))
@@ -434,6 +453,9 @@ def main():
                     help="score: only this system's points (e.g. ddp)")
     ap.add_argument("--bandwidth", type=float, default=None,
                     help="score: only the points at this rate (Gbit/s; 0: unlimited)")
+    ap.add_argument("--inputs", choices=["", "own", "older"], default="",
+                    help="score: only the sets whose sitting measured the model's inputs (their "
+                         "calibration set has the sitting's own preemption runs), or the others")
     ap.add_argument("--before", default="",
                     help="score: a validation CSV to compare with, set by set")
     ap.add_argument("--after", default="",
@@ -456,6 +478,9 @@ def main():
     ap.add_argument("--out", default="",
                     help="validate: write this CSV only (simulator_validation.csv and the "
                          "doc's table stay)")
+    ap.add_argument("--calibration", default="",
+                    help="validate --out: a JSON object of calibration fields that replace "
+                         "every set's, e.g. '{\"shaped_s_per_byte_at_1g\": 0}' (a what-if)")
     ap.add_argument("--file", default="",
                     help="fresh: the CSV in docs/results to write (one of "
                          "simulator_points.FRESH_SETS' or SITTING_SETS' files)")
@@ -468,7 +493,7 @@ def main():
         calibration.calibrate(args.only, args.wake_per_bytes, args.stream_turns)
     elif args.command == "validate":
         JITTER.update(block_jitter=args.block_jitter, seeds=args.seeds)
-        validate(args.out)
+        validate(args.out, json.loads(args.calibration) if args.calibration else None)
     elif args.command == "sweep":
         sweep()
     elif args.command == "trial":
