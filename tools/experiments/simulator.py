@@ -186,10 +186,24 @@ def validate(out="", override=None):
     set's (a what-if; with `out` only)."""
     if override and not out:
         sys.exit("validate: a calibration override is a what-if: give --out too")
+    overridden = {}
+    try:
+        rows = predict_all(override, overridden)
+    finally:
+        for path in overridden.values():
+            os.unlink(path)
+    score_rows(rows, simulator_noise.point_runs())
+    csv_io.write_rows(out or sp.results(VALIDATION), rows)  # every set's columns
+    if not out:
+        write_table(rows)
+
+
+def predict_all(override, overridden):
+    """Every point's validation row (validate); with `override`, each calibration file
+    read once, the fields replaced, into a temporary file named in `overridden`."""
     pts = sp.points()
     scales = {}
     rows = []
-    overridden = {}
     for p in pts:
         cal_set = sp.calibration_of(p["set"])
         cal = cal_set["file"]
@@ -218,12 +232,7 @@ def validate(out="", override=None):
         print(f"{p['set']:20} {p['model']:13} {system:14} {p['bandwidth']:4} w{p['workers']} "
               f"s{p['slice_params']:<8} measured {p['measured']:7.2f} predicted "
               f"{r['samples_per_second']:7.2f} ratio {ratio:.2f}", flush=True)
-    for path in overridden.values():
-        os.unlink(path)
-    score_rows(rows, simulator_noise.point_runs())
-    csv_io.write_rows(out or sp.results(VALIDATION), rows)  # every set's columns
-    if not out:
-        write_table(rows)
+    return rows
 
 
 def score_rows(rows, runs):

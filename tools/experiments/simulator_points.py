@@ -198,7 +198,7 @@ SETS = {
     },
     # The same, with the sitting's own shared-memory streaming runs (--shared_memory).
     # Its second slice size is auto-2026-12-05's, as slices-2026-12-05's (below): the same
-    # VM two hours later, the same data path (b50196d's).
+    # VM 2.5 hours later, the same data path (b50196d's; its 40,000 runs cost 0.902 s/GB).
     "fresh-2026-12-05c": {
         "file": "configs/sim/calibration_cpu_fresh_2026-12-05c.json",
         "streaming": "docs/results/streaming/streaming_fresh_2026-12-05c.csv",
@@ -258,10 +258,10 @@ SETS = {
     },
     # The slice sizes at fast links (SITTING_SETS), main 1d41416: the same runs after
     # the points' rounds as ddp-2026-12-05 (streaming 5 runs a rate, 3 preemption rounds).
-    # Its streaming runs have one slice size; the second is auto-2026-12-05's, 1.5 hours
+    # Its streaming runs have one slice size; the second is auto-2026-12-05's, an hour
     # later on the same VM (the restart came at 19:05) with the same data path (`git diff
     # 1d41416 b64bf48 -- worker server p3 proto` touches p3/sim only) and the same
-    # loopback CPU per GB at 40,000 (medians 0.832 and 0.832 s per GB).
+    # loopback CPU per GB at 40,000 (medians 0.831 and 0.832 s per GB).
     "slices-2026-12-05": {
         "file": "configs/sim/calibration_cpu_slices_2026-12-05.json",
         "streaming": "docs/results/streaming/streaming_slices_2026-12-05.csv",

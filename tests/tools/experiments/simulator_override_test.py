@@ -21,6 +21,7 @@ POINT = {"model": "resnet50", "system": "p3", "bandwidth": 1.0, "workers": 2,
 
 class ValidateOverrideTest(unittest.TestCase):
     def setUp(self):
+        self.seen = []  # (calibration file, its fields) of each p3_sim call
         self.dir = tempfile.TemporaryDirectory()
         self.cals = {}
         for name, per_byte in (("a", 1e-10), ("b", 2e-10)):
@@ -32,12 +33,15 @@ class ValidateOverrideTest(unittest.TestCase):
     def tearDown(self):
         self.dir.cleanup()
 
-    def validate(self, override, out):
-        seen, written = [], []
+    def validate(self, override, out, fail_at=None):
+        seen, written = self.seen, []
+        seen.clear()
 
         def run(config, profile, cal, sets, flags):
             with open(cal) as f:
                 seen.append((cal, json.load(f)))
+            if len(seen) == fail_at:
+                raise SystemExit("p3_sim failed")
             return {"samples_per_second": 11.0,
                     "workers": [{"compute_s": 0.1, "exposed_comm_s": 0.0, "idle_s": 0.0}]}
 
@@ -72,6 +76,12 @@ class ValidateOverrideTest(unittest.TestCase):
         seen, _ = self.validate(None, "/tmp/whatif.csv")
         self.assertEqual([path for path, _ in seen],
                          [self.cals["a"], self.cals["b"], self.cals["a"]])
+
+    def test_the_temporary_calibrations_go_when_a_prediction_fails(self):
+        with self.assertRaises(SystemExit):
+            self.validate({"shaped_s_per_byte_at_1g": 0.0}, "/tmp/whatif.csv", fail_at=2)
+        self.assertEqual(len(self.seen), 2)  # sets a and b: two temporary files
+        self.assertFalse(any(os.path.exists(path) for path, _ in self.seen))
 
     def test_an_override_without_out_is_refused(self):
         with self.assertRaises(SystemExit):
