@@ -198,6 +198,18 @@ def validate(out="", override=None):
         write_table(rows)
 
 
+def overridden_file(cal, override, overridden):
+    """A temporary copy of calibration file `cal` with the fields of `override` replaced,
+    made once and kept in `overridden` (cal: its path)."""
+    if cal not in overridden:
+        with open(os.path.join(paths.ROOT, cal)) as f:
+            fields = dict(json.load(f), **override)
+        with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
+            json.dump(fields, f)
+        overridden[cal] = f.name
+    return overridden[cal]
+
+
 def predict_all(override, overridden):
     """Every point's validation row (validate); with `override`, each calibration file
     read once, the fields replaced, into a temporary file named in `overridden`."""
@@ -206,15 +218,8 @@ def predict_all(override, overridden):
     rows = []
     for p in pts:
         cal_set = sp.calibration_of(p["set"])
-        cal = cal_set["file"]
-        if override:
-            if cal not in overridden:
-                with open(os.path.join(paths.ROOT, cal)) as f:
-                    fields = dict(json.load(f), **override)
-                with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
-                    json.dump(fields, f)
-                overridden[cal] = f.name
-            cal = overridden[cal]
+        cal = overridden_file(cal_set["file"], override, overridden) if override \
+            else cal_set["file"]
         key = (p["set"], p["model"])
         if key not in scales:
             scales[key] = calibration.compute_scale(p["model"],

@@ -20,7 +20,8 @@ import statistics
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from results_lib import csv_io  # noqa: E402
+from results_lib import csv_io, raw_csv  # noqa: E402
+from streaming_shared_memory import is_shared, path_of  # noqa: E402
 
 
 def per_run(row):
@@ -38,11 +39,10 @@ def per_run(row):
 def table(rows):
     groups = {}
     for r in rows:
-        if str(r.get("shared_memory") or "0").strip().lower() in ("1", "true"):
-            continue
-        v = per_run(r)
+        v = None if is_shared(r) else per_run(r)
         if v is not None:
-            key = (float(r["rate_gbps"]), int(float(r.get("slice_params") or 40000)))
+            slices = int(float(r.get("slice_params") or raw_csv.DEFAULT_SLICE_PARAMS))
+            key = (float(r["rate_gbps"]), slices, path_of(r))
             groups.setdefault(key, []).append((v, float(r["cpu_ratio_to_iperf3"])))
 
     def cell(values, f=".2f"):
@@ -51,8 +51,8 @@ def table(rows):
     lines = ["| link | slices of | host CPU s per GB | of it the model's training thread | "
              "p3 ÷ iperf3 host CPU, all in | **the rest ÷ iperf3's** | runs |",
              "|---|---:|---:|---:|---:|---:|---:|"]
-    for (rate, slices), vs in sorted(groups.items(), key=lambda kv: (kv[0][0] == 0, kv[0])):
-        lines.append(f"| {'loopback' if rate == 0 else f'{rate:g} Gbit/s'} | {slices:,} | "
+    for (rate, slices, link), vs in sorted(groups.items(), key=lambda kv: (kv[0][0] == 0, kv[0])):
+        lines.append(f"| {link} | {slices:,} | "
                      f"{cell([v[0][0] for v in vs])} | {cell([v[0][1] for v in vs])} | "
                      f"{cell([v[1] for v in vs])} | **{cell([v[0][2] for v in vs])}** | "
                      f"{len(vs)} |")

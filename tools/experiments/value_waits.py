@@ -279,6 +279,13 @@ def early_writes(events, first_iteration):
     return {"share": share, "overlap": overlap}
 
 
+def labelled(spec):
+    """A --trace argument LABEL=PATH (or PATH alone): (label, path), the label the path
+    where none is given."""
+    label, _, path = spec.rpartition("=")
+    return label or path, path
+
+
 def append_csv(path, rows):
     new = not os.path.exists(path)
     with open(path, "a", newline="") as f:
@@ -307,8 +314,8 @@ def block_spread(events, first_iteration):
 def cmd_blocks(a):
     labels, results, names = [], [], {}
     for spec in a.trace:
-        label, _, path = spec.rpartition("=")
-        labels.append(label or path)
+        label, path = labelled(spec)
+        labels.append(label)
         events = read_events(path)
         results.append(blocks(events, a.first_iteration) +
                        (block_spread(events, a.first_iteration),))
@@ -364,14 +371,14 @@ def cmd_servers(a):
     print("|---|---|---:|---:|---:|---:|---:|")
     rows = []
     for spec in a.trace:
-        label, _, path = spec.rpartition("=")
+        label, path = labelled(spec)
         for what, v in servers(read_events(path), a.first_iteration, a.last_iteration).items():
             q = quantiles(v)
             if q[0] is None:
                 continue
-            print(f"| {label or path} | {what} | {len(v)} | " +
+            print(f"| {label} | {what} | {len(v)} | " +
                   " | ".join(f"{1e3 * x:.1f}" for x in q) + " |")
-            rows.append({"trace": label or path, "what": what, "n": len(v),
+            rows.append({"trace": label, "what": what, "n": len(v),
                          **{f"{k}_s": round(x, 6) for k, x in zip(("median", "p75", "p90", "max"), q)}})
     if a.csv:
         append_csv(a.csv, rows)
@@ -383,12 +390,12 @@ def cmd_early(a):
     print("|---|---:|---:|")
     rows = []
     for spec in a.trace:
-        label, _, path = spec.rpartition("=")
+        label, path = labelled(spec)
         r = early_writes(read_events(path), a.first_iteration)
         cells = [f"{statistics.median(v):.2f} ({min(v):.2f} – {max(v):.2f})" if v else "–"
                  for v in (r["share"], r["overlap"])]
-        print(f"| {label or path} | {cells[0]} | {cells[1]} |")
-        rows += [{"trace": label or path, "what": k, "median": round(statistics.median(v), 4),
+        print(f"| {label} | {cells[0]} | {cells[1]} |")
+        rows += [{"trace": label, "what": k, "median": round(statistics.median(v), 4),
                   "min": round(min(v), 4), "max": round(max(v), 4), "n": len(v)}
                  for k, v in r.items() if v]
     if a.csv:
