@@ -132,7 +132,6 @@ void FillDefaults(ExperimentConfig* config) {
   if (!scheduling->has_shared_memory()) scheduling->set_shared_memory(true);
   if (!scheduling->has_batch_io_threads()) scheduling->set_batch_io_threads(true);
   if (!scheduling->has_sized_reads()) scheduling->set_sized_reads(true);
-  if (!scheduling->has_callback_streams()) scheduling->set_callback_streams(false);
   if (!scheduling->has_stalled_write_s()) scheduling->set_stalled_write_s(kDefaultStalledWriteS);
   if (scheduling->wire_dtype().empty()) scheduling->set_wire_dtype("float32");
 

@@ -84,10 +84,7 @@ FIELDS = ["date", "commit", "server_commit", "driver_commit", "rate_gbps", "run"
           "iperf3_bidir_method",
           # GRPC_EXPERIMENTS as both processes started: reads sized to the message since
           # scheduling.sized_reads (blank in rows before the column, and where it was off)
-          "grpc_experiments",
-          # the streams on gRPC's callback API (--callback_streams; blank in rows before
-          # the column: the synchronous API)
-          "callback_streams"]
+          "grpc_experiments"]
 BEGIN = "<!-- streaming-table:begin (tools/bench_streaming.py) -->"
 END = "<!-- streaming-table:end -->"
 
@@ -108,8 +105,7 @@ def run_once(a, rate, rep, out_dir, shared=False):
             f"--iperf3_seconds={a.iperf3_seconds:g}", f"--params={a.params}",
             f"--slice_params={a.slice_params}", f"--iterations={iterations}",
             f"--out_dir={out_dir}", f"--iperf3_bidir={str(not a.no_iperf3_bidir).lower()}"]
-           + (["--shared_memory"] if shared else [])
-           + (["--callback_streams"] if a.callback_streams else []))
+           + (["--shared_memory"] if shared else []))
     print("[bench] " + " ".join(cmd), flush=True)
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=a.timeout)
     if p.returncode != 0:
@@ -263,8 +259,6 @@ def main():
     ap.add_argument("--slice_params", type=int, default=40_000)
     ap.add_argument("--iterations", type=int, default=0, help="0: per rate (ITERATIONS)")
     ap.add_argument("--timeout", type=float, default=180, help="seconds per run")
-    ap.add_argument("--callback_streams", action="store_true",
-                    help="the streams on gRPC's callback API (scheduling.callback_streams)")
     ap.add_argument("--bench", default=BENCH,
                     help="the bench_streaming binary (the commit it was built from is recorded)")
     ap.add_argument("--server", default=SERVER,

@@ -81,7 +81,6 @@
 // p3/base/grpc_experiments.h), unless --sized_reads=false or GRPC_EXPERIMENTS is set:
 //   grpc_experiments          GRPC_EXPERIMENTS as both processes started
 //   window_start_us, window_end_us  the measured window on --trace_json's clock
-//   callback_streams          --callback_streams: the streams on gRPC's callback API
 // With --servers=N, N servers on the server's machine, a stream each from the worker (slice
 // i to server i mod N), share its link; server_cpu_s sums them. In the window, the threads'
 // context switches (tools/proc_stats.h; threads alive at both readings):
@@ -165,9 +164,6 @@ ABSL_FLAG(std::string, trace_json, "",
           "and received) and write it here as Chrome trace JSON, as worker 0 of a launcher's "
           "trace (pid 100): tools/experiments/link_idle.py analyse reads it");
 ABSL_FLAG(int, memcpy_runs, 5, "with --shared_memory: timed memcpy runs (median)");
-ABSL_FLAG(bool, callback_streams, false,
-          "the worker's streams and the servers' on gRPC's callback API "
-          "(scheduling.callback_streams)");
 ABSL_FLAG(bool, sized_reads, true,
           "reads sized to the message in both processes (scheduling.sized_reads); a "
           "GRPC_EXPERIMENTS in the environment wins");
@@ -306,7 +302,6 @@ absl::StatusOr<nlohmann::json> Run() {
   result["process_name"] = std::string(absl::StripAsciiWhitespace(comm));
   const char* experiments = std::getenv("GRPC_EXPERIMENTS");  // set in main()
   result["grpc_experiments"] = experiments != nullptr ? experiments : "";
-  result["callback_streams"] = absl::GetFlag(FLAGS_callback_streams);
   result["network"] = gbps > 0 ? "netem" : "loopback";
   result["bandwidth_gbps"] = gbps;
   result["load1_start"] = Load1();
@@ -344,8 +339,6 @@ absl::StatusOr<nlohmann::json> Run() {
                            "scheduling { slice_params: ", absl::GetFlag(FLAGS_slice_params),
                            " credit_bytes: ", absl::GetFlag(FLAGS_credit_bytes),
                            " sized_reads: ", absl::GetFlag(FLAGS_sized_reads) ? "true" : "false",
-                           " callback_streams: ",
-                           absl::GetFlag(FLAGS_callback_streams) ? "true" : "false",
                            " }\n",
                            "output_dir: \"", dir, "\"\n")));
   sup->WatchFolder(dir);
@@ -409,7 +402,6 @@ absl::StatusOr<nlohmann::json> Run() {
   options.servers = addresses;
   options.slice_params = absl::GetFlag(FLAGS_slice_params);
   options.credit_bytes = absl::GetFlag(FLAGS_credit_bytes);
-  options.callback_streams = absl::GetFlag(FLAGS_callback_streams);
   if (shared) options.shared_memory_servers = {0};
   P3_ASSIGN_OR_RETURN(std::unique_ptr<Worker> worker, Worker::Create(options, model));
   const torch::Tensor input = torch::zeros({1});

@@ -1,7 +1,5 @@
 #include "worker/server_connection.h"
 
-#include "worker/server_connection_reactor.h"
-
 #include <grpcpp/grpcpp.h>
 
 #include <atomic>
@@ -127,6 +125,7 @@ absl::StatusOr<std::unique_ptr<ServerConnection>> ServerConnection::Open(
                                                " (is it up, and do both sides agree on TLS?)"));
   }
   conn->channel_ = channel;
+  conn->stream_ = OpenRawTrain(channel.get(), &conn->context_);
   wire::WorkerMessage first;
   wire::Hello* hello = first.mutable_hello();
   SignatureToHello(options.signature, hello);
@@ -143,34 +142,19 @@ absl::StatusOr<std::unique_ptr<ServerConnection>> ServerConnection::Open(
   grpc::ByteBuffer buffer;
   // The handshake is bounded by peer_timeout like everything else: a server that accepts
   // the stream and never answers is cancelled instead of hanging the worker.
-  bool replied = false;
+  absl::Notification answered;
   std::atomic<bool> timed_out{false};
-  if (options.callback_stream) {
-    conn->reactor_ = std::make_unique<Reactor>(conn.get());
-    bool late = false;
-    replied = conn->reactor_->Handshake(channel.get(), EncodeMessage(first), options.peer_timeout,
-                                        &buffer, &late);
-    timed_out = late;
-  } else {
-    conn->stream_ = OpenRawTrain(channel.get(), &conn->context_);
-    absl::Notification answered;
-    std::thread watchdog([&] {
-      if (!answered.WaitForNotificationWithTimeout(options.peer_timeout)) {
-        timed_out = true;
-        conn->context_.TryCancel();
-      }
-    });
-    replied = conn->stream_->Write(EncodeMessage(first)) && conn->stream_->Read(&buffer);
-    answered.Notify();
-    watchdog.join();
-  }
-  // The call's end after a failed or refused handshake: how gRPC saw it end.
-  auto finish = [&conn] {
-    return FromGrpcStatus(conn->reactor_ != nullptr ? conn->reactor_->Finish()
-                                                    : conn->stream_->Finish());
-  };
+  std::thread watchdog([&] {
+    if (!answered.WaitForNotificationWithTimeout(options.peer_timeout)) {
+      timed_out = true;
+      conn->context_.TryCancel();
+    }
+  });
+  const bool replied = conn->stream_->Write(EncodeMessage(first)) && conn->stream_->Read(&buffer);
+  answered.Notify();
+  watchdog.join();
   if (!replied || timed_out) {
-    absl::Status status = finish();
+    absl::Status status = FromGrpcStatus(conn->stream_->Finish());
     if (timed_out) {
       status = absl::DeadlineExceededError(absl::StrCat("no Welcome within ",
                                                         absl::FormatDuration(options.peer_timeout),
@@ -184,7 +168,7 @@ absl::StatusOr<std::unique_ptr<ServerConnection>> ServerConnection::Open(
   const absl::Status decoded = Decode(&buffer, &reply);
   if (!decoded.ok() || reply.field != wire::ServerMessage::kWelcomeFieldNumber) {
     conn->context_.TryCancel();
-    finish();
+    conn->stream_->Finish();
     return absl::InternalError(
         absl::StrCat("server ", options.server_index, " answered the Hello without a Welcome",
                      decoded.ok() ? "" : absl::StrCat(" (", decoded.message(), ")")));
@@ -195,13 +179,13 @@ absl::StatusOr<std::unique_ptr<ServerConnection>> ServerConnection::Open(
   // protocol.
   if (reply.control.welcome().rejoined() && !options.rejoin) {
     conn->context_.TryCancel();
-    finish();
+    conn->stream_->Finish();
     return absl::InternalError(
         absl::StrCat("server ", options.server_index, " took the Hello as a rejoin"));
   }
   if (reply.control.welcome().shared_memory() && options.shared_memory_name.empty()) {
     conn->context_.TryCancel();
-    finish();
+    conn->stream_->Finish();
     return absl::InternalError(absl::StrCat("server ", options.server_index,
                                             " accepted shared memory that was not offered"));
   }
@@ -225,10 +209,6 @@ absl::StatusOr<std::unique_ptr<ServerConnection>> ServerConnection::Open(
     conn->send_track_ = options.trace->Track(absl::StrCat("send to server ", options.server_index));
     conn->receive_track_ =
         options.trace->Track(absl::StrCat("receive from server ", options.server_index));
-  }
-  if (conn->reactor_ != nullptr) {
-    conn->reactor_->Stream();
-    return conn;
   }
   // Named for profiles and wake-up counts (docs/results/streaming/streaming.md).
   conn->writer_ = std::thread([c = conn.get()] {
@@ -258,7 +238,7 @@ void ServerConnection::Send(const ToServer& message) {
   send_queue_->Push(lane_, message.message, message.priority, message.tiebreak, message.bytes);
 }
 
-void ServerConnection::EncodeValueParts(const Upstream& up, WriteJob* job) {
+bool ServerConnection::WriteValues(const Upstream& up) {
   SliceHeader header = SliceHeaderOf(up);
   const int field = up.kind == Upstream::Kind::kInit ? wire::WorkerMessage::kInitFieldNumber
                                                      : wire::WorkerMessage::kGradientFieldNumber;
@@ -269,79 +249,59 @@ void ServerConnection::EncodeValueParts(const Upstream& up, WriteJob* job) {
     // The server reads the values from the shared buffers: only the descriptor goes.
     header.shared_count = static_cast<uint64_t>(n);
     bytes_shared_ += n * width;
-    job->parts.push_back({EncodeSlice(field, header, nullptr, 0, nullptr), false});
-    return;
+    return stream_->Write(EncodeSlice(field, header, nullptr, 0, nullptr));
   }
   // Write-through: the write completes once the bytes are in the kernel, not when gRPC
   // has merely buffered them, so that the send queue's credit counts what is really
   // still waiting above the socket.
+  const grpc::WriteOptions through = grpc::WriteOptions().set_write_through();
   bytes_sent_ += n * width;
   if (encoding.dtype != WireDType::kFloat32) {
     // Encoded straight from the gradient buffer into the memory of the slice gRPC sends:
     // the conversion replaces the copy, and the buffer is gRPC's to free.
-    WriteInParts(n, options_.max_message_params, [&](int64_t offset, int64_t count) {
+    return WriteInParts(n, options_.max_message_params, [&](int64_t offset, int64_t count) {
       header.offset = static_cast<uint64_t>(offset);
       grpc::Slice values(static_cast<size_t>(count * width));
       EncodeValues(encoding.dtype, up.values + offset, count, encoding.scale_exponent.value_or(0),
                    const_cast<uint8_t*>(values.begin()));
-      job->parts.push_back({EncodeSlice(field, header, std::move(values)), true});
-      return true;
+      return stream_->Write(EncodeSlice(field, header, std::move(values)), through);
     });
-    return;
   }
   // No copy: gRPC's slices point into the worker's buffers, which the protocol keeps
   // unchanged until the server has received them (p3/core/to_server.h).
-  WriteInParts(n, options_.max_message_params, [&](int64_t offset, int64_t count) {
+  return WriteInParts(n, options_.max_message_params, [&](int64_t offset, int64_t count) {
     header.offset = static_cast<uint64_t>(offset);
-    job->parts.push_back(
-        {EncodeSlice(field, header, up.values + offset, count * sizeof(float), nullptr), true});
-    return true;
+    return stream_->Write(
+        EncodeSlice(field, header, up.values + offset, count * sizeof(float), nullptr), through);
   });
 }
 
-void ServerConnection::MakeJob(SendQueue<Upstream>::Item first, WriteJob* job) {
-  job->items.clear();
-  job->parts.clear();
-  job->done = false;
-  job->start = absl::Now();
-  job->bytes = first.bytes;
-  job->items.push_back(std::move(first));
-  const Upstream::Kind kind = job->items[0].value.kind;
-  if (batches_up_ && kind == Upstream::Kind::kGradient) {
-    // Only what is ready now, in the queue's order: a batch is never waited for.
-    job->bytes = send_queue_->PopAlsoInto(
-        lane_, [](const Upstream& up) { return up.kind == Upstream::Kind::kGradient; },
-        kSharedBatchSend, &job->items);
-    if (job->items.size() == 1) {
-      EncodeValueParts(job->items[0].value, job);
-      return;
-    }
-    control_.Clear();
-    wire::SharedSlices* slices = control_.mutable_shared_gradients();
-    for (const SendQueue<Upstream>::Item& item : job->items) {
+bool ServerConnection::WriteSharedGradients(SendQueue<Upstream>::Item first, absl::Time start) {
+  batch_.clear();
+  batch_.push_back(std::move(first));
+  // Only what is ready now, in the queue's order: a batch is never waited for.
+  const int64_t bytes = send_queue_->PopAlsoInto(
+      lane_, [](const Upstream& up) { return up.kind == Upstream::Kind::kGradient; },
+      kSharedBatchSend, &batch_);
+  bool ok = true;
+  if (batch_.size() == 1) {
+    ok = WriteValues(batch_[0].value);
+  } else {
+    wire::WorkerMessage msg;
+    wire::SharedSlices* slices = msg.mutable_shared_gradients();
+    for (const SendQueue<Upstream>::Item& item : batch_) {
       const Upstream& up = item.value;
       SliceHeader header = SliceHeaderOf(up);
       header.shared_count = static_cast<uint64_t>(up.length);
       SetHeader(header, slices->add_slices());
       bytes_shared_ += up.length * static_cast<int64_t>(BytesPerValue(up.encoding.dtype));
     }
-    job->parts.push_back({EncodeMessage(control_), false});
-    return;
+    ok = stream_->Write(EncodeMessage(msg));
   }
-  if (kind == Upstream::Kind::kInit || kind == Upstream::Kind::kGradient) {
-    EncodeValueParts(job->items[0].value, job);
-    return;
-  }
-  ToWire(job->items[0].value, &control_);
-  if (kind == Upstream::Kind::kBuffers) bytes_sent_ += job->bytes;
-  job->parts.push_back({EncodeMessage(control_), false});
-  job->done = kind == Upstream::Kind::kDone;
-}
-
-void ServerConnection::TraceJob(const WriteJob& job) {
-  for (const SendQueue<Upstream>::Item& item : job.items) {
-    TraceWrite(item.value, item.bytes, job.start);
-  }
+  for (const SendQueue<Upstream>::Item& item : batch_) TraceWrite(item.value, item.bytes, start);
+  send_queue_->Release(lane_, bytes);
+  batch_.clear();
+  return ok;
 }
 
 void ServerConnection::TraceWrite(const Upstream& up, int64_t bytes, absl::Time start) {
@@ -355,20 +315,27 @@ void ServerConnection::TraceWrite(const Upstream& up, int64_t bytes, absl::Time 
 }
 
 void ServerConnection::WriteLoop() {
-  WriteJob job;
+  wire::WorkerMessage msg;  // control messages only
   while (std::optional<SendQueue<Upstream>::Item> item = send_queue_->Pop(lane_)) {
-    if (options_.before_write) options_.before_write(item->value);
-    MakeJob(*std::move(item), &job);
-    bool ok = true;
-    for (const WriteJob::Part& part : job.parts) {
-      ok = stream_->Write(part.buffer, part.write_through ? grpc::WriteOptions().set_write_through()
-                                                          : grpc::WriteOptions());
-      if (!ok) break;
+    const Upstream& up = item->value;
+    if (options_.before_write) options_.before_write(up);
+    const absl::Time start = absl::Now();
+    if (batches_up_ && up.kind == Upstream::Kind::kGradient) {
+      if (!WriteSharedGradients(*std::move(item), start)) break;
+      continue;
     }
-    TraceJob(job);
-    send_queue_->Release(lane_, job.bytes);
+    bool ok = true;
+    if (up.kind == Upstream::Kind::kInit || up.kind == Upstream::Kind::kGradient) {
+      ok = WriteValues(up);
+    } else {
+      ToWire(up, &msg);
+      if (up.kind == Upstream::Kind::kBuffers) bytes_sent_ += item->bytes;
+      ok = stream_->Write(EncodeMessage(msg));
+    }
+    TraceWrite(up, item->bytes, start);
+    send_queue_->Release(lane_, item->bytes);
     if (!ok) break;
-    if (job.done) {
+    if (up.kind == Upstream::Kind::kDone) {
       stream_->WritesDone();
       break;
     }
@@ -459,60 +426,6 @@ absl::Status ServerConnection::ReceiveSharedParams(const wire::SharedSlices& bat
   return absl::OkStatus();
 }
 
-absl::Status ServerConnection::HandleMessage(grpc::ByteBuffer* buffer, DecodedServerMessage* msg,
-                                             ReceivedValues* received, absl::Status* abort) {
-  if (absl::Status decoded = Decode(buffer, msg); !decoded.ok()) {
-    return absl::InternalError(absl::StrCat("server ", options_.server_index,
-                                            " sent a malformed message: ", decoded.message()));
-  }
-  if (msg->is_slice) {
-    const absl::Time start = absl::Now();
-    absl::Status status = ReceiveParams(*msg, received);
-    if (options_.trace != nullptr && options_.trace->enabled()) {
-      options_.trace->Complete(receive_track_, absl::StrCat("params ", msg->header.slice_id),
-                               "receive", start, absl::Now(),
-                               absl::StrCat("\"slice\": ", msg->header.slice_id,
-                                            ", \"version\": ", msg->header.version(),
-                                            ", \"bytes\": ", msg->value_bytes));
-    }
-    return status;
-  }
-  const wire::ServerMessage& control = msg->control;
-  if (control.has_shared_params()) return ReceiveSharedParams(control.shared_params(), received);
-  if (control.has_ack()) {
-    // Answered on this stream, without a trip through the worker.
-    absl::StatusOr<ToServer> pull = options_.core->Ack(
-        options_.server_index, control.ack().slice_id(), control.ack().iteration());
-    if (!pull.ok()) return pull.status();
-    Send(*pull);
-  } else if (control.has_stall()) {
-    const wire::Stall& stall = control.stall();
-    std::vector<int> ranks(stall.missing_ranks().begin(), stall.missing_ranks().end());
-    LogLine(absl::StrCat("[stall] worker ", options_.rank, ": server ", options_.server_index,
-                         " has waited ", absl::StrFormat("%.1f", stall.waited_s()),
-                         " s for the gradients of iteration ", stall.iteration(), " from worker",
-                         ranks.size() == 1 ? " " : "s ", ListIds(ranks)));
-    options_.listener->OnStall(options_.server_index, stall.iteration(), ranks);
-  } else if (control.has_membership()) {
-    const std::vector<int> present(control.membership().present().begin(),
-                                   control.membership().present().end());
-    options_.listener->OnMembership(options_.server_index, control.membership().from_iteration(),
-                                    present);
-  } else if (control.has_replan()) {
-    options_.listener->OnReplan(options_.server_index, control.replan().from_iteration(),
-                                control.replan().slice_params());
-  } else if (control.has_buffers()) {
-    bytes_received_ += static_cast<int64_t>(control.buffers().values().size());
-    options_.listener->OnBuffers(options_.server_index, control.buffers().round(),
-                                 control.buffers().values());
-  } else if (control.has_abort()) {
-    *abort = absl::Status(static_cast<absl::StatusCode>(control.abort().code()),
-                          absl::StrCat("server ", options_.server_index,
-                                       " aborted the run: ", control.abort().message()));
-  }
-  return absl::OkStatus();
-}
-
 void ServerConnection::ReadLoop() {
   // All reused from message to message: no allocation per slice.
   grpc::ByteBuffer buffer;
@@ -521,7 +434,55 @@ void ServerConnection::ReadLoop() {
   absl::Status failure;  // this link's own: a message malformed or refused by the core
   absl::Status abort;    // the server's Abort
   while (stream_->Read(&buffer)) {
-    failure = HandleMessage(&buffer, &msg, &received, &abort);
+    if (absl::Status decoded = Decode(&buffer, &msg); !decoded.ok()) {
+      failure = absl::InternalError(absl::StrCat("server ", options_.server_index,
+                                                 " sent a malformed message: ", decoded.message()));
+    } else if (msg.is_slice) {
+      const absl::Time start = absl::Now();
+      failure = ReceiveParams(msg, &received);
+      if (options_.trace != nullptr && options_.trace->enabled()) {
+        options_.trace->Complete(receive_track_, absl::StrCat("params ", msg.header.slice_id),
+                                 "receive", start, absl::Now(),
+                                 absl::StrCat("\"slice\": ", msg.header.slice_id,
+                                              ", \"version\": ", msg.header.version(),
+                                              ", \"bytes\": ", msg.value_bytes));
+      }
+    } else if (msg.control.has_shared_params()) {
+      failure = ReceiveSharedParams(msg.control.shared_params(), &received);
+    } else if (msg.control.has_ack()) {
+      // Answered on this stream, without a trip through the worker.
+      absl::StatusOr<ToServer> pull = options_.core->Ack(
+          options_.server_index, msg.control.ack().slice_id(), msg.control.ack().iteration());
+      if (pull.ok()) {
+        Send(*pull);
+      } else {
+        failure = pull.status();
+      }
+    } else if (msg.control.has_stall()) {
+      const wire::Stall& stall = msg.control.stall();
+      std::vector<int> ranks(stall.missing_ranks().begin(), stall.missing_ranks().end());
+      LogLine(absl::StrCat("[stall] worker ", options_.rank, ": server ", options_.server_index,
+                           " has waited ", absl::StrFormat("%.1f", stall.waited_s()),
+                           " s for the gradients of iteration ", stall.iteration(),
+                           " from worker", ranks.size() == 1 ? " " : "s ", ListIds(ranks)));
+      options_.listener->OnStall(options_.server_index, stall.iteration(), ranks);
+    } else if (msg.control.has_membership()) {
+      const std::vector<int> present(msg.control.membership().present().begin(),
+                                     msg.control.membership().present().end());
+      options_.listener->OnMembership(options_.server_index,
+                                      msg.control.membership().from_iteration(), present);
+    } else if (msg.control.has_replan()) {
+      options_.listener->OnReplan(options_.server_index, msg.control.replan().from_iteration(),
+                                  msg.control.replan().slice_params());
+    } else if (msg.control.has_buffers()) {
+      bytes_received_ += static_cast<int64_t>(msg.control.buffers().values().size());
+      options_.listener->OnBuffers(options_.server_index, msg.control.buffers().round(),
+                                   msg.control.buffers().values());
+    } else if (msg.control.has_abort()) {
+      abort = absl::Status(static_cast<absl::StatusCode>(msg.control.abort().code()),
+                           absl::StrCat("server ", options_.server_index,
+                                        " aborted the run: ", msg.control.abort().message()));
+    }
     if (!failure.ok()) {
       // The link is over: what follows the refused message cannot be trusted either.
       context_.TryCancel();
@@ -550,7 +511,6 @@ void ServerConnection::Shutdown() {
   context_.TryCancel();
   if (writer_.joinable()) writer_.join();
   if (reader_.joinable()) reader_.join();
-  if (reactor_ != nullptr) reactor_->Join();
 }
 
 }  // namespace p3

@@ -7,21 +7,11 @@
 // from the worker's buffers into gRPC's slices and back without a protobuf string) and
 // the core's types.
 //
-// Messages are queued as small descriptors and encoded by the writer right before they
-// are written: a hand-encoded header plus gRPC slices pointing at the values the message
-// names (p3/core/to_server.h), or, on a 16-bit wire, encoded straight into the memory
-// gRPC sends, so values are never copied on the training thread, nor into a protobuf
-// string.
-//
-// Two ways to run the stream (TransportOptions::callback_stream):
-//   synchronous  the writer thread blocks in Write() and the reader thread in Read(),
-//                each in the call's own completion queue, so every completion one needs
-//                is a wake-up from the other;
-//   callback     gRPC's callback API (server_connection_reactor.h): reads are handled,
-//                and the next message written, in reactions on gRPC's threads as each
-//                operation completes; the link thread only starts a write when the lane
-//                was idle, and settles the link's end.
-// Both write the same messages in the same order, and hand the core the same values.
+// Messages are queued as small descriptors and encoded by the writer thread right before
+// they are written: a hand-encoded header plus gRPC slices pointing at the values the
+// message names (p3/core/to_server.h), or, on a 16-bit wire, encoded straight into the
+// memory gRPC sends, so values are never copied on the training thread, nor into a
+// protobuf string.
 //
 // Example:
 //   p3::TransportOptions link;
@@ -33,13 +23,11 @@
 //                       p3::ServerConnection::Open(link));
 //   conn->Send(*core.Gradient(slice_id, iteration));
 //
-// Thread-safe. The core and the listener are called from the reader thread (the callback
-// API: from gRPC's threads, one message at a time; the end of the link from the link thread).
+// Thread-safe. The core and the listener are called from the reader thread.
 #ifndef P3_WORKER_SERVER_CONNECTION_H_
 #define P3_WORKER_SERVER_CONNECTION_H_
 
 #include <grpcpp/channel.h>
-#include <grpcpp/support/byte_buffer.h>
 
 #include <atomic>
 #include <cstdint>
@@ -92,42 +80,19 @@ class ServerConnection : public Transport {
   const wire::Welcome& welcome() const { return welcome_; }
 
  private:
-  class Reactor;  // worker/server_connection_reactor.h
-
-  // One message taken from the send queue (or a batch of shared-memory descriptors)
-  // encoded for the stream: its parts are written in order, back to back, then its items
-  // are traced and released together.
-  struct WriteJob {
-    struct Part {
-      grpc::ByteBuffer buffer;
-      bool write_through = false;  // values: complete once the bytes are in the kernel
-    };
-    std::vector<SendQueue<Upstream>::Item> items;
-    std::vector<Part> parts;
-    int64_t bytes = 0;  // every item's, for the one Release()
-    bool done = false;  // a Done: the stream's writes end after it
-    absl::Time start;
-  };
-
   explicit ServerConnection(const TransportOptions& options);
-  // Encodes `first` (popped) into `job`: with batches_up_, the gradients the send queue
-  // hands out with it at once (SendQueue::PopAlso), at most kSharedBatchSend in all, as
-  // one SharedSlices message (a single one as a plain descriptor). Counts the bytes.
-  void MakeJob(SendQueue<Upstream>::Item first, WriteJob* job);
-  // The values of an Init or Gradient: a descriptor when they are in shared memory, else
-  // the values themselves, zero-copy, in parts of at most max_message_params.
-  void EncodeValueParts(const Upstream& up, WriteJob* job);
-  // The trace events of a job written.
-  void TraceJob(const WriteJob& job);
+  // Writes the values of an Init or Gradient: a descriptor when they are in shared
+  // memory, else the values themselves, zero-copy, in parts of at most max_message_params.
+  bool WriteValues(const Upstream& up);
+  // A colocated link's gradient `first` (popped) and the gradients after it that the
+  // send queue hands out at once (SendQueue::PopAlso), at most kSharedBatchSend in all,
+  // as one SharedSlices message (a single one as a plain descriptor). Traces each and
+  // releases them together.
+  bool WriteSharedGradients(SendQueue<Upstream>::Item first, absl::Time start);
   // On the writer and reader threads: SCHED_BATCH when options_.batch_io_threads.
   void YieldToComputation();
-  // The synchronous API's threads.
   void WriteLoop();
   void ReadLoop();
-  // One message read: values and acks to the core, the rest to the listener; a server's
-  // Abort into *abort. Not OK: the message is malformed or refused, and the link is over.
-  absl::Status HandleMessage(grpc::ByteBuffer* buffer, DecodedServerMessage* msg,
-                             ReceivedValues* received, absl::Status* abort);
   // Hands a received slice message's values to the core.
   absl::Status ReceiveParams(const DecodedServerMessage& msg, ReceivedValues* received);
   // Hands a SharedSlices message's versions to the core, in its order.
@@ -140,19 +105,18 @@ class ServerConnection : public Transport {
   const TransportOptions options_;
   std::shared_ptr<grpc::Channel> channel_;
   grpc::ClientContext context_;
-  std::unique_ptr<RawTrainClientStream> stream_;  // the synchronous API's
-  std::unique_ptr<Reactor> reactor_;              // the callback API's
+  std::unique_ptr<RawTrainClientStream> stream_;
   // The send queue: options_.send_queue, or own_send_queue_ when the values go through
   // shared memory; lane_ is this connection's place in it.
   std::unique_ptr<SendQueue<Upstream>> own_send_queue_;
   SendQueue<Upstream>* send_queue_ = nullptr;
   int lane_ = 0;
-  std::thread writer_;  // the synchronous API's; the callback API's link thread is the Reactor's
+  std::thread writer_;
   std::thread reader_;
   wire::Welcome welcome_;
   // Gradients go several slices to a message (shared memory, and the server takes them).
   bool batches_up_ = false;
-  wire::WorkerMessage control_;  // MakeJob's, reused (one job is made at a time)
+  std::vector<SendQueue<Upstream>::Item> batch_;  // the writer's, reused
   std::atomic<int64_t> bytes_sent_{0};
   std::atomic<int64_t> bytes_received_{0};
   std::atomic<int64_t> bytes_shared_{0};

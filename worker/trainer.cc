@@ -137,7 +137,6 @@ absl::StatusOr<WorkerOptions> WorkerOptionsFromConfig(const config::ExperimentCo
   wo.credit_bytes = config::EffectiveCreditBytes(config);
   wo.stalled_write = config::StalledWriteAfter(config);
   wo.batch_io_threads = config.scheduling().batch_io_threads();
-  wo.callback_streams = config.scheduling().callback_streams();
   P3_ASSIGN_OR_RETURN(wo.wire_dtype, ParseWireDType(config.scheduling().wire_dtype()));
   wo.shared_memory_servers = config::SharedMemoryServers(config, options.rank);
   wo.peer_timeout = absl::Seconds(config.cluster().peer_timeout_s());

@@ -143,11 +143,6 @@ struct TransportOptions {
   // preempt a computing thread when they wake (p3/base/thread_policy.h;
   // WorkerOptions::batch_io_threads). Default: false.
   bool batch_io_threads = false;
-  // Run the stream on gRPC's callback API instead of its synchronous one (worker/
-  // server_connection.h; scheduling.callback_streams): reads, and the writes that follow
-  // one another, are reactions on gRPC's threads instead of wake-ups between this link's
-  // reader and writer threads. gRPC's threads are not put in SCHED_BATCH. Default: false.
-  bool callback_stream = false;
   // Where received values and acks go (the worker's WorkerCore), and where everything else
   // goes. Not owned; both must outlive the transport. Required.
   TransportCore* core = nullptr;

@@ -92,9 +92,6 @@ struct WorkerOptions {
   // computation (p3/base/thread_policy.h; scheduling.batch_io_threads). The threads
   // that call Worker's methods keep their policy. Default: true.
   bool batch_io_threads = true;
-  // The links' streams run on gRPC's callback API (TransportOptions::callback_stream;
-  // scheduling.callback_streams). Default: false.
-  bool callback_streams = false;
   // How gradients go up and values come down (scheduling.wire_dtype): float32, or 16 bits
   // (bfloat16; float16 scaled per slice by a power of two). The parameters stay float32:
   // they are the servers' float32 master values rounded to this dtype. The servers must

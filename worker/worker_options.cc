@@ -26,7 +26,6 @@ TransportOptions LinkOptionsFor(const WorkerOptions& options, const ClusterSigna
   link.credit_bytes = options.credit_bytes;
   link.stalled_write = options.stalled_write;
   link.batch_io_threads = options.batch_io_threads;
-  link.callback_stream = options.callback_streams;
   link.peer_timeout = options.peer_timeout;
   link.max_message_params = options.max_message_params;
   link.tls = options.tls;

@@ -207,18 +207,11 @@ class SendQueue {
   // The transport is done with `lane`'s message of `bytes` returned by Pop().
   void Release(int lane, int64_t bytes) {
     absl::MutexLock lock(&mu_);
-    ReleaseLocked(lane, bytes);
-  }
-
-  // Release(lane, bytes) and TryPop(lane) as one step: a writer that goes on from its
-  // write's completion (gRPC's callback API) takes its lane's next message without a
-  // moment in which the lane is idle, so a writer thread blocked in Pop() on the same
-  // lane is not woken for a turn it would find taken.
-  std::optional<Item> ReleaseAndTryPop(int lane, int64_t bytes) {
-    absl::MutexLock lock(&mu_);
-    ReleaseLocked(lane, bytes);
-    if (lanes_[lane]->closed || !Turn(lane)) return std::nullopt;
-    return TakeTop(lane);
+    Lane& l = *lanes_[lane];
+    l.in_flight = false;
+    l.in_flight_bytes = 0;
+    in_flight_bytes_ -= bytes;
+    --in_flight_items_;
   }
 
   // Messages that were in flight longer than stalled_after when another lane's turn was
@@ -281,14 +274,6 @@ class SendQueue {
     absl::Time since;
     bool counted_stalled = false;
   };
-
-  void ReleaseLocked(int lane, int64_t bytes) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    Lane& l = *lanes_[lane];
-    l.in_flight = false;
-    l.in_flight_bytes = 0;
-    in_flight_bytes_ -= bytes;
-    --in_flight_items_;
-  }
 
   Item TakeTop(int lane) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     Lane& l = *lanes_[lane];

@@ -479,17 +479,4 @@ else
   ok
 fi
 
-case_name="--callback_streams: the worker's streams on gRPC's callback API, exact byte counts"
-output="$TMP/callback.out"
-"$BENCH" --server_binary="$SERVER" --params=400000 --tensors=4 --slice_params=10000 \
-  --warmup=1 --iterations=3 --callback_streams --out_dir="$TMP/callback" >"$output" 2>&1
-rc=$?
-if [[ $rc -ne 0 ]]; then
-  fail "exit status $rc"
-elif check_json 'r["callback_streams"] is True' &&
-  check_json 'r["bytes_sent"] == 3 * 400000 * 4 and r["bytes_received"] == 3 * 400000 * 4' &&
-  grep -q "callback_streams: true" "$TMP/callback/server.textproto"; then
-  ok
-fi
-
 finish_cases

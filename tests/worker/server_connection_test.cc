@@ -235,11 +235,9 @@ void WriteParams(RawTrainServerStream* stream, uint32_t slice, uint64_t version,
   });
 }
 
-// Every test runs on both of the stream's APIs (TransportOptions::callback_stream).
-TransportOptions Link(const std::string& address, TransportCore* core, TransportListener* listener,
-                      bool callback) {
+TransportOptions Link(const std::string& address, TransportCore* core,
+                      TransportListener* listener) {
   TransportOptions options;
-  options.callback_stream = callback;
   options.address = address;
   options.peer_timeout = kBound;
   options.core = core;
@@ -249,8 +247,8 @@ TransportOptions Link(const std::string& address, TransportCore* core, Transport
 
 // Link() offering shared memory: the Hello names a region, which nothing here opens.
 TransportOptions SharedLink(const std::string& address, TransportCore* core,
-                            TransportListener* listener, bool callback) {
-  TransportOptions options = Link(address, core, listener, callback);
+                            TransportListener* listener) {
+  TransportOptions options = Link(address, core, listener);
   options.shared_memory_name = "/p3-test-never-opened";
   options.shared_memory_nonce = 1;
   return options;
@@ -271,8 +269,6 @@ wire::ServerMessage SharedParams(uint64_t version,
 }
 
 CATCH_TEST_CASE("a server's values reach the core in order, part by part, as they arrive") {
-  const bool callback = GENERATE(false, true);
-  CATCH_CAPTURE(callback);
   const std::vector<float> first = Values(10, 1.0f);
   const std::vector<float> second = Values(3, 100.0f);
   ScriptedServer server([&](RawTrainServerStream* stream) {
@@ -283,7 +279,7 @@ CATCH_TEST_CASE("a server's values reach the core in order, part by part, as the
   FakeCore core;
   FakeListener listener;
   absl::StatusOr<std::unique_ptr<ServerConnection>> conn =
-      ServerConnection::Open(Link(server.address(), &core, &listener, callback));
+      ServerConnection::Open(Link(server.address(), &core, &listener));
   CATCH_REQUIRE(conn.ok());
   CATCH_CHECK((*conn)->start_version() == 3);
   const std::vector<FakeCore::Part> parts = core.AwaitParts(4);
@@ -308,8 +304,6 @@ CATCH_TEST_CASE("a server's values reach the core in order, part by part, as the
 }
 
 CATCH_TEST_CASE("an Ack goes to the core, and its Pull is written back on the same stream") {
-  const bool callback = GENERATE(false, true);
-  CATCH_CAPTURE(callback);
   absl::Mutex mu;
   std::vector<std::pair<uint32_t, uint64_t>> pulls;  // (slice, version) the server read
   ScriptedServer server([&](RawTrainServerStream* stream) {
@@ -327,7 +321,7 @@ CATCH_TEST_CASE("an Ack goes to the core, and its Pull is written back on the sa
   FakeCore core;
   FakeListener listener;
   absl::StatusOr<std::unique_ptr<ServerConnection>> conn =
-      ServerConnection::Open(Link(server.address(), &core, &listener, callback));
+      ServerConnection::Open(Link(server.address(), &core, &listener));
   CATCH_REQUIRE(conn.ok());
   {
     absl::MutexLock lock(&mu);
@@ -349,8 +343,6 @@ CATCH_TEST_CASE("an Ack goes to the core, and its Pull is written back on the sa
 }
 
 CATCH_TEST_CASE("a gradient is written from where the message points, in its encoding, in parts") {
-  const bool callback = GENERATE(false, true);
-  CATCH_CAPTURE(callback);
   const std::vector<float> grad = {0.5f, -1.25f, 3e-3f, 7.0f, -0.01f,
                                    2.5f, 1e-4f,  -6.0f, 0.3f, 9.0f};
   const int scale = Float16ScaleExponent(grad.data(), 10);
@@ -368,7 +360,7 @@ CATCH_TEST_CASE("a gradient is written from where the message points, in its enc
   });
   FakeCore core;
   FakeListener listener;
-  TransportOptions options = Link(server.address(), &core, &listener, callback);
+  TransportOptions options = Link(server.address(), &core, &listener);
   options.max_message_params = 4;
   absl::StatusOr<std::unique_ptr<ServerConnection>> conn = ServerConnection::Open(options);
   CATCH_REQUIRE(conn.ok());
@@ -400,8 +392,6 @@ CATCH_TEST_CASE("a gradient is written from where the message points, in its enc
 }
 
 CATCH_TEST_CASE("a malformed message fails the link with a status that says so") {
-  const bool callback = GENERATE(false, true);
-  CATCH_CAPTURE(callback);
   absl::Notification ended;
   ScriptedServer server([&](RawTrainServerStream* stream) {
     // Top-level field 3 claiming 1000 bytes that never come.
@@ -416,7 +406,7 @@ CATCH_TEST_CASE("a malformed message fails the link with a status that says so")
   FakeCore core;
   FakeListener listener;
   absl::StatusOr<std::unique_ptr<ServerConnection>> conn =
-      ServerConnection::Open(Link(server.address(), &core, &listener, callback));
+      ServerConnection::Open(Link(server.address(), &core, &listener));
   CATCH_REQUIRE(conn.ok());
   const std::vector<absl::Status> end = listener.AwaitEnd();
   CATCH_REQUIRE(end.size() == 1);
@@ -430,8 +420,6 @@ CATCH_TEST_CASE("a malformed message fails the link with a status that says so")
 }
 
 CATCH_TEST_CASE("a part the core refuses fails the link with the core's status, and ends it") {
-  const bool callback = GENERATE(false, true);
-  CATCH_CAPTURE(callback);
   ScriptedServer server([&](RawTrainServerStream* stream) {
     WriteParams(stream, /*slice=*/9, /*version=*/1, Values(4, 0.0f), 4);
     WriteParams(stream, /*slice=*/2, /*version=*/1, Values(4, 0.0f), 4);
@@ -441,7 +429,7 @@ CATCH_TEST_CASE("a part the core refuses fails the link with the core's status, 
   FakeCore core(/*refused_slice=*/9);
   FakeListener listener;
   absl::StatusOr<std::unique_ptr<ServerConnection>> conn =
-      ServerConnection::Open(Link(server.address(), &core, &listener, callback));
+      ServerConnection::Open(Link(server.address(), &core, &listener));
   CATCH_REQUIRE(conn.ok());
   const std::vector<absl::Status> end = listener.AwaitEnd();
   CATCH_REQUIRE(end.size() == 1);
@@ -455,8 +443,6 @@ CATCH_TEST_CASE("a part the core refuses fails the link with the core's status, 
 }
 
 CATCH_TEST_CASE("buffers, a re-plan and an Abort go to the listener, not the core") {
-  const bool callback = GENERATE(false, true);
-  CATCH_CAPTURE(callback);
   const std::vector<float> mean = Values(6, 0.5f);
   ScriptedServer server([&](RawTrainServerStream* stream) {
     wire::ServerMessage m;
@@ -476,7 +462,7 @@ CATCH_TEST_CASE("buffers, a re-plan and an Abort go to the listener, not the cor
   FakeCore core;
   FakeListener listener;
   absl::StatusOr<std::unique_ptr<ServerConnection>> conn =
-      ServerConnection::Open(Link(server.address(), &core, &listener, callback));
+      ServerConnection::Open(Link(server.address(), &core, &listener));
   CATCH_REQUIRE(conn.ok());
   const std::vector<absl::Status> end = listener.AwaitEnd();
   CATCH_REQUIRE(end.size() == 1);
@@ -491,8 +477,6 @@ CATCH_TEST_CASE("buffers, a re-plan and an Abort go to the listener, not the cor
 }
 
 CATCH_TEST_CASE("a colocated server's batch of versions reaches the core slice by slice") {
-  const bool callback = GENERATE(false, true);
-  CATCH_CAPTURE(callback);
   ScriptedServer server(
       [&](RawTrainServerStream* stream) {
         stream->Write(EncodeMessage(SharedParams(4, {{7, 10}, {2, 3}, {5, 6}})));
@@ -502,7 +486,7 @@ CATCH_TEST_CASE("a colocated server's batch of versions reaches the core slice b
   FakeCore core;
   FakeListener listener;
   absl::StatusOr<std::unique_ptr<ServerConnection>> conn =
-      ServerConnection::Open(SharedLink(server.address(), &core, &listener, callback));
+      ServerConnection::Open(SharedLink(server.address(), &core, &listener));
   CATCH_REQUIRE(conn.ok());
   CATCH_CHECK((*conn)->shared_memory());
   CATCH_CHECK(server.hello_takes_batches());
@@ -523,8 +507,6 @@ CATCH_TEST_CASE("a colocated server's batch of versions reaches the core slice b
 }
 
 CATCH_TEST_CASE("a batch of versions naming a slice twice fails the link and hands the core none") {
-  const bool callback = GENERATE(false, true);
-  CATCH_CAPTURE(callback);
   ScriptedServer server(
       [&](RawTrainServerStream* stream) {
         stream->Write(EncodeMessage(SharedParams(1, {{3, 4}, {1, 4}, {3, 4}})));
@@ -535,7 +517,7 @@ CATCH_TEST_CASE("a batch of versions naming a slice twice fails the link and han
   FakeCore core;
   FakeListener listener;
   absl::StatusOr<std::unique_ptr<ServerConnection>> conn =
-      ServerConnection::Open(SharedLink(server.address(), &core, &listener, callback));
+      ServerConnection::Open(SharedLink(server.address(), &core, &listener));
   CATCH_REQUIRE(conn.ok());
   const std::vector<absl::Status> end = listener.AwaitEnd();
   CATCH_REQUIRE(end.size() == 1);
@@ -546,8 +528,6 @@ CATCH_TEST_CASE("a batch of versions naming a slice twice fails the link and han
 }
 
 CATCH_TEST_CASE("colocated gradients go in queue order, batched only where the server takes it") {
-  const bool callback = GENERATE(false, true);
-  CATCH_CAPTURE(callback);
   for (const bool takes : {false, true}) {
     CATCH_CAPTURE(takes);
     absl::Mutex mu;
@@ -581,7 +561,7 @@ CATCH_TEST_CASE("colocated gradients go in queue order, batched only where the s
     FakeCore core;
     FakeListener listener;
     absl::StatusOr<std::unique_ptr<ServerConnection>> conn =
-        ServerConnection::Open(SharedLink(server.address(), &core, &listener, callback));
+        ServerConnection::Open(SharedLink(server.address(), &core, &listener));
     CATCH_REQUIRE(conn.ok());
     // Pushed most urgent first, as fast as possible: the writer finds several ready.
     for (int i = 0; i < 64; ++i) {

@@ -72,7 +72,6 @@ struct RunSpec {
   std::function<void(int server, int slice, int64_t iteration)> before_gradient_write;
   absl::Duration stalled_write = absl::Seconds(1);  // WorkerOptions::stalled_write
   bool batch_io_threads = true;                      // WorkerOptions::batch_io_threads
-  bool callback_streams = false;                     // WorkerOptions::callback_streams
 };
 
 struct RunResult {
@@ -130,7 +129,6 @@ RunResult Train(const RunSpec& spec, const std::vector<std::string>& addresses,
       wo.before_gradient_write = spec.before_gradient_write;
       wo.stalled_write = spec.stalled_write;
       wo.batch_io_threads = spec.batch_io_threads;
-      wo.callback_streams = spec.callback_streams;
       wo.transport_factory = factory;
       absl::StatusOr<std::unique_ptr<Worker>> worker = Worker::Create(wo, model);
       if (!worker.ok()) {
@@ -217,15 +215,13 @@ void RequireOk(const RunResult& run) {
 // One worker, two servers: the first gradient write of iteration 1 to server 1 stalls, as
 // to a peer that stopped reading, until all of server 0's gradients of that iteration have
 // been handed to its stream, or `cap` passes. Returns whether they had been.
-bool ServerZeroGoesOnWhileServerOneStalls(RunSpec spec, absl::Duration cap, bool grpc,
-                                          bool callback = false) {
+bool ServerZeroGoesOnWhileServerOneStalls(RunSpec spec, absl::Duration cap, bool grpc) {
   absl::Mutex mu;
   std::map<std::pair<int64_t, int>, int> writes;  // (iteration, server) -> writes started
   bool held = false;
   bool released_by_progress = false;
   spec.workers = 1;
   spec.grpc = grpc;
-  spec.callback_streams = callback;
   spec.before_gradient_write = [&](int server, int, int64_t iteration) {
     absl::MutexLock lock(&mu);
     ++writes[{iteration, server}];
@@ -252,9 +248,6 @@ CATCH_TEST_CASE("a server that stops reading holds only its own stream once stal
     CATCH_CHECK(ServerZeroGoesOnWhileServerOneStalls({.stalled_write = absl::Milliseconds(100)},
                                                      absl::Seconds(20), grpc));
   }
-  // The streams on gRPC's callback API.
-  CATCH_CHECK(ServerZeroGoesOnWhileServerOneStalls({.stalled_write = absl::Milliseconds(100)},
-                                                   absl::Seconds(20), true, true));
 }
 
 CATCH_TEST_CASE("with stalled_write never, a stalled write holds the whole link (credit 0)") {
@@ -284,7 +277,7 @@ CATCH_TEST_CASE("two workers on two in-memory servers train what the local loop 
 CATCH_TEST_CASE("the in-memory transport trains bit for bit what gRPC streams train") {
   torch::set_num_threads(1);
   // Small messages (slices travel in parts both ways); 16-bit wires, whose gradients the
-  // writer encodes from what the message carries; the streams on either of gRPC's APIs.
+  // writer encodes from what the message carries.
   for (Mode mode : {Mode::kP3, Mode::kBaseline}) {
     for (WireDType dtype : {WireDType::kFloat32, WireDType::kBFloat16, WireDType::kFloat16}) {
       CATCH_CAPTURE(ModeName(mode), WireDTypeName(dtype));
@@ -292,15 +285,11 @@ CATCH_TEST_CASE("the in-memory transport trains bit for bit what gRPC streams tr
       const RunResult memory = Run(spec);
       spec.grpc = true;
       const RunResult grpc = Run(spec);
-      spec.callback_streams = true;
-      const RunResult callback = Run(spec);
       RequireOk(memory);
       RequireOk(grpc);
-      RequireOk(callback);
       for (int r = 0; r < 2; ++r) {
         CATCH_CAPTURE(r);
         CATCH_CHECK(torch::equal(memory.params[r], grpc.params[r]));
-        CATCH_CHECK(torch::equal(memory.params[r], callback.params[r]));
       }
     }
   }
@@ -308,16 +297,14 @@ CATCH_TEST_CASE("the in-memory transport trains bit for bit what gRPC streams tr
 
 CATCH_TEST_CASE("the links' writers yield to the computation (SCHED_BATCH); training threads do not") {
   torch::set_num_threads(1);
-  // With fault injection, every write of a callback stream starts on its link thread too.
-  for (auto [batch, callback] : {std::pair{true, false}, {false, false}, {true, true}}) {
-    CATCH_CAPTURE(batch, callback);
+  for (bool batch : {true, false}) {
+    CATCH_CAPTURE(batch);
     std::atomic<int> writes{0};
     std::atomic<int> batch_writes{0};
     RunSpec spec;
     spec.grpc = true;
     spec.steps = 2;
     spec.batch_io_threads = batch;
-    spec.callback_streams = callback;
     spec.before_gradient_write = [&](int, int, int64_t) {
       ++writes;
       if (ThisThreadIsBatch()) ++batch_writes;

@@ -301,47 +301,6 @@ CATCH_TEST_CASE("a writer waiting on an empty lane sleeps through other lanes' t
   CATCH_CHECK(link.idle_wakeups() == 0);
 }
 
-CATCH_TEST_CASE("a completion hands its lane the next message in the link's order, or nothing") {
-  Queue link({.priority = true});
-  const int a = link.AddLane();
-  const int b = link.AddLane();
-  link.Push(a, "a0", 1, 0, 100);
-  CATCH_REQUIRE(link.TryPop(a).has_value());  // in flight, as a callback's write
-  link.Push(a, "a1", 5, 0, 100);
-  std::optional<Queue::Item> next = link.ReleaseAndTryPop(a, 100);
-  CATCH_REQUIRE(next.has_value());
-  CATCH_CHECK(next->value == "a1");
-  // Another lane holds a more urgent message: the completion takes nothing, and that
-  // lane's turn has come.
-  link.Push(a, "a2", 5, 1, 100);
-  link.Push(b, "b0", 2, 0, 100);
-  CATCH_CHECK_FALSE(link.ReleaseAndTryPop(a, 100).has_value());
-  std::optional<Queue::Item> urgent = link.TryPop(b);
-  CATCH_REQUIRE(urgent.has_value());
-  CATCH_CHECK(urgent->value == "b0");
-  // Credit 0: a waits for b's message, then the completion of b's hands b nothing.
-  CATCH_CHECK_FALSE(link.TryPop(a).has_value());
-  CATCH_CHECK_FALSE(link.ReleaseAndTryPop(b, 100).has_value());
-  // A writer blocked in Pop() on a lane whose completions took its messages gets the
-  // next one once the lane is idle.
-  std::optional<Queue::Item> got;
-  absl::Notification returned;
-  std::thread writer([&] {
-    got = link.Pop(a);
-    returned.Notify();
-  });
-  const bool in_time = returned.WaitForNotificationWithTimeout(absl::Seconds(10));
-  if (!in_time) link.Close(a);
-  writer.join();
-  CATCH_CHECK(in_time);
-  CATCH_REQUIRE(got.has_value());
-  CATCH_CHECK(got->value == "a2");
-  // A closed lane hands out nothing, also from a completion.
-  link.Push(a, "dropped", 1, 0, 100);
-  link.Close(a);
-  CATCH_CHECK_FALSE(link.ReleaseAndTryPop(a, 100).has_value());
-}
-
 // Every message the lane hands out now: Pop's, then PopAlso's while `accept` takes them.
 std::vector<std::string> TakeBatch(Queue* link, int lane, int64_t* bytes,
                                    bool (*accept)(const std::string&)) {
