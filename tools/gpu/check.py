@@ -20,7 +20,8 @@ reported as such, never skipped silently):
   d  pipeline: 2 stages on the device, every weight mode: loss against a CPU run, samples/s
      against one stage
   e  the data path: bench_streaming on loopback, through shared memory, and on loopback
-     as 3 streams (3 servers) against one, goodput
+     as 3 streams (3 servers) against one, goodput; gRPC alone on P3's pattern on its two
+     APIs (grpc_api_probe)
 
 CSV columns: section,item,measured,target,verdict,detail (verdict: pass, fail, report).
 """
@@ -326,6 +327,38 @@ output_dir: "{os.path.join(self.out, "runs", name)}"
                               f"CPU per GB {r['cpu_s_per_gb'] / one_stream['cpu_s_per_gb']:.2f}")
             self.row("e", f"streaming goodput, {name} (Gbit/s each way)",
                      f"{r['goodput_up_gbps']:.2f}", "-", "report", "; ".join(detail))
+        self.grpc_apis()
+
+    def grpc_apis(self):
+        """gRPC alone on P3's stream pattern, loopback, on its synchronous API and with both
+        ends on its callback API (tools/grpc_api_probe; on 2 cores the callback API moved
+        1.22 times as much there and P3's worker did not gain from it: docs/results/
+        streaming/streaming.md, "gRPC's two APIs on P3's pattern"): whether 16 cores and
+        gRPC's 8 callback threads change that."""
+        a = self.args
+        table = os.path.join(self.logs, "e_grpc_apis.csv")
+        if os.path.exists(table):
+            os.remove(table)
+        ok, _ = self.run("e_grpc_apis", [self.binary("tools/grpc_api_probe"), "--runs=3",
+                                         f"--megabytes={200 if a.quick else 2000}",
+                                         "--apis=sync,callback", f"--csv={table}",
+                                         f"--out_dir={os.path.join(self.out, 'runs', 'grpc_apis')}"],
+                         a.timeout)
+        if not ok:
+            self.row("e", "gRPC alone on P3's pattern, loopback", "-", "-", "fail",
+                     "grpc_api_probe failed")
+            return
+        runs = list(csv.DictReader(open(table)))
+        median = {}
+        for api in ("sync", "callback"):
+            for key in ("goodput_gbps", "cpu_s_per_gb"):
+                values = sorted(float(r[key]) for r in runs if r["api"] == api)
+                median[api, key] = values[len(values) // 2]
+        for api in ("sync", "callback"):
+            self.row("e", f"gRPC alone on P3's pattern, loopback, {api} API (Gbit/s each way)",
+                     f"{median[api, 'goodput_gbps']:.2f}", "-", "report",
+                     f"{median[api, 'cpu_s_per_gb']:.2f} CPU s/GB (both processes), "
+                     f"median of 3 runs")
 
     def write(self):
         with open(os.path.join(self.out, "check.csv"), "w", newline="") as f:
