@@ -332,7 +332,8 @@ output_dir: "{os.path.join(self.out, "runs", name)}"
     def grpc_apis(self):
         """gRPC alone on P3's stream pattern, loopback, on its synchronous API and with both
         ends on its callback API (tools/grpc_api_probe; on 2 cores the callback API moved
-        1.22 times as much there and P3's worker did not gain from it: docs/results/
+        1.22 times as much there, 1.07 with every thread in SCHED_BATCH, and P3's worker
+        did not gain from it: docs/results/
         streaming/streaming.md, "gRPC's two APIs on P3's pattern"): whether 16 cores and
         gRPC's 8 callback threads change that."""
         a = self.args
