@@ -195,10 +195,32 @@ namespace {
 
 // ---- client ----------------------------------------------------------------------------
 
-// What a client run measured between the first echo and the last.
+// Both processes' counters and the host's, read at either end of the window.
+struct Readings {
+  double client_cpu = 0;
+  double server_cpu = 0;
+  ContextSwitches client_switches;
+  ContextSwitches server_switches;
+  HostCpu host;
+};
+
+absl::StatusOr<Readings> ReadCounters(pid_t server) {
+  Readings r;
+  r.client_cpu = SelfCpuSeconds();
+  P3_ASSIGN_OR_RETURN(r.server_cpu, ProcessCpuSeconds(server));
+  P3_ASSIGN_OR_RETURN(r.client_switches, ThreadContextSwitches(getpid()));
+  P3_ASSIGN_OR_RETURN(r.server_switches, ThreadContextSwitches(server));
+  P3_ASSIGN_OR_RETURN(r.host, ReadHostCpu());
+  return r;
+}
+
+// What a client run measured between the first echo and the last. The end's readings are
+// taken as the last echo arrives, while the server still serves the stream (it ends,
+// threads and all, once the stream is over).
 struct Window {
   absl::Time start, end;
   int64_t bytes_back = 0;
+  absl::StatusOr<Readings> at_end = absl::UnknownError("the window did not end");
 };
 
 // One message of the payload: gRPC's slice points at the buffer, no copy (as P3's values).
@@ -227,7 +249,7 @@ struct Echoes {
 
 // The synchronous API, as ServerConnection: a writer thread and a reader thread.
 absl::StatusOr<Window> ClientSync(grpc::Channel* channel, const std::vector<char>& payload,
-                                  const Plan& plan) {
+                                  const Plan& plan, pid_t server) {
   grpc::ClientContext context;
   const grpc::internal::RpcMethod method(kMethod, grpc::internal::RpcMethod::BIDI_STREAMING);
   std::unique_ptr<grpc::ClientReaderWriter<Buffer, Buffer>> stream(
@@ -261,6 +283,7 @@ absl::StatusOr<Window> ClientSync(grpc::Channel* channel, const std::vector<char
     echoes.back = back;
   }
   w.end = absl::Now();
+  w.at_end = ReadCounters(server);
   {
     absl::MutexLock lock(&mu);
     echoes.ended = true;
@@ -279,8 +302,8 @@ absl::StatusOr<Window> ClientSync(grpc::Channel* channel, const std::vector<char
 // The callback API: the reactions write the next message and read the next echo.
 class ClientReactor : public grpc::ClientBidiReactor<Buffer, Buffer> {
  public:
-  ClientReactor(const std::vector<char>& payload, const Plan& plan)
-      : payload_(payload), plan_(plan) {}
+  ClientReactor(const std::vector<char>& payload, const Plan& plan, pid_t server)
+      : payload_(payload), plan_(plan), server_(server) {}
 
   // The first message; the window opens when it is back.
   void Begin() {
@@ -310,7 +333,10 @@ class ClientReactor : public grpc::ClientBidiReactor<Buffer, Buffer> {
         window_.start = absl::Now();
       } else {
         window_.bytes_back += static_cast<int64_t>(in_.Length());
-        if (++back_ == plan_.messages) window_.end = absl::Now();
+        if (++back_ == plan_.messages) {
+          window_.end = absl::Now();
+          window_.at_end = ReadCounters(server_);
+        }
       }
       next = TakeNextLocked();
     }
@@ -363,6 +389,7 @@ class ClientReactor : public grpc::ClientBidiReactor<Buffer, Buffer> {
 
   const std::vector<char>& payload_;
   const Plan plan_;
+  const pid_t server_;
   Buffer in_, out_;
   absl::Mutex mu_;
   int64_t sent_ ABSL_GUARDED_BY(mu_) = 0;
@@ -376,10 +403,10 @@ class ClientReactor : public grpc::ClientBidiReactor<Buffer, Buffer> {
 };
 
 absl::StatusOr<Window> ClientCallback(grpc::Channel* channel, const std::vector<char>& payload,
-                                      const Plan& plan) {
+                                      const Plan& plan, pid_t server) {
   grpc::ClientContext context;
   const grpc::internal::RpcMethod method(kMethod, grpc::internal::RpcMethod::BIDI_STREAMING);
-  ClientReactor reactor(payload, plan);
+  ClientReactor reactor(payload, plan, server);
   grpc::internal::ClientCallbackReaderWriterFactory<Buffer, Buffer>::Create(channel, method,
                                                                             &context, &reactor);
   reactor.Begin();
@@ -405,21 +432,17 @@ absl::StatusOr<nlohmann::json> RunEchoClient(const EchoClientOptions& options) {
   const std::vector<char> payload(static_cast<size_t>(message_bytes), 'p');
   // Readings before the stream: the first echo is a message's round trip, small beside the
   // window; the CPU of setting up the stream is counted, and is as small.
-  const double cpu0 = SelfCpuSeconds();
-  P3_ASSIGN_OR_RETURN(const double server0, ProcessCpuSeconds(server));
-  P3_ASSIGN_OR_RETURN(const ContextSwitches client_sw0, ThreadContextSwitches(getpid()));
-  P3_ASSIGN_OR_RETURN(const ContextSwitches server_sw0, ThreadContextSwitches(server));
-  P3_ASSIGN_OR_RETURN(const HostCpu host0, ReadHostCpu());
-  absl::StatusOr<Window> window = callback ? ClientCallback(channel.get(), payload, plan)
-                                           : ClientSync(channel.get(), payload, plan);
-  const double cpu1 = SelfCpuSeconds();
-  P3_ASSIGN_OR_RETURN(const HostCpu host1, ReadHostCpu());
-  P3_ASSIGN_OR_RETURN(const ContextSwitches client_sw1, ThreadContextSwitches(getpid()));
-  // The server may have ended already: its figures are read before it can (it waits for
-  // the stream's end, which the client's return gives).
-  P3_ASSIGN_OR_RETURN(const double server1, ProcessCpuSeconds(server));
-  P3_ASSIGN_OR_RETURN(const ContextSwitches server_sw1, ThreadContextSwitches(server));
+  P3_ASSIGN_OR_RETURN(const Readings start, ReadCounters(server));
+  absl::StatusOr<Window> window = callback ? ClientCallback(channel.get(), payload, plan, server)
+                                           : ClientSync(channel.get(), payload, plan, server);
   if (!window.ok()) return window.status();
+  P3_RETURN_IF_ERROR(window->at_end.status());
+  const Readings& end = *window->at_end;
+  const double cpu0 = start.client_cpu, cpu1 = end.client_cpu;
+  const double server0 = start.server_cpu, server1 = end.server_cpu;
+  const HostCpu host0 = start.host, host1 = end.host;
+  const ContextSwitches client_sw0 = start.client_switches, client_sw1 = end.client_switches;
+  const ContextSwitches server_sw0 = start.server_switches, server_sw1 = end.server_switches;
   const double seconds = absl::ToDoubleSeconds(window->end - window->start);
   const double gb = 2.0 * static_cast<double>(window->bytes_back) / 1e9;  // both directions
   const ContextSwitches client_sw = client_sw1 - client_sw0, server_sw = server_sw1 - server_sw0;

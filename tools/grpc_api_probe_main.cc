@@ -36,6 +36,7 @@
 #include <iostream>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -73,6 +74,9 @@ ABSL_FLAG(int64_t, iteration_megabytes, 100,
           "MB an iteration: the next iteration's messages go once the last one's are back "
           "(100: bench_streaming's 25 M parameters)");
 ABSL_FLAG(int, runs, 5, "driver: rounds, each API once per round");
+ABSL_FLAG(int, iperf3_seconds, 0,
+          "driver: iperf3 one way on the same link first in each round, whole seconds; its "
+          "rate and goodput ÷ it go into the round's rows; 0: none");
 ABSL_FLAG(std::string, csv, "", "driver: append every run here");
 ABSL_FLAG(std::string, out_dir, "", "driver: logs and results; default: a temporary folder");
 ABSL_FLAG(std::string, port_file, "", "server: write the port here");
@@ -93,12 +97,16 @@ const std::vector<std::string> kColumns = {
     "goodput_gbps",  "client_cpu_s",   "server_cpu_s", "cpu_s_per_gb",
     "host_busy_s",   "host_softirq_s", "host_cpu_s_per_gb",
     "client_voluntary_switches", "server_voluntary_switches", "voluntary_switches_per_message",
-    "grpc_experiments"};
+    "grpc_experiments", "iperf3_gbps", "ratio"};
 
+// A CSV cell: quoted where the text holds a comma, a quote or a line break
+// (grpc_experiments lists two).
 std::string Cell(const nlohmann::json& v) {
-  if (v.is_string()) return v.get<std::string>();
-  if (v.is_number_float()) return absl::StrCat(v.get<double>());
-  return v.dump();
+  std::string text = v.is_string()         ? v.get<std::string>()
+                     : v.is_number_float() ? absl::StrCat(v.get<double>())
+                                           : v.dump();
+  if (text.find_first_of(",\"\n") == std::string::npos) return text;
+  return absl::StrCat("\"", absl::StrReplaceAll(text, {{"\"", "\"\""}}), "\"");
 }
 
 double Median(std::vector<double> v) {
@@ -152,12 +160,24 @@ absl::Status RunDriver(const char* self) {
   if (header) out << absl::StrJoin(kColumns, ",") << "\n";
   const char* experiments = std::getenv("GRPC_EXPERIMENTS");
   const std::string date = absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", absl::Now(), absl::UTCTimeZone());
-  std::map<std::string, std::vector<double>> goodput, cpu, host_cpu, switches;
+  std::map<std::string, std::vector<double>> goodput, cpu, host_cpu, switches, ratio;
   const std::string size_flag = absl::StrCat("--message_bytes=", absl::GetFlag(FLAGS_message_bytes));
   const std::string mb_flag = absl::StrCat("--megabytes=", absl::GetFlag(FLAGS_megabytes));
   const std::string iteration_flag =
       absl::StrCat("--iteration_megabytes=", absl::GetFlag(FLAGS_iteration_megabytes));
+  const int iperf3_seconds = absl::GetFlag(FLAGS_iperf3_seconds);
   for (int run = 0; run < absl::GetFlag(FLAGS_runs); ++run) {
+    std::optional<double> iperf3;
+    if (iperf3_seconds > 0) {
+      P3_ASSIGN_OR_RETURN(const Iperf3Result link,
+                          RunIperf3(sup.get(), {.dir = dir,
+                                                .host = host,
+                                                .server_ns = server_ns,
+                                                .client_ns = client_ns,
+                                                .seconds = iperf3_seconds,
+                                                .name = absl::StrCat("iperf3_", run)}));
+      iperf3 = link.gbps;
+    }
     for (size_t k = 0; k < apis.size(); ++k) {
       const std::string& api = apis[(k + run) % apis.size()];  // the first one alternates
       const std::string tag = absl::StrCat(absl::StrReplaceAll(api, {{"/", "-"}}), "_", run);
@@ -196,6 +216,10 @@ absl::Status RunDriver(const char* self) {
       r["rate_gbps"] = gbps;
       r["run"] = run;
       r["api"] = api;
+      if (iperf3.has_value()) {
+        r["iperf3_gbps"] = *iperf3;
+        r["ratio"] = r["goodput_gbps"].get<double>() / *iperf3;
+      }
       r["grpc_experiments"] = experiments != nullptr ? experiments : "";
       std::vector<std::string> cells;
       for (const std::string& c : kColumns) cells.push_back(r.contains(c) ? Cell(r[c]) : "");
@@ -207,14 +231,19 @@ absl::Status RunDriver(const char* self) {
       cpu[api].push_back(r["cpu_s_per_gb"].get<double>());
       host_cpu[api].push_back(r["host_cpu_s_per_gb"].get<double>());
       switches[api].push_back(r["voluntary_switches_per_message"].get<double>());
+      if (iperf3.has_value()) ratio[api].push_back(r["ratio"].get<double>());
     }
   }
   if (net != nullptr) P3_RETURN_IF_ERROR(net->Destroy());
-  std::cout << "| API | goodput Gbit/s | CPU s/GB (both processes) | host CPU s/GB | "
-               "voluntary switches a message |\n|---|---:|---:|---:|---:|\n";
+  const bool with_iperf3 = iperf3_seconds > 0;
+  std::cout << "| API | goodput Gbit/s | " << (with_iperf3 ? "goodput ÷ iperf3 | " : "")
+            << "CPU s/GB (both processes) | host CPU s/GB | voluntary switches a message |\n"
+            << "|---|---:|" << (with_iperf3 ? "---:|" : "") << "---:|---:|---:|\n";
   for (const std::string& api : apis) {
-    std::cout << "| " << api << " | " << Median(goodput[api]) << " | " << Median(cpu[api])
-              << " | " << Median(host_cpu[api]) << " | " << Median(switches[api]) << " |\n";
+    std::cout << "| " << api << " | " << Median(goodput[api]) << " | ";
+    if (with_iperf3) std::cout << Median(ratio[api]) << " | ";
+    std::cout << Median(cpu[api]) << " | " << Median(host_cpu[api]) << " | "
+              << Median(switches[api]) << " |\n";
   }
   std::cout << "medians of " << absl::GetFlag(FLAGS_runs) << " runs each, "
             << (gbps > 0 ? absl::StrCat(gbps, " Gbit/s") : std::string("loopback")) << std::endl;

@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # Smoke test of //tools:grpc_api_probe (docs/results/streaming/streaming.md, "gRPC's two
 # APIs on P3's pattern") on loopback: every API and mix of ends moves every message there
-# and back, the CSV gets a row per run with the figures, and a bad --apis is refused.
+# and back, the CSV gets a row per run with the figures, iperf3's rate and the ratio go
+# into the rows with --iperf3_seconds (skipped without iperf3), and a bad --apis is refused.
 # Asserts no timing. Runs from the runfiles tree (bazel test).
 set -uo pipefail
 
 source tests/testing/cases.sh
+source tests/testing/skip.sh
 
 PROBE=tools/grpc_api_probe
 PY=/usr/bin/python3
@@ -41,6 +43,33 @@ elif ! grep -q '^| sync | ' "$output" || ! grep -q '^| callback/sync | ' "$outpu
   fail "no table of medians"
 else
   ok
+fi
+
+case_name="--iperf3_seconds: iperf3 on the same link first, its rate and the ratio in the rows"
+output="$TMP/iperf3.out"
+if ! command -v iperf3 >/dev/null; then
+  p3_skip "$case_name" "no iperf3 on PATH"
+else
+  "$PROBE" --runs=1 --megabytes=16 --iteration_megabytes=4 --apis=sync --iperf3_seconds=1 \
+    --csv="$TMP/iperf3.csv" --out_dir="$TMP/iperf3" >"$output" 2>&1
+  rc=$?
+  if [[ $rc -ne 0 ]]; then
+    fail "exit status $rc"
+  elif ! "$PY" - "$TMP/iperf3.csv" >>"$output" 2>&1 <<'PY'
+import csv, sys
+rows = list(csv.DictReader(open(sys.argv[1])))
+assert len(rows) == 1, rows
+r = rows[0]
+assert float(r["iperf3_gbps"]) > 0, r
+assert abs(float(r["ratio"]) - float(r["goodput_gbps"]) / float(r["iperf3_gbps"])) < 1e-6, r
+PY
+  then
+    fail "no iperf3 figures in the row"
+  elif ! grep -q '^| API | goodput Gbit/s | goodput ÷ iperf3 |' "$output"; then
+    fail "no ÷ iperf3 column in the table"
+  else
+    ok
+  fi
 fi
 
 case_name="an unknown API is refused, naming it"
