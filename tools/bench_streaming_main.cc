@@ -267,30 +267,17 @@ absl::StatusOr<nlohmann::json> Run() {
   }
   const int memcpy_runs = absl::GetFlag(FLAGS_memcpy_runs);
   if (memcpy_runs < 1) return absl::InvalidArgumentError("--memcpy_runs must be >= 1");
-  std::string dir = absl::GetFlag(FLAGS_out_dir);
-  if (dir.empty()) {
-    char tmpl[] = "/tmp/bench_streaming.XXXXXX";
-    if (mkdtemp(tmpl) == nullptr) return absl::InternalError("mkdtemp failed");
-    dir = tmpl;
-  }
-  std::filesystem::create_directories(dir);
+  P3_ASSIGN_OR_RETURN(const std::string dir,
+                      OutputFolder(absl::GetFlag(FLAGS_out_dir), "bench_streaming"));
 
   // Children are started while this process has one thread (fork safety; the
   // supervisor's contract); the worker's threads come later.
   P3_ASSIGN_OR_RETURN(std::unique_ptr<ProcessSupervisor> sup,
                       ProcessSupervisor::Create(ProcessSupervisor::Options{}));
-  std::unique_ptr<EmulatedNetwork> net;
-  std::string host = "127.0.0.1", server_ns, worker_ns;
-  if (gbps > 0) {
-    NetworkSpec spec;
-    spec.run_id = RunIdForPid(getpid());  // So `launch_cluster --cleanup_network` finds leftovers.
-    spec.machines = 2;
-    spec.rate_bits_per_second = gbps * 1e9;
-    P3_ASSIGN_OR_RETURN(net, EmulatedNetwork::Create(spec));
-    host = net->address(1);
-    server_ns = net->namespace_path(1);
-    worker_ns = net->namespace_path(0);
-  }
+  P3_ASSIGN_OR_RETURN(BenchmarkLink link, MakeBenchmarkLink(gbps));
+  const std::string& host = link.host;
+  const std::string& server_ns = link.server_ns;
+  const std::string& worker_ns = link.client_ns;
   nlohmann::json result;
   result["build_commit"] = BuildCommit();  // "unstamped" unless built with --config=stamp
   // As this process (the worker) and the server started: glibc.malloc.hugetlb=1 unless
@@ -437,7 +424,7 @@ absl::StatusOr<nlohmann::json> Run() {
     P3_RETURN_IF_ERROR(WaitForExit(sup.get(), server_ids[s], absl::StrCat("server ", s),
                                    server_logs[s], absl::Seconds(30)));
   }
-  if (net != nullptr) P3_RETURN_IF_ERROR(net->Destroy());
+  if (link.net != nullptr) P3_RETURN_IF_ERROR(link.net->Destroy());
 
   const double seconds = absl::ToDoubleSeconds(t1 - t0);
   // Through shared memory the values do not cross the stream: bytes_shared counts both

@@ -133,26 +133,14 @@ absl::Status RunDriver(const char* self) {
       return absl::InvalidArgumentError(absl::StrCat("--apis: unknown API \"", api, "\""));
     }
   }
-  std::string dir = absl::GetFlag(FLAGS_out_dir);
-  if (dir.empty()) {
-    char tmpl[] = "/tmp/grpc_api_probe.XXXXXX";
-    if (mkdtemp(tmpl) == nullptr) return absl::InternalError("mkdtemp failed");
-    dir = tmpl;
-  }
-  std::filesystem::create_directories(dir);
+  P3_ASSIGN_OR_RETURN(const std::string dir,
+                      OutputFolder(absl::GetFlag(FLAGS_out_dir), "grpc_api_probe"));
   P3_ASSIGN_OR_RETURN(std::unique_ptr<ProcessSupervisor> sup,
                       ProcessSupervisor::Create(ProcessSupervisor::Options{}));
-  std::unique_ptr<EmulatedNetwork> net;
-  std::string host = "127.0.0.1", server_ns, client_ns;
-  if (gbps > 0) {
-    NetworkSpec spec;
-    spec.run_id = RunIdForPid(getpid());  // `launch_cluster --cleanup_network` finds leftovers
-    spec.rate_bits_per_second = gbps * 1e9;
-    P3_ASSIGN_OR_RETURN(net, EmulatedNetwork::Create(spec));
-    host = net->address(1);
-    server_ns = net->namespace_path(1);
-    client_ns = net->namespace_path(0);
-  }
+  P3_ASSIGN_OR_RETURN(BenchmarkLink link, MakeBenchmarkLink(gbps));
+  const std::string& host = link.host;
+  const std::string& server_ns = link.server_ns;
+  const std::string& client_ns = link.client_ns;
   const std::string csv = absl::GetFlag(FLAGS_csv);
   const bool header = !csv.empty() && !std::filesystem::exists(csv);
   std::ofstream out;
@@ -169,14 +157,14 @@ absl::Status RunDriver(const char* self) {
   for (int run = 0; run < absl::GetFlag(FLAGS_runs); ++run) {
     std::optional<double> iperf3;
     if (iperf3_seconds > 0) {
-      P3_ASSIGN_OR_RETURN(const Iperf3Result link,
+      P3_ASSIGN_OR_RETURN(const Iperf3Result measured,
                           RunIperf3(sup.get(), {.dir = dir,
                                                 .host = host,
                                                 .server_ns = server_ns,
                                                 .client_ns = client_ns,
                                                 .seconds = iperf3_seconds,
                                                 .name = absl::StrCat("iperf3_", run)}));
-      iperf3 = link.gbps;
+      iperf3 = measured.gbps;
     }
     for (size_t k = 0; k < apis.size(); ++k) {
       const std::string& api = apis[(k + run) % apis.size()];  // the first one alternates
@@ -234,7 +222,7 @@ absl::Status RunDriver(const char* self) {
       if (iperf3.has_value()) ratio[api].push_back(r["ratio"].get<double>());
     }
   }
-  if (net != nullptr) P3_RETURN_IF_ERROR(net->Destroy());
+  if (link.net != nullptr) P3_RETURN_IF_ERROR(link.net->Destroy());
   const bool with_iperf3 = iperf3_seconds > 0;
   std::cout << "| API | goodput Gbit/s | " << (with_iperf3 ? "goodput ÷ iperf3 | " : "")
             << "CPU s/GB (both processes) | host CPU s/GB | voluntary switches a message |\n"

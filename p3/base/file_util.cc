@@ -4,8 +4,10 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -90,6 +92,21 @@ absl::StatusOr<std::string> ReadFile(const std::string& path) {
   contents << in.rdbuf();
   if (in.bad()) return absl::InternalError(absl::StrCat("cannot read ", path, ": read error"));
   return contents.str();
+}
+
+absl::StatusOr<std::string> OutputFolder(const std::string& dir, const std::string& prefix) {
+  if (dir.empty()) {
+    std::string pattern = absl::StrCat("/tmp/", prefix, ".XXXXXX");
+    if (mkdtemp(pattern.data()) == nullptr) {
+      return absl::InternalError(
+          absl::StrCat("cannot make a folder like ", pattern, ": ", std::strerror(errno)));
+    }
+    return pattern;
+  }
+  std::error_code error;
+  std::filesystem::create_directories(dir, error);
+  if (error) return absl::InternalError(absl::StrCat("cannot make ", dir, ": ", error.message()));
+  return dir;
 }
 
 }  // namespace p3

@@ -36,6 +36,11 @@ absl::Status WriteFileAtomically(const std::string& path, absl::string_view cont
 // reason>".
 absl::StatusOr<std::string> ReadFile(const std::string& path);
 
+// A folder for a program's output: `dir`, created with its parents, or where `dir` is
+// empty a new one, /tmp/<prefix>.XXXXXX. Returns its path; Internal names the folder and
+// the system's reason.
+absl::StatusOr<std::string> OutputFolder(const std::string& dir, const std::string& prefix);
+
 }  // namespace p3
 
 #endif  // P3_P3_BASE_FILE_UTIL_H_

@@ -49,6 +49,15 @@ std::string WhyNoRealNetwork() {
   return "";
 }
 
+CATCH_TEST_CASE("a benchmark's link at rate 0 is loopback, with no network and no namespaces") {
+  absl::StatusOr<BenchmarkLink> link = MakeBenchmarkLink(0);
+  CATCH_REQUIRE(link.ok());
+  CATCH_CHECK(link->net == nullptr);
+  CATCH_CHECK(link->host == "127.0.0.1");
+  CATCH_CHECK(link->server_ns.empty());
+  CATCH_CHECK(link->client_ns.empty());
+}
+
 CATCH_TEST_CASE("machines get host addresses 1..M of the subnet") {
   absl::StatusOr<std::vector<std::string>> addresses = MachineAddresses("10.77.0.0/24", 3);
   CATCH_REQUIRE(addresses.ok());

@@ -411,6 +411,20 @@ EmulatedNetwork::EmulatedNetwork(NetworkSpec spec, std::vector<std::string> addr
 
 EmulatedNetwork::~EmulatedNetwork() { Destroy().IgnoreError(); }
 
+absl::StatusOr<BenchmarkLink> MakeBenchmarkLink(double gbps) {
+  BenchmarkLink link;
+  if (gbps <= 0) return link;
+  NetworkSpec spec;
+  spec.run_id = RunIdForPid(getpid());
+  spec.machines = 2;
+  spec.rate_bits_per_second = gbps * 1e9;
+  P3_ASSIGN_OR_RETURN(link.net, EmulatedNetwork::Create(spec));
+  link.host = link.net->address(1);
+  link.server_ns = link.net->namespace_path(1);
+  link.client_ns = link.net->namespace_path(0);
+  return link;
+}
+
 absl::StatusOr<std::unique_ptr<EmulatedNetwork>> EmulatedNetwork::Create(const NetworkSpec& spec) {
   if (geteuid() != 0) {
     return absl::PermissionDeniedError(

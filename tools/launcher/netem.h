@@ -150,6 +150,18 @@ class EmulatedNetwork {
   std::vector<std::string> created_;  // Namespaces to delete.
 };
 
+// The link of a benchmark between two machines (bench_streaming, grpc_api_probe): an
+// emulated network of 2 machines at `gbps` per machine and direction (run id
+// RunIdForPid(getpid()), so that `launch_cluster --cleanup_network` finds leftovers), the
+// server on machine 1 and the client on machine 0; `gbps` 0: loopback, no namespaces.
+struct BenchmarkLink {
+  std::unique_ptr<EmulatedNetwork> net;  // null on loopback
+  std::string host = "127.0.0.1";        // the server's address
+  std::string server_ns;                 // namespace paths; "" on loopback
+  std::string client_ns;
+};
+absl::StatusOr<BenchmarkLink> MakeBenchmarkLink(double gbps);
+
 // Moves the calling process into the network namespace at `path` (setns(2)). For use
 // between fork() and exec(): only async-signal-safe calls. Returns 0 or an errno value.
 int EnterNamespace(const char* path);

@@ -53,5 +53,29 @@ CATCH_TEST_CASE("reading a missing file is NotFound naming the file") {
   CATCH_CHECK(std::string(read.status().message()).find("missing.txt") != std::string::npos);
 }
 
+CATCH_TEST_CASE("an output folder is made with its parents, or made anew in /tmp when none is given") {
+  const std::string nested = TempDir() + "/out/a/b";
+  absl::StatusOr<std::string> made = OutputFolder(nested, "unused");
+  CATCH_REQUIRE(made.ok());
+  CATCH_CHECK(*made == nested);
+  CATCH_CHECK(std::filesystem::is_directory(nested));
+  CATCH_CHECK(OutputFolder(nested, "unused").ok());  // already there
+  absl::StatusOr<std::string> fresh = OutputFolder("", "p3_file_util_test");
+  absl::StatusOr<std::string> other = OutputFolder("", "p3_file_util_test");
+  CATCH_REQUIRE(fresh.ok());
+  CATCH_REQUIRE(other.ok());
+  CATCH_CHECK(fresh->rfind("/tmp/p3_file_util_test.", 0) == 0);
+  CATCH_CHECK(*fresh != *other);
+  CATCH_CHECK(std::filesystem::is_directory(*fresh));
+  std::filesystem::remove(*fresh);
+  std::filesystem::remove(*other);
+  // Below a file: no folder can be made there.
+  CATCH_REQUIRE(WriteFileAtomically(TempDir() + "/a_file", "x").ok());
+  const absl::StatusOr<std::string> refused = OutputFolder(TempDir() + "/a_file/sub", "unused");
+  CATCH_REQUIRE_FALSE(refused.ok());
+  CATCH_CHECK(refused.status().code() == absl::StatusCode::kInternal);
+  CATCH_CHECK(std::string(refused.status().message()).find("a_file/sub") != std::string::npos);
+}
+
 }  // namespace
 }  // namespace p3
