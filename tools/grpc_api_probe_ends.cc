@@ -88,21 +88,23 @@ class EchoReactor : public grpc::ServerBidiReactor<Buffer, Buffer> {
 
   void OnReadDone(bool ok) override {
     const Buffer* write = nullptr;
-    bool finish = false;
+    bool finish = false, read = false;
     {
       absl::MutexLock lock(&mu_);
+      if (finished_) return;  // a write failed: the stream is over
       if (ok) {
         queue_.emplace_back();
         queue_.back().Swap(&in_);
         if (!writing_) write = &queue_.front();
         writing_ = true;
+        read = true;
       } else {
         reads_done_ = true;
-        finish = !writing_;
+        finish = finished_ = !writing_;
       }
     }
     if (write != nullptr) StartWrite(write, Through());
-    if (ok) StartRead(&in_);
+    if (read) StartRead(&in_);
     if (finish) Finish(grpc::Status::OK);
   }
 
@@ -113,12 +115,12 @@ class EchoReactor : public grpc::ServerBidiReactor<Buffer, Buffer> {
       absl::MutexLock lock(&mu_);
       queue_.pop_front();
       if (!ok) {
-        finish = true;
+        finish = finished_ = true;
       } else if (!queue_.empty()) {
         write = &queue_.front();  // a deque's elements stay where they are on push_back
       } else {
         writing_ = false;
-        finish = reads_done_;
+        finish = finished_ = reads_done_;
       }
     }
     if (write != nullptr) StartWrite(write, Through());
@@ -137,6 +139,7 @@ class EchoReactor : public grpc::ServerBidiReactor<Buffer, Buffer> {
   std::deque<Buffer> queue_ ABSL_GUARDED_BY(mu_);
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
   bool reads_done_ ABSL_GUARDED_BY(mu_) = false;
+  bool finished_ ABSL_GUARDED_BY(mu_) = false;  // Finish() called: nothing more starts
 };
 
 class EchoService : public grpc::Service {
