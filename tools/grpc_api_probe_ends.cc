@@ -276,7 +276,6 @@ absl::StatusOr<Window> ClientSync(grpc::Channel* channel, const std::vector<char
       }
       if (!stream->Write(Message(payload), Through())) return;
     }
-    stream->WritesDone();
   });
   int64_t back = 0;
   while (back < plan.messages && stream->Read(&in)) {
@@ -292,6 +291,9 @@ absl::StatusOr<Window> ClientSync(grpc::Channel* channel, const std::vector<char
     echoes.ended = true;
   }
   writer.join();
+  // Only now: the server ends, threads and all, once the client's writes are done, and its
+  // counters have been read.
+  stream->WritesDone();
   while (stream->Read(&in)) {
   }
   const grpc::Status status = stream->Finish();
@@ -371,7 +373,9 @@ class ClientReactor : public grpc::ClientBidiReactor<Buffer, Buffer> {
   Next TakeNextLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     if (writing_ || !started_) return Next::kNothing;
     if (sent_ == plan_.messages) {
-      if (writes_done_) return Next::kNothing;
+      // The writes end once every echo is back and the window's end was read: the server
+      // ends, threads and all, with the stream.
+      if (writes_done_ || back_ < plan_.messages) return Next::kNothing;
       writes_done_ = true;
       return Next::kWritesDone;
     }
