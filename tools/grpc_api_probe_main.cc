@@ -28,7 +28,6 @@
 // Exit status 0, or 1 with the reason on stderr.
 #include <unistd.h>
 
-#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
 #include <filesystem>
@@ -54,6 +53,7 @@
 #include "nlohmann/json.hpp"
 #include "p3/base/build_commit.h"
 #include "p3/base/file_util.h"
+#include "p3/base/stats.h"
 #include "p3/base/status_macros.h"
 #include "proto/program.h"
 #include "tools/grpc_api_probe_ends.h"
@@ -107,12 +107,6 @@ std::string Cell(const nlohmann::json& v) {
                                            : v.dump();
   if (text.find_first_of(",\"\n") == std::string::npos) return text;
   return absl::StrCat("\"", absl::StrReplaceAll(text, {{"\"", "\"\""}}), "\"");
-}
-
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n == 0 ? 0 : n % 2 == 1 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
 // "sync", "callback", or "<client's>/<server's>" (e.g. "callback/sync"): the two ends' APIs.

@@ -30,6 +30,7 @@ import csv
 import json
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import time
@@ -333,9 +334,8 @@ output_dir: "{os.path.join(self.out, "runs", name)}"
         """gRPC alone on P3's stream pattern, loopback, on its synchronous API and with both
         ends on its callback API (tools/grpc_api_probe; on 2 cores the callback API moved
         1.22 times as much there, 1.07 with every thread in SCHED_BATCH, and P3's worker
-        did not gain from it: docs/results/
-        streaming/streaming.md, "gRPC's two APIs on P3's pattern"): whether 16 cores and
-        gRPC's 8 callback threads change that."""
+        did not gain from it: docs/results/streaming/streaming.md, "gRPC's two APIs on
+        P3's pattern"): whether 16 cores and gRPC's 8 callback threads change that."""
         a = self.args
         table = os.path.join(self.logs, "e_grpc_apis.csv")
         if os.path.exists(table):
@@ -350,11 +350,8 @@ output_dir: "{os.path.join(self.out, "runs", name)}"
                      "grpc_api_probe failed")
             return
         runs = list(csv.DictReader(open(table)))
-        median = {}
-        for api in ("sync", "callback"):
-            for key in ("goodput_gbps", "cpu_s_per_gb"):
-                values = sorted(float(r[key]) for r in runs if r["api"] == api)
-                median[api, key] = values[len(values) // 2]
+        median = {(api, key): statistics.median(float(r[key]) for r in runs if r["api"] == api)
+                  for api in ("sync", "callback") for key in ("goodput_gbps", "cpu_s_per_gb")}
         for api in ("sync", "callback"):
             self.row("e", f"gRPC alone on P3's pattern, loopback, {api} API (Gbit/s each way)",
                      f"{median[api, 'goodput_gbps']:.2f}", "-", "report",
