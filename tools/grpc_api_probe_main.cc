@@ -76,7 +76,8 @@ ABSL_FLAG(int64_t, iteration_megabytes, 100,
 ABSL_FLAG(int, runs, 5, "driver: rounds, each API once per round");
 ABSL_FLAG(int, iperf3_seconds, 0,
           "driver: iperf3 one way on the same link first in each round, whole seconds; its "
-          "rate and goodput ÷ it go into the round's rows; 0: none");
+          "rate, goodput ÷ it, and its host CPU s per GB (as bench_streaming's: per GB one way, "
+          "ours per GB across both) and ours ÷ it go into the round's rows; 0: none");
 ABSL_FLAG(std::string, csv, "", "driver: append every run here");
 ABSL_FLAG(std::string, out_dir, "", "driver: logs and results; default: a temporary folder");
 ABSL_FLAG(std::string, port_file, "", "server: write the port here");
@@ -97,7 +98,7 @@ const std::vector<std::string> kColumns = {
     "goodput_gbps",  "client_cpu_s",   "server_cpu_s", "cpu_s_per_gb",
     "host_busy_s",   "host_softirq_s", "host_cpu_s_per_gb",
     "client_voluntary_switches", "server_voluntary_switches", "voluntary_switches_per_message",
-    "grpc_experiments", "iperf3_gbps", "ratio"};
+    "grpc_experiments", "iperf3_gbps", "ratio", "iperf3_host_cpu_s_per_gb", "cpu_ratio_to_iperf3"};
 
 // A CSV cell: quoted where the text holds a comma, a quote or a line break
 // (grpc_experiments lists two).
@@ -149,7 +150,7 @@ absl::Status RunDriver(const char* self) {
       absl::StrCat("--iteration_megabytes=", absl::GetFlag(FLAGS_iteration_megabytes));
   const int iperf3_seconds = absl::GetFlag(FLAGS_iperf3_seconds);
   for (int run = 0; run < absl::GetFlag(FLAGS_runs); ++run) {
-    std::optional<double> iperf3;
+    std::optional<Iperf3Result> iperf3;
     if (iperf3_seconds > 0) {
       P3_ASSIGN_OR_RETURN(const Iperf3Result measured,
                           RunIperf3(sup.get(), {.dir = dir,
@@ -158,7 +159,7 @@ absl::Status RunDriver(const char* self) {
                                                 .client_ns = client_ns,
                                                 .seconds = iperf3_seconds,
                                                 .name = absl::StrCat("iperf3_", run)}));
-      iperf3 = measured.gbps;
+      iperf3 = measured;
     }
     for (size_t k = 0; k < apis.size(); ++k) {
       const std::string& api = apis[(k + run) % apis.size()];  // the first one alternates
@@ -199,8 +200,16 @@ absl::Status RunDriver(const char* self) {
       r["run"] = run;
       r["api"] = api;
       if (iperf3.has_value()) {
-        r["iperf3_gbps"] = *iperf3;
-        r["ratio"] = r["goodput_gbps"].get<double>() / *iperf3;
+        r["iperf3_gbps"] = iperf3->gbps;
+        r["ratio"] = r["goodput_gbps"].get<double>() / iperf3->gbps;
+        // As bench_streaming: the host's busy seconds over iperf3's run per GB it moved one
+        // way, against ours per GB across both directions; none where no tick moved.
+        const double iperf3_busy_s = TicksToSeconds(iperf3->host.busy_ticks);
+        if (iperf3->bytes > 0 && iperf3_busy_s > 0) {
+          const double per_gb = iperf3_busy_s / (static_cast<double>(iperf3->bytes) / 1e9);
+          r["iperf3_host_cpu_s_per_gb"] = per_gb;
+          r["cpu_ratio_to_iperf3"] = r["host_cpu_s_per_gb"].get<double>() / per_gb;
+        }
       }
       r["grpc_experiments"] = experiments != nullptr ? experiments : "";
       std::vector<std::string> cells;

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Smoke test of //tools:grpc_api_probe (docs/results/streaming/streaming.md, "gRPC's two
 # APIs on P3's pattern") on loopback: every API and mix of ends moves every message there
-# and back, the CSV gets a row per run with the figures, iperf3's rate and the ratio go
+# and back, the CSV gets a row per run with the figures, iperf3's rate, its CPU per GB and the ratios go
 # into the rows with --iperf3_seconds (skipped without iperf3), and a bad --apis is refused.
 # Asserts no timing. Runs from the runfiles tree (bazel test).
 set -uo pipefail
@@ -45,7 +45,7 @@ else
   ok
 fi
 
-case_name="--iperf3_seconds: iperf3 on the same link first, its rate and the ratio in the rows"
+case_name="--iperf3_seconds: iperf3 on the same link first, its rate, its CPU per GB and the ratios in the rows"
 output="$TMP/iperf3.out"
 if ! command -v iperf3 >/dev/null; then
   p3_skip "$case_name" "no iperf3 on PATH"
@@ -62,6 +62,10 @@ assert len(rows) == 1, rows
 r = rows[0]
 assert float(r["iperf3_gbps"]) > 0, r
 assert abs(float(r["ratio"]) - float(r["goodput_gbps"]) / float(r["iperf3_gbps"])) < 1e-6, r
+assert float(r["iperf3_host_cpu_s_per_gb"]) > 0, r
+# The cells carry 6 significant digits.
+want = float(r["host_cpu_s_per_gb"]) / float(r["iperf3_host_cpu_s_per_gb"])
+assert abs(float(r["cpu_ratio_to_iperf3"]) / want - 1) < 1e-4, r
 PY
   then
     fail "no iperf3 figures in the row"
