@@ -144,7 +144,8 @@ absl::Status RunDriver(const char* self) {
   const char* experiments = std::getenv("GRPC_EXPERIMENTS");
   const std::string date = absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", absl::Now(), absl::UTCTimeZone());
   std::map<std::string, std::vector<double>> goodput, cpu, host_cpu, switches, ratio;
-  const std::string size_flag = absl::StrCat("--message_bytes=", absl::GetFlag(FLAGS_message_bytes));
+  const std::string size_flag =
+      absl::StrCat("--message_bytes=", absl::GetFlag(FLAGS_message_bytes));
   const std::string mb_flag = absl::StrCat("--megabytes=", absl::GetFlag(FLAGS_megabytes));
   const std::string iteration_flag =
       absl::StrCat("--iteration_megabytes=", absl::GetFlag(FLAGS_iteration_megabytes));
@@ -169,12 +170,13 @@ absl::Status RunDriver(const char* self) {
       const std::string server_log = absl::StrCat(dir, "/server_", tag, ".log");
       const std::string client_log = absl::StrCat(dir, "/client_", tag, ".log");
       const std::string result = absl::StrCat(dir, "/result_", tag, ".json");
-      P3_ASSIGN_OR_RETURN(const int server_id,
-                          sup->Start(ProcessSpec{.argv = {self, "--role=server", "--api=" + server_api,
-                                                          "--port_file=" + port_file},
-                                                 .log_path = server_log,
-                                                 .ns_path = server_ns,
-                                                 .label = "server"}));
+      P3_ASSIGN_OR_RETURN(
+          const int server_id,
+          sup->Start(ProcessSpec{
+              .argv = {self, "--role=server", "--api=" + server_api, "--port_file=" + port_file},
+              .log_path = server_log,
+              .ns_path = server_ns,
+              .label = "server"}));
       P3_RETURN_IF_ERROR(
           WaitForText(sup.get(), server_id, server_log, "listening on port", absl::Seconds(30)));
       P3_ASSIGN_OR_RETURN(const std::string port, ReadFile(port_file));
@@ -190,7 +192,8 @@ absl::Status RunDriver(const char* self) {
               .ns_path = client_ns,
               .label = "client"}));
       P3_RETURN_IF_ERROR(WaitForExit(sup.get(), client_id, "client", client_log, absl::Minutes(5)));
-      P3_RETURN_IF_ERROR(WaitForExit(sup.get(), server_id, "server", server_log, absl::Seconds(30)));
+      P3_RETURN_IF_ERROR(
+          WaitForExit(sup.get(), server_id, "server", server_log, absl::Seconds(30)));
       P3_ASSIGN_OR_RETURN(const std::string text, ReadFile(result));
       nlohmann::json r = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
       if (r.is_discarded()) return absl::InternalError(absl::StrCat(result, " is not JSON"));

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Smoke test of //tools:grpc_api_probe (docs/results/streaming/streaming.md, "gRPC's two
 # APIs on P3's pattern") on loopback: every API and mix of ends moves every message there
-# and back, the CSV gets a row per run with the figures, iperf3's rate, its CPU per GB and the ratios go
-# into the rows with --iperf3_seconds (skipped without iperf3), and a bad --apis is refused.
+# and back, the CSV gets a row per run with the figures, iperf3's rate, its CPU per GB and the
+# ratios go into the rows with --iperf3_seconds (skipped without iperf3), and a bad --apis is
+# refused.
 # Asserts no timing. Runs from the runfiles tree (bazel test).
 set -uo pipefail
 
@@ -45,7 +46,7 @@ else
   ok
 fi
 
-case_name="--iperf3_seconds: iperf3 on the same link first, its rate, its CPU per GB and the ratios in the rows"
+case_name="--iperf3_seconds: iperf3 first on the same link; its rate, CPU per GB, ratios in rows"
 output="$TMP/iperf3.out"
 if ! command -v iperf3 >/dev/null; then
   p3_skip "$case_name" "no iperf3 on PATH"
