@@ -21,7 +21,7 @@ reported as such, never skipped silently):
      against one stage
   e  the data path: bench_streaming on loopback, through shared memory, and on loopback
      as 3 streams (3 servers) against one, goodput; gRPC alone on P3's pattern on its two
-     APIs (grpc_api_probe)
+     APIs (grpc_api_probe) in SCHED_BATCH, beside iperf3 and P3's loopback run
 
 CSV columns: section,item,measured,target,verdict,detail (verdict: pass, fail, report).
 """
@@ -58,6 +58,7 @@ class Check:
         self.md = []
         self.bin = os.path.abspath(args.bin)
         self.started = time.time()
+        self.p3_loopback = None  # bench_streaming's loopback result (section e), if it ran
 
     def binary(self, path):
         return os.path.join(self.bin, path)
@@ -322,6 +323,7 @@ output_dir: "{os.path.join(self.out, "runs", name)}"
                               f"{r['goodput_to_memcpy']:.2f}")
             if name == "loopback":
                 one_stream = r
+                self.p3_loopback = r
             elif r.get("servers", 1) > 1 and one_stream is not None:
                 detail.append(f"÷ one stream: goodput "
                               f"{r['goodput_up_gbps'] / one_stream['goodput_up_gbps']:.2f}, "
@@ -335,28 +337,46 @@ output_dir: "{os.path.join(self.out, "runs", name)}"
         ends on its callback API (tools/grpc_api_probe; on 2 cores the callback API moved
         1.22 times as much there, 1.07 with every thread in SCHED_BATCH, and P3's worker
         did not gain from it: docs/results/streaming/streaming.md, "gRPC's two APIs on
-        P3's pattern"): whether 16 cores and gRPC's 8 callback threads change that."""
+        P3's pattern"): whether 16 cores and gRPC's 8 callback threads change that. Every
+        thread in SCHED_BATCH where chrt exists, as P3's communication threads run; iperf3
+        first in each round where the machine has it, and the loopback run of P3 above
+        set beside gRPC alone: on 2 cores side by side P3 moved 0.72 - 0.81 of gRPC alone on
+        loopback and gRPC alone 0.55 - 0.64 of iperf3, short of issue 35's 0.6 (streaming.md,
+        "P3 beside gRPC alone at every message size")."""
         a = self.args
         table = os.path.join(self.logs, "e_grpc_apis.csv")
         if os.path.exists(table):
             os.remove(table)
-        ok, _ = self.run("e_grpc_apis", [self.binary("tools/grpc_api_probe"), "--runs=3",
-                                         f"--megabytes={200 if a.quick else 2000}",
-                                         "--apis=sync,callback", f"--csv={table}",
-                                         f"--out_dir={os.path.join(self.out, 'runs', 'grpc_apis')}"],
-                         a.timeout)
+        batch = ["chrt", "-b", "0"] if shutil.which("chrt") else []
+        ok, _ = self.run("e_grpc_apis", batch + [
+            self.binary("tools/grpc_api_probe"), "--runs=3",
+            f"--megabytes={200 if a.quick else 2000}", "--apis=sync,callback",
+            f"--csv={table}", f"--out_dir={os.path.join(self.out, 'runs', 'grpc_apis')}"]
+            + iperf3_flags(), a.timeout)
         if not ok:
             self.row("e", "gRPC alone on P3's pattern, loopback", "-", "-", "fail",
                      "grpc_api_probe failed")
             return
         runs = list(csv.DictReader(open(table)))
-        median = {(api, key): statistics.median(float(r[key]) for r in runs if r["api"] == api)
-                  for api in ("sync", "callback") for key in ("goodput_gbps", "cpu_s_per_gb")}
+
+        def median(api, key):
+            values = [float(r[key]) for r in runs if r["api"] == api and r.get(key)]
+            return statistics.median(values) if values else None
+        p3 = self.p3_loopback
         for api in ("sync", "callback"):
+            goodput = median(api, "goodput_gbps")
+            detail = [f"{median(api, 'cpu_s_per_gb'):.2f} CPU s/GB (both processes)"]
+            if median(api, "ratio") is not None:
+                detail.append(f"goodput ÷ iperf3 {median(api, 'ratio'):.2f}")
+            if median(api, "cpu_ratio_to_iperf3") is not None:
+                detail.append("host CPU per GB ÷ iperf3's "
+                              f"{median(api, 'cpu_ratio_to_iperf3'):.2f}")
+            if p3 is not None:
+                detail.append(f"P3's loopback run ÷ this: goodput "
+                              f"{p3['goodput_up_gbps'] / goodput:.2f}")
+            detail.append("in SCHED_BATCH" if batch else "chrt missing: the default policy")
             self.row("e", f"gRPC alone on P3's pattern, loopback, {api} API (Gbit/s each way)",
-                     f"{median[api, 'goodput_gbps']:.2f}", "-", "report",
-                     f"{median[api, 'cpu_s_per_gb']:.2f} CPU s/GB (both processes), "
-                     f"median of 3 runs")
+                     f"{goodput:.2f}", "-", "report", "; ".join(detail) + "; median of 3 runs")
 
     def write(self):
         with open(os.path.join(self.out, "check.csv"), "w", newline="") as f:
