@@ -480,7 +480,7 @@ absl::StatusOr<nlohmann::json> Run() {
     // Per GB of payload across the link as for us: iperf3's bytes go one way only.
     const double gb = iperf3->bytes / 1e9;
     const double iperf3_busy_s = TicksToSeconds(iperf3->host.busy_ticks);
-    const double iperf3_host_per_gb = iperf3_busy_s / gb;
+    const double iperf3_host_per_gb = iperf3->host_cpu_s_per_gb();
     result["iperf3_gbps"] = iperf3->gbps;
     result["ratio"] = goodput / iperf3->gbps;
     result["iperf3_bytes"] = iperf3->bytes;
@@ -493,7 +493,7 @@ absl::StatusOr<nlohmann::json> Run() {
     result["iperf3_cpu_s_per_gb"] =
         (iperf3->sender_cpu_percent + iperf3->receiver_cpu_percent) / 100 * iperf3->seconds / gb;
     // No ratio where the host's counters did not move in iperf3's run (1/100 s ticks).
-    if (iperf3_busy_s > 0) {
+    if (iperf3_host_per_gb > 0) {
       result["cpu_ratio_to_iperf3"] = host_busy_s / gb_moved / iperf3_host_per_gb;
     }
   }
@@ -508,12 +508,15 @@ absl::StatusOr<nlohmann::json> Run() {
     result["iperf3_bidir_bytes"] = iperf3_bidir->total_bytes();
     result["iperf3_bidir_host_busy_s"] = busy_s;
     result["iperf3_bidir_softirq_s"] = TicksToSeconds(iperf3_bidir->host.softirq_ticks);
-    result["iperf3_bidir_host_cpu_s_per_gb"] = busy_s / gb;
+    result["iperf3_bidir_host_cpu_s_per_gb"] = iperf3_bidir->host_cpu_s_per_gb();
     result["iperf3_bidir_cpu_s_per_gb"] =
         (iperf3_bidir->sender_cpu_percent + iperf3_bidir->receiver_cpu_percent) / 100 *
         iperf3_bidir->seconds / gb;
     result["ratio_to_iperf3_bidir"] = goodput / bidir_gbps;
-    if (busy_s > 0) result["cpu_ratio_to_iperf3_bidir"] = host_busy_s / gb_moved / (busy_s / gb);
+    if (busy_s > 0) {
+      result["cpu_ratio_to_iperf3_bidir"] =
+          host_busy_s / gb_moved / iperf3_bidir->host_cpu_s_per_gb();
+    }
   }
   if (copy.has_value()) {
     result["memcpy_bytes"] = memcpy_bytes;

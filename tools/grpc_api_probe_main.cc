@@ -205,11 +205,10 @@ absl::Status RunDriver(const char* self) {
       if (iperf3.has_value()) {
         r["iperf3_gbps"] = iperf3->gbps;
         r["ratio"] = r["goodput_gbps"].get<double>() / iperf3->gbps;
-        // As bench_streaming: the host's busy seconds over iperf3's run per GB it moved one
-        // way, against ours per GB across both directions; none where no tick moved.
-        const double iperf3_busy_s = TicksToSeconds(iperf3->host.busy_ticks);
-        if (iperf3->bytes > 0 && iperf3_busy_s > 0) {
-          const double per_gb = iperf3_busy_s / (static_cast<double>(iperf3->bytes) / 1e9);
+        // As bench_streaming: iperf3's per GB it moved one way, against ours per GB across
+        // both directions; none where no tick moved.
+        const double per_gb = iperf3->host_cpu_s_per_gb();
+        if (per_gb > 0) {
           r["iperf3_host_cpu_s_per_gb"] = per_gb;
           r["cpu_ratio_to_iperf3"] = r["host_cpu_s_per_gb"].get<double>() / per_gb;
         }

@@ -27,6 +27,12 @@ double TicksToSeconds(int64_t ticks) {
   return static_cast<double>(ticks) / static_cast<double>(sysconf(_SC_CLK_TCK));
 }
 
+double Iperf3Result::host_cpu_s_per_gb() const {
+  const double busy_s = TicksToSeconds(host.busy_ticks);
+  const int64_t moved = total_bytes();
+  return busy_s > 0 && moved > 0 ? busy_s / (static_cast<double>(moved) / 1e9) : 0;
+}
+
 absl::StatusOr<HostCpu> ReadHostCpu() {
   std::ifstream in("/proc/stat");
   std::string cpu;

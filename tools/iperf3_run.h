@@ -76,6 +76,10 @@ struct Iperf3Result {
 
   // Payload received, both directions (bytes + reverse_bytes; bytes alone one-way).
   int64_t total_bytes() const { return bytes + reverse_bytes; }
+  // The host's busy seconds over the run per GB of total_bytes(): iperf3's cost against
+  // which bench_streaming and grpc_api_probe set theirs. 0 where no tick moved or no byte
+  // arrived.
+  double host_cpu_s_per_gb() const;
 };
 
 // The figures of iperf3's -J report `json` (its client's), one direction or, with

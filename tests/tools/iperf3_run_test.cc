@@ -1,7 +1,10 @@
 // ParseIperf3Report on iperf3 3.12's own -J reports (testdata/: a 1 s run on loopback,
 // one way and --bidir, recorded with `iperf3 -c 127.0.0.1 -t 1 -J [--bidir]`), and on
-// reports it must refuse. Running iperf3 itself is bench_streaming_test's.
+// reports it must refuse; an Iperf3Result's host CPU per GB. Running iperf3 itself is
+// bench_streaming_test's.
 #include "tools/iperf3_run.h"
+
+#include <unistd.h>
 
 #include <catch2/catch.hpp>
 #include <string>
@@ -85,6 +88,21 @@ CATCH_TEST_CASE("reports with no bytes, an error instead of figures, or no JSON 
           R"({"start": {}, "intervals": [], "end": {}, "error": "unable to connect"})", false)
           .ok());
   CATCH_CHECK_FALSE(ParseIperf3Report("iperf3: error - unable to connect", false).ok());
+}
+
+CATCH_TEST_CASE("host CPU per GB: busy seconds over both directions' bytes, 0 without a tick") {
+  Iperf3Result r;
+  r.bytes = 2'000'000'000;
+  r.reverse_bytes = 2'000'000'000;
+  r.host.busy_ticks = 2 * sysconf(_SC_CLK_TCK);  // 2 s of the host's CPU
+  CATCH_CHECK(r.host_cpu_s_per_gb() == Approx(0.5));
+  r.reverse_bytes = 0;  // one way
+  CATCH_CHECK(r.host_cpu_s_per_gb() == Approx(1.0));
+  r.host.busy_ticks = 0;
+  CATCH_CHECK(r.host_cpu_s_per_gb() == 0);
+  r.host.busy_ticks = 100;
+  r.bytes = 0;
+  CATCH_CHECK(r.host_cpu_s_per_gb() == 0);
 }
 
 }  // namespace

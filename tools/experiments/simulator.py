@@ -183,7 +183,8 @@ def trial_set(args, pts, set_name, cal, cal_set, path):
 def validate(out="", override=None):
     """Predicts every point and writes simulator_validation.csv and simulator.md's table,
     or only the CSV `out` (a what-if). override: calibration fields that replace every
-    set's (a what-if; with `out` only)."""
+    set's, or a function of (calibration set, its fields) that returns the fields to
+    replace in that set's (a what-if; with `out` only)."""
     if override and not out:
         sys.exit("validate: a calibration override is a what-if: give --out too")
     overridden = {}
@@ -198,12 +199,15 @@ def validate(out="", override=None):
         write_table(rows)
 
 
-def overridden_file(cal, override, overridden):
-    """A temporary copy of calibration file `cal` with the fields of `override` replaced,
-    made once and kept in `overridden` (cal: its path)."""
+def overridden_file(cal_set, override, overridden):
+    """A temporary copy of calibration set `cal_set`'s file with the fields of `override`
+    replaced (override: the fields, or a function of the set and its fields that returns
+    them), made once and kept in `overridden` under the file's path."""
+    cal = cal_set["file"]
     if cal not in overridden:
         with open(os.path.join(paths.ROOT, cal)) as f:
-            fields = dict(json.load(f), **override)
+            fields = json.load(f)
+        fields.update(override(cal_set, fields) if callable(override) else override)
         with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
             json.dump(fields, f)
         overridden[cal] = f.name
@@ -218,7 +222,7 @@ def predict_all(override, overridden):
     rows = []
     for p in pts:
         cal_set = sp.calibration_of(p["set"])
-        cal = overridden_file(cal_set["file"], override, overridden) if override \
+        cal = overridden_file(cal_set, override, overridden) if override \
             else cal_set["file"]
         key = (p["set"], p["model"])
         if key not in scales:

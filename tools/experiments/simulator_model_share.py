@@ -15,8 +15,8 @@ cpu_s over the GB crossing) less copy 1 (half a memcpy of every byte crossing: t
 gradients are half the bytes; memcpy's CPU per GB from the CSV's shared-memory runs, else
 from simulator_calibration.SHM_STREAMING's); the CPU costs of communication
 (simulator.CPU_COST_FIELDS) are multiplied by 1 - model ÷ (loopback CPU per GB less the
-update). The per-message fit is not redone. Every point predicted as `validate` does;
-nothing committed is changed.
+update), through `simulator.validate`'s override. The per-message fit is not redone.
+Nothing committed is changed.
 
   /usr/bin/python3 tools/experiments/simulator_model_share.py \\
       --out=docs/results/simulator/simulator_validation_model_share_whatif_issue36.csv
@@ -25,17 +25,14 @@ nothing committed is changed.
       --after=docs/results/simulator/simulator_validation_model_share_whatif_issue36.csv
 """
 import argparse
-import json
 import os
 import statistics
 import sys
-import tempfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 from results_lib import csv_io, paths  # noqa: E402
 import simulator  # noqa: E402
 import simulator_calibration as calibration  # noqa: E402
-import simulator_noise  # noqa: E402
 import simulator_points as sp  # noqa: E402
 
 
@@ -67,35 +64,16 @@ def main():
         float(r["memcpy_cpu_s_per_gb"])
         for r in csv_io.read_rows(sp.results(calibration.SHM_STREAMING))
         if r.get("memcpy_cpu_s_per_gb"))
-    original = sp.calibration_of
-    written = {}
 
-    def less_model(set_name):
-        s = original(set_name)
-        if s["file"] not in written:
-            with open(os.path.join(paths.ROOT, s["file"])) as f:
-                cal = json.load(f)
-            factor, model, cpu = model_share(
-                csv_io.read_rows(os.path.join(paths.ROOT, s["streaming"])), update,
-                default_memcpy)
-            cal.update({n: cal[n] * factor for n in simulator.CPU_COST_FIELDS})
-            fd, path = tempfile.mkstemp(suffix=".json")
-            with os.fdopen(fd, "w") as f:
-                json.dump(cal, f)
-            written[s["file"]] = path
-            print(f"{s['file']}: the model {model:.3f} of {cpu:.3f} s per GB crossing: "
-                  f"CPU costs of communication x {factor:.3f}", file=sys.stderr, flush=True)
-        return dict(s, file=written[s["file"]])
+    def less_model(cal_set, fields):
+        factor, model, cpu = model_share(
+            csv_io.read_rows(os.path.join(paths.ROOT, cal_set["streaming"])), update,
+            default_memcpy)
+        print(f"{cal_set['file']}: the model {model:.3f} of {cpu:.3f} s per GB crossing: "
+              f"CPU costs of communication x {factor:.3f}", file=sys.stderr, flush=True)
+        return {n: fields[n] * factor for n in simulator.CPU_COST_FIELDS}
 
-    sp.calibration_of = less_model
-    try:
-        rows = simulator.predict_all(None, {})
-    finally:
-        sp.calibration_of = original
-        for path in written.values():
-            os.unlink(path)
-    simulator.score_rows(rows, simulator_noise.point_runs())
-    csv_io.write_rows(a.out, rows)
+    simulator.validate(out=a.out, override=less_model)
 
 
 if __name__ == "__main__":

@@ -20,12 +20,11 @@ and size, medians (min - max) over the rounds:
 """
 import argparse
 import os
-import statistics
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 from results_lib import csv_io, raw_csv  # noqa: E402
-from streaming_model_share import per_run  # noqa: E402
+from streaming_model_share import cell, per_run  # noqa: E402
 from streaming_shared_memory import is_shared  # noqa: E402
 
 
@@ -68,13 +67,6 @@ def figures(p3, grpc):
         "grpc_cpu": f(grpc, "cpu_ratio_to_iperf3"),
         "iperf3": f(p3, "iperf3_gbps"),
     }
-
-
-def cell(values, f=".2f"):
-    values = [v for v in values if v is not None]
-    if not values:
-        return "–"
-    return f"{statistics.median(values):{f}} ({min(values):{f}} – {max(values):{f}})"
 
 
 def table(p3_rows, grpc_rows):

@@ -36,6 +36,14 @@ def per_run(row):
     return host, model, (host - model) / float(row["iperf3_host_cpu_s_per_gb"])
 
 
+def cell(values, f=".2f"):
+    """'median (min – max)' of the values given (None left out); '–' where none are."""
+    values = [v for v in values if v is not None]
+    if not values:
+        return "–"
+    return f"{statistics.median(values):{f}} ({min(values):{f}} – {max(values):{f}})"
+
+
 def table(rows):
     groups = {}
     for r in rows:
@@ -45,9 +53,6 @@ def table(rows):
             key = (float(r["rate_gbps"]), slices, path_of(r))
             groups.setdefault(key, []).append((v, float(r["cpu_ratio_to_iperf3"])))
 
-    def cell(values, f=".2f"):
-        return (f"{statistics.median(values):{f}} "
-                f"({min(values):{f}} – {max(values):{f}})")
     lines = ["| link | slices of | host CPU s per GB | of it the model's training thread | "
              "p3 ÷ iperf3 host CPU, all in | **the rest ÷ iperf3's** | runs |",
              "|---|---:|---:|---:|---:|---:|---:|"]

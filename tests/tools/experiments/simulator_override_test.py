@@ -72,6 +72,17 @@ class ValidateOverrideTest(unittest.TestCase):
             self.assertEqual(json.load(f)["shaped_s_per_byte_at_1g"], 3e-10)
         self.assertEqual([path for path, _ in written], ["/tmp/whatif.csv"])
 
+    def test_a_function_override_changes_each_sets_fields_from_that_set_once(self):
+        calls = []
+
+        def halve(cal_set, fields):
+            calls.append(cal_set["file"])
+            return {"send_s_per_byte": fields["send_s_per_byte"] / 2}
+        seen, _ = self.validate(halve, "/tmp/whatif.csv")
+        self.assertEqual([c["send_s_per_byte"] for _, c in seen], [0.5e-10, 1e-10, 0.5e-10])
+        self.assertTrue(all(c["shaped_s_per_byte_at_1g"] == 3e-10 for _, c in seen))
+        self.assertEqual(calls, [self.cals["a"], self.cals["b"]])  # once per set's file
+
     def test_without_an_override_the_sets_files_are_read_as_they_are(self):
         seen, _ = self.validate(None, "/tmp/whatif.csv")
         self.assertEqual([path for path, _ in seen],
