@@ -180,16 +180,17 @@ def trial_set(args, pts, set_name, cal, cal_set, path):
               f"{r['samples_per_second'] / p['measured']:.3f}", flush=True)
 
 
-def validate(out="", override=None):
+def validate(out="", override=None, systems=()):
     """Predicts every point and writes simulator_validation.csv and simulator.md's table,
     or only the CSV `out` (a what-if). override: calibration fields that replace every
-    set's, or a function of (calibration set, its fields) that returns the fields to
-    replace in that set's (a what-if; with `out` only)."""
-    if override and not out:
+    set's, or a function of (calibration set, its fields, the point) that returns the
+    fields to replace for that point (a what-if; with `out` only). systems: predict only
+    the points of these systems (a what-if of their fields alone; with `out` only)."""
+    if (override or systems) and not out:
         sys.exit("validate: a calibration override is a what-if: give --out too")
     overridden = {}
     try:
-        rows = predict_all(override, overridden)
+        rows = predict_all(override, overridden, systems)
     finally:
         for path in overridden.values():
             os.unlink(path)
@@ -199,30 +200,35 @@ def validate(out="", override=None):
         write_table(rows)
 
 
-def overridden_file(cal_set, override, overridden):
+def overridden_file(cal_set, override, overridden, point):
     """A temporary copy of calibration set `cal_set`'s file with the fields of `override`
-    replaced (override: the fields, or a function of the set and its fields that returns
-    them), made once and kept in `overridden` under the file's path."""
+    replaced (override: the fields, or a function of the set, its fields and the point
+    that returns them), made once per file and replacement and kept in `overridden`."""
     cal = cal_set["file"]
-    if cal not in overridden:
-        with open(os.path.join(paths.ROOT, cal)) as f:
-            fields = json.load(f)
-        fields.update(override(cal_set, fields) if callable(override) else override)
+    with open(os.path.join(paths.ROOT, cal)) as f:
+        fields = json.load(f)
+    update = override(cal_set, fields, point) if callable(override) else override
+    key = (cal, json.dumps(update, sort_keys=True))
+    if key not in overridden:
+        fields.update(update)
         with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
             json.dump(fields, f)
-        overridden[cal] = f.name
-    return overridden[cal]
+        overridden[key] = f.name
+    return overridden[key]
 
 
-def predict_all(override, overridden):
-    """Every point's validation row (validate); with `override`, each calibration file
-    read once, the fields replaced, into a temporary file named in `overridden`."""
+def predict_all(override, overridden, systems=()):
+    """Every point's validation row (validate), or those of `systems`; with `override`, a
+    calibration file per set and replacement, into a temporary file named in
+    `overridden`."""
     pts = sp.points()
     scales = {}
     rows = []
     for p in pts:
+        if systems and p["system"] not in systems:
+            continue
         cal_set = sp.calibration_of(p["set"])
-        cal = overridden_file(cal_set, override, overridden) if override \
+        cal = overridden_file(cal_set, override, overridden, p) if override \
             else cal_set["file"]
         key = (p["set"], p["model"])
         if key not in scales:

@@ -19,60 +19,40 @@ compute_scale. Used by tools/experiments/simulator.py (`calibrate`, and every pr
     (per_message_from_two_sizes; m kept within [0, what leaves b at 0]). Only the
     writer's gap is then left to the grid, on the goodput at both sizes' rates. A set
     whose SETS entry names a "second_size" CSV takes that CSV's second size instead (a
-    sitting of the same data path on the same VM). Any other set keeps the one-size fit;
+    sitting of the same data path on the same VM). A set with one size takes the
+    per-message cost of ONE_SIZE_PER_MESSAGE_SET's joint fit (its own cannot be told from
+    its per-byte cost) and fits only the writer's gap on the grid;
   * gloo's ring costs (the DDP peer; nothing like the streaming benchmark exists for
     it): the defaults of p3/sim/simulator.h times one factor, fitted so that ResNet-50's
     DDP point at unlimited bandwidth of the interleaved session (the most CPU-bound DDP
     point) is met; the same factor in every calibration (the peer did not change);
   * compute_scale per model and session: the `local` point of the same session (the
     machine's speed moves by up to 30 % between sessions), fitted: not a validation point;
-  * shared_host_compute_speed: how fast one process computes while another runs on the
-    other core, against alone: half the throughput of two single-thread ResNet-50 runs
-    side by side over one run alone (pipeline/pipeline_contention.csv, median of the
-    ResNet-50 pairs). No point of the validation enters it;
+  * shared_host_compute_speed: half of two single-thread ResNet-50 runs side by side over
+    one alone (pipeline/pipeline_contention.csv). No point of the validation enters it;
   * preempt_s: the computation's CPU lost per preemption by a thread waking on its core
     1,000 times a second (simulator/preemption_cost.csv, simulator_preemption_cost.py;
     no validation point). A set whose sitting ran that script (SETS' "preemption")
     takes its own, and its own comm_interference: both differ between VMs;
-  * shaped_bytes_per_wake: 0 (off); `calibrate --wake_per_bytes` (a what-if that lost
-    hits) writes a thread's bytes per wake-up on a shaped link (WAKEUPS_SHAPED);
-  * shaped_stream_s_per_byte and shaped_stream_wakes_per_byte: what a byte on a shaped
-    link costs more, and how many more wake-ups, when other streams share the link in its
-    direction (3 + 3, separate placement), measured with no computation by
-    streaming_streams.py with 1 - 3 servers on one link (STREAMS_PER_LINK,
-    simulator_link_inputs.py); the same in every set. No validation point enters them.
-    shaped_stream_turns_{s,wakes}_per_byte: 0, unless `calibrate --stream_turns` (a
-    what-if: the charge split into side by side and writers taking turns at credit 0);
+  * shaped_bytes_per_wake: 0 (off), unless `calibrate --wake_per_bytes` (a what-if);
+  * shaped_stream_{s,wakes}_per_byte: a byte's extra on a shaped link shared with other
+    streams (STREAMS_PER_LINK, simulator_link_inputs.py); shaped_stream_turns_*: 0,
+    unless `calibrate --stream_turns` (a what-if);
   * comm_interference: the computation's CPU lost per core-second of communication on
-    its host, from the same CSV: a core copying 8 MB buffers without pause beside the
-    computation (no preemption), its extra core-seconds over the copier's, median of the
-    rounds, less the 1 / shared_host_compute_speed - 1 the model already charges a
-    computation sharing busy cores. No point of the validation enters it;
+    its host (preemption_cost.csv's copier on the other core), less what
+    shared_host_compute_speed already charges. No point of the validation enters it;
   * update_s_per_byte: the server's aggregation and optimizer per byte of parameters and
     worker, from the server hot-loop benchmark (server_hot_loop/*.csv) of the binaries the
     validated sets ran. The streaming benchmark's server runs the optimizer too (plain SGD,
-    one worker), so its measured CPU per GB holds one update: the per-byte costs of
-    sending and receiving are what is left once that update, as `perf` measured it in the
-    streaming run (streaming/cpu_breakdown_2026-12-04.csv), is taken off, and the
-    streaming run is simulated with that update cost for the fit of the per-message costs
-    (issue 36: the update was counted twice);
+    one worker): the per-byte costs of sending and receiving are its CPU per GB less
+    that update as `perf` measured it (STREAMING_BREAKDOWN; issue 36: it was counted twice);
   * shm_s_per_byte: the shared-memory path's copy per byte, from the streaming
-    benchmark's shared-memory runs (bench_streaming.py --shared_memory: one worker and
-    one server colocated) — the sitting's own where its streaming CSV has them, else
-    SHM_STREAMING's — less the streaming run's own update and the per-message cost the
-    simulator charges on both sides of each message, so that the simulated shared-memory
-    run uses the measured CPU per GB (at least 0). No validation point enters it;
-  * ring_link_share: the share of a shaped link's rate that gloo's ring reaches, per rate,
-    from tools/experiments/ring_streaming.py (two gloo ranks all-reducing one DDP bucket,
-    25 MB, again and again on bench_throughput's emulated links, nothing else in those
-    processes): the median over the runs of RING_STREAMING's sittings at each rate (a run:
-    the median of its all-reduces). Four sittings on one VM, two under other agents' load
-    (it took up to 9 % off iperf3 itself at 5 Gbit/s); every set takes them (no other
-    exists). No validation point enters it;
-  * ring_link_share_beside_compute: the same with a single-thread computation beside the
-    all-reduces in each rank (--beside_compute; the last two sittings), the share the model
-    gives a ring step that starts while a computation runs at either end (DDP's buckets
-    beside backward);
+    benchmark's shared-memory runs (the sitting's own, else SHM_STREAMING's), less its
+    update and the per-message cost on both sides (shm_s_per_byte below);
+  * ring_link_share (and _beside_compute: a single-thread computation beside in each
+    rank): the share of a shaped link's rate that gloo's ring reaches, per rate, from
+    tools/experiments/ring_streaming.py, the median over RING_STREAMING's sittings' runs;
+    every set takes them. No validation point enters them (docs/simulator.md, "Calibration");
   * kernel_buffer_bytes: the payload a full send buffer of p3's connections across the
     shaped links held, sampled with `ss` during cluster runs (socket_buffers.py; Linux
     autotunes it to net.ipv4.tcp_wmem's maximum, 4 MiB here). No validation point enters it.
@@ -99,6 +79,10 @@ PREEMPT_CONDITION = "same:1000:0"
 # communication beside a computation costs it.
 INTERFERENCE_CONDITION = "other:8388608"
 PER_MESSAGE_S = (5e-6, 10e-6, 20e-6, 40e-6)  # the grid of the streaming fit
+# The per-message cost of a set whose streaming runs have one slice size: that of the
+# oldest data path measured at two (b64bf48, 11.3 µs), since one size cannot tell it from
+# the per-byte cost (the grid fit put such sets at its ends, 5 or 40 µs).
+ONE_SIZE_PER_MESSAGE_SET = "auto-2026-12-05"
 WRITE_GAP_S = (0.0, 30e-6, 60e-6, 120e-6, 200e-6)
 RATES = (1.0, 2.5, 5.0, 0.0)
 # The server hot-loop run whose build the validated sets ran: `old` (a gradient copied
@@ -412,13 +396,14 @@ def per_byte_less_messages(cal, per_message):
                 recv_s_per_byte=cal["recv_s_per_byte"] - per_byte, per_message_s=per_message)
 
 
-def fit_messages(name, cal, measured, streaming_update):
-    """(per_message_s, write_gap_s, send_s_per_byte) of the grid whose simulated streaming
-    goodput is closest to the measured one (rms log error over RATES); the streaming run
-    simulated with its own update (streaming_update, CPU s per GB crossing) and with the
-    per-byte costs less each per-message cost, so that its CPU per GB stays the measured."""
+def fit_messages(name, cal, measured, streaming_update, per_messages=PER_MESSAGE_S):
+    """(per_message_s, write_gap_s, send_s_per_byte) of the grid (per_messages x
+    WRITE_GAP_S) whose simulated streaming goodput is closest to the measured one (rms log
+    error over RATES); the streaming run simulated with its own update (streaming_update,
+    CPU s per GB crossing) and with the per-byte costs less each per-message cost, so that
+    its CPU per GB stays the measured."""
     best = None
-    for per_message in PER_MESSAGE_S:
+    for per_message in per_messages:
         for gap in WRITE_GAP_S:
             trial = dict(per_byte_less_messages(cal, per_message), write_gap_s=gap,
                          update_s_per_byte=streaming_update_s_per_byte(streaming_update))
@@ -444,6 +429,15 @@ def per_message_from_two_sizes(cpu_small, cpu_large, params_large, streaming_upd
     m = (cpu_small - cpu_large) * 1e-9 / (2 * (1 / small - 1 / large))
     m = min(max(m, 0.0), comm / 2 * small)
     return m, comm / 2 - m / small
+
+
+def one_size_per_message(streaming_update, root=None):
+    """per_message_s of ONE_SIZE_PER_MESSAGE_SET's joint fit at its two slice sizes."""
+    s = sp.SETS[ONE_SIZE_PER_MESSAGE_SET]
+    second, m2 = second_size_runs(s, root)
+    m = streaming_measured(os.path.join(root or paths.ROOT, s["streaming"]))
+    return per_message_from_two_sizes(m[0.0]["cpu_s_per_gb"], m2[0.0]["cpu_s_per_gb"], second,
+                                      streaming_update)[0]
 
 
 def fit_messages_two_sizes(name, cal, measured, second, measured2, streaming_update):
@@ -535,6 +529,9 @@ def calibrate(only="", wake_per_bytes=False, stream_turns=False):
     streaming_update = streaming_update_s_per_gb()
     print(f"the streaming run's own update: {streaming_update:.4f} s per GB crossing "
           f"({STREAMING_BREAKDOWN}, {STREAMING_BREAKDOWN_LABEL})")
+    one_size = one_size_per_message(streaming_update)
+    print(f"per_message_s of the sets with one slice size: {one_size * 1e6:.2f} us "
+          f"({ONE_SIZE_PER_MESSAGE_SET}'s two sizes)")
     for name, s in sp.SETS.items():
         if only and name not in names:
             if first and name == "current":
@@ -563,7 +560,10 @@ def calibrate(only="", wake_per_bytes=False, stream_turns=False):
                                f"(medians of {m2[0.0]['runs']} loopback runs"
                                f"{', ' + s['second_size'] if 'second_size' in s else ''})")
         else:
-            per_message, gap, per_byte = fit_messages(name, cal, m, streaming_update)
+            per_message, gap, per_byte = fit_messages(name, cal, m, streaming_update,
+                                                      (one_size,))
+            cal["_source"] += (f"; per_message_s {one_size * 1e6:.2f} us, "
+                               f"{ONE_SIZE_PER_MESSAGE_SET}'s (one slice size here)")
         cal.update(per_message_s=per_message, write_gap_s=gap, send_s_per_byte=per_byte,
                    recv_s_per_byte=per_byte)
         shm = shm_measured(os.path.join(paths.ROOT, s["streaming"]))

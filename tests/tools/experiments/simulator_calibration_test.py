@@ -1,6 +1,7 @@
 """The calibration's per-message cost from two slice sizes (simulator_calibration.py,
 issue 36): streaming rows made from known per-message and per-byte costs at two slice
-sizes give those costs back; a streaming CSV with one size keeps the single-size fit."""
+sizes give those costs back; a streaming CSV with one size takes the reference set's
+per-message cost and fits only the writer's gap."""
 import json
 import os
 import tempfile
@@ -172,6 +173,32 @@ class TwoSizeFitTest(unittest.TestCase):
         self.assertEqual(len(asked), len(cal.WRITE_GAP_S) * 6)
         self.assertEqual({n for _, n, _ in asked}, {40000, 640000})
         self.assertTrue(all(abs(x - m) < 1e-15 for _, _, x in asked))
+
+    def test_one_size_takes_the_reference_sets_per_message_and_fits_only_the_gap(self):
+        with tempfile.TemporaryDirectory() as d:
+            write_rows(os.path.join(d, "two.csv"), (40000, 640000), per_message=11e-6)
+            with mock.patch.dict(cal.sp.SETS, {cal.ONE_SIZE_PER_MESSAGE_SET:
+                                               {"streaming": "two.csv"}}):
+                one_size = cal.one_size_per_message(UPDATE, root=d)
+        self.assertAlmostEqual(one_size * 1e6, 11.0)
+        measured = {r: {"goodput": 4.0, "cpu_s_per_gb": cpu_s_per_gb(11e-6, 0.3e-9, 40000)}
+                    for r in cal.RATES}
+        asked = []
+
+        def simulated(path, rate, n=cal.STREAMING_SLICE_PARAMS):
+            with open(path) as f:
+                c = json.load(f)
+            asked.append(c["per_message_s"])
+            return 4.0 * (1 + 120e-6) / (1 + c["write_gap_s"])
+        base = {"send_s_per_byte": (measured[0.0]["cpu_s_per_gb"] - UPDATE) / 2 * 1e-9}
+        base["recv_s_per_byte"] = base["send_s_per_byte"]
+        with mock.patch.object(cal, "simulate_streaming", simulated):
+            m, gap, b = cal.fit_messages("x", base, measured, UPDATE, (one_size,))
+        # The per-byte cost is what is left of the one size's CPU: the costs it was made of.
+        self.assertEqual((m, gap), (one_size, 120e-6))
+        self.assertAlmostEqual(b * 1e9, 0.3)
+        self.assertEqual(set(asked), {one_size})  # no other per-message cost was tried
+        self.assertEqual(len(asked), len(cal.WRITE_GAP_S) * len(cal.RATES))
 
     def test_the_what_if_applies_another_sittings_difference_to_the_sets_own_cpu(self):
         # simulator_two_sizes.py: the set's own 40,000 CPU, 640,000's from the difference.

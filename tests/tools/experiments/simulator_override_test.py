@@ -33,7 +33,7 @@ class ValidateOverrideTest(unittest.TestCase):
     def tearDown(self):
         self.dir.cleanup()
 
-    def validate(self, override, out, fail_at=None):
+    def validate(self, override, out, fail_at=None, systems=(), points=None):
         seen, written = self.seen, []
         seen.clear()
 
@@ -45,7 +45,8 @@ class ValidateOverrideTest(unittest.TestCase):
             return {"samples_per_second": 11.0,
                     "workers": [{"compute_s": 0.1, "exposed_comm_s": 0.0, "idle_s": 0.0}]}
 
-        points = [dict(POINT, set="a"), dict(POINT, set="b"), dict(POINT, set="a", bandwidth=2.5)]
+        points = points or [dict(POINT, set="a"), dict(POINT, set="b"),
+                            dict(POINT, set="a", bandwidth=2.5)]
         with mock.patch.object(sp, "points", lambda: points), \
                 mock.patch.object(sp, "calibration_of",
                                   lambda s: {"file": self.cals[s], "extra": {}}), \
@@ -57,7 +58,7 @@ class ValidateOverrideTest(unittest.TestCase):
                 mock.patch.object(simulator.csv_io, "write_rows",
                                   lambda path, rows: written.append((path, rows))), \
                 mock.patch.dict(simulator.JITTER, {"block_jitter": 0.0}):
-            simulator.validate(out, override)
+            simulator.validate(out, override, systems)
         return seen, written
 
     def test_every_set_is_predicted_with_its_own_fields_but_the_ones_given(self):
@@ -72,16 +73,34 @@ class ValidateOverrideTest(unittest.TestCase):
             self.assertEqual(json.load(f)["shaped_s_per_byte_at_1g"], 3e-10)
         self.assertEqual([path for path, _ in written], ["/tmp/whatif.csv"])
 
-    def test_a_function_override_changes_each_sets_fields_from_that_set_once(self):
+    def test_a_function_override_changes_each_points_fields_from_its_set_and_itself(self):
         calls = []
 
-        def halve(cal_set, fields):
-            calls.append(cal_set["file"])
-            return {"send_s_per_byte": fields["send_s_per_byte"] / 2}
+        def halve(cal_set, fields, point):
+            calls.append((cal_set["file"], point["bandwidth"]))
+            k = 2 if point["bandwidth"] == 1.0 else 4
+            return {"send_s_per_byte": fields["send_s_per_byte"] / k}
         seen, _ = self.validate(halve, "/tmp/whatif.csv")
-        self.assertEqual([c["send_s_per_byte"] for _, c in seen], [0.5e-10, 1e-10, 0.5e-10])
+        self.assertEqual([c["send_s_per_byte"] for _, c in seen], [0.5e-10, 1e-10, 0.25e-10])
         self.assertTrue(all(c["shaped_s_per_byte_at_1g"] == 3e-10 for _, c in seen))
-        self.assertEqual(calls, [self.cals["a"], self.cals["b"]])  # once per set's file
+        self.assertEqual(calls, [(self.cals["a"], 1.0), (self.cals["b"], 1.0),
+                                 (self.cals["a"], 2.5)])  # once per point
+        self.assertNotEqual(seen[0][0], seen[2][0])  # a file per set and replacement
+        self.assertFalse(any(os.path.exists(path) for path, _ in seen))
+
+    def test_points_of_the_same_set_and_replacement_share_one_file(self):
+        seen, _ = self.validate(lambda cal_set, fields, point: {"send_s_per_byte": 0.0},
+                                "/tmp/whatif.csv")
+        self.assertEqual(seen[0][0], seen[2][0])
+        self.assertNotEqual(seen[0][0], seen[1][0])
+
+    def test_systems_predicts_only_their_points_and_needs_out(self):
+        points = [dict(POINT, set="a"), dict(POINT, set="b", system="ddp")]
+        seen, written = self.validate(None, "/tmp/whatif.csv", systems=("ddp",), points=points)
+        self.assertEqual([path for path, _ in seen], [self.cals["b"]])
+        self.assertEqual([r["system"] for r in written[0][1]], ["ddp"])
+        with self.assertRaises(SystemExit):
+            self.validate(None, "", systems=("ddp",), points=points)
 
     def test_without_an_override_the_sets_files_are_read_as_they_are(self):
         seen, _ = self.validate(None, "/tmp/whatif.csv")
