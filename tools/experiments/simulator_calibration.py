@@ -81,7 +81,7 @@ INTERFERENCE_CONDITION = "other:8388608"
 PER_MESSAGE_S = (5e-6, 10e-6, 20e-6, 40e-6)  # the grid of the streaming fit
 # The per-message cost of a set whose streaming runs have one slice size: that of the
 # oldest data path measured at two (b64bf48, 11.3 µs), since one size cannot tell it from
-# the per-byte cost (the grid fit put such sets at its ends, 5 or 40 µs).
+# the per-byte cost (the grid fit put such sets at 5, 10 or 40 µs, mostly its ends).
 ONE_SIZE_PER_MESSAGE_SET = "auto-2026-12-05"
 WRITE_GAP_S = (0.0, 30e-6, 60e-6, 120e-6, 200e-6)
 RATES = (1.0, 2.5, 5.0, 0.0)
