@@ -187,7 +187,7 @@ def validate(out="", override=None, systems=()):
     fields to replace for that point (a what-if; with `out` only). systems: predict only
     the points of these systems (a what-if of their fields alone; with `out` only)."""
     if (override or systems) and not out:
-        sys.exit("validate: a calibration override is a what-if: give --out too")
+        sys.exit("validate: an override or a part of the points is a what-if: give --out too")
     overridden = {}
     try:
         rows = predict_all(override, overridden, systems)
