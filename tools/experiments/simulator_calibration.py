@@ -26,8 +26,8 @@ compute_scale. Used by tools/experiments/simulator.py (`calibrate`, and every pr
     it): the defaults of p3/sim/simulator.h times one factor, fitted so that ResNet-50's
     DDP point at unlimited bandwidth of the interleaved session (the most CPU-bound DDP
     point) is met; the same factor in every calibration (the peer did not change);
-  * compute_scale per model and session: the `local` point of the same session (the
-    machine's speed moves by up to 30 % between sessions), fitted: not a validation point;
+  * compute_scale per model and session: the `local` point of the same session, fitted
+    (the VM's speed moves by up to 30 % between sessions): not a validation point;
   * shared_host_compute_speed: half of two single-thread ResNet-50 runs side by side over
     one alone (pipeline/pipeline_contention.csv). No point of the validation enters it;
   * preempt_s: the computation's CPU lost per preemption by a thread waking on its core
@@ -46,16 +46,11 @@ compute_scale. Used by tools/experiments/simulator.py (`calibrate`, and every pr
     validated sets ran. The streaming benchmark's server runs the optimizer too (plain SGD,
     one worker): the per-byte costs of sending and receiving are its CPU per GB less
     that update as `perf` measured it (STREAMING_BREAKDOWN; issue 36: it was counted twice);
-  * shm_s_per_byte: the shared-memory path's copy per byte, from the streaming
-    benchmark's shared-memory runs (the sitting's own, else SHM_STREAMING's), less its
-    update and the per-message cost on both sides (shm_s_per_byte below);
-  * ring_link_share (and _beside_compute: a single-thread computation beside in each
-    rank): the share of a shaped link's rate that gloo's ring reaches, per rate, from
-    tools/experiments/ring_streaming.py, the median over RING_STREAMING's sittings' runs;
-    every set takes them. No validation point enters them (docs/simulator.md, "Calibration");
-  * kernel_buffer_bytes: the payload a full send buffer of p3's connections across the
-    shaped links held, sampled with `ss` during cluster runs (socket_buffers.py; Linux
-    autotunes it to net.ipv4.tcp_wmem's maximum, 4 MiB here). No validation point enters it.
+  * shm_s_per_byte: the shared-memory path's copy per byte (sitting_shm, shm_s_per_byte);
+  * ring_link_share (and _beside_compute): the share of a shaped link's rate that gloo's
+    ring reaches, per rate (ring_streaming.py; RING_STREAMING), the same in every set;
+  * kernel_buffer_bytes: the payload a full send buffer of p3's connections held in
+    cluster runs (socket_buffers.py). Each field in detail: docs/simulator.md, "Calibration".
 """
 import json
 import math
@@ -218,6 +213,14 @@ def shm_s_per_byte(shm_cpu_s_per_gb, streaming_update, per_message):
     reader are charged for each STREAMING_MESSAGE_BYTES; at least 0."""
     per_byte = (shm_cpu_s_per_gb - streaming_update) * 1e-9
     return max(0.0, per_byte - 2 * per_message / STREAMING_MESSAGE_BYTES)
+
+
+def sitting_shm(s):
+    """(CPU s per GB crossing, its CSV) of calibration set s's shared-memory runs: its own
+    streaming CSV's where it has them, else SHM_STREAMING's."""
+    shm = shm_measured(os.path.join(paths.ROOT, s["streaming"]))
+    return (shm, s["streaming"]) if shm is not None else \
+        (shm_measured(sp.results(SHM_STREAMING)), SHM_STREAMING)
 
 
 def simulate_streaming(cal_path, rate, slice_params=STREAMING_SLICE_PARAMS):
@@ -566,10 +569,7 @@ def calibrate(only="", wake_per_bytes=False, stream_turns=False):
                                f"{ONE_SIZE_PER_MESSAGE_SET}'s (one slice size here)")
         cal.update(per_message_s=per_message, write_gap_s=gap, send_s_per_byte=per_byte,
                    recv_s_per_byte=per_byte)
-        shm = shm_measured(os.path.join(paths.ROOT, s["streaming"]))
-        shm_source = s["streaming"]
-        if shm is None:
-            shm, shm_source = shm_measured(sp.results(SHM_STREAMING)), SHM_STREAMING
+        shm, shm_source = sitting_shm(s)
         cal["shm_s_per_byte"] = shm_s_per_byte(shm, streaming_update, per_message)
         print(f"{name}: shm_s_per_byte {cal['shm_s_per_byte'] * 1e9:.3f} ns "
               f"({shm_source}'s shared-memory runs, {shm:.3f} s per GB)")

@@ -22,10 +22,8 @@ import os
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from results_lib import paths  # noqa: E402
 import simulator  # noqa: E402
 import simulator_calibration as calibration  # noqa: E402
-import simulator_points as sp  # noqa: E402
 
 
 def one_size_fields(fields, per_message, shm_cpu_s_per_gb, streaming_update):
@@ -54,10 +52,7 @@ def main():
         f = cal_set["file"]
         if f not in one_size:
             second, _ = calibration.second_size_runs(cal_set)
-            shm = calibration.shm_measured(os.path.join(paths.ROOT, cal_set["streaming"]))
-            if shm is None:
-                shm = calibration.shm_measured(sp.results(calibration.SHM_STREAMING))
-            one_size[f] = None if second else shm
+            one_size[f] = None if second else calibration.sitting_shm(cal_set)[0]
             print(f"{f}: {'two sizes, kept' if second else 'one size'}", file=sys.stderr)
         if one_size[f] is None:
             return {}
